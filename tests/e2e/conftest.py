@@ -1,0 +1,89 @@
+"""Fixtures for tests against the real local control plane.
+
+One control plane per test session (etcd, kube-apiserver, kube-controller-manager
+built by ``hack/build-control-plane.sh``); every test gets a namespace of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_operator.devcluster import ControlPlane, kubectl_path
+
+REPO = Path(__file__).resolve().parents[2]
+CRDS = REPO / "crds"
+
+
+@dataclass
+class Cluster:
+    """What a test needs of the control plane: a kubeconfig and kubectl."""
+
+    plane: ControlPlane
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.plane.kubeconfig
+
+    @property
+    def version(self) -> dict[str, Any]:
+        return self.plane.version
+
+    def env(self) -> dict[str, str]:
+        return self.plane.env()
+
+    def kubectl(
+        self, *args: str, input: str | None = None, check: bool = True, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [kubectl_path(), f"--kubeconfig={self.kubeconfig}", *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(
+                f"kubectl {' '.join(args)} failed ({result.returncode}):\n{result.stderr}"
+            )
+        return result
+
+    def get_json(self, *args: str) -> Any:
+        return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    with ControlPlane() as plane:
+        print(
+            f"\nReal control plane: kube-apiserver {plane.version.get('gitVersion')} "
+            f"({plane.version.get('platform')}, go {plane.version.get('goVersion')}) "
+            f"at {plane.server}"
+        )
+        os.environ["KUBECONFIG"] = str(plane.kubeconfig)
+        yield Cluster(plane)
+
+
+@pytest.fixture(scope="session")
+def crds(cluster: Cluster) -> None:
+    cluster.kubectl("apply", "--server-side", "--field-manager=mcp-operator-tests", "-f", str(CRDS))
+    cluster.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS)
+    )
+
+
+@pytest.fixture
+def namespace(cluster: Cluster) -> Iterator[str]:
+    name = f"t-{uuid.uuid4().hex[:10]}"
+    cluster.kubectl("create", "namespace", name)
+    yield name
+    cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
