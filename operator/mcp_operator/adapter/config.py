@@ -1,0 +1,205 @@
+"""The adapter's configuration: one typed object built from flags and environment.
+
+Owns every tunable of ``mcp-operator adapter``. Each field has a flag and an
+environment variable (``MCP_ADAPTER_<NAME>``); a flag wins over the environment,
+the environment over the default. ``docs/adapter.md`` documents the same table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+ENV_PREFIX = "MCP_ADAPTER_"
+
+
+@dataclass(frozen=True, slots=True)
+class AdapterConfig:
+    """Everything the adapter needs to run one stdio MCP server behind HTTP."""
+
+    command: tuple[str, ...]
+    """The stdio server's command line (everything after ``--``)."""
+
+    host: str = "127.0.0.1"
+    """Address to listen on. In a Pod use ``0.0.0.0`` so that the Service can reach it."""
+
+    port: int = 8080
+    """TCP port to listen on."""
+
+    path: str = "/mcp"
+    """The Streamable HTTP endpoint path."""
+
+    allowed_hosts: tuple[str, ...] = ()
+    """Extra ``Host`` header values to accept besides localhost (DNS rebinding protection).
+
+    A name without a port matches any port; ``*`` in a name is a glob
+    (``*.svc.cluster.local``); a lone ``*`` disables the check. Wrong Host → 421.
+    """
+
+    allowed_origins: tuple[str, ...] = ()
+    """Extra ``Origin`` values to accept (``scheme://host[:port]``, globs allowed).
+
+    Browsers' Origin on localhost and on the allowed hosts is accepted too. Bad Origin → 403.
+    """
+
+    sse: bool = False
+    """Also serve the legacy HTTP+SSE transport (2024-11-05) on ``sse_path`` and ``messages_path``."""
+
+    sse_path: str = "/sse"
+    """The legacy SSE transport's event-stream path (with ``--sse``)."""
+
+    messages_path: str = "/messages"
+    """The legacy SSE transport's POST path (with ``--sse``)."""
+
+    max_body_bytes: int = 4 * 1024 * 1024
+    """Largest accepted request body; larger ones get 413. The SDK's default, 4 MiB."""
+
+    max_line_bytes: int = 16 * 1024 * 1024
+    """Largest accepted line on the child's stdout; longer lines are logged and dropped."""
+
+    max_sessions: int = 1000
+    """Most concurrent legacy sessions; an ``initialize`` beyond that gets 503."""
+
+    max_inflight: int = 1000
+    """Most calls in flight to the child at once; more get 503 (bounded queue)."""
+
+    stream_queue: int = 1000
+    """Most undelivered messages buffered per SSE stream; a stream that falls further behind is closed."""
+
+    session_idle_seconds: float = 1800.0
+    """A session with no request in flight and no open GET stream for this long is dropped (then 404)."""
+
+    request_timeout_seconds: float = 300.0
+    """Longest a call may wait for the child's answer before it fails with a JSON-RPC error."""
+
+    handshake_timeout_seconds: float = 30.0
+    """Longest the child may take to answer ``initialize``; then it is restarted."""
+
+    restart_backoff_seconds: float = 0.5
+    """First delay before restarting a dead child; doubles on each restart up to 30 seconds."""
+
+    max_restarts: int = 5
+    """Crash-loop guard: more restarts than this within ``restart_window_seconds`` and the adapter exits 1."""
+
+    restart_window_seconds: float = 120.0
+    """The window over which ``max_restarts`` is counted."""
+
+    shutdown_grace_seconds: float = 5.0
+    """On SIGTERM: how long the child's process group gets between SIGTERM and SIGKILL."""
+
+    log_level: str = "info"
+    """Log level of the adapter (debug, info, warning, error)."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment for the child (tests); the adapter's own environment is inherited."""
+
+
+# (field, flag, type, help) — one row per tunable; docs/adapter.md mirrors this list.
+_FLAGS: tuple[tuple[str, str, type, str], ...] = (
+    ("host", "--host", str, "address to listen on (default 127.0.0.1)"),
+    ("port", "--port", int, "TCP port (default 8080)"),
+    ("path", "--path", str, "Streamable HTTP path (default /mcp)"),
+    ("sse_path", "--sse-path", str, "legacy SSE stream path (default /sse)"),
+    ("messages_path", "--messages-path", str, "legacy SSE POST path (default /messages)"),
+    ("max_body_bytes", "--max-body-bytes", int, "largest request body, else 413"),
+    ("max_line_bytes", "--max-line-bytes", int, "largest stdout line from the child"),
+    ("max_sessions", "--max-sessions", int, "most concurrent sessions, else 503"),
+    ("max_inflight", "--max-inflight", int, "most calls in flight to the child, else 503"),
+    ("stream_queue", "--stream-queue", int, "most buffered messages per SSE stream"),
+    ("session_idle_seconds", "--session-idle-seconds", float, "idle session lifetime"),
+    ("request_timeout_seconds", "--request-timeout-seconds", float, "per-call timeout"),
+    ("handshake_timeout_seconds", "--handshake-timeout-seconds", float, "child handshake timeout"),
+    ("restart_backoff_seconds", "--restart-backoff-seconds", float, "first restart delay"),
+    ("max_restarts", "--max-restarts", int, "crash-loop guard: restarts per window"),
+    ("restart_window_seconds", "--restart-window-seconds", float, "crash-loop guard window"),
+    ("shutdown_grace_seconds", "--shutdown-grace-seconds", float, "SIGTERM→SIGKILL grace"),
+    ("log_level", "--log-level", str, "debug, info, warning or error"),
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the adapter's flags; defaults are ``None`` so that env and defaults can apply."""
+    for name, flag, kind, help_text in _FLAGS:
+        env_name = ENV_PREFIX + name.upper()
+        parser.add_argument(flag, dest=name, type=kind, default=None, help=f"{help_text} [{env_name}]")
+    parser.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="accept this Host header too (repeatable; * globs) [MCP_ADAPTER_ALLOWED_HOSTS, comma-separated]",
+    )
+    parser.add_argument(
+        "--allowed-origin",
+        dest="allowed_origins",
+        action="append",
+        default=None,
+        metavar="ORIGIN",
+        help="accept this Origin too (repeatable) [MCP_ADAPTER_ALLOWED_ORIGINS, comma-separated]",
+    )
+    parser.add_argument(
+        "--sse",
+        dest="sse",
+        action="store_true",
+        default=None,
+        help="also serve the legacy HTTP+SSE transport [MCP_ADAPTER_SSE=1]",
+    )
+    parser.add_argument(
+        "child_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND [ARG ...]",
+        help="the stdio MCP server to run",
+    )
+
+
+def _env_list(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip())
+
+
+def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> AdapterConfig:
+    """Build the config: flag, else ``MCP_ADAPTER_<NAME>``, else the default. Raises ValueError."""
+    environ = os.environ if environ is None else environ
+    values: dict[str, object] = {}
+    for name, _flag, kind, _help in _FLAGS:
+        value = getattr(args, name, None)
+        if value is None and (raw := environ.get(ENV_PREFIX + name.upper())):
+            try:
+                value = kind(raw)
+            except ValueError as error:
+                raise ValueError(f"{ENV_PREFIX}{name.upper()}: {error}") from None
+        if value is not None:
+            values[name] = value
+    hosts = args.allowed_hosts or _env_list(environ.get(ENV_PREFIX + "ALLOWED_HOSTS", ""))
+    origins = args.allowed_origins or _env_list(environ.get(ENV_PREFIX + "ALLOWED_ORIGINS", ""))
+    sse = args.sse if args.sse is not None else environ.get(ENV_PREFIX + "SSE", "") in ("1", "true")
+    command: Sequence[str] = list(args.child_command or ())
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        raise ValueError("no server command: pass it after --, e.g. -- npx -y SERVER")
+    config = AdapterConfig(
+        command=tuple(command),
+        allowed_hosts=tuple(hosts),
+        allowed_origins=tuple(origins),
+        sse=bool(sse),
+        **values,  # type: ignore[arg-type]
+    )
+    validate(config)
+    return config
+
+
+def validate(config: AdapterConfig) -> None:
+    """Reject values that cannot work, with a message that names the flag."""
+    for name in ("path", "sse_path", "messages_path"):
+        if not getattr(config, name).startswith("/"):
+            raise ValueError(f"--{name.replace('_', '-')} must start with /")
+    if not 0 < config.port < 65536:
+        raise ValueError("--port must be between 1 and 65535")
+    for name in ("max_body_bytes", "max_line_bytes", "max_sessions", "max_inflight", "stream_queue"):
+        if getattr(config, name) <= 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be positive")
+    if config.log_level.lower() not in ("debug", "info", "warning", "error"):
+        raise ValueError("--log-level must be debug, info, warning or error")

@@ -1,0 +1,58 @@
+"""``mcp-operator run``: the operator itself, in a cluster or from a laptop.
+
+From a laptop it uses ``KUBECONFIG`` (or ``~/.kube/config``); in a Pod, the
+service account. It runs as a single replica (kopf in standalone mode: no
+peering objects are needed or created).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch only this namespace (repeatable); default: all namespaces",
+    )
+    parser.add_argument(
+        "--liveness",
+        default="http://0.0.0.0:8080/healthz",
+        help="liveness endpoint URL (default %(default)s); 'none' disables it",
+    )
+    parser.add_argument("--log-format", choices=["text", "json"], default="text")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log more")
+    parser.add_argument("--debug", action="store_true", help="log everything kopf does")
+    parser.add_argument(
+        "--max-concurrent-probes",
+        type=int,
+        default=64,
+        help="probes running at once across all servers (default %(default)s)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    import kopf
+
+    import mcp_operator.handlers  # noqa: F401  (registers the handlers)
+    from mcp_operator.fleet import FleetSettings
+
+    log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
+    kopf.configure(verbose=args.verbose, debug=args.debug, log_format=log_format)
+    memo = kopf.Memo(fleet_settings=FleetSettings(max_concurrent_probes=args.max_concurrent_probes))
+    liveness = None if args.liveness == "none" else args.liveness
+    asyncio.run(
+        kopf.operator(
+            clusterwide=not args.namespace,
+            namespaces=args.namespace,
+            liveness_endpoint=liveness,
+            standalone=True,
+            memo=memo,
+        )
+    )
+    return 0

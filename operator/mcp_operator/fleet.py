@@ -1,0 +1,187 @@
+"""The MCPServer fleet: one asyncio worker per MCPServer that probes on its own schedule.
+
+kopf tells us about every MCPServer event (:meth:`Fleet.observe`); this module
+owns what happens next. Each object gets a worker task that reconciles it at
+once, then again every ``spec.probe.intervalSeconds`` (with jitter), sooner
+when the spec changes (a new ``metadata.generation`` wakes the worker), and
+with doubling, capped back-off while the probe fails. Probes of all servers run
+concurrently under one global limit, and nothing here blocks the event loop.
+
+Why not kopf daemons or timers: both need a finalizer per object (kopf's
+daemons must be stopped before deletion), and a finalizer is for state that
+garbage collection cannot reach; an in-memory schedule needs none. Why not
+kopf's change handlers: they persist progress in annotations (an extra write
+per change) and would re-run on every status patch we make.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import logging
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from mcp_operator import reconcile
+from mcp_operator.kube import MCPSERVERS, Kube, KubeError, NotFound
+from mcp_operator.serverstatus import events, status_patch
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    """How often and how many: the knobs of the probe schedule."""
+
+    max_concurrent_probes: int = 64
+    """Probes running at once across all servers; the rest wait their turn."""
+    initial_backoff_seconds: float = 5.0
+    """First retry delay after a failed probe; doubles on each further failure."""
+    max_backoff_seconds: float = 300.0
+    """Cap of the retry delay (also capped by the server's own interval)."""
+    jitter: float = 0.1
+    """Relative spread of the regular interval, so that servers created together drift apart."""
+
+
+@dataclass
+class _Entry:
+    body: Mapping[str, Any]
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    status: Mapping[str, Any] | None = None
+    failures: int = 0
+    seen_generation: int | None = None
+
+
+class Fleet:
+    """Every MCPServer this operator watches, each with its own worker."""
+
+    def __init__(
+        self,
+        kube: Kube,
+        settings: FleetSettings | None = None,
+        *,
+        clock: Callable[[], datetime.datetime] | None = None,
+    ) -> None:
+        self.kube = kube
+        self.settings = settings or FleetSettings()
+        self._entries: dict[str, _Entry] = {}
+        self._probe_slots = asyncio.Semaphore(self.settings.max_concurrent_probes)
+        self._clock = clock or (lambda: datetime.datetime.now(datetime.UTC))
+
+    # -- kopf side -------------------------------------------------------------------
+
+    def observe(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """Take one watch event: start, wake or stop the object's worker."""
+        uid = body.get("metadata", {}).get("uid")
+        if not uid:
+            return
+        if event_type == "DELETED" or body.get("metadata", {}).get("deletionTimestamp"):
+            self._forget(uid)
+            return
+        entry = self._entries.get(uid)
+        generation = body.get("metadata", {}).get("generation")
+        if entry is None:
+            entry = _Entry(body=body, status=body.get("status"), seen_generation=generation)
+            self._entries[uid] = entry
+            entry.task = asyncio.create_task(self._worker(uid, entry), name=f"mcpserver-{uid}")
+            return
+        entry.body = body
+        if generation != entry.seen_generation:
+            entry.seen_generation = generation
+            entry.failures = 0
+            entry.wake.set()
+
+    async def stop(self) -> None:
+        """Cancel every worker and wait for them to end."""
+        tasks = [e.task for e in self._entries.values() if e.task is not None]
+        self._entries.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _forget(self, uid: str) -> None:
+        entry = self._entries.pop(uid, None)
+        if entry is not None and entry.task is not None:
+            entry.task.cancel()
+
+    # -- worker ----------------------------------------------------------------------
+
+    async def _worker(self, uid: str, entry: _Entry) -> None:
+        while True:
+            entry.wake.clear()
+            try:
+                delay = await self._reconcile(entry)
+            except asyncio.CancelledError:
+                raise
+            except NotFound:
+                return  # deleted while we worked; the DELETED event stops us anyway
+            except Exception:
+                logger.exception("Reconcile of MCPServer %s failed unexpectedly", _name(entry.body))
+                delay = self._backoff(entry)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(entry.wake.wait(), timeout=delay)
+
+    async def _reconcile(self, entry: _Entry) -> float | None:
+        body = entry.body
+        result = await reconcile.mcpserver(self.kube, body, probe_slots=self._probe_slots)
+        now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
+        metadata = body["metadata"]
+        patch = status_patch(
+            entry.status,
+            result.outcome,
+            generation=metadata.get("generation"),
+            url=result.url,
+            now=now,
+        )
+        try:
+            updated = await self.kube.patch_status(
+                MCPSERVERS, metadata["namespace"], metadata["name"], patch
+            )
+        except KubeError as error:
+            if error.status == 404:
+                raise NotFound(404, str(error)) from None
+            logger.warning("Could not write status of MCPServer %s: %s", _name(body), error)
+            return self._backoff(entry)
+        new_status = (updated or {}).get("status") or patch
+        await self._post_events(body, entry.status, new_status)
+        entry.status = new_status
+        if result.outcome.kind == "failed":
+            entry.failures += 1
+            return min(self._backoff(entry), result.interval or self.settings.max_backoff_seconds)
+        entry.failures = 0
+        if result.outcome.kind in ("probed",) and result.interval:
+            spread = result.interval * self.settings.jitter
+            return result.interval + random.uniform(-spread, spread)
+        return result.interval  # None: wait for a spec change
+
+    def _backoff(self, entry: _Entry) -> float:
+        exponent = max(entry.failures - 1, 0)
+        return min(
+            self.settings.initial_backoff_seconds * (2**exponent),
+            self.settings.max_backoff_seconds,
+        )
+
+    async def _post_events(
+        self, body: Mapping[str, Any], old: Mapping[str, Any] | None, new: Mapping[str, Any]
+    ) -> None:
+        posts: list[Awaitable[None]] = [
+            self.kube.post_event(body, type_=e.type, reason=e.reason, message=e.message)
+            for e in events(old, new)
+        ]
+        for event in events(old, new):
+            log = logger.warning if event.type == "Warning" else logger.info
+            log("MCPServer %s: %s: %s", _name(body), event.reason, event.message)
+        if posts:
+            await asyncio.gather(*posts)
+
+
+def _name(body: Mapping[str, Any]) -> str:
+    metadata = body.get("metadata", {})
+    return f"{metadata.get('namespace')}/{metadata.get('name')}"

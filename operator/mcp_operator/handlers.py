@@ -1,0 +1,56 @@
+"""The kopf handlers: thin on purpose.
+
+Start-up configures kopf and creates the shared clients; every MCPServer watch
+event goes to :class:`mcp_operator.fleet.Fleet`, which owns scheduling and
+reconciling; clean-up stops the workers and closes the clients.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from mcp_operator import GROUP, VERSION
+from mcp_operator.fleet import Fleet, FleetSettings
+from mcp_operator.kube import Kube
+
+
+@kopf.on.startup()
+async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    # Finalizer and progress storage under our own domain, never kopf's defaults, so
+    # that two kopf-based operators on one cluster cannot step on each other's marks.
+    settings.persistence.finalizer = f"{GROUP}/finalizer"
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=GROUP, key="last-handled-configuration"
+    )
+    # Ask the API server to end each watch after 5 minutes and give up on our side a bit
+    # later: a watch that silently stalls behind a load balancer is then re-established.
+    settings.watching.server_timeout = 300
+    settings.watching.client_timeout = 330
+    settings.watching.connect_timeout = 10
+    # Requests other than watches must not hang forever on a sick API server.
+    settings.networking.request_timeout = 30
+    # kopf turns log lines into Events; we post our own Events on transitions, so only
+    # warnings and errors of the framework itself become Events.
+    settings.posting.level = logging.WARNING
+    fleet_settings = getattr(memo, "fleet_settings", None) or FleetSettings()
+    memo.kube = Kube.connect()
+    memo.fleet = Fleet(memo.kube, fleet_settings)
+
+
+@kopf.on.cleanup()
+async def cleanup(memo: kopf.Memo, **_: Any) -> None:
+    fleet = getattr(memo, "fleet", None)
+    if fleet is not None:
+        await fleet.stop()
+    kube = getattr(memo, "kube", None)
+    if kube is not None:
+        await kube.close()
+
+
+@kopf.on.event(GROUP, VERSION, "mcpservers")
+def mcpserver_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    memo.fleet.observe(event.get("type"), dict(body))

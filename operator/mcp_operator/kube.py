@@ -1,0 +1,311 @@
+"""The one door to the Kubernetes API server.
+
+Everything the operator reads or writes outside kopf's own watching goes
+through :class:`Kube`: server-side apply of owned objects (one field manager),
+merge patches of the ``status`` subresource, reads of Secrets referenced by a
+spec, and Events. HTTP status codes are mapped to exceptions here and nowhere
+else. The client is asynchronous (httpx) so nothing blocks kopf's event loop;
+it is created once at start-up and closed at clean-up.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import logging
+import os
+import ssl
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mcp_operator import FIELD_MANAGER
+
+logger = logging.getLogger(__name__)
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+TOKEN_REREAD_SECONDS = 60.0
+
+
+class KubeError(RuntimeError):
+    """The API server refused a request; ``status`` is the HTTP status code."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class NotFound(KubeError):
+    pass
+
+
+class Conflict(KubeError):
+    pass
+
+
+class SecretReferenceError(RuntimeError):
+    """A ``secretKeyRef`` cannot be resolved; the message names the Secret and key (never a value)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Resource:
+    """Where a kind lives in the REST API."""
+
+    group: str
+    version: str
+    plural: str
+
+    def path(self, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
+        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
+        if namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if sub:
+            base += f"/{sub}"
+        return base
+
+
+SECRETS = Resource("", "v1", "secrets")
+EVENTS = Resource("", "v1", "events")
+SERVICES = Resource("", "v1", "services")
+DEPLOYMENTS = Resource("apps", "v1", "deployments")
+CONFIGMAPS = Resource("", "v1", "configmaps")
+PODS = Resource("", "v1", "pods")
+MCPSERVERS = Resource("mcp-operator.dev", "v1alpha1", "mcpservers")
+AGENTRUNS = Resource("mcp-operator.dev", "v1alpha1", "agentruns")
+
+
+@dataclass
+class _Credentials:
+    server: str
+    verify: ssl.SSLContext | bool
+    token: str | None = None
+    token_file: Path | None = None
+    cert: tuple[str, str] | None = None
+
+
+def _load_credentials(kubeconfig: str | None) -> _Credentials:
+    token_file = SERVICE_ACCOUNT_DIR / "token"
+    if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ and token_file.exists():
+        host = os.environ["KUBERNETES_SERVICE_HOST"]
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if ":" in host:
+            host = f"[{host}]"
+        context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
+        return _Credentials(server=f"https://{host}:{port}", verify=context, token_file=token_file)
+
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    verify: ssl.SSLContext | bool = True
+    if not configuration.verify_ssl:
+        verify = False
+    elif configuration.ssl_ca_cert:
+        verify = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    cert = None
+    if configuration.cert_file and configuration.key_file:
+        cert = (configuration.cert_file, configuration.key_file)
+        if isinstance(verify, ssl.SSLContext):
+            verify.load_cert_chain(*cert)
+        else:
+            context = ssl.create_default_context()
+            context.load_cert_chain(*cert)
+            if verify is False:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            verify = context
+    token = configuration.api_key.get("authorization") or configuration.api_key.get("BearerToken")
+    if token and token.startswith("Bearer "):
+        token = token[len("Bearer ") :]
+    return _Credentials(server=configuration.host, verify=verify, token=token, cert=cert)
+
+
+class Kube:
+    """An asynchronous client of one API server; create with :meth:`connect`."""
+
+    def __init__(self, credentials: _Credentials) -> None:
+        self._credentials = credentials
+        self._token_read_at = 0.0
+        self._token = credentials.token
+        self._client = httpx.AsyncClient(
+            base_url=credentials.server,
+            verify=credentials.verify,
+            timeout=REQUEST_TIMEOUT,
+            limits=httpx.Limits(max_connections=50, max_keepalive_connections=20),
+        )
+
+    @classmethod
+    def connect(cls, kubeconfig: str | None = None) -> Kube:
+        """In-cluster credentials when running in a Pod, else the kubeconfig (``KUBECONFIG``)."""
+        return cls(_load_credentials(kubeconfig))
+
+    @property
+    def server(self) -> str:
+        return self._credentials.server
+
+    async def close(self) -> None:
+        await self._client.aclose()
+
+    # -- transport -------------------------------------------------------------------
+
+    def _headers(self) -> dict[str, str]:
+        token_file = self._credentials.token_file
+        # Projected service-account tokens rotate: re-read the file now and then.
+        if token_file is not None and time.monotonic() - self._token_read_at > TOKEN_REREAD_SECONDS:
+            self._token = token_file.read_text().strip()
+            self._token_read_at = time.monotonic()
+        return {"Authorization": f"Bearer {self._token}"} if self._token else {}
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+    ) -> Any:
+        headers = self._headers()
+        content = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            content = json.dumps(body).encode()
+        response = await self._client.request(
+            method, path, content=content, headers=headers, params=params
+        )
+        if response.status_code >= 400:
+            raise _error(response)
+        if not response.content:
+            return None
+        return response.json()
+
+    async def raw_get(self, path: str, *, timeout: float | None = None) -> httpx.Response:
+        """A GET that returns the response as it is (used for the service proxy)."""
+        return await self._client.get(
+            path, headers=self._headers(), timeout=timeout or REQUEST_TIMEOUT
+        )
+
+    # -- verbs -------------------------------------------------------------------------
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> Any | None:
+        """The object, or ``None`` when it does not exist."""
+        try:
+            return await self.request("GET", resource.path(namespace, name))
+        except NotFound:
+            return None
+
+    async def apply(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
+        """Server-side apply with our field manager; ``force`` takes fields we render."""
+        metadata = manifest["metadata"]
+        return await self.request(
+            "PATCH",
+            resource.path(metadata.get("namespace"), metadata["name"]),
+            body=manifest,
+            content_type="application/apply-patch+yaml",
+            params={"fieldManager": FIELD_MANAGER, "force": "true"},
+        )
+
+    async def patch_status(
+        self, resource: Resource, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> Any:
+        """A JSON merge patch of the status subresource (``None`` values delete fields)."""
+        return await self.request(
+            "PATCH",
+            resource.path(namespace, name, "status"),
+            body={"status": status},
+            content_type="application/merge-patch+json",
+            params={"fieldManager": FIELD_MANAGER},
+        )
+
+    async def read_secret_key(self, namespace: str, name: str, key: str) -> str:
+        """One value of a Secret; errors name the Secret and key, never a value."""
+        try:
+            secret = await self.request("GET", SECRETS.path(namespace, name))
+        except NotFound:
+            raise SecretReferenceError(
+                "SecretNotFound", f"Secret {namespace}/{name} (key {key!r}) was not found"
+            ) from None
+        except KubeError as error:
+            raise SecretReferenceError(
+                "SecretUnreadable",
+                f"Secret {namespace}/{name} could not be read (HTTP {error.status})",
+            ) from None
+        data = secret.get("data") or {}
+        if key not in data:
+            raise SecretReferenceError(
+                "SecretKeyNotFound", f"Secret {namespace}/{name} has no key {key!r}"
+            )
+        try:
+            return base64.b64decode(data[key]).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise SecretReferenceError(
+                "SecretKeyInvalid", f"Secret {namespace}/{name} key {key!r} is not UTF-8 text"
+            ) from None
+
+    async def post_event(
+        self,
+        involved: Mapping[str, Any],
+        *,
+        type_: str,
+        reason: str,
+        message: str,
+    ) -> None:
+        """An Event about ``involved`` (an object body); failures are logged, never raised."""
+        metadata = involved.get("metadata", {})
+        namespace = metadata.get("namespace") or "default"
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{metadata.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                "apiVersion": involved.get("apiVersion"),
+                "kind": involved.get("kind"),
+                "name": metadata.get("name"),
+                "namespace": namespace,
+                "uid": metadata.get("uid"),
+                "resourceVersion": metadata.get("resourceVersion"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message[:1024],
+            "source": {"component": FIELD_MANAGER},
+            "reportingComponent": FIELD_MANAGER,
+            "reportingInstance": os.environ.get("HOSTNAME", FIELD_MANAGER),
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }
+        try:
+            await self.request("POST", EVENTS.path(namespace), body=event)
+        except (KubeError, httpx.HTTPError) as error:
+            logger.warning("Could not post event %s for %s: %s", reason, metadata.get("name"), error)
+
+
+def _error(response: httpx.Response) -> KubeError:
+    try:
+        message = str(response.json().get("message", response.text))
+    except ValueError:
+        message = response.text[:500]
+    if response.status_code == 404:
+        return NotFound(404, message)
+    if response.status_code == 409:
+        return Conflict(409, message)
+    return KubeError(response.status_code, message)

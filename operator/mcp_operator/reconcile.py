@@ -1,0 +1,110 @@
+"""One reconcile of one MCPServer: parse -> (deploy) -> resolve headers -> probe -> outcome.
+
+This module decides; :mod:`mcp_operator.fleet` schedules and writes status.
+Secret values resolved here go straight into the probe's request headers and
+nowhere else: not into the outcome, not into logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from mcp_operator.api.models import MCPServer
+from mcp_operator.kube import Kube, SecretReferenceError
+from mcp_operator.mcp import naming, report
+from mcp_operator.mcp.probe import ProbeError, ProbeTarget, discover
+from mcp_operator.serverstatus import Outcome
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Result:
+    outcome: Outcome
+    url: str | None
+    interval: float | None
+    """Seconds until the next regular reconcile; ``None`` waits for a spec change."""
+
+
+def describe_validation_error(error: pydantic.ValidationError) -> str:
+    """One line per problem, each naming the field, e.g. ``spec.url: must start with http://``."""
+    lines = []
+    for problem in error.errors()[:10]:
+        location = ".".join(str(part) for part in problem["loc"] if not str(part).startswith("function-"))
+        lines.append(f"{location}: {problem['msg']}" if location else str(problem["msg"]))
+    return "; ".join(lines)
+
+
+async def resolve_headers(kube: Kube, namespace: str, server: MCPServer) -> dict[str, str]:
+    """The request headers of a server, with ``secretKeyRef`` values read from the API."""
+    headers: dict[str, str] = {}
+    for header in server.spec.headers or []:
+        if header.value is not None:
+            headers[header.name] = header.value
+        elif header.value_from is not None:
+            ref = header.value_from.secret_key_ref
+            headers[header.name] = await kube.read_secret_key(namespace, ref.name, ref.key)
+    return headers
+
+
+async def mcpserver(
+    kube: Kube, body: Mapping[str, Any], *, probe_slots: asyncio.Semaphore
+) -> Result:
+    """Reconcile an MCPServer once and say what its status should say."""
+    namespace = body["metadata"]["namespace"]
+    try:
+        server = MCPServer.model_validate(body)
+    except pydantic.ValidationError as error:
+        message = describe_validation_error(error)
+        logger.warning("MCPServer %s/%s is invalid: %s", namespace, body["metadata"].get("name"), message)
+        return Result(Outcome("invalid", "InvalidSpec", message), None, None)
+
+    spec = server.spec
+    url = spec.url
+    interval = float(spec.probe.interval_seconds)
+    if spec.suspend:
+        return Result(Outcome("suspended"), url, None)
+    if not spec.probe.enabled:
+        return Result(Outcome("not-probed"), url, None)
+    if url is None:
+        return Result(
+            Outcome("waiting", "NotSupported", "Managed mode is not reconciled by this version"),
+            None,
+            None,
+        )
+
+    try:
+        headers = await resolve_headers(kube, namespace, server)
+    except SecretReferenceError as error:
+        return Result(Outcome("failed", error.reason, str(error)), url, interval)
+
+    target = ProbeTarget(
+        url=url,
+        transport="sse" if spec.effective_transport == "sse" else "streamable-http",
+        headers=headers,
+        timeout_seconds=float(spec.probe.timeout_seconds),
+    )
+    try:
+        async with probe_slots:
+            discovery = await discover(target)
+    except ProbeError as error:
+        return Result(Outcome("failed", error.reason, error.message), url, interval)
+
+    selection = naming.select_tools(
+        discovery.tools,
+        prefix=server.effective_prefix,
+        allow=spec.tools_allow or (),
+        deny=spec.tools_deny or (),
+    )
+    outcome = Outcome(
+        "probed",
+        probe_fields=report.status_fields(discovery, selection),
+        warnings=report.warnings(selection),
+    )
+    return Result(outcome, url, interval)

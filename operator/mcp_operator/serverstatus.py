@@ -1,0 +1,151 @@
+"""What an MCPServer's status says after each reconcile: pure functions, no I/O.
+
+The reconciler decides an :class:`Outcome` (probed, failed, invalid, suspended,
+not probed); :func:`status_patch` turns it, with the previous status, into the
+merge patch for the ``status`` subresource, and :func:`events` says which
+Events the change deserves. Keeping this pure is what lets the unit tests pin
+down the promises users rely on: a failed probe keeps the last known tools and
+says since when the server is failing; ``lastTransitionTime`` moves only when a
+condition flips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from mcp_operator.conditions import Condition, find, merge
+
+Kind = Literal["probed", "failed", "invalid", "suspended", "not-probed", "waiting"]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The result of one reconcile of one MCPServer."""
+
+    kind: Kind
+    reason: str = ""
+    message: str = ""
+    probe_fields: Mapping[str, Any] = field(default_factory=dict)
+    """tools, toolCount, discoveredToolCount, serverInfo (``report.status_fields``)."""
+    warnings: Sequence[str] = ()
+    deployed: Condition | None = None
+    """The ``Deployed`` condition of a managed server, ``None`` for an external one."""
+
+
+def status_patch(
+    previous: Mapping[str, Any] | None,
+    outcome: Outcome,
+    *,
+    generation: int | None,
+    url: str | None,
+    now: str,
+) -> dict[str, Any]:
+    """The merge patch for ``status`` (fields absent from the patch are kept as they are)."""
+    previous = previous or {}
+    patch: dict[str, Any] = {"observedGeneration": generation}
+    if url is not None:
+        patch["url"] = url
+    wanted: list[Condition] = []
+    if outcome.deployed is not None:
+        wanted.append(outcome.deployed)
+
+    if outcome.kind == "probed":
+        patch.update(outcome.probe_fields)
+        if "tools" not in outcome.probe_fields:
+            patch["tools"] = []
+        patch["lastProbeTime"] = now
+        exposed = outcome.probe_fields.get("toolCount", 0)
+        discovered = outcome.probe_fields.get("discoveredToolCount", 0)
+        message = f"Discovered {discovered} tools, {exposed} exposed after filters"
+        if outcome.warnings:
+            message += "; " + "; ".join(outcome.warnings)
+        reason = "ToolsDiscovered" if not outcome.warnings else "ToolsDiscoveredWithWarnings"
+        wanted.append(Condition("Probed", "True", reason, message))
+        wanted.append(_ready_after(outcome.deployed, "Ready", f"Serving {exposed} tools"))
+    elif outcome.kind == "failed":
+        probed_before = find(previous.get("conditions"), "Probed")
+        since = now
+        if probed_before is not None and probed_before.get("status") == "False":
+            since = str(probed_before.get("lastTransitionTime") or now)
+        message = f"{outcome.message} (failing since {since})"
+        kept = len(previous.get("tools") or [])
+        if kept and previous.get("lastProbeTime"):
+            message += (
+                f"; keeping {kept} tools from the last successful probe at "
+                f"{previous['lastProbeTime']}"
+            )
+        wanted.append(Condition("Probed", "False", outcome.reason, message))
+        ready_reason = "ProbeFailed" if not outcome.reason.startswith("Secret") else outcome.reason
+        wanted.append(Condition("Ready", "False", ready_reason, message))
+    elif outcome.kind == "invalid":
+        wanted.append(Condition("Ready", "False", "InvalidSpec", outcome.message))
+    elif outcome.kind == "suspended":
+        wanted.append(Condition("Probed", "Unknown", "Suspended", "Probing is suspended"))
+        wanted.append(Condition("Ready", "False", "Suspended", "spec.suspend is true"))
+    elif outcome.kind == "not-probed":
+        wanted.append(
+            Condition("Probed", "Unknown", "ProbeDisabled", "spec.probe.enabled is false")
+        )
+        wanted.append(
+            _ready_after(outcome.deployed, "ProbeDisabled", "Not probed: spec.probe.enabled is false")
+        )
+    elif outcome.kind == "waiting":
+        wanted.append(Condition("Probed", "Unknown", outcome.reason, outcome.message))
+        wanted.append(Condition("Ready", "False", outcome.reason, outcome.message))
+    patch["conditions"] = merge(
+        previous.get("conditions"), wanted, now=now, generation=generation
+    )
+    return patch
+
+
+def _ready_after(deployed: Condition | None, reason: str, message: str) -> Condition:
+    """Ready is True only when the Deployment (if any) is available too."""
+    if deployed is not None and deployed.status != "True":
+        return Condition("Ready", "False", deployed.reason, deployed.message)
+    return Condition("Ready", "True", reason, message)
+
+
+@dataclass(frozen=True)
+class Event:
+    type: Literal["Normal", "Warning"]
+    reason: str
+    message: str
+
+
+def events(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Event]:
+    """Events that a status change deserves: transitions, not repetitions."""
+    previous = previous or {}
+    old_probed = find(previous.get("conditions"), "Probed")
+    new_probed = find(new.get("conditions"), "Probed")
+    result: list[Event] = []
+    if new_probed is None:
+        return result
+    old_state = old_probed.get("status") if old_probed else None
+    new_state = new_probed.get("status")
+    if new_state == "True":
+        if old_state != "True":
+            result.append(Event("Normal", "ToolsDiscovered", str(new_probed.get("message"))))
+        else:
+            old_names = {t.get("name") for t in previous.get("tools") or []}
+            new_names = {t.get("name") for t in new.get("tools") or []}
+            added, removed = new_names - old_names, old_names - new_names
+            if added or removed:
+                result.append(
+                    Event(
+                        "Normal",
+                        "ToolsChanged",
+                        f"{len(added)} tools added, {len(removed)} removed; "
+                        f"{new.get('toolCount', len(new_names))} exposed",
+                    )
+                )
+        if new_probed.get("reason") == "ToolsDiscoveredWithWarnings" and (
+            old_probed is None or old_probed.get("message") != new_probed.get("message")
+        ):
+            result.append(Event("Warning", "ToolWarnings", str(new_probed.get("message"))))
+    elif new_state == "False" and (
+        old_state != "False" or (old_probed and old_probed.get("reason") != new_probed.get("reason"))
+    ):
+        result.append(Event("Warning", "ProbeFailed", str(new_probed.get("message"))))
+    return result
