@@ -67,7 +67,7 @@ crds: ## Copy crds/ into the Helm chart and deploy/ (the CRD YAML is the one sou
 	bash hack/sync-crds.sh
 
 .PHONY: demo
-demo: $(PY) ## Local control plane (or your kubeconfig's cluster), operator, a real MCP server, an MCPServer
+demo: $(PY) control-plane node-tools ## Local control plane (or your kubeconfig's cluster), operator, a real MCP server, an MCPServer
 	$(PY) -m mcp_operator dev demo
 
 .PHONY: cluster-up

@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="use the local control plane even when a kubeconfig points at a cluster",
     )
+    demo.add_argument(
+        "--once", action="store_true", help="stop everything once the server is Ready"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if args.dev_command == "demo":
         from mcp_operator import demo
 
-        return demo.main(force_local=args.local)
+        return demo.main(force_local=args.local, once=args.once)
     if args.action == "up":
         return _up(args.dir)
     return _down(args.dir)

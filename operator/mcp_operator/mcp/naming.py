@@ -90,28 +90,28 @@ class ToolSelection:
 
 
 def is_valid_tool_name(name: str) -> bool:
-    """Whether ``name`` is a valid MCP tool name: 1–128 characters of ``[A-Za-z0-9_.-]``."""
+    """Whether ``name`` is a valid MCP tool name: 1 to 128 characters of ``[A-Za-z0-9_.-]``."""
     return _VALID_TOOL_NAME.fullmatch(name) is not None
 
 
 def is_valid_prefix(prefix: str) -> bool:
-    """Whether ``prefix`` is a valid ``toolsPrefix``: ``[a-z][a-z0-9_-]*``, at most 32 characters."""
+    """Whether ``prefix`` is a valid ``toolsPrefix``: ``[a-z][a-z0-9_-]*``, at most 32 long."""
     return _PREFIX.fullmatch(prefix) is not None
 
 
 def default_prefix(metadata_name: str) -> str:
     """The tool prefix derived from an object name (the ``toolsPrefix`` default).
 
-    Lowercase; every character outside ``[a-z0-9_-]`` becomes ``-``; a name that
-    does not start with a letter gets ``mcp-`` in front; at most 32 characters,
-    without a trailing ``-`` or ``_``. ``github.tools`` → ``github-tools``,
-    ``1password`` → ``mcp-1password``. Always returns a valid prefix.
+    Lowercase; every character outside ``[a-z0-9_-]`` becomes ``-`` (so the ``.``
+    of a DNS subdomain does too); ``m`` is prepended when the result does not
+    start with a letter; cut to 32 characters; trailing ``-`` and ``_`` removed
+    (so that ``<prefix>_<tool>`` never shows ``-_``). ``github.tools`` →
+    ``github-tools``, ``1password`` → ``m1password``. Always a valid prefix.
     """
     prefix = _NOT_PREFIX.sub("-", metadata_name.lower())
     if not "a" <= prefix[:1] <= "z":
-        prefix = "mcp-" + prefix
-    prefix = prefix[:MAX_PREFIX_CHARS].rstrip("-_")
-    return prefix if is_valid_prefix(prefix) else "mcp"
+        prefix = "m" + prefix
+    return prefix[:MAX_PREFIX_CHARS].rstrip("-_") or "m"
 
 
 def _short_hash(text: str) -> str:
@@ -194,7 +194,11 @@ def select_tools(
     keeps the name and each later one gets the hash-suffix form; each collision is
     reported. A name listed twice is exposed once and reported.
     """
-    unmatched_allow = [p for p in dict.fromkeys(allow) if not any(matches([p], t.name) for t in tools)]
+    unmatched_allow = [
+        pattern
+        for pattern in dict.fromkeys(allow)
+        if not any(matches([pattern], tool.name) for tool in tools)
+    ]
 
     wanted = [
         tool

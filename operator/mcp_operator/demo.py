@@ -1,0 +1,212 @@
+"""``make demo``: see the operator work in a minute, on any machine.
+
+With no reachable cluster it starts the local control plane (see
+:mod:`mcp_operator.devcluster`); with a kubeconfig that points at a cluster it
+uses that. It installs the CRDs, starts the operator, starts a real
+third-party MCP server (``@modelcontextprotocol/server-everything`` over
+Streamable HTTP) on loopback, applies an external MCPServer that points at it,
+waits for ``Ready`` and prints what a platform engineer would look at.
+Ctrl-C stops everything it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+from mcp_operator.devcluster import CACHE_DIR, ControlPlane, free_port, kubectl_path
+
+REPO = Path(__file__).resolve().parents[2]
+NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"
+EVERYTHING_VERSION = "2026.8.31"
+NAMESPACE = "mcp-demo"
+
+
+def _say(text: str) -> None:
+    print(f"\033[1m==> {text}\033[0m", flush=True)
+
+
+def _kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
+    result = subprocess.run(
+        [kubectl_path(), f"--kubeconfig={kubeconfig}", *args],
+        input=input,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+    return result.stdout
+
+
+def _reachable_kubeconfig() -> Path | None:
+    """The user's kubeconfig when it points at a cluster that answers, else ``None``."""
+    candidate = Path(os.environ.get("KUBECONFIG", Path.home() / ".kube" / "config"))
+    if not candidate.is_file():
+        return None
+    probe = subprocess.run(
+        [kubectl_path(), f"--kubeconfig={candidate}", "version", "--request-timeout=5s"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return candidate if probe.returncode == 0 else None
+
+
+def _spawn(argv: list[str], *, env: dict[str, str] | None = None, log: Path) -> subprocess.Popen[bytes]:
+    handle = log.open("ab")
+    try:
+        return subprocess.Popen(
+            argv, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    finally:
+        handle.close()
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+
+
+def everything_command() -> list[str]:
+    """How to start server-everything: the pinned copy from ``make node-tools``, else npx."""
+    entry = NODE_TOOLS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+    if entry.is_file():
+        return ["node", str(entry), "streamableHttp"]
+    npx = shutil.which("npx")
+    if npx is None:
+        raise RuntimeError("Node.js is needed for the demo's MCP server (node and npx on PATH)")
+    return [npx, "-y", f"@modelcontextprotocol/server-everything@{EVERYTHING_VERSION}", "streamableHttp"]
+
+
+def _wait_listening(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"the MCP server exited with code {process.returncode}")
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return
+        except urllib.error.HTTPError:
+            return  # it answers, even if not to a bare GET
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the MCP server did not listen at {url} within {timeout:.0f}s")
+
+
+MCPSERVER = """\
+apiVersion: mcp-operator.dev/v1alpha1
+kind: MCPServer
+metadata:
+  name: everything
+  namespace: {namespace}
+spec:
+  mode: external
+  url: {url}
+  toolsPrefix: demo
+  toolsDeny: ["*Long*", "trigger-*"]
+  probe:
+    intervalSeconds: 30
+"""
+
+
+@contextlib.contextmanager
+def _cluster(force_local: bool, workdir: Path) -> Iterator[Path]:
+    existing = None if force_local else _reachable_kubeconfig()
+    if existing is not None:
+        _say(f"Using the cluster of {existing}")
+        yield existing
+        return
+    _say("Starting the local control plane (etcd, kube-apiserver, kube-controller-manager)")
+    with ControlPlane(directory=workdir / "cluster") as plane:
+        _say(f"kube-apiserver {plane.version.get('gitVersion')} is ready at {plane.server}")
+        yield plane.kubeconfig
+
+
+def main(*, force_local: bool = False, once: bool = False) -> int:
+    workdir = CACHE_DIR / "demo"
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    started: list[subprocess.Popen[bytes]] = []
+    try:
+        with _cluster(force_local, workdir) as kubeconfig:
+            _say("Installing the CRDs")
+            _kubectl(kubeconfig, "apply", "--server-side", "-f", str(REPO / "crds"))
+            _kubectl(kubeconfig, "wait", "--for=condition=Established", "-f", str(REPO / "crds"))
+
+            port = free_port()
+            url = f"http://127.0.0.1:{port}/mcp"
+            _say(f"Starting a real MCP server (server-everything) at {url}")
+            server = _spawn(
+                everything_command(), env={**os.environ, "PORT": str(port)}, log=workdir / "server.log"
+            )
+            started.append(server)
+            _wait_listening(url, server)
+
+            _say("Starting the operator (mcp-operator run)")
+            operator = _spawn(
+                [sys.executable, "-m", "mcp_operator", "run", "--liveness", "none"],
+                env={**os.environ, "KUBECONFIG": str(kubeconfig)},
+                log=workdir / "operator.log",
+            )
+            started.append(operator)
+
+            _say(f"Applying an external MCPServer in namespace {NAMESPACE}")
+            _kubectl(
+                kubeconfig,
+                "apply",
+                "-f",
+                "-",
+                input=f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n",
+            )
+            manifest = MCPSERVER.format(namespace=NAMESPACE, url=url)
+            print(manifest)
+            _kubectl(kubeconfig, "apply", "--server-side", "-f", "-", input=manifest)
+            began = time.monotonic()
+            _kubectl(
+                kubeconfig,
+                "-n", NAMESPACE,
+                "wait", "--for=condition=Ready", "mcpserver/everything", "--timeout=90s",
+            )
+            _say(f"Ready after {time.monotonic() - began:.1f}s")
+            print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "mcpservers", "-o", "wide"))
+            status = json.loads(
+                _kubectl(kubeconfig, "-n", NAMESPACE, "get", "mcpserver/everything", "-o", "json")
+            )["status"]
+            _say(
+                f"Tools an agent gets ({status['toolCount']} of {status['discoveredToolCount']} "
+                f"discovered; server {status['serverInfo'].get('name')} "
+                f"{status['serverInfo'].get('version')}, protocol "
+                f"{status['serverInfo'].get('protocolVersion')})"
+            )
+            for tool in status.get("tools", []):
+                print(f"  {tool['name']:<40} {tool.get('description', '')[:70]}")
+            print(f"\nexport KUBECONFIG={kubeconfig}   # to look around; logs in {workdir}")
+            if not once:
+                _say("Running. Press Ctrl-C to stop everything the demo started.")
+                stop.wait()
+    finally:
+        for process in reversed(started):
+            _stop(process)
+    _say("Stopped")
+    return 0
