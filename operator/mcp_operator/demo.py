@@ -64,7 +64,9 @@ def _reachable_kubeconfig() -> Path | None:
     return candidate if probe.returncode == 0 else None
 
 
-def _spawn(argv: list[str], *, env: dict[str, str] | None = None, log: Path) -> subprocess.Popen[bytes]:
+def _spawn(
+    argv: list[str], *, env: dict[str, str] | None = None, log: Path
+) -> subprocess.Popen[bytes]:
     handle = log.open("ab")
     try:
         return subprocess.Popen(
@@ -93,7 +95,12 @@ def everything_command() -> list[str]:
     npx = shutil.which("npx")
     if npx is None:
         raise RuntimeError("Node.js is needed for the demo's MCP server (node and npx on PATH)")
-    return [npx, "-y", f"@modelcontextprotocol/server-everything@{EVERYTHING_VERSION}", "streamableHttp"]
+    return [
+        npx,
+        "-y",
+        f"@modelcontextprotocol/server-everything@{EVERYTHING_VERSION}",
+        "streamableHttp",
+    ]
 
 
 def _wait_listening(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
@@ -158,7 +165,9 @@ def main(*, force_local: bool = False, once: bool = False) -> int:
             url = f"http://127.0.0.1:{port}/mcp"
             _say(f"Starting a real MCP server (server-everything) at {url}")
             server = _spawn(
-                everything_command(), env={**os.environ, "PORT": str(port)}, log=workdir / "server.log"
+                everything_command(),
+                env={**os.environ, "PORT": str(port)},
+                log=workdir / "server.log",
             )
             started.append(server)
             _wait_listening(url, server)
@@ -185,8 +194,12 @@ def main(*, force_local: bool = False, once: bool = False) -> int:
             began = time.monotonic()
             _kubectl(
                 kubeconfig,
-                "-n", NAMESPACE,
-                "wait", "--for=condition=Ready", "mcpserver/everything", "--timeout=90s",
+                "-n",
+                NAMESPACE,
+                "wait",
+                "--for=condition=Ready",
+                "mcpserver/everything",
+                "--timeout=90s",
             )
             _say(f"Ready after {time.monotonic() - began:.1f}s")
             print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "mcpservers", "-o", "wide"))

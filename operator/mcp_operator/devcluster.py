@@ -304,9 +304,7 @@ class ControlPlane:
         )
         self.version = json.loads(self._get(f"{self.server}/version", ca=certs.ca_cert))
         self._wait_for_controller_manager(certs.ca_cert)
-        logger.info(
-            "Started control plane %s at %s", self.version.get("gitVersion"), self.server
-        )
+        logger.info("Started control plane %s at %s", self.version.get("gitVersion"), self.server)
 
     def stop(self) -> None:
         """Stop every process this object started, newest first; remove a temporary dir."""
@@ -335,7 +333,7 @@ class ControlPlane:
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,  # noqa: PLW1509 - only setpgid and prctl, no locks
+            preexec_fn=_die_with_parent,
         )
         log.close()
         self._processes.append((name, process))

@@ -27,6 +27,7 @@ from typing import Any
 
 from mcp_operator import reconcile
 from mcp_operator.kube import MCPSERVERS, Kube, KubeError, NotFound
+from mcp_operator.render import RenderSettings
 from mcp_operator.serverstatus import events, status_patch
 
 logger = logging.getLogger(__name__)
@@ -44,6 +45,8 @@ class FleetSettings:
     """Cap of the retry delay (also capped by the server's own interval)."""
     jitter: float = 0.1
     """Relative spread of the regular interval, so that servers created together drift apart."""
+    render: RenderSettings = field(default_factory=RenderSettings)
+    """How managed servers' children are rendered (adapter image, cluster domain)."""
 
 
 @dataclass
@@ -54,6 +57,8 @@ class _Entry:
     status: Mapping[str, Any] | None = None
     failures: int = 0
     seen_generation: int | None = None
+    secrets: frozenset[str] = frozenset()
+    """Names of the Secrets the spec references (their change wakes the worker)."""
 
 
 class Fleet:
@@ -86,14 +91,29 @@ class Fleet:
         generation = body.get("metadata", {}).get("generation")
         if entry is None:
             entry = _Entry(body=body, status=body.get("status"), seen_generation=generation)
+            entry.secrets = referenced_secrets(body)
             self._entries[uid] = entry
             entry.task = asyncio.create_task(self._worker(uid, entry), name=f"mcpserver-{uid}")
             return
         entry.body = body
         if generation != entry.seen_generation:
             entry.seen_generation = generation
+            entry.secrets = referenced_secrets(body)
             entry.failures = 0
             entry.wake.set()
+
+    def wake(self, uid: str) -> None:
+        """Reconcile one server now (its Deployment changed)."""
+        entry = self._entries.get(uid)
+        if entry is not None:
+            entry.wake.set()
+
+    def secret_changed(self, namespace: str, name: str) -> None:
+        """Reconcile now every server in ``namespace`` that references Secret ``name``."""
+        for entry in self._entries.values():
+            if name in entry.secrets and entry.body["metadata"].get("namespace") == namespace:
+                entry.failures = 0
+                entry.wake.set()
 
     async def stop(self) -> None:
         """Cancel every worker and wait for them to end."""
@@ -130,7 +150,9 @@ class Fleet:
 
     async def _reconcile(self, entry: _Entry) -> float | None:
         body = entry.body
-        result = await reconcile.mcpserver(self.kube, body, probe_slots=self._probe_slots)
+        result = await reconcile.mcpserver(
+            self.kube, body, probe_slots=self._probe_slots, render_settings=self.settings.render
+        )
         now = self._clock().strftime("%Y-%m-%dT%H:%M:%SZ")
         metadata = body["metadata"]
         patch = status_patch(
@@ -156,17 +178,15 @@ class Fleet:
             entry.failures += 1
             return min(self._backoff(entry), result.interval or self.settings.max_backoff_seconds)
         entry.failures = 0
-        if result.outcome.kind in ("probed",) and result.interval:
+        if result.outcome.kind == "probed" and result.interval:
             spread = result.interval * self.settings.jitter
             return result.interval + random.uniform(-spread, spread)
         return result.interval  # None: wait for a spec change
 
     def _backoff(self, entry: _Entry) -> float:
-        exponent = max(entry.failures - 1, 0)
-        return min(
-            self.settings.initial_backoff_seconds * (2**exponent),
-            self.settings.max_backoff_seconds,
-        )
+        exponent = min(max(entry.failures - 1, 0), 30)
+        delay = self.settings.initial_backoff_seconds * float(2**exponent)
+        return min(delay, self.settings.max_backoff_seconds)
 
     async def _post_events(
         self, body: Mapping[str, Any], old: Mapping[str, Any] | None, new: Mapping[str, Any]
@@ -180,6 +200,18 @@ class Fleet:
             log("MCPServer %s: %s: %s", _name(body), event.reason, event.message)
         if posts:
             await asyncio.gather(*posts)
+
+
+def referenced_secrets(body: Mapping[str, Any]) -> frozenset[str]:
+    """Secret names referenced by ``spec.headers`` and ``spec.deployment.env``."""
+    spec = body.get("spec") or {}
+    refs = [*(spec.get("headers") or []), *((spec.get("deployment") or {}).get("env") or [])]
+    names = set()
+    for ref in refs:
+        secret = ((ref or {}).get("valueFrom") or {}).get("secretKeyRef") or {}
+        if secret.get("name"):
+            names.add(secret["name"])
+    return frozenset(names)
 
 
 def _name(body: Mapping[str, Any]) -> str:

@@ -1,4 +1,4 @@
-"""The kopf handlers: thin on purpose.
+"""The kopf handlers: thin on purpose (and async: kopf runs sync handlers in threads).
 
 Start-up configures kopf and creates the shared clients; every MCPServer watch
 event goes to :class:`mcp_operator.fleet.Fleet`, which owns scheduling and
@@ -52,5 +52,19 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 
 
 @kopf.on.event(GROUP, VERSION, "mcpservers")
-def mcpserver_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def mcpserver_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     memo.fleet.observe(event.get("type"), dict(body))
+
+
+@kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": "mcp-operator"})
+async def deployment_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    for owner in body.get("metadata", {}).get("ownerReferences") or []:
+        if owner.get("kind") == "MCPServer" and owner.get("controller"):
+            memo.fleet.wake(owner.get("uid"))
+
+
+@kopf.on.event("", "v1", "secrets")
+async def secret_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    if event.get("type") in ("MODIFIED", "DELETED", "ADDED"):
+        metadata = body.get("metadata", {})
+        memo.fleet.secret_changed(metadata.get("namespace"), metadata.get("name"))

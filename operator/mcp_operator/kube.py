@@ -51,7 +51,7 @@ class Conflict(KubeError):
 
 
 class SecretReferenceError(RuntimeError):
-    """A ``secretKeyRef`` cannot be resolved; the message names the Secret and key (never a value)."""
+    """A ``secretKeyRef`` cannot be resolved; the message names the Secret and key, no value."""
 
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
@@ -110,7 +110,7 @@ def _load_credentials(kubeconfig: str | None) -> _Credentials:
     from kubernetes import client, config
 
     configuration = client.Configuration()
-    config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
+    config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
     verify: ssl.SSLContext | bool = True
     if not configuration.verify_ssl:
         verify = False
@@ -157,6 +157,15 @@ class Kube:
     def server(self) -> str:
         return self._credentials.server
 
+    @property
+    def in_cluster(self) -> bool:
+        """Whether this client uses a Pod's service account (so Service DNS names resolve)."""
+        return self._credentials.token_file is not None
+
+    def proxy_credentials(self) -> tuple[dict[str, str], ssl.SSLContext | bool]:
+        """Headers and TLS settings to reach the API server's service proxy like this client."""
+        return self._headers(), self._credentials.verify
+
     async def close(self) -> None:
         await self._client.aclose()
 
@@ -193,12 +202,6 @@ class Kube:
             return None
         return response.json()
 
-    async def raw_get(self, path: str, *, timeout: float | None = None) -> httpx.Response:
-        """A GET that returns the response as it is (used for the service proxy)."""
-        return await self._client.get(
-            path, headers=self._headers(), timeout=timeout or REQUEST_TIMEOUT
-        )
-
     # -- verbs -------------------------------------------------------------------------
 
     async def get(self, resource: Resource, namespace: str | None, name: str) -> Any | None:
@@ -207,6 +210,14 @@ class Kube:
             return await self.request("GET", resource.path(namespace, name))
         except NotFound:
             return None
+
+    async def list(
+        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
+    ) -> list[Any]:
+        """The items of a list call (one page; callers select narrowly)."""
+        params = {"labelSelector": label_selector} if label_selector else None
+        answer = await self.request("GET", resource.path(namespace), params=params)
+        return list((answer or {}).get("items") or [])
 
     async def apply(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
         """Server-side apply with our field manager; ``force`` takes fields we render."""
@@ -296,7 +307,9 @@ class Kube:
         try:
             await self.request("POST", EVENTS.path(namespace), body=event)
         except (KubeError, httpx.HTTPError) as error:
-            logger.warning("Could not post event %s for %s: %s", reason, metadata.get("name"), error)
+            logger.warning(
+                "Could not post event %s for %s: %s", reason, metadata.get("name"), error
+            )
 
 
 def _error(response: httpx.Response) -> KubeError:

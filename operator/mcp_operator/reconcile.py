@@ -1,4 +1,4 @@
-"""One reconcile of one MCPServer: parse -> (deploy) -> resolve headers -> probe -> outcome.
+"""One reconcile of one MCPServer: parse -> deploy (managed) -> resolve headers -> probe.
 
 This module decides; :mod:`mcp_operator.fleet` schedules and writes status.
 Secret values resolved here go straight into the probe's request headers and
@@ -9,16 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pydantic
 
+from mcp_operator import managed, render
 from mcp_operator.api.models import MCPServer
+from mcp_operator.conditions import Condition
 from mcp_operator.kube import Kube, SecretReferenceError
 from mcp_operator.mcp import naming, report
 from mcp_operator.mcp.probe import ProbeError, ProbeTarget, discover
+from mcp_operator.render import RenderSettings
 from mcp_operator.serverstatus import Outcome
 
 logger = logging.getLogger(__name__)
@@ -36,7 +40,9 @@ def describe_validation_error(error: pydantic.ValidationError) -> str:
     """One line per problem, each naming the field, e.g. ``spec.url: must start with http://``."""
     lines = []
     for problem in error.errors()[:10]:
-        location = ".".join(str(part) for part in problem["loc"] if not str(part).startswith("function-"))
+        location = ".".join(
+            str(part) for part in problem["loc"] if not str(part).startswith("function-")
+        )
         lines.append(f"{location}: {problem['msg']}" if location else str(problem["msg"]))
     return "; ".join(lines)
 
@@ -54,7 +60,11 @@ async def resolve_headers(kube: Kube, namespace: str, server: MCPServer) -> dict
 
 
 async def mcpserver(
-    kube: Kube, body: Mapping[str, Any], *, probe_slots: asyncio.Semaphore
+    kube: Kube,
+    body: Mapping[str, Any],
+    *,
+    probe_slots: asyncio.Semaphore,
+    render_settings: RenderSettings,
 ) -> Result:
     """Reconcile an MCPServer once and say what its status should say."""
     namespace = body["metadata"]["namespace"]
@@ -62,39 +72,49 @@ async def mcpserver(
         server = MCPServer.model_validate(body)
     except pydantic.ValidationError as error:
         message = describe_validation_error(error)
-        logger.warning("MCPServer %s/%s is invalid: %s", namespace, body["metadata"].get("name"), message)
+        logger.warning(
+            "MCPServer %s/%s is invalid: %s", namespace, body["metadata"].get("name"), message
+        )
         return Result(Outcome("invalid", "InvalidSpec", message), None, None)
 
     spec = server.spec
-    url = spec.url
     interval = float(spec.probe.interval_seconds)
+    deployed: Condition | None = None
+    extra_headers: dict[str, str] = {}
+    verify: ssl.SSLContext | bool = True
+    if spec.mode == "managed":
+        applied = await managed.deploy(kube, server, render_settings)
+        deployed = await managed.deployed_condition(kube, server, applied)
+        url = render.service_url(server, render_settings)
+        probe_url, extra_headers, verify = managed.probe_endpoint(kube, server, render_settings)
+    else:
+        assert spec.url is not None
+        url = probe_url = spec.url
+
     if spec.suspend:
-        return Result(Outcome("suspended"), url, None)
+        return Result(Outcome("suspended", deployed=deployed), url, None)
     if not spec.probe.enabled:
-        return Result(Outcome("not-probed"), url, None)
-    if url is None:
-        return Result(
-            Outcome("waiting", "NotSupported", "Managed mode is not reconciled by this version"),
-            None,
-            None,
-        )
+        return Result(Outcome("not-probed", deployed=deployed), url, None)
 
     try:
         headers = await resolve_headers(kube, namespace, server)
     except SecretReferenceError as error:
-        return Result(Outcome("failed", error.reason, str(error)), url, interval)
+        return Result(Outcome("failed", error.reason, str(error), deployed=deployed), url, interval)
 
     target = ProbeTarget(
-        url=url,
+        url=probe_url,
         transport="sse" if spec.effective_transport == "sse" else "streamable-http",
-        headers=headers,
+        headers={**headers, **extra_headers},
         timeout_seconds=float(spec.probe.timeout_seconds),
+        verify_tls=verify,
     )
     try:
         async with probe_slots:
             discovery = await discover(target)
     except ProbeError as error:
-        return Result(Outcome("failed", error.reason, error.message), url, interval)
+        return Result(
+            Outcome("failed", error.reason, error.message, deployed=deployed), url, interval
+        )
 
     selection = naming.select_tools(
         discovery.tools,
@@ -106,5 +126,6 @@ async def mcpserver(
         "probed",
         probe_fields=report.status_fields(discovery, selection),
         warnings=report.warnings(selection),
+        deployed=deployed,
     )
     return Result(outcome, url, interval)

@@ -89,14 +89,14 @@ def status_patch(
             Condition("Probed", "Unknown", "ProbeDisabled", "spec.probe.enabled is false")
         )
         wanted.append(
-            _ready_after(outcome.deployed, "ProbeDisabled", "Not probed: spec.probe.enabled is false")
+            _ready_after(
+                outcome.deployed, "ProbeDisabled", "Not probed: spec.probe.enabled is false"
+            )
         )
     elif outcome.kind == "waiting":
         wanted.append(Condition("Probed", "Unknown", outcome.reason, outcome.message))
         wanted.append(Condition("Ready", "False", outcome.reason, outcome.message))
-    patch["conditions"] = merge(
-        previous.get("conditions"), wanted, now=now, generation=generation
-    )
+    patch["conditions"] = merge(previous.get("conditions"), wanted, now=now, generation=generation)
     return patch
 
 
@@ -145,7 +145,8 @@ def events(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[E
         ):
             result.append(Event("Warning", "ToolWarnings", str(new_probed.get("message"))))
     elif new_state == "False" and (
-        old_state != "False" or (old_probed and old_probed.get("reason") != new_probed.get("reason"))
+        old_state != "False"
+        or (old_probed and old_probed.get("reason") != new_probed.get("reason"))
     ):
         result.append(Event("Warning", "ProbeFailed", str(new_probed.get("message"))))
     return result

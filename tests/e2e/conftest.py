@@ -6,9 +6,12 @@ built by ``hack/build-control-plane.sh``); every test gets a namespace of its ow
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.devcluster import ControlPlane, kubectl_path
+from mcp_operator.devcluster import ControlPlane, free_port, kubectl_path
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "crds"
@@ -60,6 +63,30 @@ class Cluster:
     def get_json(self, *args: str) -> Any:
         return json.loads(self.kubectl("get", "-o", "json", *args).stdout)
 
+    def apply(self, namespace: str, obj: dict[str, Any]) -> None:
+        """Server-side apply of one object, as a user's GitOps pipeline would."""
+        self.kubectl(
+            "-n",
+            namespace,
+            "apply",
+            "--server-side",
+            "--field-manager=e2e",
+            "-f",
+            "-",
+            input=json.dumps(obj),
+        )
+
+
+@dataclass
+class OperatorProcess:
+    """``mcp-operator run`` as a subprocess, logging to a file."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[Cluster]:
@@ -76,9 +103,44 @@ def cluster() -> Iterator[Cluster]:
 @pytest.fixture(scope="session")
 def crds(cluster: Cluster) -> None:
     cluster.kubectl("apply", "--server-side", "--field-manager=mcp-operator-tests", "-f", str(CRDS))
-    cluster.kubectl(
-        "wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS)
-    )
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
+
+
+@pytest.fixture(scope="session")
+def operator(
+    cluster: Cluster, crds: None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OperatorProcess]:
+    """The operator, started once for the session, stopped (and its log shown) at the end."""
+    log_path = tmp_path_factory.mktemp("operator") / "operator.log"
+    port = free_port()
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mcp_operator",
+                "run",
+                "--verbose",
+                f"--liveness=http://127.0.0.1:{port}/healthz",
+            ],
+            env=cluster.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    running = OperatorProcess(process, log_path)
+    try:
+        yield running
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        tail = "\n".join(running.log().splitlines()[-40:])
+        print(f"\n--- operator log (last 40 lines) ---\n{tail}")
 
 
 @pytest.fixture

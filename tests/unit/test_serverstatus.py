@@ -66,11 +66,19 @@ def test_a_missing_secret_is_the_ready_reason() -> None:
 
 
 def test_invalid_spec_is_reported_without_touching_tools() -> None:
-    patch = status_patch({"tools": TOOLS}, Outcome("invalid", "InvalidSpec", "spec.url: bad"),
-                         generation=2, url=None, now=T0)
+    patch = status_patch(
+        {"tools": TOOLS},
+        Outcome("invalid", "InvalidSpec", "spec.url: bad"),
+        generation=2,
+        url=None,
+        now=T0,
+    )
     assert "tools" not in patch
     ready = find(patch["conditions"], "Ready")
-    assert ready is not None and (ready["reason"], ready["message"]) == ("InvalidSpec", "spec.url: bad")
+    assert ready is not None and (ready["reason"], ready["message"]) == (
+        "InvalidSpec",
+        "spec.url: bad",
+    )
 
 
 def test_transition_time_moves_only_when_status_flips() -> None:
@@ -90,7 +98,8 @@ def test_events_are_posted_on_transitions_not_repetitions() -> None:
     changed = events(again, fewer)
     assert [e.reason for e in changed] == ["ToolsChanged"]
     assert "0 tools added, 1 removed" in changed[0].message
-    failed = apply(fewer, status_patch(fewer, Outcome("failed", "Timeout", "t"), generation=1,
-                                      url="u", now=T2))
+    failed = apply(
+        fewer, status_patch(fewer, Outcome("failed", "Timeout", "t"), generation=1, url="u", now=T2)
+    )
     assert [e.type for e in events(fewer, failed)] == ["Warning"]
     assert events(failed, failed) == []

@@ -1,0 +1,14 @@
+"""The stdio → Streamable HTTP adapter (``mcp-operator adapter``).
+
+Serves one stdio MCP server to many HTTP clients of both protocol eras.
+Modules, one job each:
+
+- ``config``   the typed configuration (flags and environment)
+- ``sessions`` the legacy session table (create, look up, expire, reset)
+- ``router``   the protocol core: id and token remapping, routing, cancellation
+- ``era``      what the adapter answers itself per era, and 2026 result shaping
+- ``child``    the supervised stdio child (spawn, read loop, restart, group kill)
+- ``core``     the running state: child + router + sessions, health and readiness
+- ``http``     the ASGI front (both eras, the legacy SSE transport, /healthz, /readyz)
+- ``server``   running the front under uvicorn with signal handling
+"""

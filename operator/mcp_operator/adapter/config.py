@@ -45,7 +45,7 @@ class AdapterConfig:
     """
 
     sse: bool = False
-    """Also serve the legacy HTTP+SSE transport (2024-11-05) on ``sse_path`` and ``messages_path``."""
+    """Also serve the legacy HTTP+SSE transport (2024-11-05) on the two paths below."""
 
     sse_path: str = "/sse"
     """The legacy SSE transport's event-stream path (with ``--sse``)."""
@@ -66,10 +66,10 @@ class AdapterConfig:
     """Most calls in flight to the child at once; more get 503 (bounded queue)."""
 
     stream_queue: int = 1000
-    """Most undelivered messages buffered per SSE stream; a stream that falls further behind is closed."""
+    """Most undelivered messages per SSE stream; a stream further behind is closed."""
 
     session_idle_seconds: float = 1800.0
-    """A session with no request in flight and no open GET stream for this long is dropped (then 404)."""
+    """A session with no request in flight and no GET stream for this long is dropped (404)."""
 
     request_timeout_seconds: float = 300.0
     """Longest a call may wait for the child's answer before it fails with a JSON-RPC error."""
@@ -81,7 +81,7 @@ class AdapterConfig:
     """First delay before restarting a dead child; doubles on each restart up to 30 seconds."""
 
     max_restarts: int = 5
-    """Crash-loop guard: more restarts than this within ``restart_window_seconds`` and the adapter exits 1."""
+    """Crash-loop guard: more restarts than this within the window and the adapter exits 1."""
 
     restart_window_seconds: float = 120.0
     """The window over which ``max_restarts`` is counted."""
@@ -123,14 +123,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the adapter's flags; defaults are ``None`` so that env and defaults can apply."""
     for name, flag, kind, help_text in _FLAGS:
         env_name = ENV_PREFIX + name.upper()
-        parser.add_argument(flag, dest=name, type=kind, default=None, help=f"{help_text} [{env_name}]")
+        parser.add_argument(
+            flag, dest=name, type=kind, default=None, help=f"{help_text} [{env_name}]"
+        )
     parser.add_argument(
         "--allowed-host",
         dest="allowed_hosts",
         action="append",
         default=None,
         metavar="NAME",
-        help="accept this Host header too (repeatable; * globs) [MCP_ADAPTER_ALLOWED_HOSTS, comma-separated]",
+        help="accept this Host too (repeatable; * globs) [MCP_ADAPTER_ALLOWED_HOSTS, a,b]",
     )
     parser.add_argument(
         "--allowed-origin",
@@ -198,7 +200,13 @@ def validate(config: AdapterConfig) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must start with /")
     if not 0 < config.port < 65536:
         raise ValueError("--port must be between 1 and 65535")
-    for name in ("max_body_bytes", "max_line_bytes", "max_sessions", "max_inflight", "stream_queue"):
+    for name in (
+        "max_body_bytes",
+        "max_line_bytes",
+        "max_sessions",
+        "max_inflight",
+        "stream_queue",
+    ):
         if getattr(config, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
     if config.log_level.lower() not in ("debug", "info", "warning", "error"):

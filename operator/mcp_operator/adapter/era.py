@@ -61,7 +61,12 @@ declared the capability, and refused otherwise.
 """
 
 _RESERVED_META_KEYS: Final = frozenset(
-    {PROTOCOL_VERSION_META_KEY, CLIENT_INFO_META_KEY, CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY}
+    {
+        PROTOCOL_VERSION_META_KEY,
+        CLIENT_INFO_META_KEY,
+        CLIENT_CAPABILITIES_META_KEY,
+        LOG_LEVEL_META_KEY,
+    }
 )
 _CACHEABLE: Final = _methods.CACHEABLE_METHODS
 
@@ -99,7 +104,9 @@ def negotiate_version(requested: Any, child_version: str) -> str:
         and KNOWN_PROTOCOL_VERSIONS.index(requested) <= KNOWN_PROTOCOL_VERSIONS.index(child_version)
     ):
         return requested
-    return child_version if child_version in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+    return (
+        child_version if child_version in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+    )
 
 
 def initialize_result(child_result: dict[str, Any], requested: Any) -> dict[str, Any]:
@@ -162,7 +169,9 @@ def modern_result(method: str, version: str, result: Any, server_info: Any) -> d
         try:
             shaped = _methods.serialize_server_result(method, version, shaped)
         except (ValidationError, KeyError, ValueError):
-            logger.debug("Child result for %s did not fit the %s surface; sent as is", method, version)
+            logger.debug(
+                "Child result for %s did not fit the %s surface; sent as is", method, version
+            )
     if isinstance(server_info, dict):
         meta = shaped.get("_meta")
         if meta is None:

@@ -53,7 +53,7 @@ class CallSink(Protocol):
         ...
 
     def related(self, message: dict[str, Any]) -> bool:
-        """A progress notification or server request tied to the call; False if it cannot be carried."""
+        """Progress or a server request tied to the call; False if it cannot be carried."""
         ...
 
 
@@ -142,7 +142,9 @@ class Router:
         _call, line = self.forward_request(message, None, sink)
         return line
 
-    def forward_notification(self, message: dict[str, Any], session: Session | None) -> bytes | None:
+    def forward_notification(
+        self, message: dict[str, Any], session: Session | None
+    ) -> bytes | None:
         """Remap a client's notification; returns the line to write, or None to drop it."""
         method = message.get("method")
         if method == "notifications/initialized":
@@ -150,11 +152,17 @@ class Router:
         if method == "notifications/cancelled":
             params = message.get("params")
             request_id = params.get("requestId") if isinstance(params, dict) else None
-            call = session.calls.get(request_id) if session is not None and request_id is not None else None
+            call = (
+                session.calls.get(request_id)
+                if session is not None and request_id is not None
+                else None
+            )
             if call is None:
                 return None  # already answered, or not this session's: never cancel another's call
             reason = params.get("reason") if isinstance(params, dict) else None
-            return self.cancel(call, reason if isinstance(reason, str) else "Cancelled by the client")
+            return self.cancel(
+                call, reason if isinstance(reason, str) else "Cancelled by the client"
+            )
         return encode(message)
 
     def forward_response(self, message: dict[str, Any], session: Session) -> bytes | None:
@@ -180,11 +188,15 @@ class Router:
         return encode({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": params})
 
     def end_session(self, session: Session, reason: str) -> list[bytes]:
-        """A session is gone: cancel its calls, refuse its server requests; returns lines for the child."""
-        lines = [line for call in list(session.calls.values()) if (line := self.cancel(call, reason))]
+        """A session is gone: cancel its calls, refuse its server requests; lines for the child."""
+        lines = [
+            line for call in list(session.calls.values()) if (line := self.cancel(call, reason))
+        ]
         for child_request_id in list(session.server_requests.values()):
             self._server_requests.pop(child_request_id, None)
-            lines.append(encode(error_response(child_request_id, INTERNAL_ERROR, "Client session ended")))
+            lines.append(
+                encode(error_response(child_request_id, INTERNAL_ERROR, "Client session ended"))
+            )
         session.server_requests.clear()
         if self._recent is session:
             self._recent = None
@@ -206,7 +218,7 @@ class Router:
     # ----------------------------------------------------------------- child -> clients
 
     def from_child(self, message: dict[str, Any]) -> list[bytes]:
-        """Route one message from the child; returns lines to write back to the child (may be empty)."""
+        """Route one message from the child; returns lines to write back to the child."""
         method = message.get("method")
         if method is None:
             self._response(message)
@@ -252,7 +264,11 @@ class Router:
             return
         if method == "notifications/cancelled":
             child_request_id = params.get("requestId")
-            target = self._server_requests.pop(child_request_id, None) if child_request_id is not None else None
+            target = (
+                self._server_requests.pop(child_request_id, None)
+                if child_request_id is not None
+                else None
+            )
             if target is not None:
                 session, visible_id = target
                 session.server_requests.pop(visible_id, None)
@@ -269,7 +285,11 @@ class Router:
 
     def _push(self, session: Session, message: dict[str, Any]) -> None:
         if session.stream is not None and not session.stream.push(message):
-            logger.debug("Dropped %s for session %s: stream full or closed", message.get("method"), session.id)
+            logger.debug(
+                "Dropped %s for session %s: stream full or closed",
+                message.get("method"),
+                session.id,
+            )
 
     def _server_request(self, method: str, message: dict[str, Any]) -> bytes | None:
         child_request_id: RequestId = message["id"]
@@ -278,12 +298,16 @@ class Router:
         call, session = self._target()
         if session is None:
             return encode(
-                error_response(child_request_id, METHOD_NOT_FOUND, f"No client session can answer {method}")
+                error_response(
+                    child_request_id, METHOD_NOT_FOUND, f"No client session can answer {method}"
+                )
             )
         capability = CAPABILITY_FOR_METHOD.get(method)
         if capability is not None and not session.can(capability):
             return encode(
-                error_response(child_request_id, METHOD_NOT_FOUND, f"The client did not declare {capability}")
+                error_response(
+                    child_request_id, METHOD_NOT_FOUND, f"The client did not declare {capability}"
+                )
             )
         session.next_server_request_id += 1
         visible_id = session.next_server_request_id
@@ -293,7 +317,9 @@ class Router:
             delivered = session.stream.push(outgoing)
         if not delivered:
             return encode(
-                error_response(child_request_id, INTERNAL_ERROR, f"No open stream to deliver {method} on")
+                error_response(
+                    child_request_id, INTERNAL_ERROR, f"No open stream to deliver {method} on"
+                )
             )
         session.server_requests[visible_id] = child_request_id
         self._server_requests[child_request_id] = (session, visible_id)

@@ -58,7 +58,7 @@ class Session:
     closed: bool = False
 
     def can(self, capability: str) -> bool:
-        """Whether the client declared ``capability`` (sampling, elicitation, roots) at initialize."""
+        """Whether the client declared ``capability`` (sampling, elicitation, roots)."""
         return isinstance(self.capabilities.get(capability), dict)
 
 

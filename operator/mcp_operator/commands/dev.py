@@ -17,9 +17,9 @@ import signal
 import threading
 from pathlib import Path
 
-DEFAULT_DIR = Path(
-    os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator")
-) / "cluster"
+DEFAULT_DIR = (
+    Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator")) / "cluster"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

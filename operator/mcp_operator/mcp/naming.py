@@ -82,7 +82,7 @@ class ToolSelection:
     collisions: list[str]
     """One sentence per exposed-name collision (or tool listed twice)."""
     invalid: list[str]
-    """Original names that are not valid MCP tool names; excluded from ``tools``."""
+    """Original names that are not valid MCP tool names (sorted); excluded from ``tools``."""
     unmatched_allow: list[str]
     """``toolsAllow`` patterns that matched no discovered tool (a typo guard)."""
     truncated: bool
@@ -205,7 +205,7 @@ def select_tools(
         for tool in tools
         if (not allow or matches(allow, tool.name)) and not matches(deny, tool.name)
     ]
-    invalid = [tool.name for tool in wanted if not is_valid_tool_name(tool.name)]
+    invalid = sorted(tool.name for tool in wanted if not is_valid_tool_name(tool.name))
     valid = sorted((t for t in wanted if is_valid_tool_name(t.name)), key=lambda t: t.name)
 
     collisions: list[str] = []

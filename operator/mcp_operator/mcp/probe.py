@@ -31,6 +31,20 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import anyio
+import httpx2
+import mcp
+from mcp.client.sse import sse_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    Implementation,
+)
+from pydantic import ValidationError
+
 from mcp_operator import __version__
 from mcp_operator.mcp.naming import RawTool, cut
 
@@ -158,8 +172,6 @@ async def discover(target: ProbeTarget) -> Discovery:
         ProbeError: on any failure, within ``target.timeout_seconds`` (plus the
             time it takes to close connections).
     """
-    import anyio
-
     _check_target(target)
     state = _State(target)
     try:
@@ -184,10 +196,10 @@ class _State:
         self.too_large = False
 
 
-class _LimitedStream:
+class _LimitedStream(httpx2.AsyncByteStream):
     """A response body stream that fails once more than ``limit`` bytes went through."""
 
-    def __init__(self, inner: Any, state: _State, limit: int) -> None:
+    def __init__(self, inner: httpx2.AsyncByteStream, state: _State, limit: int) -> None:
         self._inner = inner
         self._state = state
         self._limit = limit
@@ -205,9 +217,7 @@ class _LimitedStream:
         await self._inner.aclose()
 
 
-def _http_client(target: ProbeTarget, state: _State) -> Any:
-    import httpx2
-
+def _http_client(target: ProbeTarget, state: _State) -> httpx2.AsyncClient:
     async def on_response(response: httpx2.Response) -> None:
         if response.request.method == "POST":
             status = response.status_code
@@ -216,7 +226,8 @@ def _http_client(target: ProbeTarget, state: _State) -> Any:
         if length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
             state.too_large = True
             raise _ResponseTooLarge
-        response.stream = _LimitedStream(response.stream, state, MAX_RESPONSE_BYTES)  # type: ignore[assignment]
+        if isinstance(response.stream, httpx2.AsyncByteStream):
+            response.stream = _LimitedStream(response.stream, state, MAX_RESPONSE_BYTES)
 
     # identity: a compressed body could inflate past the bound after it was counted.
     headers = {"accept-encoding": "identity", **target.headers}
@@ -229,16 +240,11 @@ def _http_client(target: ProbeTarget, state: _State) -> Any:
 
 
 async def _discover(target: ProbeTarget, state: _State) -> Discovery:
-    import mcp
-    from mcp.client.sse import sse_client
-    from mcp.client.streamable_http import streamable_http_client
-    from mcp_types import METHOD_NOT_FOUND, Implementation
-
     async with AsyncExitStack() as stack:
         transport: Any
         if target.transport == "sse":
 
-            def factory(*_args: Any, **_kwargs: Any) -> Any:
+            def factory(*_args: Any, **_kwargs: Any) -> httpx2.AsyncClient:
                 return _http_client(target, state)  # sse_client enters and closes it
 
             transport = sse_client(
@@ -385,11 +391,6 @@ def _connect_detail(error: BaseException) -> tuple[str, str]:
 
 def _translate(error: BaseException, state: _State) -> ProbeError:
     """One ProbeError for whatever the SDK, httpx2 or the deadline raised."""
-    import httpx2
-    from mcp import MCPError
-    from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
-    from pydantic import ValidationError
-
     leaves = list(_leaves(error))
     for leaf in leaves:
         if isinstance(leaf, ProbeError):
@@ -415,11 +416,16 @@ def _translate(error: BaseException, state: _State) -> ProbeError:
         if isinstance(leaf, httpx2.HTTPStatusError):
             return _http_error(leaf.response.status_code, state)
     for leaf in leaves:
-        if isinstance(leaf, MCPError):
+        if isinstance(leaf, mcp.MCPError):
             if state.error_status is not None:
                 return _http_error(state.error_status, state)
-            text = cut(leaf.error.message, MAX_SERVER_TEXT_CHARS)
-            if leaf.code in (PARSE_ERROR, INVALID_REQUEST, CONNECTION_CLOSED):
+            text = _one_line(leaf.error.message)
+            if leaf.code == PARSE_ERROR:
+                return ProbeError(
+                    "ProtocolError",
+                    f"{state.url} answered {state.phase} with a body that is not valid JSON-RPC",
+                )
+            if leaf.code in (INVALID_REQUEST, CONNECTION_CLOSED):
                 return ProbeError(
                     "ProtocolError",
                     f"{state.url} gave an answer that is not MCP during {state.phase}: {text}",
@@ -451,6 +457,11 @@ def _translate(error: BaseException, state: _State) -> ProbeError:
     return ProbeError(
         "ProbeFailed", f"the probe of {state.url} failed during {state.phase}: {names}"
     )
+
+
+def _one_line(text: str) -> str:
+    """Server-chosen text fit for a one-sentence message: one line, bounded."""
+    return cut(" ".join(text.split()), MAX_SERVER_TEXT_CHARS)
 
 
 def _scrub(error: ProbeError, target: ProbeTarget) -> ProbeError:

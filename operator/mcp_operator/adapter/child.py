@@ -1,0 +1,263 @@
+"""The supervised stdio child: spawn, read loop, writes, restart with backoff, process-group kill.
+
+Owns the operating-system side of the stdio server and nothing of the
+protocol: lines in, decoded JSON objects out. The child runs in its own
+process group (``start_new_session``) so that wrappers such as ``npx`` and
+their grandchildren die together; on Linux it also gets ``PR_SET_PDEATHSIG``
+so that it cannot outlive an adapter that was killed outright. Stdout lines
+that are not JSON objects are logged and dropped; stderr passes through to
+the adapter's stderr.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+MAX_BACKOFF_SECONDS = 30.0
+_WRITE_HIGH_WATER = 1024 * 1024
+
+
+class ChildUnavailableError(Exception):
+    """The child is not running (or its stdin closed): the write did not happen."""
+
+
+class CrashLoopError(Exception):
+    """The child died more often than the crash-loop guard allows."""
+
+
+def _set_pdeathsig() -> None:  # runs in the forked child before exec
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class ChildProcess:
+    """One run of the stdio server."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        max_line_bytes: int,
+        on_message: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.command = tuple(command)
+        self._env = env
+        self._max_line = max_line_bytes
+        self._on_message = on_message
+        self._proc: asyncio.subprocess.Process | None = None
+        self._dropped = 0
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    async def start(self) -> None:
+        """Spawn the child in a new process group with piped stdin and stdout."""
+        env = {**os.environ, **self._env} if self._env else None
+        self._proc = await asyncio.create_subprocess_exec(
+            *self.command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=None,
+            env=env,
+            start_new_session=True,
+            limit=self._max_line,
+            preexec_fn=_set_pdeathsig if sys.platform == "linux" else None,
+        )
+
+    async def read_loop(self) -> None:
+        """Hand each stdout line to ``on_message`` until stdout closes."""
+        assert self._proc is not None and self._proc.stdout is not None
+        stdout = self._proc.stdout
+        loads = json.loads
+        on_message = self._on_message
+        while True:
+            try:
+                line = await stdout.readline()
+            except ValueError:
+                self._drop(b"", f"a stdout line longer than {self._max_line} bytes")
+                continue
+            if not line:
+                return
+            try:
+                message = loads(line)
+            except ValueError:
+                if line.strip():
+                    self._drop(line, "a stdout line that is not JSON")
+                continue
+            if not isinstance(message, dict):
+                self._drop(line, "a stdout line that is not a JSON-RPC object")
+                continue
+            try:
+                on_message(message)
+            except Exception:
+                logger.exception("Failed to route a message from the child")
+
+    def _drop(self, line: bytes, what: str) -> None:
+        self._dropped += 1
+        # Loud for the first few, then sampled: a chatty child must not flood the log.
+        if self._dropped <= 10 or self._dropped % 1000 == 0:
+            text = line[:200].decode(errors="replace").rstrip()
+            logger.warning("Dropped %s from the child (%d so far): %s", what, self._dropped, text)
+
+    def write_nowait(self, line: bytes) -> None:
+        """Queue ``line`` for the child's stdin; raises ChildUnavailableError if it is gone."""
+        proc = self._proc
+        if (
+            proc is None
+            or proc.returncode is not None
+            or proc.stdin is None
+            or proc.stdin.is_closing()
+        ):
+            raise ChildUnavailableError("the MCP server process is not running")
+        proc.stdin.write(line)
+
+    async def write(self, line: bytes) -> None:
+        """Write ``line`` and wait only when the pipe is backed up (bounded buffer)."""
+        self.write_nowait(line)
+        stdin = self._proc.stdin if self._proc is not None else None
+        if stdin is not None and stdin.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
+            try:
+                await stdin.drain()
+            except (ConnectionError, BrokenPipeError) as error:
+                raise ChildUnavailableError(str(error)) from error
+
+    async def wait(self) -> int:
+        assert self._proc is not None
+        return await self._proc.wait()
+
+    async def terminate(self, grace: float) -> None:
+        """SIGTERM the process group, then SIGKILL whatever is left after ``grace`` seconds."""
+        proc = self._proc
+        if proc is None:
+            return
+        pgid = proc.pid  # start_new_session: the child leads its own group
+        if proc.stdin is not None and not proc.stdin.is_closing():
+            proc.stdin.close()
+        _killpg(pgid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(proc.wait(), grace)
+        while time.monotonic() < deadline and _group_alive(pgid):  # noqa: ASYNC110 - no event to wait on
+            await asyncio.sleep(0.05)
+        _killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            await proc.wait()
+
+
+def _killpg(pgid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True
+
+
+class Supervisor:
+    """Keeps one child running: restart with exponential backoff, give up on a crash loop."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        max_line_bytes: int,
+        on_message: Callable[[dict[str, Any]], None],
+        on_started: Callable[[ChildProcess], Awaitable[None]],
+        on_exited: Callable[[int | None], None],
+        backoff: float,
+        max_restarts: int,
+        window: float,
+        grace: float,
+    ) -> None:
+        self._command = tuple(command)
+        self._env = env
+        self._max_line = max_line_bytes
+        self._on_message = on_message
+        self._on_started = on_started
+        self._on_exited = on_exited
+        self._backoff = backoff
+        self._max_restarts = max_restarts
+        self._window = window
+        self._grace = grace
+        self._restarts: list[float] = []
+        self._stopping = False
+        self.child: ChildProcess | None = None
+        self.restart_count = 0
+
+    async def run(self) -> None:
+        """Run the child until ``stop``; raises CrashLoopError when restarts exceed the guard."""
+        while not self._stopping:
+            child = ChildProcess(
+                self._command,
+                env=self._env,
+                max_line_bytes=self._max_line,
+                on_message=self._on_message,
+            )
+            returncode: int | None = None
+            try:
+                await child.start()
+            except OSError as error:
+                logger.error("Failed to start the MCP server %s: %s", self._command[0], error)
+            else:
+                self.child = child
+                logger.info(
+                    "Started the MCP server (pid %d): %s", child.pid, " ".join(self._command)
+                )
+                started: asyncio.Task[None] = asyncio.ensure_future(self._on_started(child))
+                try:
+                    await child.read_loop()
+                    returncode = await child.wait()
+                finally:
+                    started.cancel()
+                    self.child = None
+                    await child.terminate(0 if not self._stopping else self._grace)
+            self._on_exited(returncode)
+            if self._stopping:
+                return
+            now = time.monotonic()
+            self._restarts = [t for t in self._restarts if now - t < self._window] + [now]
+            if len(self._restarts) > self._max_restarts:
+                raise CrashLoopError(
+                    f"the MCP server exited {len(self._restarts)} times within {self._window:.0f}s"
+                )
+            delay = min(self._backoff * 2 ** (len(self._restarts) - 1), MAX_BACKOFF_SECONDS)
+            logger.warning("MCP server exited (code %s); restarting in %.1fs", returncode, delay)
+            await asyncio.sleep(delay)
+            self.restart_count += 1
+
+    async def stop(self) -> None:
+        """Stop for good: terminate the child's process group (SIGTERM, then SIGKILL)."""
+        self._stopping = True
+        child = self.child
+        if child is not None:
+            await child.terminate(self._grace)
+
+    async def kill_child(self, reason: str) -> None:
+        """Kill the current child (it will be restarted), e.g. after a failed handshake."""
+        child = self.child
+        if child is not None:
+            logger.warning("Killing the MCP server (pid %s): %s", child.pid, reason)
+            await child.terminate(0)

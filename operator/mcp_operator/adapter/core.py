@@ -1,0 +1,223 @@
+"""The adapter's running state: one supervised child, its handshake, the router and the sessions.
+
+Owns the wiring between the child (``child``), the protocol core (``router``)
+and the session table (``sessions``), and the truth that ``/healthz`` and
+``/readyz`` report: the child is alive; the child answered ``initialize``.
+The HTTP front (``http``) calls in here; nothing here knows about HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from mcp_types import methods as _methods
+from mcp_types.jsonrpc import INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION
+from pydantic import ValidationError
+
+from mcp_operator.adapter import era
+from mcp_operator.adapter.child import (
+    ChildProcess,
+    ChildUnavailableError,
+    CrashLoopError,
+    Supervisor,
+)
+from mcp_operator.adapter.config import AdapterConfig
+from mcp_operator.adapter.router import Router
+from mcp_operator.adapter.sessions import Session, SessionTable
+
+logger = logging.getLogger(__name__)
+
+CHILD_EXITED = "The MCP server process exited; the call was not answered"
+
+
+class _FutureSink:
+    """A call sink for requests the adapter itself makes (the handshake)."""
+
+    def __init__(self) -> None:
+        self.future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+
+    def respond(self, message: dict[str, Any]) -> None:
+        if not self.future.done():
+            self.future.set_result(message)
+
+    def related(self, message: dict[str, Any]) -> bool:
+        return False
+
+
+class AdapterCore:
+    """One child behind many clients."""
+
+    def __init__(
+        self, config: AdapterConfig, *, on_fatal: Callable[[], None] | None = None
+    ) -> None:
+        self.config = config
+        self.sessions = SessionTable(
+            max_sessions=config.max_sessions, idle_seconds=config.session_idle_seconds
+        )
+        self.router = Router(self.sessions, max_inflight=config.max_inflight)
+        self.supervisor = Supervisor(
+            config.command,
+            env=config.env,
+            max_line_bytes=config.max_line_bytes,
+            on_message=self._on_child_message,
+            on_started=self._handshake,
+            on_exited=self._on_child_exited,
+            backoff=config.restart_backoff_seconds,
+            max_restarts=config.max_restarts,
+            window=config.restart_window_seconds,
+            grace=config.shutdown_grace_seconds,
+        )
+        self.init_result: dict[str, Any] | None = None
+        """The child's InitializeResult, once its handshake is done (None: not ready)."""
+        self.failed = False
+        self._on_fatal = on_fatal
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def alive(self) -> bool:
+        child = self.supervisor.child
+        return child is not None and child.running
+
+    @property
+    def ready(self) -> bool:
+        return self.init_result is not None and self.alive
+
+    async def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._supervise(), name="adapter-supervisor"),
+            asyncio.create_task(self._expire_sessions(), name="adapter-session-expiry"),
+        ]
+
+    def close_streams(self) -> None:
+        """Begin shutdown: end every session's stream so that HTTP connections can finish."""
+        for session in self.sessions.clear():
+            self.router.end_session(session, "The adapter is shutting down")
+
+    async def stop(self) -> None:
+        """Shut down: fail what is in flight, drop sessions, kill the child's process group."""
+        self.close_streams()
+        self.router.fail_all(INTERNAL_ERROR, "The adapter is shutting down")
+        await self.supervisor.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, CrashLoopError):
+                await task
+        self._tasks = []
+
+    async def _supervise(self) -> None:
+        try:
+            await self.supervisor.run()
+        except CrashLoopError as error:
+            logger.error("Gave up on the MCP server: %s", error)
+            self.failed = True
+            if self._on_fatal is not None:
+                self._on_fatal()
+
+    async def _expire_sessions(self) -> None:
+        period = max(1.0, min(60.0, self.config.session_idle_seconds / 2))
+        while True:
+            await asyncio.sleep(period)
+            for session in self.sessions.expire(time.monotonic()):
+                logger.info("Expired idle session %s", session.id)
+                self.end_session(session, "Session expired")
+
+    # ------------------------------------------------------------------ child side
+
+    async def _handshake(self, child: ChildProcess) -> None:
+        sink = _FutureSink()
+        try:
+            await child.write(
+                self.router.internal_request("initialize", era.child_initialize_params(), sink)
+            )
+            answer = await asyncio.wait_for(sink.future, self.config.handshake_timeout_seconds)
+        except TimeoutError:
+            logger.error(
+                "MCP server (pid %s) did not answer initialize within %.0fs; not ready",
+                child.pid,
+                self.config.handshake_timeout_seconds,
+            )
+            await self.supervisor.kill_child("no answer to initialize")
+            return
+        except ChildUnavailableError:
+            return
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            raw_error = answer.get("error")
+            error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
+            if error.get("code") == UNSUPPORTED_PROTOCOL_VERSION:
+                logger.error(
+                    "MCP server (pid %s) speaks only the stateless era (%s); a stdio child must "
+                    "accept initialize",
+                    child.pid,
+                    error.get("data"),
+                )
+            else:
+                logger.error("MCP server (pid %s) refused initialize: %s", child.pid, error)
+            await self.supervisor.kill_child("initialize failed")
+            return
+        version = result.get("protocolVersion")
+        try:
+            _methods.validate_server_result("initialize", str(version), result)
+        except (ValidationError, KeyError, ValueError) as error:
+            logger.warning(
+                "MCP server's InitializeResult does not validate at %s: %s", version, error
+            )
+        try:
+            await child.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        except ChildUnavailableError:
+            return
+        self.init_result = result
+        raw_info = result.get("serverInfo")
+        info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
+        logger.info(
+            "MCP server (pid %s) is ready: %s %s, protocol %s",
+            child.pid,
+            info.get("name"),
+            info.get("version"),
+            version,
+        )
+
+    def _on_child_message(self, message: dict[str, Any]) -> None:
+        for line in self.router.from_child(message):
+            self.write_nowait(line)
+
+    def _on_child_exited(self, returncode: int | None) -> None:
+        self.init_result = None
+        failed = self.router.fail_all(INTERNAL_ERROR, CHILD_EXITED)
+        sessions = self.sessions.clear()
+        for session in sessions:
+            self.router.end_session(session, "The MCP server restarted")
+        logger.warning(
+            "MCP server exited (code %s): failed %d calls in flight, reset %d sessions",
+            returncode,
+            failed,
+            len(sessions),
+        )
+
+    # ------------------------------------------------------------------ used by the HTTP front
+
+    async def send(self, line: bytes) -> None:
+        """Write one line to the child; raises ChildUnavailableError when there is none."""
+        child = self.supervisor.child
+        if child is None:
+            raise ChildUnavailableError("the MCP server process is not running")
+        await child.write(line)
+
+    def write_nowait(self, line: bytes) -> None:
+        """Write one line without waiting; a dead child drops it (its calls fail on exit anyway)."""
+        child = self.supervisor.child
+        if child is not None:
+            with contextlib.suppress(ChildUnavailableError):
+                child.write_nowait(line)
+
+    def end_session(self, session: Session, reason: str) -> None:
+        for line in self.router.end_session(session, reason):
+            self.write_nowait(line)

@@ -1,0 +1,104 @@
+"""Managed mode: apply a server's Deployment and Service, and tell the truth about them.
+
+:func:`deploy` renders (pure, :mod:`mcp_operator.render`) and applies the
+children with server-side apply; :func:`deployed_condition` reads the
+Deployment's own status (and its Pods' phases) into the ``Deployed``
+condition; :func:`probe_endpoint` says how the operator reaches the Service:
+by its DNS name in a cluster, through the API server's service proxy from a
+laptop (``/api/v1/namespaces/NS/services/NAME:PORT/proxy/PATH``).
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+from mcp_operator import render
+from mcp_operator.api.models import MCPServer
+from mcp_operator.conditions import Condition
+from mcp_operator.kube import DEPLOYMENTS, PODS, SECRETS, SERVICES, Kube
+
+
+async def secrets_version(kube: Kube, server: MCPServer) -> str:
+    """A checksum of the identities of the Secrets the Pod reads ("" when it reads none)."""
+    names = render.secret_references(server)
+    if not names:
+        return ""
+    versions: dict[str, str] = {}
+    for name in names:
+        secret = await kube.get(SECRETS, server.metadata.namespace, name)
+        meta = (secret or {}).get("metadata", {})
+        versions[name] = f"{meta.get('uid', 'missing')}/{meta.get('resourceVersion', '')}"
+    return render.secrets_checksum(versions)
+
+
+async def deploy(
+    kube: Kube, server: MCPServer, settings: render.RenderSettings
+) -> Mapping[str, Any]:
+    """Apply the Deployment and the Service; return the Deployment as the API server has it."""
+    version = await secrets_version(kube, server)
+    await kube.apply(SERVICES, render.service(server))
+    applied: Mapping[str, Any] = await kube.apply(
+        DEPLOYMENTS, render.deployment(server, settings, secrets_version=version)
+    )
+    return applied
+
+
+async def deployed_condition(
+    kube: Kube, server: MCPServer, deployment: Mapping[str, Any]
+) -> Condition:
+    """The ``Deployed`` condition, from the Deployment's status and its Pods' phases."""
+    spec = deployment.get("spec", {})
+    status = deployment.get("status", {}) or {}
+    wanted = int(spec.get("replicas", 1))
+    generation = deployment.get("metadata", {}).get("generation")
+    if status.get("observedGeneration") != generation:
+        return Condition(
+            "Deployed",
+            "False",
+            "RolloutPending",
+            f"Waiting for the Deployment controller to observe generation {generation}",
+        )
+    available = int(status.get("availableReplicas") or 0)
+    updated = int(status.get("updatedReplicas") or 0)
+    if wanted == 0:
+        return Condition("Deployed", "True", "ScaledToZero", "The Deployment has 0 replicas")
+    if available >= wanted and updated >= wanted:
+        return Condition(
+            "Deployed", "True", "Available", f"{available} of {wanted} replicas available"
+        )
+    message = f"{available} of {wanted} replicas available, {updated} updated"
+    pods = await kube.list(
+        PODS,
+        server.metadata.namespace,
+        label_selector=",".join(f"{k}={v}" for k, v in render.selector(server).items()),
+    )
+    phases: dict[str, int] = {}
+    for pod in pods:
+        phase = pod.get("status", {}).get("phase", "Unknown")
+        phases[phase] = phases.get(phase, 0) + 1
+    if phases:
+        message += "; Pods: " + ", ".join(f"{n} {phase}" for phase, n in sorted(phases.items()))
+        if set(phases) == {"Pending"}:
+            message += " (no node has started them yet)"
+    else:
+        message += "; no Pods yet"
+    reason = "RolloutInProgress" if updated < wanted else "ReplicasUnavailable"
+    return Condition("Deployed", "False", reason, message)
+
+
+def probe_endpoint(
+    kube: Kube, server: MCPServer, settings: render.RenderSettings
+) -> tuple[str, dict[str, str], ssl.SSLContext | bool]:
+    """URL, extra headers and TLS verification to probe the managed server's Service."""
+    if kube.in_cluster:
+        return render.service_url(server, settings), {}, True
+    spec = server.spec.deployment
+    assert spec is not None
+    url = (
+        f"{kube.server}/api/v1/namespaces/{server.metadata.namespace}/services/"
+        f"{server.metadata.name}:{spec.port}/proxy{spec.path}"
+    )
+    headers, verify = kube.proxy_credentials()
+    return url, headers, verify

@@ -1,0 +1,303 @@
+"""Render the children of a managed MCPServer: parsed objects in, manifest dicts out.
+
+Pure: no I/O, no clock, no randomness, no kopf or kubernetes imports; golden
+files in ``tests/unit/golden/`` pin the output down.
+
+A managed ``stdio`` server runs as two containers in one Pod, sharing an
+``emptyDir`` that holds two FIFOs (see ``docs/managed-mode.md``):
+
+- ``fifos`` (init container, our image) creates the FIFOs;
+- ``server`` (the user's unmodified image) runs the user's command with its
+  stdin and stdout redirected to the FIFOs by ``/bin/sh`` — the only thing we
+  need from the image;
+- ``adapter`` (our image) serves Streamable HTTP on the port and speaks stdio
+  to the server through the FIFOs.
+
+A managed ``streamable-http`` or ``sse`` server runs the user's container alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_operator import API_VERSION, GROUP
+from mcp_operator.api.models import DeploymentSpec, MCPServer
+
+FIFO_DIR = "/run/mcp"
+ADAPTER_PORT_NAME = "mcp"
+SERVER_WRAPPER = 'exec "$0" "$@" <"$MCP_FIFO_DIR/stdin" >"$MCP_FIFO_DIR/stdout"'
+"""The server container's ``sh -c`` script: the user's command, stdio on the FIFOs."""
+NON_ROOT_UID = 65532
+RESTRICTED_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+ADAPTER_RESOURCES = {
+    "requests": {"cpu": "50m", "memory": "64Mi"},
+    "limits": {"memory": "256Mi"},
+}
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """What rendering needs to know about the operator's own installation."""
+
+    adapter_image: str = "ghcr.io/mcp-operator/mcp-operator:0.1.0"
+    """Image of the adapter sidecar and the FIFO init container (the operator's own image)."""
+    adapter_image_pull_policy: str = "IfNotPresent"
+    cluster_domain: str = "cluster.local"
+
+
+def labels(server: MCPServer) -> dict[str, str]:
+    """The recommended ``app.kubernetes.io/*`` labels of every child."""
+    return {
+        "app.kubernetes.io/name": "mcp-server",
+        "app.kubernetes.io/instance": server.metadata.name,
+        "app.kubernetes.io/component": "mcp-server",
+        "app.kubernetes.io/managed-by": "mcp-operator",
+        f"{GROUP}/server": server.metadata.name,
+    }
+
+
+def selector(server: MCPServer) -> dict[str, str]:
+    """The Pod selector (immutable in a Deployment, so it uses only stable labels)."""
+    return {
+        "app.kubernetes.io/instance": server.metadata.name,
+        f"{GROUP}/server": server.metadata.name,
+    }
+
+
+def owner_reference(server: MCPServer) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "MCPServer",
+        "name": server.metadata.name,
+        "uid": server.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def service_url(server: MCPServer, settings: RenderSettings) -> str:
+    """``status.url`` of a managed server: the Service's in-cluster URL."""
+    spec = _deployment(server)
+    return (
+        f"http://{server.metadata.name}.{server.metadata.namespace}.svc."
+        f"{settings.cluster_domain}:{spec.port}{spec.path}"
+    )
+
+
+def allowed_hosts(server: MCPServer, settings: RenderSettings) -> list[str]:
+    """Host header values the adapter accepts: every name of the Service."""
+    name, namespace = server.metadata.name, server.metadata.namespace
+    return [
+        name,
+        f"{name}.{namespace}",
+        f"{name}.{namespace}.svc",
+        f"{name}.{namespace}.svc.{settings.cluster_domain}",
+    ]
+
+
+def secret_references(server: MCPServer) -> list[str]:
+    """Names of the Secrets the Pod reads (a change of any of them rolls the Deployment)."""
+    names = {
+        var.value_from.secret_key_ref.name
+        for var in _deployment(server).env or ()
+        if var.value_from is not None and var.value_from.secret_key_ref is not None
+    }
+    return sorted(names)
+
+
+def secrets_checksum(versions: Mapping[str, str]) -> str:
+    """A checksum of Secret identities (name, uid and resourceVersion), never of their data."""
+    return hashlib.sha256(json.dumps(sorted(versions.items())).encode()).hexdigest()[:32]
+
+
+def deployment(
+    server: MCPServer, settings: RenderSettings, *, secrets_version: str = ""
+) -> dict[str, Any]:
+    """The Deployment of a managed server."""
+    spec = _deployment(server)
+    stdio = server.spec.effective_transport == "stdio"
+    pod_annotations: dict[str, str] = {}
+    if secrets_version:
+        pod_annotations[f"{GROUP}/secrets-version"] = secrets_version
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": spec.service_account_name is not None,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": NON_ROOT_UID,
+            "runAsGroup": NON_ROOT_UID,
+            "fsGroup": NON_ROOT_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": _stdio_containers(server, settings) if stdio else [_http_container(spec)],
+        "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
+    }
+    if stdio:
+        pod_spec["initContainers"] = [_fifo_init_container(settings)]
+        pod_spec["volumes"].append(
+            {"name": "fifos", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
+        )
+    if spec.service_account_name is not None:
+        pod_spec["serviceAccountName"] = spec.service_account_name
+    template_metadata: dict[str, Any] = {"labels": labels(server)}
+    if pod_annotations:
+        template_metadata["annotations"] = pod_annotations
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(server),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": selector(server)},
+            "strategy": {"type": "RollingUpdate"},
+            "template": {"metadata": template_metadata, "spec": pod_spec},
+        },
+    }
+
+
+def service(server: MCPServer) -> dict[str, Any]:
+    """The ClusterIP Service of a managed server."""
+    spec = _deployment(server)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(server),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector(server),
+            "ports": [
+                {
+                    "name": ADAPTER_PORT_NAME,
+                    "port": spec.port,
+                    "targetPort": ADAPTER_PORT_NAME,
+                    "protocol": "TCP",
+                    "appProtocol": "http",
+                }
+            ],
+        },
+    }
+
+
+# -- containers ------------------------------------------------------------------------------
+
+
+def _stdio_containers(server: MCPServer, settings: RenderSettings) -> list[dict[str, Any]]:
+    spec = _deployment(server)
+    command = list(spec.command or [])
+    server_container: dict[str, Any] = {
+        "name": "server",
+        "image": spec.image,
+        "command": ["/bin/sh", "-c", SERVER_WRAPPER, *command, *(spec.args or [])],
+        "env": _env(spec, extra={"MCP_FIFO_DIR": FIFO_DIR, "HOME": "/tmp"}),
+        "volumeMounts": [
+            {"name": "fifos", "mountPath": FIFO_DIR},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+    }
+    _add_optional(server_container, spec)
+    probe_port = {"port": ADAPTER_PORT_NAME}
+    adapter_args = [
+        "adapter",
+        f"--port={spec.port}",
+        f"--path={spec.path}",
+        f"--stdio-fifo-dir={FIFO_DIR}",
+    ]
+    adapter_args += [f"--allowed-host={host}" for host in allowed_hosts(server, settings)]
+    adapter = {
+        "name": "adapter",
+        "image": settings.adapter_image,
+        "imagePullPolicy": settings.adapter_image_pull_policy,
+        "args": adapter_args,
+        "ports": [{"name": ADAPTER_PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
+        "readinessProbe": {
+            "httpGet": {"path": "/readyz", **probe_port},
+            "periodSeconds": 5,
+            "failureThreshold": 2,
+        },
+        "livenessProbe": {
+            "httpGet": {"path": "/healthz", **probe_port},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "resources": ADAPTER_RESOURCES,
+        "volumeMounts": [
+            {"name": "fifos", "mountPath": FIFO_DIR},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+        "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+    }
+    return [server_container, adapter]
+
+
+def _fifo_init_container(settings: RenderSettings) -> dict[str, Any]:
+    return {
+        "name": "fifos",
+        "image": settings.adapter_image,
+        "imagePullPolicy": settings.adapter_image_pull_policy,
+        "args": ["adapter", f"--stdio-fifo-dir={FIFO_DIR}", "--make-fifos"],
+        "volumeMounts": [{"name": "fifos", "mountPath": FIFO_DIR}],
+        "resources": ADAPTER_RESOURCES,
+        "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+    }
+
+
+def _http_container(spec: DeploymentSpec) -> dict[str, Any]:
+    container: dict[str, Any] = {
+        "name": "server",
+        "image": spec.image,
+        "ports": [{"name": ADAPTER_PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
+        "env": _env(spec, extra={"HOME": "/tmp"}),
+        "readinessProbe": {"tcpSocket": {"port": ADAPTER_PORT_NAME}, "periodSeconds": 5},
+        "livenessProbe": {
+            "tcpSocket": {"port": ADAPTER_PORT_NAME},
+            "periodSeconds": 10,
+            "failureThreshold": 3,
+        },
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+    }
+    if spec.command:
+        container["command"] = list(spec.command)
+    if spec.args:
+        container["args"] = list(spec.args)
+    _add_optional(container, spec)
+    return container
+
+
+def _add_optional(container: dict[str, Any], spec: DeploymentSpec) -> None:
+    if spec.image_pull_policy:
+        container["imagePullPolicy"] = spec.image_pull_policy
+    if spec.resources is not None:
+        container["resources"] = spec.resources.model_dump(by_alias=True, exclude_none=True)
+
+
+def _env(spec: DeploymentSpec, *, extra: Mapping[str, str]) -> list[dict[str, Any]]:
+    user = [var.model_dump(by_alias=True, exclude_none=True) for var in spec.env or ()]
+    names = {var["name"] for var in user}
+    return [{"name": k, "value": v} for k, v in extra.items() if k not in names] + user
+
+
+def _metadata(server: MCPServer) -> dict[str, Any]:
+    return {
+        "name": server.metadata.name,
+        "namespace": server.metadata.namespace,
+        "labels": labels(server),
+        "ownerReferences": [owner_reference(server)],
+    }
+
+
+def _deployment(server: MCPServer) -> DeploymentSpec:
+    if server.spec.deployment is None:
+        raise ValueError("only a managed MCPServer has a Deployment")
+    return server.spec.deployment

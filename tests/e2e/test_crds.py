@@ -1,0 +1,289 @@
+"""The CRDs against the real kube-apiserver: what it accepts, defaults and rejects.
+
+The API server is the judge of the schema: every sample must be accepted under strict
+validation and come back parseable by the pydantic models, and every invalid object in the
+table must be rejected with an error that names the offending field.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from mcp_operator.api import AgentRun, MCPServer
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLES = sorted((REPO / "deploy" / "samples").glob("*.yaml"))
+MODELS: dict[str, type[BaseModel]] = {"MCPServer": MCPServer, "AgentRun": AgentRun}
+PLURALS = {"MCPServer": "mcpservers.mcp-operator.dev", "AgentRun": "agentruns.mcp-operator.dev"}
+APPLY = ("apply", "--server-side", "--field-manager=test", "--validate=strict")
+
+
+def apply(cluster: Any, namespace: str, manifest: str, check: bool = True) -> Any:
+    return cluster.kubectl(*APPLY, "-n", namespace, "-f", "-", input=manifest, check=check)
+
+
+def test_both_crds_are_established_with_their_names_and_printer_columns(
+    cluster: Any, crds: None
+) -> None:
+    for kind, name in PLURALS.items():
+        crd = json.loads(cluster.kubectl("get", "crd", name, "-o", "json").stdout)
+        conditions = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+        assert conditions["Established"] == "True", kind
+        assert conditions["NamesAccepted"] == "True", kind
+        assert crd["status"]["acceptedNames"]["kind"] == kind
+        assert crd["status"]["acceptedNames"]["categories"] == ["mcp"]
+    resources = cluster.kubectl("api-resources", "--api-group=mcp-operator.dev", "-o", "wide")
+    assert "mcps" in resources.stdout
+    assert "agr" in resources.stdout
+
+
+@pytest.mark.parametrize("path", SAMPLES, ids=[p.name for p in SAMPLES])
+def test_the_sample_is_accepted_under_strict_validation_and_parses_back(
+    cluster: Any, crds: None, namespace: str, path: Path
+) -> None:
+    result = apply(cluster, namespace, path.read_text())
+    assert "Warning" not in result.stderr, result.stderr
+    for doc in yaml.safe_load_all(path.read_text()):
+        if not doc or doc["kind"] not in MODELS:
+            continue
+        stored = json.loads(
+            cluster.kubectl(
+                "get", PLURALS[doc["kind"]], doc["metadata"]["name"], "-n", namespace, "-o", "json"
+            ).stdout
+        )
+        parsed = MODELS[doc["kind"]].model_validate(stored)
+        assert parsed.model_dump(by_alias=True, exclude_none=True)["spec"] == stored["spec"], (
+            "the API server and the model default the spec differently"
+        )
+
+
+def test_the_api_server_applies_the_schema_defaults(
+    cluster: Any, crds: None, namespace: str
+) -> None:
+    apply(
+        cluster,
+        namespace,
+        yaml.safe_dump({**MINIMAL_SERVER, "metadata": {"name": "defaults"}}),
+    )
+    stored = cluster.get_json("mcpservers.mcp-operator.dev", "defaults", "-n", namespace)
+    spec = stored["spec"]
+    assert "transport" not in spec, "transport has no schema default: it depends on mode"
+    assert spec["deployment"] == {
+        "image": "node:22-alpine",
+        "port": 8080,
+        "path": "/mcp",
+        "replicas": 1,
+    }
+    assert spec["probe"] == {"enabled": True, "intervalSeconds": 300, "timeoutSeconds": 10}
+    assert spec["suspend"] is False
+    assert MCPServer.model_validate(stored).spec.effective_transport == "stdio"
+
+    apply(cluster, namespace, yaml.safe_dump({**MINIMAL_RUN, "metadata": {"name": "defaults"}}))
+    run = cluster.get_json("agentruns.mcp-operator.dev", "defaults", "-n", namespace)
+    assert run["spec"]["bridge"] == {"port": 7800}
+    assert run["spec"]["mcpServers"] == [{"name": "everything", "optional": False}]
+
+
+def test_kubectl_explain_describes_the_fields(cluster: Any, crds: None) -> None:
+    deadline = time.monotonic() + 30
+    while True:  # the OpenAPI v3 document of a new CRD is published a moment after it
+        result = cluster.kubectl("explain", "mcpservers.spec.toolsPrefix", check=False)
+        if result.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert result.returncode == 0, result.stderr
+    assert "Prefix of the exposed tool names" in result.stdout
+    run = cluster.kubectl("explain", "agentruns.spec.mcpServers.namespace")
+    assert "Default: the AgentRun's namespace" in run.stdout
+
+
+def test_status_is_a_subresource_and_its_schema_is_enforced(
+    cluster: Any, crds: None, namespace: str
+) -> None:
+    apply(cluster, namespace, yaml.safe_dump({**MINIMAL_SERVER, "metadata": {"name": "st"}}))
+    good: dict[str, Any] = {
+        "status": {
+            "observedGeneration": 1,
+            "toolCount": 1,
+            "tools": [{"name": "st_echo", "originalName": "echo"}],
+            "conditions": [
+                {
+                    "type": "Ready",
+                    "status": "True",
+                    "reason": "Probed",
+                    "message": "1 tool",
+                    "lastTransitionTime": "2026-01-02T03:04:05Z",
+                }
+            ],
+        }
+    }
+    cluster.kubectl(
+        "patch", "mcpservers.mcp-operator.dev", "st", "-n", namespace,
+        "--subresource=status", "--type=merge", "-p", json.dumps(good),
+    )  # fmt: skip
+    stored = MCPServer.model_validate(
+        cluster.get_json("mcpservers.mcp-operator.dev", "st", "-n", namespace)
+    )
+    assert stored.status is not None
+    assert stored.status.tool_count == 1
+    bad = copy.deepcopy(good)
+    bad["status"]["conditions"][0]["status"] = "Maybe"
+    result = cluster.kubectl(
+        "patch", "mcpservers.mcp-operator.dev", "st", "-n", namespace,
+        "--subresource=status", "--type=merge", "-p", json.dumps(bad), check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "status.conditions[0].status" in result.stderr
+
+
+# -- the table of invalid objects --------------------------------------------------------------
+
+MINIMAL_SERVER: dict[str, Any] = {
+    "apiVersion": "mcp-operator.dev/v1alpha1",
+    "kind": "MCPServer",
+    "metadata": {"name": "bad"},
+    "spec": {"mode": "managed", "deployment": {"image": "node:22-alpine"}},
+}
+EXTERNAL_SERVER: dict[str, Any] = {
+    **MINIMAL_SERVER,
+    "spec": {"mode": "external", "url": "https://mcp.example.com/mcp"},
+}
+MINIMAL_RUN: dict[str, Any] = {
+    "apiVersion": "mcp-operator.dev/v1alpha1",
+    "kind": "AgentRun",
+    "metadata": {"name": "bad"},
+    "spec": {"mcpServers": [{"name": "everything"}], "agent": {"image": "node:22-alpine"}},
+}
+SECRET_REF = {"secretKeyRef": {"name": "s", "key": "token"}}
+CASE_ONLY = [{"name": "X-A", "value": "1"}, {"name": "x-a", "value": "2"}]
+
+
+def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    """A copy of ``base`` with the dotted ``path`` set to ``value`` (``DELETE`` removes it)."""
+    obj = copy.deepcopy(base)
+    *parents, last = path.split(".")
+    node = obj
+    for key in parents:
+        node = node.setdefault(key, {})
+    if value is DELETE:
+        del node[last]
+    else:
+        node[last] = value
+    return obj
+
+
+DELETE = object()
+
+INVALID: list[tuple[str, dict[str, Any], str]] = [
+    ("managed-without-deployment", changed(MINIMAL_SERVER, "spec.deployment", DELETE),
+     "spec.deployment: Required value"),
+    ("managed-with-url", changed(MINIMAL_SERVER, "spec.url", "http://x/mcp"),
+     "spec.url: Forbidden"),
+    ("external-without-url", changed(EXTERNAL_SERVER, "spec.url", DELETE),
+     "spec.url: Required value"),
+    ("external-with-deployment", changed(EXTERNAL_SERVER, "spec.deployment", {"image": "x"}),
+     "spec.deployment: Forbidden"),
+    ("url-not-http", changed(EXTERNAL_SERVER, "spec.url", "ftp://mcp.example.com/"), "spec.url"),
+    ("url-with-space", changed(EXTERNAL_SERVER, "spec.url", "http://a b/"), "spec.url"),
+    ("url-too-long", changed(EXTERNAL_SERVER, "spec.url", "https://x/" + "a" * 2048),
+     "spec.url: Too long"),
+    ("stdio-for-external", changed(EXTERNAL_SERVER, "spec.transport", "stdio"),
+     "spec.transport: Invalid value"),
+    ("transport-bogus", changed(EXTERNAL_SERVER, "spec.transport", "websocket"),
+     "spec.transport: Unsupported value"),
+    ("mode-missing", changed(EXTERNAL_SERVER, "spec.mode", DELETE), "spec.mode: Required value"),
+    ("mode-bogus", changed(EXTERNAL_SERVER, "spec.mode", "hosted"),
+     "spec.mode: Unsupported value"),
+    ("prefix-uppercase", changed(EXTERNAL_SERVER, "spec.toolsPrefix", "Search"),
+     "spec.toolsPrefix"),
+    ("prefix-too-long", changed(EXTERNAL_SERVER, "spec.toolsPrefix", "a" * 33),
+     "spec.toolsPrefix: Too long"),
+    ("prefix-starts-with-digit", changed(EXTERNAL_SERVER, "spec.toolsPrefix", "1abc"),
+     "spec.toolsPrefix"),
+    ("prefix-with-dot", changed(EXTERNAL_SERVER, "spec.toolsPrefix", "a.b"), "spec.toolsPrefix"),
+    ("glob-empty", changed(EXTERNAL_SERVER, "spec.toolsAllow", [""]), "spec.toolsAllow[0]"),
+    ("glob-bad-character", changed(EXTERNAL_SERVER, "spec.toolsDeny", ["a b"]),
+     "spec.toolsDeny[0]"),
+    ("glob-duplicate", changed(EXTERNAL_SERVER, "spec.toolsDeny", ["a", "a"]), "spec.toolsDeny"),
+    ("interval-5", changed(EXTERNAL_SERVER, "spec.probe", {"intervalSeconds": 5}),
+     "spec.probe.intervalSeconds"),
+    ("interval-100000", changed(EXTERNAL_SERVER, "spec.probe", {"intervalSeconds": 100000}),
+     "spec.probe.intervalSeconds"),
+    ("timeout-0", changed(EXTERNAL_SERVER, "spec.probe", {"timeoutSeconds": 0}),
+     "spec.probe.timeoutSeconds"),
+    ("port-0", changed(MINIMAL_SERVER, "spec.deployment.port", 0), "spec.deployment.port"),
+    ("port-70000", changed(MINIMAL_SERVER, "spec.deployment.port", 70000),
+     "spec.deployment.port"),
+    ("replicas-minus-1", changed(MINIMAL_SERVER, "spec.deployment.replicas", -1),
+     "spec.deployment.replicas"),
+    ("image-empty", changed(MINIMAL_SERVER, "spec.deployment.image", ""),
+     "spec.deployment.image"),
+    ("path-without-slash", changed(MINIMAL_SERVER, "spec.deployment.path", "mcp"),
+     "spec.deployment.path"),
+    ("pull-policy-bogus", changed(MINIMAL_SERVER, "spec.deployment.imagePullPolicy", "Sometimes"),
+     "spec.deployment.imagePullPolicy"),
+    ("quantity-bogus", changed(MINIMAL_SERVER, "spec.deployment.resources",
+                               {"limits": {"memory": "lots"}}),
+     "spec.deployment.resources.limits.memory"),
+    ("env-value-and-value-from", changed(MINIMAL_SERVER, "spec.deployment.env",
+                                         [{"name": "A", "value": "1", "valueFrom": SECRET_REF}]),
+     "spec.deployment.env[0]"),
+    ("env-value-from-empty", changed(MINIMAL_SERVER, "spec.deployment.env",
+                                     [{"name": "A", "valueFrom": {}}]),
+     "spec.deployment.env[0].valueFrom"),
+    ("unknown-field", changed(EXTERNAL_SERVER, "spec.bogus", 1), "spec.bogus"),
+    ("unknown-nested-field", changed(MINIMAL_SERVER, "spec.deployment.ports", [80]),
+     "spec.deployment.ports"),
+    ("header-value-and-value-from", changed(EXTERNAL_SERVER, "spec.headers",
+                                            [{"name": "A", "value": "1", "valueFrom": SECRET_REF}]),
+     "spec.headers[0]"),
+    ("header-neither", changed(EXTERNAL_SERVER, "spec.headers", [{"name": "A"}]),
+     "spec.headers[0]"),
+    ("header-bad-name", changed(EXTERNAL_SERVER, "spec.headers", [{"name": "A B", "value": "1"}]),
+     "spec.headers[0].name"),
+    ("header-names-differ-only-in-case", changed(EXTERNAL_SERVER, "spec.headers", CASE_ONLY),
+     "spec.headers"),
+    ("header-secret-name-invalid", changed(
+        EXTERNAL_SERVER, "spec.headers",
+        [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "Not_Valid", "key": "k"}}}]),
+     "spec.headers[0].valueFrom.secretKeyRef.name"),
+    ("run-without-agent-image", changed(MINIMAL_RUN, "spec.agent.image", DELETE),
+     "spec.agent.image: Required value"),
+    ("run-without-agent", changed(MINIMAL_RUN, "spec.agent", DELETE), "spec.agent: Required value"),
+    ("run-with-zero-servers", changed(MINIMAL_RUN, "spec.mcpServers", []), "spec.mcpServers"),
+    ("run-with-33-servers", changed(MINIMAL_RUN, "spec.mcpServers",
+                                    [{"name": f"s{i}"} for i in range(33)]),
+     "spec.mcpServers"),
+    ("run-server-namespace-invalid", changed(MINIMAL_RUN, "spec.mcpServers",
+                                             [{"name": "a", "namespace": "Team"}]),
+     "spec.mcpServers[0].namespace"),
+    ("run-server-glob-empty", changed(MINIMAL_RUN, "spec.mcpServers",
+                                      [{"name": "a", "toolsAllow": [""]}]),
+     "spec.mcpServers[0].toolsAllow[0]"),
+    ("bridge-port-80", changed(MINIMAL_RUN, "spec.bridge", {"port": 80}), "spec.bridge.port"),
+    ("deadline-0", changed(MINIMAL_RUN, "spec.activeDeadlineSeconds", 0),
+     "spec.activeDeadlineSeconds"),
+    ("ttl-negative", changed(MINIMAL_RUN, "spec.ttlSecondsAfterFinished", -1),
+     "spec.ttlSecondsAfterFinished"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("manifest", "field"), [c[1:] for c in INVALID], ids=[c[0] for c in INVALID]
+)
+def test_the_api_server_rejects_the_invalid_object_naming_the_field(
+    cluster: Any, crds: None, namespace: str, manifest: dict[str, Any], field: str
+) -> None:
+    result = apply(cluster, namespace, yaml.safe_dump(manifest), check=False)
+    assert result.returncode != 0, f"accepted:\n{yaml.safe_dump(manifest)}"
+    assert field in result.stderr, result.stderr

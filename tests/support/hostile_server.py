@@ -1,0 +1,310 @@
+"""A misbehaving MCP server, to prove that the probe fails clearly and on time.
+
+Run it as ``python tests/support/hostile_server.py --port N --mode MODE`` or
+start it from Python with :func:`tests.support.peers.hostile_server`. It speaks
+the legacy era (2025-11-25) of Streamable HTTP in plain JSON, on a plain asyncio
+HTTP/1.1 server (one request per connection), so that it can break the
+protocol in ways a real framework would not let it:
+
+==============  =============================================================
+mode            behaviour
+==============  =============================================================
+ok              a valid server with three tools
+hang            accepts connections, reads the request, never answers
+garbage         answers every request with bytes that are not JSON
+many-tools      ``--tools`` tools (default 10,000), ``--page-size`` per page
+cursor-loop     every ``tools/list`` page returns the same ``nextCursor``
+empty-cursor    valid: page 1 returns ``nextCursor: ""``, page 2 ends the list
+invalid-names   tool names that are invalid, too long or equal after sanitising
+huge            a tool whose description is ``--size`` bytes (default 4 MiB),
+                sent without Content-Length
+slow            answers every request after ``--delay`` seconds (default 3)
+status          answers every POST with HTTP ``--status`` (default 500)
+==============  =============================================================
+
+``--require-header 'Name: value'`` makes every mode answer 401 to requests
+without that exact header (how tests prove that headers reach the server).
+``server/discover`` gets JSON-RPC "method not found", as from a legacy server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MODES = (
+    "ok",
+    "hang",
+    "garbage",
+    "many-tools",
+    "cursor-loop",
+    "empty-cursor",
+    "invalid-names",
+    "huge",
+    "slow",
+    "status",
+)
+PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
+MAX_REQUEST_BYTES = 1024 * 1024
+
+INVALID_NAMES = [
+    "bad name!",
+    "x" * 200,
+    "",
+    "tab\tname",
+    "ünïcode",
+    "a.b",
+    "a_b",
+    "dup",
+    "dup",
+    "ok_tool",
+]
+"""Invalid: the first five. ``a.b``/``a_b`` collide once prefixed; ``dup`` is listed twice."""
+
+EMPTY_CURSOR_PAGES = {None: (["first_a", "first_b"], ""), "": (["second_a", "second_b"], None)}
+
+
+@dataclass(frozen=True)
+class Options:
+    mode: str
+    port: int
+    host: str = "127.0.0.1"
+    tools: int = 10_000
+    page_size: int = 100
+    size: int = 4 * 1024 * 1024
+    delay: float = 3.0
+    status: int = 500
+    require_header: tuple[str, str] | None = None
+
+
+def _tool(name: str, description: str = "A tool of the hostile test server") -> dict[str, Any]:
+    return {
+        "name": name,
+        "description": description,
+        "inputSchema": {"type": "object", "properties": {}},
+    }
+
+
+def _page(names: Sequence[str], next_cursor: str | None) -> dict[str, Any]:
+    result: dict[str, Any] = {"tools": [_tool(name) for name in names]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+class _Error(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def tools_list(options: Options, cursor: str | None) -> dict[str, Any]:
+    """The ``tools/list`` result of a mode, for the page named by ``cursor``."""
+    mode = options.mode
+    if mode == "many-tools":
+        start = 0 if cursor is None else int(cursor)
+        end = min(start + options.page_size, options.tools)
+        names = [f"tool_{i:05d}" for i in range(start, end)]
+        return _page(names, str(end) if end < options.tools else None)
+    if mode == "cursor-loop":
+        return _page(["loop_first" if cursor is None else "loop_again"], "again")
+    if mode == "empty-cursor":
+        if cursor not in EMPTY_CURSOR_PAGES:
+            raise _Error(-32602, "Invalid cursor")
+        names, next_cursor = EMPTY_CURSOR_PAGES[cursor]
+        return _page(names, next_cursor)
+    if mode == "invalid-names":
+        return _page(INVALID_NAMES, None)
+    tools = [
+        {
+            **_tool("echo", "Echoes its input"),
+            "annotations": {"title": "Echo", "readOnlyHint": True, "openWorldHint": False},
+        },
+        _tool("add", "Adds two numbers"),
+        _tool("search.docs", "Searches the documents"),
+    ]
+    return {"tools": tools}
+
+
+def handle_rpc(options: Options, message: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-RPC response to one request (modes that answer with valid JSON)."""
+    method = message.get("method")
+    params = message.get("params") or {}
+    try:
+        if method == "initialize":
+            asked = params.get("protocolVersion")
+            result: dict[str, Any] = {
+                "protocolVersion": asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0],
+                "capabilities": {"tools": {"listChanged": True}},
+                "serverInfo": {"name": f"hostile-{options.mode}", "version": "1.0.0"},
+            }
+        elif method == "ping":
+            result = {}
+        elif method == "tools/list":
+            result = tools_list(options, params.get("cursor"))
+        else:
+            raise _Error(-32601, "Method not found")
+    except _Error as error:
+        return {
+            "jsonrpc": "2.0",
+            "id": message.get("id"),
+            "error": {"code": error.code, "message": error.message},
+        }
+    return {"jsonrpc": "2.0", "id": message.get("id"), "result": result}
+
+
+async def _respond(
+    writer: asyncio.StreamWriter,
+    status: int,
+    body: bytes = b"",
+    content_type: str = "application/json",
+) -> None:
+    head = [f"HTTP/1.1 {status} Hostile", "Connection: close", f"Content-Length: {len(body)}"]
+    if body:
+        head.append(f"Content-Type: {content_type}")
+    writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
+    await writer.drain()
+
+
+async def _respond_huge(writer: asyncio.StreamWriter, message: dict[str, Any], size: int) -> None:
+    """A ``tools/list`` result with a ``size``-byte description, streamed without a length."""
+    tool = _tool("huge", "@@")
+    envelope = json.dumps({"jsonrpc": "2.0", "id": message.get("id"), "result": {"tools": [tool]}})
+    before, after = envelope.split("@@")
+    writer.write(
+        b"HTTP/1.1 200 Hostile\r\nConnection: close\r\nContent-Type: application/json\r\n\r\n"
+    )
+    writer.write(before.encode())
+    chunk = b"x" * 65536
+    sent = 0
+    while sent < size:
+        piece = chunk[: min(len(chunk), size - sent)]
+        writer.write(piece)
+        sent += len(piece)
+        await writer.drain()
+    writer.write(after.encode())
+    await writer.drain()
+
+
+async def _read_request(
+    reader: asyncio.StreamReader,
+) -> tuple[str, dict[str, str], bytes] | None:
+    request_line = await reader.readline()
+    if not request_line:
+        return None
+    method = request_line.decode("latin-1").split(" ", 1)[0]
+    headers: dict[str, str] = {}
+    while True:
+        line = await reader.readline()
+        if line in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = line.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    length = int(headers.get("content-length", "0") or 0)
+    body = await reader.readexactly(min(length, MAX_REQUEST_BYTES)) if length else b""
+    return method, headers, body
+
+
+async def handle_connection(
+    options: Options, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    try:
+        request = await _read_request(reader)
+        if request is None:
+            return
+        method, headers, body = request
+        if options.mode == "hang":
+            await asyncio.Event().wait()
+        if options.require_header is not None:
+            name, value = options.require_header
+            if headers.get(name.lower()) != value:
+                await _respond(writer, 401, b'{"error": "missing credentials"}')
+                return
+        if method != "POST":
+            await _respond(writer, 405)
+            return
+        if options.mode == "status":
+            await _respond(writer, options.status, b"no", "text/plain")
+            return
+        try:
+            message = json.loads(body)
+        except ValueError:
+            await _respond(writer, 400, b'{"error": "not JSON"}')
+            return
+        if not isinstance(message, dict) or "id" not in message:
+            await _respond(writer, 202)  # a notification or a response
+            return
+        if options.mode == "slow":
+            await asyncio.sleep(options.delay)
+        if options.mode == "garbage":
+            await _respond(writer, 200, b"\x00\xff this is {not JSON")
+            return
+        if options.mode == "huge" and message.get("method") == "tools/list":
+            await _respond_huge(writer, message, options.size)
+            return
+        answer = json.dumps(handle_rpc(options, message)).encode()
+        await _respond(writer, 200, answer)
+    except (ConnectionError, asyncio.IncompleteReadError):
+        pass
+    finally:
+        writer.close()
+
+
+async def serve(options: Options, ready: asyncio.Event | None = None) -> None:
+    """Serve until cancelled."""
+
+    async def on_connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await handle_connection(options, reader, writer)
+
+    server = await asyncio.start_server(on_connection, options.host, options.port)
+    async with server:
+        if ready is not None:
+            ready.set()
+        await server.serve_forever()
+
+
+def parse_args(argv: Sequence[str] | None = None) -> Options:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--mode", choices=MODES, required=True)
+    parser.add_argument("--tools", type=int, default=10_000, help="many-tools: how many")
+    parser.add_argument("--page-size", type=int, default=100, help="many-tools: tools per page")
+    parser.add_argument("--size", type=int, default=4 * 1024 * 1024, help="huge: bytes")
+    parser.add_argument("--delay", type=float, default=3.0, help="slow: seconds per answer")
+    parser.add_argument("--status", type=int, default=500, help="status: the HTTP status")
+    parser.add_argument("--require-header", metavar="'NAME: VALUE'")
+    args = parser.parse_args(argv)
+    required = None
+    if args.require_header:
+        name, _, value = args.require_header.partition(":")
+        required = (name.strip(), value.strip())
+    return Options(
+        mode=args.mode,
+        port=args.port,
+        host=args.host,
+        tools=args.tools,
+        page_size=args.page_size,
+        size=args.size,
+        delay=args.delay,
+        status=args.status,
+        require_header=required,
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    options = parse_args(argv)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(options))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Real MCP servers that nobody here wrote, started on loopback for tests and tools.
+
+Each helper is a context manager that starts one server on a free
+``127.0.0.1`` port in its own process group, waits until it accepts
+connections, yields its URL, and always kills the whole process group on exit.
+They are plain functions, usable from pytest fixtures and from other code.
+
+- :func:`server_everything` — npm ``@modelcontextprotocol/server-everything``
+  (installed by ``make node-tools`` under ``hack/node-tools``), with its own
+  Streamable HTTP transport (``streamableHttp``, port from ``PORT``) or its
+  legacy HTTP+SSE transport (``sse``). It speaks the legacy era (2025-11-25).
+- :func:`mcp_server_time` — PyPI ``mcp-server-time``. Its command line serves
+  stdio only, so this runs the package's own server object
+  (``mcp_server_time.server.create_server``, the one its CLI runs) with the
+  SDK's Streamable HTTP transport (``MCPServer.run("streamable-http")``), which
+  serves both eras; no tool or handler of ours is involved.
+- :func:`hostile_server` — our own misbehaving server, ``tests/support/hostile_server.py``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"
+SERVER_EVERYTHING = NODE_TOOLS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+HOSTILE_SERVER = Path(__file__).resolve().parent / "hostile_server.py"
+START_TIMEOUT = 30.0
+
+_TIME_SERVER = """\
+import sys
+from mcp_server_time.server import create_server
+create_server("UTC").run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+"""
+
+
+class PeerError(RuntimeError):
+    """A peer is not installed or did not start."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _accepts(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.5)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process group, SIGKILL if it is still there after 5 s."""
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            process.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    # The leader may be gone while children of the group live on.
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def run_server(
+    argv: Sequence[str],
+    port: int,
+    *,
+    env: Mapping[str, str] | None = None,
+    name: str = "server",
+    timeout: float = START_TIMEOUT,
+) -> Iterator[subprocess.Popen[bytes]]:
+    """Run ``argv`` in a new process group until it accepts connections on ``port``."""
+    with tempfile.TemporaryFile() as log:
+        process = subprocess.Popen(
+            list(argv),
+            env={**os.environ, **(env or {})},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            deadline = time.monotonic() + timeout
+            while not _accepts(port):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    log.seek(0)
+                    tail = log.read()[-2000:].decode(errors="replace")
+                    state = "exited" if process.poll() is not None else "did not listen in time"
+                    raise PeerError(f"{name} {state} (port {port}):\n{tail}")
+                time.sleep(0.05)
+            yield process
+        finally:
+            _stop(process)
+
+
+def _node() -> str:
+    node = shutil.which("node")
+    if node is None:
+        raise PeerError("node is not on PATH; server-everything needs Node.js")
+    if not SERVER_EVERYTHING.exists():
+        raise PeerError(f"{SERVER_EVERYTHING} is missing; run `make node-tools`")
+    return node
+
+
+@contextlib.contextmanager
+def server_everything(transport: str = "streamableHttp") -> Iterator[str]:
+    """server-everything over ``streamableHttp`` (yields ``.../mcp``) or ``sse`` (``.../sse``)."""
+    if transport not in ("streamableHttp", "sse"):
+        raise ValueError(f"server-everything has no HTTP transport {transport!r}")
+    port = free_port()
+    argv = [_node(), str(SERVER_EVERYTHING), transport]
+    with run_server(argv, port, env={"PORT": str(port)}, name="server-everything"):
+        path = "/mcp" if transport == "streamableHttp" else "/sse"
+        yield f"http://127.0.0.1:{port}{path}"
+
+
+@contextlib.contextmanager
+def mcp_server_time() -> Iterator[str]:
+    """mcp-server-time over the SDK's Streamable HTTP transport (yields ``.../mcp``)."""
+    port = free_port()
+    argv = [sys.executable, "-c", _TIME_SERVER, str(port)]
+    with run_server(argv, port, name="mcp-server-time"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@contextlib.contextmanager
+def hostile_server(mode: str, *args: str) -> Iterator[str]:
+    """``tests/support/hostile_server.py --mode MODE [args]`` (yields ``.../mcp``)."""
+    port = free_port()
+    argv = [sys.executable, str(HOSTILE_SERVER), "--port", str(port), "--mode", mode, *args]
+    with run_server(argv, port, name=f"hostile server ({mode})"):
+        yield f"http://127.0.0.1:{port}/mcp"

@@ -1,0 +1,115 @@
+"""What the adapter answers itself in each era, and how results are shaped for 2026-07-28."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from mcp_types import SERVER_INFO_META_KEY
+from mcp_types import methods as _methods
+
+from mcp_operator.adapter import config, era
+from mcp_operator.adapter.http import HostPolicy
+
+CHILD = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {"tools": {"listChanged": True}},
+    "serverInfo": {"name": "child", "version": "1.0"},
+    "instructions": "be nice",
+}
+
+
+@pytest.mark.parametrize(
+    ("requested", "child", "expected"),
+    [
+        ("2025-06-18", "2025-11-25", "2025-06-18"),
+        ("2025-11-25", "2025-06-18", "2025-06-18"),
+        ("2099-01-01", "2025-11-25", "2025-11-25"),
+        ("2026-07-28", "2025-11-25", "2025-11-25"),
+        (None, "2025-06-18", "2025-06-18"),
+    ],
+)
+def test_a_session_never_gets_a_newer_version_than_the_child_speaks(
+    requested: object, child: str, expected: str
+) -> None:
+    assert era.negotiate_version(requested, child) == expected
+
+
+def test_initialize_answers_with_the_childs_identity_and_capabilities() -> None:
+    result = era.initialize_result(CHILD, "2025-11-25")
+    assert result["protocolVersion"] == "2025-06-18"
+    assert result["serverInfo"] == {"name": "child", "version": "1.0"}
+    assert result["capabilities"] == {"tools": {"listChanged": True}}
+
+
+def test_discover_validates_against_the_2026_surface_and_carries_the_stamp() -> None:
+    result = era.discover_result(CHILD, "2026-07-28")
+    _methods.validate_server_result("server/discover", "2026-07-28", result)
+    assert result["supportedVersions"] == ["2026-07-28"]
+    assert result["_meta"][SERVER_INFO_META_KEY]["name"] == "child"
+
+
+def test_a_legacy_tools_list_is_reshaped_into_a_valid_2026_result() -> None:
+    legacy = {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]}
+    result = era.modern_result("tools/list", "2026-07-28", legacy, CHILD["serverInfo"])
+    _methods.validate_server_result("tools/list", "2026-07-28", result)
+    assert result["ttlMs"] == 0 and result["cacheScope"] == "private"
+    assert result["resultType"] == "complete"
+
+
+def test_the_2026_envelope_is_stripped_for_a_legacy_child_but_progress_kept() -> None:
+    params = {
+        "name": "echo",
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "progressToken": 4,
+        },
+    }
+    assert era.strip_envelope(params) == {"name": "echo", "_meta": {"progressToken": 4}}
+
+
+def test_only_non_handshake_versions_select_the_stateless_entry() -> None:
+    assert era.is_modern("2026-07-28") and era.is_modern("garbage")
+    assert not era.is_modern(None) and not era.is_modern("2025-06-18")
+
+
+@pytest.mark.parametrize(
+    ("host", "ok"),
+    [
+        ("localhost:8080", True),
+        ("127.0.0.1", True),
+        ("[::1]:9000", True),
+        ("evil.example:8080", False),
+        ("my-svc.ns.svc.cluster.local:8080", True),
+        ("other.ns.svc:80", True),
+        (None, False),
+    ],
+)
+def test_host_policy_allows_localhost_and_the_configured_names(host: str | None, ok: bool) -> None:
+    policy = HostPolicy(("my-svc.ns.svc.cluster.local", "*.ns.svc"), ())
+    assert policy.host_ok(host) is ok
+
+
+def test_origin_policy_follows_the_host_list_and_explicit_origins() -> None:
+    policy = HostPolicy((), ("https://app.example",))
+    assert policy.origin_ok(None)
+    assert policy.origin_ok("http://localhost:3000")
+    assert policy.origin_ok("https://app.example")
+    assert not policy.origin_ok("https://evil.example")
+
+
+def test_flags_win_over_environment_and_the_command_follows_the_double_dash() -> None:
+    parser = argparse.ArgumentParser()
+    config.add_arguments(parser)
+    args = parser.parse_args(["--port", "9000", "--allowed-host", "svc", "--", "node", "x.js"])
+    built = config.from_args(args, {"MCP_ADAPTER_PORT": "1", "MCP_ADAPTER_PATH": "/m"})
+    assert built.port == 9000 and built.path == "/m"
+    assert built.allowed_hosts == ("svc",) and built.command == ("node", "x.js")
+
+
+def test_a_missing_command_is_an_error_that_says_how() -> None:
+    parser = argparse.ArgumentParser()
+    config.add_arguments(parser)
+    with pytest.raises(ValueError, match="after --"):
+        config.from_args(parser.parse_args(["--port", "9000"]), {})

@@ -1,0 +1,115 @@
+"""The status fields and warnings of a probe (mcp_operator.mcp.report)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcp_operator.mcp.naming import RawTool, select_tools
+from mcp_operator.mcp.probe import Discovery
+from mcp_operator.mcp.report import status_fields, warnings
+
+
+def discovery(tools: list[RawTool], **info: Any) -> Discovery:
+    fields: dict[str, Any] = {
+        "server_name": "demo",
+        "server_version": "1.2.3",
+        "protocol_version": "2025-11-25",
+        "list_changed": False,
+    }
+    fields.update(info)
+    return Discovery(tools=tools, **fields)
+
+
+def no_none(value: Any) -> bool:
+    if isinstance(value, dict):
+        return all(v is not None and no_none(v) for v in value.values())
+    if isinstance(value, list):
+        return all(v is not None and no_none(v) for v in value)
+    return value is not None
+
+
+def test_status_fields_are_exactly_the_camel_case_status_shape() -> None:
+    tools = [
+        RawTool("search.docs", "Searches", {"title": "Search", "readOnlyHint": True}),
+        RawTool("echo", None, None),
+        RawTool("hidden", "x", None),
+    ]
+    found = discovery(tools)
+    fields = status_fields(found, select_tools(tools, prefix="srv", deny=["hidden"]))
+    assert fields == {
+        "tools": [
+            {"name": "srv_echo", "originalName": "echo"},
+            {
+                "name": "srv_search_docs",
+                "originalName": "search.docs",
+                "description": "Searches",
+                "annotations": {"title": "Search", "readOnlyHint": True},
+            },
+        ],
+        "toolCount": 2,
+        "discoveredToolCount": 3,
+        "serverInfo": {"name": "demo", "protocolVersion": "2025-11-25", "version": "1.2.3"},
+    }
+
+
+def test_status_fields_never_hold_none_values() -> None:
+    found = discovery([RawTool("t", None, None)], server_name=None, server_version=None)
+    fields = status_fields(found, select_tools(found.tools, prefix="p"))
+    assert no_none(fields)
+    assert fields["serverInfo"] == {"protocolVersion": "2025-11-25"}
+
+
+def test_server_info_text_is_bounded() -> None:
+    found = discovery([], server_name="n" * 1000, server_version="v" * 1000)
+    info = status_fields(found, select_tools([], prefix="p"))["serverInfo"]
+    assert len(info["name"]) == 256
+    assert len(info["version"]) == 128
+
+
+def test_tool_count_counts_tools_cut_from_the_list() -> None:
+    tools = [RawTool(f"t{i:03d}", None, None) for i in range(300)]
+    fields = status_fields(discovery(tools), select_tools(tools, prefix="p"))
+    assert len(fields["tools"]) == 256
+    assert fields["toolCount"] == 300
+    assert fields["discoveredToolCount"] == 300
+
+
+def test_a_clean_selection_has_no_warnings() -> None:
+    assert warnings(select_tools([RawTool("echo", None, None)], prefix="p", allow=["e*"])) == []
+
+
+def test_warnings_name_collisions_invalid_names_unmatched_allow_and_truncation() -> None:
+    tools = [RawTool(n, None, None) for n in ("a.b", "a_b", "bad name!", "dup", "dup")]
+    tools += [RawTool(f"t{i:03d}", None, None) for i in range(300)]
+    selection = select_tools(tools, prefix="srv", allow=["*", "ehco"])
+    assert warnings(selection) == [
+        "Tool name collision: 'a.b' and 'a_b' both map to srv_a_b; "
+        f"the second is exposed as {selection.tools[1].name}.",
+        "Tool name collision: 'dup' is listed more than once by the server; it is exposed once.",
+        "1 tool is not exposed because the name is not a valid MCP tool name "
+        "(1 to 128 of A-Z a-z 0-9 _ . -): 'bad name!'.",
+        "toolsAllow pattern matches no tool of the server: 'ehco'.",
+        "status.tools lists the first 256 of 303 exposed tools (by name); "
+        "toolCount counts them all.",
+    ]
+
+
+def test_many_problems_make_a_bounded_number_of_warnings() -> None:
+    tools = [RawTool(f"x.{i}", None, None) for i in range(50)]
+    tools += [RawTool(f"x_{i}", None, None) for i in range(50)]
+    tools += [RawTool(f"bad {i}", None, None) for i in range(50)]
+    selection = select_tools(tools, prefix="p", allow=["*", *(f"typo{i}" for i in range(20))])
+    found = warnings(selection)
+    assert len(found) == 5 + 1 + 1 + 1
+    assert found[5] == "45 more tool name collisions were resolved the same way."
+    assert found[6].startswith("50 tools are not exposed")
+    assert found[6].endswith("'bad 12' and 45 more.")
+    assert found[7].endswith("'typo4' and 15 more.")
+    assert all(len(w) < 600 for w in found)
+
+
+def test_hostile_names_in_warnings_are_quoted_and_cut() -> None:
+    name = "evil\nname " + "z" * 500
+    found = warnings(select_tools([RawTool(name, None, None)], prefix="p"))
+    assert "\n" not in found[0]
+    assert len(found[0]) < 250
