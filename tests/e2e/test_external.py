@@ -204,10 +204,12 @@ def test_hostile_servers_get_clear_reasons_and_never_stall_the_operator(
 ) -> None:
     with contextlib_exit_stack() as stack:
         urls = {mode: stack.enter_context(peers.hostile_server(mode)) for mode, _ in HOSTILE}
-        many = stack.enter_context(peers.hostile_server("many-tools"))
+        huge_list = stack.enter_context(peers.hostile_server("many-tools", "--tools", "10000"))
+        many = stack.enter_context(peers.hostile_server("many-tools", "--tools", "1000"))
         invalid = stack.enter_context(peers.hostile_server("invalid-names"))
         for mode, _ in HOSTILE:
             cluster.apply(namespace, mcpserver(mode, urls[mode], probe={"timeoutSeconds": 3}))
+        cluster.apply(namespace, mcpserver("huge-list", huge_list, probe={"timeoutSeconds": 60}))
         cluster.apply(namespace, mcpserver("many", many, probe={"timeoutSeconds": 60}))
         cluster.apply(namespace, mcpserver("invalid", invalid))
         # Meanwhile a good server still becomes Ready promptly.
@@ -220,16 +222,21 @@ def test_hostile_servers_get_clear_reasons_and_never_stall_the_operator(
             obj = wait_for(cluster, namespace, mode, not_ready("ProbeFailed"), timeout=20)
             assert condition(obj, "Probed")["reason"] == reason, condition(obj, "Probed")
 
+        # 10,000 tools: discovery stops at its bound and says so.
+        obj = wait_for(cluster, namespace, "huge-list", not_ready("ProbeFailed"), timeout=60)
+        assert condition(obj, "Probed")["reason"] == "TooManyTools"
+        assert "more than 5000 tools" in condition(obj, "Probed")["message"]
+        # 1,000 tools: all counted, status.tools bounded, and the cut is reported.
         obj = wait_for(cluster, namespace, "many", ready, timeout=60)
-        assert obj["status"]["discoveredToolCount"] == 5000 or (
-            obj["status"]["discoveredToolCount"] >= 256
-        )
-        assert len(obj["status"]["tools"]) <= 256
+        assert obj["status"]["discoveredToolCount"] == 1000
+        assert obj["status"]["toolCount"] == 1000
+        assert len(obj["status"]["tools"]) == 256
+        assert "256" in condition(obj, "Probed")["message"]
 
         obj = wait_for(cluster, namespace, "invalid", ready, timeout=20)
         probed = condition(obj, "Probed")
         assert probed["reason"] == "ToolsDiscoveredWithWarnings"
-        assert "invalid" in probed["message"].lower() and "collid" in probed["message"].lower()
+        assert "invalid" in probed["message"].lower() and "collision" in probed["message"].lower()
         names = [t["name"] for t in obj["status"]["tools"]]
         assert len(names) == len(set(names)) and all(len(n) <= 64 for n in names)
 

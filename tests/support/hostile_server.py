@@ -12,12 +12,13 @@ mode            behaviour
 ok              a valid server with three tools
 hang            accepts connections, reads the request, never answers
 garbage         answers every request with bytes that are not JSON
-many-tools      ``--tools`` tools (default 10,000), ``--page-size`` per page
+many-tools      ``--tools`` tools (default 10,000), ``--page-size`` per page;
+                with ``--size``, each description is that many bytes
 cursor-loop     every ``tools/list`` page returns the same ``nextCursor``
 empty-cursor    valid: page 1 returns ``nextCursor: ""``, page 2 ends the list
 invalid-names   tool names that are invalid, too long or equal after sanitising
 huge            a tool whose description is ``--size`` bytes (default 4 MiB),
-                sent without Content-Length
+                sent without Content-Length unless ``--content-length``
 slow            answers every request after ``--delay`` seconds (default 3)
 status          answers every POST with HTTP ``--status`` (default 500)
 ==============  =============================================================
@@ -77,9 +78,10 @@ class Options:
     host: str = "127.0.0.1"
     tools: int = 10_000
     page_size: int = 100
-    size: int = 4 * 1024 * 1024
+    size: int | None = None
     delay: float = 3.0
     status: int = 500
+    content_length: bool = False
     require_header: tuple[str, str] | None = None
 
 
@@ -112,7 +114,11 @@ def tools_list(options: Options, cursor: str | None) -> dict[str, Any]:
         start = 0 if cursor is None else int(cursor)
         end = min(start + options.page_size, options.tools)
         names = [f"tool_{i:05d}" for i in range(start, end)]
-        return _page(names, str(end) if end < options.tools else None)
+        page = _page(names, str(end) if end < options.tools else None)
+        if options.size is not None:
+            for tool in page["tools"]:
+                tool["description"] = "d" * options.size
+        return page
     if mode == "cursor-loop":
         return _page(["loop_first" if cursor is None else "loop_again"], "again")
     if mode == "empty-cursor":
@@ -173,13 +179,18 @@ async def _respond(
     await writer.drain()
 
 
-async def _respond_huge(writer: asyncio.StreamWriter, message: dict[str, Any], size: int) -> None:
-    """A ``tools/list`` result with a ``size``-byte description, streamed without a length."""
+async def _respond_huge(
+    writer: asyncio.StreamWriter, message: dict[str, Any], size: int, with_length: bool
+) -> None:
+    """A ``tools/list`` result with a ``size``-byte description, streamed."""
     tool = _tool("huge", "@@")
     envelope = json.dumps({"jsonrpc": "2.0", "id": message.get("id"), "result": {"tools": [tool]}})
     before, after = envelope.split("@@")
+    length = f"Content-Length: {len(before) + size + len(after)}\r\n" if with_length else ""
     writer.write(
-        b"HTTP/1.1 200 Hostile\r\nConnection: close\r\nContent-Type: application/json\r\n\r\n"
+        b"HTTP/1.1 200 Hostile\r\nConnection: close\r\nContent-Type: application/json\r\n"
+        + length.encode()
+        + b"\r\n"
     )
     writer.write(before.encode())
     chunk = b"x" * 65536
@@ -247,7 +258,8 @@ async def handle_connection(
             await _respond(writer, 200, b"\x00\xff this is {not JSON")
             return
         if options.mode == "huge" and message.get("method") == "tools/list":
-            await _respond_huge(writer, message, options.size)
+            size = options.size if options.size is not None else 4 * 1024 * 1024
+            await _respond_huge(writer, message, size, options.content_length)
             return
         answer = json.dumps(handle_rpc(options, message)).encode()
         await _respond(writer, 200, answer)
@@ -277,9 +289,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--mode", choices=MODES, required=True)
     parser.add_argument("--tools", type=int, default=10_000, help="many-tools: how many")
     parser.add_argument("--page-size", type=int, default=100, help="many-tools: tools per page")
-    parser.add_argument("--size", type=int, default=4 * 1024 * 1024, help="huge: bytes")
+    parser.add_argument("--size", type=int, help="huge (default 4 MiB), many-tools: bytes")
     parser.add_argument("--delay", type=float, default=3.0, help="slow: seconds per answer")
     parser.add_argument("--status", type=int, default=500, help="status: the HTTP status")
+    parser.add_argument(
+        "--content-length", action="store_true", help="huge: announce the body's length"
+    )
     parser.add_argument("--require-header", metavar="'NAME: VALUE'")
     args = parser.parse_args(argv)
     required = None
@@ -295,6 +310,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         size=args.size,
         delay=args.delay,
         status=args.status,
+        content_length=args.content_length,
         require_header=required,
     )
 

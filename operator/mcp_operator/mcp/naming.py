@@ -30,6 +30,9 @@ MAX_DESCRIPTION_CHARS = 1024
 MAX_TITLE_CHARS = 256
 """The ``title`` annotation in status is cut to this many characters, the last one being ``…``."""
 
+MAX_TOOL_NAME_CHARS = 128
+"""A valid MCP tool name is 1 to this many characters of ``[A-Za-z0-9_.-]``."""
+
 MAX_EXPOSED_NAME_CHARS = 64
 """Exposed names stay within this length: several LLM APIs reject longer tool names."""
 

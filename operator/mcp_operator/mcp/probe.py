@@ -10,7 +10,10 @@ Bounds, so that a slow, broken or hostile server cannot hold or sink the
 operator (documented in ``docs/status-bounds.md``):
 
 - one overall deadline, ``timeout_seconds``, for the whole probe;
-- at most ``MAX_RESPONSE_BYTES`` in one HTTP response body (and one SSE event);
+- at most ``MAX_RESPONSE_BYTES`` in one HTTP response body (and one SSE event),
+  and ``MAX_PROBE_BYTES`` in all responses of one probe together;
+- descriptions and titles are cut as soon as a page arrives, so a probe keeps
+  no more of each tool than status can hold;
 - at most ``MAX_PAGES`` pages and ``MAX_DISCOVERED_TOOLS`` tools; a server past
   either bound fails the probe (``TooManyPages`` / ``TooManyTools``) rather than
   yield a silently partial list; a cursor seen twice fails it (``PaginationLoop``).
@@ -46,7 +49,14 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from mcp_operator import __version__
-from mcp_operator.mcp.naming import RawTool, cut
+from mcp_operator.mcp.naming import (
+    MAX_DESCRIPTION_CHARS,
+    MAX_TITLE_CHARS,
+    MAX_TOOL_NAME_CHARS,
+    RawTool,
+    bounded_annotations,
+    cut,
+)
 
 MAX_PAGES = 100
 """A ``tools/list`` walk longer than this fails with ``TooManyPages``."""
@@ -56,6 +66,10 @@ MAX_DISCOVERED_TOOLS = 5000
 
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 """One HTTP response body (or SSE event) larger than this fails with ``ResponseTooLarge``."""
+
+MAX_PROBE_BYTES = 64 * 1024 * 1024
+"""All response bodies of one probe together: more fails with ``ResponseTooLarge``. This
+also bounds what the SDK's session keeps per tool (it caches output schemas)."""
 
 MAX_SERVER_TEXT_CHARS = 200
 """Text chosen by the server (error messages) is cut to this length in a ``ProbeError``."""
@@ -71,13 +85,16 @@ class ProbeTarget:
     transport: Transport = "streamable-http"
     headers: Mapping[str, str] = field(default_factory=dict, hash=False)
     timeout_seconds: float = 10.0
-    verify_tls: bool = True
+    verify_tls: bool | ssl.SSLContext = True
+    """``True``: the system CAs; ``False``: no verification; an ``SSLContext``: its CAs
+    (e.g. the cluster CA, when probing through the API server's service proxy)."""
 
     def __repr__(self) -> str:
+        verify = "custom" if isinstance(self.verify_tls, ssl.SSLContext) else self.verify_tls
         return (
             f"ProbeTarget(url={display_url(self.url)!r}, transport={self.transport!r}, "
             f"headers={sorted(self.headers)!r}, timeout_seconds={self.timeout_seconds!r}, "
-            f"verify_tls={self.verify_tls!r})"
+            f"verify_tls={verify!r})"
         )
 
 
@@ -194,6 +211,8 @@ class _State:
         self.phase = "connecting"
         self.error_status: int | None = None
         self.too_large = False
+        self.too_much = False
+        self.received = 0
 
 
 class _LimitedStream(httpx2.AsyncByteStream):
@@ -208,8 +227,12 @@ class _LimitedStream(httpx2.AsyncByteStream):
         received = 0
         async for chunk in self._inner:
             received += len(chunk)
+            self._state.received += len(chunk)
             if received > self._limit:
                 self._state.too_large = True
+                raise _ResponseTooLarge
+            if self._state.received > MAX_PROBE_BYTES:
+                self._state.too_much = True
                 raise _ResponseTooLarge
             yield chunk
 
@@ -292,14 +315,26 @@ async def _discover(target: ProbeTarget, state: _State) -> Discovery:
 
 
 def _raw_tool(tool: Any) -> RawTool:
-    """The fields the operator keeps; ``title`` folds into the annotations (display precedence)."""
-    annotations: dict[str, Any] = {}
-    if tool.annotations is not None:
-        annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True)
+    """The fields the operator keeps, bounded as in status.
+
+    ``title`` folds into the annotations (the display precedence is title, then
+    annotations.title). A name longer than a valid one is cut to one character
+    past the limit, so that it stays invalid and is reported, without being kept whole.
+    """
+    annotations = bounded_annotations(
+        tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+    )
     title = getattr(tool, "title", None)
     if isinstance(title, str) and title:
-        annotations["title"] = title
-    return RawTool(name=tool.name, description=tool.description, annotations=annotations or None)
+        annotations["title"] = cut(title, MAX_TITLE_CHARS)
+    description = tool.description
+    if isinstance(description, str):
+        description = cut(description, MAX_DESCRIPTION_CHARS)
+    return RawTool(
+        name=tool.name[: MAX_TOOL_NAME_CHARS + 1],
+        description=description,
+        annotations=annotations or None,
+    )
 
 
 def _check_target(target: ProbeTarget) -> None:
@@ -395,6 +430,12 @@ def _translate(error: BaseException, state: _State) -> ProbeError:
     for leaf in leaves:
         if isinstance(leaf, ProbeError):
             return leaf
+    if state.too_much:
+        return ProbeError(
+            "ResponseTooLarge",
+            f"{state.url} sent more than {MAX_PROBE_BYTES // (1024 * 1024)} MiB in one probe "
+            f"(stopped in {state.phase})",
+        )
     if state.too_large or any(isinstance(leaf, _ResponseTooLarge) for leaf in leaves):
         return ProbeError(
             "ResponseTooLarge",

