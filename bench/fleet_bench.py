@@ -1,0 +1,181 @@
+"""How fast a fleet of external MCPServers becomes Ready, and what the operator costs.
+
+One run: a real local control plane, the operator as a subprocess (as a user
+runs it), a few real MCP servers on loopback (server-everything over Streamable
+HTTP, mcp-server-time over the SDK's Streamable HTTP), then:
+
+1. single-server create→Ready latency, one server at a time (p50, p95);
+2. N MCPServers created at once (default 100 and 1,000), spread over the
+   servers: time until every one is Ready;
+3. the operator's peak RSS (VmHWM of its process) after all of it.
+
+    .venv/bin/python bench/fleet_bench.py [--sizes 100 1000] [--single 20]
+
+Targets on a 2-core machine: 1,000 Ready within 60 s, p50 create→Ready under
+1 s, RSS under 250 MiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from mcp_operator.devcluster import ControlPlane, kubectl_path  # noqa: E402
+from tests.support import peers  # noqa: E402
+
+GROUP_PATH = "/apis/mcp-operator.dev/v1alpha1"
+
+
+def rss_mib(pid: int, field: str = "VmHWM") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Api:
+    def __init__(self, plane: ControlPlane) -> None:
+        import ssl
+
+        ca = plane.directory / "ca.crt"  # type: ignore[operator]
+        self.client = httpx.AsyncClient(
+            base_url=plane.server,
+            verify=ssl.create_default_context(cafile=str(ca)),
+            headers={"Authorization": f"Bearer {plane.token}"},
+            timeout=60,
+            limits=httpx.Limits(max_connections=20),
+        )
+
+    async def create(self, namespace: str, name: str, url: str) -> None:
+        body = {
+            "apiVersion": "mcp-operator.dev/v1alpha1",
+            "kind": "MCPServer",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"mode": "external", "url": url, "toolsDeny": ["*Long*"]},
+        }
+        answer = await self.client.post(f"{GROUP_PATH}/namespaces/{namespace}/mcpservers", json=body)
+        answer.raise_for_status()
+
+    async def ready_names(self, namespace: str) -> set[str]:
+        answer = await self.client.get(f"{GROUP_PATH}/namespaces/{namespace}/mcpservers")
+        answer.raise_for_status()
+        ready = set()
+        for item in answer.json()["items"]:
+            for condition in item.get("status", {}).get("conditions", []):
+                if condition["type"] == "Ready" and condition["status"] == "True":
+                    ready.add(item["metadata"]["name"])
+        return ready
+
+    async def is_ready(self, namespace: str, name: str) -> bool:
+        answer = await self.client.get(f"{GROUP_PATH}/namespaces/{namespace}/mcpservers/{name}")
+        answer.raise_for_status()
+        return any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in answer.json().get("status", {}).get("conditions", [])
+        )
+
+    async def namespace(self, name: str) -> None:
+        answer = await self.client.post(
+            "/api/v1/namespaces", json={"metadata": {"name": name}, "apiVersion": "v1", "kind": "Namespace"}
+        )
+        answer.raise_for_status()
+
+
+async def single_latencies(api: Api, urls: list[str], count: int) -> list[float]:
+    await api.namespace("single")
+    latencies = []
+    for i in range(count):
+        began = time.monotonic()
+        await api.create("single", f"s{i}", urls[i % len(urls)])
+        while not await api.is_ready("single", f"s{i}"):
+            await asyncio.sleep(0.01)
+        latencies.append(time.monotonic() - began)
+    return latencies
+
+
+async def fleet(api: Api, urls: list[str], size: int, timeout: float = 300) -> tuple[float, float]:
+    namespace = f"fleet-{size}"
+    await api.namespace(namespace)
+    began = time.monotonic()
+    semaphore = asyncio.Semaphore(20)
+
+    async def create(i: int) -> None:
+        async with semaphore:
+            await api.create(namespace, f"m{i}", urls[i % len(urls)])
+
+    await asyncio.gather(*(create(i) for i in range(size)))
+    created = time.monotonic() - began
+    while time.monotonic() - began < timeout:
+        if len(await api.ready_names(namespace)) == size:
+            return created, time.monotonic() - began
+        await asyncio.sleep(0.25)
+    raise RuntimeError(f"{size} servers not Ready within {timeout}s")
+
+
+async def run(args: argparse.Namespace) -> None:
+    with contextlib.ExitStack() as stack:
+        plane = stack.enter_context(ControlPlane())
+        env = plane.env()
+        subprocess.run(
+            [kubectl_path(), "apply", "--server-side", "-f", str(REPO / "crds")], env=env, check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [kubectl_path(), "wait", "--for=condition=Established", "-f", str(REPO / "crds")],
+            env=env, check=True, capture_output=True,
+        )
+        urls = [stack.enter_context(peers.server_everything()) for _ in range(2)]
+        urls.append(stack.enter_context(peers.mcp_server_time()))
+        log = open(args.log, "wb")  # noqa: SIM115
+        operator = subprocess.Popen(
+            [sys.executable, "-m", "mcp_operator", "run", "--liveness", "none"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        stack.callback(lambda: (os.killpg(operator.pid, signal.SIGTERM), operator.wait(20)))
+        api = Api(plane)
+        await asyncio.sleep(2)  # the operator's watches start
+        rows: list[tuple[str, str]] = []
+        latencies = await single_latencies(api, urls, args.single)
+        p50 = statistics.median(latencies)
+        p95 = statistics.quantiles(latencies, n=20)[18] if len(latencies) >= 2 else p50
+        rows.append(("single server create→Ready p50 / p95", f"{p50 * 1000:.0f} ms / {p95 * 1000:.0f} ms"))
+        for size in args.sizes:
+            created, total = await fleet(api, urls, size)
+            rows.append((f"{size} servers: created / all Ready", f"{created:.1f} s / {total:.1f} s"))
+            rows.append((f"operator RSS after {size} (current)", f"{rss_mib(operator.pid, 'VmRSS'):.0f} MiB"))
+        rows.append(("operator peak RSS (VmHWM)", f"{rss_mib(operator.pid):.0f} MiB"))
+        await api.client.aclose()
+        print(f"\nkube-apiserver {plane.version.get('gitVersion')}, {os.cpu_count()} CPUs\n")
+        width = max(len(r[0]) for r in rows)
+        print(f"| {'measure'.ljust(width)} | value |")
+        print(f"| {'-' * width} | ----- |")
+        for name, value in rows:
+            print(f"| {name.ljust(width)} | {value} |")
+        print(json.dumps({"latencies_ms": [round(x * 1000) for x in latencies]}))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
+    parser.add_argument("--single", type=int, default=20)
+    parser.add_argument("--log", default="/tmp/fleet-bench-operator.log")
+    asyncio.run(run(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
