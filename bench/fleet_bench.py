@@ -68,7 +68,9 @@ class Api:
             "metadata": {"name": name, "namespace": namespace},
             "spec": {"mode": "external", "url": url, "toolsDeny": ["*Long*"]},
         }
-        answer = await self.client.post(f"{GROUP_PATH}/namespaces/{namespace}/mcpservers", json=body)
+        answer = await self.client.post(
+            f"{GROUP_PATH}/namespaces/{namespace}/mcpservers", json=body
+        )
         answer.raise_for_status()
 
     async def ready_names(self, namespace: str) -> set[str]:
@@ -91,7 +93,8 @@ class Api:
 
     async def namespace(self, name: str) -> None:
         answer = await self.client.post(
-            "/api/v1/namespaces", json={"metadata": {"name": name}, "apiVersion": "v1", "kind": "Namespace"}
+            "/api/v1/namespaces",
+            json={"metadata": {"name": name}, "apiVersion": "v1", "kind": "Namespace"},
         )
         answer.raise_for_status()
 
@@ -132,19 +135,26 @@ async def run(args: argparse.Namespace) -> None:
         plane = stack.enter_context(ControlPlane())
         env = plane.env()
         subprocess.run(
-            [kubectl_path(), "apply", "--server-side", "-f", str(REPO / "crds")], env=env, check=True,
+            [kubectl_path(), "apply", "--server-side", "-f", str(REPO / "crds")],
+            env=env,
+            check=True,
             capture_output=True,
         )
         subprocess.run(
             [kubectl_path(), "wait", "--for=condition=Established", "-f", str(REPO / "crds")],
-            env=env, check=True, capture_output=True,
+            env=env,
+            check=True,
+            capture_output=True,
         )
         urls = [stack.enter_context(peers.server_everything()) for _ in range(2)]
         urls.append(stack.enter_context(peers.mcp_server_time()))
         log = open(args.log, "wb")  # noqa: SIM115
         operator = subprocess.Popen(
             [sys.executable, "-m", "mcp_operator", "run", "--liveness", "none"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         stack.callback(lambda: (os.killpg(operator.pid, signal.SIGTERM), operator.wait(20)))
         api = Api(plane)
@@ -153,11 +163,20 @@ async def run(args: argparse.Namespace) -> None:
         latencies = await single_latencies(api, urls, args.single)
         p50 = statistics.median(latencies)
         p95 = statistics.quantiles(latencies, n=20)[18] if len(latencies) >= 2 else p50
-        rows.append(("single server create→Ready p50 / p95", f"{p50 * 1000:.0f} ms / {p95 * 1000:.0f} ms"))
+        rows.append(
+            ("single server create→Ready p50 / p95", f"{p50 * 1000:.0f} ms / {p95 * 1000:.0f} ms")
+        )
         for size in args.sizes:
             created, total = await fleet(api, urls, size)
-            rows.append((f"{size} servers: created / all Ready", f"{created:.1f} s / {total:.1f} s"))
-            rows.append((f"operator RSS after {size} (current)", f"{rss_mib(operator.pid, 'VmRSS'):.0f} MiB"))
+            rows.append(
+                (f"{size} servers: created / all Ready", f"{created:.1f} s / {total:.1f} s")
+            )
+            rows.append(
+                (
+                    f"operator RSS after {size} (current)",
+                    f"{rss_mib(operator.pid, 'VmRSS'):.0f} MiB",
+                )
+            )
         rows.append(("operator peak RSS (VmHWM)", f"{rss_mib(operator.pid):.0f} MiB"))
         await api.client.aclose()
         print(f"\nkube-apiserver {plane.version.get('gitVersion')}, {os.cpu_count()} CPUs\n")

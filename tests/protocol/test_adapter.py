@@ -150,7 +150,7 @@ def initialize(url: str, client: httpx.Client) -> str:
 async def test_the_sdk_client_lists_and_calls_server_everything_in_both_eras(
     everything: Adapter, mode: str
 ) -> None:
-    async with Client(everything.url, mode=mode) as client:  # type: ignore[arg-type]
+    async with Client(everything.url, mode=mode) as client:
         tools = await client.list_tools()
         assert "echo" in {tool.name for tool in tools.tools}
         result = await client.call_tool("echo", {"message": f"hello {mode}"})
@@ -160,7 +160,7 @@ async def test_the_sdk_client_lists_and_calls_server_everything_in_both_eras(
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_the_sdk_client_calls_mcp_server_time_in_both_eras(tmp_path: Path, mode: str) -> None:
     with adapter((str(TIME_SERVER),), tmp_path) as running:
-        async with Client(running.url, mode=mode) as client:  # type: ignore[arg-type]
+        async with Client(running.url, mode=mode) as client:
             tools = await client.list_tools()
             assert "get_current_time" in {tool.name for tool in tools.tools}
             result = await client.call_tool("get_current_time", {"timezone": "UTC"})

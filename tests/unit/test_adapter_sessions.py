@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_operator.adapter.sessions import SessionLimitError, SessionTable
+from mcp_operator.adapter.sessions import Session, SessionLimitError, SessionTable
 
 
 class Stream:
@@ -17,7 +17,7 @@ class Stream:
         self.closed = True
 
 
-def make(table: SessionTable, now: float = 0.0):  # type: ignore[no-untyped-def]
+def make(table: SessionTable, now: float = 0.0) -> Session:
     return table.create(protocol_version="2025-06-18", capabilities={}, client_info=None, now=now)
 
 

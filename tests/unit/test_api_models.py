@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from mcp_operator.api import AgentRun, MCPServer, MCPServerSpec, derive_prefix
+from mcp_operator.api import AgentRun, MCPServer, MCPServerSpec
+from mcp_operator.mcp.naming import default_prefix
 
 DEPLOYMENT = {"image": "node:22-alpine"}
 
@@ -150,7 +151,7 @@ def test_an_invalid_server_spec_is_rejected_with_the_crd_s_words(
     ],
 )
 def test_the_default_prefix_is_derived_from_the_name(name: str, prefix: str) -> None:
-    assert derive_prefix(name) == prefix
+    assert default_prefix(name) == prefix
     assert server(name, mode="external", url="http://x").effective_prefix == prefix
 
 

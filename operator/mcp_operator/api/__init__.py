@@ -31,7 +31,6 @@ from mcp_operator.api.models import (
     ToolAnnotations,
     ToolStatus,
     Transport,
-    derive_prefix,
 )
 
 __all__ = [
@@ -62,5 +61,4 @@ __all__ = [
     "ToolAnnotations",
     "ToolStatus",
     "Transport",
-    "derive_prefix",
 ]

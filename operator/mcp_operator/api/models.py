@@ -14,13 +14,14 @@ tests catch an invalid object without a cluster.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
+
+from mcp_operator.mcp.naming import default_prefix
 
 # -- patterns (identical to the CRD's; Go RE2 and pydantic's regex agree on them) --------------
 
@@ -361,20 +362,6 @@ class MCPServerStatus(StatusModel):
     conditions: Conditions | None = None
 
 
-def derive_prefix(name: str) -> str:
-    """The default ``toolsPrefix`` for an object named ``name``.
-
-    Lowercase; every character outside ``[a-z0-9_-]`` becomes ``-`` (so ``.`` of a DNS
-    subdomain does too); ``m`` is prepended when the result does not start with a letter;
-    cut to 32 characters; trailing ``-`` and ``_`` removed (so that ``<prefix>_<tool>``
-    never shows ``-_``). The result always matches the CRD's toolsPrefix pattern.
-    """
-    prefix = re.sub(r"[^a-z0-9_-]", "-", name.lower())
-    if not "a" <= prefix[:1] <= "z":
-        prefix = "m" + prefix
-    return prefix[:PREFIX_MAX_LENGTH].rstrip("-_") or "m"
-
-
 class MCPServer(BaseModel):
     """An MCPServer object as the API server stores it."""
 
@@ -391,7 +378,7 @@ class MCPServer(BaseModel):
         """``spec.toolsPrefix``, or the prefix derived from ``metadata.name``."""
         if self.spec.tools_prefix is not None:
             return self.spec.tools_prefix
-        return derive_prefix(self.metadata.name)
+        return default_prefix(self.metadata.name)
 
 
 # -- AgentRun --------------------------------------------------------------------------------
@@ -522,5 +509,4 @@ __all__ = [
     "ToolAnnotations",
     "ToolStatus",
     "Transport",
-    "derive_prefix",
 ]

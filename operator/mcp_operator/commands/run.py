@@ -36,6 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     import asyncio
+    import logging
 
     import kopf
 
@@ -44,6 +45,13 @@ def run(args: argparse.Namespace) -> int:
 
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
     kopf.configure(verbose=args.verbose, debug=args.debug, log_format=log_format)
+    if not args.debug:
+        # The SDK logs whole tracebacks, with bytes of the server's answer, when a server
+        # misbehaves; the probe turns those into one clear condition message instead.
+        logging.getLogger("mcp").setLevel(logging.CRITICAL)
+        # httpx logs every request at INFO; the operator's own lines say what matters.
+        logging.getLogger("httpx").setLevel(logging.WARNING)
+        logging.getLogger("httpcore").setLevel(logging.WARNING)
     memo = kopf.Memo(fleet_settings=FleetSettings(max_concurrent_probes=args.max_concurrent_probes))
     liveness = None if args.liveness == "none" else args.liveness
     asyncio.run(

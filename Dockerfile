@@ -1,0 +1,53 @@
+# syntax=docker/dockerfile:1
+# The mcp-operator image: the operator (`mcp-operator run`), and also the image of
+# the stdio->HTTP adapter sidecar and the AgentRun bridge sidecar (`mcp-operator
+# adapter`, `mcp-operator bridge`), which the operator puts into Pods it renders.
+#
+#   docker build -t ghcr.io/mcp-operator/mcp-operator:0.1.0 .
+#
+# Two stages: the first builds the package into a virtual environment, the second
+# copies only that environment onto a clean base. The result runs as UID 65532
+# with a read-only root filesystem: nothing is written at run time (bytecode is
+# compiled at build time; HOME and the temporary directory point at /tmp, which
+# the Deployment mounts as an emptyDir).
+
+ARG PYTHON_IMAGE=python:3.11-slim
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1
+RUN python -m venv /opt/mcp-operator
+WORKDIR /src
+# Only what the build needs (see .dockerignore); README.md is the package's readme.
+COPY pyproject.toml README.md ./
+COPY operator ./operator
+RUN /opt/mcp-operator/bin/pip install . \
+    && /opt/mcp-operator/bin/python -m compileall -q /opt/mcp-operator/lib \
+    && /opt/mcp-operator/bin/mcp-operator --version
+
+FROM ${PYTHON_IMAGE}
+ARG VERSION=0.1.0
+ARG REVISION=unknown
+ARG SOURCE=https://github.com/mcp-operator/mcp-operator
+LABEL org.opencontainers.image.title="mcp-operator" \
+      org.opencontainers.image.description="Kubernetes operator that runs and governs Model Context Protocol servers; also the MCP adapter and bridge" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="${SOURCE}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.base.name="${PYTHON_IMAGE}"
+COPY --from=build /opt/mcp-operator /opt/mcp-operator
+ENV PATH=/opt/mcp-operator/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    HOME=/tmp \
+    TMPDIR=/tmp
+# A numeric UID/GID (the conventional "nonroot" 65532), so that Kubernetes can
+# verify runAsNonRoot without an /etc/passwd entry.
+USER 65532:65532
+WORKDIR /tmp
+# The operator's liveness endpoint (`mcp-operator run --liveness=http://0.0.0.0:8080/healthz`)
+# and the adapter's default port.
+EXPOSE 8080
+ENTRYPOINT ["mcp-operator"]
+CMD ["run"]
