@@ -34,7 +34,8 @@ NAMESPACE = "mcp-demo"
 
 
 def _say(text: str) -> None:
-    print(f"\033[1m==> {text}\033[0m", flush=True)
+    line = f"==> {text}"
+    print(f"\033[1m{line}\033[0m" if sys.stdout.isatty() else line, flush=True)
 
 
 def _kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
@@ -128,7 +129,7 @@ spec:
   mode: external
   url: {url}
   toolsPrefix: demo
-  toolsDeny: ["*Long*", "trigger-*"]
+  toolsDeny: ["*Long*", "trigger-*", "get-env"]
   probe:
     intervalSeconds: 30
 """
