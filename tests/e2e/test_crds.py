@@ -80,6 +80,7 @@ def test_the_api_server_applies_the_schema_defaults(
     assert "transport" not in spec, "transport has no schema default: it depends on mode"
     assert spec["deployment"] == {
         "image": "node:22-alpine",
+        "command": ["npx", "-y", "mcp-server"],
         "port": 8080,
         "path": "/mcp",
         "replicas": 1,
@@ -152,7 +153,10 @@ MINIMAL_SERVER: dict[str, Any] = {
     "apiVersion": "mcp-operator.dev/v1alpha1",
     "kind": "MCPServer",
     "metadata": {"name": "bad"},
-    "spec": {"mode": "managed", "deployment": {"image": "node:22-alpine"}},
+    "spec": {
+        "mode": "managed",
+        "deployment": {"image": "node:22-alpine", "command": ["npx", "-y", "mcp-server"]},
+    },
 }
 EXTERNAL_SERVER: dict[str, Any] = {
     **MINIMAL_SERVER,
@@ -185,6 +189,8 @@ def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 DELETE = object()
 
 INVALID: list[tuple[str, dict[str, Any], str]] = [
+    ("stdio-without-command", changed(MINIMAL_SERVER, "spec.deployment.command", DELETE),
+     "spec.deployment.command: Required value"),
     ("managed-without-deployment", changed(MINIMAL_SERVER, "spec.deployment", DELETE),
      "spec.deployment: Required value"),
     ("managed-with-url", changed(MINIMAL_SERVER, "spec.url", "http://x/mcp"),

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from mcp_operator.api import AgentRun, MCPServer, MCPServerSpec
 from mcp_operator.mcp.naming import default_prefix
 
-DEPLOYMENT = {"image": "node:22-alpine"}
+DEPLOYMENT = {"image": "node:22-alpine", "command": ["npx", "-y", "some-mcp-server"]}
 
 
 def server(name: str = "srv", **spec: Any) -> MCPServer:
@@ -220,3 +220,10 @@ def test_status_with_fields_from_a_newer_operator_still_parses() -> None:
     assert parsed.status.conditions is not None
     dumped = parsed.model_dump(by_alias=True, exclude_none=True, mode="json")
     assert dumped["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-02T03:04:05Z"
+
+
+def test_a_managed_stdio_server_needs_a_command_but_an_http_one_does_not() -> None:
+    with pytest.raises(ValueError, match=r"deployment\.command must be set for a stdio server"):
+        server(mode="managed", deployment={"image": "node:22-alpine"})
+    http = server(mode="managed", transport="streamable-http", deployment={"image": "x"})
+    assert http.spec.effective_transport == "streamable-http"

@@ -298,6 +298,11 @@ class MCPServerSpec(SpecModel):
                     "spec.url: url must not be set when mode is managed: "
                     "the operator computes status.url"
                 )
+            if self.effective_transport == "stdio" and not self.deployment.command:
+                raise ValueError(
+                    "spec.deployment.command: deployment.command must be set for a stdio "
+                    "server: the image's own entrypoint cannot be wrapped"
+                )
         else:
             if self.url is None:
                 raise ValueError("spec.url: url must be set when mode is external")
