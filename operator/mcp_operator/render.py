@@ -18,6 +18,7 @@ A managed ``streamable-http`` or ``sse`` server runs the user's container alone.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from collections.abc import Mapping
@@ -203,7 +204,7 @@ def _stdio_containers(server: MCPServer, settings: RenderSettings) -> list[dict[
             {"name": "fifos", "mountPath": FIFO_DIR},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
-        "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
     }
     _add_optional(server_container, spec)
     probe_port = {"port": ADAPTER_PORT_NAME}
@@ -230,12 +231,12 @@ def _stdio_containers(server: MCPServer, settings: RenderSettings) -> list[dict[
             "periodSeconds": 10,
             "failureThreshold": 3,
         },
-        "resources": ADAPTER_RESOURCES,
+        "resources": copy.deepcopy(ADAPTER_RESOURCES),
         "volumeMounts": [
             {"name": "fifos", "mountPath": FIFO_DIR},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
-        "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
     }
     return [server_container, adapter]
 
@@ -247,8 +248,8 @@ def _fifo_init_container(settings: RenderSettings) -> dict[str, Any]:
         "imagePullPolicy": settings.adapter_image_pull_policy,
         "args": ["adapter", f"--stdio-fifo-dir={FIFO_DIR}", "--make-fifos"],
         "volumeMounts": [{"name": "fifos", "mountPath": FIFO_DIR}],
-        "resources": ADAPTER_RESOURCES,
-        "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+        "resources": copy.deepcopy(ADAPTER_RESOURCES),
+        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
     }
 
 
@@ -265,7 +266,7 @@ def _http_container(spec: DeploymentSpec) -> dict[str, Any]:
             "failureThreshold": 3,
         },
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-        "securityContext": dict(RESTRICTED_CONTAINER_SECURITY),
+        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
     }
     if spec.command:
         container["command"] = list(spec.command)

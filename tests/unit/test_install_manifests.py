@@ -27,8 +27,11 @@ CRDS = REPO / "crds"
 DEPLOY = REPO / "deploy"
 CHART = REPO / "charts" / "mcp-operator"
 CRD_COPIES = [DEPLOY / "crds", CHART / "crds"]
-COPY_HEADER = "# Copied from crds/{name} by hack/sync-crds.sh (`make crds`): edit the source, not this copy.\n"
-SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
+COPY_HEADER = (
+    "# Copied from crds/{name} by hack/sync-crds.sh (`make crds`): "
+    "edit the source, not this copy.\n"
+)
+"""The first line of every copy (hack/sync-crds.sh writes it); the rest is the source."""
 
 
 def helm_path() -> str | None:
@@ -82,7 +85,9 @@ def one(objects: Iterable[dict[str, Any]], kind: str) -> dict[str, Any]:
 def normalized_rules(role: dict[str, Any]) -> list[tuple[tuple[str, ...], ...]]:
     """Rules as sorted tuples: order of rules and of list items does not matter."""
     keys = ("apiGroups", "resources", "resourceNames", "nonResourceURLs", "verbs")
-    return sorted(tuple(tuple(sorted(rule.get(key) or [])) for key in keys) for rule in role["rules"])
+    return sorted(
+        tuple(tuple(sorted(rule.get(key) or [])) for key in keys) for rule in role["rules"]
+    )
 
 
 def pod_templates(objects: Iterable[dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -133,7 +138,9 @@ def test_crd_copies_are_the_crds_of_crds_folder_byte_for_byte(copies: Path) -> N
     assert set(copied) == set(sources), f"{copies} differs from crds/: run `make crds`"
     for name, text in sources.items():
         expected = COPY_HEADER.format(name=name) + text
-        assert copied[name] == expected, f"{copies / name} differs from crds/{name}: run `make crds`"
+        assert copied[name] == expected, (
+            f"{copies / name} differs from crds/{name}: run `make crds`"
+        )
 
 
 def test_kustomization_installs_every_crd() -> None:
@@ -183,7 +190,9 @@ def test_every_api_resource_the_code_calls_is_granted() -> None:
     granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     resources = [v for v in vars(kube).values() if isinstance(v, kube.Resource)]
     assert resources
-    missing = [f"{r.group or 'core'}/{r.plural}" for r in resources if (r.group, r.plural) not in granted]
+    missing = [
+        f"{r.group or 'core'}/{r.plural}" for r in resources if (r.group, r.plural) not in granted
+    ]
     assert not missing, f"no RBAC rule in deploy/rbac.yaml for {missing}"
 
 
@@ -191,7 +200,14 @@ def test_rbac_grants_no_wildcards_and_no_deletes() -> None:
     for rule in one(deploy_objects(), "ClusterRole")["rules"]:
         for key in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[key], rule
-        assert not set(rule["verbs"]) & {"delete", "deletecollection", "update", "escalate", "bind", "impersonate"}, rule
+        assert not set(rule["verbs"]) & {
+            "delete",
+            "deletecollection",
+            "update",
+            "escalate",
+            "bind",
+            "impersonate",
+        }, rule
 
 
 # -- the operator's Pod -----------------------------------------------------------------
@@ -220,7 +236,12 @@ def test_the_namespace_enforces_the_restricted_pod_security_standard() -> None:
     namespace = one(deploy_objects(), "Namespace")
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     for obj in deploy_objects():
-        if obj["kind"] not in ("Namespace", "CustomResourceDefinition", "ClusterRole", "ClusterRoleBinding"):
+        if obj["kind"] not in (
+            "Namespace",
+            "CustomResourceDefinition",
+            "ClusterRole",
+            "ClusterRoleBinding",
+        ):
             assert obj["metadata"]["namespace"] == namespace["metadata"]["name"], obj["kind"]
 
 
@@ -254,7 +275,8 @@ def test_chart_passes_watch_namespaces_as_namespace_flags(helm: str) -> None:
     ]
     everything = one(helm_template(helm), "Deployment")
     assert not any(
-        a.startswith("--namespace") for a in everything["spec"]["template"]["spec"]["containers"][0]["args"]
+        a.startswith("--namespace")
+        for a in everything["spec"]["template"]["spec"]["containers"][0]["args"]
     )
 
 
@@ -290,27 +312,45 @@ def test_the_chart_schema_rejects_bad_values(helm: str, values: list[str]) -> No
         check=False,
     )
     assert result.returncode != 0
-    assert "values don't meet the specifications of the schema" in result.stderr or "at '/" in result.stderr
+    assert (
+        "values don't meet the specifications of the schema" in result.stderr
+        or "at '/" in result.stderr
+    )
+
+
+def commented_keys(lines: list[str], indent: str) -> dict[str, bool]:
+    """Keys at exactly ``indent``, each with whether a comment line sits right above it."""
+    keys = {}
+    for index, line in enumerate(lines):
+        rest = line[len(indent) :]
+        if line.startswith(indent) and rest[:1].isalpha() and ":" in rest:
+            keys[rest.split(":")[0]] = index > 0 and lines[index - 1].strip().startswith("#")
+    return keys
 
 
 def test_every_chart_value_has_a_comment() -> None:
-    lines = (CHART / "values.yaml").read_text().splitlines()
-    for index, line in enumerate(lines):
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#") or stripped.startswith("- "):
-            continue
-        if line.startswith(" ") and not lines[index - 1].strip().startswith("#"):
-            # nested keys inside a commented block (e.g. the securityContext defaults)
-            parent = next(
-                (lines[i] for i in range(index - 1, -1, -1) if not lines[i].startswith(" ") and lines[i].strip()),
-                "",
-            )
-            if not parent.startswith("#") and ":" in parent:
-                parent_index = lines.index(parent)
-                assert lines[parent_index - 1].strip().startswith("#") or line.startswith("  ") and _commented(lines, index), line
-            continue
-        assert lines[index - 1].strip().startswith("#"), f"values.yaml line {index + 1} has no comment: {line}"
+    text = (CHART / "values.yaml").read_text()
+    lines = text.splitlines()
+    values = yaml.safe_load(text)
+    top = commented_keys(lines, "")
+    assert set(top) == set(values)
+    # Groups of settings document each member; other mappings are defaults documented as one.
+    for group in ("image", "serviceAccount"):
+        top.pop(group)  # a heading; its members carry the comments
+        block = lines[lines.index(f"{group}:") + 1 :]
+        block = block[
+            : next((i for i, ln in enumerate(block) if ln and not ln.startswith(" ")), None)
+        ]
+        members = commented_keys(block, "  ")
+        assert set(members) == set(values[group])
+        assert all(members.values()), f"{group}: every member needs a comment: {members}"
+    assert all(top.values()), f"values without a comment: {[k for k, v in top.items() if not v]}"
 
 
-def _commented(lines: list[str], index: int) -> bool:
-    return lines[index - 1].strip().startswith("#")
+def test_every_rbac_rule_says_why() -> None:
+    for path in (DEPLOY / "rbac.yaml", CHART / "templates" / "clusterrole.yaml"):
+        lines = path.read_text().splitlines()
+        rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
+        assert rules, path
+        for index in rules:
+            assert lines[index - 1].strip().startswith("#"), f"{path}:{index + 1} has no comment"

@@ -126,7 +126,7 @@ class Router:
                         session.subscriptions.add(uri)
                     elif method == "resources/unsubscribe":
                         session.subscriptions.discard(uri)
-        child_id = client_id if isinstance(client_id, int) else child_id
+        message["id"] = child_id
         call = PendingCall(child_id, client_id, method, session, sink, token)
         self.pending[child_id] = call
         if token is not None:

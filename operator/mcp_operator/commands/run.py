@@ -8,6 +8,9 @@ peering objects are needed or created).
 from __future__ import annotations
 
 import argparse
+import os
+
+from mcp_operator.render import RenderSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,6 +29,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-format", choices=["text", "json"], default="text")
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
     parser.add_argument("--debug", action="store_true", help="log everything kopf does")
+    parser.add_argument(
+        "--adapter-image",
+        default=os.environ.get("MCP_OPERATOR_ADAPTER_IMAGE", RenderSettings.adapter_image),
+        help="image of the stdio adapter sidecar of managed servers, normally the operator's "
+        "own image (env MCP_OPERATOR_ADAPTER_IMAGE; default %(default)s)",
+    )
+    parser.add_argument(
+        "--cluster-domain",
+        default=os.environ.get("MCP_OPERATOR_CLUSTER_DOMAIN", RenderSettings.cluster_domain),
+        help="the cluster's DNS domain, for status.url of managed servers (default %(default)s)",
+    )
     parser.add_argument(
         "--max-concurrent-probes",
         type=int,
@@ -52,7 +66,12 @@ def run(args: argparse.Namespace) -> int:
         # httpx logs every request at INFO; the operator's own lines say what matters.
         logging.getLogger("httpx").setLevel(logging.WARNING)
         logging.getLogger("httpcore").setLevel(logging.WARNING)
-    memo = kopf.Memo(fleet_settings=FleetSettings(max_concurrent_probes=args.max_concurrent_probes))
+    render = RenderSettings(adapter_image=args.adapter_image, cluster_domain=args.cluster_domain)
+    memo = kopf.Memo(
+        fleet_settings=FleetSettings(
+            max_concurrent_probes=args.max_concurrent_probes, render=render
+        )
+    )
     liveness = None if args.liveness == "none" else args.liveness
     asyncio.run(
         kopf.operator(

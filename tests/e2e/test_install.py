@@ -1,0 +1,394 @@
+"""Installing the operator on a real API server: kustomize, Helm, and RBAC that is enough.
+
+The module starts a control plane of its own (the same binaries as the session's
+``cluster`` fixture): the installation adds cluster-scoped objects (CRDs,
+ClusterRoles), and the RBAC test must be sure that only the operator under test,
+running with the ServiceAccount's token, reconciles its objects — the session's
+operator (started as admin by other modules) would otherwise mask a missing
+permission.
+
+No kubelet runs: the operator's Pods are created (so they passed Pod Security
+admission in a namespace that enforces "restricted") and stay Pending. The RBAC
+test runs ``mcp-operator run`` from here with a token of the installed
+ServiceAccount, exactly as the Pod would authenticate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mcp_operator.devcluster import ControlPlane, kubectl_path
+from tests.e2e.conftest import Cluster
+from tests.support import peers
+
+pytestmark = pytest.mark.e2e
+
+REPO = Path(__file__).resolve().parents[2]
+DEPLOY = REPO / "deploy"
+CHART = REPO / "charts" / "mcp-operator"
+SYSTEM_NAMESPACE = "mcp-operator-system"
+SERVICE_ACCOUNT = f"system:serviceaccount:{SYSTEM_NAMESPACE}:mcp-operator"
+
+
+def helm_path() -> str:
+    """helm from the cache that ``make helm`` fills (as the Makefile finds it), else PATH."""
+    cache = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
+    candidate = cache / "bin" / "helm"
+    if candidate.is_file():
+        return str(candidate)
+    found = shutil.which("helm")
+    if found is None:
+        pytest.fail("helm is not installed; run `make helm`")
+    return found
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[Cluster]:
+    """A control plane for this module alone (see the module docstring for why)."""
+    with ControlPlane() as control_plane:
+        yield Cluster(control_plane)
+
+
+@pytest.fixture(scope="module")
+def installed(plane: Cluster) -> Cluster:
+    """``kubectl apply --server-side -k deploy/``, as the install guide says."""
+    plane.kubectl("apply", "--server-side", "-k", str(DEPLOY))
+    plane.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/mcpservers.mcp-operator.dev",
+        "crd/agentruns.mcp-operator.dev",
+    )
+    return plane
+
+
+def wait_until(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout}s")
+        time.sleep(0.3)
+
+
+def pods(cluster: Cluster, namespace: str, selector: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = cluster.get_json("pods", "-n", namespace, "-l", selector)["items"]
+    return items
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    for entry in obj.get("status", {}).get("conditions", []):
+        if entry["type"] == type_:
+            return dict(entry)
+    return {}
+
+
+# -- kustomize --------------------------------------------------------------------------
+
+
+def test_kubectl_apply_k_installs_an_operator_whose_pod_passes_restricted_admission(
+    installed: Cluster,
+) -> None:
+    deployment = installed.get_json("deployment/mcp-operator", "-n", SYSTEM_NAMESPACE)
+    assert deployment["spec"]["replicas"] == 1
+    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    namespace = installed.get_json(f"namespace/{SYSTEM_NAMESPACE}")
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    # The ReplicaSet controller could create the Pod: Pod Security admission let it in.
+    (pod,) = wait_until(
+        "the operator's Pod is created",
+        lambda: pods(installed, SYSTEM_NAMESPACE, "app.kubernetes.io/component=operator"),
+    )
+    assert pod["status"]["phase"] == "Pending"  # no kubelet here
+    assert pod["spec"]["serviceAccountName"] == "mcp-operator"
+    # Applying again changes nothing and fails on nothing (GitOps re-syncs all the time).
+    again = installed.kubectl("apply", "--server-side", "-k", str(DEPLOY))
+    assert "configured" not in again.stdout, again.stdout
+
+
+# -- Helm -------------------------------------------------------------------------------
+
+
+def test_helm_installs_upgrades_and_uninstalls_the_chart_in_another_namespace(
+    plane: Cluster, tmp_path: Path
+) -> None:
+    helm = helm_path()
+    namespace = f"helm-{uuid.uuid4().hex[:8]}"
+    plane.kubectl("create", "namespace", namespace)
+    plane.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    env = {
+        **os.environ,
+        "HELM_CACHE_HOME": str(tmp_path / "cache"),
+        "HELM_CONFIG_HOME": str(tmp_path / "config"),
+        "HELM_DATA_HOME": str(tmp_path / "data"),
+    }
+
+    def run_helm(*args: str) -> str:
+        result = subprocess.run(
+            [helm, f"--kubeconfig={plane.kubeconfig}", "--namespace", namespace, *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
+        assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+        return result.stdout
+
+    run_helm("install", "mcpo", str(CHART), "--set", "watchNamespaces={team-a}")
+    plane.kubectl(
+        "wait", "--for=condition=Established", "--timeout=60s", "crd/mcpservers.mcp-operator.dev"
+    )
+    deployment = plane.get_json("deployment/mcpo-mcp-operator", "-n", namespace)
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=team-a" in args
+    selector = "app.kubernetes.io/instance=mcpo,app.kubernetes.io/component=operator"
+    wait_until("the chart's operator Pod is created", lambda: pods(plane, namespace, selector))
+    role = plane.get_json("clusterrole/mcpo-mcp-operator")
+    deployed = yaml.safe_load_all((DEPLOY / "rbac.yaml").read_text())
+    assert role["rules"] == next(d for d in deployed if d["kind"] == "ClusterRole")["rules"]
+
+    run_helm("upgrade", "mcpo", str(CHART), "--set", "logFormat=text")
+    deployment = plane.get_json("deployment/mcpo-mcp-operator", "-n", namespace)
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--log-format=text" in args and not any(a.startswith("--namespace") for a in args)
+
+    run_helm("uninstall", "mcpo")
+    gone = plane.kubectl("get", "clusterrole/mcpo-mcp-operator", check=False)
+    assert gone.returncode != 0 and "NotFound" in gone.stderr
+    # Helm never deletes CRDs (and with them every MCPServer): that is the user's call.
+    plane.kubectl("get", "crd/mcpservers.mcp-operator.dev")
+
+
+# -- RBAC -------------------------------------------------------------------------------
+
+
+def service_account_kubeconfig(cluster: Cluster, directory: Path) -> Path:
+    """A kubeconfig that authenticates as the operator's ServiceAccount (a bound token)."""
+    token = cluster.kubectl(
+        "create", "token", "mcp-operator", "-n", SYSTEM_NAMESPACE, "--duration=1h"
+    ).stdout.strip()
+    admin = yaml.safe_load(cluster.kubeconfig.read_text())
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": admin["clusters"],
+        "users": [{"name": "mcp-operator", "user": {"token": token}}],
+        "contexts": [
+            {
+                "name": "mcp-operator",
+                "context": {"cluster": admin["clusters"][0]["name"], "user": "mcp-operator"},
+            }
+        ],
+        "current-context": "mcp-operator",
+    }
+    path = directory / "kubeconfig-service-account"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
+
+
+@contextlib.contextmanager
+def operator_as(kubeconfig: Path, log_path: Path, *args: str) -> Iterator[None]:
+    """``mcp-operator run`` with ``kubeconfig`` in a process group of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE")}
+    env.update(KUBECONFIG=str(kubeconfig), HOSTNAME="rbac-test-operator")
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "mcp_operator", "run", "--liveness=none", *args],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+@pytest.mark.parametrize("scope", ["all-namespaces", "one-namespace"])
+def test_the_service_accounts_permissions_are_enough_to_reconcile_without_a_403(
+    installed: Cluster, tmp_path: Path, scope: str
+) -> None:
+    cluster = installed
+    namespace = f"rbac-{uuid.uuid4().hex[:8]}"
+    cluster.kubectl("create", "namespace", namespace)
+    kubeconfig = service_account_kubeconfig(cluster, tmp_path)
+    log_path = tmp_path / "operator.log"
+    args = ["--namespace", namespace] if scope == "one-namespace" else []
+    cluster.apply(
+        namespace,
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "token"},
+            "stringData": {"header": "Bearer not-checked-by-server-everything"},
+        },
+    )
+    secret_header = {
+        "name": "Authorization",
+        "valueFrom": {"secretKeyRef": {"name": "token", "key": "header"}},
+    }
+    with peers.server_everything() as url, operator_as(kubeconfig, log_path, *args):
+        # External: watch MCPServers and Secrets, read a Secret, patch status, post Events.
+        cluster.apply(
+            namespace,
+            {
+                "apiVersion": "mcp-operator.dev/v1alpha1",
+                "kind": "MCPServer",
+                "metadata": {"name": "everything"},
+                "spec": {"mode": "external", "url": url, "headers": [secret_header]},
+            },
+        )
+        # Managed (not probed: nothing runs its Pod): server-side apply of a Deployment
+        # and a Service, a Secret read for the Pod template checksum, Pods listed.
+        cluster.apply(
+            namespace,
+            {
+                "apiVersion": "mcp-operator.dev/v1alpha1",
+                "kind": "MCPServer",
+                "metadata": {"name": "managed"},
+                "spec": {
+                    "mode": "managed",
+                    "transport": "streamable-http",
+                    "deployment": {
+                        "image": "registry.example/mcp/server:1",
+                        "env": [{"name": "TOKEN", "valueFrom": secret_header["valueFrom"]}],
+                    },
+                    "probe": {"enabled": False},
+                },
+            },
+        )
+
+        def ready() -> dict[str, Any] | None:
+            obj: dict[str, Any] = cluster.get_json("-n", namespace, "mcpserver/everything")
+            return obj if condition(obj, "Ready").get("status") == "True" else None
+
+        def deployed() -> dict[str, Any] | None:
+            obj: dict[str, Any] = cluster.get_json("-n", namespace, "mcpserver/managed")
+            return obj if condition(obj, "Deployed") else None
+
+        try:
+            everything = wait_until("mcpserver/everything is Ready", ready)
+            managed = wait_until("mcpserver/managed has a Deployed condition", deployed)
+            events = wait_until(
+                "the operator posted Events",
+                lambda: [
+                    e
+                    for e in cluster.get_json("events", "-n", namespace)["items"]
+                    if e.get("reportingInstance") == "rbac-test-operator"
+                ],
+            )
+        finally:
+            log = log_path.read_text(errors="replace")
+            print(f"\n--- operator log ({scope}) ---\n{log[-6000:]}")
+
+    assert everything["status"]["toolCount"] > 0
+    assert condition(managed, "Deployed")["reason"] in (
+        "RolloutPending",
+        "ReplicasUnavailable",
+        "RolloutInProgress",
+    )
+    deployment = cluster.get_json("-n", namespace, "deployment/managed", "--show-managed-fields")
+    assert {f["manager"] for f in deployment["metadata"]["managedFields"]} >= {"mcp-operator"}
+    cluster.get_json("-n", namespace, "service/managed")
+    assert {e["reason"] for e in events} >= {"ToolsDiscovered"}
+    for sign in (r"\b403\b", "Forbidden", "forbidden", "Not enough permissions"):
+        assert not re.search(sign, log), f"{sign!r} in the operator log"
+
+
+# Verbs the operator has and needs (a sample), and verbs it must not have.
+ALLOWED = [
+    ("list", "mcpservers.mcp-operator.dev", None),
+    ("watch", "agentruns.mcp-operator.dev", None),
+    ("patch", "mcpservers.mcp-operator.dev", "status"),
+    ("patch", "deployments.apps", None),
+    ("create", "services", None),
+    ("get", "secrets", None),
+    ("create", "events", None),
+    ("watch", "customresourcedefinitions.apiextensions.k8s.io", None),
+]
+DENIED = [
+    ("delete", "secrets", None),
+    ("create", "secrets", None),
+    ("update", "secrets", None),
+    ("create", "clusterroles.rbac.authorization.k8s.io", None),
+    ("create", "clusterrolebindings.rbac.authorization.k8s.io", None),
+    ("create", "rolebindings.rbac.authorization.k8s.io", None),
+    ("delete", "mcpservers.mcp-operator.dev", None),
+    ("update", "mcpservers.mcp-operator.dev", None),
+    ("patch", "mcpservers.mcp-operator.dev", None),
+    ("delete", "deployments.apps", None),
+    ("delete", "pods", None),
+    ("create", "pods", "exec"),
+    ("get", "services", "proxy"),
+    ("create", "serviceaccounts", "token"),
+    ("get", "nodes", None),
+    ("create", "namespaces", None),
+    ("patch", "customresourcedefinitions.apiextensions.k8s.io", None),
+    ("impersonate", "users", None),
+]
+
+
+def can_i(cluster: Cluster, verb: str, resource: str, sub: str | None) -> bool:
+    args = ["auth", "can-i", verb, resource, f"--as={SERVICE_ACCOUNT}", "--all-namespaces"]
+    if sub:
+        args.append(f"--subresource={sub}")
+    answer = cluster.kubectl(*args, check=False)
+    assert answer.stdout.strip() in ("yes", "no"), answer.stderr
+    return answer.stdout.strip() == "yes"
+
+
+def test_the_service_account_has_the_permissions_it_needs_and_no_others(
+    installed: Cluster,
+) -> None:
+    allowed = [(v, r, s) for v, r, s in ALLOWED if not can_i(installed, v, r, s)]
+    assert allowed == [], "the operator lacks these permissions"
+    denied = [(v, r, s) for v, r, s in DENIED if can_i(installed, v, r, s)]
+    assert denied == [], "the operator has permissions it does not need"
+
+
+def test_the_tokens_the_rbac_test_uses_are_the_service_accounts_and_are_refused_elsewhere(
+    installed: Cluster, tmp_path: Path
+) -> None:
+    kubeconfig = service_account_kubeconfig(installed, tmp_path)
+
+    def kubectl_as_operator(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [kubectl_path(), f"--kubeconfig={kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    whoami = kubectl_as_operator("auth", "whoami", "-o", "json")
+    assert whoami.returncode == 0, whoami.stderr
+    assert json.loads(whoami.stdout)["status"]["userInfo"]["username"] == SERVICE_ACCOUNT
+    refused = kubectl_as_operator("get", "clusterroles")
+    assert refused.returncode != 0 and "Forbidden" in refused.stderr
