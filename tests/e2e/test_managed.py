@@ -68,7 +68,7 @@ def contains(expected: Any, actual: Any, path: str = "") -> list[str]:
             return [f"{path}: expected {len(expected)} items, got {actual!r}"]
         return [
             p
-            for i, (e, a) in enumerate(zip(expected, actual))
+            for i, (e, a) in enumerate(zip(expected, actual, strict=True))
             for p in contains(e, a, f"{path}[{i}]")
         ]
     return [] if expected == actual else [f"{path}: expected {expected!r}, got {actual!r}"]
