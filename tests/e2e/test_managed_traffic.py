@@ -1,0 +1,146 @@
+"""A managed stdio server end to end, with real traffic on the path an operator takes.
+
+The operator creates the Deployment; the test reads the Pod it produced back
+from the API server and runs that Pod's containers — exactly their command,
+arguments and environment — in a network namespace it owns, as a kubelet
+would, and reports the Pod running. The endpoint controllers then point the
+Service at the namespace's address, and the operator (running outside the
+cluster, like from a laptop) probes the server through the API server's
+service proxy. ``status.tools`` must list what a plain SDK client sees when it
+talks to the same server over stdio.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from mcp_operator.render import RenderSettings
+from tests.e2e.conftest import Cluster, OperatorProcess
+from tests.support import kubelet, peers
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(kubelet.available() is not None, reason=str(kubelet.available())),
+]
+
+OPERATOR_IMAGE = RenderSettings().adapter_image
+ENTRYPOINTS = {OPERATOR_IMAGE: [str(Path(sys.executable).with_name("mcp-operator"))]}
+
+
+async def _stdio_tools(command: list[str]) -> set[str]:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(command=command[0], args=command[1:])
+    async with Client(params, mode="legacy", cache=None) as client:
+        return {tool.name for tool in (await client.list_tools()).tools}
+
+
+def eventually(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.3)
+    raise AssertionError(f"{what} did not happen within {timeout}s (last: {last!r})")
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    for entry in obj.get("status", {}).get("conditions", []):
+        if entry["type"] == type_:
+            return dict(entry)
+    return {}
+
+
+SERVERS = {
+    "everything": lambda: [shutil.which("node") or "node", str(peers.SERVER_EVERYTHING), "stdio"],
+    "time": lambda: [str(Path(sys.executable).with_name("mcp-server-time"))],
+}
+
+
+@pytest.mark.parametrize("server", sorted(SERVERS))
+def test_the_probe_reaches_a_managed_stdio_server_through_the_service_proxy(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path, server: str
+) -> None:
+    command = SERVERS[server]()
+    expected = anyio.run(_stdio_tools, command)
+    cluster.kubectl(
+        "-n",
+        namespace,
+        "create",
+        "secret",
+        "generic",
+        "greeting",
+        "--from-literal=value=hello-from-a-secret",
+    )
+    cluster.apply(
+        namespace,
+        {
+            "apiVersion": "mcp-operator.dev/v1alpha1",
+            "kind": "MCPServer",
+            "metadata": {"name": server},
+            "spec": {
+                "mode": "managed",
+                "toolsPrefix": server,
+                "deployment": {
+                    "image": "registry.example/mcp-server:1",
+                    "command": command,
+                    "env": [
+                        {
+                            "name": "GREETING",
+                            "valueFrom": {"secretKeyRef": {"name": "greeting", "key": "value"}},
+                        }
+                    ],
+                },
+                "probe": {"intervalSeconds": 10, "timeoutSeconds": 5},
+            },
+        },
+    )
+    pods = eventually(
+        "the Pod",
+        lambda: cluster.get_json(
+            "-n", namespace, "pods", "-l", f"mcp-operator.dev/server={server}"
+        )["items"],
+    )
+    pod = pods[0]
+
+    def secret(name: str, key: str) -> str:
+        data = cluster.get_json("-n", namespace, f"secret/{name}")["data"]
+        return base64.b64decode(data[key]).decode()
+
+    with kubelet.netns_host() as host:
+        containers, mounts = kubelet.plan(
+            pod["spec"], pod_ip=host.address, secret=secret, entrypoints=ENTRYPOINTS
+        )
+        by_name = {c["name"]: c for c in containers}
+        assert by_name["server"]["argv"][3:] == command, "the server runs the user's command"
+        assert by_name["server"]["env"]["GREETING"] == "hello-from-a-secret"
+        host.run_pod(containers, mounts, tmp_path / "pod.log")
+        kubelet.report_running(cluster.kubectl, namespace, pod["metadata"]["name"], host.address)
+
+        obj = eventually(
+            "Ready",
+            lambda: (
+                (o := cluster.get_json("-n", namespace, f"mcpserver/{server}"))
+                and condition(o, "Ready").get("status") == "True"
+                and o
+            ),
+            timeout=60,
+        )
+        log = (tmp_path / "pod.log").read_text(errors="replace")
+    status = obj["status"]
+    assert {t["originalName"] for t in status["tools"]} == expected, log[-3000:]
+    assert {t["name"] for t in status["tools"]} == {f"{server}_{n}" for n in expected}
+    assert condition(obj, "Deployed")["status"] == "True"
+    assert status["url"] == f"http://{server}.{namespace}.svc.cluster.local:8080/mcp"
+    assert "hello-from-a-secret" not in str(obj)

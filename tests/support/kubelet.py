@@ -1,0 +1,200 @@
+"""A stand-in for the kubelet, for one Pod at a time, in a network namespace the test owns.
+
+The test control plane has no kubelet: Pods stay Pending. To send real traffic
+to a managed MCPServer, a test takes the Pod the operator's Deployment produced
+(read back from the API server), and this module does what a kubelet would:
+
+- :func:`netns_host` makes a network namespace with a veth pair (the host side
+  gets ``10.251.N.1``, the namespace ``10.251.N.2``) — an address only this test
+  owns, so no traffic goes anywhere but loopback and this namespace;
+- :func:`plan` turns the Pod spec into argv and environment per container,
+  exactly as written there: ``$(VAR)`` references expanded, ``secretKeyRef``
+  and ``fieldRef: status.podIP`` resolved, the image's entrypoint for
+  containers without a ``command`` taken from a table the test provides;
+- :meth:`NetnsHost.run_pod` runs the plan inside the namespace, in a private
+  mount namespace where every ``emptyDir`` mount is a fresh tmpfs shared by
+  the Pod's containers: init containers one after the other, then the rest;
+- :func:`report_running` writes the Pod's status (``podIP``, ``Ready``) as the
+  kubelet would, so the endpoint controllers and the Deployment controller see
+  a running Pod.
+
+Linux and root only (``ip netns``, ``unshare``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+_counter = itertools.count(os.getpid() % 200)
+_RUNNER = Path(__file__).with_name("pod_runner.py")
+
+
+def available() -> str | None:
+    """Why test hosts cannot be made here, or ``None`` when they can."""
+    if sys.platform != "linux":
+        return "network namespaces need Linux"
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    for tool in ("ip", "unshare"):
+        if subprocess.run(["which", tool], capture_output=True, check=False).returncode:
+            return f"{tool} is not installed"
+    return None
+
+
+def _ip(*args: str, check: bool = True) -> None:
+    subprocess.run(["ip", *args], check=check, capture_output=True)
+
+
+@dataclass
+class NetnsHost:
+    """A network namespace with one veth pair; ``address`` is the namespace's side."""
+
+    name: str
+    address: str
+    host_address: str
+    _pods: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def run_pod(self, containers: list[dict[str, Any]], mounts: list[str], log: Path) -> None:
+        """Start a Pod's containers (a :func:`plan`) inside this host; stopped at exit."""
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
+            json.dump({"containers": containers, "mounts": mounts}, handle)
+        with log.open("ab") as output:
+            process = subprocess.Popen(
+                [
+                    "ip",
+                    "netns",
+                    "exec",
+                    self.name,
+                    "unshare",
+                    "--mount",
+                    "--propagation",
+                    "private",
+                    sys.executable,
+                    str(_RUNNER),
+                    handle.name,
+                ],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._pods.append(process)
+
+    def stop_pods(self) -> None:
+        for process in self._pods:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self._pods.clear()
+
+
+@contextlib.contextmanager
+def netns_host() -> Iterator[NetnsHost]:
+    """A fresh network namespace with a veth pair, removed afterwards."""
+    index = next(_counter) % 250
+    name = f"mcp-e2e-{os.getpid()}-{index}"
+    veth = f"mcpe{index}"
+    host = NetnsHost(name, f"10.251.{index}.2", f"10.251.{index}.1")
+    _ip("netns", "add", name)
+    try:
+        _ip("link", "add", veth, "type", "veth", "peer", "name", f"{veth}p")
+        _ip("link", "set", f"{veth}p", "netns", name)
+        _ip("addr", "add", f"{host.host_address}/30", "dev", veth)
+        _ip("link", "set", veth, "up")
+        _ip("netns", "exec", name, "ip", "addr", "add", f"{host.address}/30", "dev", f"{veth}p")
+        _ip("netns", "exec", name, "ip", "link", "set", f"{veth}p", "up")
+        _ip("netns", "exec", name, "ip", "link", "set", "lo", "up")
+        yield host
+    finally:
+        host.stop_pods()
+        _ip("link", "del", veth, check=False)
+        _ip("netns", "del", name, check=False)
+
+
+_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def _expand(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion in command, args and env values."""
+    return _VAR.sub(lambda m: env.get(m.group(1), m.group(0)), text)
+
+
+def plan(
+    pod_spec: Mapping[str, Any],
+    *,
+    pod_ip: str,
+    secret: Callable[[str, str], str],
+    entrypoints: Mapping[str, list[str]],
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """Containers (init first, marked) with argv and env, and the emptyDir mount paths."""
+    empty_dirs = {v["name"] for v in pod_spec.get("volumes", []) if "emptyDir" in v}
+    mounts: set[str] = set()
+    containers = []
+    for init, container in [
+        *((True, c) for c in pod_spec.get("initContainers", [])),
+        *((False, c) for c in pod_spec["containers"]),
+    ]:
+        env: dict[str, str] = {}
+        for var in container.get("env", []):
+            if "value" in var:
+                env[var["name"]] = _expand(var["value"], env)
+            elif "secretKeyRef" in var.get("valueFrom", {}):
+                ref = var["valueFrom"]["secretKeyRef"]
+                env[var["name"]] = secret(ref["name"], ref["key"])
+            elif var.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "status.podIP":
+                env[var["name"]] = pod_ip
+            else:
+                raise NotImplementedError(f"env source of {var['name']} is not supported here")
+        command = container.get("command") or entrypoints[container["image"]]
+        argv = [_expand(part, env) for part in [*command, *container.get("args", [])]]
+        for mount in container.get("volumeMounts", []):
+            if mount["name"] in empty_dirs and mount["mountPath"] != "/tmp":
+                mounts.add(mount["mountPath"])
+        containers.append({"name": container["name"], "init": init, "argv": argv, "env": env})
+    return containers, sorted(mounts)
+
+
+def report_running(kubectl: Callable[..., Any], namespace: str, pod: str, pod_ip: str) -> None:
+    """Write the Pod's status as a kubelet would once its containers run and are ready."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    conditions = [
+        {"type": kind, "status": "True", "lastTransitionTime": now}
+        for kind in ("PodScheduled", "Initialized", "ContainersReady", "Ready")
+    ]
+    status = {
+        "status": {
+            "phase": "Running",
+            "podIP": pod_ip,
+            "podIPs": [{"ip": pod_ip}],
+            "hostIP": pod_ip,
+            "startTime": now,
+            "conditions": conditions,
+        }
+    }
+    kubectl(
+        "-n",
+        namespace,
+        "patch",
+        "pod",
+        pod,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(status),
+    )
