@@ -210,11 +210,15 @@ def _stdio_containers(server: MCPServer, settings: RenderSettings) -> list[dict[
     probe_port = {"port": ADAPTER_PORT_NAME}
     adapter_args = [
         "adapter",
+        "--host=0.0.0.0",
         f"--port={spec.port}",
         f"--path={spec.path}",
         f"--stdio-fifo-dir={FIFO_DIR}",
     ]
-    adapter_args += [f"--allowed-host={host}" for host in allowed_hosts(server, settings)]
+    # The Service's names, and the Pod's own IP: the API server's service proxy (how an
+    # operator outside the cluster reaches the server) sends the endpoint address as Host.
+    hosts = [*allowed_hosts(server, settings), "$(POD_IP)"]
+    adapter_args += [f"--allowed-host={host}" for host in hosts]
     adapter = {
         "name": "adapter",
         "image": settings.adapter_image,
@@ -226,11 +230,14 @@ def _stdio_containers(server: MCPServer, settings: RenderSettings) -> list[dict[
             "periodSeconds": 5,
             "failureThreshold": 2,
         },
+        # Liveness asks only whether the adapter itself answers: while the server container
+        # restarts, /healthz is red, but restarting the adapter would not help.
         "livenessProbe": {
-            "httpGet": {"path": "/healthz", **probe_port},
+            "tcpSocket": probe_port,
             "periodSeconds": 10,
             "failureThreshold": 3,
         },
+        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "resources": copy.deepcopy(ADAPTER_RESOURCES),
         "volumeMounts": [
             {"name": "fifos", "mountPath": FIFO_DIR},

@@ -416,3 +416,15 @@ def test_the_inspector_cli_lists_and_calls_tools_through_the_adapter(
     )
     assert called.returncode == 0, called.stderr.decode()
     assert json.loads(called.stdout)["content"][0]["text"] == "Echo: inspected"
+
+
+@needs_node
+async def test_the_legacy_sse_transport_serves_the_sdk_sse_client(tmp_path: Path) -> None:
+    from mcp.client.sse import sse_client
+
+    with adapter(EVERYTHING, tmp_path, "--sse") as running:
+        async with Client(sse_client(running.base + "/sse"), mode="legacy") as client:
+            tools = await client.list_tools()
+            result = await client.call_tool("echo", {"message": "over sse"})
+    assert "echo" in {tool.name for tool in tools.tools}
+    assert result.content[0].text == "Echo: over sse"  # type: ignore[union-attr]

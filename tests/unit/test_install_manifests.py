@@ -265,6 +265,20 @@ def test_chart_defaults_render_the_same_operator_pod_as_deploy(helm: str) -> Non
     assert deployed["strategy"] == {"type": "Recreate"}
 
 
+def test_deploy_chart_package_and_sidecars_agree_on_the_image(helm: str) -> None:
+    from mcp_operator import __version__
+    from mcp_operator.render import RenderSettings
+
+    image = f"ghcr.io/mcp-operator/mcp-operator:{__version__}"
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["appVersion"] == __version__
+    for objects in (deploy_objects(), helm_template(helm)):
+        pod = one(objects, "Deployment")["spec"]["template"]["spec"]
+        assert pod["containers"][0]["image"] == image
+    # The adapter (and bridge) sidecars run the operator's own image.
+    assert RenderSettings().adapter_image == image
+
+
 def test_chart_passes_watch_namespaces_as_namespace_flags(helm: str) -> None:
     deployment = one(helm_template(helm, "--set", "watchNamespaces={team-a,team-b}"), "Deployment")
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]

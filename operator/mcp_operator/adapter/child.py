@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import errno
 import json
 import logging
 import os
@@ -82,10 +83,13 @@ class ChildProcess:
             preexec_fn=_set_pdeathsig if sys.platform == "linux" else None,
         )
 
+    def _stdout(self) -> asyncio.StreamReader:
+        assert self._proc is not None and self._proc.stdout is not None
+        return self._proc.stdout
+
     async def read_loop(self) -> None:
         """Hand each stdout line to ``on_message`` until stdout closes."""
-        assert self._proc is not None and self._proc.stdout is not None
-        stdout = self._proc.stdout
+        stdout = self._stdout()
         loads = json.loads
         on_message = self._on_message
         while True:
@@ -162,6 +166,97 @@ class ChildProcess:
             await proc.wait()
 
 
+STDIN_FIFO = "stdin"
+STDOUT_FIFO = "stdout"
+_FIFO_POLL_SECONDS = 0.1
+
+
+def make_fifos(directory: str) -> None:
+    """Create the two FIFOs of the FIFO mode in ``directory`` (the Pod's init container)."""
+    os.makedirs(directory, exist_ok=True)
+    for name in (STDIN_FIFO, STDOUT_FIFO):
+        path = os.path.join(directory, name)
+        if not os.path.exists(path):
+            os.mkfifo(path, 0o660)
+
+
+class FifoChild(ChildProcess):
+    """A stdio server in another container, reached through two FIFOs in a shared volume.
+
+    The server container runs ``exec CMD <DIR/stdin >DIR/stdout`` (see
+    ``docs/managed-mode.md``); the kubelet, not the adapter, starts and restarts it.
+    ``start`` waits until a server process has both FIFOs open; the server's exit
+    shows as end-of-file on ``stdout``; ``terminate`` closes our ends, which gives the
+    server end-of-file on its stdin. There is no pid: the process is not ours.
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        *,
+        max_line_bytes: int,
+        on_message: Callable[[dict[str, Any]], None],
+    ) -> None:
+        super().__init__(
+            (f"fifo:{directory}",), env={}, max_line_bytes=max_line_bytes, on_message=on_message
+        )
+        self._directory = directory
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.WriteTransport | None = None
+        self._closed = asyncio.Event()
+
+    @property
+    def pid(self) -> int | None:
+        return None
+
+    @property
+    def running(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        stdin_path = os.path.join(self._directory, STDIN_FIFO)
+        stdout_path = os.path.join(self._directory, STDOUT_FIFO)
+        # Opening the write end without blocking fails (ENXIO) until the server's shell has
+        # opened its stdin: poll, so that stopping the adapter is never stuck in open().
+        while True:
+            try:
+                write_fd = os.open(stdin_path, os.O_WRONLY | os.O_NONBLOCK)
+                break
+            except OSError as error:
+                if error.errno != errno.ENXIO:
+                    raise
+            await asyncio.sleep(_FIFO_POLL_SECONDS)
+        # The shell opens stdout right after stdin; this open returns as soon as it does.
+        read_fd = await asyncio.to_thread(os.open, stdout_path, os.O_RDONLY)
+        self._reader = asyncio.StreamReader(limit=self._max_line)
+        protocol = asyncio.StreamReaderProtocol(self._reader)
+        await loop.connect_read_pipe(lambda: protocol, os.fdopen(read_fd, "rb", buffering=0))
+        self._writer, _ = await loop.connect_write_pipe(
+            asyncio.Protocol, os.fdopen(write_fd, "wb", buffering=0)
+        )
+
+    def _stdout(self) -> asyncio.StreamReader:
+        assert self._reader is not None
+        return self._reader
+
+    def write_nowait(self, line: bytes) -> None:
+        if self._writer is None or self._writer.is_closing():
+            raise ChildUnavailableError("the MCP server container has not opened its stdin")
+        self._writer.write(line)
+
+    async def write(self, line: bytes) -> None:
+        self.write_nowait(line)
+
+    async def wait(self) -> int:
+        return 0
+
+    async def terminate(self, grace: float) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._closed.set()
+
+
 def _killpg(pgid: int, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
@@ -191,7 +286,9 @@ class Supervisor:
         max_restarts: int,
         window: float,
         grace: float,
+        fifo_dir: str | None = None,
     ) -> None:
+        self._fifo_dir = fifo_dir
         self._command = tuple(command)
         self._env = env
         self._max_line = max_line_bytes
@@ -210,12 +307,18 @@ class Supervisor:
     async def run(self) -> None:
         """Run the child until ``stop``; raises CrashLoopError when restarts exceed the guard."""
         while not self._stopping:
-            child = ChildProcess(
-                self._command,
-                env=self._env,
-                max_line_bytes=self._max_line,
-                on_message=self._on_message,
-            )
+            child: ChildProcess
+            if self._fifo_dir is not None:
+                child = FifoChild(
+                    self._fifo_dir, max_line_bytes=self._max_line, on_message=self._on_message
+                )
+            else:
+                child = ChildProcess(
+                    self._command,
+                    env=self._env,
+                    max_line_bytes=self._max_line,
+                    on_message=self._on_message,
+                )
             returncode: int | None = None
             try:
                 await child.start()
@@ -223,9 +326,12 @@ class Supervisor:
                 logger.error("Failed to start the MCP server %s: %s", self._command[0], error)
             else:
                 self.child = child
-                logger.info(
-                    "Started the MCP server (pid %d): %s", child.pid, " ".join(self._command)
-                )
+                if self._fifo_dir is not None:
+                    logger.info("Connected to the MCP server through FIFOs in %s", self._fifo_dir)
+                else:
+                    logger.info(
+                        "Started the MCP server (pid %d): %s", child.pid, " ".join(self._command)
+                    )
                 started: asyncio.Task[None] = asyncio.ensure_future(self._on_started(child))
                 try:
                     await child.read_loop()
@@ -239,7 +345,9 @@ class Supervisor:
                 return
             now = time.monotonic()
             self._restarts = [t for t in self._restarts if now - t < self._window] + [now]
-            if len(self._restarts) > self._max_restarts:
+            # In FIFO mode the kubelet restarts the server container (with its own back-off);
+            # the adapter only waits for the next one, so it never gives up.
+            if self._fifo_dir is None and len(self._restarts) > self._max_restarts:
                 raise CrashLoopError(
                     f"the MCP server exited {len(self._restarts)} times within {self._window:.0f}s"
                 )

@@ -89,6 +89,10 @@ class AdapterConfig:
     shutdown_grace_seconds: float = 5.0
     """On SIGTERM: how long the child's process group gets between SIGTERM and SIGKILL."""
 
+    stdio_fifo_dir: str | None = None
+    """Talk to a server in another container through ``DIR/stdin`` and ``DIR/stdout`` (FIFOs)
+    instead of spawning ``command``; managed mode's Pods use this (docs/managed-mode.md)."""
+
     log_level: str = "info"
     """Log level of the adapter (debug, info, warning, error)."""
 
@@ -115,6 +119,7 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("max_restarts", "--max-restarts", int, "crash-loop guard: restarts per window"),
     ("restart_window_seconds", "--restart-window-seconds", float, "crash-loop guard window"),
     ("shutdown_grace_seconds", "--shutdown-grace-seconds", float, "SIGTERM→SIGKILL grace"),
+    ("stdio_fifo_dir", "--stdio-fifo-dir", str, "use the FIFOs in DIR, not a child command"),
     ("log_level", "--log-level", str, "debug, info, warning or error"),
 )
 
@@ -150,6 +155,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also serve the legacy HTTP+SSE transport [MCP_ADAPTER_SSE=1]",
     )
     parser.add_argument(
+        "--make-fifos",
+        action="store_true",
+        help="create the FIFOs in --stdio-fifo-dir and exit (the Pod's init container)",
+    )
+    parser.add_argument(
         "child_command",
         nargs=argparse.REMAINDER,
         metavar="-- COMMAND [ARG ...]",
@@ -180,7 +190,9 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     command: Sequence[str] = list(args.child_command or ())
     if command and command[0] == "--":
         command = command[1:]
-    if not command:
+    if values.get("stdio_fifo_dir") and command:
+        raise ValueError("pass either --stdio-fifo-dir or a server command, not both")
+    if not command and not values.get("stdio_fifo_dir"):
         raise ValueError("no server command: pass it after --, e.g. -- npx -y SERVER")
     config = AdapterConfig(
         command=tuple(command),

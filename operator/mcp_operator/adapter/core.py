@@ -71,6 +71,7 @@ class AdapterCore:
             max_restarts=config.max_restarts,
             window=config.restart_window_seconds,
             grace=config.shutdown_grace_seconds,
+            fifo_dir=config.stdio_fifo_dir,
         )
         self.init_result: dict[str, Any] | None = None
         """The child's InitializeResult, once its handshake is done (None: not ready)."""

@@ -20,6 +20,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from mcp_operator.adapter.config import from_args
 
+    if args.make_fifos:
+        from mcp_operator.adapter.child import make_fifos
+
+        if not args.stdio_fifo_dir:
+            print("mcp-operator adapter: --make-fifos needs --stdio-fifo-dir", file=sys.stderr)
+            return 2
+        make_fifos(args.stdio_fifo_dir)
+        return 0
+
     try:
         config = from_args(args)
     except ValueError as error:

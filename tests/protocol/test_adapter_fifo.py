@@ -1,0 +1,105 @@
+"""The adapter's FIFO mode, as a managed Pod runs it: server and adapter as separate processes.
+
+The server process is started exactly as the Pod's ``server`` container starts
+it (``render.SERVER_WRAPPER`` under ``/bin/sh``), the FIFOs exactly as the
+init container makes them; a restart of the server (the kubelet's job in a
+Pod) is picked up by the adapter without restarting it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+
+from mcp_operator.render import SERVER_WRAPPER
+from tests.support.peers import free_port
+
+ADAPTER = [sys.executable, "-m", "mcp_operator", "adapter"]
+TIME_SERVER = str(Path(sys.executable).with_name("mcp-server-time"))
+
+
+def start_server(fifo_dir: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ["/bin/sh", "-c", SERVER_WRAPPER, TIME_SERVER],
+        env={**os.environ, "MCP_FIFO_DIR": str(fifo_dir)},
+        start_new_session=True,
+    )
+
+
+def wait_status(url: str, code: int, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = httpx.get(url, timeout=2).status_code
+        except httpx.HTTPError as error:
+            last = str(error)
+        if last == code:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not answer {code} within {timeout}s (last: {last})")
+
+
+async def tool_names(url: str) -> list[str]:
+    async with Client(url, mode="legacy", cache=None) as client:
+        return sorted(tool.name for tool in (await client.list_tools()).tools)
+
+
+@pytest.fixture
+def adapter(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    fifo_dir = tmp_path / "fifos"
+    made = subprocess.run([*ADAPTER, f"--stdio-fifo-dir={fifo_dir}", "--make-fifos"], check=False)
+    assert made.returncode == 0
+    assert sorted(p.name for p in fifo_dir.iterdir()) == ["stdin", "stdout"]
+    port = free_port()
+    process = subprocess.Popen(
+        [*ADAPTER, f"--port={port}", f"--stdio-fifo-dir={fifo_dir}"], start_new_session=True
+    )
+    try:
+        yield f"http://127.0.0.1:{port}", fifo_dir
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=20)
+
+
+def test_the_adapter_serves_a_server_in_another_process_and_survives_its_restart(
+    adapter: tuple[str, Path],
+) -> None:
+    base, fifo_dir = adapter
+    wait_status(f"{base}/readyz", 503)  # no server yet: not ready, and honest about it
+    server = start_server(fifo_dir)
+    try:
+        wait_status(f"{base}/readyz", 200)
+        assert anyio.run(tool_names, f"{base}/mcp") == ["convert_time", "get_current_time"]
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+        wait_status(f"{base}/healthz", 503)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+    restarted = start_server(fifo_dir)
+    try:
+        wait_status(f"{base}/healthz", 200)
+        wait_status(f"{base}/readyz", 200)
+        assert anyio.run(tool_names, f"{base}/mcp") == ["convert_time", "get_current_time"]
+    finally:
+        os.killpg(restarted.pid, signal.SIGKILL)
+        restarted.wait()
+
+
+def test_fifo_mode_and_a_command_are_exclusive() -> None:
+    result = subprocess.run(
+        [*ADAPTER, "--stdio-fifo-dir=/tmp/x", "--", "true"], capture_output=True, text=True
+    )
+    assert result.returncode == 2
+    assert "either --stdio-fifo-dir or a server command" in result.stderr
