@@ -13,16 +13,18 @@ talks to the same server over stdio.
 from __future__ import annotations
 
 import base64
+import json
 import shutil
+import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 
+from mcp_operator.adapter import era
 from mcp_operator.render import RenderSettings
 from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support import kubelet, peers
@@ -36,12 +38,49 @@ OPERATOR_IMAGE = RenderSettings().adapter_image
 ENTRYPOINTS = {OPERATOR_IMAGE: [str(Path(sys.executable).with_name("mcp-operator"))]}
 
 
-async def _stdio_tools(command: list[str]) -> set[str]:
-    from mcp import Client, StdioServerParameters
+def stdio_tools(command: list[str]) -> set[str]:
+    """The tools the server lists over plain stdio to a client that declares what the
+    adapter declares to its child (server-everything shows some tools only to clients
+    that can answer sampling, elicitation or roots requests)."""
+    process = subprocess.Popen(
+        command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert process.stdin is not None and process.stdout is not None
 
-    params = StdioServerParameters(command=command[0], args=command[1:])
-    async with Client(params, mode="legacy", cache=None) as client:
-        return {tool.name for tool in (await client.list_tools()).tools}
+    def call(message: dict[str, Any]) -> dict[str, Any]:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(message).encode() + b"\n")
+        process.stdin.flush()
+        while True:
+            answer = json.loads(process.stdout.readline())
+            if answer.get("id") == message.get("id"):
+                return dict(answer)
+
+    try:
+        call(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": era.child_initialize_params(),
+            }
+        )
+        process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        names: set[str] = set()
+        cursor = None
+        for page in range(2, 100):
+            params = {"cursor": cursor} if cursor is not None else {}
+            result = call({"jsonrpc": "2.0", "id": page, "method": "tools/list", "params": params})[
+                "result"
+            ]
+            names |= {tool["name"] for tool in result["tools"]}
+            cursor = result.get("nextCursor")
+            if cursor is None:
+                return names
+        raise AssertionError("the server's tool list did not end")
+    finally:
+        process.kill()
+        process.wait()
 
 
 def eventually(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
@@ -73,7 +112,7 @@ def test_the_probe_reaches_a_managed_stdio_server_through_the_service_proxy(
     cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path, server: str
 ) -> None:
     command = SERVERS[server]()
-    expected = anyio.run(_stdio_tools, command)
+    expected = stdio_tools(command)
     cluster.kubectl(
         "-n",
         namespace,
@@ -126,18 +165,20 @@ def test_the_probe_reaches_a_managed_stdio_server_through_the_service_proxy(
         assert by_name["server"]["argv"][3:] == command, "the server runs the user's command"
         assert by_name["server"]["env"]["GREETING"] == "hello-from-a-secret"
         host.run_pod(containers, mounts, tmp_path / "pod.log")
-        kubelet.report_running(cluster.kubectl, namespace, pod["metadata"]["name"], host.address)
+        kubelet.report_running(cluster.kubectl, namespace, pod["metadata"]["name"], host)
 
-        obj = eventually(
-            "Ready",
-            lambda: (
-                (o := cluster.get_json("-n", namespace, f"mcpserver/{server}"))
-                and condition(o, "Ready").get("status") == "True"
-                and o
-            ),
-            timeout=60,
-        )
-        log = (tmp_path / "pod.log").read_text(errors="replace")
+        def ready() -> dict[str, Any] | None:
+            obj = cluster.get_json("-n", namespace, f"mcpserver/{server}")
+            return obj if condition(obj, "Ready").get("status") == "True" else None
+
+        try:
+            obj = eventually("Ready", ready, timeout=60)
+        finally:
+            log = (tmp_path / "pod.log").read_text(errors="replace")
+            print(f"--- pod log ---\n{log[-3000:]}")
+            last = cluster.get_json("-n", namespace, f"mcpserver/{server}")
+            print(f"--- status ---\n{last.get('status')}")
+            kubelet.forget_node(cluster.kubectl, host)
     status = obj["status"]
     assert {t["originalName"] for t in status["tools"]} == expected, log[-3000:]
     assert {t["name"] for t in status["tools"]} == {f"{server}_{n}" for n in expected}

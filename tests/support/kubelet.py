@@ -170,8 +170,24 @@ def plan(
     return containers, sorted(mounts)
 
 
-def report_running(kubectl: Callable[..., Any], namespace: str, pod: str, pod_ip: str) -> None:
-    """Write the Pod's status as a kubelet would once its containers run and are ready."""
+def report_running(kubectl: Callable[..., Any], namespace: str, pod: str, host: NetnsHost) -> None:
+    """Do what the scheduler and a kubelet would: bind the Pod to a Node named after the
+    test host, then write the Pod's status as running and ready on the host's address.
+
+    The Node object matters: the EndpointSlice controller skips Pods whose Node it
+    cannot find, and the API server's service proxy finds no endpoints then.
+    """
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": host.name}}
+    kubectl(
+        "apply", "--server-side", "--field-manager=e2e-kubelet", "-f", "-", input=json.dumps(node)
+    )
+    binding = {
+        "apiVersion": "v1",
+        "kind": "Binding",
+        "metadata": {"name": pod},
+        "target": {"apiVersion": "v1", "kind": "Node", "name": host.name},
+    }
+    kubectl("-n", namespace, "create", "-f", "-", input=json.dumps(binding))
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     conditions = [
         {"type": kind, "status": "True", "lastTransitionTime": now}
@@ -180,9 +196,9 @@ def report_running(kubectl: Callable[..., Any], namespace: str, pod: str, pod_ip
     status = {
         "status": {
             "phase": "Running",
-            "podIP": pod_ip,
-            "podIPs": [{"ip": pod_ip}],
-            "hostIP": pod_ip,
+            "podIP": host.address,
+            "podIPs": [{"ip": host.address}],
+            "hostIP": host.host_address,
             "startTime": now,
             "conditions": conditions,
         }
@@ -198,3 +214,8 @@ def report_running(kubectl: Callable[..., Any], namespace: str, pod: str, pod_ip
         "-p",
         json.dumps(status),
     )
+
+
+def forget_node(kubectl: Callable[..., Any], host: NetnsHost) -> None:
+    """Remove the Node object :func:`report_running` made."""
+    kubectl("delete", "node", host.name, "--wait=false", check=False)
