@@ -36,10 +36,18 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 tools: venv control-plane helm node-tools ## Everything the tests need
 
 .PHONY: lint
-lint: $(PY) ## ruff and mypy --strict
+lint: $(PY) chart-lint ## ruff, mypy --strict and helm lint
 	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
+
+.PHONY: chart-lint
+chart-lint: helm ## Lint the Helm chart (strict)
+	helm lint --strict charts/mcp-operator
+
+.PHONY: image
+image: ## Build the operator image (needs a Docker engine)
+	docker build -t ghcr.io/mcp-operator/mcp-operator:$$($(PY) -c 'import mcp_operator; print(mcp_operator.__version__)') .
 
 .PHONY: fmt
 fmt: $(PY) ## Format the code with ruff

@@ -28,15 +28,15 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mcp_operator.devcluster import ControlPlane, kubectl_path  # noqa: E402
 from tests.support import peers  # noqa: E402
+
+from mcp_operator.devcluster import ControlPlane, kubectl_path  # noqa: E402
 
 GROUP_PATH = "/apis/mcp-operator.dev/v1alpha1"
 
@@ -105,13 +105,15 @@ async def single_latencies(api: Api, urls: list[str], count: int) -> list[float]
     for i in range(count):
         began = time.monotonic()
         await api.create("single", f"s{i}", urls[i % len(urls)])
-        while not await api.is_ready("single", f"s{i}"):
+        while not await api.is_ready("single", f"s{i}"):  # noqa: ASYNC110 - polling the API
             await asyncio.sleep(0.01)
         latencies.append(time.monotonic() - began)
     return latencies
 
 
-async def fleet(api: Api, urls: list[str], size: int, timeout: float = 300) -> tuple[float, float]:
+async def fleet(api: Api, urls: list[str], size: int) -> tuple[float, float]:
+    """Create ``size`` servers at once; seconds until created and until all are Ready."""
+    limit = 300.0
     namespace = f"fleet-{size}"
     await api.namespace(namespace)
     began = time.monotonic()
@@ -123,32 +125,28 @@ async def fleet(api: Api, urls: list[str], size: int, timeout: float = 300) -> t
 
     await asyncio.gather(*(create(i) for i in range(size)))
     created = time.monotonic() - began
-    while time.monotonic() - began < timeout:
+    while time.monotonic() - began < limit:
         if len(await api.ready_names(namespace)) == size:
             return created, time.monotonic() - began
         await asyncio.sleep(0.25)
-    raise RuntimeError(f"{size} servers not Ready within {timeout}s")
+    raise RuntimeError(f"{size} servers not Ready within {limit:.0f}s")
 
 
-async def run(args: argparse.Namespace) -> None:
+def run(args: argparse.Namespace) -> None:
+    """Set up the control plane, the servers and the operator (blocking), then measure."""
     with contextlib.ExitStack() as stack:
         plane = stack.enter_context(ControlPlane())
         env = plane.env()
-        subprocess.run(
-            [kubectl_path(), "apply", "--server-side", "-f", str(REPO / "crds")],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
-        subprocess.run(
-            [kubectl_path(), "wait", "--for=condition=Established", "-f", str(REPO / "crds")],
-            env=env,
-            check=True,
-            capture_output=True,
-        )
+        for verb in (["apply", "--server-side"], ["wait", "--for=condition=Established"]):
+            subprocess.run(
+                [kubectl_path(), *verb, "-f", str(REPO / "crds")],
+                env=env,
+                check=True,
+                capture_output=True,
+            )
         urls = [stack.enter_context(peers.server_everything()) for _ in range(2)]
         urls.append(stack.enter_context(peers.mcp_server_time()))
-        log = open(args.log, "wb")  # noqa: SIM115
+        log = stack.enter_context(open(args.log, "wb"))
         operator = subprocess.Popen(
             [sys.executable, "-m", "mcp_operator", "run", "--liveness", "none"],
             env=env,
@@ -157,28 +155,8 @@ async def run(args: argparse.Namespace) -> None:
             start_new_session=True,
         )
         stack.callback(lambda: (os.killpg(operator.pid, signal.SIGTERM), operator.wait(20)))
-        api = Api(plane)
-        await asyncio.sleep(2)  # the operator's watches start
-        rows: list[tuple[str, str]] = []
-        latencies = await single_latencies(api, urls, args.single)
-        p50 = statistics.median(latencies)
-        p95 = statistics.quantiles(latencies, n=20)[18] if len(latencies) >= 2 else p50
-        rows.append(
-            ("single server create→Ready p50 / p95", f"{p50 * 1000:.0f} ms / {p95 * 1000:.0f} ms")
-        )
-        for size in args.sizes:
-            created, total = await fleet(api, urls, size)
-            rows.append(
-                (f"{size} servers: created / all Ready", f"{created:.1f} s / {total:.1f} s")
-            )
-            rows.append(
-                (
-                    f"operator RSS after {size} (current)",
-                    f"{rss_mib(operator.pid, 'VmRSS'):.0f} MiB",
-                )
-            )
-        rows.append(("operator peak RSS (VmHWM)", f"{rss_mib(operator.pid):.0f} MiB"))
-        await api.client.aclose()
+        time.sleep(2)  # the operator's watches start
+        rows, latencies = asyncio.run(measure(args, Api(plane), urls, operator.pid))
         print(f"\nkube-apiserver {plane.version.get('gitVersion')}, {os.cpu_count()} CPUs\n")
         width = max(len(r[0]) for r in rows)
         print(f"| {'measure'.ljust(width)} | value |")
@@ -188,12 +166,32 @@ async def run(args: argparse.Namespace) -> None:
         print(json.dumps({"latencies_ms": [round(x * 1000) for x in latencies]}))
 
 
+async def measure(
+    args: argparse.Namespace, api: Api, urls: list[str], operator_pid: int
+) -> tuple[list[tuple[str, str]], list[float]]:
+    rows: list[tuple[str, str]] = []
+    latencies = await single_latencies(api, urls, args.single)
+    p50 = statistics.median(latencies)
+    p95 = statistics.quantiles(latencies, n=20)[18] if len(latencies) >= 2 else p50
+    rows.append(
+        ("single server create→Ready p50 / p95", f"{p50 * 1000:.0f} ms / {p95 * 1000:.0f} ms")
+    )
+    for size in args.sizes:
+        created, total = await fleet(api, urls, size)
+        rows.append((f"{size} servers: created / all Ready", f"{created:.1f} s / {total:.1f} s"))
+        current = rss_mib(operator_pid, "VmRSS")
+        rows.append((f"operator RSS after {size} (current)", f"{current:.0f} MiB"))
+    rows.append(("operator peak RSS (VmHWM)", f"{rss_mib(operator_pid):.0f} MiB"))
+    await api.client.aclose()
+    return rows, latencies
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--single", type=int, default=20)
     parser.add_argument("--log", default="/tmp/fleet-bench-operator.log")
-    asyncio.run(run(parser.parse_args()))
+    run(parser.parse_args())
 
 
 if __name__ == "__main__":

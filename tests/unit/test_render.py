@@ -96,8 +96,13 @@ def test_every_container_runs_restricted(obj: MCPServer) -> None:
 def test_the_stdio_server_runs_the_users_command_with_stdio_on_the_fifos() -> None:
     containers = {c["name"]: c for c in pod_containers(render.deployment(STDIO, SETTINGS))}
     assert containers["server"]["command"] == [
-        "/bin/sh", "-c", render.SERVER_WRAPPER,
-        "npx", "-y", "@modelcontextprotocol/server-everything", "stdio",
+        "/bin/sh",
+        "-c",
+        render.SERVER_WRAPPER,
+        "npx",
+        "-y",
+        "@modelcontextprotocol/server-everything",
+        "stdio",
     ]
     assert containers["server"]["image"] == "node:22-alpine"
     assert "--stdio-fifo-dir=/run/mcp" in containers["adapter"]["args"]
