@@ -7,14 +7,18 @@ reconciling; clean-up stops the workers and closes the clients.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 from typing import Any
 
 import kopf
 
 from mcp_operator import GROUP, VERSION
 from mcp_operator.fleet import Fleet, FleetSettings
-from mcp_operator.kube import Kube
+from mcp_operator.kube import PODS, Kube, KubeError
+
+logger = logging.getLogger(__name__)
 
 
 @kopf.on.startup()
@@ -38,7 +42,29 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.posting.level = logging.WARNING
     fleet_settings = getattr(memo, "fleet_settings", None) or FleetSettings()
     memo.kube = Kube.connect()
+    if getattr(memo, "adapter_image_from_pod", False):
+        image = await own_image(memo.kube)
+        if image is not None:
+            render = dataclasses.replace(fleet_settings.render, adapter_image=image)
+            fleet_settings = dataclasses.replace(fleet_settings, render=render)
     memo.fleet = Fleet(memo.kube, fleet_settings)
+
+
+async def own_image(kube: Kube) -> str | None:
+    """The image this operator runs from, read from its own Pod (``None`` outside a Pod)."""
+    name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
+    if not name or not namespace:
+        return None
+    try:
+        pod = await kube.get(PODS, namespace, name)
+    except KubeError as error:
+        logger.warning("Could not read the operator's own Pod %s/%s: %s", namespace, name, error)
+        return None
+    containers = (pod or {}).get("spec", {}).get("containers") or []
+    image = next((c.get("image") for c in containers if c.get("name") == "operator"), None)
+    if image:
+        logger.info("Using the operator's own image %s for stdio adapters", image)
+    return image
 
 
 @kopf.on.cleanup()

@@ -31,9 +31,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--debug", action="store_true", help="log everything kopf does")
     parser.add_argument(
         "--adapter-image",
-        default=os.environ.get("MCP_OPERATOR_ADAPTER_IMAGE", RenderSettings.adapter_image),
-        help="image of the stdio adapter sidecar of managed servers, normally the operator's "
-        "own image (env MCP_OPERATOR_ADAPTER_IMAGE; default %(default)s)",
+        default=os.environ.get("MCP_OPERATOR_ADAPTER_IMAGE"),
+        help="image of the stdio adapter sidecar of managed servers (env "
+        "MCP_OPERATOR_ADAPTER_IMAGE); default: the operator's own image, read from its Pod "
+        f"(POD_NAME, POD_NAMESPACE), else {RenderSettings.adapter_image}",
     )
     parser.add_argument(
         "--cluster-domain",
@@ -66,7 +67,11 @@ def run(args: argparse.Namespace) -> int:
         # httpx logs every request at INFO; the operator's own lines say what matters.
         logging.getLogger("httpx").setLevel(logging.WARNING)
         logging.getLogger("httpcore").setLevel(logging.WARNING)
-    render = RenderSettings(adapter_image=args.adapter_image, cluster_domain=args.cluster_domain)
+    render = RenderSettings(cluster_domain=args.cluster_domain)
+    if args.adapter_image:
+        render = RenderSettings(
+            adapter_image=args.adapter_image, cluster_domain=args.cluster_domain
+        )
     memo = kopf.Memo(
         fleet_settings=FleetSettings(
             max_concurrent_probes=args.max_concurrent_probes, render=render
