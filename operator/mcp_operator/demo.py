@@ -25,7 +25,13 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from mcp_operator.devcluster import CACHE_DIR, ControlPlane, free_port, kubectl_path
+from mcp_operator.devcluster import (
+    CACHE_DIR,
+    ControlPlane,
+    free_port,
+    kubectl_path,
+    stop_process_group,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"
@@ -75,17 +81,6 @@ def _spawn(
         )
     finally:
         handle.close()
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
 
 
 def everything_command() -> list[str]:
@@ -221,6 +216,6 @@ def main(*, force_local: bool = False, once: bool = False) -> int:
                 stop.wait()
     finally:
         for process in reversed(started):
-            _stop(process)
+            stop_process_group(process, grace=10, name="demo process")
     _say("Stopped")
     return 0

@@ -309,7 +309,7 @@ class ControlPlane:
     def stop(self) -> None:
         """Stop every process this object started, newest first; remove a temporary dir."""
         for name, process in reversed(self._processes):
-            _stop_group(name, process)
+            stop_process_group(process, name=name)
         self._processes.clear()
         if self._owns_directory and self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
@@ -406,7 +406,14 @@ class ControlPlane:
         self.kubeconfig.chmod(0o600)
 
 
-def _stop_group(name: str, process: subprocess.Popen[bytes], grace: float = 5.0) -> None:
+def stop_process_group(
+    process: subprocess.Popen[Any], grace: float = 5.0, name: str = "process"
+) -> None:
+    """SIGTERM a process group, SIGKILL what is left after ``grace`` seconds, and reap.
+
+    For processes started in their own group (``start_new_session`` or ``setpgid``):
+    wrappers such as ``npx`` and their children go together.
+    """
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)

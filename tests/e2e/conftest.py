@@ -6,10 +6,8 @@ built by ``hack/build-control-plane.sh``); every test gets a namespace of its ow
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -20,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.devcluster import ControlPlane, free_port, kubectl_path
+from mcp_operator.devcluster import ControlPlane, free_port, kubectl_path, stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "crds"
@@ -132,13 +130,7 @@ def operator(
     try:
         yield running
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process, grace=20, name="operator")
         tail = "\n".join(running.log().splitlines()[-40:])
         print(f"\n--- operator log (last 40 lines) ---\n{tail}")
 

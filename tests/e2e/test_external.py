@@ -17,6 +17,7 @@ import pytest
 
 from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support import peers
+from tests.support.objects import condition
 
 pytestmark = pytest.mark.e2e
 
@@ -28,13 +29,6 @@ def mcpserver(name: str, url: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": {"mode": "external", "url": url, **spec},
     }
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    for entry in obj.get("status", {}).get("conditions", []):
-        if entry["type"] == type_:
-            return dict(entry)
-    return {}
 
 
 def wait_for(

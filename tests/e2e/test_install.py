@@ -20,7 +20,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -32,9 +31,10 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator.devcluster import ControlPlane, kubectl_path
+from mcp_operator.devcluster import ControlPlane, kubectl_path, stop_process_group
 from tests.e2e.conftest import Cluster
 from tests.support import peers
+from tests.support.objects import condition
 
 pytestmark = pytest.mark.e2e
 
@@ -92,13 +92,6 @@ def wait_until(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
 def pods(cluster: Cluster, namespace: str, selector: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = cluster.get_json("pods", "-n", namespace, "-l", selector)["items"]
     return items
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    for entry in obj.get("status", {}).get("conditions", []):
-        if entry["type"] == type_:
-            return dict(entry)
-    return {}
 
 
 # -- kustomize --------------------------------------------------------------------------
@@ -223,13 +216,7 @@ def operator_as(kubeconfig: Path, log_path: Path, *args: str) -> Iterator[None]:
     try:
         yield
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process, grace=20, name="operator")
 
 
 @pytest.mark.parametrize("scope", ["all-namespaces", "one-namespace"])

@@ -7,8 +7,6 @@ say exactly that. Traffic to a managed server is tested in
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,6 +14,7 @@ import pytest
 from mcp_operator import render
 from mcp_operator.api.models import MCPServer
 from tests.e2e.conftest import Cluster, OperatorProcess
+from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -38,17 +37,6 @@ def manifest(name: str, spec: dict[str, Any]) -> dict[str, Any]:
         "metadata": {"name": name},
         "spec": spec,
     }
-
-
-def eventually(what: str, check: Callable[[], Any], timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"{what} did not happen within {timeout}s (last: {last!r})")
 
 
 def contains(expected: Any, actual: Any, path: str = "") -> list[str]:
@@ -81,13 +69,6 @@ def get(cluster: Cluster, namespace: str, what: str) -> dict[str, Any] | None:
     import json
 
     return dict(json.loads(result.stdout))
-
-
-def condition(obj: dict[str, Any] | None, type_: str) -> dict[str, Any]:
-    for entry in (obj or {}).get("status", {}).get("conditions", []):
-        if entry["type"] == type_:
-            return dict(entry)
-    return {}
 
 
 def replica_sets(cluster: Cluster, namespace: str, name: str) -> set[str]:

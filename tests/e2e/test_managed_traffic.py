@@ -17,8 +17,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ from mcp_operator.adapter import era
 from mcp_operator.render import RenderSettings
 from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support import kubelet, peers
+from tests.support.objects import condition, eventually
 
 pytestmark = [
     pytest.mark.e2e,
@@ -81,24 +80,6 @@ def stdio_tools(command: list[str]) -> set[str]:
     finally:
         process.kill()
         process.wait()
-
-
-def eventually(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"{what} did not happen within {timeout}s (last: {last!r})")
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    for entry in obj.get("status", {}).get("conditions", []):
-        if entry["type"] == type_:
-            return dict(entry)
-    return {}
 
 
 SERVERS = {

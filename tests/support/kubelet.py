@@ -28,7 +28,6 @@ import itertools
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from mcp_operator.devcluster import stop_process_group
 
 _counter = itertools.count(os.getpid() % 200)
 _RUNNER = Path(__file__).with_name("pod_runner.py")
@@ -94,13 +95,7 @@ class NetnsHost:
 
     def stop_pods(self) -> None:
         for process in self._pods:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            stop_process_group(process, grace=15, name="test pod")
         self._pods.clear()
 
 

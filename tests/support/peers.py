@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -30,6 +29,8 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+
+from mcp_operator.devcluster import stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"
@@ -62,23 +63,6 @@ def _accepts(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM to the process group, SIGKILL if it is still there after 5 s."""
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break
-        try:
-            process.wait(timeout=wait)
-            break
-        except subprocess.TimeoutExpired:
-            continue
-    # The leader may be gone while children of the group live on.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
 @contextlib.contextmanager
 def run_server(
     argv: Sequence[str],
@@ -109,7 +93,7 @@ def run_server(
                 time.sleep(0.05)
             yield process
         finally:
-            _stop(process)
+            stop_process_group(process, name=name)
 
 
 def _node() -> str:
