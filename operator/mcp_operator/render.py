@@ -158,7 +158,7 @@ def deployment(
         "kind": "Deployment",
         "metadata": _metadata(server),
         "spec": {
-            "replicas": spec.replicas,
+            "replicas": 0 if server.spec.suspend else spec.replicas,
             "selector": {"matchLabels": selector(server)},
             "strategy": {"type": "RollingUpdate"},
             "template": {"metadata": template_metadata, "spec": pod_spec},

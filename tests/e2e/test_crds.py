@@ -293,3 +293,11 @@ def test_the_api_server_rejects_the_invalid_object_naming_the_field(
     result = apply(cluster, namespace, yaml.safe_dump(manifest), check=False)
     assert result.returncode != 0, f"accepted:\n{yaml.safe_dump(manifest)}"
     assert field in result.stderr, result.stderr
+
+
+def test_the_mode_of_a_server_cannot_change(cluster: Any, crds: None, namespace: str) -> None:
+    apply(cluster, namespace, yaml.safe_dump({**EXTERNAL_SERVER, "metadata": {"name": "fixed"}}))
+    switched = {**MINIMAL_SERVER, "metadata": {"name": "fixed"}}
+    result = apply(cluster, namespace, yaml.safe_dump(switched), check=False)
+    assert result.returncode != 0
+    assert "spec.mode" in result.stderr and "mode is immutable" in result.stderr

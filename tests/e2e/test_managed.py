@@ -188,3 +188,24 @@ def test_deleting_the_server_garbage_collects_its_children(
             ]
         ),
     )
+
+
+def test_suspending_a_managed_server_scales_it_to_zero_and_stops_probing(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    cluster.kubectl("-n", namespace, "create", "secret", "generic", "creds", "--from-literal=t=x")
+    cluster.apply(namespace, manifest("paused", {**SPEC, "suspend": True}))
+
+    def scaled_to_zero() -> dict[str, Any] | None:
+        obj = get(cluster, namespace, "mcpserver/paused")
+        deployed = condition(obj, "Deployed")
+        return obj if deployed.get("reason") == "ScaledToZero" else None
+
+    obj = eventually("the server to be scaled to zero", scaled_to_zero)
+    deployment = get(cluster, namespace, "deployment/paused")
+    assert deployment is not None and deployment["spec"]["replicas"] == 0
+    assert (condition(obj, "Ready")["status"], condition(obj, "Ready")["reason"]) == (
+        "False",
+        "Suspended",
+    )
+    assert condition(obj, "Probed")["reason"] == "Suspended"

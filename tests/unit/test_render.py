@@ -129,3 +129,13 @@ def test_a_server_api_key_value_is_never_rendered() -> None:
 
 def test_status_url_is_the_service_dns_name() -> None:
     assert render.service_url(HTTP, SETTINGS) == "http://web.tools.svc.cluster.local:3001/"
+
+
+def test_a_suspended_server_is_scaled_to_zero() -> None:
+    suspended = server(
+        "everything",
+        suspend=True,
+        deployment=STDIO.spec.deployment.model_dump(by_alias=True, exclude_none=True),
+    )  # type: ignore[union-attr]
+    assert render.deployment(suspended, SETTINGS)["spec"]["replicas"] == 0
+    assert render.deployment(STDIO, SETTINGS)["spec"]["replicas"] == 2
