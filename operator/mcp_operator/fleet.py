@@ -6,6 +6,8 @@ once, then again every ``spec.probe.intervalSeconds`` (with jitter), sooner
 when the spec changes (a new ``metadata.generation`` wakes the worker), and
 with doubling, capped back-off while the probe fails. Probes of all servers run
 concurrently under one global limit, and nothing here blocks the event loop.
+A server that advertises ``tools.listChanged`` also gets a listener that wakes
+its worker when the server announces a new tool list (bounded in number).
 
 Why not kopf daemons or timers: both need a finalizer per object (kopf's
 daemons must be stopped before deletion), and a finalizer is for state that
@@ -27,6 +29,7 @@ from typing import Any
 
 from mcp_operator import reconcile
 from mcp_operator.kube import MCPSERVERS, Kube, KubeError, NotFound
+from mcp_operator.mcp.probe import ProbeError, ProbeTarget, watch_tools
 from mcp_operator.render import RenderSettings
 from mcp_operator.serverstatus import events, status_patch
 
@@ -45,6 +48,9 @@ class FleetSettings:
     """Cap of the retry delay (also capped by the server's own interval)."""
     jitter: float = 0.1
     """Relative spread of the regular interval, so that servers created together drift apart."""
+    max_listeners: int = 256
+    """Servers listened to at once for ``tools/list_changed`` (each holds one connection);
+    the others are re-probed on their timer only. 0 turns listening off."""
     render: RenderSettings = field(default_factory=RenderSettings)
     """How managed servers' children are rendered (adapter image, cluster domain)."""
 
@@ -59,6 +65,8 @@ class _Entry:
     seen_generation: int | None = None
     secrets: frozenset[str] = frozenset()
     """Names of the Secrets the spec references (their change wakes the worker)."""
+    listener: asyncio.Task[None] | None = None
+    """The ``tools/list_changed`` listener, while one runs."""
 
 
 class Fleet:
@@ -100,6 +108,7 @@ class Fleet:
             entry.seen_generation = generation
             entry.secrets = referenced_secrets(body)
             entry.failures = 0
+            _cancel(entry.listener)  # the target may have changed; the next probe re-arms it
             entry.wake.set()
 
     def wake(self, uid: str) -> None:
@@ -116,8 +125,13 @@ class Fleet:
                 entry.wake.set()
 
     async def stop(self) -> None:
-        """Cancel every worker and wait for them to end."""
-        tasks = [e.task for e in self._entries.values() if e.task is not None]
+        """Cancel every worker and listener and wait for them to end."""
+        tasks = [
+            task
+            for e in self._entries.values()
+            for task in (e.task, e.listener)
+            if task is not None
+        ]
         self._entries.clear()
         for task in tasks:
             task.cancel()
@@ -128,8 +142,9 @@ class Fleet:
 
     def _forget(self, uid: str) -> None:
         entry = self._entries.pop(uid, None)
-        if entry is not None and entry.task is not None:
-            entry.task.cancel()
+        if entry is not None:
+            _cancel(entry.task)
+            _cancel(entry.listener)
 
     # -- worker ----------------------------------------------------------------------
 
@@ -178,10 +193,32 @@ class Fleet:
             entry.failures += 1
             return min(self._backoff(entry), result.interval or self.settings.max_backoff_seconds)
         entry.failures = 0
+        if result.watch is not None:
+            self._listen(entry, result.watch, max_seconds=result.interval or 300.0)
         if result.outcome.kind == "probed" and result.interval:
             spread = result.interval * self.settings.jitter
             return result.interval + random.uniform(-spread, spread)
         return result.interval  # None: wait for a spec change
+
+    def _listen(self, entry: _Entry, target: ProbeTarget, *, max_seconds: float) -> None:
+        """Start a ``tools/list_changed`` listener for a server unless one runs (or too many)."""
+        if entry.listener is not None:
+            return
+        running = sum(1 for e in self._entries.values() if e.listener is not None)
+        if running >= self.settings.max_listeners:
+            return
+        entry.listener = asyncio.create_task(self._listener(entry, target, max_seconds))
+
+    async def _listener(self, entry: _Entry, target: ProbeTarget, max_seconds: float) -> None:
+        try:
+            if await watch_tools(target, max_seconds=max_seconds):
+                logger.info("MCPServer %s announced a new tool list", _name(entry.body))
+                entry.wake.set()
+        except ProbeError as error:
+            logger.debug("Stopped listening to MCPServer %s: %s", _name(entry.body), error)
+        finally:
+            if entry.listener is asyncio.current_task():
+                entry.listener = None
 
     def _backoff(self, entry: _Entry) -> float:
         exponent = min(max(entry.failures - 1, 0), 30)
@@ -200,6 +237,11 @@ class Fleet:
             log("MCPServer %s: %s: %s", _name(body), event.reason, event.message)
         if posts:
             await asyncio.gather(*posts)
+
+
+def _cancel(task: asyncio.Task[None] | None) -> None:
+    if task is not None:
+        task.cancel()
 
 
 def referenced_secrets(body: Mapping[str, Any]) -> frozenset[str]:

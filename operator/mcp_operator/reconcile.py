@@ -34,6 +34,8 @@ class Result:
     url: str | None
     interval: float | None
     """Seconds until the next regular reconcile; ``None`` waits for a spec change."""
+    watch: ProbeTarget | None = None
+    """Where to listen for ``tools/list_changed``: set when the server advertises it."""
 
 
 def describe_validation_error(error: pydantic.ValidationError) -> str:
@@ -128,4 +130,4 @@ async def mcpserver(
         warnings=report.warnings(selection),
         deployed=deployed,
     )
-    return Result(outcome, url, interval)
+    return Result(outcome, url, interval, watch=target if discovery.list_changed else None)

@@ -239,3 +239,26 @@ def contextlib_exit_stack() -> Any:
     import contextlib
 
     return contextlib.ExitStack()
+
+
+def test_a_server_announcing_a_new_tool_list_is_re_probed_at_once(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    import httpx
+
+    with peers.hostile_server("changing") as url:
+        # An hour between regular probes: only the announcement can explain a prompt update.
+        cluster.apply(namespace, mcpserver("changing", url, probe={"intervalSeconds": 3600}))
+        obj = wait_for(cluster, namespace, "changing", ready)
+        assert [t["originalName"] for t in obj["status"]["tools"]] == ["tool_v0"]
+        time.sleep(1)  # the listener connects right after the probe's status is written
+        assert httpx.post(url.replace("/mcp", "/change")).status_code == 200
+        began = time.monotonic()
+        wait_for(
+            cluster,
+            namespace,
+            "changing",
+            lambda o: [t["originalName"] for t in o["status"]["tools"]] == ["tool_v1"],
+            timeout=10,
+        )
+        assert time.monotonic() - began < 10

@@ -21,6 +21,9 @@ huge            a tool whose description is ``--size`` bytes (default 4 MiB),
                 sent without Content-Length unless ``--content-length``
 slow            answers every request after ``--delay`` seconds (default 3)
 status          answers every POST with HTTP ``--status`` (default 500)
+changing        a valid server with one tool, ``tool_v<N>``, and a GET stream:
+                ``POST /change`` bumps N and sends
+                ``notifications/tools/list_changed`` on every open stream
 ==============  =============================================================
 
 ``--require-header 'Name: value'`` makes every mode answer 401 to requests
@@ -50,6 +53,7 @@ MODES = (
     "huge",
     "slow",
     "status",
+    "changing",
 )
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -100,6 +104,42 @@ def _page(names: Sequence[str], next_cursor: str | None) -> dict[str, Any]:
     return result
 
 
+class _Changing:
+    """The state of the ``changing`` mode: the tool list's generation and the open streams."""
+
+    generation = 0
+    streams: set[asyncio.StreamWriter] = set()
+
+    @classmethod
+    async def bump(cls) -> None:
+        cls.generation += 1
+        note = json.dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        for stream in list(cls.streams):
+            with contextlib.suppress(ConnectionError):
+                stream.write(f"event: message\ndata: {note}\n\n".encode())
+                await stream.drain()
+
+
+_changing = _Changing
+
+
+async def _serve_stream(writer: asyncio.StreamWriter) -> None:
+    """The session's GET stream: stays open and carries list-change notifications."""
+    writer.write(
+        b"HTTP/1.1 200 Hostile\r\nContent-Type: text/event-stream\r\n"
+        b"Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
+    )
+    await writer.drain()
+    _changing.streams.add(writer)
+    try:
+        while not writer.is_closing():
+            await asyncio.sleep(1)
+            writer.write(b": keep-alive\n\n")
+            await writer.drain()
+    finally:
+        _changing.streams.discard(writer)
+
+
 class _Error(Exception):
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
@@ -128,6 +168,8 @@ def tools_list(options: Options, cursor: str | None) -> dict[str, Any]:
         return _page(names, next_cursor)
     if mode == "invalid-names":
         return _page(INVALID_NAMES, None)
+    if mode == "changing":
+        return _page([f"tool_v{_changing.generation}"], None)
     tools = [
         {
             **_tool("echo", "Echoes its input"),
@@ -171,8 +213,10 @@ async def _respond(
     status: int,
     body: bytes = b"",
     content_type: str = "application/json",
+    extra: Sequence[str] = (),
 ) -> None:
     head = [f"HTTP/1.1 {status} Hostile", "Connection: close", f"Content-Length: {len(body)}"]
+    head += extra
     if body:
         head.append(f"Content-Type: {content_type}")
     writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
@@ -206,11 +250,12 @@ async def _respond_huge(
 
 async def _read_request(
     reader: asyncio.StreamReader,
-) -> tuple[str, dict[str, str], bytes] | None:
+) -> tuple[str, str, dict[str, str], bytes] | None:
     request_line = await reader.readline()
     if not request_line:
         return None
-    method = request_line.decode("latin-1").split(" ", 1)[0]
+    method, _, rest = request_line.decode("latin-1").partition(" ")
+    path = rest.split(" ", 1)[0]
     headers: dict[str, str] = {}
     while True:
         line = await reader.readline()
@@ -220,7 +265,7 @@ async def _read_request(
         headers[name.strip().lower()] = value.strip()
     length = int(headers.get("content-length", "0") or 0)
     body = await reader.readexactly(min(length, MAX_REQUEST_BYTES)) if length else b""
-    return method, headers, body
+    return method, path, headers, body
 
 
 async def handle_connection(
@@ -230,7 +275,18 @@ async def handle_connection(
         request = await _read_request(reader)
         if request is None:
             return
-        method, headers, body = request
+        method, path, headers, body = request
+        if options.mode == "changing":
+            if method == "GET":
+                await _serve_stream(writer)
+                return
+            if method == "DELETE":
+                await _respond(writer, 200)
+                return
+            if path == "/change":
+                await _changing.bump()
+                await _respond(writer, 200, b"{}")
+                return
         if options.mode == "hang":
             await asyncio.Event().wait()
         if options.require_header is not None:
@@ -262,7 +318,8 @@ async def handle_connection(
             await _respond_huge(writer, message, size, options.content_length)
             return
         answer = json.dumps(handle_rpc(options, message)).encode()
-        await _respond(writer, 200, answer)
+        session = ["Mcp-Session-Id: hostile-session"] if options.mode == "changing" else []
+        await _respond(writer, 200, answer, extra=session)
     except (ConnectionError, asyncio.IncompleteReadError):
         pass
     finally:

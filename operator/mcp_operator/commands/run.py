@@ -42,6 +42,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the cluster's DNS domain, for status.url of managed servers (default %(default)s)",
     )
     parser.add_argument(
+        "--max-listeners",
+        type=int,
+        default=256,
+        help="servers listened to at once for tools/list_changed, one connection each; "
+        "0 turns listening off (default %(default)s)",
+    )
+    parser.add_argument(
         "--max-concurrent-probes",
         type=int,
         default=64,
@@ -66,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("mcp").setLevel(logging.CRITICAL)
         # httpx logs every request at INFO; the operator's own lines say what matters.
         logging.getLogger("httpx").setLevel(logging.WARNING)
-        logging.getLogger("httpcore").setLevel(logging.WARNING)
+        for noisy in ("httpcore", "httpx2", "httpcore2"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     render = RenderSettings(cluster_domain=args.cluster_domain)
     if args.adapter_image:
         render = RenderSettings(
@@ -74,8 +82,12 @@ def run(args: argparse.Namespace) -> int:
         )
     memo = kopf.Memo(
         fleet_settings=FleetSettings(
-            max_concurrent_probes=args.max_concurrent_probes, render=render
-        )
+            max_concurrent_probes=args.max_concurrent_probes,
+            max_listeners=args.max_listeners,
+            render=render,
+        ),
+        # Without --adapter-image, the operator's own image (read from its Pod) is used.
+        adapter_image_from_pod=not args.adapter_image,
     )
     liveness = None if args.liveness == "none" else args.liveness
     asyncio.run(

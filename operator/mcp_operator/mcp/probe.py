@@ -40,13 +40,16 @@ import httpx2
 import mcp
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ToolsListChanged
 from mcp_types import (
     CONNECTION_CLOSED,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     Implementation,
+    ToolListChangedNotification,
 )
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 
 from mcp_operator import __version__
@@ -199,6 +202,59 @@ async def discover(target: ProbeTarget) -> Discovery:
         raise _scrub(_translate(error, state), target) from None
 
 
+async def watch_tools(target: ProbeTarget, *, max_seconds: float) -> bool:
+    """Wait until the server announces that its tool list changed.
+
+    Returns ``True`` on ``notifications/tools/list_changed`` (legacy era, on the
+    session's GET stream) or a ``ToolsListChanged`` event (2026-07-28,
+    ``subscriptions/listen``); ``False`` when ``max_seconds`` pass first or the
+    server ends the stream. The connection is opened within
+    ``target.timeout_seconds``; after that only ``max_seconds`` bound it, so a
+    caller re-opens it now and then (a legacy GET stream that the SDK gave up
+    reconnecting would otherwise stay silent for good).
+
+    Raises:
+        ProbeError: the connection or the handshake failed.
+    """
+    _check_target(target)
+    state = _State(target)
+    changed = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            changed.set()
+
+    connected = False
+    try:
+        # One scope for the whole session (the SDK's task groups must not outlive an inner
+        # one): first the probe's timeout for connecting, then ``max_seconds`` of listening.
+        with anyio.move_on_after(target.timeout_seconds) as scope:
+            async with AsyncExitStack() as stack:
+                client = await _connect(
+                    stack,
+                    target,
+                    state,
+                    message_handler=on_message,
+                    http_timeout=httpx2.Timeout(target.timeout_seconds, read=None),
+                )
+                connected = True
+                scope.deadline = anyio.current_time() + max_seconds
+                state.phase = "listening for tool list changes"
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    async with client.listen(tools_list_changed=True) as subscription:
+                        async for event in subscription:
+                            if isinstance(event, ToolsListChanged):
+                                return True
+                    return False
+                await changed.wait()
+                return True
+        if not connected:
+            raise TimeoutError
+        return False
+    except Exception as error:  # boundary: every failure becomes one ProbeError
+        raise _scrub(_translate(error, state), target) from None
+
+
 class _ResponseTooLarge(Exception):
     """Raised inside the HTTP client when a response body passes ``MAX_RESPONSE_BYTES``."""
 
@@ -252,7 +308,9 @@ def _tls(verify: bool | ssl.SSLContext) -> bool | ssl.SSLContext:
     return _default_tls() if verify is True else verify
 
 
-def _http_client(target: ProbeTarget, state: _State) -> httpx2.AsyncClient:
+def _http_client(
+    target: ProbeTarget, state: _State, timeout: httpx2.Timeout | None = None
+) -> httpx2.AsyncClient:
     async def on_response(response: httpx2.Response) -> None:
         if response.request.method == "POST":
             status = response.status_code
@@ -268,36 +326,55 @@ def _http_client(target: ProbeTarget, state: _State) -> httpx2.AsyncClient:
     headers = {"accept-encoding": "identity", **target.headers}
     return httpx2.AsyncClient(
         headers=headers,
-        timeout=httpx2.Timeout(target.timeout_seconds),
+        timeout=timeout or httpx2.Timeout(target.timeout_seconds),
         verify=_tls(target.verify_tls),
         event_hooks={"response": [on_response]},
     )
 
 
+async def _connect(
+    stack: AsyncExitStack,
+    target: ProbeTarget,
+    state: _State,
+    *,
+    message_handler: Any = None,
+    http_timeout: httpx2.Timeout | None = None,
+) -> mcp.Client:
+    """An SDK client after the handshake (2026 discovery first, then ``initialize``)."""
+    transport: Any
+    if target.transport == "sse":
+
+        def factory(*_args: Any, **_kwargs: Any) -> httpx2.AsyncClient:
+            return _http_client(target, state, http_timeout)  # sse_client enters and closes it
+
+        transport = sse_client(
+            target.url,
+            timeout=target.timeout_seconds,
+            sse_read_timeout=target.timeout_seconds if http_timeout is None else 86400,
+            httpx_client_factory=factory,
+        )
+    else:
+        http = await stack.enter_async_context(_http_client(target, state, http_timeout))
+        transport = streamable_http_client(
+            target.url, http_client=http, max_sse_event_size=MAX_RESPONSE_BYTES
+        )
+    client_info = Implementation(name="mcp-operator-probe", version=__version__)
+    state.phase = "the handshake"
+    client: mcp.Client = await stack.enter_async_context(
+        mcp.Client(
+            transport,
+            mode="auto",
+            cache=None,
+            client_info=client_info,
+            message_handler=message_handler,
+        )
+    )
+    return client
+
+
 async def _discover(target: ProbeTarget, state: _State) -> Discovery:
     async with AsyncExitStack() as stack:
-        transport: Any
-        if target.transport == "sse":
-
-            def factory(*_args: Any, **_kwargs: Any) -> httpx2.AsyncClient:
-                return _http_client(target, state)  # sse_client enters and closes it
-
-            transport = sse_client(
-                target.url,
-                timeout=target.timeout_seconds,
-                sse_read_timeout=target.timeout_seconds,
-                httpx_client_factory=factory,
-            )
-        else:
-            http = await stack.enter_async_context(_http_client(target, state))
-            transport = streamable_http_client(
-                target.url, http_client=http, max_sse_event_size=MAX_RESPONSE_BYTES
-            )
-        client_info = Implementation(name="mcp-operator-probe", version=__version__)
-        state.phase = "the handshake"
-        client = await stack.enter_async_context(
-            mcp.Client(transport, mode="auto", cache=None, client_info=client_info)
-        )
+        client = await _connect(stack, target, state)
         capabilities = client.server_capabilities
         info = client.server_info
         walk = Paginator()
