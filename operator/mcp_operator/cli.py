@@ -16,35 +16,26 @@ from collections.abc import Sequence
 from mcp_operator import __version__
 
 SUBCOMMANDS: dict[str, str] = {
-    "run": "Run the operator (reconciles MCPServer and AgentRun)",
+    "run": "Run the operator (reconciles MCPServers)",
     "probe": "Probe an MCP server and print what the operator would write into status",
     "adapter": "Serve a stdio MCP server over Streamable HTTP",
-    "bridge": "Serve one MCP endpoint over several MCP servers (the AgentRun sidecar)",
     "dev": "Local development helpers (a real control plane on loopback)",
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="mcp-operator", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="mcp-operator",
+        description="Run and govern Model Context Protocol servers on Kubernetes.",
+    )
     parser.add_argument("--version", action="version", version=f"mcp-operator {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, help_text in SUBCOMMANDS.items():
-        module = _load(name)
-        if module is None:
-            continue
+        module = importlib.import_module(f"mcp_operator.commands.{name}")
         command = sub.add_parser(name, help=help_text, description=help_text)
         module.add_arguments(command)
         command.set_defaults(_module=module)
     return parser
-
-
-def _load(name: str):  # type: ignore[no-untyped-def]
-    try:
-        return importlib.import_module(f"mcp_operator.commands.{name}")
-    except ModuleNotFoundError as error:
-        if error.name == f"mcp_operator.commands.{name}":
-            return None
-        raise
 
 
 def main(argv: Sequence[str] | None = None) -> int:

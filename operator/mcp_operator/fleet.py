@@ -23,7 +23,7 @@ import contextlib
 import datetime
 import logging
 import random
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,8 @@ class _Entry:
     """Names of the Secrets the spec references (their change wakes the worker)."""
     listener: asyncio.Task[None] | None = None
     """The ``tools/list_changed`` listener, while one runs."""
+    deployment_state: tuple[Any, ...] | None = None
+    """The rollout state of a managed server's Deployment when it last woke the worker."""
 
 
 class Fleet:
@@ -111,10 +113,15 @@ class Fleet:
             _cancel(entry.listener)  # the target may have changed; the next probe re-arms it
             entry.wake.set()
 
-    def wake(self, uid: str) -> None:
-        """Reconcile one server now (its Deployment changed)."""
+    def deployment_changed(self, uid: str, state: tuple[Any, ...]) -> None:
+        """Reconcile a managed server now if its Deployment's rollout state moved.
+
+        ``state`` is what the ``Deployed`` condition depends on (observed generation,
+        replica counts); other status writes of the Deployment controller do not wake.
+        """
         entry = self._entries.get(uid)
-        if entry is not None:
+        if entry is not None and state != entry.deployment_state:
+            entry.deployment_state = state
             entry.wake.set()
 
     def secret_changed(self, namespace: str, name: str) -> None:
@@ -122,6 +129,7 @@ class Fleet:
         for entry in self._entries.values():
             if name in entry.secrets and entry.body["metadata"].get("namespace") == namespace:
                 entry.failures = 0
+                _cancel(entry.listener)  # it may hold a rotated-out credential
                 entry.wake.set()
 
     async def stop(self) -> None:
@@ -149,19 +157,27 @@ class Fleet:
     # -- worker ----------------------------------------------------------------------
 
     async def _worker(self, uid: str, entry: _Entry) -> None:
-        while True:
-            entry.wake.clear()
-            try:
-                delay = await self._reconcile(entry)
-            except asyncio.CancelledError:
-                raise
-            except NotFound:
-                return  # deleted while we worked; the DELETED event stops us anyway
-            except Exception:
-                logger.exception("Reconcile of MCPServer %s failed unexpectedly", _name(entry.body))
-                delay = self._backoff(entry)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(entry.wake.wait(), timeout=delay)
+        try:
+            while True:
+                entry.wake.clear()
+                try:
+                    delay = await self._reconcile(entry)
+                except NotFound:
+                    return  # the MCPServer is gone; its next event (if any) starts anew
+                except Exception:
+                    logger.exception(
+                        "Reconcile of MCPServer %s failed unexpectedly", _name(entry.body)
+                    )
+                    entry.failures += 1
+                    delay = self._backoff(entry)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(entry.wake.wait(), timeout=delay)
+        finally:
+            # A worker that ends for any reason leaves no entry behind: the next event of
+            # the object (if it still exists) starts a new one instead of waking a dead one.
+            if self._entries.get(uid) is entry:
+                del self._entries[uid]
+                _cancel(entry.listener)
 
     async def _reconcile(self, entry: _Entry) -> float | None:
         body = entry.body
@@ -185,10 +201,10 @@ class Fleet:
             if error.status == 404:
                 raise NotFound(404, str(error)) from None
             logger.warning("Could not write status of MCPServer %s: %s", _name(body), error)
+            entry.failures += 1
             return self._backoff(entry)
-        new_status = (updated or {}).get("status") or patch
-        await self._post_events(body, entry.status, new_status)
-        entry.status = new_status
+        old_status, entry.status = entry.status, (updated or {}).get("status") or patch
+        await self._post_events(body, old_status, entry.status)
         if result.outcome.kind == "failed":
             entry.failures += 1
             return min(self._backoff(entry), result.interval or self.settings.max_backoff_seconds)
@@ -228,15 +244,16 @@ class Fleet:
     async def _post_events(
         self, body: Mapping[str, Any], old: Mapping[str, Any] | None, new: Mapping[str, Any]
     ) -> None:
-        posts: list[Awaitable[None]] = [
-            self.kube.post_event(body, type_=e.type, reason=e.reason, message=e.message)
-            for e in events(old, new)
-        ]
-        for event in events(old, new):
+        found = events(old, new)
+        for event in found:
             log = logger.warning if event.type == "Warning" else logger.info
             log("MCPServer %s: %s: %s", _name(body), event.reason, event.message)
-        if posts:
-            await asyncio.gather(*posts)
+        await asyncio.gather(
+            *(
+                self.kube.post_event(body, type_=e.type, reason=e.reason, message=e.message)
+                for e in found
+            )
+        )
 
 
 def _cancel(task: asyncio.Task[None] | None) -> None:

@@ -84,9 +84,16 @@ async def mcpserver_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": "mcp-operator"})
 async def deployment_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    status = body.get("status") or {}
+    state = (
+        status.get("observedGeneration"),
+        status.get("replicas"),
+        status.get("updatedReplicas"),
+        status.get("availableReplicas"),
+    )
     for owner in body.get("metadata", {}).get("ownerReferences") or []:
         if owner.get("kind") == "MCPServer" and owner.get("controller"):
-            memo.fleet.wake(owner.get("uid"))
+            memo.fleet.deployment_changed(owner.get("uid"), state)
 
 
 @kopf.on.event("", "v1", "secrets")

@@ -46,10 +46,6 @@ class NotFound(KubeError):
     pass
 
 
-class Conflict(KubeError):
-    pass
-
-
 class SecretReferenceError(RuntimeError):
     """A ``secretKeyRef`` cannot be resolved; the message names the Secret and key, no value."""
 
@@ -82,10 +78,8 @@ SECRETS = Resource("", "v1", "secrets")
 EVENTS = Resource("", "v1", "events")
 SERVICES = Resource("", "v1", "services")
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
-CONFIGMAPS = Resource("", "v1", "configmaps")
 PODS = Resource("", "v1", "pods")
 MCPSERVERS = Resource("mcp-operator.dev", "v1alpha1", "mcpservers")
-AGENTRUNS = Resource("mcp-operator.dev", "v1alpha1", "agentruns")
 
 
 @dataclass
@@ -261,11 +255,19 @@ class Kube:
                 "SecretKeyNotFound", f"Secret {namespace}/{name} has no key {key!r}"
             )
         try:
-            return base64.b64decode(data[key]).decode()
+            value = base64.b64decode(data[key]).decode()
         except (ValueError, UnicodeDecodeError):
             raise SecretReferenceError(
                 "SecretKeyInvalid", f"Secret {namespace}/{name} key {key!r} is not UTF-8 text"
             ) from None
+        if "\n" in value or "\r" in value:
+            # Common with `kubectl create secret --from-file`; HTTP would refuse the header.
+            raise SecretReferenceError(
+                "SecretKeyInvalid",
+                f"Secret {namespace}/{name} key {key!r} contains a line break, which a header "
+                "value cannot hold (a file with a trailing newline?)",
+            )
+        return value
 
     async def post_event(
         self,
@@ -283,7 +285,8 @@ class Kube:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "name": f"{metadata.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
+                # Event names are at most 253 characters; the object's name may be too.
+                "name": f"{str(metadata.get('name', 'object'))[:236]}.{uuid.uuid4().hex[:16]}",
                 "namespace": namespace,
             },
             "involvedObject": {
@@ -319,6 +322,4 @@ def _error(response: httpx.Response) -> KubeError:
         message = response.text[:500]
     if response.status_code == 404:
         return NotFound(404, message)
-    if response.status_code == 409:
-        return Conflict(409, message)
     return KubeError(response.status_code, message)

@@ -19,7 +19,7 @@ import pydantic
 from mcp_operator import managed, render
 from mcp_operator.api.models import MCPServer
 from mcp_operator.conditions import Condition
-from mcp_operator.kube import Kube, SecretReferenceError
+from mcp_operator.kube import Kube, KubeError, SecretReferenceError
 from mcp_operator.mcp import naming, report
 from mcp_operator.mcp.probe import ProbeError, ProbeTarget, discover
 from mcp_operator.render import RenderSettings
@@ -85,9 +85,22 @@ async def mcpserver(
     extra_headers: dict[str, str] = {}
     verify: ssl.SSLContext | bool = True
     if spec.mode == "managed":
-        applied = await managed.deploy(kube, server, render_settings)
-        deployed = await managed.deployed_condition(kube, server, applied)
         url = render.service_url(server, render_settings)
+        try:
+            applied = await managed.deploy(kube, server, render_settings)
+            deployed = await managed.deployed_condition(kube, server, applied)
+        except KubeError as error:
+            message = f"Applying the Deployment or Service failed: HTTP {error.status}: {error}"
+            logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, message)
+            deployed = Condition("Deployed", "False", "ApplyFailed", message[:1024])
+            outcome = Outcome(
+                "failed",
+                "ApplyFailed",
+                message[:1024],
+                deployed=deployed,
+                ready_reason="ApplyFailed",
+            )
+            return Result(outcome, url, interval)
         probe_url, extra_headers, verify = managed.probe_endpoint(kube, server, render_settings)
     else:
         assert spec.url is not None
@@ -101,7 +114,10 @@ async def mcpserver(
     try:
         headers = await resolve_headers(kube, namespace, server)
     except SecretReferenceError as error:
-        return Result(Outcome("failed", error.reason, str(error), deployed=deployed), url, interval)
+        outcome = Outcome(
+            "failed", error.reason, str(error), deployed=deployed, ready_reason=error.reason
+        )
+        return Result(outcome, url, interval)
 
     target = ProbeTarget(
         url=probe_url,

@@ -82,7 +82,8 @@ def owner_reference(server: MCPServer) -> dict[str, Any]:
         "name": server.metadata.name,
         "uid": server.metadata.uid,
         "controller": True,
-        "blockOwnerDeletion": True,
+        # No blockOwnerDeletion: with OwnerReferencesPermissionEnforcement it would need
+        # update on mcpservers/finalizers, and background deletion does not need it.
     }
 
 

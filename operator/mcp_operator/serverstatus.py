@@ -17,7 +17,9 @@ from typing import Any, Literal
 
 from mcp_operator.conditions import Condition, find, merge
 
-Kind = Literal["probed", "failed", "invalid", "suspended", "not-probed", "waiting"]
+SERVER_INFO_KEYS = ("name", "version", "protocolVersion")
+
+Kind = Literal["probed", "failed", "invalid", "suspended", "not-probed"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,9 @@ class Outcome:
     warnings: Sequence[str] = ()
     deployed: Condition | None = None
     """The ``Deployed`` condition of a managed server, ``None`` for an external one."""
+    ready_reason: str = "ProbeFailed"
+    """The ``Ready`` reason of a failure: ``ProbeFailed``, or what stopped us before probing
+    (``SecretNotFound``, ``ApplyFailed``, ...)."""
 
 
 def status_patch(
@@ -55,6 +60,11 @@ def status_patch(
         patch.update(outcome.probe_fields)
         if "tools" not in outcome.probe_fields:
             patch["tools"] = []
+        # A merge patch keeps keys it does not mention: null removes what an earlier probe
+        # said and this one does not (a server that stopped reporting its version).
+        patch["serverInfo"] = {key: None for key in SERVER_INFO_KEYS} | dict(
+            outcome.probe_fields.get("serverInfo") or {}
+        )
         patch["lastProbeTime"] = now
         exposed = outcome.probe_fields.get("toolCount", 0)
         discovered = outcome.probe_fields.get("discoveredToolCount", 0)
@@ -77,8 +87,7 @@ def status_patch(
                 f"{previous['lastProbeTime']}"
             )
         wanted.append(Condition("Probed", "False", outcome.reason, message))
-        ready_reason = "ProbeFailed" if not outcome.reason.startswith("Secret") else outcome.reason
-        wanted.append(Condition("Ready", "False", ready_reason, message))
+        wanted.append(Condition("Ready", "False", outcome.ready_reason, message))
     elif outcome.kind == "invalid":
         wanted.append(Condition("Ready", "False", "InvalidSpec", outcome.message))
     elif outcome.kind == "suspended":
@@ -93,9 +102,6 @@ def status_patch(
                 outcome.deployed, "ProbeDisabled", "Not probed: spec.probe.enabled is false"
             )
         )
-    elif outcome.kind == "waiting":
-        wanted.append(Condition("Probed", "Unknown", outcome.reason, outcome.message))
-        wanted.append(Condition("Ready", "False", outcome.reason, outcome.message))
     patch["conditions"] = merge(previous.get("conditions"), wanted, now=now, generation=generation)
     return patch
 

@@ -313,7 +313,7 @@ def test_the_service_accounts_permissions_are_enough_to_reconcile_without_a_403(
 # Verbs the operator has and needs (a sample), and verbs it must not have.
 ALLOWED = [
     ("list", "mcpservers.mcp-operator.dev", None),
-    ("watch", "agentruns.mcp-operator.dev", None),
+    ("get", "pods", None),
     ("patch", "mcpservers.mcp-operator.dev", "status"),
     ("patch", "deployments.apps", None),
     ("create", "services", None),
@@ -333,6 +333,8 @@ DENIED = [
     ("patch", "mcpservers.mcp-operator.dev", None),
     ("delete", "deployments.apps", None),
     ("delete", "pods", None),
+    ("create", "pods", None),
+    ("create", "configmaps", None),
     ("create", "pods", "exec"),
     ("get", "services", "proxy"),
     ("create", "serviceaccounts", "token"),

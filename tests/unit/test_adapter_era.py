@@ -113,3 +113,18 @@ def test_a_missing_command_is_an_error_that_says_how() -> None:
     config.add_arguments(parser)
     with pytest.raises(ValueError, match="after --"):
         config.from_args(parser.parse_args(["--port", "9000"]), {})
+
+
+@pytest.mark.parametrize(
+    ("host", "ok"),
+    [
+        ("[fd00::5]:8080", True),
+        ("[fd00::5]", True),
+        ("[fd00::6]:8080", False),
+        ("10.0.0.7:8080", True),
+        ("10.0.0.8:8080", False),
+    ],
+)
+def test_a_pod_ip_allowed_host_matches_ipv4_and_bracketed_ipv6(host: str, ok: bool) -> None:
+    policy = HostPolicy(("fd00::5", "10.0.0.7"), ())
+    assert policy.host_ok(host) is ok

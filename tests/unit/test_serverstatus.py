@@ -58,7 +58,12 @@ def test_a_failed_probe_keeps_the_last_tools_and_says_since_when() -> None:
 
 
 def test_a_missing_secret_is_the_ready_reason() -> None:
-    failure = Outcome("failed", "SecretNotFound", "Secret ns/token (key 'k') was not found")
+    failure = Outcome(
+        "failed",
+        "SecretNotFound",
+        "Secret ns/token (key 'k') was not found",
+        ready_reason="SecretNotFound",
+    )
     patch = status_patch(None, failure, generation=1, url="u", now=T0)
     ready = find(patch["conditions"], "Ready")
     assert ready is not None and ready["reason"] == "SecretNotFound"
@@ -103,3 +108,13 @@ def test_events_are_posted_on_transitions_not_repetitions() -> None:
     )
     assert [e.type for e in events(fewer, failed)] == ["Warning"]
     assert events(failed, failed) == []
+
+
+def test_server_info_keys_a_server_stopped_sending_are_removed() -> None:
+    outcome = probed()
+    fields = dict(outcome.probe_fields)
+    fields["serverInfo"] = {"protocolVersion": "2026-07-28"}
+    patch = status_patch(
+        None, Outcome("probed", probe_fields=fields), generation=1, url="u", now=T0
+    )
+    assert patch["serverInfo"] == {"name": None, "version": None, "protocolVersion": "2026-07-28"}

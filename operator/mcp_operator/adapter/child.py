@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 30.0
 _WRITE_HIGH_WATER = 1024 * 1024
+_DRAIN_TIMEOUT_SECONDS = 30.0
+"""How long a write may wait for a child that does not read its stdin; the call then fails."""
 
 
 class ChildUnavailableError(Exception):
@@ -134,12 +136,14 @@ class ChildProcess:
         proc.stdin.write(line)
 
     async def write(self, line: bytes) -> None:
-        """Write ``line`` and wait only when the pipe is backed up (bounded buffer)."""
+        """Write ``line`` and wait only when the pipe is backed up (bounded buffer and time)."""
         self.write_nowait(line)
         stdin = self._proc.stdin if self._proc is not None else None
         if stdin is not None and stdin.transport.get_write_buffer_size() > _WRITE_HIGH_WATER:
             try:
-                await stdin.drain()
+                await asyncio.wait_for(stdin.drain(), _DRAIN_TIMEOUT_SECONDS)
+            except TimeoutError:
+                raise ChildUnavailableError("the MCP server is not reading its stdin") from None
             except (ConnectionError, BrokenPipeError) as error:
                 raise ChildUnavailableError(str(error)) from error
 
@@ -169,6 +173,8 @@ class ChildProcess:
 STDIN_FIFO = "stdin"
 STDOUT_FIFO = "stdout"
 _FIFO_POLL_SECONDS = 0.1
+_FIFO_BUFFER_LIMIT = 16 * 1024 * 1024
+"""Most bytes queued for a FIFO-mode server's stdin; beyond that, calls fail (503)."""
 
 
 def make_fifos(directory: str) -> None:
@@ -203,7 +209,6 @@ class FifoChild(ChildProcess):
         self._directory = directory
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.WriteTransport | None = None
-        self._closed = asyncio.Event()
 
     @property
     def pid(self) -> int | None:
@@ -243,6 +248,10 @@ class FifoChild(ChildProcess):
     def write_nowait(self, line: bytes) -> None:
         if self._writer is None or self._writer.is_closing():
             raise ChildUnavailableError("the MCP server container has not opened its stdin")
+        # A pipe transport has no flow control of its own: a server that stops reading
+        # would let the buffer grow until the container is out of memory.
+        if self._writer.get_write_buffer_size() > _FIFO_BUFFER_LIMIT:
+            raise ChildUnavailableError("the MCP server is not reading its stdin")
         self._writer.write(line)
 
     async def write(self, line: bytes) -> None:
@@ -254,7 +263,6 @@ class FifoChild(ChildProcess):
     async def terminate(self, grace: float) -> None:
         if self._writer is not None:
             self._writer.close()
-        self._closed.set()
 
 
 def _killpg(pgid: int, sig: int) -> None:

@@ -184,12 +184,16 @@ class SseStream(_Waitable):
 class _StreamCall:
     """A request's sink on the legacy SSE transport: everything goes onto the session stream."""
 
-    __slots__ = ("stream",)
+    __slots__ = ("expiry", "stream")
 
     def __init__(self, stream: SseStream) -> None:
         self.stream = stream
+        self.expiry: asyncio.TimerHandle | None = None
+        """The request-timeout timer; cancelled with the answer so finished calls are freed."""
 
     def respond(self, message: dict[str, Any]) -> None:
+        if self.expiry is not None:
+            self.expiry.cancel()
         self.stream.push(message)
 
     def related(self, message: dict[str, Any]) -> bool:
@@ -199,12 +203,22 @@ class _StreamCall:
 # ---------------------------------------------------------------------------- host checks
 
 
+def _bracket_ipv6(pattern: str) -> str:
+    """``fd00::5`` -> ``[fd00::5]``: the form a Host header carries an IPv6 address in
+    (a Pod IP passed as ``--allowed-host=$(POD_IP)`` on an IPv6 cluster, say)."""
+    if pattern.count(":") >= 2 and not pattern.startswith("["):
+        return f"[{pattern}]"
+    return pattern
+
+
 class HostPolicy:
     """DNS rebinding protection: which Host and Origin headers are accepted (results cached)."""
 
     def __init__(self, allowed_hosts: tuple[str, ...], allowed_origins: tuple[str, ...]) -> None:
         self._any_host = "*" in allowed_hosts
-        self._hosts = tuple(h.lower() for h in (*_LOCAL_HOSTS, *allowed_hosts) if h != "*")
+        self._hosts = tuple(
+            _bracket_ipv6(h.lower()) for h in (*_LOCAL_HOSTS, *allowed_hosts) if h != "*"
+        )
         self._origins = tuple(o.lower().rstrip("/") for o in allowed_origins)
         self._host_cache: dict[str, bool] = {}
         self._origin_cache: dict[str, bool] = {}
@@ -782,13 +796,16 @@ class HttpFront:
             stream.push({"jsonrpc": "2.0", "id": request_id, "result": result})
             return
         else:
+            sink = _StreamCall(stream)
             try:
-                call, line = core.router.forward_request(message, session, _StreamCall(stream))
+                call, line = core.router.forward_request(message, session, sink)
             except RouterFullError:
                 stream.push(error_response(request_id, INTERNAL_ERROR, "Too many calls in flight"))
                 return
             loop = asyncio.get_running_loop()
-            loop.call_later(self.config.request_timeout_seconds, self._expire_call, call)
+            sink.expiry = loop.call_later(
+                self.config.request_timeout_seconds, self._expire_call, call
+            )
         if line is not None:
             core.write_nowait(line)
 

@@ -604,6 +604,13 @@ def _scrub(error: ProbeError, target: ProbeTarget) -> ProbeError:
     message = error.message
     for secret in sorted(secrets, key=len, reverse=True):
         message = message.replace(secret, "***")
+        # Server text is cut to a bounded length before it gets here: a secret echoed at
+        # the cut shows only as a prefix ending in the ellipsis. Mask that too.
+        for keep in range(len(secret) - 1, 7, -1):
+            cut_form = secret[:keep] + "…"
+            if cut_form in message:
+                message = message.replace(cut_form, "***…")
+                break
     if message == error.message:
         return error
     return ProbeError(error.reason, message)
