@@ -147,14 +147,20 @@ def run(args: argparse.Namespace) -> None:
         urls = [stack.enter_context(peers.server_everything()) for _ in range(2)]
         urls.append(stack.enter_context(peers.mcp_server_time()))
         log = stack.enter_context(open(args.log, "wb"))
+        command = [sys.executable, "-m", "mcp_operator", "run", "--liveness", "none"]
+        if args.profile:
+            spy = str(Path(sys.executable).with_name("py-spy"))
+            command = [spy, "record", "--format", "raw", "-o", args.profile, "--", *command]
         operator = subprocess.Popen(
-            [sys.executable, "-m", "mcp_operator", "run", "--liveness", "none"],
+            command,
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        stack.callback(lambda: (os.killpg(operator.pid, signal.SIGTERM), operator.wait(20)))
+        # py-spy writes its profile on SIGINT; the operator stops on SIGTERM.
+        stop = signal.SIGINT if args.profile else signal.SIGTERM
+        stack.callback(lambda: (os.killpg(operator.pid, stop), operator.wait(30)))
         time.sleep(2)  # the operator's watches start
         rows, latencies = asyncio.run(measure(args, Api(plane), urls, operator.pid))
         print(f"\nkube-apiserver {plane.version.get('gitVersion')}, {os.cpu_count()} CPUs\n")
@@ -191,6 +197,11 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--single", type=int, default=20)
     parser.add_argument("--log", default="/tmp/fleet-bench-operator.log")
+    parser.add_argument(
+        "--profile",
+        metavar="FILE",
+        help="record the operator with py-spy (raw format) into FILE (RSS rows then show py-spy)",
+    )
     run(parser.parse_args())
 
 
