@@ -6,6 +6,7 @@ built by ``hack/build-control-plane.sh``); every test gets a namespace of its ow
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -87,13 +88,17 @@ class OperatorProcess:
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
+def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
     with ControlPlane() as plane:
-        print(
-            f"\nReal control plane: kube-apiserver {plane.version.get('gitVersion')} "
+        line = (
+            f"Real control plane: kube-apiserver {plane.version.get('gitVersion')} "
             f"({plane.version.get('platform')}, go {plane.version.get('goVersion')}) "
             f"at {plane.server}"
         )
+        # Straight to the terminal, so that the CI log shows it even with -q and capture on.
+        capture = request.config.pluginmanager.get_plugin("capturemanager")
+        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+            print(f"\n{line}", flush=True)
         os.environ["KUBECONFIG"] = str(plane.kubeconfig)
         yield Cluster(plane)
 
