@@ -209,3 +209,28 @@ def test_suspending_a_managed_server_scales_it_to_zero_and_stops_probing(
         "Suspended",
     )
     assert condition(obj, "Probed")["reason"] == "Suspended"
+
+
+def test_a_refused_apply_is_reported_in_status_not_only_in_the_log(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    # A quota that allows no Service: the API server refuses the operator's apply.
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-services"},
+        "spec": {"hard": {"services": "0"}},
+    }
+    cluster.apply(namespace, quota)
+    cluster.kubectl("-n", namespace, "create", "secret", "generic", "creds", "--from-literal=t=x")
+    cluster.apply(namespace, manifest("refused", SPEC))
+
+    def refused() -> dict[str, Any] | None:
+        obj = get(cluster, namespace, "mcpserver/refused")
+        return obj if condition(obj, "Deployed").get("reason") == "ApplyFailed" else None
+
+    obj = eventually("the refusal to show in status", refused)
+    assert condition(obj, "Ready")["status"] == "False"
+    assert condition(obj, "Ready")["reason"] == "ApplyFailed"
+    assert "exceeded quota" in condition(obj, "Deployed")["message"]
+    assert obj["status"]["observedGeneration"] == obj["metadata"]["generation"]
