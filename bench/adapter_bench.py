@@ -25,7 +25,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -35,6 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import httpx
+
+from mcp_operator.devcluster import stop_process_group
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
@@ -110,15 +111,7 @@ def started(command: list[str], port: int) -> Iterator[subprocess.Popen[bytes]]:
             raise RuntimeError(f"{command[0]} did not listen on {port}")
         yield process
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
+        stop_process_group(process, grace=10, name=command[0])
 
 
 def decode(response: httpx.Response) -> dict[str, object]:
