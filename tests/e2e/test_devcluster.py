@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +16,9 @@ pytestmark = pytest.mark.e2e
 
 OWNER = """
 import json, sys, time
+from pathlib import Path
 from mcp_operator.devcluster import ControlPlane
-with ControlPlane() as plane:
+with ControlPlane(directory=Path(sys.argv[1])) as plane:
     print(json.dumps({"pids": plane.pids, "version": plane.version["gitVersion"]}), flush=True)
     time.sleep(600)
 """
@@ -32,8 +34,12 @@ def alive(pid: int) -> bool:
         return stat.read().split()[2] != "Z"
 
 
-def test_killing_the_owner_with_sigkill_stops_etcd_apiserver_and_controller_manager() -> None:
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+def test_killing_the_owner_with_sigkill_stops_etcd_apiserver_and_controller_manager(
+    tmp_path: Path,
+) -> None:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", OWNER, str(tmp_path / "cluster")], stdout=subprocess.PIPE, text=True
+    )
     assert owner.stdout is not None
     started = json.loads(owner.stdout.readline())
     pids = started["pids"]
