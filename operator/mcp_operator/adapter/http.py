@@ -339,11 +339,7 @@ class HttpFront:
         for key, value in scope["headers"]:
             if key in _WANTED:
                 headers[key] = value.decode("latin-1")
-        if not self.policy.host_ok(headers.get(b"host")):
-            await _plain(send, 421, b"Invalid Host header")
-            return
-        if not self.policy.origin_ok(headers.get(b"origin")):
-            await _plain(send, 403, b"Invalid Origin header")
+        if await self._refused(headers, send):
             return
         method = scope["method"]
         if era.is_modern(headers.get(b"mcp-protocol-version")):
@@ -711,15 +707,21 @@ class HttpFront:
             decoded, None, json_ok, sse_ok, receive, send, modern=verdict.protocol_version
         )
 
+    async def _refused(self, headers: dict[bytes, str], send: Send) -> bool:
+        """Answer 421 for a foreign Host or 403 for a foreign Origin (DNS rebinding)."""
+        if not self.policy.host_ok(headers.get(b"host")):
+            await _plain(send, 421, b"Invalid Host header")
+            return True
+        if not self.policy.origin_ok(headers.get(b"origin")):
+            await _plain(send, 403, b"Invalid Origin header")
+            return True
+        return False
+
     # ------------------------------------------------------ legacy HTTP+SSE transport (--sse)
 
     async def _legacy_sse(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k: v.decode("latin-1") for k, v in scope["headers"] if k in _WANTED}
-        if not self.policy.host_ok(headers.get(b"host")):
-            await _plain(send, 421, b"Invalid Host header")
-            return
-        if not self.policy.origin_ok(headers.get(b"origin")):
-            await _plain(send, 403, b"Invalid Origin header")
+        if await self._refused(headers, send):
             return
         if path == self.config.sse_path and scope["method"] == "GET":
             await self._sse_stream(scope, receive, send)
