@@ -35,7 +35,7 @@ from pathlib import Path
 
 import httpx
 
-from mcp_operator.devcluster import stop_process_group
+from mcp_operator.dev.cluster import stop_process_group
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))

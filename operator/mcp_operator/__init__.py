@@ -1,13 +1,16 @@
 """mcp-operator: runs and governs Model Context Protocol servers on Kubernetes.
 
-The package is layered; each module's docstring says what it owns:
+One room per job; the arrows run one way (import-linter contracts in ``make lint``):
 
-- ``api``      pydantic models of the custom resources (parse at the boundary)
-- ``mcp``      the MCP client side shared by probe, adapter and bridge (naming, filters, probe)
-- ``kube``     the one door to the Kubernetes API (server-side apply, status patches)
-- ``handlers`` thin kopf handlers (parse -> render -> apply -> status)
-- ``adapter``  the stdio -> Streamable HTTP adapter
-- ``devcluster`` the local control plane used by tests and ``make demo``
+- ``api``        pydantic models of the custom resources (parse at the boundary)
+- ``kube``       the one door to the Kubernetes API (server-side apply, status patches)
+- ``controller`` kopf handlers, settings, conditions, the per-object worker;
+  ``controller.mcpserver`` reconciles MCPServers
+- ``mcp``        the MCP client side shared by probe and bridge (target, discovery, naming)
+- ``serve``      the MCP server side shared by adapter and bridge (ASGI, SSE, Host/Origin)
+- ``adapter``    the stdio -> Streamable HTTP adapter
+- ``dev``        the local control plane used by tests and ``make demo``, and the demo
+- ``commands``   the command line: run, adapter, probe, dev
 """
 
 GROUP = "mcp-operator.dev"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.devcluster import ControlPlane, free_port, kubectl_path, stop_process_group
+from mcp_operator.dev.cluster import ControlPlane, free_port, kubectl_path, stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "crds"

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.e2e
 OWNER = """
 import json, sys, time
 from pathlib import Path
-from mcp_operator.devcluster import ControlPlane
+from mcp_operator.dev.cluster import ControlPlane
 with ControlPlane(directory=Path(sys.argv[1])) as plane:
     print(json.dumps({"pids": plane.pids, "version": plane.version["gitVersion"]}), flush=True)
     time.sleep(600)

@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator.devcluster import ControlPlane, kubectl_path, stop_process_group
+from mcp_operator.dev.cluster import ControlPlane, kubectl_path, stop_process_group
 from tests.e2e.conftest import Cluster
 from tests.support import peers
 from tests.support.objects import condition

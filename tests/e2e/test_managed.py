@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from mcp_operator import render
 from mcp_operator.api.models import MCPServer
+from mcp_operator.controller.mcpserver import render
 from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from mcp_operator.adapter import era
-from mcp_operator.render import RenderSettings
+from mcp_operator.controller.mcpserver.render import RenderSettings
 from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support import kubelet, peers
 from tests.support.objects import condition, eventually

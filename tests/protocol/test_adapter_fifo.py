@@ -21,7 +21,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from mcp_operator.render import SERVER_WRAPPER
+from mcp_operator.controller.mcpserver.render import SERVER_WRAPPER
 from tests.support.peers import free_port
 
 ADAPTER = [sys.executable, "-m", "mcp_operator", "adapter"]

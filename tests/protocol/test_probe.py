@@ -17,7 +17,8 @@ from mcp.client.sse import sse_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from mcp_operator.commands import probe as probe_command
-from mcp_operator.mcp import naming, report
+from mcp_operator.controller.mcpserver import report
+from mcp_operator.mcp import naming
 from mcp_operator.mcp.probe import (
     MAX_DISCOVERED_TOOLS,
     Paginator,

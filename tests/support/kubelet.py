@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mcp_operator.devcluster import stop_process_group
+from mcp_operator.dev.cluster import stop_process_group
 
 _counter = itertools.count(os.getpid() % 200)
 _RUNNER = Path(__file__).with_name("pod_runner.py")

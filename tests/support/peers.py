@@ -30,7 +30,7 @@ import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from mcp_operator.devcluster import stop_process_group
+from mcp_operator.dev.cluster import stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from mcp_operator import fleet as fleet_module
-from mcp_operator.fleet import Fleet, FleetSettings
+from mcp_operator.controller.mcpserver import fleet as fleet_module
+from mcp_operator.controller.mcpserver.fleet import Fleet, FleetSettings
+from mcp_operator.controller.mcpserver.reconcile import Result
+from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.kube import KubeError, NotFound
-from mcp_operator.reconcile import Result
-from mcp_operator.serverstatus import Outcome
 
 
 class FakeKube:

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from mcp_operator import kube
-from mcp_operator.devcluster import kubectl_path
+from mcp_operator.dev.cluster import kubectl_path
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "crds"
@@ -267,7 +267,7 @@ def test_chart_defaults_render_the_same_operator_pod_as_deploy(helm: str) -> Non
 
 def test_deploy_chart_package_and_sidecars_agree_on_the_image(helm: str) -> None:
     from mcp_operator import __version__
-    from mcp_operator.render import RenderSettings
+    from mcp_operator.controller.mcpserver.render import RenderSettings
 
     image = f"ghcr.io/mcp-operator/mcp-operator:{__version__}"
     chart = yaml.safe_load((CHART / "Chart.yaml").read_text())

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.handlers import own_image
+from mcp_operator.controller.handlers import own_image
 from mcp_operator.kube import PODS, Resource
 
 

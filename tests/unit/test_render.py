@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator import render
 from mcp_operator.api.models import MCPServer
+from mcp_operator.controller.mcpserver import render
 
 GOLDEN = Path(__file__).parent / "golden"
 SETTINGS = render.RenderSettings(adapter_image="registry.example/mcp-operator:1.2.3")

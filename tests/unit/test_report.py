@@ -1,12 +1,12 @@
-"""The status fields and warnings of a probe (mcp_operator.mcp.report)."""
+"""The status fields and warnings of a probe (mcp_operator.controller.mcpserver.report)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from mcp_operator.controller.mcpserver.report import status_fields, warnings
 from mcp_operator.mcp.naming import RawTool, select_tools
 from mcp_operator.mcp.probe import Discovery
-from mcp_operator.mcp.report import status_fields, warnings
 
 
 def discovery(tools: list[RawTool], **info: Any) -> Discovery:

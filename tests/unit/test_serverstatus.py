@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mcp_operator.conditions import Condition, find, merge
-from mcp_operator.serverstatus import Outcome, events, status_patch
+from mcp_operator.controller.conditions import Condition, find, merge
+from mcp_operator.controller.mcpserver.status import Outcome, events, status_patch
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z", "2026-01-01T00:10:00Z"
 

@@ -1,9 +1,9 @@
 """``mcp-operator dev``: the local control plane and the demo, for laptops and CI.
 
 ``dev cluster up`` starts etcd, kube-apiserver and kube-controller-manager (see
-:mod:`mcp_operator.devcluster`) in the foreground and stops them on Ctrl-C;
+:mod:`mcp_operator.dev.cluster`) in the foreground and stops them on Ctrl-C;
 ``dev cluster down`` stops one started by another shell. ``dev demo`` is what
-``make demo`` runs (see :mod:`mcp_operator.demo`).
+``make demo`` runs (see :mod:`mcp_operator.dev.demo`).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     if args.dev_command == "demo":
-        from mcp_operator import demo
+        from mcp_operator.dev import demo
 
         return demo.main(force_local=args.local, once=args.once)
     if args.action == "up":
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _up(directory: Path) -> int:
-    from mcp_operator.devcluster import ControlPlane
+    from mcp_operator.dev.cluster import ControlPlane
 
     if directory.exists():
         _down(directory, quiet=True)

@@ -103,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
+    from mcp_operator.controller.mcpserver.report import status_fields, warnings
     from mcp_operator.mcp.naming import is_valid_prefix, select_tools
     from mcp_operator.mcp.probe import ProbeError, ProbeTarget, discover
-    from mcp_operator.mcp.report import status_fields, warnings
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:

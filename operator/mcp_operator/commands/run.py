@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from mcp_operator.render import RenderSettings
+from mcp_operator.controller.mcpserver.render import RenderSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -62,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
 
     import kopf
 
-    import mcp_operator.handlers  # noqa: F401  (registers the handlers)
-    from mcp_operator.fleet import FleetSettings
+    import mcp_operator.controller.handlers  # noqa: F401  (registers the handlers)
+    from mcp_operator.controller.mcpserver.fleet import FleetSettings
 
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
     kopf.configure(verbose=args.verbose, debug=args.debug, log_format=log_format)

@@ -1,6 +1,6 @@
 """One reconcile of one MCPServer: parse -> deploy (managed) -> resolve headers -> probe.
 
-This module decides; :mod:`mcp_operator.fleet` schedules and writes status.
+This module decides; :mod:`mcp_operator.controller.mcpserver.fleet` schedules and writes status.
 Secret values resolved here go straight into the probe's request headers and
 nowhere else: not into the outcome, not into logs.
 """
@@ -16,14 +16,14 @@ from typing import Any
 
 import pydantic
 
-from mcp_operator import managed, render
 from mcp_operator.api.models import MCPServer
-from mcp_operator.conditions import Condition
+from mcp_operator.controller.conditions import Condition
+from mcp_operator.controller.mcpserver import managed, render, report
+from mcp_operator.controller.mcpserver.render import RenderSettings
+from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.kube import Kube, KubeError, SecretReferenceError
-from mcp_operator.mcp import naming, report
+from mcp_operator.mcp import naming
 from mcp_operator.mcp.probe import ProbeError, ProbeTarget, discover
-from mcp_operator.render import RenderSettings
-from mcp_operator.serverstatus import Outcome
 
 logger = logging.getLogger(__name__)
 

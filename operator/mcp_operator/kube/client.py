@@ -26,6 +26,7 @@ from typing import Any
 import httpx
 
 from mcp_operator import FIELD_MANAGER
+from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 
 logger = logging.getLogger(__name__)
 
@@ -52,34 +53,6 @@ class SecretReferenceError(RuntimeError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class Resource:
-    """Where a kind lives in the REST API."""
-
-    group: str
-    version: str
-    plural: str
-
-    def path(self, namespace: str | None, name: str | None = None, sub: str | None = None) -> str:
-        base = f"/api/{self.version}" if not self.group else f"/apis/{self.group}/{self.version}"
-        if namespace:
-            base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{name}"
-        if sub:
-            base += f"/{sub}"
-        return base
-
-
-SECRETS = Resource("", "v1", "secrets")
-EVENTS = Resource("", "v1", "events")
-SERVICES = Resource("", "v1", "services")
-DEPLOYMENTS = Resource("apps", "v1", "deployments")
-PODS = Resource("", "v1", "pods")
-MCPSERVERS = Resource("mcp-operator.dev", "v1alpha1", "mcpservers")
 
 
 @dataclass

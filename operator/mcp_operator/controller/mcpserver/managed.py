@@ -1,6 +1,6 @@
 """Managed mode: apply a server's Deployment and Service, and tell the truth about them.
 
-:func:`deploy` renders (pure, :mod:`mcp_operator.render`) and applies the
+:func:`deploy` renders (pure, :mod:`mcp_operator.controller.mcpserver.render`) and applies the
 children with server-side apply; :func:`deployed_condition` reads the
 Deployment's own status (and its Pods' phases) into the ``Deployed``
 condition; :func:`probe_endpoint` says how the operator reaches the Service:
@@ -14,9 +14,9 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_operator import render
 from mcp_operator.api.models import MCPServer
-from mcp_operator.conditions import Condition
+from mcp_operator.controller.conditions import Condition
+from mcp_operator.controller.mcpserver import render
 from mcp_operator.kube import DEPLOYMENTS, PODS, SECRETS, SERVICES, Kube
 
 

@@ -1,7 +1,7 @@
 """``make demo``: see the operator work in a minute, on any machine.
 
 With no reachable cluster it starts the local control plane (see
-:mod:`mcp_operator.devcluster`); with a kubeconfig that points at a cluster it
+:mod:`mcp_operator.dev.cluster`); with a kubeconfig that points at a cluster it
 uses that. It installs the CRDs, starts the operator, starts a real
 third-party MCP server (``@modelcontextprotocol/server-everything`` over
 Streamable HTTP) on loopback, applies an external MCPServer that points at it,
@@ -25,7 +25,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-from mcp_operator.devcluster import (
+from mcp_operator.dev.cluster import (
     CACHE_DIR,
     ControlPlane,
     free_port,

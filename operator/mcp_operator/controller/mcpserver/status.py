@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mcp_operator.conditions import Condition, find, merge
+from mcp_operator.controller.conditions import Condition, find, merge
 
 SERVER_INFO_KEYS = ("name", "version", "protocolVersion")
 

@@ -1,7 +1,7 @@
 """The kopf handlers: thin on purpose (and async: kopf runs sync handlers in threads).
 
 Start-up configures kopf and creates the shared clients; every MCPServer watch
-event goes to :class:`mcp_operator.fleet.Fleet`, which owns scheduling and
+event goes to :class:`mcp_operator.controller.mcpserver.fleet.Fleet`, which owns scheduling and
 reconciling; clean-up stops the workers and closes the clients.
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 import kopf
 
 from mcp_operator import GROUP, VERSION
-from mcp_operator.fleet import Fleet, FleetSettings
+from mcp_operator.controller.mcpserver.fleet import Fleet, FleetSettings
 from mcp_operator.kube import PODS, Kube, KubeError
 
 logger = logging.getLogger(__name__)

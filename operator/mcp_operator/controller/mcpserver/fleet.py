@@ -27,11 +27,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_operator import reconcile
+from mcp_operator.controller.mcpserver import reconcile
+from mcp_operator.controller.mcpserver.render import RenderSettings
+from mcp_operator.controller.mcpserver.status import events, status_patch
 from mcp_operator.kube import MCPSERVERS, Kube, KubeError, NotFound
 from mcp_operator.mcp.probe import ProbeError, ProbeTarget, watch_tools
-from mcp_operator.render import RenderSettings
-from mcp_operator.serverstatus import events, status_patch
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The MCPServer controller: wake policy, reconcile, managed children, render and status."""

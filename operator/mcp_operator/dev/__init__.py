@@ -1,0 +1,1 @@
+"""Local development: a real control plane on loopback (``cluster``) and the demo (``demo``)."""

@@ -1,0 +1,38 @@
+"""The one door to the Kubernetes API server: nothing else in the package speaks HTTP to it.
+
+- ``client``    :class:`Kube`: server-side apply, status patches, Secret reads, Events;
+  HTTP status codes become exceptions here and nowhere else
+- ``resources`` where each kind lives in the REST API
+"""
+
+from mcp_operator.kube.client import (
+    SERVICE_ACCOUNT_DIR,
+    Kube,
+    KubeError,
+    NotFound,
+    SecretReferenceError,
+)
+from mcp_operator.kube.resources import (
+    DEPLOYMENTS,
+    EVENTS,
+    MCPSERVERS,
+    PODS,
+    SECRETS,
+    SERVICES,
+    Resource,
+)
+
+__all__ = [
+    "DEPLOYMENTS",
+    "EVENTS",
+    "MCPSERVERS",
+    "PODS",
+    "SECRETS",
+    "SERVICES",
+    "SERVICE_ACCOUNT_DIR",
+    "Kube",
+    "KubeError",
+    "NotFound",
+    "Resource",
+    "SecretReferenceError",
+]
