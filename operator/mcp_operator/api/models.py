@@ -270,6 +270,56 @@ class ProbeSpec(SpecModel):
 
 Transport = Literal["stdio", "streamable-http", "sse"]
 
+PiiMode = Literal["off", "detect", "redact", "block"]
+"""PII scanning modes, from the loosest to the strictest."""
+
+NAMESPACE_OR_ANY_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
+
+
+class PiiPolicySpec(SpecModel):
+    """PII/PHI scanning per direction; unset: the next level's default (off at the bottom)."""
+
+    arguments: PiiMode | None = None
+    results: PiiMode | None = None
+
+
+class RetrySpec(SpecModel):
+    """Automatic retries of transient upstream failures (read-only or idempotent tools only)."""
+
+    max_attempts: int | None = Field(default=None, ge=1, le=5)
+
+
+class CallPolicySpec(SpecModel):
+    """The bridge's call policy: server defaults (MCPServer) that a run may only tighten."""
+
+    pii: PiiPolicySpec | None = None
+    retry: RetrySpec | None = None
+    timeout_seconds: int | None = Field(default=None, ge=1, le=300)
+
+
+class AccessSpec(SpecModel):
+    """Which AgentRuns may use a server: its own namespace, plus the ones listed (``*``: all)."""
+
+    namespaces: (
+        Annotated[
+            list[
+                Annotated[
+                    str,
+                    StringConstraints(
+                        min_length=1, max_length=63, pattern=NAMESPACE_OR_ANY_PATTERN
+                    ),
+                ]
+            ],
+            Field(max_length=64),
+        ]
+        | None
+    ) = None
+
+    def permits(self, namespace: str, server_namespace: str) -> bool:
+        """Whether a run in ``namespace`` may use a server that lives in ``server_namespace``."""
+        listed = self.namespaces or []
+        return namespace == server_namespace or "*" in listed or namespace in listed
+
 
 class MCPServerSpec(SpecModel):
     """Desired state of an MCP server."""
@@ -286,6 +336,8 @@ class MCPServerSpec(SpecModel):
     tools_deny: Globs | None = None
     probe: ProbeSpec = Field(default_factory=ProbeSpec)
     suspend: bool = False
+    access: AccessSpec | None = None
+    policy: CallPolicySpec | None = None
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> MCPServerSpec:
@@ -316,6 +368,8 @@ class MCPServerSpec(SpecModel):
                 )
         _check_unique((h.name.lower() for h in self.headers or ()), "header names (ignoring case)")
         _check_globs(self.tools_allow, self.tools_deny)
+        if self.access is not None:
+            _check_unique(self.access.namespaces or (), "access.namespaces entries")
         return self
 
     @property
@@ -420,11 +474,21 @@ class AgentSpec(SpecModel):
         return self
 
 
+class AuditSpec(SpecModel):
+    """Where the bridge writes one JSON line per call."""
+
+    stdout: bool = True
+    file: bool = False
+
+
 class BridgeSpec(SpecModel):
     """The mcp-bridge sidecar."""
 
+    enabled: bool = True
     port: int = Field(default=7800, ge=1024, le=65535)
     image: Image | None = None
+    policy: CallPolicySpec | None = None
+    audit: AuditSpec = Field(default_factory=AuditSpec)
 
 
 class AgentRunSpec(SpecModel):
@@ -451,6 +515,7 @@ class ServerBinding(StatusModel):
     prefix: Annotated[str, StringConstraints(max_length=PREFIX_MAX_LENGTH)] | None = None
     tool_count: Counter | None = None
     ready: bool
+    reason: Annotated[str, StringConstraints(max_length=64, pattern=REASON_PATTERN)] | None = None
 
 
 class AgentRunStatus(StatusModel):
@@ -487,11 +552,14 @@ class AgentRun(BaseModel):
 
 
 __all__ = [
+    "AccessSpec",
     "AgentRun",
     "AgentRunSpec",
     "AgentRunStatus",
     "AgentSpec",
+    "AuditSpec",
     "BridgeSpec",
+    "CallPolicySpec",
     "Condition",
     "DeploymentSpec",
     "EnvVar",
@@ -504,9 +572,12 @@ __all__ = [
     "MCPServerStatus",
     "ObjectFieldSelector",
     "ObjectMeta",
+    "PiiMode",
+    "PiiPolicySpec",
     "ProbeSpec",
     "ResourceFieldSelector",
     "ResourceRequirements",
+    "RetrySpec",
     "SecretKeyRef",
     "ServerBinding",
     "ServerInfo",
