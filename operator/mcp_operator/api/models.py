@@ -485,7 +485,7 @@ class BridgeSpec(SpecModel):
     """The mcp-bridge sidecar."""
 
     enabled: bool = True
-    port: int = Field(default=7800, ge=1024, le=65535)
+    port: int = Field(default=7800, ge=1024, le=65534)
     image: Image | None = None
     policy: CallPolicySpec | None = None
     audit: AuditSpec = Field(default_factory=AuditSpec)

@@ -1,0 +1,1 @@
+"""The AgentRun controller: resolve references, reconcile, render (ConfigMap + Pod), status."""
