@@ -13,6 +13,8 @@ from mcp_operator.kube.client import (
     SecretReferenceError,
 )
 from mcp_operator.kube.resources import (
+    AGENTRUNS,
+    CONFIGMAPS,
     DEPLOYMENTS,
     EVENTS,
     MCPSERVERS,
@@ -23,6 +25,8 @@ from mcp_operator.kube.resources import (
 )
 
 __all__ = [
+    "AGENTRUNS",
+    "CONFIGMAPS",
     "DEPLOYMENTS",
     "EVENTS",
     "MCPSERVERS",

@@ -199,6 +199,18 @@ class Kube:
             params={"fieldManager": FIELD_MANAGER, "force": "true"},
         )
 
+    async def delete(self, resource: Resource, namespace: str | None, name: str) -> bool:
+        """Delete an object (children go by background garbage collection); False if gone."""
+        try:
+            await self.request(
+                "DELETE",
+                resource.path(namespace, name),
+                body={"propagationPolicy": "Background"},
+            )
+        except NotFound:
+            return False
+        return True
+
     async def patch_status(
         self, resource: Resource, namespace: str, name: str, status: Mapping[str, Any]
     ) -> Any:

@@ -45,6 +45,8 @@ class Observed:
     bridge_url: str
     apply_error: str | None = None
     """Why creating the Pod or ConfigMap failed, if it did."""
+    pod_lost: bool = False
+    """The Pod existed once and is gone: the run is not started again."""
 
     @property
     def bridge_on(self) -> bool:
@@ -85,6 +87,11 @@ def status_patch(
         if phase in ("Succeeded", "Failed"):
             patch["completionTime"] = previous.get("completionTime") or _finished_at(pod) or now
         wanted += _phase_conditions(observed, phase, pod_status)
+    elif observed.pod_lost:
+        message = f"Pod {observed.pod_name} was deleted before the run finished"
+        patch["completionTime"] = previous.get("completionTime") or now
+        wanted.append(Condition("Ready", "False", "PodLost", message))
+        wanted.append(Condition("Failed", "True", "PodLost", message))
     elif observed.blocked:
         blocking = _servers_resolved(observed)
         wanted.append(Condition("Ready", "False", blocking.reason, blocking.message))

@@ -1,0 +1,144 @@
+"""One reconcile of one AgentRun: read the servers → resolve → apply ConfigMap and Pod → status.
+
+This module decides and applies; the per-object worker schedules it. It is
+level-based: every pass reads the referenced MCPServers and the Pod afresh, so a
+missed event costs a delay, never a wrong state.
+
+- The ConfigMap is applied on every pass while the run may start, so that a
+  referenced server's new url, tools or filters reach the bridge (which re-reads
+  the mounted file) without a restart.
+- The Pod is created once: a Pod's spec cannot change after creation, so a spec
+  change of the AgentRun after its Pod exists affects the ConfigMap only. A Pod
+  deleted behind the run's back is not created again (the agent may have acted
+  already): the run fails with ``PodLost``.
+- Nothing is created while a required server is missing or not Ready or while
+  tool names collide: the run waits (and is retried), with the reason in status.
+- ``ttlSecondsAfterFinished`` deletes the AgentRun (its children follow by garbage
+  collection) that long after the run finished.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import pydantic
+
+from mcp_operator.api.models import AgentRun, MCPServer
+from mcp_operator.controller.agentrun import render, resolve
+from mcp_operator.controller.agentrun.status import BridgeState, Observed, status_patch
+from mcp_operator.kube import CONFIGMAPS, MCPSERVERS, PODS, Kube, KubeError
+
+logger = logging.getLogger(__name__)
+
+WAIT_FOR_SERVERS_SECONDS = 15.0
+"""Retry delay while the run waits for servers (their own events usually wake it sooner)."""
+RESYNC_SECONDS = 300.0
+"""Regular re-reconcile of a run whose Pod exists, in case a Pod event was missed."""
+
+
+@dataclass(frozen=True)
+class Pass:
+    """What one reconcile found and wants written."""
+
+    patch: dict[str, Any]
+    """The merge patch of ``status``."""
+    delay: float | None
+    """Seconds until the next pass; ``None``: only an event wakes it."""
+    delete: bool = False
+    """The run finished more than ``ttlSecondsAfterFinished`` ago: delete it."""
+
+
+def bridge_state(run: AgentRun, settings: render.AgentRenderSettings) -> BridgeState:
+    if not settings.bridge_enabled:
+        return "disabled-operator-wide"
+    if not run.spec.bridge.enabled:
+        return "disabled-by-run"
+    return "enabled"
+
+
+async def read_servers(kube: Kube, run: AgentRun) -> dict[resolve.ServerKey, MCPServer | None]:
+    """The referenced MCPServers as the API server has them (``None``: missing or unparsable)."""
+    servers: dict[resolve.ServerKey, MCPServer | None] = {}
+    for namespace, name in resolve.keys(run):
+        body = await kube.get(MCPSERVERS, namespace, name)
+        server = None
+        if body is not None:
+            try:
+                server = MCPServer.model_validate(body)
+            except pydantic.ValidationError:
+                logger.warning(
+                    "MCPServer %s/%s could not be parsed; treated as missing", namespace, name
+                )
+        servers[(namespace, name)] = server
+    return servers
+
+
+async def reconcile(
+    kube: Kube,
+    run: AgentRun,
+    previous: dict[str, Any] | None,
+    settings: render.AgentRenderSettings,
+    *,
+    now: datetime.datetime,
+) -> Pass:
+    """Reconcile ``run`` once; ``previous`` is its status as last written."""
+    namespace = run.metadata.namespace or ""
+    bridge = bridge_state(run, settings)
+    servers = await read_servers(kube, run) if bridge == "enabled" else {}
+    resolution = resolve.resolve(run, servers)
+    may_start = bridge != "enabled" or resolution.ready
+    pod = await kube.get(PODS, namespace, render.pod_name(run))
+    # A run starts its agent once: a Pod that existed and is gone is not started again
+    # (the agent may have acted already); the run fails with PodLost.
+    pod_lost = pod is None and bool((previous or {}).get("podName"))
+    may_start = may_start and not pod_lost
+    apply_error: str | None = None
+    try:
+        if bridge == "enabled" and may_start:
+            config = render.bridge_config(run, resolution)
+            await kube.apply(CONFIGMAPS, render.config_map(run, config))
+        if pod is None and may_start:
+            pod = await kube.apply(PODS, render.pod(run, resolution, settings))
+            logger.info(
+                "Created Pod %s/%s for AgentRun %s",
+                namespace,
+                render.pod_name(run),
+                run.metadata.name,
+            )
+    except KubeError as error:
+        apply_error = f"Applying the ConfigMap or Pod failed: HTTP {error.status}: {error}"[:1024]
+        logger.warning("AgentRun %s/%s: %s", namespace, run.metadata.name, apply_error)
+    observed = Observed(
+        resolution=resolution,
+        bridge=bridge,
+        pod=pod,
+        pod_name=render.pod_name(run),
+        config_map_name=render.config_map_name(run) if bridge == "enabled" else None,
+        bridge_url=render.bridge_url(run),
+        apply_error=apply_error,
+        pod_lost=pod_lost,
+    )
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    patch = status_patch(previous, observed, generation=run.metadata.generation, now=stamp)
+    return Pass(patch, *_next(run, observed, patch, now))
+
+
+def _next(
+    run: AgentRun, observed: Observed, patch: dict[str, Any], now: datetime.datetime
+) -> tuple[float | None, bool]:
+    if observed.pod_lost:
+        return None, False
+    if observed.apply_error is not None or (observed.pod is None and observed.blocked):
+        return WAIT_FOR_SERVERS_SECONDS, False
+    completion = patch.get("completionTime")
+    if completion is None:
+        return RESYNC_SECONDS, False
+    ttl = run.spec.ttl_seconds_after_finished
+    if ttl is None:
+        return None, False
+    finished = datetime.datetime.fromisoformat(str(completion).replace("Z", "+00:00"))
+    left = ttl - (now - finished).total_seconds()
+    return (max(left, 0.0), left <= 0)
