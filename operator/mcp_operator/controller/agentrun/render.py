@@ -11,6 +11,11 @@ loopback at ``spec.bridge.port`` (the agent gets ``MCP_BRIDGE_URL``) and its
 health and metrics on ``port + 1`` on the Pod IP, where the kubelet's probes and
 a metrics scraper can reach them.
 
+The configuration pins the tools the operator has probed (``tools``, when the
+server's status lists them all): the bridge exposes a tool only when it passes
+the filters and is listed there, so a tool a server adds later reaches agents
+after the next probe has seen it, never before.
+
 Secret values never enter the ConfigMap: a header whose value comes from a
 Secret is rendered as the path of a file that a Secret volume mounts into the
 bridge container only.
@@ -191,6 +196,10 @@ def _server_config(run: AgentRun, binding: Binding, mounts: Mapping[str, str]) -
     }
     if status.server_info is not None and status.server_info.protocol_version:
         config["protocolVersion"] = status.server_info.protocol_version
+    if status.tools is not None and status.tool_count == len(status.tools):
+        # The tools the operator has seen, as one more allowlist: a tool the server adds
+        # later reaches the agent only after the next probe has listed it here.
+        config["tools"] = sorted(tool.name for tool in binding.tools)
     return config
 
 
