@@ -320,6 +320,10 @@ ALLOWED = [
     ("get", "secrets", None),
     ("create", "events", None),
     ("watch", "customresourcedefinitions.apiextensions.k8s.io", None),
+    ("create", "pods", None),
+    ("create", "configmaps", None),
+    ("delete", "agentruns.mcp-operator.dev", None),
+    ("patch", "agentruns.mcp-operator.dev", "status"),
 ]
 DENIED = [
     ("delete", "secrets", None),
@@ -333,8 +337,10 @@ DENIED = [
     ("patch", "mcpservers.mcp-operator.dev", None),
     ("delete", "deployments.apps", None),
     ("delete", "pods", None),
-    ("create", "pods", None),
-    ("create", "configmaps", None),
+    ("delete", "configmaps", None),
+    ("get", "configmaps", None),
+    ("update", "agentruns.mcp-operator.dev", None),
+    ("patch", "agentruns.mcp-operator.dev", None),
     ("create", "pods", "exec"),
     ("get", "services", "proxy"),
     ("create", "serviceaccounts", "token"),
