@@ -36,10 +36,11 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 tools: venv control-plane helm node-tools ## Everything the tests need
 
 .PHONY: lint
-lint: $(PY) chart-lint ## ruff, mypy --strict and helm lint
+lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
 	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 .PHONY: chart-lint
 chart-lint: helm ## Lint the Helm chart (strict)
@@ -84,4 +85,4 @@ cluster-up: $(PY) ## Start the local control plane in the foreground (Ctrl-C sto
 
 .PHONY: clean
 clean: ## Remove the virtual environment and caches in the tree (not the control-plane cache)
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .import_linter_cache .grimp_cache
