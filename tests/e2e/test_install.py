@@ -19,7 +19,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -33,7 +32,7 @@ import yaml
 
 from mcp_operator.dev.cluster import ControlPlane, kubectl_path, stop_process_group
 from tests.e2e.conftest import Cluster
-from tests.support import peers
+from tests.support import needs, peers
 from tests.support.objects import condition
 
 pytestmark = pytest.mark.e2e
@@ -47,14 +46,7 @@ SERVICE_ACCOUNT = f"system:serviceaccount:{SYSTEM_NAMESPACE}:mcp-operator"
 
 def helm_path() -> str:
     """helm from the cache that ``make helm`` fills (as the Makefile finds it), else PATH."""
-    cache = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
-    candidate = cache / "bin" / "helm"
-    if candidate.is_file():
-        return str(candidate)
-    found = shutil.which("helm")
-    if found is None:
-        pytest.fail("helm is not installed; run `make helm`")
-    return found
+    return needs.helm()
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +25,8 @@ import httpx
 import pytest
 from mcp import Client
 
-from tests.support.peers import NODE_TOOLS, SERVER_EVERYTHING, free_port
+from tests.support import needs
+from tests.support.peers import INSPECTOR, SERVER_EVERYTHING, free_port
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -45,10 +45,7 @@ INIT = {
     },
 }
 
-needs_node = pytest.mark.skipif(
-    shutil.which("node") is None or not SERVER_EVERYTHING.exists(),
-    reason="server-everything is installed by make node-tools",
-)
+needs_node = needs.mark(needs.node_missing())
 
 # A stdio server that is wrong on purpose: `silent` never answers; `noisy`
 # prints lines that are not JSON around every answer.
@@ -130,8 +127,7 @@ def adapter(
 
 @pytest.fixture
 def everything(tmp_path: Path) -> Iterator[Adapter]:
-    if shutil.which("node") is None or not SERVER_EVERYTHING.exists():
-        pytest.skip("server-everything is installed by make node-tools")
+    needs.require(needs.node_missing())
     with adapter(EVERYTHING, tmp_path) as running:
         yield running
 
@@ -385,19 +381,9 @@ def test_sigterm_stops_the_adapter_and_leaves_no_child(everything: Adapter) -> N
 
 # ------------------------------------------------------------------ the official inspector CLI
 
-INSPECTOR = (
-    NODE_TOOLS
-    / "@modelcontextprotocol"
-    / "inspector"
-    / "clients"
-    / "launcher"
-    / "build"
-    / "index.js"
-)
-
 
 @needs_node
-@pytest.mark.skipif(not INSPECTOR.exists(), reason="the inspector is installed by make node-tools")
+@needs.mark(needs.inspector_missing())
 def test_the_inspector_cli_lists_and_calls_tools_through_the_adapter(
     everything: Adapter, tmp_path: Path
 ) -> None:

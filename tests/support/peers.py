@@ -35,6 +35,8 @@ from mcp_operator.dev.cluster import stop_process_group
 REPO = Path(__file__).resolve().parents[2]
 NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"
 SERVER_EVERYTHING = NODE_TOOLS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+INSPECTOR = NODE_TOOLS / "@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+"""The official inspector's CLI (``--cli``), installed by ``make node-tools`` too."""
 HOSTILE_SERVER = Path(__file__).resolve().parent / "hostile_server.py"
 START_TIMEOUT = 30.0
 
