@@ -55,20 +55,23 @@ fmt: $(PY) ## Format the code with ruff
 	$(VENV)/bin/ruff check --fix operator tests bench
 	$(VENV)/bin/ruff format operator tests bench
 
+# Each test target first installs what its tests need (every install is cached and says so),
+# so any of them works as the first command on a fresh machine; a missing prerequisite would
+# only skip tests locally (and fail them under CI=true, see tests/support/needs.py).
 .PHONY: test-unit
-test-unit: $(PY) ## Unit tests: no cluster, fast
+test-unit: $(PY) helm ## Unit tests: no cluster, fast
 	$(PY) -m pytest tests/unit -q
 
 .PHONY: test-protocol
-test-protocol: $(PY) ## Protocol tests against real MCP servers and clients
+test-protocol: $(PY) node-tools ## Protocol tests against real MCP servers and clients
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
-test-e2e: $(PY) ## End-to-end tests against the local control plane
+test-e2e: $(PY) control-plane helm node-tools ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
 .PHONY: test
-test: lint ## Lint, then unit, protocol and e2e tests (the CI command)
+test: tools lint ## Build what the tests need, lint, then unit, protocol and e2e tests (the CI command)
 	$(PY) -m pytest tests -q
 
 .PHONY: crds
