@@ -21,7 +21,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,7 +32,7 @@ import yaml
 from mcp_operator.dev.cluster import ControlPlane, kubectl_path, stop_process_group
 from tests.e2e.conftest import Cluster
 from tests.support import needs, peers
-from tests.support.objects import condition
+from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -71,14 +70,7 @@ def installed(plane: Cluster) -> Cluster:
 
 
 def wait_until(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s")
-        time.sleep(0.3)
+    return eventually(what, check, timeout, interval=0.3)
 
 
 def pods(cluster: Cluster, namespace: str, selector: str) -> list[dict[str, Any]]:

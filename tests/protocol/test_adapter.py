@@ -27,6 +27,7 @@ from mcp import Client
 
 from tests.support import needs
 from tests.support.peers import INSPECTOR, SERVER_EVERYTHING, free_port
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -86,15 +87,15 @@ class Adapter:
         return pid
 
     def wait_for(self, path: str, status: int, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                last = self.health(path).status_code
-                if last == status:
-                    return
-            time.sleep(0.05)
-        raise AssertionError(f"{path} stayed {last}, wanted {status}; log:\n{self.log.read_text()}")
+        eventually(
+            f"{path} answering {status}",
+            lambda: self.health(path).status_code,
+            timeout,
+            until=lambda code: code == status,
+            interval=0.05,
+            ignoring=(httpx.HTTPError,),
+            explain=lambda: f"log:\n{self.log.read_text()}",
+        )
 
     def logs(self) -> str:
         return self.log.read_text()
@@ -328,9 +329,13 @@ def test_a_child_that_never_answers_the_handshake_is_never_ready(tmp_path: Path)
         with httpx.Client(timeout=10) as http:
             refused = http.post(running.url, json=INIT, headers=ACCEPT)
         assert refused.status_code == 503
-        deadline = time.monotonic() + 10
-        while "did not answer initialize" not in running.logs() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        eventually(
+            "the log telling that the child did not answer",
+            running.logs,
+            10,
+            until=lambda log: "did not answer initialize" in log,
+            interval=0.1,
+        )
         assert "did not answer initialize within 1s" in running.logs()
 
 

@@ -47,7 +47,7 @@ def require(missing: str | None) -> None:
 
 def mark(missing: str | None) -> pytest.MarkDecorator:
     """:func:`require` as a decorator or ``pytestmark``, checked before the test's fixtures."""
-    return getattr(pytest.mark, MARKER)(missing)
+    return pytest.mark.requires(missing)
 
 
 # ------------------------------------------------------------------ what the tests need
