@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "crds"
 DEPLOY = REPO / "deploy"
 CHART = REPO / "charts" / "mcp-operator"
-CRD_COPIES = [DEPLOY / "crds", CHART / "crds"]
+CRD_COPIES = [DEPLOY / "crds", CHART / "crds", REPO / "operator" / "mcp_operator" / "dev" / "crds"]
 COPY_HEADER = (
     "# Copied from crds/{name} by hack/sync-crds.sh (`make crds`): "
     "edit the source, not this copy.\n"
