@@ -75,7 +75,7 @@ test: tools lint ## Build what the tests need, lint, then unit, protocol and e2e
 	$(PY) -m pytest tests -q
 
 .PHONY: crds
-crds: ## Copy crds/ into the Helm chart and deploy/ (the CRD YAML is the one source of truth)
+crds: ## Copy crds/ into deploy/, the Helm chart and the demo's package data (crds/ is the source of truth)
 	bash hack/sync-crds.sh
 
 .PHONY: demo
