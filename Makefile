@@ -36,10 +36,11 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 tools: venv control-plane helm node-tools ## Everything the tests need
 
 .PHONY: lint
-lint: $(PY) chart-lint ## ruff, mypy --strict and helm lint
+lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
 	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 .PHONY: chart-lint
 chart-lint: helm ## Lint the Helm chart (strict)
@@ -54,24 +55,27 @@ fmt: $(PY) ## Format the code with ruff
 	$(VENV)/bin/ruff check --fix operator tests bench
 	$(VENV)/bin/ruff format operator tests bench
 
+# Each test target first installs what its tests need (every install is cached and says so),
+# so any of them works as the first command on a fresh machine; a missing prerequisite would
+# only skip tests locally (and fail them under CI=true, see tests/support/needs.py).
 .PHONY: test-unit
-test-unit: $(PY) ## Unit tests: no cluster, fast
+test-unit: $(PY) helm ## Unit tests: no cluster, fast
 	$(PY) -m pytest tests/unit -q
 
 .PHONY: test-protocol
-test-protocol: $(PY) ## Protocol tests against real MCP servers and clients
+test-protocol: $(PY) node-tools ## Protocol tests against real MCP servers and clients
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
-test-e2e: $(PY) ## End-to-end tests against the local control plane
+test-e2e: $(PY) control-plane helm node-tools ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
 .PHONY: test
-test: lint ## Lint, then unit, protocol and e2e tests (the CI command)
+test: tools lint ## Build what the tests need, lint, then unit, protocol and e2e tests (the CI command)
 	$(PY) -m pytest tests -q
 
 .PHONY: crds
-crds: ## Copy crds/ into the Helm chart and deploy/ (the CRD YAML is the one source of truth)
+crds: ## Copy crds/ into deploy/, the Helm chart and the demo's package data (crds/ is the source of truth)
 	bash hack/sync-crds.sh
 
 .PHONY: demo
@@ -84,4 +88,4 @@ cluster-up: $(PY) ## Start the local control plane in the foreground (Ctrl-C sto
 
 .PHONY: clean
 clean: ## Remove the virtual environment and caches in the tree (not the control-plane cache)
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .import_linter_cache .grimp_cache

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Copies the CustomResourceDefinitions from crds/ (the one source of truth) into
-# deploy/crds/ (kustomize) and charts/mcp-operator/crds/ (Helm's CRD directory).
+# deploy/crds/ (kustomize), charts/mcp-operator/crds/ (Helm's CRD directory) and
+# operator/mcp_operator/dev/crds/ (package data: `mcp-operator dev demo` installs
+# them from an installed package, where crds/ does not exist).
 # Each copy starts with a header that names its source; the rest is byte for byte
 # the source file. tests/unit/test_install_manifests.py fails when a copy drifts.
 # Run it through `make crds` after editing anything under crds/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(deploy/crds charts/mcp-operator/crds)
+targets=(deploy/crds charts/mcp-operator/crds operator/mcp_operator/dev/crds)
 for target in "${targets[@]}"; do
   mkdir -p "$target"
   # A CRD removed from crds/ must disappear from the copies too.

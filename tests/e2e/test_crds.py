@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ import yaml
 from pydantic import BaseModel
 
 from mcp_operator.api import AgentRun, MCPServer
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -96,12 +96,14 @@ def test_the_api_server_applies_the_schema_defaults(
 
 
 def test_kubectl_explain_describes_the_fields(cluster: Any, crds: None) -> None:
-    deadline = time.monotonic() + 30
-    while True:  # the OpenAPI v3 document of a new CRD is published a moment after it
-        result = cluster.kubectl("explain", "mcpservers.spec.toolsPrefix", check=False)
-        if result.returncode == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    # the OpenAPI v3 document of a new CRD is published a moment after it
+    result = eventually(
+        "kubectl explain knowing the new CRD",
+        lambda: cluster.kubectl("explain", "mcpservers.spec.toolsPrefix", check=False),
+        30,
+        until=lambda explained: explained.returncode == 0,
+        interval=1,
+    )
     assert result.returncode == 0, result.stderr
     assert "Prefix of the exposed tool names" in result.stdout
     run = cluster.kubectl("explain", "agentruns.spec.mcpServers.namespace")

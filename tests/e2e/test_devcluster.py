@@ -7,10 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -47,7 +48,11 @@ def test_killing_the_owner_with_sigkill_stops_etcd_apiserver_and_controller_mana
     assert started["version"].startswith("v1.")
     owner.send_signal(signal.SIGKILL)  # no cleanup code runs: only the parent-death signal
     owner.wait()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and any(alive(pid) for pid in pids):
-        time.sleep(0.1)
+    eventually(
+        "the control plane's processes ending",
+        lambda: [pid for pid in pids if alive(pid)],
+        10,
+        until=lambda living: not living,
+        interval=0.1,
+    )
     assert [pid for pid in pids if alive(pid)] == []

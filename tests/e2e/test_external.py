@@ -17,7 +17,7 @@ import pytest
 
 from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support import peers
-from tests.support.objects import condition
+from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -38,14 +38,14 @@ def wait_for(
     predicate: Callable[[dict[str, Any]], bool],
     timeout: float = 30,
 ) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    obj: dict[str, Any] = {}
-    while time.monotonic() < deadline:
-        obj = cluster.get_json("-n", namespace, f"mcpserver/{name}")
-        if predicate(obj):
-            return obj
-        time.sleep(0.2)
-    raise AssertionError(f"mcpserver/{name} did not get there in {timeout}s: {obj.get('status')}")
+    obj: dict[str, Any] = eventually(
+        f"mcpserver/{name} getting there",
+        lambda: cluster.get_json("-n", namespace, f"mcpserver/{name}"),
+        timeout,
+        until=predicate,
+        interval=0.2,
+    )
+    return obj
 
 
 def ready(obj: dict[str, Any]) -> bool:
@@ -251,7 +251,13 @@ def test_a_server_announcing_a_new_tool_list_is_re_probed_at_once(
         cluster.apply(namespace, mcpserver("changing", url, probe={"intervalSeconds": 3600}))
         obj = wait_for(cluster, namespace, "changing", ready)
         assert [t["originalName"] for t in obj["status"]["tools"]] == ["tool_v0"]
-        time.sleep(1)  # the listener connects right after the probe's status is written
+        # the listener connects right after the probe's status is written
+        eventually(
+            "the operator's listener opening its GET stream",
+            lambda: httpx.post(url.replace("/mcp", "/streams")).json()["open"],
+            10,
+            interval=0.1,
+        )
         assert httpx.post(url.replace("/mcp", "/change")).status_code == 200
         began = time.monotonic()
         wait_for(

@@ -19,10 +19,8 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,8 +31,8 @@ import yaml
 
 from mcp_operator.dev.cluster import ControlPlane, kubectl_path, stop_process_group
 from tests.e2e.conftest import Cluster
-from tests.support import peers
-from tests.support.objects import condition
+from tests.support import needs, peers
+from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -47,14 +45,7 @@ SERVICE_ACCOUNT = f"system:serviceaccount:{SYSTEM_NAMESPACE}:mcp-operator"
 
 def helm_path() -> str:
     """helm from the cache that ``make helm`` fills (as the Makefile finds it), else PATH."""
-    cache = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
-    candidate = cache / "bin" / "helm"
-    if candidate.is_file():
-        return str(candidate)
-    found = shutil.which("helm")
-    if found is None:
-        pytest.fail("helm is not installed; run `make helm`")
-    return found
+    return needs.helm()
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +70,7 @@ def installed(plane: Cluster) -> Cluster:
 
 
 def wait_until(what: str, check: Callable[[], Any], timeout: float = 60) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout}s")
-        time.sleep(0.3)
+    return eventually(what, check, timeout, interval=0.3)
 
 
 def pods(cluster: Cluster, namespace: str, selector: str) -> list[dict[str, Any]]:

@@ -25,12 +25,12 @@ import pytest
 from mcp_operator.adapter import era
 from mcp_operator.controller.mcpserver.render import RenderSettings
 from tests.e2e.conftest import Cluster, OperatorProcess
-from tests.support import kubelet, peers
+from tests.support import kubelet, needs, peers
 from tests.support.objects import condition, eventually
 
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(kubelet.available() is not None, reason=str(kubelet.available())),
+    needs.mark(kubelet.available()),
 ]
 
 OPERATOR_IMAGE = RenderSettings().adapter_image

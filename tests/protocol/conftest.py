@@ -12,12 +12,13 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # `tests.support` is imported by path from the repository root
     sys.path.insert(0, str(REPO))
 
-from tests.support import peers  # noqa: E402
+from tests.support import needs, peers  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def everything_url() -> Iterator[str]:
     """server-everything over its own Streamable HTTP transport."""
+    needs.require(needs.node_missing())
     with peers.server_everything("streamableHttp") as url:
         yield url
 
@@ -25,6 +26,7 @@ def everything_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def everything_sse_url() -> Iterator[str]:
     """server-everything over the legacy HTTP+SSE transport."""
+    needs.require(needs.node_missing())
     with peers.server_everything("sse") as url:
         yield url
 

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,7 +25,9 @@ import httpx
 import pytest
 from mcp import Client
 
-from tests.support.peers import NODE_TOOLS, SERVER_EVERYTHING, free_port
+from tests.support import needs
+from tests.support.peers import INSPECTOR, SERVER_EVERYTHING, free_port
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -45,10 +46,7 @@ INIT = {
     },
 }
 
-needs_node = pytest.mark.skipif(
-    shutil.which("node") is None or not SERVER_EVERYTHING.exists(),
-    reason="server-everything is installed by make node-tools",
-)
+needs_node = needs.mark(needs.node_missing())
 
 # A stdio server that is wrong on purpose: `silent` never answers; `noisy`
 # prints lines that are not JSON around every answer.
@@ -89,15 +87,15 @@ class Adapter:
         return pid
 
     def wait_for(self, path: str, status: int, timeout: float = 30) -> None:
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                last = self.health(path).status_code
-                if last == status:
-                    return
-            time.sleep(0.05)
-        raise AssertionError(f"{path} stayed {last}, wanted {status}; log:\n{self.log.read_text()}")
+        eventually(
+            f"{path} answering {status}",
+            lambda: self.health(path).status_code,
+            timeout,
+            until=lambda code: code == status,
+            interval=0.05,
+            ignoring=(httpx.HTTPError,),
+            explain=lambda: f"log:\n{self.log.read_text()}",
+        )
 
     def logs(self) -> str:
         return self.log.read_text()
@@ -130,8 +128,7 @@ def adapter(
 
 @pytest.fixture
 def everything(tmp_path: Path) -> Iterator[Adapter]:
-    if shutil.which("node") is None or not SERVER_EVERYTHING.exists():
-        pytest.skip("server-everything is installed by make node-tools")
+    needs.require(needs.node_missing())
     with adapter(EVERYTHING, tmp_path) as running:
         yield running
 
@@ -332,9 +329,13 @@ def test_a_child_that_never_answers_the_handshake_is_never_ready(tmp_path: Path)
         with httpx.Client(timeout=10) as http:
             refused = http.post(running.url, json=INIT, headers=ACCEPT)
         assert refused.status_code == 503
-        deadline = time.monotonic() + 10
-        while "did not answer initialize" not in running.logs() and time.monotonic() < deadline:
-            time.sleep(0.1)
+        eventually(
+            "the log telling that the child did not answer",
+            running.logs,
+            10,
+            until=lambda log: "did not answer initialize" in log,
+            interval=0.1,
+        )
         assert "did not answer initialize within 1s" in running.logs()
 
 
@@ -385,19 +386,9 @@ def test_sigterm_stops_the_adapter_and_leaves_no_child(everything: Adapter) -> N
 
 # ------------------------------------------------------------------ the official inspector CLI
 
-INSPECTOR = (
-    NODE_TOOLS
-    / "@modelcontextprotocol"
-    / "inspector"
-    / "clients"
-    / "launcher"
-    / "build"
-    / "index.js"
-)
-
 
 @needs_node
-@pytest.mark.skipif(not INSPECTOR.exists(), reason="the inspector is installed by make node-tools")
+@needs.mark(needs.inspector_missing())
 def test_the_inspector_cli_lists_and_calls_tools_through_the_adapter(
     everything: Adapter, tmp_path: Path
 ) -> None:

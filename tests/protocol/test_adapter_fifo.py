@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from mcp import Client
 
 from mcp_operator.controller.mcpserver.render import SERVER_WRAPPER
 from tests.support.peers import free_port
+from tests.support.waiting import eventually
 
 ADAPTER = [sys.executable, "-m", "mcp_operator", "adapter"]
 TIME_SERVER = str(Path(sys.executable).with_name("mcp-server-time"))
@@ -37,17 +37,14 @@ def start_server(fifo_dir: Path) -> subprocess.Popen[bytes]:
 
 
 def wait_status(url: str, code: int, timeout: float = 15) -> None:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        try:
-            last = httpx.get(url, timeout=2).status_code
-        except httpx.HTTPError as error:
-            last = str(error)
-        if last == code:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{url} did not answer {code} within {timeout}s (last: {last})")
+    eventually(
+        f"{url} answering {code}",
+        lambda: httpx.get(url, timeout=2).status_code,
+        timeout,
+        until=lambda status: status == code,
+        interval=0.1,
+        ignoring=(httpx.HTTPError,),
+    )
 
 
 async def tool_names(url: str) -> list[str]:

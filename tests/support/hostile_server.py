@@ -23,7 +23,8 @@ slow            answers every request after ``--delay`` seconds (default 3)
 status          answers every POST with HTTP ``--status`` (default 500)
 changing        a valid server with one tool, ``tool_v<N>``, and a GET stream:
                 ``POST /change`` bumps N and sends
-                ``notifications/tools/list_changed`` on every open stream
+                ``notifications/tools/list_changed`` on every open stream;
+                ``POST /streams`` says how many are open (``{"open": N}``)
 ==============  =============================================================
 
 ``--require-header 'Name: value'`` makes every mode answer 401 to requests
@@ -123,8 +124,12 @@ class _Changing:
 _changing = _Changing
 
 
-async def _serve_stream(writer: asyncio.StreamWriter) -> None:
-    """The session's GET stream: stays open and carries list-change notifications."""
+async def _serve_stream(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """The session's GET stream: stays open and carries list-change notifications.
+
+    It counts as open (``POST /streams``) until the client hangs up, which the
+    end of its input tells at once, so that tests can wait for a listener.
+    """
     writer.write(
         b"HTTP/1.1 200 Hostile\r\nContent-Type: text/event-stream\r\n"
         b"Cache-Control: no-cache\r\nConnection: close\r\n\r\n"
@@ -133,9 +138,12 @@ async def _serve_stream(writer: asyncio.StreamWriter) -> None:
     _changing.streams.add(writer)
     try:
         while not writer.is_closing():
-            await asyncio.sleep(1)
-            writer.write(b": keep-alive\n\n")
-            await writer.drain()
+            try:
+                if not await asyncio.wait_for(reader.read(1024), timeout=1):
+                    return  # the client hung up
+            except TimeoutError:
+                writer.write(b": keep-alive\n\n")
+                await writer.drain()
     finally:
         _changing.streams.discard(writer)
 
@@ -278,7 +286,7 @@ async def handle_connection(
         method, path, headers, body = request
         if options.mode == "changing":
             if method == "GET":
-                await _serve_stream(writer)
+                await _serve_stream(reader, writer)
                 return
             if method == "DELETE":
                 await _respond(writer, 200)
@@ -286,6 +294,9 @@ async def handle_connection(
             if path == "/change":
                 await _changing.bump()
                 await _respond(writer, 200, b"{}")
+                return
+            if path == "/streams":
+                await _respond(writer, 200, json.dumps({"open": len(_changing.streams)}).encode())
                 return
         if options.mode == "hang":
             await asyncio.Event().wait()

@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -48,10 +49,10 @@ def available() -> str | None:
     if sys.platform != "linux":
         return "network namespaces need Linux"
     if os.geteuid() != 0:
-        return "network namespaces need root"
-    for tool in ("ip", "unshare"):
-        if subprocess.run(["which", tool], capture_output=True, check=False).returncode:
-            return f"{tool} is not installed"
+        return "network namespaces need root: run the tests as root (`sudo -E make test-e2e`)"
+    for tool, package in (("ip", "iproute2"), ("unshare", "util-linux")):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed; run `apt-get install {package}`"
     return None
 
 

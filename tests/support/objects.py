@@ -1,12 +1,17 @@
-"""Small helpers for tests that read Kubernetes objects: conditions and waiting."""
+"""Small helpers for tests that read Kubernetes objects: conditions, and waiting for them.
+
+Waiting is :func:`tests.support.waiting.eventually`, re-exported here because
+object tests are its most frequent users.
+"""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from typing import Any
 
-T = TypeVar("T")
+from tests.support.waiting import eventually
+
+__all__ = ["condition", "eventually"]
 
 
 def condition(obj: Mapping[str, Any] | None, type_: str) -> dict[str, Any]:
@@ -15,15 +20,3 @@ def condition(obj: Mapping[str, Any] | None, type_: str) -> dict[str, Any]:
         if entry["type"] == type_:
             return dict(entry)
     return {}
-
-
-def eventually(what: str, check: Callable[[], T], timeout: float = 30) -> T:
-    """Call ``check`` until it returns something truthy; fail naming ``what`` after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: T = check()
-    while not last:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} did not happen within {timeout}s (last: {last!r})")
-        time.sleep(0.25)
-        last = check()
-    return last

