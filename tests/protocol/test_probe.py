@@ -19,13 +19,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from mcp_operator.commands import probe as probe_command
 from mcp_operator.controller.mcpserver import report
 from mcp_operator.mcp import naming
-from mcp_operator.mcp.probe import (
-    MAX_DISCOVERED_TOOLS,
-    Paginator,
-    ProbeError,
-    ProbeTarget,
-    discover,
-)
+from mcp_operator.mcp.discovery import MAX_DISCOVERED_TOOLS, Paginator, discover
+from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.target import ProbeTarget
 from tests.support import peers
 
 SECRET = "Bearer s3cr3t-token-value-42"

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from mcp_operator.controller.mcpserver.report import status_fields, warnings
+from mcp_operator.mcp.discovery import Discovery
 from mcp_operator.mcp.naming import RawTool, select_tools
-from mcp_operator.mcp.probe import Discovery
 
 
 def discovery(tools: list[RawTool], **info: Any) -> Discovery:

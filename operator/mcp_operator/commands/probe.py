@@ -104,8 +104,10 @@ def run(args: argparse.Namespace) -> int:
     import logging
 
     from mcp_operator.controller.mcpserver.report import status_fields, warnings
+    from mcp_operator.mcp.discovery import discover
+    from mcp_operator.mcp.errors import ProbeError
     from mcp_operator.mcp.naming import is_valid_prefix, select_tools
-    from mcp_operator.mcp.probe import ProbeError, ProbeTarget, discover
+    from mcp_operator.mcp.target import ProbeTarget
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:

@@ -1,6 +1,6 @@
 """What a probe writes into ``MCPServer.status``, and the warnings it raises.
 
-Pure functions from a :class:`~mcp_operator.mcp.probe.Discovery` and a
+Pure functions from a :class:`~mcp_operator.mcp.discovery.Discovery` and a
 :class:`~mcp_operator.mcp.naming.ToolSelection` to the exact camelCase status
 fields (no ``None`` values; empty descriptions and annotations are left out)
 and to warning sentences for the ``Probed`` condition and events. Both are
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from mcp_operator.mcp.discovery import Discovery
 from mcp_operator.mcp.naming import ToolSelection, cut, quoted
-from mcp_operator.mcp.probe import Discovery
 
 MAX_SERVER_NAME_CHARS = 256
 MAX_SERVER_VERSION_CHARS = 128
