@@ -16,7 +16,9 @@ from __future__ import annotations
 import errno
 import socket
 import ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import httpx2
 import mcp
@@ -115,111 +117,249 @@ _HTTP_REASONS = {
 }
 
 
-def _http_error(status: int, state: ProbeState) -> ProbeError:
-    reason = _HTTP_REASONS.get(status, "")
-    label = f"HTTP {status} {reason}".rstrip()
-    return ProbeError("HTTPError", f"{state.url} answered {label} during {state.phase}")
+def _http_label(status: int) -> str:
+    return f"HTTP {status} {_HTTP_REASONS.get(status, '')}".rstrip()
 
 
-def _connect_detail(error: BaseException) -> tuple[str, str]:
-    """(reason, detail) for a failed connection, from the OS error underneath."""
+E = TypeVar("E", bound=BaseException)
+
+
+def _always(_leaf: BaseException, _state: ProbeState) -> bool:
+    return True
+
+
+@dataclass(frozen=True)
+class Rule(Generic[E]):
+    """One row of :data:`RULES`: the first failure of type ``kind``, ``when`` the
+    predicate holds for it, fails the probe with ``reason`` and ``message``."""
+
+    kind: type[E]
+    reason: str
+    message: Callable[[E, ProbeState], str]
+    when: Callable[[E, ProbeState], bool] = _always
+
+
+def _connect_cause(error: BaseException) -> OSError | None:
+    """The OS error that decides why a connection failed: the first TLS, name-resolution
+    or numbered OS error in the chain of causes, if any."""
     for link in _chain(error):
-        if isinstance(link, ssl.SSLCertVerificationError):
-            return "TLSError", f"certificate verification failed ({link.verify_message})"
-        if isinstance(link, ssl.SSLError):
-            return "TLSError", f"TLS handshake failed ({link.reason or 'unknown'})"
-        if isinstance(link, socket.gaierror):
-            return "Unreachable", "host name not resolved"
+        if isinstance(link, ssl.SSLError | socket.gaierror):
+            return link
         if isinstance(link, OSError) and link.errno is not None:
-            if link.errno == errno.ECONNREFUSED:
-                return "Unreachable", "connection refused"
-            if link.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
-                return "Unreachable", "no route to host"
-            return "Unreachable", (link.strerror or "connection failed").lower()
-    text = str(error).lower()
-    if "refused" in text or "all connection attempts failed" in text:
-        return "Unreachable", "connection refused"
-    if "name or service not known" in text or "nodename" in text:
-        return "Unreachable", "host name not resolved"
-    if "certificate" in text or "ssl" in text or "tls" in text:
-        return "TLSError", "TLS handshake failed"
-    return "Unreachable", "connection failed"
+            return link
+    return None
+
+
+def _cause_is(kind: type[OSError]) -> Callable[[BaseException, ProbeState], bool]:
+    return lambda error, _state: isinstance(_connect_cause(error), kind)
+
+
+def _cause_errno(*codes: int) -> Callable[[BaseException, ProbeState], bool]:
+    def check(error: BaseException, _state: ProbeState) -> bool:
+        cause = _connect_cause(error)
+        return cause is not None and cause.errno in codes
+
+    return check
+
+
+def _says(*words: str) -> Callable[[BaseException, ProbeState], bool]:
+    """No OS error underneath, but the text of the error says one of ``words``."""
+
+    def check(error: BaseException, _state: ProbeState) -> bool:
+        text = str(error).lower()
+        return _connect_cause(error) is None and any(word in text for word in words)
+
+    return check
+
+
+def _not_connected(detail: Callable[[BaseException], str]) -> Callable[..., str]:
+    return lambda error, state: f"could not connect to {state.url}: {detail(error)}"
+
+
+def _verify_message(error: BaseException) -> str:
+    cause = _connect_cause(error)
+    return f"certificate verification failed ({getattr(cause, 'verify_message', None)})"
+
+
+def _tls_reason(error: BaseException) -> str:
+    return f"TLS handshake failed ({getattr(_connect_cause(error), 'reason', None) or 'unknown'})"
+
+
+def _os_text(error: BaseException) -> str:
+    cause = _connect_cause(error)
+    return ((cause.strerror if cause is not None else None) or "connection failed").lower()
+
+
+def _too_large(limit: Callable[[Any, ProbeState], int | None]) -> Callable[..., str]:
+    return lambda error, state: (
+        f"{state.url} sent a response larger than {(limit(error, state) or 0) // MiB} MiB "
+        f"during {state.phase}"
+    )
+
+
+def _timed_out(_error: BaseException, state: ProbeState) -> str:
+    return (
+        f"{state.url} did not complete the probe within {state.timeout:g}s (stuck in {state.phase})"
+    )
+
+
+_CONNECT = httpx2.ConnectError
+_MCP = mcp.MCPError
+
+RULES: tuple[Rule[Any], ...] = (
+    # Bounds of the probe itself: whatever the SDK made of the aborted read.
+    Rule(
+        BaseException,
+        "ResponseTooLarge",
+        lambda _e, s: (
+            f"{s.url} sent more than {(s.probe_limit or 0) // MiB} MiB in one probe "
+            f"(stopped in {s.phase})"
+        ),
+        when=lambda _e, s: s.probe_limit is not None,
+    ),
+    Rule(
+        BaseException,
+        "ResponseTooLarge",
+        _too_large(lambda _e, s: s.response_limit),
+        when=lambda _e, s: s.response_limit is not None,
+    ),
+    Rule(ResponseTooLarge, "ResponseTooLarge", _too_large(lambda e, _s: e.limit)),
+    # The deadline.
+    Rule(TimeoutError, "Timeout", _timed_out),
+    Rule(httpx2.TimeoutException, "Timeout", _timed_out),
+    # No connection: the OS error underneath says why; without one, the error's text.
+    Rule(
+        _CONNECT,
+        "TLSError",
+        _not_connected(_verify_message),
+        when=_cause_is(ssl.SSLCertVerificationError),
+    ),
+    Rule(_CONNECT, "TLSError", _not_connected(_tls_reason), when=_cause_is(ssl.SSLError)),
+    Rule(
+        _CONNECT,
+        "Unreachable",
+        _not_connected(lambda _e: "host name not resolved"),
+        when=_cause_is(socket.gaierror),
+    ),
+    Rule(
+        _CONNECT,
+        "Unreachable",
+        _not_connected(lambda _e: "connection refused"),
+        when=_cause_errno(errno.ECONNREFUSED),
+    ),
+    Rule(
+        _CONNECT,
+        "Unreachable",
+        _not_connected(lambda _e: "no route to host"),
+        when=_cause_errno(errno.EHOSTUNREACH, errno.ENETUNREACH),
+    ),
+    Rule(
+        _CONNECT,
+        "Unreachable",
+        _not_connected(_os_text),
+        when=lambda e, _s: _connect_cause(e) is not None,
+    ),
+    Rule(
+        _CONNECT,
+        "Unreachable",
+        _not_connected(lambda _e: "connection refused"),
+        when=_says("refused", "all connection attempts failed"),
+    ),
+    Rule(
+        _CONNECT,
+        "Unreachable",
+        _not_connected(lambda _e: "host name not resolved"),
+        when=_says("name or service not known", "nodename"),
+    ),
+    Rule(
+        _CONNECT,
+        "TLSError",
+        _not_connected(lambda _e: "TLS handshake failed"),
+        when=_says("certificate", "ssl", "tls"),
+    ),
+    Rule(_CONNECT, "Unreachable", _not_connected(lambda _e: "connection failed")),
+    # An HTTP error status, seen by httpx2 or behind the SDK's JSON-RPC error.
+    Rule(
+        httpx2.HTTPStatusError,
+        "HTTPError",
+        lambda e, s: f"{s.url} answered {_http_label(e.response.status_code)} during {s.phase}",
+    ),
+    Rule(
+        _MCP,
+        "HTTPError",
+        lambda _e, s: f"{s.url} answered {_http_label(s.error_status or 0)} during {s.phase}",
+        when=lambda _e, s: s.error_status is not None,
+    ),
+    # JSON-RPC errors.
+    Rule(
+        _MCP,
+        "ProtocolError",
+        lambda _e, s: f"{s.url} answered {s.phase} with a body that is not valid JSON-RPC",
+        when=lambda e, _s: e.code == PARSE_ERROR,
+    ),
+    Rule(
+        _MCP,
+        "ProtocolError",
+        lambda e, s: (
+            f"{s.url} gave an answer that is not MCP during {s.phase}: {_one_line(e.error.message)}"
+        ),
+        when=lambda e, _s: e.code in (INVALID_REQUEST, CONNECTION_CLOSED),
+    ),
+    Rule(
+        _MCP,
+        "ServerError",
+        lambda e, s: (
+            f"{s.url} answered {s.phase} with error {e.code}: {_one_line(e.error.message)}"
+        ),
+    ),
+    # Answers that are not MCP, or not HTTP.
+    Rule(
+        ValidationError,
+        "ProtocolError",
+        lambda e, s: (
+            f"{s.url} gave an answer that does not match the MCP schema during "
+            f"{s.phase} ({e.error_count()} validation errors)"
+        ),
+    ),
+    Rule(
+        httpx2.RemoteProtocolError,
+        "ProtocolError",
+        lambda _e, s: f"{s.url} broke the HTTP protocol during {s.phase}",
+    ),
+    Rule(
+        httpx2.TransportError,
+        "Unreachable",
+        lambda e, s: f"the connection to {s.url} failed during {s.phase} ({type(e).__name__})",
+    ),
+)
+"""How a failure becomes a reason, in order: the first row that applies wins.
+
+A row looks at the first failure of its ``kind`` among the leaves of the raised
+exception group (the SDK raises groups from its task groups), so rows of one
+kind are alternatives for one failure. Nothing matched: ``ProbeFailed``, with
+the types of what was raised."""
+
+
+def match(error: BaseException, state: ProbeState) -> tuple[Rule[Any], BaseException] | None:
+    """The row of :data:`RULES` that explains ``error``, and the failure it looked at."""
+    leaves = list(_leaves(error))
+    for rule in RULES:
+        leaf = next((leaf for leaf in leaves if isinstance(leaf, rule.kind)), None)
+        if leaf is not None and rule.when(leaf, state):
+            return rule, leaf
+    return None
 
 
 def translate(error: BaseException, state: ProbeState) -> ProbeError:
     """One ProbeError for whatever the SDK, httpx2 or the deadline raised."""
     leaves = list(_leaves(error))
-    for leaf in leaves:
-        if isinstance(leaf, ProbeError):
-            return leaf
-    if state.probe_limit is not None:
-        return ProbeError(
-            "ResponseTooLarge",
-            f"{state.url} sent more than {state.probe_limit // MiB} MiB in one probe "
-            f"(stopped in {state.phase})",
-        )
-    response_limit = state.response_limit
-    for leaf in leaves:
-        if response_limit is None and isinstance(leaf, ResponseTooLarge):
-            response_limit = leaf.limit
-    if response_limit is not None:
-        return ProbeError(
-            "ResponseTooLarge",
-            f"{state.url} sent a response larger than {response_limit // MiB} MiB "
-            f"during {state.phase}",
-        )
-    for leaf in leaves:
-        if isinstance(leaf, TimeoutError | httpx2.TimeoutException):
-            return ProbeError(
-                "Timeout",
-                f"{state.url} did not complete the probe within {state.timeout:g}s "
-                f"(stuck in {state.phase})",
-            )
-    for leaf in leaves:
-        if isinstance(leaf, httpx2.ConnectError):
-            reason, detail = _connect_detail(leaf)
-            return ProbeError(reason, f"could not connect to {state.url}: {detail}")
-    for leaf in leaves:
-        if isinstance(leaf, httpx2.HTTPStatusError):
-            return _http_error(leaf.response.status_code, state)
-    for leaf in leaves:
-        if isinstance(leaf, mcp.MCPError):
-            if state.error_status is not None:
-                return _http_error(state.error_status, state)
-            text = _one_line(leaf.error.message)
-            if leaf.code == PARSE_ERROR:
-                return ProbeError(
-                    "ProtocolError",
-                    f"{state.url} answered {state.phase} with a body that is not valid JSON-RPC",
-                )
-            if leaf.code in (INVALID_REQUEST, CONNECTION_CLOSED):
-                return ProbeError(
-                    "ProtocolError",
-                    f"{state.url} gave an answer that is not MCP during {state.phase}: {text}",
-                )
-            return ProbeError(
-                "ServerError",
-                f"{state.url} answered {state.phase} with error {leaf.code}: {text}",
-            )
-    for leaf in leaves:
-        if isinstance(leaf, ValidationError):
-            return ProbeError(
-                "ProtocolError",
-                f"{state.url} gave an answer that does not match the MCP schema during "
-                f"{state.phase} ({leaf.error_count()} validation errors)",
-            )
-    for leaf in leaves:
-        if isinstance(leaf, httpx2.RemoteProtocolError):
-            return ProbeError(
-                "ProtocolError", f"{state.url} broke the HTTP protocol during {state.phase}"
-            )
-    for leaf in leaves:
-        if isinstance(leaf, httpx2.TransportError):
-            return ProbeError(
-                "Unreachable",
-                f"the connection to {state.url} failed during {state.phase} "
-                f"({type(leaf).__name__})",
-            )
+    already = next((leaf for leaf in leaves if isinstance(leaf, ProbeError)), None)
+    if already is not None:  # raised by the probe's own checks: it says it best
+        return already
+    found = match(error, state)
+    if found is not None:
+        rule, leaf = found
+        return ProbeError(rule.reason, rule.message(leaf, state))
     names = ", ".join(sorted({type(leaf).__name__ for leaf in leaves}))
     return ProbeError(
         "ProbeFailed", f"the probe of {state.url} failed during {state.phase}: {names}"
