@@ -8,8 +8,9 @@ one :class:`~mcp_operator.mcp.errors.ProbeError`.
 Bounds: at most ``MAX_PAGES`` pages and ``MAX_DISCOVERED_TOOLS`` tools; a
 server past either bound fails the probe (``TooManyPages`` / ``TooManyTools``)
 rather than yield a silently partial list; a cursor seen twice fails it
-(``PaginationLoop``). Descriptions and titles are cut as soon as a page
-arrives, so a probe keeps no more of each tool than status can hold.
+(``PaginationLoop``). Each tool is kept as listed (:class:`DiscoveredTool`,
+with its ``inputSchema`` and annotations): what a probe holds is bounded by the
+client's byte bounds, and what status shows is bounded by the MCPServer status.
 
 Header values (credentials) never appear in messages, logs or reprs.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -27,14 +28,7 @@ from mcp_types import METHOD_NOT_FOUND
 
 from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.errors import ProbeError, ProbeState, scrub, translate
-from mcp_operator.mcp.naming import (
-    MAX_DESCRIPTION_CHARS,
-    MAX_TITLE_CHARS,
-    MAX_TOOL_NAME_CHARS,
-    RawTool,
-    bounded_annotations,
-    cut,
-)
+from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS
 from mcp_operator.mcp.target import ProbeTarget, check_target
 
 MAX_PAGES = 100
@@ -45,13 +39,29 @@ MAX_DISCOVERED_TOOLS = 5000
 
 
 @dataclass(frozen=True)
+class DiscoveredTool:
+    """A tool as the server listed it: the fields the operator and the bridge use."""
+
+    name: str
+    description: str | None = None
+    annotations: dict[str, Any] | None = None
+    """The annotations in full, camelCase, without absent hints (untrusted: hints only)."""
+    title: str | None = None
+    """The tool's display name (2025-06-18 and later); it takes precedence over
+    ``annotations.title``."""
+    input_schema: dict[str, Any] = field(default_factory=dict)
+    """The ``inputSchema`` JSON object as the server sent it (the bridge validates
+    arguments against it)."""
+
+
+@dataclass(frozen=True)
 class Discovery:
     """What a probe saw: who the server is, which era it speaks and its tools."""
 
     server_name: str | None
     server_version: str | None
     protocol_version: str
-    tools: list[RawTool]
+    tools: list[DiscoveredTool]
     list_changed: bool
     """The server advertises ``tools.listChanged`` (it will notify when its tools change)."""
 
@@ -120,7 +130,7 @@ async def _discover(target: ProbeTarget, state: ProbeState) -> Discovery:
         capabilities = client.server_capabilities
         info = client.server_info
         walk = Paginator()
-        tools: list[RawTool] = []
+        tools: list[DiscoveredTool] = []
         cursor: str | None = None
         while True:
             state.phase = f"tools/list (page {walk.pages + 1})"
@@ -130,7 +140,7 @@ async def _discover(target: ProbeTarget, state: ProbeState) -> Discovery:
                 if error.code == METHOD_NOT_FOUND and capabilities.tools is None and not tools:
                     break  # a server without the tools capability: no tools, not a failure
                 raise
-            tools.extend(_raw_tool(tool) for tool in page.tools)
+            tools.extend(_discovered_tool(tool) for tool in page.tools)
             cursor = walk.advance(page.next_cursor, len(page.tools))
             if cursor is None:
                 break
@@ -145,24 +155,20 @@ async def _discover(target: ProbeTarget, state: ProbeState) -> Discovery:
     return discovery
 
 
-def _raw_tool(tool: Any) -> RawTool:
-    """The fields the operator keeps, bounded as in status.
+def _discovered_tool(tool: Any) -> DiscoveredTool:
+    """The SDK's tool as the operator keeps it.
 
-    ``title`` folds into the annotations (the display precedence is title, then
-    annotations.title). A name longer than a valid one is cut to one character
-    past the limit, so that it stays invalid and is reported, without being kept whole.
+    A name longer than a valid one is cut to one character past the limit, so that
+    it stays invalid and is reported, without being kept whole.
     """
-    annotations = bounded_annotations(
+    annotations = (
         tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
     )
     title = getattr(tool, "title", None)
-    if isinstance(title, str) and title:
-        annotations["title"] = cut(title, MAX_TITLE_CHARS)
-    description = tool.description
-    if isinstance(description, str):
-        description = cut(description, MAX_DESCRIPTION_CHARS)
-    return RawTool(
+    return DiscoveredTool(
         name=tool.name[: MAX_TOOL_NAME_CHARS + 1],
-        description=description,
+        description=tool.description if isinstance(tool.description, str) else None,
         annotations=annotations or None,
+        title=title if isinstance(title, str) else None,
+        input_schema=tool.input_schema,
     )

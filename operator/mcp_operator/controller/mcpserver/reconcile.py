@@ -136,11 +136,13 @@ async def mcpserver(
             Outcome("failed", error.reason, error.message, deployed=deployed), url, interval
         )
 
-    selection = naming.select_tools(
-        discovery.tools,
-        prefix=server.effective_prefix,
-        allow=spec.tools_allow or (),
-        deny=spec.tools_deny or (),
+    selection = report.status_tools(
+        naming.plan(
+            discovery.tools,
+            prefix=server.effective_prefix,
+            allow=spec.tools_allow or (),
+            deny=spec.tools_deny or (),
+        )
     )
     outcome = Outcome(
         "probed",
