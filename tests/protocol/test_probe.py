@@ -94,6 +94,21 @@ async def test_server_everything_without_filters_exposes_every_tool(everything_u
     assert set(echo.annotations) <= {"title", *report.BOOLEAN_HINTS}
 
 
+async def test_the_probe_keeps_each_tool_whole_with_its_input_schema(everything_url: str) -> None:
+    async with mcp.Client(everything_url) as client:
+        listed = (await client.list_tools()).tools  # server-everything lists on one page
+    found = await discover(ProbeTarget(everything_url))
+    kept = {t.name: t for t in found.tools}
+    assert sorted(kept) == sorted(t.name for t in listed)
+    for tool in listed:
+        annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) or None
+        assert kept[tool.name].input_schema == tool.input_schema
+        assert kept[tool.name].input_schema.get("type") == "object"
+        assert kept[tool.name].annotations == (annotations if tool.annotations else None)
+        assert kept[tool.name].description == tool.description
+        assert kept[tool.name].title == tool.title
+
+
 async def test_server_everything_over_legacy_sse(everything_sse_url: str) -> None:
     names, version = await names_seen_by_a_plain_client(sse_client(everything_sse_url))
     found = await discover(ProbeTarget(everything_sse_url, transport="sse"))

@@ -185,3 +185,12 @@ def test_exactly_256_tools_are_not_truncated() -> None:
     selection = select_tools([tool(f"t{i}") for i in range(MAX_STATUS_TOOLS)], prefix="p")
     assert not selection.truncated
     assert len(selection.tools) == MAX_STATUS_TOOLS
+
+
+def test_a_discovered_tool_is_kept_whole_but_its_repr_stays_small() -> None:
+    schema = {"type": "object", "properties": {"q": {"type": "string", "description": "q" * 5000}}}
+    listed = RawTool("t", "d" * 100_000, {"vendor": "v" * 5000}, "T" * 5000, schema)
+    assert listed.input_schema is schema
+    assert len(repr(listed)) < 100
+    (shown,) = select_tools([listed], prefix="p").tools
+    assert shown.annotations == {"title": "T" * 255 + "…"}

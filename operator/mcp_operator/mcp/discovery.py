@@ -40,16 +40,19 @@ MAX_DISCOVERED_TOOLS = 5000
 
 @dataclass(frozen=True)
 class DiscoveredTool:
-    """A tool as the server listed it: the fields the operator and the bridge use."""
+    """A tool as the server listed it: the fields the operator and the bridge use.
+
+    The ``repr`` shows the name only (cut to 129 characters): the rest may run to megabytes.
+    """
 
     name: str
-    description: str | None = None
-    annotations: dict[str, Any] | None = None
+    description: str | None = field(default=None, repr=False)
+    annotations: dict[str, Any] | None = field(default=None, repr=False)
     """The annotations in full, camelCase, without absent hints (untrusted: hints only)."""
-    title: str | None = None
+    title: str | None = field(default=None, repr=False)
     """The tool's display name (2025-06-18 and later); it takes precedence over
     ``annotations.title``."""
-    input_schema: dict[str, Any] = field(default_factory=dict)
+    input_schema: dict[str, Any] = field(default_factory=dict, repr=False)
     """The ``inputSchema`` JSON object as the server sent it (the bridge validates
     arguments against it)."""
 
