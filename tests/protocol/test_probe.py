@@ -19,13 +19,14 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from mcp_operator.commands import probe as probe_command
 from mcp_operator.controller.mcpserver import report
 from mcp_operator.mcp import naming
-from mcp_operator.mcp.probe import (
+from mcp_operator.mcp.discovery import (
     MAX_DISCOVERED_TOOLS,
+    DiscoveredTool,
     Paginator,
-    ProbeError,
-    ProbeTarget,
     discover,
 )
+from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.target import ProbeTarget
 from tests.support import peers
 
 SECRET = "Bearer s3cr3t-token-value-42"
@@ -45,9 +46,14 @@ async def names_seen_by_a_plain_client(server: Any, mode: str = "auto") -> tuple
                 return names, client.protocol_version
 
 
-async def probe_and_select(url: str, **selection: Any) -> tuple[Any, naming.ToolSelection]:
+def select_tools(tools: list[DiscoveredTool], **selection: Any) -> report.StatusTools:
+    """The naming plan bounded for status, as the reconciler builds it."""
+    return report.status_tools(naming.plan(tools, **selection))
+
+
+async def probe_and_select(url: str, **selection: Any) -> tuple[Any, report.StatusTools]:
     found = await discover(ProbeTarget(url))
-    return found, naming.select_tools(found.tools, **{"prefix": "ev", **selection})
+    return found, select_tools(found.tools, **{"prefix": "ev", **selection})
 
 
 # server-everything (legacy era, Streamable HTTP and HTTP+SSE)
@@ -85,7 +91,22 @@ async def test_server_everything_without_filters_exposes_every_tool(everything_u
     assert [t.original_name for t in selection.tools] == sorted(names)
     echo = next(t for t in selection.tools if t.original_name == "echo")
     assert echo.description
-    assert set(echo.annotations) <= {"title", *naming.BOOLEAN_HINTS}
+    assert set(echo.annotations) <= {"title", *report.BOOLEAN_HINTS}
+
+
+async def test_the_probe_keeps_each_tool_whole_with_its_input_schema(everything_url: str) -> None:
+    async with mcp.Client(everything_url) as client:
+        listed = (await client.list_tools()).tools  # server-everything lists on one page
+    found = await discover(ProbeTarget(everything_url))
+    kept = {t.name: t for t in found.tools}
+    assert sorted(kept) == sorted(t.name for t in listed)
+    for tool in listed:
+        annotations = tool.annotations.model_dump(by_alias=True, exclude_none=True) or None
+        assert kept[tool.name].input_schema == tool.input_schema
+        assert kept[tool.name].input_schema.get("type") == "object"
+        assert kept[tool.name].annotations == (annotations if tool.annotations else None)
+        assert kept[tool.name].description == tool.description
+        assert kept[tool.name].title == tool.title
 
 
 async def test_server_everything_over_legacy_sse(everything_sse_url: str) -> None:
@@ -179,7 +200,7 @@ async def test_an_empty_string_cursor_is_followed_to_the_next_page() -> None:
 async def test_invalid_and_colliding_names_become_warnings_not_failures() -> None:
     with peers.hostile_server("invalid-names") as url:
         found = await discover(ProbeTarget(url, timeout_seconds=5))
-    selection = naming.select_tools(found.tools, prefix="srv")
+    selection = select_tools(found.tools, prefix="srv")
     exposed = {t.original_name: t.name for t in selection.tools}
     assert sorted(exposed) == ["a.b", "a_b", "dup", "ok_tool"]
     assert exposed["a.b"] == "srv_a_b"
@@ -195,21 +216,21 @@ async def test_invalid_and_colliding_names_become_warnings_not_failures() -> Non
 async def test_a_multi_megabyte_description_is_cut_for_status() -> None:
     with peers.hostile_server("huge", "--size", str(4 * 1024 * 1024)) as url:
         found = await discover(ProbeTarget(url, timeout_seconds=10))
-    selection = naming.select_tools(found.tools, prefix="p")
+    selection = select_tools(found.tools, prefix="p")
     (tool,) = report.status_fields(found, selection)["tools"]
-    assert len(tool["description"]) == naming.MAX_DESCRIPTION_CHARS
+    assert len(tool["description"]) == report.MAX_DESCRIPTION_CHARS
     assert tool["description"].endswith("…")
 
 
 async def test_a_long_list_over_many_pages_is_read_whole_and_bounded_in_status() -> None:
     with peers.hostile_server("many-tools", "--tools", "1200", "--page-size", "100") as url:
         found = await discover(ProbeTarget(url, timeout_seconds=10))
-    selection = naming.select_tools(found.tools, prefix="p")
+    selection = select_tools(found.tools, prefix="p")
     fields = report.status_fields(found, selection)
     assert len(found.tools) == 1200
     assert len({t.name for t in found.tools}) == 1200
     assert fields["toolCount"] == fields["discoveredToolCount"] == 1200
-    assert len(fields["tools"]) == naming.MAX_STATUS_TOOLS
+    assert len(fields["tools"]) == report.MAX_STATUS_TOOLS
     assert report.warnings(selection)[-1].startswith("status.tools lists the first 256 of 1200")
 
 

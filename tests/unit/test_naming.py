@@ -1,22 +1,31 @@
-"""Exposed names, the default prefix, globs and tool selection (mcp_operator.mcp.naming)."""
+"""Exposed names, the default prefix, globs and the naming plan (mcp_operator.mcp.naming)."""
 
 from __future__ import annotations
 
 import hashlib
+import random
 import re
 
 import pytest
 
+from mcp_operator.controller.mcpserver.report import StatusTools, status_tools
+from mcp_operator.mcp.discovery import DiscoveredTool as RawTool
 from mcp_operator.mcp.naming import (
-    MAX_STATUS_TOOLS,
-    RawTool,
+    Dropped,
+    Renamed,
+    ToolPlan,
     default_prefix,
     exposed_name,
     is_valid_prefix,
     is_valid_tool_name,
     matches,
-    select_tools,
+    plan,
 )
+
+
+def select_tools(tools: list[RawTool], *, prefix: str, **filters: list[str]) -> StatusTools:
+    """The plan as the MCPServer status shows it (the selection these tests were written for)."""
+    return status_tools(plan(tools, prefix=prefix, **filters))
 
 
 def tool(name: str, description: str | None = None, **annotations: object) -> RawTool:
@@ -237,57 +246,103 @@ def test_invalid_names_removed_by_the_filters_are_not_reported() -> None:
     assert selection.invalid == []
 
 
-# select_tools: status bounds
+# plan: the names themselves, unbounded, and how the bridge narrows them
 
 
-def test_description_is_cut_to_1024_characters_ending_with_an_ellipsis() -> None:
-    selection = select_tools([tool("long", "d" * 5000), tool("short", "fine")], prefix="p")
-    long, short = selection.tools
-    assert len(long.description) == 1024
-    assert long.description.endswith("…")
-    assert long.description[:1023] == "d" * 1023
-    assert short.description == "fine"
+def exposed_by_original(tool_plan: ToolPlan[RawTool]) -> dict[str, str]:
+    return {t.name: name for name, t in tool_plan.exposed.items()}
 
 
-def test_a_description_of_exactly_1024_characters_is_kept_whole() -> None:
-    (only,) = select_tools([tool("t", "e" * 1024)], prefix="p").tools
-    assert only.description == "e" * 1024
+def test_the_plan_maps_exposed_names_to_the_tools_as_listed() -> None:
+    listed = [tool("search.docs", "d" * 5000, title="T" * 300), tool("echo")]
+    result = plan(listed, prefix="srv")
+    assert list(result.exposed) == ["srv_echo", "srv_search_docs"]
+    assert result.exposed["srv_search_docs"] is listed[0]  # kept whole: nothing is cut
+    assert (result.discovered, result.dropped, result.renamed) == (2, (), ())
 
 
-def test_missing_description_becomes_empty() -> None:
-    (only,) = select_tools([tool("t")], prefix="p").tools
-    assert only.description == ""
+def test_the_plan_gives_a_reason_for_every_tool_it_leaves_out() -> None:
+    listed = [tool(n) for n in ("get-env", "echo", "delete.all", "bad name!", "get-env", "zap")]
+    result = plan(listed, prefix="srv", allow=["get-*", "delete.*", "bad*"], deny=["delete.*"])
+    assert result.dropped == (
+        Dropped("bad name!", "InvalidName"),
+        Dropped("delete.all", "Denied"),
+        Dropped("echo", "NotAllowlisted"),
+        Dropped("get-env", "Duplicate"),
+        Dropped("zap", "NotAllowlisted"),
+    )
+    assert list(result.exposed) == ["srv_get-env"]
+    assert len(result.exposed) + len(result.dropped) == result.discovered
 
 
-def test_annotations_keep_only_title_and_the_four_boolean_hints() -> None:
-    annotations = {
-        "title": "T" * 300,
-        "readOnlyHint": True,
-        "destructiveHint": False,
-        "idempotentHint": True,
-        "openWorldHint": "yes",  # not a boolean: dropped
-        "vendorThing": {"big": "x" * 1000},
-    }
-    (only,) = select_tools([RawTool("t", None, annotations)], prefix="p").tools
-    assert only.annotations == {
-        "title": "T" * 255 + "…",
-        "readOnlyHint": True,
-        "destructiveHint": False,
-        "idempotentHint": True,
-    }
+def test_the_plan_is_not_bounded() -> None:
+    listed = [tool(f"tool_{i:04d}") for i in range(1000)]
+    assert len(plan(listed, prefix="p").exposed) == 1000
 
 
-def test_more_than_256_selected_tools_are_cut_but_counted() -> None:
-    tools = [tool(f"tool_{i:04d}") for i in range(MAX_STATUS_TOOLS + 44)]
-    selection = select_tools(list(reversed(tools)), prefix="p")
-    assert len(selection.tools) == MAX_STATUS_TOOLS
-    assert selection.truncated
-    assert selection.selected == MAX_STATUS_TOOLS + 44
-    assert selection.tools[0].name == "p_tool_0000"
-    assert selection.tools[-1].name == f"p_tool_{MAX_STATUS_TOOLS - 1:04d}"
+def test_a_collision_is_recorded_with_both_names() -> None:
+    result = plan([tool("a_b"), tool("a.b")], prefix="srv")
+    assert result.renamed == (
+        Renamed(
+            original_name="a_b",
+            wanted="srv_a_b",
+            holder="a.b",
+            exposed=f"srv_a_b_{sha8('a_b')}",
+        ),
+    )
 
 
-def test_exactly_256_tools_are_not_truncated() -> None:
-    selection = select_tools([tool(f"t{i}") for i in range(MAX_STATUS_TOOLS)], prefix="p")
-    assert not selection.truncated
-    assert len(selection.tools) == MAX_STATUS_TOOLS
+COLLIDING = ["a.b", "a_b", "a-b", "a b", "x" * 80 + ".q", "x" * 80 + "_q", "dup", "dup", "solo"]
+
+
+def test_collisions_are_resolved_the_same_whatever_the_order_of_the_list() -> None:
+    expected = plan([tool(n) for n in COLLIDING], prefix="srv")
+    shuffler = random.Random(7)
+    for _ in range(50):
+        names = COLLIDING[:]
+        shuffler.shuffle(names)
+        again = plan([tool(n) for n in names], prefix="srv")
+        assert exposed_by_original(again) == exposed_by_original(expected)
+        assert (again.renamed, again.dropped) == (expected.renamed, expected.dropped)
+        assert list(again.exposed) == list(expected.exposed)
+
+
+def test_narrowing_keeps_the_name_a_collision_gave_even_without_the_other_tool() -> None:
+    listed = [tool("a.b"), tool("a_b"), tool("other")]
+    server = plan(listed, prefix="srv")
+    run = server.narrowed(deny=["a.b"])
+    assert exposed_by_original(run) == {"a_b": f"srv_a_b_{sha8('a_b')}", "other": "srv_other"}
+    assert Dropped("a.b", "Denied") in run.dropped
+    assert [r.original_name for r in run.renamed] == ["a_b"]
+    # A server-level filter, by contrast, is part of the plan that status shows (as before).
+    assert exposed_by_original(plan(listed, prefix="srv", deny=["a.b"]))["a_b"] == "srv_a_b"
+
+
+def test_narrower_filters_never_change_the_names_of_the_remaining_tools() -> None:
+    alphabet = ["a.b", "a_b", "a-b", "get.x", "get_x", "get-y", "z" * 70 + ".1", "z" * 70 + "_1"]
+    patterns = ["*", "a*", "get*", "*_*", "*.*", "z*", "?_?", "nope"]
+    shuffler = random.Random(11)
+    for _ in range(300):
+        listed = [tool(n) for n in shuffler.sample(alphabet, shuffler.randint(1, len(alphabet)))]
+        server = plan(
+            listed,
+            prefix="srv",
+            allow=shuffler.sample(patterns, shuffler.randint(0, 2)),
+            deny=shuffler.sample(patterns, shuffler.randint(0, 1)),
+        )
+        allow = shuffler.sample(patterns, shuffler.randint(0, 2))
+        deny = shuffler.sample(patterns, shuffler.randint(0, 2))
+        run = server.narrowed(allow=allow, deny=deny)
+        assert run.exposed.items() <= server.exposed.items()
+        remaining = {
+            t.name for t in server.exposed.values() if (not allow or matches(allow, t.name))
+        } - {t.name for t in server.exposed.values() if matches(deny, t.name)}
+        assert set(exposed_by_original(run)) == remaining
+        assert len(run.exposed) + len(run.dropped) == run.discovered
+
+
+def test_narrowing_reports_run_patterns_that_match_no_listed_tool() -> None:
+    server = plan([tool("echo"), tool("hidden")], prefix="srv", deny=["hidden"])
+    run = server.narrowed(allow=["echo", "hidden", "ehco"])
+    assert run.unmatched_allow == ("ehco",)
+    assert list(run.exposed) == ["srv_echo"]

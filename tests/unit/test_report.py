@@ -4,9 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_operator.controller.mcpserver.report import status_fields, warnings
-from mcp_operator.mcp.naming import RawTool, select_tools
-from mcp_operator.mcp.probe import Discovery
+from mcp_operator.controller.mcpserver.report import (
+    MAX_STATUS_TOOLS,
+    StatusTools,
+    status_fields,
+    status_tools,
+    warnings,
+)
+from mcp_operator.mcp.discovery import DiscoveredTool as RawTool
+from mcp_operator.mcp.discovery import Discovery
+from mcp_operator.mcp.naming import plan
+
+
+def select_tools(tools: list[RawTool], *, prefix: str, **filters: list[str]) -> StatusTools:
+    """The naming plan bounded for status, as the reconciler builds it."""
+    return status_tools(plan(tools, prefix=prefix, **filters))
+
+
+def tool(name: str, description: str | None = None, **annotations: object) -> RawTool:
+    return RawTool(name=name, description=description, annotations=annotations or None)
 
 
 def discovery(tools: list[RawTool], **info: Any) -> Discovery:
@@ -113,3 +129,68 @@ def test_hostile_names_in_warnings_are_quoted_and_cut() -> None:
     found = warnings(select_tools([RawTool(name, None, None)], prefix="p"))
     assert "\n" not in found[0]
     assert len(found[0]) < 250
+
+
+# status bounds (moved from the naming tests: bounding is the status's job)
+
+
+def test_description_is_cut_to_1024_characters_ending_with_an_ellipsis() -> None:
+    selection = select_tools([tool("long", "d" * 5000), tool("short", "fine")], prefix="p")
+    long, short = selection.tools
+    assert len(long.description) == 1024
+    assert long.description.endswith("…")
+    assert long.description[:1023] == "d" * 1023
+    assert short.description == "fine"
+
+
+def test_a_description_of_exactly_1024_characters_is_kept_whole() -> None:
+    (only,) = select_tools([tool("t", "e" * 1024)], prefix="p").tools
+    assert only.description == "e" * 1024
+
+
+def test_missing_description_becomes_empty() -> None:
+    (only,) = select_tools([tool("t")], prefix="p").tools
+    assert only.description == ""
+
+
+def test_annotations_keep_only_title_and_the_four_boolean_hints() -> None:
+    annotations = {
+        "title": "T" * 300,
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+        "openWorldHint": "yes",  # not a boolean: dropped
+        "vendorThing": {"big": "x" * 1000},
+    }
+    (only,) = select_tools([RawTool("t", None, annotations)], prefix="p").tools
+    assert only.annotations == {
+        "title": "T" * 255 + "…",
+        "readOnlyHint": True,
+        "destructiveHint": False,
+        "idempotentHint": True,
+    }
+
+
+def test_more_than_256_selected_tools_are_cut_but_counted() -> None:
+    tools = [tool(f"tool_{i:04d}") for i in range(MAX_STATUS_TOOLS + 44)]
+    selection = select_tools(list(reversed(tools)), prefix="p")
+    assert len(selection.tools) == MAX_STATUS_TOOLS
+    assert selection.truncated
+    assert selection.selected == MAX_STATUS_TOOLS + 44
+    assert selection.tools[0].name == "p_tool_0000"
+    assert selection.tools[-1].name == f"p_tool_{MAX_STATUS_TOOLS - 1:04d}"
+
+
+def test_exactly_256_tools_are_not_truncated() -> None:
+    selection = select_tools([tool(f"t{i}") for i in range(MAX_STATUS_TOOLS)], prefix="p")
+    assert not selection.truncated
+    assert len(selection.tools) == MAX_STATUS_TOOLS
+
+
+def test_a_discovered_tool_is_kept_whole_but_its_repr_stays_small() -> None:
+    schema = {"type": "object", "properties": {"q": {"type": "string", "description": "q" * 5000}}}
+    listed = RawTool("t", "d" * 100_000, {"vendor": "v" * 5000}, "T" * 5000, schema)
+    assert listed.input_schema is schema
+    assert len(repr(listed)) < 100
+    (shown,) = select_tools([listed], prefix="p").tools
+    assert shown.annotations == {"title": "T" * 255 + "…"}

@@ -103,9 +103,11 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from mcp_operator.controller.mcpserver.report import status_fields, warnings
-    from mcp_operator.mcp.naming import is_valid_prefix, select_tools
-    from mcp_operator.mcp.probe import ProbeError, ProbeTarget, discover
+    from mcp_operator.controller.mcpserver.report import status_fields, status_tools, warnings
+    from mcp_operator.mcp.discovery import discover
+    from mcp_operator.mcp.errors import ProbeError
+    from mcp_operator.mcp.naming import is_valid_prefix, plan
+    from mcp_operator.mcp.target import ProbeTarget
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:
@@ -139,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     except ProbeError as error:
         print(f"error: {error.reason}: {error.message}", file=sys.stderr)
         return 1
-    selection = select_tools(discovery.tools, prefix=prefix, allow=args.allow, deny=args.deny)
+    selection = status_tools(plan(discovery.tools, prefix=prefix, allow=args.allow, deny=args.deny))
     fields = status_fields(discovery, selection)
 
     if args.output == "json":

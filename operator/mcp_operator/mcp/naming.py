@@ -1,4 +1,4 @@
-"""Exposed tool names and tool filters: one rule, shared by probe, bridge and API models.
+"""Exposed tool names and tool filters: one plan, shared by the MCPServer status and the bridge.
 
 A server's tool ``search.docs`` is exposed to agents as ``<prefix>_search_docs``.
 This module owns that mapping and everything around it, as pure functions (no
@@ -8,8 +8,11 @@ I/O, no clock, no randomness):
 - :func:`exposed_name` — ``<prefix>_<original>``, sanitised to ``[A-Za-z0-9_-]``
   and kept within 64 characters by a deterministic hash suffix;
 - :func:`matches` — the ``toolsAllow`` / ``toolsDeny`` globs (``*`` and ``?`` only);
-- :func:`select_tools` — allow, then deny, then names, collisions and the
-  bounds that keep ``status.tools`` small (see ``docs/status-bounds.md``).
+- :func:`plan` — allow, then deny, then names and collisions: the exposed name of
+  every tool that remains and the reason for every tool that does not. Unbounded:
+  how much of the plan fits in ``status.tools`` is the MCPServer status's business
+  (``controller/mcpserver/report.py``); :meth:`ToolPlan.narrowed` applies a run's
+  further filters without renaming anything.
 """
 
 from __future__ import annotations
@@ -19,16 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
-
-MAX_STATUS_TOOLS = 256
-"""At most this many tools are written to ``status.tools`` (``toolCount`` still counts all)."""
-
-MAX_DESCRIPTION_CHARS = 1024
-"""A tool description in status is cut to this many characters, the last one being ``…``."""
-
-MAX_TITLE_CHARS = 256
-"""The ``title`` annotation in status is cut to this many characters, the last one being ``…``."""
+from typing import Generic, Literal, Protocol, TypeVar
 
 MAX_TOOL_NAME_CHARS = 128
 """A valid MCP tool name is 1 to this many characters of ``[A-Za-z0-9_.-]``."""
@@ -42,9 +36,6 @@ MAX_PREFIX_CHARS = 32
 HASH_CHARS = 8
 """Hex digits of ``sha256(original name)`` used to shorten or disambiguate an exposed name."""
 
-BOOLEAN_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-"""The tool annotations kept in status besides ``title``; anything else is dropped."""
-
 ELLIPSIS = "…"
 
 _VALID_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
@@ -53,43 +44,81 @@ _NOT_PREFIX = re.compile(r"[^a-z0-9_-]")
 _PREFIX = re.compile(r"[a-z][a-z0-9_-]{0,31}")
 
 
+class Named(Protocol):
+    """Anything with a tool name: the plan needs nothing else of a tool."""
+
+    @property
+    def name(self) -> str: ...
+
+
+T = TypeVar("T", bound=Named)
+
+DropReason = Literal["NotAllowlisted", "Denied", "InvalidName", "Duplicate"]
+"""Why a listed tool is not exposed: no allow pattern matches it; a deny pattern
+matches it; its name is not a valid MCP tool name; the server listed the name before."""
+
+
 @dataclass(frozen=True)
-class RawTool:
-    """A tool as the server listed it (only the fields the operator uses)."""
+class Dropped:
+    """A listed tool that is not exposed, and why."""
 
-    name: str
-    description: str | None
-    annotations: dict[str, Any] | None
-
-
-@dataclass(frozen=True)
-class ExposedTool:
-    """A tool as agents see it through the bridge, bounded for ``status.tools``."""
-
-    name: str
     original_name: str
-    description: str
-    annotations: dict[str, Any]
+    reason: DropReason
 
 
 @dataclass(frozen=True)
-class ToolSelection:
-    """The outcome of :func:`select_tools`: the exposed tools and what to warn about."""
+class Renamed:
+    """A tool whose exposed name was taken by another one: it got the hash form instead."""
 
-    tools: list[ExposedTool]
-    """After allow, deny and prefix; sorted by exposed name; at most ``MAX_STATUS_TOOLS``."""
+    original_name: str
+    wanted: str
+    """The exposed name the rule gives it (:func:`exposed_name`)."""
+    holder: str
+    """The original name of the tool that has ``wanted`` (first by original name)."""
+    exposed: str
+    """The name it is exposed as: ``wanted`` cut, ``_`` and a hash of the original name."""
+
+
+@dataclass(frozen=True)
+class ToolPlan(Generic[T]):
+    """From the tools a server listed to the tools agents see. Deterministic: the same
+    tools give the same plan in any order (of a name listed twice, the first is kept)."""
+
+    exposed: Mapping[str, T]
+    """Exposed name -> the tool as listed, in order of exposed name. Every tool that passed
+    the filters and has a valid name, once."""
+    dropped: tuple[Dropped, ...]
+    """Every listed tool that is not exposed, in order of original name (then reason)."""
+    renamed: tuple[Renamed, ...]
+    """The exposed-name collisions and how each was resolved, in order of original name."""
+    unmatched_allow: tuple[str, ...]
+    """``toolsAllow`` patterns that match no listed tool (a typo guard), in the given order."""
     discovered: int
-    """Tools the server listed, before any filter (``discoveredToolCount``)."""
-    selected: int
-    """Tools exposed after the filters (``toolCount``), even when ``tools`` was cut."""
-    collisions: list[str]
-    """One sentence per exposed-name collision (or tool listed twice)."""
-    invalid: list[str]
-    """Original names that are not valid MCP tool names (sorted); excluded from ``tools``."""
-    unmatched_allow: list[str]
-    """``toolsAllow`` patterns that matched no discovered tool (a typo guard)."""
-    truncated: bool
-    """More than ``MAX_STATUS_TOOLS`` tools were selected; ``tools`` holds the first ones."""
+    """How many tools the server listed (``discoveredToolCount``)."""
+
+    def narrowed(self, *, allow: Sequence[str] = (), deny: Sequence[str] = ()) -> ToolPlan[T]:
+        """This plan with further filters applied on top: ``allow`` (empty = all), then
+        ``deny``. The tools that remain keep the exposed names of this plan, whichever
+        tools the further filters removed (an AgentRun narrows its servers this way)."""
+        exposed: dict[str, T] = {}
+        dropped = list(self.dropped)
+        for name, tool in self.exposed.items():
+            reason = _filtered_out(tool.name, allow, deny)
+            if reason is None:
+                exposed[name] = tool
+            else:
+                dropped.append(Dropped(tool.name, reason))
+        listed = [d.original_name for d in self.dropped]
+        listed += [tool.name for tool in self.exposed.values()]
+        return ToolPlan(
+            exposed=exposed,
+            dropped=_in_order(dropped),
+            renamed=tuple(r for r in self.renamed if r.exposed in exposed),
+            unmatched_allow=tuple(
+                dict.fromkeys((*self.unmatched_allow, *_unmatched(allow, listed)))
+            ),
+            discovered=self.discovered,
+        )
 
 
 def is_valid_tool_name(name: str) -> bool:
@@ -163,96 +192,84 @@ def cut(text: str, limit: int) -> str:
     return text[: limit - 1] + ELLIPSIS
 
 
-def bounded_annotations(annotations: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The annotations kept in status: ``title`` (cut to 256) and the four boolean hints."""
-    if not annotations:
-        return {}
-    kept: dict[str, Any] = {}
-    title = annotations.get("title")
-    if isinstance(title, str) and title:
-        kept["title"] = cut(title, MAX_TITLE_CHARS)
-    for hint in BOOLEAN_HINTS:
-        value = annotations.get(hint)
-        if isinstance(value, bool):
-            kept[hint] = value
-    return kept
-
-
 def quoted(name: str, limit: int = 64) -> str:
     """A tool name fit for a message: quoted, escaped and cut (servers choose these names)."""
     return repr(cut(name, limit))
 
 
-def select_tools(
-    tools: Sequence[RawTool],
+def _filtered_out(name: str, allow: Sequence[str], deny: Sequence[str]) -> DropReason | None:
+    if allow and not matches(allow, name):
+        return "NotAllowlisted"
+    if matches(deny, name):
+        return "Denied"
+    return None
+
+
+def _unmatched(allow: Sequence[str], names: Sequence[str]) -> list[str]:
+    return [p for p in dict.fromkeys(allow) if not any(matches([p], name) for name in names)]
+
+
+def _in_order(dropped: list[Dropped]) -> tuple[Dropped, ...]:
+    return tuple(sorted(dropped, key=lambda d: (d.original_name, d.reason)))
+
+
+def _free_hashed_name(prefix: str, original: str, taken: Mapping[str, object]) -> str:
+    """The hash form of ``original``'s exposed name, re-seeded until no tool has it."""
+    sanitised = _NOT_EXPOSABLE.sub("_", f"{prefix}_{original}")
+    attempt = 0
+    candidate = _hashed(sanitised, original)
+    while candidate in taken:
+        attempt += 1
+        candidate = _hashed(sanitised, original, attempt)
+    return candidate
+
+
+def plan(
+    tools: Sequence[T],
     *,
     prefix: str,
     allow: Sequence[str] = (),
     deny: Sequence[str] = (),
-) -> ToolSelection:
-    """Apply ``allow`` (empty = all), then ``deny``, then the exposed names and the bounds.
+) -> ToolPlan[T]:
+    """Apply ``allow`` (empty = all), then ``deny``, then the exposed names.
 
-    Tools with invalid names are left out and reported. Two tools that map to one
-    exposed name never overwrite each other: in order of original name, the first
-    keeps the name and each later one gets the hash-suffix form; each collision is
-    reported. A name listed twice is exposed once and reported.
+    Tools with invalid names are dropped. Two tools that map to one exposed name
+    never overwrite each other: in order of original name, the first keeps the
+    name and each later one gets the hash-suffix form (:class:`Renamed`). A name
+    listed twice is exposed once (the first listed). Nothing is cut or counted
+    out: bounds for status are applied by its caller.
     """
-    unmatched_allow = [
-        pattern
-        for pattern in dict.fromkeys(allow)
-        if not any(matches([pattern], tool.name) for tool in tools)
-    ]
+    dropped: list[Dropped] = []
+    wanted: list[T] = []
+    for tool in tools:
+        reason = _filtered_out(tool.name, allow, deny)
+        if reason is None:
+            wanted.append(tool)
+        else:
+            dropped.append(Dropped(tool.name, reason))
 
-    wanted = [
-        tool
-        for tool in tools
-        if (not allow or matches(allow, tool.name)) and not matches(deny, tool.name)
-    ]
-    invalid = sorted(tool.name for tool in wanted if not is_valid_tool_name(tool.name))
-    valid = sorted((t for t in wanted if is_valid_tool_name(t.name)), key=lambda t: t.name)
-
-    collisions: list[str] = []
-    taken: dict[str, str] = {}  # exposed name -> original name
-    seen: set[str] = set()
-    exposed: list[ExposedTool] = []
-    for tool in valid:
-        if tool.name in seen:
-            collisions.append(
-                f"{quoted(tool.name)} is listed more than once by the server; it is exposed once"
-            )
+    exposed: dict[str, T] = {}
+    renamed: list[Renamed] = []
+    kept: set[str] = set()
+    for tool in sorted(wanted, key=lambda t: t.name):  # stable: the first listed stays first
+        if not is_valid_tool_name(tool.name):
+            dropped.append(Dropped(tool.name, "InvalidName"))
             continue
-        seen.add(tool.name)
+        if tool.name in kept:
+            dropped.append(Dropped(tool.name, "Duplicate"))
+            continue
+        kept.add(tool.name)
         name = exposed_name(prefix, tool.name)
-        if name in taken:
-            first = taken[name]
-            sanitised = _NOT_EXPOSABLE.sub("_", f"{prefix}_{tool.name}")
-            attempt = 0
-            candidate = _hashed(sanitised, tool.name)
-            while candidate in taken:
-                attempt += 1
-                candidate = _hashed(sanitised, tool.name, attempt)
-            collisions.append(
-                f"{quoted(first)} and {quoted(tool.name)} both map to {name}; "
-                f"the second is exposed as {candidate}"
-            )
-            name = candidate
-        taken[name] = tool.name
-        exposed.append(
-            ExposedTool(
-                name=name,
-                original_name=tool.name,
-                description=cut(tool.description or "", MAX_DESCRIPTION_CHARS),
-                annotations=bounded_annotations(tool.annotations),
-            )
-        )
+        if name in exposed:
+            free = _free_hashed_name(prefix, tool.name, exposed)
+            renamed.append(Renamed(tool.name, name, exposed[name].name, free))
+            name = free
+        exposed[name] = tool
 
-    exposed.sort(key=lambda t: t.name)
-    return ToolSelection(
-        tools=exposed[:MAX_STATUS_TOOLS],
+    return ToolPlan(
+        exposed=dict(sorted(exposed.items())),
+        dropped=_in_order(dropped),
+        renamed=tuple(renamed),
+        unmatched_allow=tuple(_unmatched(allow, [tool.name for tool in tools])),
         discovered=len(tools),
-        selected=len(exposed),
-        collisions=collisions,
-        invalid=invalid,
-        unmatched_allow=unmatched_allow,
-        truncated=len(exposed) > MAX_STATUS_TOOLS,
     )

@@ -31,7 +31,9 @@ from mcp_operator.controller.mcpserver import reconcile
 from mcp_operator.controller.mcpserver.render import RenderSettings
 from mcp_operator.controller.mcpserver.status import events, status_patch
 from mcp_operator.kube import MCPSERVERS, Kube, KubeError, NotFound
-from mcp_operator.mcp.probe import ProbeError, ProbeTarget, watch_tools
+from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.mcp.watch import watch_tools
 
 logger = logging.getLogger(__name__)
 

@@ -23,7 +23,9 @@ from mcp_operator.controller.mcpserver.render import RenderSettings
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.kube import Kube, KubeError, SecretReferenceError
 from mcp_operator.mcp import naming
-from mcp_operator.mcp.probe import ProbeError, ProbeTarget, discover
+from mcp_operator.mcp.discovery import discover
+from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.target import ProbeTarget
 
 logger = logging.getLogger(__name__)
 
@@ -134,11 +136,13 @@ async def mcpserver(
             Outcome("failed", error.reason, error.message, deployed=deployed), url, interval
         )
 
-    selection = naming.select_tools(
-        discovery.tools,
-        prefix=server.effective_prefix,
-        allow=spec.tools_allow or (),
-        deny=spec.tools_deny or (),
+    selection = report.status_tools(
+        naming.plan(
+            discovery.tools,
+            prefix=server.effective_prefix,
+            allow=spec.tools_allow or (),
+            deny=spec.tools_deny or (),
+        )
     )
     outcome = Outcome(
         "probed",

@@ -1,18 +1,36 @@
 """What a probe writes into ``MCPServer.status``, and the warnings it raises.
 
-Pure functions from a :class:`~mcp_operator.mcp.probe.Discovery` and a
-:class:`~mcp_operator.mcp.naming.ToolSelection` to the exact camelCase status
-fields (no ``None`` values; empty descriptions and annotations are left out)
-and to warning sentences for the ``Probed`` condition and events. Both are
-bounded: see ``docs/status-bounds.md``.
+Pure functions, in two steps. :func:`status_tools` bounds a naming plan
+(:func:`mcp_operator.mcp.naming.plan`, which decides every exposed name, the
+same for status and the bridge) so that the object stays small: at most
+``MAX_STATUS_TOOLS`` tools, descriptions and titles cut, annotations reduced to
+the title and the boolean hints. :func:`status_fields` turns a
+:class:`~mcp_operator.mcp.discovery.Discovery` and those tools into the exact
+camelCase status fields (no ``None`` values; empty descriptions and annotations
+are left out), and :func:`warnings` into sentences for the ``Probed`` condition
+and events. Both are bounded: see ``docs/status-bounds.md``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from mcp_operator.mcp.naming import ToolSelection, cut, quoted
-from mcp_operator.mcp.probe import Discovery
+from mcp_operator.mcp.discovery import DiscoveredTool, Discovery
+from mcp_operator.mcp.naming import ToolPlan, cut, quoted
+
+MAX_STATUS_TOOLS = 256
+"""At most this many tools are written to ``status.tools`` (``toolCount`` still counts all)."""
+
+MAX_DESCRIPTION_CHARS = 1024
+"""A tool description in status is cut to this many characters, the last one being ``…``."""
+
+MAX_TITLE_CHARS = 256
+"""The ``title`` annotation in status is cut to this many characters, the last one being ``…``."""
+
+BOOLEAN_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+"""The tool annotations kept in status besides ``title``; anything else is dropped."""
 
 MAX_SERVER_NAME_CHARS = 256
 MAX_SERVER_VERSION_CHARS = 128
@@ -23,7 +41,102 @@ MAX_WARNINGS_PER_KIND = 5
 """At most this many collision sentences; the rest are counted in one more sentence."""
 
 
-def status_fields(discovery: Discovery, selection: ToolSelection) -> dict[str, Any]:
+@dataclass(frozen=True)
+class StatusTool:
+    """A tool as agents see it through the bridge, bounded for ``status.tools``."""
+
+    name: str
+    original_name: str
+    description: str
+    annotations: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class StatusTools:
+    """A naming plan bounded for status: the tools to list and what to warn about."""
+
+    tools: list[StatusTool]
+    """Sorted by exposed name; at most ``MAX_STATUS_TOOLS``."""
+    discovered: int
+    """Tools the server listed, before any filter (``discoveredToolCount``)."""
+    selected: int
+    """Tools exposed after the filters (``toolCount``), even when ``tools`` was cut."""
+    collisions: list[str]
+    """One sentence per exposed-name collision (or tool listed twice)."""
+    invalid: list[str]
+    """Original names that are not valid MCP tool names (sorted); excluded from ``tools``."""
+    unmatched_allow: list[str]
+    """``toolsAllow`` patterns that matched no discovered tool (a typo guard)."""
+    truncated: bool
+    """More than ``MAX_STATUS_TOOLS`` tools were selected; ``tools`` holds the first ones."""
+
+
+def bounded_annotations(
+    annotations: Mapping[str, Any] | None, title: str | None = None
+) -> dict[str, Any]:
+    """The annotations kept in status: the title (cut to 256) and the four boolean hints.
+
+    ``title`` is the tool's own display name: it takes precedence over ``annotations.title``.
+    """
+    kept: dict[str, Any] = {}
+    shown = title or (annotations or {}).get("title")
+    if isinstance(shown, str) and shown:
+        kept["title"] = cut(shown, MAX_TITLE_CHARS)
+    for hint in BOOLEAN_HINTS:
+        value = (annotations or {}).get(hint)
+        if isinstance(value, bool):
+            kept[hint] = value
+    return kept
+
+
+def _status_tool(name: str, tool: DiscoveredTool) -> StatusTool:
+    return StatusTool(
+        name=name,
+        original_name=tool.name,
+        description=cut(tool.description or "", MAX_DESCRIPTION_CHARS),
+        annotations=bounded_annotations(tool.annotations, tool.title),
+    )
+
+
+def _collisions(plan: ToolPlan[DiscoveredTool]) -> list[str]:
+    """One sentence per rename or repeated name, in order of original name (a rename
+    before the repeats of the same name), as the plan met them."""
+    found = [
+        (
+            r.original_name,
+            0,
+            f"{quoted(r.holder)} and {quoted(r.original_name)} both map to "
+            f"{r.wanted}; the second is exposed as {r.exposed}",
+        )
+        for r in plan.renamed
+    ]
+    found += [
+        (
+            d.original_name,
+            1,
+            f"{quoted(d.original_name)} is listed more than once by the server; it is exposed once",
+        )
+        for d in plan.dropped
+        if d.reason == "Duplicate"
+    ]
+    return [sentence for _, _, sentence in sorted(found, key=lambda item: item[:2])]
+
+
+def status_tools(plan: ToolPlan[DiscoveredTool]) -> StatusTools:
+    """The part of ``plan`` that status shows, bounded, and what to warn about."""
+    shown = list(plan.exposed.items())[:MAX_STATUS_TOOLS]
+    return StatusTools(
+        tools=[_status_tool(name, tool) for name, tool in shown],
+        discovered=plan.discovered,
+        selected=len(plan.exposed),
+        collisions=_collisions(plan),
+        invalid=sorted(d.original_name for d in plan.dropped if d.reason == "InvalidName"),
+        unmatched_allow=list(plan.unmatched_allow),
+        truncated=len(plan.exposed) > MAX_STATUS_TOOLS,
+    )
+
+
+def status_fields(discovery: Discovery, selection: StatusTools) -> dict[str, Any]:
     """``tools``, ``toolCount``, ``discoveredToolCount`` and ``serverInfo`` for the status."""
     tools: list[dict[str, Any]] = []
     for tool in selection.tools:
@@ -54,7 +167,7 @@ def _listing(items: list[str]) -> str:
     return f"{shown} and {more} more" if more > 0 else shown
 
 
-def warnings(selection: ToolSelection) -> list[str]:
+def warnings(selection: StatusTools) -> list[str]:
     """Sentences about what the operator did not expose as the server listed it."""
     found: list[str] = []
     for collision in selection.collisions[:MAX_WARNINGS_PER_KIND]:

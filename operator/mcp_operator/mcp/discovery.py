@@ -1,0 +1,177 @@
+"""Discovery: handshake, then every page of ``tools/list``, as one :class:`Discovery`.
+
+:func:`discover` is the probe: it connects through :mod:`~mcp_operator.mcp.client`
+within one overall deadline, ``timeout_seconds``, and walks the tool list with a
+:class:`Paginator` (the cursor rules, without I/O). Every failure comes out as
+one :class:`~mcp_operator.mcp.errors.ProbeError`.
+
+Bounds: at most ``MAX_PAGES`` pages and ``MAX_DISCOVERED_TOOLS`` tools; a
+server past either bound fails the probe (``TooManyPages`` / ``TooManyTools``)
+rather than yield a silently partial list; a cursor seen twice fails it
+(``PaginationLoop``). Each tool is kept as listed (:class:`DiscoveredTool`,
+with its ``inputSchema`` and annotations): what a probe holds is bounded by the
+client's byte bounds, and what status shows is bounded by the MCPServer status.
+
+Header values (credentials) never appear in messages, logs or reprs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp
+from mcp_types import METHOD_NOT_FOUND
+
+from mcp_operator.mcp.client import connect, probe_state
+from mcp_operator.mcp.errors import ProbeError, ProbeState, scrub, translate
+from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS
+from mcp_operator.mcp.target import ProbeTarget, check_target
+
+MAX_PAGES = 100
+"""A ``tools/list`` walk longer than this fails with ``TooManyPages``."""
+
+MAX_DISCOVERED_TOOLS = 5000
+"""A server listing more tools than this fails the probe with ``TooManyTools``."""
+
+
+@dataclass(frozen=True)
+class DiscoveredTool:
+    """A tool as the server listed it: the fields the operator and the bridge use.
+
+    The ``repr`` shows the name only (cut to 129 characters): the rest may run to megabytes.
+    """
+
+    name: str
+    description: str | None = field(default=None, repr=False)
+    annotations: dict[str, Any] | None = field(default=None, repr=False)
+    """The annotations in full, camelCase, without absent hints (untrusted: hints only)."""
+    title: str | None = field(default=None, repr=False)
+    """The tool's display name (2025-06-18 and later); it takes precedence over
+    ``annotations.title``."""
+    input_schema: dict[str, Any] = field(default_factory=dict, repr=False)
+    """The ``inputSchema`` JSON object as the server sent it (the bridge validates
+    arguments against it)."""
+
+
+@dataclass(frozen=True)
+class Discovery:
+    """What a probe saw: who the server is, which era it speaks and its tools."""
+
+    server_name: str | None
+    server_version: str | None
+    protocol_version: str
+    tools: list[DiscoveredTool]
+    list_changed: bool
+    """The server advertises ``tools.listChanged`` (it will notify when its tools change)."""
+
+
+class Paginator:
+    """The ``tools/list`` cursor walk, without I/O.
+
+    After each page call :meth:`advance` with the page's ``nextCursor`` and its
+    number of tools; it returns the cursor for the next request, or ``None``
+    when the listing is complete. Only an absent cursor ends the walk: ``""`` is
+    a real cursor (2026-07-28 allows it), so callers must test ``is None``.
+    """
+
+    def __init__(self, max_pages: int = MAX_PAGES, max_tools: int = MAX_DISCOVERED_TOOLS) -> None:
+        self.max_pages = max_pages
+        self.max_tools = max_tools
+        self.pages = 0
+        self.tools = 0
+        self._seen: set[bytes] = set()  # digests: a hostile cursor may be large
+
+    def advance(self, next_cursor: str | None, page_tools: int) -> str | None:
+        self.pages += 1
+        self.tools += page_tools
+        if self.tools > self.max_tools:
+            raise ProbeError(
+                "TooManyTools",
+                f"the server lists more than {self.max_tools} tools "
+                f"({self.tools} in the first {self.pages} pages)",
+            )
+        if next_cursor is None:
+            return None
+        digest = hashlib.sha256(next_cursor.encode("utf-8", "surrogatepass")).digest()
+        if digest in self._seen:
+            raise ProbeError(
+                "PaginationLoop",
+                f"the server returned a tools/list cursor it had returned before "
+                f"(page {self.pages})",
+            )
+        if self.pages >= self.max_pages:
+            raise ProbeError(
+                "TooManyPages", f"the server's tool list runs past {self.max_pages} pages"
+            )
+        self._seen.add(digest)
+        return next_cursor
+
+
+async def discover(target: ProbeTarget) -> Discovery:
+    """Handshake with the server at ``target`` and list all its tools.
+
+    Raises:
+        ProbeError: on any failure, within ``target.timeout_seconds`` (plus the
+            time it takes to close connections).
+    """
+    check_target(target)
+    state = probe_state(target)
+    try:
+        with anyio.fail_after(target.timeout_seconds):
+            return await _discover(target, state)
+    except Exception as error:  # boundary: every failure becomes one ProbeError
+        raise scrub(translate(error, state), target.headers) from None
+
+
+async def _discover(target: ProbeTarget, state: ProbeState) -> Discovery:
+    async with AsyncExitStack() as stack:
+        client = await connect(stack, target, state)
+        capabilities = client.server_capabilities
+        info = client.server_info
+        walk = Paginator()
+        tools: list[DiscoveredTool] = []
+        cursor: str | None = None
+        while True:
+            state.phase = f"tools/list (page {walk.pages + 1})"
+            try:
+                page = await client.list_tools(cursor=cursor)
+            except mcp.MCPError as error:
+                if error.code == METHOD_NOT_FOUND and capabilities.tools is None and not tools:
+                    break  # a server without the tools capability: no tools, not a failure
+                raise
+            tools.extend(_discovered_tool(tool) for tool in page.tools)
+            cursor = walk.advance(page.next_cursor, len(page.tools))
+            if cursor is None:
+                break
+        discovery = Discovery(
+            server_name=info.name if info is not None else None,
+            server_version=info.version if info is not None else None,
+            protocol_version=client.protocol_version,
+            tools=tools,
+            list_changed=bool(capabilities.tools and capabilities.tools.list_changed),
+        )
+        state.phase = "closing the session"
+    return discovery
+
+
+def _discovered_tool(tool: Any) -> DiscoveredTool:
+    """The SDK's tool as the operator keeps it.
+
+    A name longer than a valid one is cut to one character past the limit, so that
+    it stays invalid and is reported, without being kept whole.
+    """
+    annotations = (
+        tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
+    )
+    title = getattr(tool, "title", None)
+    return DiscoveredTool(
+        name=tool.name[: MAX_TOOL_NAME_CHARS + 1],
+        description=tool.description if isinstance(tool.description, str) else None,
+        annotations=annotations or None,
+        title=title if isinstance(title, str) else None,
+        input_schema=tool.input_schema,
+    )

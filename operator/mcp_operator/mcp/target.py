@@ -1,0 +1,69 @@
+"""Where and how to probe: :class:`ProbeTarget`, its checks, and URLs safe to show.
+
+A target's ``repr`` shows header names, never their values, and its URL
+without userinfo and query string (:func:`display_url`): credentials cannot
+leak through a log line or a message. Connecting is left to
+:mod:`~mcp_operator.mcp.client`.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+from urllib.parse import urlsplit
+
+from mcp_operator.mcp.errors import ProbeError
+
+Transport = Literal["streamable-http", "sse"]
+
+
+@dataclass(frozen=True)
+class ProbeTarget:
+    """Where and how to probe. ``repr`` shows header names, never their values."""
+
+    url: str
+    transport: Transport = "streamable-http"
+    headers: Mapping[str, str] = field(default_factory=dict, hash=False)
+    timeout_seconds: float = 10.0
+    verify_tls: bool | ssl.SSLContext = True
+    """``True``: the system CAs; ``False``: no verification; an ``SSLContext``: its CAs
+    (e.g. the cluster CA, when probing through the API server's service proxy)."""
+
+    def __repr__(self) -> str:
+        verify = "custom" if isinstance(self.verify_tls, ssl.SSLContext) else self.verify_tls
+        return (
+            f"ProbeTarget(url={display_url(self.url)!r}, transport={self.transport!r}, "
+            f"headers={sorted(self.headers)!r}, timeout_seconds={self.timeout_seconds!r}, "
+            f"verify_tls={verify!r})"
+        )
+
+
+def display_url(url: str) -> str:
+    """``url`` without userinfo, query and fragment: safe to show in messages and logs."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def check_target(target: ProbeTarget) -> None:
+    """Raise ``ProbeError("InvalidTarget")`` for a target that cannot be probed at all."""
+    try:
+        parts = urlsplit(target.url)
+        valid = parts.scheme in ("http", "https") and bool(parts.hostname)
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ProbeError(
+            "InvalidTarget", f"{display_url(target.url)} is not an http:// or https:// URL"
+        )
+    if target.transport not in ("streamable-http", "sse"):
+        raise ProbeError(
+            "InvalidTarget", f"transport {target.transport!r} cannot be probed over the network"
+        )
+    if target.timeout_seconds <= 0:
+        raise ProbeError("InvalidTarget", "the probe timeout must be positive")

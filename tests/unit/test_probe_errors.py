@@ -1,0 +1,300 @@
+"""The table that turns a failed probe into one reason and message (mcp_operator.mcp.errors)."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import ssl
+
+import httpx2
+import mcp
+import pydantic
+import pytest
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
+
+from mcp_operator.mcp.errors import (
+    RULES,
+    ProbeError,
+    ProbeState,
+    ResponseTooLarge,
+    match,
+    scrub,
+    translate,
+)
+
+URL = "http://srv.example/mcp"
+MiB = 1024 * 1024
+
+
+def state(**seen: object) -> ProbeState:
+    probe = ProbeState(URL, 2.0)
+    probe.phase = "the handshake"
+    for name, value in seen.items():
+        setattr(probe, name, value)
+    return probe
+
+
+def connect_error(text: str, cause: BaseException | None = None) -> httpx2.ConnectError:
+    error = httpx2.ConnectError(text)
+    error.__cause__ = cause
+    return error
+
+
+def cert_error() -> ssl.SSLCertVerificationError:
+    error = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    error.verify_message = "self-signed certificate"
+    return error
+
+
+def tls_error() -> ssl.SSLError:
+    error = ssl.SSLError(1, "wrong version number")
+    error.reason = "WRONG_VERSION_NUMBER"
+    return error
+
+
+def status_error(status: int) -> httpx2.HTTPStatusError:
+    request = httpx2.Request("POST", URL)
+    response = httpx2.Response(status, request=request)
+    return httpx2.HTTPStatusError("status", request=request, response=response)
+
+
+def validation_error() -> pydantic.ValidationError:
+    class Shape(pydantic.BaseModel):
+        a: int
+        b: int
+
+    try:
+        Shape.model_validate({"a": "x", "b": "y"})
+    except pydantic.ValidationError as error:
+        return error
+    raise AssertionError("the model accepted bad input")
+
+
+CANNOT = f"could not connect to {URL}:"
+
+CASES = [
+    pytest.param(
+        RuntimeError("aborted read"),
+        state(probe_limit=64 * MiB),
+        "ResponseTooLarge",
+        f"{URL} sent more than 64 MiB in one probe (stopped in the handshake)",
+        id="probe-byte-bound",
+    ),
+    pytest.param(
+        RuntimeError("aborted read"),
+        state(response_limit=16 * MiB),
+        "ResponseTooLarge",
+        f"{URL} sent a response larger than 16 MiB during the handshake",
+        id="response-byte-bound",
+    ),
+    pytest.param(
+        ExceptionGroup("tasks", [ValueError("x"), ResponseTooLarge(16 * MiB)]),
+        state(),
+        "ResponseTooLarge",
+        f"{URL} sent a response larger than 16 MiB during the handshake",
+        id="response-too-large-raised",
+    ),
+    pytest.param(
+        TimeoutError(),
+        state(),
+        "Timeout",
+        f"{URL} did not complete the probe within 2s (stuck in the handshake)",
+        id="deadline",
+    ),
+    pytest.param(
+        httpx2.ReadTimeout("read"),
+        state(),
+        "Timeout",
+        f"{URL} did not complete the probe within 2s (stuck in the handshake)",
+        id="http-timeout",
+    ),
+    pytest.param(
+        connect_error("x", cert_error()),
+        state(),
+        "TLSError",
+        f"{CANNOT} certificate verification failed (self-signed certificate)",
+        id="certificate",
+    ),
+    pytest.param(
+        connect_error("x", tls_error()),
+        state(),
+        "TLSError",
+        f"{CANNOT} TLS handshake failed (WRONG_VERSION_NUMBER)",
+        id="tls-handshake",
+    ),
+    pytest.param(
+        connect_error("x", socket.gaierror(-2, "Name or service not known")),
+        state(),
+        "Unreachable",
+        f"{CANNOT} host name not resolved",
+        id="dns",
+    ),
+    pytest.param(
+        connect_error("x", ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")),
+        state(),
+        "Unreachable",
+        f"{CANNOT} connection refused",
+        id="refused",
+    ),
+    pytest.param(
+        connect_error("x", OSError(errno.ENETUNREACH, "Network is unreachable")),
+        state(),
+        "Unreachable",
+        f"{CANNOT} no route to host",
+        id="no-route",
+    ),
+    pytest.param(
+        connect_error("x", OSError(errno.EACCES, "Permission Denied")),
+        state(),
+        "Unreachable",
+        f"{CANNOT} permission denied",
+        id="other-os-error",
+    ),
+    pytest.param(
+        connect_error("All connection attempts failed"),
+        state(),
+        "Unreachable",
+        f"{CANNOT} connection refused",
+        id="text-refused",
+    ),
+    pytest.param(
+        connect_error("[Errno 8] nodename nor servname provided"),
+        state(),
+        "Unreachable",
+        f"{CANNOT} host name not resolved",
+        id="text-dns",
+    ),
+    pytest.param(
+        connect_error("SSL: record layer failure"),
+        state(),
+        "TLSError",
+        f"{CANNOT} TLS handshake failed",
+        id="text-tls",
+    ),
+    pytest.param(
+        connect_error("something else"),
+        state(),
+        "Unreachable",
+        f"{CANNOT} connection failed",
+        id="connect-other",
+    ),
+    pytest.param(
+        status_error(401),
+        state(),
+        "HTTPError",
+        f"{URL} answered HTTP 401 Unauthorized during the handshake",
+        id="http-status",
+    ),
+    pytest.param(
+        mcp.MCPError(-32603, "the SDK's view of a 503"),
+        state(error_status=599),
+        "HTTPError",
+        f"{URL} answered HTTP 599 during the handshake",
+        id="http-status-behind-jsonrpc",
+    ),
+    pytest.param(
+        mcp.MCPError(PARSE_ERROR, "parse error"),
+        state(),
+        "ProtocolError",
+        f"{URL} answered the handshake with a body that is not valid JSON-RPC",
+        id="not-json-rpc",
+    ),
+    pytest.param(
+        mcp.MCPError(INVALID_REQUEST, "wrong\n   content type"),
+        state(),
+        "ProtocolError",
+        f"{URL} gave an answer that is not MCP during the handshake: wrong content type",
+        id="not-mcp",
+    ),
+    pytest.param(
+        mcp.MCPError(CONNECTION_CLOSED, "Connection closed"),
+        state(),
+        "ProtocolError",
+        f"{URL} gave an answer that is not MCP during the handshake: Connection closed",
+        id="closed-mid-answer",
+    ),
+    pytest.param(
+        mcp.MCPError(-32001, "denied: " + "z" * 500),
+        state(),
+        "ServerError",
+        f"{URL} answered the handshake with error -32001: denied: " + "z" * 191 + "…",
+        id="json-rpc-error",
+    ),
+    pytest.param(
+        validation_error(),
+        state(),
+        "ProtocolError",
+        f"{URL} gave an answer that does not match the MCP schema during the handshake "
+        "(2 validation errors)",
+        id="schema",
+    ),
+    pytest.param(
+        httpx2.RemoteProtocolError("illegal header"),
+        state(),
+        "ProtocolError",
+        f"{URL} broke the HTTP protocol during the handshake",
+        id="broken-http",
+    ),
+    pytest.param(
+        httpx2.ReadError("reset"),
+        state(),
+        "Unreachable",
+        f"the connection to {URL} failed during the handshake (ReadError)",
+        id="connection-lost",
+    ),
+]
+
+
+@pytest.mark.parametrize(("error", "seen", "reason", "message"), CASES)
+def test_each_rule_gives_its_reason_and_message(
+    error: BaseException, seen: ProbeState, reason: str, message: str
+) -> None:
+    translated = translate(error, seen)
+    assert (translated.reason, translated.message) == (reason, message)
+
+
+def test_every_rule_of_the_table_is_exercised_by_a_case() -> None:
+    used = set()
+    for case in CASES:
+        error, seen, _, _ = case.values
+        found = match(error, seen)  # type: ignore[arg-type]
+        assert found is not None, case.id
+        used.add(id(found[0]))
+    unused = [rule for rule in RULES if id(rule) not in used]
+    assert unused == []
+
+
+def test_a_probe_error_raised_inside_is_kept_as_it_is() -> None:
+    own = ProbeError("TooManyPages", "the server's tool list runs past 100 pages")
+    group = ExceptionGroup("tasks", [TimeoutError(), own])
+    assert translate(group, state(probe_limit=64 * MiB)) is own
+
+
+def test_rules_are_tried_in_order_across_the_failures_of_a_group() -> None:
+    group = ExceptionGroup("tasks", [httpx2.ReadError("reset"), TimeoutError()])
+    assert translate(group, state()).reason == "Timeout"
+
+
+def test_rows_of_one_kind_judge_the_first_failure_of_that_kind() -> None:
+    first, second = mcp.MCPError(-32001, "first"), mcp.MCPError(PARSE_ERROR, "second")
+    translated = translate(ExceptionGroup("tasks", [first, second]), state())
+    assert translated.reason == "ServerError"
+    assert translated.message.endswith("with error -32001: first")
+
+
+def test_an_unknown_failure_names_its_types() -> None:
+    group = ExceptionGroup("tasks", [KeyError("k"), ValueError("v"), KeyError("j")])
+    translated = translate(group, state())
+    assert translated.reason == "ProbeFailed"
+    assert translated.message == (
+        f"the probe of {URL} failed during the handshake: KeyError, ValueError"
+    )
+
+
+def test_scrub_masks_echoed_header_values_whole_and_cut() -> None:
+    secret = "Bearer s3cr3t-token-value-42"
+    error = ProbeError("ServerError", f"bad {secret} and s3cr3t-tok…")
+    masked = scrub(error, {"Authorization": secret})
+    assert "s3cr3t" not in masked.message
+    assert masked.reason == "ServerError"
+    assert scrub(ProbeError("Timeout", "clean"), {"Authorization": secret}).message == "clean"
