@@ -103,7 +103,12 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import logging
 
-    from mcp_operator.controller.mcpserver.report import status_fields, status_tools, warnings
+    from mcp_operator.controller.mcpserver.report import (
+        STATUS_KEEP,
+        status_fields,
+        status_tools,
+        warnings,
+    )
     from mcp_operator.mcp.discovery import discover
     from mcp_operator.mcp.errors import ProbeError
     from mcp_operator.mcp.naming import is_valid_prefix, plan
@@ -137,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         verify_tls=not args.insecure_skip_tls_verify,
     )
     try:
-        discovery = asyncio.run(discover(target))
+        discovery = asyncio.run(discover(target, STATUS_KEEP))
     except ProbeError as error:
         print(f"error: {error.reason}: {error.message}", file=sys.stderr)
         return 1

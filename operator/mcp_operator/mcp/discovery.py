@@ -8,9 +8,11 @@ one :class:`~mcp_operator.mcp.errors.ProbeError`.
 Bounds: at most ``MAX_PAGES`` pages and ``MAX_DISCOVERED_TOOLS`` tools; a
 server past either bound fails the probe (``TooManyPages`` / ``TooManyTools``)
 rather than yield a silently partial list; a cursor seen twice fails it
-(``PaginationLoop``). Each tool is kept as listed (:class:`DiscoveredTool`,
-with its ``inputSchema`` and annotations): what a probe holds is bounded by the
-client's byte bounds, and what status shows is bounded by the MCPServer status.
+(``PaginationLoop``). What is kept of each tool is the caller's choice
+(:class:`Keep`): whole, with its ``inputSchema`` (for a caller that validates
+arguments), or cut as soon as a page arrives to what the caller will show (the
+operator's probe keeps no more of each tool than status can hold, so that many
+probes at once hold little).
 
 Header values (credentials) never appear in messages, logs or reprs.
 """
@@ -28,7 +30,7 @@ from mcp_types import METHOD_NOT_FOUND
 
 from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.errors import ProbeError, ProbeState, scrub, translate
-from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS
+from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
 from mcp_operator.mcp.target import ProbeTarget, check_target
 
 MAX_PAGES = 100
@@ -55,6 +57,18 @@ class DiscoveredTool:
     input_schema: dict[str, Any] = field(default_factory=dict, repr=False)
     """The ``inputSchema`` JSON object as the server sent it (the bridge validates
     arguments against it)."""
+
+
+@dataclass(frozen=True)
+class Keep:
+    """What a discovery keeps of each tool; the default keeps every tool whole."""
+
+    description_chars: int | None = None
+    """Descriptions are cut to this many characters on arrival (``None``: whole)."""
+    title_chars: int | None = None
+    """Titles (``title`` and ``annotations.title``) are cut likewise."""
+    input_schema: bool = True
+    """Whether ``inputSchema`` is kept (an empty object when not)."""
 
 
 @dataclass(frozen=True)
@@ -111,8 +125,8 @@ class Paginator:
         return next_cursor
 
 
-async def discover(target: ProbeTarget) -> Discovery:
-    """Handshake with the server at ``target`` and list all its tools.
+async def discover(target: ProbeTarget, keep: Keep | None = None) -> Discovery:
+    """Handshake with the server at ``target`` and list all its tools, keeping ``keep`` of each.
 
     Raises:
         ProbeError: on any failure, within ``target.timeout_seconds`` (plus the
@@ -122,12 +136,12 @@ async def discover(target: ProbeTarget) -> Discovery:
     state = probe_state(target)
     try:
         with anyio.fail_after(target.timeout_seconds):
-            return await _discover(target, state)
+            return await _discover(target, state, keep or Keep())
     except Exception as error:  # boundary: every failure becomes one ProbeError
         raise scrub(translate(error, state), target.headers) from None
 
 
-async def _discover(target: ProbeTarget, state: ProbeState) -> Discovery:
+async def _discover(target: ProbeTarget, state: ProbeState, keep: Keep) -> Discovery:
     async with AsyncExitStack() as stack:
         client = await connect(stack, target, state)
         capabilities = client.server_capabilities
@@ -143,7 +157,7 @@ async def _discover(target: ProbeTarget, state: ProbeState) -> Discovery:
                 if error.code == METHOD_NOT_FOUND and capabilities.tools is None and not tools:
                     break  # a server without the tools capability: no tools, not a failure
                 raise
-            tools.extend(_discovered_tool(tool) for tool in page.tools)
+            tools.extend(_discovered_tool(tool, keep) for tool in page.tools)
             cursor = walk.advance(page.next_cursor, len(page.tools))
             if cursor is None:
                 break
@@ -158,8 +172,8 @@ async def _discover(target: ProbeTarget, state: ProbeState) -> Discovery:
     return discovery
 
 
-def _discovered_tool(tool: Any) -> DiscoveredTool:
-    """The SDK's tool as the operator keeps it.
+def _discovered_tool(tool: Any, keep: Keep) -> DiscoveredTool:
+    """The SDK's tool as the caller keeps it.
 
     A name longer than a valid one is cut to one character past the limit, so that
     it stays invalid and is reported, without being kept whole.
@@ -167,11 +181,18 @@ def _discovered_tool(tool: Any) -> DiscoveredTool:
     annotations = (
         tool.annotations.model_dump(by_alias=True, exclude_none=True) if tool.annotations else None
     )
+    if annotations and isinstance(annotations.get("title"), str):
+        annotations["title"] = _cut(annotations["title"], keep.title_chars)
     title = getattr(tool, "title", None)
+    description = tool.description if isinstance(tool.description, str) else None
     return DiscoveredTool(
         name=tool.name[: MAX_TOOL_NAME_CHARS + 1],
-        description=tool.description if isinstance(tool.description, str) else None,
+        description=_cut(description, keep.description_chars),
         annotations=annotations or None,
-        title=title if isinstance(title, str) else None,
-        input_schema=tool.input_schema,
+        title=_cut(title, keep.title_chars) if isinstance(title, str) else None,
+        input_schema=tool.input_schema if keep.input_schema else {},
     )
+
+
+def _cut(text: str | None, limit: int | None) -> str | None:
+    return text if text is None or limit is None else cut(text, limit)

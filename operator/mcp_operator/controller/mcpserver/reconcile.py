@@ -130,7 +130,7 @@ async def mcpserver(
     )
     try:
         async with probe_slots:
-            discovery = await discover(target)
+            discovery = await discover(target, report.STATUS_KEEP)
     except ProbeError as error:
         return Result(
             Outcome("failed", error.reason, error.message, deployed=deployed), url, interval

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_operator.mcp.discovery import DiscoveredTool, Discovery
+from mcp_operator.mcp.discovery import DiscoveredTool, Discovery, Keep
 from mcp_operator.mcp.naming import ToolPlan, cut, quoted
 
 MAX_STATUS_TOOLS = 256
@@ -28,6 +28,11 @@ MAX_DESCRIPTION_CHARS = 1024
 
 MAX_TITLE_CHARS = 256
 """The ``title`` annotation in status is cut to this many characters, the last one being ``…``."""
+
+STATUS_KEEP = Keep(
+    description_chars=MAX_DESCRIPTION_CHARS, title_chars=MAX_TITLE_CHARS, input_schema=False
+)
+"""What the probe keeps of each tool for status: no more than status shows, cut on arrival."""
 
 BOOLEAN_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 """The tool annotations kept in status besides ``title``; anything else is dropped."""
