@@ -10,6 +10,11 @@ measures, for each library, with the schema compiled once (as the bridge caches 
 - ``invalid``: calls/s for arguments with three errors, all collected with their paths;
 - ``is_valid``: calls/s of the boolean fast path on valid arguments.
 
+A second table is the cost per call of the whole pure pipeline
+(:class:`mcp_operator.bridge.pipeline.CallPipeline` with an upstream that answers at once):
+catalog lookup, validation, PII hooks and the audit record, with PII off, detect and redact in
+both directions, for a trivial schema and the realistic one.
+
 The schema is a realistic tool schema (an issue tracker's ``create_issue``: nested objects,
 arrays, enums, a pattern, bounds, ``additionalProperties: false``, a ``$defs`` reference), in
 draft 2020-12 and the same schema in draft-07. Run it on a quiet machine:
@@ -20,6 +25,7 @@ draft 2020-12 and the same schema in draft-07. Run it on a quiet machine:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -29,6 +35,12 @@ from typing import Any
 
 import jsonschema
 import jsonschema_rs
+
+from mcp_operator.api.bridge import BridgeConfig
+from mcp_operator.bridge.catalog import build_catalog
+from mcp_operator.bridge.hooks import PiiHook
+from mcp_operator.bridge.pii import PiiScanner, builtin_detectors
+from mcp_operator.bridge.pipeline import CallPipeline
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -192,6 +204,89 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+RESULT = {
+    "content": [{"type": "text", "text": "Created issue #42: " + VALID["title"] + VALID["body"]}],
+    "isError": False,
+}
+
+
+class InstantClock:
+    def monotonic(self) -> float:
+        return time.perf_counter()
+
+    def now(self) -> Any:
+        from datetime import UTC, datetime
+
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+async def answer(server: Any, tool: str, arguments: Any) -> dict[str, Any]:
+    return RESULT
+
+
+@dataclass
+class PipelineRow:
+    schema: str
+    pii: str
+    calls_per_s: float
+    us_per_call: float
+
+
+def pipeline_for(schema: dict[str, Any], pii: str) -> CallPipeline:
+    config = BridgeConfig.model_validate(
+        {
+            "run": {"name": "bench", "namespace": "default"},
+            "servers": [
+                {
+                    "name": "tracker",
+                    "namespace": "default",
+                    "url": "http://127.0.0.1:1/mcp",
+                    "prefix": "tracker",
+                    "policy": {"pii": {"arguments": pii, "results": pii}},
+                }
+            ],
+        }
+    )
+    tools = {"default/tracker": [{"name": "create_issue", "inputSchema": schema}]}
+    return CallPipeline(
+        config,
+        build_catalog(config.servers, tools),
+        upstream=answer,
+        clock=InstantClock(),
+        random=lambda: 0.5,
+        hooks=[PiiHook(PiiScanner(builtin_detectors()))],
+    )
+
+
+async def measure_pipeline(schema_name: str, schema: dict[str, Any], pii: str, seconds: float):
+    pipeline = pipeline_for(schema, pii)
+    report = await pipeline.call("tracker_create_issue", VALID)
+    assert report.audit.outcome == "ok", report.result
+    count = 0
+    start = time.perf_counter()
+    while (now := time.perf_counter()) - start < seconds:
+        for _ in range(100):
+            await pipeline.call("tracker_create_issue", VALID)
+        count += 100
+    per_s = count / (now - start)
+    return PipelineRow(schema_name, pii, per_s, 1e6 / per_s)
+
+
+def pipeline_table(rows: list[PipelineRow]) -> str:
+    lines = [
+        "| schema | PII (arguments and results) | calls/s | µs per call |",
+        "|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row.schema} | {row.pii} | {row.calls_per_s:,.0f} | {row.us_per_call:,.0f} |"
+        )
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=2.0, help="time per measurement")
@@ -201,9 +296,20 @@ def main() -> None:
         rows.append(measure_python(schema, draft, args.seconds))
         rows.append(measure_rust(schema, draft, args.seconds))
     print(table(rows))
+    pipeline_rows = [
+        asyncio.run(measure_pipeline(name, schema, pii, args.seconds))
+        for name, schema in (("trivial", {"type": "object"}), ("realistic", SCHEMA_2020))
+        for pii in ("off", "detect", "redact")
+    ]
+    print()
+    print(pipeline_table(pipeline_rows))
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"bridge_validation_{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.write_text(json.dumps([asdict(row) for row in rows], indent=2) + "\n")
+    runs = {
+        "validation": [asdict(row) for row in rows],
+        "pipeline": [asdict(row) for row in pipeline_rows],
+    }
+    out.write_text(json.dumps(runs, indent=2) + "\n")
     print(f"Wrote {out.relative_to(RESULTS.parent.parent)}")
 
 

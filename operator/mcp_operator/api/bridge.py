@@ -242,31 +242,42 @@ class PiiOverride(ConfigModel):
     """A run's PII modes; unset means the server's."""
 
     arguments: PiiMode | None = None
+    """The run's mode for arguments; kept only when stricter than the server's."""
     results: PiiMode | None = None
+    """The run's mode for results; kept only when stricter than the server's."""
 
 
 class RetryOverride(ConfigModel):
     """A run's retry settings; unset means the server's."""
 
     max_attempts: int | None = Field(default=None, ge=1, le=5)
+    """Kept when fewer than the server's."""
     initial_backoff_ms: int | None = Field(default=None, ge=1, le=60_000)
+    """Kept when longer than the server's (gentler on the server)."""
     max_backoff_ms: int | None = Field(default=None, ge=1, le=300_000)
+    """Kept when longer than the server's."""
 
 
 class CircuitBreakerOverride(ConfigModel):
     """A run's circuit breaker settings; unset means the server's."""
 
     failure_threshold: int | None = Field(default=None, ge=1, le=1000)
+    """Kept when lower than the server's (the circuit opens sooner)."""
     open_seconds: int | None = Field(default=None, ge=1, le=3600)
+    """Kept when longer than the server's."""
 
 
 class CallPolicyOverride(ConfigModel):
     """What a run asks of a server's call policy; :func:`tighten` keeps only what is stricter."""
 
     pii: PiiOverride = Field(default_factory=PiiOverride)
+    """The run's PII modes."""
     retry: RetryOverride = Field(default_factory=RetryOverride)
+    """The run's retry settings."""
     timeout_seconds: int | None = Field(default=None, ge=1, le=3600)
+    """Kept when shorter than the server's."""
     circuit_breaker: CircuitBreakerOverride = Field(default_factory=CircuitBreakerOverride)
+    """The run's circuit breaker settings."""
 
 
 def stricter_pii(first: PiiMode, second: PiiMode | None) -> PiiMode:

@@ -46,6 +46,12 @@ class Detector(Protocol):
         ...
 
 
+# A detector may also say what a text needs before ``find`` is worth calling; the scanner
+# checks these once per string, so most strings never reach most patterns:
+#   min_digits: int    -- fewer ASCII digits than this: nothing to find
+#   trigger: str       -- a substring every finding contains ("@" for e-mail addresses)
+
+
 @dataclass(frozen=True)
 class PatternDetector:
     """A detector from a regular expression and a check of each match (the checksum)."""
@@ -53,19 +59,20 @@ class PatternDetector:
     kind: str
     pattern: re.Pattern[str]
     check: Callable[[re.Match[str], str], bool]
-    needs: Callable[[str], bool] = lambda text: True
-    """A cheap pre-test: when false for the text, the pattern is not run."""
+    min_digits: int = 0
+    trigger: str | None = None
 
     def find(self, text: str) -> Iterable[Span]:
-        if not self.needs(text):
-            return
-        for match in self.pattern.finditer(text):
-            if self.check(match, text):
-                yield match.span()
+        return [m.span() for m in self.pattern.finditer(text) if self.check(m, text)]
 
 
-def _has_digit(text: str) -> bool:
-    return any(c.isdigit() for c in text)
+_NO_ASCII_DIGITS = str.maketrans("", "", "0123456789")
+
+
+def digit_count(text: str) -> int:
+    """ASCII digits in ``text`` (at C speed: most text has too few for any digit-based kind,
+    and then those detectors are skipped without running their patterns)."""
+    return len(text) - len(text.translate(_NO_ASCII_DIGITS))
 
 
 def _digits(text: str) -> str:
@@ -218,14 +225,21 @@ def _ip(match: re.Match[str], text: str) -> bool:
     return True
 
 
+def _ipv6(match: re.Match[str], text: str) -> bool:
+    """A valid IPv6 address with at least three groups written out, or an IPv4 tail: so
+    ``::1`` (loopback, not personal) and ``a::b`` (a path in code) are not findings."""
+    candidate = match.group()
+    groups = [g for g in candidate.split(":") if g]
+    return _ip(match, text) and (len(groups) >= 3 or "." in candidate)
+
+
 class IbanDetector:
     """IBANs, compact or in groups of four; the country's length decides where one ends."""
 
     kind = "iban"
+    min_digits = 4  # the check digits and more (NO's BBAN, the shortest, has eleven)
 
     def find(self, text: str) -> Iterable[Span]:
-        if not _has_digit(text):
-            return
         for match in _IBAN.finditer(text):
             expected = IBAN_LENGTHS.get(match.group()[:2])
             if expected is None:
@@ -243,14 +257,25 @@ class IbanDetector:
                 yield match.start(), end
 
 
+class Ipv6Detector:
+    """IPv6 addresses: only in a text with ``::`` or at least seven colons."""
+
+    kind = "ipv6"
+    trigger = ":"
+
+    def find(self, text: str) -> Iterable[Span]:
+        if "::" not in text and text.count(":") < 7:
+            return []
+        return [m.span() for m in _IPV6.finditer(text) if _ipv6(m, text)]
+
+
 class BsnDetector:
     """Dutch BSN: dotted (``1234.56.782``) anywhere, nine bare digits only after a keyword."""
 
     kind = "nl_bsn"
+    min_digits = 9
 
     def find(self, text: str) -> Iterable[Span]:
-        if not _has_digit(text):
-            return
         for match in _BSN_DOTTED.finditer(text):
             if _bsn(match, text):
                 yield match.span()
@@ -262,23 +287,23 @@ class BsnDetector:
 def builtin_detectors() -> list[Detector]:
     """The built-in detectors, most specific first (it wins where two overlap)."""
     return [
-        PatternDetector("email", _EMAIL, _always, lambda t: "@" in t),
+        PatternDetector("email", _EMAIL, _always, trigger="@"),
         IbanDetector(),
-        PatternDetector("card", _CARD, _card, _has_digit),
-        PatternDetector("us_ssn", _SSN, _ssn, _has_digit),
+        PatternDetector("card", _CARD, _card, min_digits=12),
+        PatternDetector("us_ssn", _SSN, _ssn, min_digits=9),
         BsnDetector(),
         PatternDetector(
-            "es_dni", _DNI, lambda m, t: es_dni_valid(m.group(1), m.group(2)), _has_digit
+            "es_dni", _DNI, lambda m, t: es_dni_valid(m.group(1), m.group(2)), min_digits=8
         ),
         PatternDetector(
             "es_nie",
             _NIE,
             lambda m, t: es_nie_valid(m.group(1), m.group(2), m.group(3)),
-            _has_digit,
+            min_digits=7,
         ),
-        PatternDetector("ipv4", _IPV4, _ip, lambda t: "." in t),
-        PatternDetector("ipv6", _IPV6, _ip, lambda t: "::" in t or t.count(":") >= 7),
-        PatternDetector("phone", _PHONE, _phone, _has_digit),
+        PatternDetector("ipv4", _IPV4, _ip, min_digits=4, trigger="."),
+        Ipv6Detector(),
+        PatternDetector("phone", _PHONE, _phone, min_digits=8),
     ]
 
 
@@ -338,13 +363,23 @@ class PiiScanner:
 
     def __init__(self, detectors: Iterable[Detector]) -> None:
         self.detectors = list(detectors)
+        self._gated = [
+            (rank, d, int(getattr(d, "min_digits", 0)), getattr(d, "trigger", None))
+            for rank, d in enumerate(self.detectors)
+        ]
+        self._count_digits = any(min_digits > 0 for _, _, min_digits, _ in self._gated)
 
     def spans(self, text: str) -> list[tuple[int, int, str]]:
         """Non-overlapping findings ``(start, end, kind)``; the earlier detector wins a tie,
         the longer span wins an overlap that starts first."""
+        digits = digit_count(text) if self._count_digits else 0
         found: list[tuple[int, int, str, int]] = []
-        for rank, detector in enumerate(self.detectors):
+        for rank, detector, min_digits, trigger in self._gated:
+            if digits < min_digits or (trigger is not None and trigger not in text):
+                continue
             found.extend((start, end, detector.kind, rank) for start, end in detector.find(text))
+        if not found:
+            return []
         found.sort(key=lambda f: (f[0], f[3], -(f[1] - f[0])))
         kept: list[tuple[int, int, str]] = []
         for start, end, kind, _ in found:
