@@ -83,3 +83,18 @@ def test_a_catalog_entry_computes_its_schema_key() -> None:
     one = CatalogEntry("a_t", "tools/a", "t", {"b": 1, "a": 2})
     two = CatalogEntry("a_t", "tools/a", "t", {"a": 2, "b": 1})
     assert one.schema_key == two.schema_key != CatalogEntry("a_t", "tools/a", "t", {}).schema_key
+
+
+def test_the_listing_keeps_each_tool_as_sent_under_its_exposed_name() -> None:
+    sent = tool(
+        "search.code",
+        description="Search code",
+        title="Code search",
+        outputSchema={"type": "object"},
+        annotations={"readOnlyHint": True},
+    )
+    catalog = build_catalog([upstream("gh", "gh")], {"tools/gh": [sent, tool("a")]})
+    listing = catalog.listing()
+    assert [t["name"] for t in listing] == ["gh_a", "gh_search_code"]
+    assert listing[1] == sent | {"name": "gh_search_code"}
+    assert sent["name"] == "search.code"  # the server's listing is not changed

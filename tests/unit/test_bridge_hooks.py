@@ -134,3 +134,11 @@ def test_a_broken_hook_plugin_is_an_error_that_names_it() -> None:
 
 def test_no_installed_hooks_is_an_empty_list() -> None:
     assert load_plugin_hooks() == []
+
+
+def test_the_default_hooks_are_the_pii_hook_then_the_plugins() -> None:
+    from mcp_operator.bridge.hooks import default_hooks
+
+    hooks = default_hooks([point(f"{__name__}:Recorder")])
+    assert isinstance(hooks[0], PiiHook) and isinstance(hooks[1], Recorder)
+    assert len(hooks) == 2

@@ -253,6 +253,14 @@ async def test_a_broken_schema_forwards_the_call_and_flags_the_audit(setup: Setu
     assert json.loads(report.audit.to_json_line())["schemaUnchecked"] is True
 
 
+async def test_a_rejection_after_an_unchecked_call_says_the_schema_was_broken(setup: Setup) -> None:
+    setup.upstream.script["odd"] = [UpstreamRejected("missing field q", -32602)]
+    report = await setup.call("gh_odd", {"x": 1})
+    content = structured(report)
+    assert content["code"] == "upstream_error"
+    assert "missing field q" in content["hint"] and "schema is broken" in content["hint"]
+
+
 # PII
 
 

@@ -177,3 +177,10 @@ def test_a_boolean_schema_is_a_valid_schema() -> None:
 def test_json_paths_quote_names_that_are_not_identifiers() -> None:
     assert json_path([]) == "$"
     assert json_path(["a", 0, "b c", "x-y"]) == "$.a[0]['b c']['x-y']"
+
+
+def test_the_hint_says_when_the_schema_itself_is_broken_too() -> None:
+    broken = entry({"type": "objekt"})
+    verdict = ArgumentValidator().check(broken, "not an object")
+    hint = invalid_arguments(broken, verdict).hint
+    assert "$: arguments must be an object" in hint and "schema is broken too" in hint

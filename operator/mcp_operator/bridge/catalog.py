@@ -47,6 +47,13 @@ class CatalogEntry:
     """The tool's annotations as the server sent them (``readOnlyHint``, …)."""
     schema_key: str = ""
     """:func:`schema_digest` of ``input_schema``; computed when left empty."""
+    definition: Mapping[str, Any] = field(default_factory=dict)
+    """The whole tool as the server listed it (description, title, outputSchema, ``_meta``
+    …), for ``tools/list``; :meth:`listed` renames it."""
+
+    def listed(self) -> dict[str, Any]:
+        """The tool as the agent's ``tools/list`` shows it: as sent, under the exposed name."""
+        return {**self.definition, "name": self.exposed_name}
 
     def __post_init__(self) -> None:
         if not self.schema_key:
@@ -68,6 +75,10 @@ class Catalog:
     def names(self) -> list[str]:
         """Exposed names in the deterministic order ``tools/list`` uses."""
         return sorted(self.entries)
+
+    def listing(self) -> list[dict[str, Any]]:
+        """Every tool for the agent's ``tools/list``, in the order of :meth:`names`."""
+        return [self.entries[name].listed() for name in self.names()]
 
     def similar(self, name: str, limit: int = 3) -> list[str]:
         """Callable names close to ``name`` (for a hint when ``name`` is not allowed)."""
@@ -120,5 +131,6 @@ def build_catalog(
                 original_name=exposed.original_name,
                 input_schema=tool.get("inputSchema"),
                 annotations=dict(annotations) if isinstance(annotations, Mapping) else {},
+                definition=dict(tool),
             )
     return Catalog(entries=entries, collisions=collisions)

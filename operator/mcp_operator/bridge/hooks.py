@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 from mcp_operator.api.bridge import CallPolicy, PiiMode, UpstreamServer
 from mcp_operator.bridge.catalog import CatalogEntry
 from mcp_operator.bridge.errors import ToolError
-from mcp_operator.bridge.pii import PiiScanner
+from mcp_operator.bridge.pii import PiiScanner, default_scanner
 
 HOOK_GROUP = "mcp_operator.bridge_hooks"
 """Entry point group of pluggable hooks."""
@@ -46,6 +46,8 @@ class Call:
     """The server's configuration, when the name resolved."""
     refusal: ToolError | None = None
     """Set when the call is refused before it goes out (validation or a before-hook)."""
+    schema_problem: str | None = None
+    """Why the tool's schema could not be applied (the arguments then went unchecked)."""
     pii: dict[str, Counter[str]] = field(default_factory=dict)
     """PII kinds and counts found per direction (``arguments``, ``results``), for the audit."""
 
@@ -142,6 +144,11 @@ class PiiHook:
 
 def _server_name(call: Call) -> str:
     return call.entry.server if call.entry is not None else "(unknown)"
+
+
+def default_hooks(points: Iterable[EntryPoint] | None = None) -> list[Hook]:
+    """The built-in PII hook (built-in and plugin detectors), then the plugin hooks."""
+    return [PiiHook(default_scanner()), *load_plugin_hooks(points)]
 
 
 class HookPluginError(RuntimeError):

@@ -121,9 +121,8 @@ class CallPipeline:
 
     # -- the steps ---------------------------------------------------------------------------
 
-    def _validate(self, call: Call) -> bool:
-        """Resolve and check the call; set ``call.refusal`` and return whether the schema
-        could be applied."""
+    def _validate(self, call: Call) -> None:
+        """Resolve and check the call; set ``call.refusal`` (and ``call.schema_problem``)."""
         entry = self.catalog.get(call.exposed_name)
         server = self.servers.get(entry.server) if entry is not None else None
         if entry is None or server is None or not server.allows(entry.original_name):
@@ -139,16 +138,16 @@ class CallPipeline:
                 f"call was not sent.{listing}",
                 {"similar": similar},
             )
-            return True
+            return
         call.entry, call.server = entry, server
         verdict = self.validator.check(entry, call.arguments)
         if not verdict.ok:
             call.refusal = invalid_arguments(entry, verdict)
         elif call.arguments is None:
             call.arguments = {}
-        if verdict.schema_problem is not None:
+        call.schema_problem = verdict.schema_problem
+        if verdict.schema_problem is not None and call.refusal is None:
             logger.warning("Forwarded %s unchecked: %s", entry.exposed_name, verdict.schema_problem)
-        return verdict.schema_problem is None
 
     def _before(self, call: Call) -> None:
         for hook in self.hooks:
@@ -244,6 +243,11 @@ class CallPipeline:
         code = f" (JSON-RPC error {error.code})" if error.code is not None else ""
         message = cut(str(error) or "no message", MAX_UPSTREAM_MESSAGE)
         hint = f"Server {server} refused {call.exposed_name}{code}: {message}"
+        if call.schema_problem is not None:
+            hint += (
+                f" Note: the bridge could not check these arguments because the tool's "
+                f"schema is broken ({call.schema_problem}); compare them with its description."
+            )
         return ToolError("upstream_error", hint, {"server": server, "rpcCode": error.code})
 
     def _unavailable(
@@ -281,7 +285,7 @@ class CallPipeline:
         arrived = self.clock.now()
         digest = arguments_digest(arguments)
         call = Call(run=self.run, exposed_name=exposed_name, arguments=arguments)
-        schema_checked = self._validate(call)
+        self._validate(call)
         self._before(call)
         outcome = CallOutcome(error=call.refusal)
         if call.refusal is None:
@@ -307,7 +311,7 @@ class CallPipeline:
             attempts=outcome.attempts,
             arguments_sha256=digest,
             pii={direction: dict(counts) for direction, counts in call.pii.items()},
-            schema_unchecked=not schema_checked,
+            schema_unchecked=call.schema_problem is not None,
         )
         return CallReport(result=result, audit=audit)
 
