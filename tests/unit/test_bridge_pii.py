@@ -11,16 +11,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from mcp_operator.bridge.checksums import DNI_LETTERS, iban_valid, luhn_valid, nl_bsn_valid
 from mcp_operator.bridge.pii import (
-    DNI_LETTERS,
     DetectorPluginError,
     PiiScanner,
     builtin_detectors,
     default_scanner,
-    iban_valid,
     load_plugin_detectors,
-    luhn_valid,
-    nl_bsn_valid,
 )
 
 SCANNER = PiiScanner(builtin_detectors())
