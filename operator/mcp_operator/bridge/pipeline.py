@@ -174,7 +174,7 @@ class CallPipeline:
         while True:
             now = self.clock.monotonic()
             if not breaker.allow(now):
-                outcome.error = self._circuit_open(call, breaker, now, outcome.attempts)
+                outcome.error = self._circuit_open(call, breaker, now)
                 return
             outcome.attempts += 1
             try:
@@ -214,9 +214,7 @@ class CallPipeline:
 
     # -- the hints ---------------------------------------------------------------------------
 
-    def _circuit_open(
-        self, call: Call, breaker: CircuitBreaker, now: float, attempts: int
-    ) -> ToolError:
+    def _circuit_open(self, call: Call, breaker: CircuitBreaker, now: float) -> ToolError:
         server = call.entry.server if call.entry else "?"
         wait = math.ceil(breaker.remaining_open(now))
         when = f"in {wait} s" if wait else "once the trial call in flight has finished"
