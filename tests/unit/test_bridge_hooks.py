@@ -13,8 +13,8 @@ from mcp_operator.bridge.catalog import CatalogEntry
 from mcp_operator.bridge.errors import ToolError
 from mcp_operator.bridge.hooks import (
     Call,
+    CallOutcome,
     HookPluginError,
-    Outcome,
     PiiHook,
     load_plugin_hooks,
 )
@@ -77,7 +77,7 @@ def test_block_passes_a_call_without_pii() -> None:
 
 def test_results_are_redacted_after_the_call() -> None:
     c = call({}, results_mode="redact")
-    outcome = Outcome(result=result(f"sent to {EMAIL}"), attempts=1)
+    outcome = CallOutcome(result=result(f"sent to {EMAIL}"), attempts=1)
     HOOK.after_call(c, outcome)
     assert outcome.result == result("sent to [REDACTED:email]")
     assert outcome.error is None and c.pii == {"results": {"email": 1}}
@@ -85,7 +85,7 @@ def test_results_are_redacted_after_the_call() -> None:
 
 def test_a_blocked_result_is_withheld_and_says_the_call_ran() -> None:
     c = call({}, results_mode="block")
-    outcome = Outcome(result=result(f"sent to {EMAIL}"), attempts=1)
+    outcome = CallOutcome(result=result(f"sent to {EMAIL}"), attempts=1)
     HOOK.after_call(c, outcome)
     assert outcome.result is None
     assert outcome.error is not None and outcome.error.code == "pii_blocked"
@@ -94,7 +94,7 @@ def test_a_blocked_result_is_withheld_and_says_the_call_ran() -> None:
 
 def test_after_call_ignores_a_call_without_result() -> None:
     c = call({}, results_mode="block")
-    outcome = Outcome(error=ToolError("timeout", "x"))
+    outcome = CallOutcome(error=ToolError("timeout", "x"))
     HOOK.after_call(c, outcome)
     assert outcome.error is not None and outcome.error.code == "timeout"
 
@@ -112,7 +112,7 @@ class Recorder:
         self.seen.append(f"before {call.exposed_name}")
         return None
 
-    def after_call(self, call: Call, outcome: Outcome) -> None:
+    def after_call(self, call: Call, outcome: CallOutcome) -> None:
         self.seen.append(f"after {call.exposed_name}")
 
 

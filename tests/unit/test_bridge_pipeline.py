@@ -21,7 +21,7 @@ from mcp_operator.bridge.errors import (
     UpstreamRejected,
     UpstreamUnavailable,
 )
-from mcp_operator.bridge.hooks import Call, Outcome, PiiHook
+from mcp_operator.bridge.hooks import Call, CallOutcome, PiiHook
 from mcp_operator.bridge.pii import PiiScanner, builtin_detectors
 from mcp_operator.bridge.pipeline import CallPipeline, CallReport
 
@@ -133,7 +133,7 @@ class Recorder:
         self.seen.append(("before", call.exposed_name, code))
         return None
 
-    def after_call(self, call: Call, outcome: Outcome) -> None:
+    def after_call(self, call: Call, outcome: CallOutcome) -> None:
         code = outcome.error.code if outcome.error else None
         self.seen.append(("after", call.exposed_name, code))
 
@@ -420,7 +420,7 @@ class Crashing:
             raise RuntimeError(MARKER)
         return None
 
-    def after_call(self, call: Call, outcome: Outcome) -> None:
+    def after_call(self, call: Call, outcome: CallOutcome) -> None:
         if self.when == "after":
             raise RuntimeError(MARKER)
 

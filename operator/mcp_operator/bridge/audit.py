@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from mcp_operator.bridge.errors import Outcome
+from mcp_operator.bridge.errors import OutcomeCode
 
 
 def canonical_json(value: Any) -> str:
@@ -45,7 +45,7 @@ class AuditRecord:
     """The exposed name the agent called."""
     original_tool: str | None
     """The server's name for it, when resolved."""
-    outcome: Outcome
+    outcome: OutcomeCode
     duration_ms: float
     attempts: int
     """Calls sent upstream (0 when refused before the call)."""

@@ -35,7 +35,7 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
 )
 """Every code a failed call can carry; with ``ok`` they are the audit outcomes."""
 
-Outcome = Literal["ok"] | ErrorCode
+OutcomeCode = Literal["ok"] | ErrorCode
 
 MAX_HINT_CHARS = 2000
 """A hint is cut to this many characters (it goes into a model's context)."""

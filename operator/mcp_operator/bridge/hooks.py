@@ -58,7 +58,7 @@ class Call:
 
 
 @dataclass
-class Outcome:
+class CallOutcome:
     """What came of a call, as after-hooks see it."""
 
     result: Mapping[str, Any] | None = None
@@ -81,7 +81,7 @@ class Hook(Protocol):
         """Inspect or rewrite ``call.arguments``; return an error to refuse the call."""
         ...
 
-    def after_call(self, call: Call, outcome: Outcome) -> None:
+    def after_call(self, call: Call, outcome: CallOutcome) -> None:
         """Inspect or rewrite ``outcome.result``, or set ``outcome.error``."""
         ...
 
@@ -123,7 +123,7 @@ class PiiHook:
             {"direction": "arguments", "kinds": dict(counts)},
         )
 
-    def after_call(self, call: Call, outcome: Outcome) -> None:
+    def after_call(self, call: Call, outcome: CallOutcome) -> None:
         if outcome.result is None:
             return
         mode = call.policy.pii.results

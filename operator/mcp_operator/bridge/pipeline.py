@@ -34,13 +34,12 @@ from mcp_operator.bridge.breaker import CircuitBreaker
 from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.errors import (
     ErrorCode,
-    Outcome,
+    OutcomeCode,
     ToolError,
     UpstreamFailure,
     UpstreamRejected,
 )
-from mcp_operator.bridge.hooks import Call, Hook
-from mcp_operator.bridge.hooks import Outcome as CallOutcome
+from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
 from mcp_operator.bridge.retry import next_delay, retry_safe
 from mcp_operator.bridge.validate import ArgumentValidator, invalid_arguments
 from mcp_operator.mcp.naming import cut, quoted
@@ -291,7 +290,7 @@ class CallPipeline:
             await self._send(call, outcome, deadline)
         self._after(call, outcome)
 
-        code: Outcome
+        code: OutcomeCode
         if outcome.error is not None:
             result = outcome.error.to_result()
             code = outcome.error.code
