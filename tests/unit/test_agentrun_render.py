@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from mcp_operator.api.bridge import parse_bridge_config
 from mcp_operator.api.models import AgentRun, MCPServer
 from mcp_operator.controller.agentrun import render, resolve
 
@@ -185,12 +186,13 @@ def test_the_run_may_only_tighten_the_servers_call_policy() -> None:
             "timeoutSeconds": 9,
         }
     )
-    assert render.effective_policy(server, loosen) == {
-        "pii": {"arguments": "redact", "results": "block"},
-        "retry": {"maxAttempts": 3},
-        "timeoutSeconds": 9,
-    }
-    assert render.effective_policy(None, None) == {}
+    policy = render.effective_policy(server, loosen)
+    assert policy["pii"] == {"arguments": "redact", "results": "block"}
+    assert policy["retry"]["maxAttempts"] == 3
+    assert policy["timeoutSeconds"] == 9
+    defaults = render.effective_policy(None, None)
+    assert defaults["pii"] == {"arguments": "off", "results": "off"}
+    assert (defaults["retry"]["maxAttempts"], defaults["timeoutSeconds"]) == (3, 30)
 
 
 TWO = run(
@@ -253,10 +255,10 @@ def test_the_bridge_configmap_matches_its_golden_file_and_holds_no_secret_value(
         {"name": "Authorization", "valueFile": "/var/run/mcp-bridge/secrets/docs-token/header"},
     ]
     assert docs["filters"] == [{"deny": ["*_admin"]}, {"allow": ["search*"]}]
-    assert docs["policy"] == {
-        "pii": {"arguments": "block", "results": "redact"},
-        "timeoutSeconds": 20,
-    }
+    assert docs["policy"]["pii"] == {"arguments": "block", "results": "redact"}
+    assert docs["policy"]["timeoutSeconds"] == 20
+    parsed = parse_bridge_config(config_map["data"]["config.yaml"], "config.yaml")
+    assert [server.tools for server in parsed.servers] == [["docs_search"], ["git_log"]]
 
 
 def test_the_bridge_sidecar_is_native_and_starts_before_the_agent() -> None:

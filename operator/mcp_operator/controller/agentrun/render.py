@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from mcp_operator import API_VERSION, GROUP
+from mcp_operator.api.bridge import CallPolicy, CallPolicyOverride, tighten
 from mcp_operator.api.models import AgentRun, CallPolicySpec, MCPServer
 from mcp_operator.controller.agentrun.resolve import Binding, Resolution
 from mcp_operator.controller.mcpserver.render import NON_ROOT_UID, RESTRICTED_CONTAINER_SECURITY
@@ -49,8 +50,6 @@ BRIDGE_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"memory": "256Mi"},
 }
-PII_ORDER = ("off", "detect", "redact", "block")
-"""PII modes from the loosest to the strictest: of two, the later one wins."""
 
 
 @dataclass(frozen=True)
@@ -108,36 +107,15 @@ def bridge_url(run: AgentRun) -> str:
 
 
 def effective_policy(server: CallPolicySpec | None, run: CallPolicySpec | None) -> dict[str, Any]:
-    """The server's policy tightened by the run's: a stricter PII mode, fewer attempts and a
-    shorter timeout win; what neither sets is left to the bridge's defaults."""
-    policy: dict[str, Any] = {}
-    pii: dict[str, str] = {}
-    for direction in ("arguments", "results"):
-        modes = [
-            getattr(level.pii, direction)
-            for level in (server, run)
-            if level is not None and level.pii is not None
-        ]
-        modes = [mode for mode in modes if mode is not None]
-        if modes:
-            pii[direction] = max(modes, key=PII_ORDER.index)
-    if pii:
-        policy["pii"] = pii
-    attempts = [
-        level.retry.max_attempts
-        for level in (server, run)
-        if level is not None and level.retry is not None and level.retry.max_attempts is not None
-    ]
-    if attempts:
-        policy["retry"] = {"maxAttempts": min(attempts)}
-    timeouts = [
-        level.timeout_seconds
-        for level in (server, run)
-        if level is not None and level.timeout_seconds is not None
-    ]
-    if timeouts:
-        policy["timeoutSeconds"] = min(timeouts)
-    return policy
+    """The server's policy tightened by the run's (:func:`mcp_operator.api.bridge.tighten`),
+    complete: what neither sets is the bridge's default, written out."""
+    base = CallPolicy.model_validate(_fields(server))
+    override = CallPolicyOverride.model_validate(_fields(run)) if run is not None else None
+    return tighten(base, override).model_dump(by_alias=True)
+
+
+def _fields(policy: CallPolicySpec | None) -> dict[str, Any]:
+    return policy.model_dump(by_alias=True, exclude_none=True) if policy is not None else {}
 
 
 def secret_mounts(resolution: Resolution) -> dict[str, str]:
@@ -190,7 +168,9 @@ def _server_config(run: AgentRun, binding: Binding, mounts: Mapping[str, str]) -
         "url": status.url,
         "transport": "sse" if server.spec.effective_transport == "sse" else "streamable-http",
         "prefix": server.effective_prefix,
-        "filters": [f for f in filters if f],
+        # Always both layers, the server's first: the bridge names tools by the first layer
+        # (as the server's status does) and narrows by the second.
+        "filters": filters,
         "headers": headers,
         "policy": effective_policy(server.spec.policy, run.spec.bridge.policy),
     }

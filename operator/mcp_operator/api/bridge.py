@@ -1,0 +1,401 @@
+"""The bridge configuration file (``kind: BridgeConfig``), the controller↔bridge contract.
+
+The AgentRun controller writes one of these into the run's ConfigMap; the ``mcp-bridge``
+sidecar reads it from the mounted file (``mcp-operator bridge --config FILE``) and again when
+it changes. This module owns the file format and nothing else:
+
+- the pydantic models (camelCase on the wire like :mod:`mcp_operator.api.models`, unknown fields
+  rejected, every field documented), versioned as ``mcp-operator.dev/v1alpha1``;
+- :func:`load_bridge_config` / :func:`dump_bridge_config`: read and write the file, with an
+  error that names the offending field; a dump loads back to an equal object;
+- :func:`tighten`: the effective call policy of one server for one run, where the run may only
+  make the server's defaults stricter;
+- :func:`tool_allowed`: whether a tool passes every filter layer.
+
+No secret value is ever in this file: a header whose value is secret names the file of a
+mounted Secret key (``valueFile``) and the bridge reads it. Resolving servers, rendering the
+ConfigMap and mounting Secrets are the controller's job; enforcing the policy is the bridge's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Annotated, Any, Final, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+from pydantic.alias_generators import to_camel
+
+from mcp_operator.api.models import (
+    HEADER_NAME_PATTERN,
+    PATH_PATTERN,
+    PREFIX_MAX_LENGTH,
+    PREFIX_PATTERN,
+    URL_PATTERN,
+    DnsLabel,
+    DnsSubdomain,
+    Globs,
+)
+from mcp_operator.mcp.naming import matches
+
+API_VERSION: Final = "mcp-operator.dev/v1alpha1"
+KIND: Final = "BridgeConfig"
+
+ABSOLUTE_PATH_PATTERN = r"^/[^\x00]*$"
+
+PiiMode = Literal["off", "detect", "redact", "block"]
+"""What PII scanning does in one direction: nothing, report, rewrite, or refuse the call."""
+
+PII_MODE_ORDER: tuple[PiiMode, ...] = ("off", "detect", "redact", "block")
+"""PII modes from the most lenient to the strictest (``tighten`` keeps the stricter)."""
+
+AbsolutePath = Annotated[
+    str, StringConstraints(min_length=2, max_length=4096, pattern=ABSOLUTE_PATH_PATTERN)
+]
+
+
+class ConfigModel(BaseModel):
+    """A part of the bridge configuration: camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )
+
+
+class RunRef(ConfigModel):
+    """The AgentRun this bridge serves (for audit lines and logs)."""
+
+    name: DnsSubdomain
+    """``metadata.name`` of the AgentRun."""
+    namespace: DnsLabel
+    """``metadata.namespace`` of the AgentRun."""
+
+
+class Listen(ConfigModel):
+    """Where the bridge offers its one MCP endpoint to the agent."""
+
+    host: Annotated[str, StringConstraints(min_length=1, max_length=253)] = "127.0.0.1"
+    """Address to bind; loopback by default, so only containers of the Pod reach it."""
+    port: int = Field(default=7800, ge=1024, le=65535)
+    """TCP port (the agent's ``MCP_BRIDGE_URL`` names it)."""
+    path: str = Field(default="/mcp", max_length=256, pattern=PATH_PATTERN)
+    """HTTP path of the MCP endpoint."""
+
+
+class FilterLayer(ConfigModel):
+    """One layer of tool filters: globs (``*``, ``?``) on the server's original tool names."""
+
+    allow: Globs = Field(default_factory=list)
+    """A tool must match one of these; empty means every tool."""
+    deny: Globs = Field(default_factory=list)
+    """A tool matching one of these is refused, even when allowed above."""
+
+
+class Header(ConfigModel):
+    """An HTTP header sent on every request to the server: ``value`` xor ``valueFile``."""
+
+    name: Annotated[
+        str, StringConstraints(min_length=1, max_length=256, pattern=HEADER_NAME_PATTERN)
+    ]
+    """The header field name."""
+    value: Annotated[str, StringConstraints(max_length=8192)] | None = None
+    """A literal value, only for values that are not secret (they are visible in the ConfigMap)."""
+    value_file: AbsolutePath | None = None
+    """Path of a mounted Secret key whose content is the value; read by the bridge, never
+    copied into this file."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> Header:
+        if (self.value is None) == (self.value_file is None):
+            raise ValueError("must set exactly one of value or valueFile")
+        return self
+
+
+class PiiPolicy(ConfigModel):
+    """PII scanning per direction."""
+
+    arguments: PiiMode = "off"
+    """Mode for a call's arguments, scanned before the call leaves the Pod."""
+    results: PiiMode = "off"
+    """Mode for a call's result, scanned before the agent sees it."""
+
+
+class RetryPolicy(ConfigModel):
+    """Retries of transient upstream failures (only for read-only or idempotent tools)."""
+
+    max_attempts: int = Field(default=3, ge=1, le=5)
+    """Attempts in all: 3 is one call and two retries; 1 never retries."""
+    initial_backoff_ms: int = Field(default=100, ge=1, le=60_000)
+    """Upper bound of the first wait (full jitter: the wait is uniform in [0, bound])."""
+    max_backoff_ms: int = Field(default=2000, ge=1, le=300_000)
+    """Cap of the bound, which doubles after each attempt."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> RetryPolicy:
+        if self.initial_backoff_ms > self.max_backoff_ms:
+            raise ValueError("initialBackoffMs must not be greater than maxBackoffMs")
+        return self
+
+
+class CircuitBreakerPolicy(ConfigModel):
+    """When the bridge stops calling a server that keeps failing, and for how long."""
+
+    failure_threshold: int = Field(default=5, ge=1, le=1000)
+    """Consecutive failed calls that open the circuit."""
+    open_seconds: int = Field(default=30, ge=1, le=3600)
+    """Seconds the circuit stays open before one trial call is let through."""
+
+
+class CallPolicy(ConfigModel):
+    """How calls to one server are governed (the effective policy, after :func:`tighten`)."""
+
+    pii: PiiPolicy = Field(default_factory=PiiPolicy)
+    """PII scanning of arguments and results."""
+    retry: RetryPolicy = Field(default_factory=RetryPolicy)
+    """Retries of transient failures."""
+    timeout_seconds: int = Field(default=30, ge=1, le=3600)
+    """Deadline of one call, all attempts and waits included."""
+    circuit_breaker: CircuitBreakerPolicy = Field(default_factory=CircuitBreakerPolicy)
+    """The per-server circuit breaker."""
+
+
+class UpstreamServer(ConfigModel):
+    """One resolved MCPServer whose allowed tools the bridge exposes."""
+
+    name: DnsSubdomain
+    """``metadata.name`` of the MCPServer."""
+    namespace: DnsLabel
+    """``metadata.namespace`` of the MCPServer."""
+    url: str = Field(max_length=2048, pattern=URL_PATTERN)
+    """The server's ``status.url`` (``http://`` or ``https://``)."""
+    transport: Literal["streamable-http", "sse"] = "streamable-http"
+    """How the server is reached (stdio servers are reached through the managed adapter)."""
+    protocol_version: Annotated[str, StringConstraints(max_length=32)] | None = None
+    """The protocol version the server's status reported; the bridge still negotiates."""
+    prefix: str = Field(min_length=1, max_length=PREFIX_MAX_LENGTH, pattern=PREFIX_PATTERN)
+    """Exposed tool names are ``<prefix>_<tool>`` (the shared naming plan)."""
+    filters: Annotated[list[FilterLayer], Field(max_length=8)] = Field(default_factory=list)
+    """Filter layers applied in order (the server's own first, then the run's); a tool must
+    pass every layer, so a later layer can only narrow."""
+    headers: Annotated[list[Header], Field(max_length=32)] = Field(default_factory=list)
+    """Headers sent on every request to the server."""
+    policy: CallPolicy = Field(default_factory=CallPolicy)
+    """The effective call policy for this server in this run."""
+    tools: (
+        Annotated[
+            list[Annotated[str, StringConstraints(min_length=1, max_length=64)]],
+            Field(max_length=5000),
+        ]
+        | None
+    ) = None
+    """The exposed names the operator's probe listed (after every filter layer), when its
+    status listed them all: one more allowlist, so that a tool the server adds later is
+    exposed only after the operator has seen it. Unset: the filter layers alone decide."""
+
+    @model_validator(mode="after")
+    def _unique_headers(self) -> UpstreamServer:
+        _check_unique((h.name.lower() for h in self.headers), "header names (ignoring case)")
+        return self
+
+    def allows(self, original_name: str) -> bool:
+        """Whether the tool ``original_name`` passes every filter layer."""
+        return tool_allowed(self.filters, original_name)
+
+
+class AuditSink(ConfigModel):
+    """Where the bridge writes its audit lines (one JSON object per call)."""
+
+    stdout: bool = True
+    """Write audit lines to standard output (the container log)."""
+    file: AbsolutePath | None = None
+    """Also append them to this file."""
+
+
+class BridgeConfig(ConfigModel):
+    """The whole bridge configuration file."""
+
+    api_version: Literal["mcp-operator.dev/v1alpha1"] = API_VERSION
+    """Version of this file format."""
+    kind: Literal["BridgeConfig"] = KIND
+    """Always ``BridgeConfig``."""
+    run: RunRef
+    """The AgentRun served."""
+    listen: Listen = Field(default_factory=Listen)
+    """The agent-facing endpoint."""
+    servers: Annotated[list[UpstreamServer], Field(max_length=32)] = Field(default_factory=list)
+    """The resolved servers, in the run's order (may be empty while none is Ready)."""
+    audit: AuditSink = Field(default_factory=AuditSink)
+    """Audit destinations."""
+
+    @model_validator(mode="after")
+    def _unique_servers(self) -> BridgeConfig:
+        _check_unique((f"{s.namespace}/{s.name}" for s in self.servers), "servers")
+        return self
+
+
+# -- policy tightening ----------------------------------------------------------------------
+
+
+class PiiOverride(ConfigModel):
+    """A run's PII modes; unset means the server's."""
+
+    arguments: PiiMode | None = None
+    """The run's mode for arguments; kept only when stricter than the server's."""
+    results: PiiMode | None = None
+    """The run's mode for results; kept only when stricter than the server's."""
+
+
+class RetryOverride(ConfigModel):
+    """A run's retry settings; unset means the server's."""
+
+    max_attempts: int | None = Field(default=None, ge=1, le=5)
+    """Kept when fewer than the server's."""
+    initial_backoff_ms: int | None = Field(default=None, ge=1, le=60_000)
+    """Kept when longer than the server's (gentler on the server)."""
+    max_backoff_ms: int | None = Field(default=None, ge=1, le=300_000)
+    """Kept when longer than the server's."""
+
+
+class CircuitBreakerOverride(ConfigModel):
+    """A run's circuit breaker settings; unset means the server's."""
+
+    failure_threshold: int | None = Field(default=None, ge=1, le=1000)
+    """Kept when lower than the server's (the circuit opens sooner)."""
+    open_seconds: int | None = Field(default=None, ge=1, le=3600)
+    """Kept when longer than the server's."""
+
+
+class CallPolicyOverride(ConfigModel):
+    """What a run asks of a server's call policy; :func:`tighten` keeps only what is stricter."""
+
+    pii: PiiOverride = Field(default_factory=PiiOverride)
+    """The run's PII modes."""
+    retry: RetryOverride = Field(default_factory=RetryOverride)
+    """The run's retry settings."""
+    timeout_seconds: int | None = Field(default=None, ge=1, le=3600)
+    """Kept when shorter than the server's."""
+    circuit_breaker: CircuitBreakerOverride = Field(default_factory=CircuitBreakerOverride)
+    """The run's circuit breaker settings."""
+
+
+def stricter_pii(first: PiiMode, second: PiiMode | None) -> PiiMode:
+    """The stricter of two PII modes (``off`` < ``detect`` < ``redact`` < ``block``)."""
+    if second is None:
+        return first
+    return max(first, second, key=PII_MODE_ORDER.index)
+
+
+def _low(server: int, run: int | None) -> int:
+    return server if run is None else min(server, run)
+
+
+def _high(server: int, run: int | None) -> int:
+    return server if run is None else max(server, run)
+
+
+def tighten(server_default: CallPolicy, run_override: CallPolicyOverride | None) -> CallPolicy:
+    """The effective policy: the server's defaults, made stricter (never looser) by the run.
+
+    Stricter means: the stricter PII mode per direction; fewer attempts; a shorter timeout;
+    longer backoffs (gentler on the server); a circuit that opens after fewer failures and
+    stays open longer. An unset run field keeps the server's value. Pure.
+    """
+    if run_override is None:
+        return server_default.model_copy(deep=True)
+    run = run_override
+    base = server_default
+    return CallPolicy(
+        pii=PiiPolicy(
+            arguments=stricter_pii(base.pii.arguments, run.pii.arguments),
+            results=stricter_pii(base.pii.results, run.pii.results),
+        ),
+        retry=RetryPolicy(
+            max_attempts=_low(base.retry.max_attempts, run.retry.max_attempts),
+            initial_backoff_ms=_high(base.retry.initial_backoff_ms, run.retry.initial_backoff_ms),
+            max_backoff_ms=_high(base.retry.max_backoff_ms, run.retry.max_backoff_ms),
+        ),
+        timeout_seconds=_low(base.timeout_seconds, run.timeout_seconds),
+        circuit_breaker=CircuitBreakerPolicy(
+            failure_threshold=_low(
+                base.circuit_breaker.failure_threshold, run.circuit_breaker.failure_threshold
+            ),
+            open_seconds=_high(base.circuit_breaker.open_seconds, run.circuit_breaker.open_seconds),
+        ),
+    )
+
+
+def tool_allowed(layers: Sequence[FilterLayer], original_name: str) -> bool:
+    """Whether ``original_name`` passes every layer (allow, empty = all; then deny)."""
+    return all(
+        (not layer.allow or matches(layer.allow, original_name))
+        and not matches(layer.deny, original_name)
+        for layer in layers
+    )
+
+
+# -- the file --------------------------------------------------------------------------------
+
+
+class BridgeConfigError(ValueError):
+    """The configuration file is missing, not YAML/JSON, or invalid; the message names the
+    field."""
+
+
+def _check_unique(values: Any, what: str) -> None:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"{what} must be unique: {value!r} appears twice")
+        seen.add(value)
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    text = ""
+    for part in loc:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text or "(top level)"
+
+
+def describe(error: ValidationError) -> str:
+    """One line per problem: ``field.path: message`` (camelCase names, list indexes)."""
+    return "; ".join(f"{_location(e['loc'])}: {e['msg']}" for e in error.errors())
+
+
+def parse_bridge_config(text: str, source: str = "bridge config") -> BridgeConfig:
+    """Parse the file's text (YAML, of which JSON is a subset)."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise BridgeConfigError(f"{source}: not valid YAML or JSON: {error}") from None
+    if not isinstance(data, dict):
+        raise BridgeConfigError(f"{source}: must be a mapping with kind BridgeConfig")
+    try:
+        return BridgeConfig.model_validate(data)
+    except ValidationError as error:
+        raise BridgeConfigError(f"{source}: {describe(error)}") from None
+
+
+def load_bridge_config(path: str | Path) -> BridgeConfig:
+    """Read and validate the configuration file at ``path``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise BridgeConfigError(f"{path}: cannot be read: {error.strerror}") from None
+    return parse_bridge_config(text, str(path))
+
+
+def dump_bridge_config(config: BridgeConfig) -> str:
+    """The file's text (YAML, camelCase, unset optional fields left out); loads back equal."""
+    data = config.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)

@@ -1,0 +1,79 @@
+"""The audit trail: one JSON line per call, with outcome and facts, never a value.
+
+A record names the time, run, server, exposed and original tool, the outcome code (``ok`` or
+one of :data:`~mcp_operator.bridge.errors.ERROR_CODES`), duration, attempts, the PII kinds and
+counts found in each direction, and a SHA-256 of the canonical JSON of the arguments (to match
+a call across logs without storing it). Argument and result values, hints and upstream
+messages are never part of it. Writing the lines to stdout or a file is the front's job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from mcp_operator.bridge.errors import OutcomeCode
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no spaces, UTF-8 kept: the same value always gives the same text."""
+    return json.dumps(
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=repr
+    )
+
+
+def arguments_digest(arguments: Any) -> str:
+    """SHA-256 (hex) of the canonical JSON of ``arguments``."""
+    return hashlib.sha256(canonical_json(arguments).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """The audit facts of one call."""
+
+    time: datetime
+    """When the call arrived (wall clock, UTC)."""
+    run: str
+    """``namespace/name`` of the AgentRun."""
+    server: str | None
+    """``namespace/name`` of the server, when the exposed name resolved to one."""
+    tool: str
+    """The exposed name the agent called."""
+    original_tool: str | None
+    """The server's name for it, when resolved."""
+    outcome: OutcomeCode
+    duration_ms: float
+    attempts: int
+    """Calls sent upstream (0 when refused before the call)."""
+    arguments_sha256: str
+    pii: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    """``{"arguments": {kind: count}, "results": {kind: count}}``; directions with nothing
+    found are left out."""
+    schema_unchecked: bool = False
+    """The tool's schema was broken, so the arguments went unchecked."""
+
+    def to_dict(self) -> dict[str, Any]:
+        when = self.time.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        record: dict[str, Any] = {
+            "time": when,
+            "run": self.run,
+            "server": self.server,
+            "tool": self.tool,
+            "originalTool": self.original_tool,
+            "outcome": self.outcome,
+            "durationMs": round(self.duration_ms, 3),
+            "attempts": self.attempts,
+            "argumentsSha256": self.arguments_sha256,
+            "pii": {direction: dict(counts) for direction, counts in self.pii.items() if counts},
+        }
+        if self.schema_unchecked:
+            record["schemaUnchecked"] = True
+        return record
+
+    def to_json_line(self) -> str:
+        """One line of JSON, newline-terminated."""
+        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False) + "\n"

@@ -1,0 +1,85 @@
+"""The structured tool error: what every failure of a call becomes before the agent sees it.
+
+A failure is never a bare JSON-RPC error or a stack trace: it is a ``CallToolResult`` with
+``isError: true`` whose ``structuredContent`` carries a stable ``code`` (exactly the audit
+outcome codes) and a ``hint`` a model can act on. This module owns the codes, the error type,
+its rendering, and the exceptions by which an upstream call function reports how it failed.
+Writing the hints for each situation is the job of the step that fails (validation, hooks,
+the pipeline).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+ErrorCode = Literal[
+    "not_allowlisted",
+    "invalid_arguments",
+    "pii_blocked",
+    "upstream_unavailable",
+    "upstream_error",
+    "circuit_open",
+    "timeout",
+]
+
+ERROR_CODES: tuple[ErrorCode, ...] = (
+    "not_allowlisted",
+    "invalid_arguments",
+    "pii_blocked",
+    "upstream_unavailable",
+    "upstream_error",
+    "circuit_open",
+    "timeout",
+)
+"""Every code a failed call can carry; with ``ok`` they are the audit outcomes."""
+
+OutcomeCode = Literal["ok"] | ErrorCode
+
+MAX_HINT_CHARS = 2000
+"""A hint is cut to this many characters (it goes into a model's context)."""
+
+
+@dataclass(frozen=True)
+class ToolError:
+    """A failed call as the agent sees it: a stable ``code``, a ``hint``, and facts to act on."""
+
+    code: ErrorCode
+    hint: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """Extra machine-readable facts (``fields``, ``retryAfterSeconds``, ``similar``, …)."""
+
+    def to_result(self) -> dict[str, Any]:
+        """The MCP ``CallToolResult``: ``isError``, the text for models that read only
+        ``content``, and ``structuredContent`` with code, hint and details."""
+        hint = self.hint if len(self.hint) <= MAX_HINT_CHARS else self.hint[: MAX_HINT_CHARS - 1]
+        structured = {"code": self.code, "hint": hint, **self.details}
+        return {
+            "content": [{"type": "text", "text": f"{self.code}: {hint}"}],
+            "structuredContent": structured,
+            "isError": True,
+        }
+
+
+class UpstreamFailure(Exception):
+    """How an upstream call function says a call failed (base class; carries a short reason
+    that may be shown to the agent, so never a secret)."""
+
+    transient = False
+    """Whether trying again may succeed (only such failures are retried)."""
+
+
+class UpstreamUnavailable(UpstreamFailure):
+    """The server could not be reached or lost the call: refused or reset connection, a
+    502/503/504, a lost session. Transient; counts against the circuit breaker."""
+
+    transient = True
+
+
+class UpstreamRejected(UpstreamFailure):
+    """The server answered the call with a JSON-RPC error (it is up, but said no)."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code

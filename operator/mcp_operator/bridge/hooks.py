@@ -1,0 +1,176 @@
+"""The hook interface: code that sees every call before and after it goes upstream.
+
+A hook has ``before_call(call)`` and ``after_call(call, outcome)``. Both fire on every call,
+also one refused by validation (``call.refusal`` is then set, and no hook can lift it). A
+before-hook may rewrite ``call.arguments`` or refuse the call by returning a
+:class:`~mcp_operator.bridge.errors.ToolError`; an after-hook may rewrite ``outcome.result`` or
+replace it by setting ``outcome.error``. Hooks run on the event loop in order, so they must be
+quick and must not block; they see values, and must not log them.
+
+Hooks come from the entry point group ``mcp_operator.bridge_hooks`` (an object, or a
+zero-argument factory of one). PII scanning is the built-in :class:`PiiHook`, through this
+same interface. Running the hooks in order and deciding what a crashing hook means is
+:mod:`mcp_operator.bridge.pipeline`'s job.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any, Protocol, runtime_checkable
+
+from mcp_operator.api.bridge import CallPolicy, PiiMode, UpstreamServer
+from mcp_operator.bridge.catalog import CatalogEntry
+from mcp_operator.bridge.errors import ToolError
+from mcp_operator.bridge.pii import PiiScanner, default_scanner
+
+HOOK_GROUP = "mcp_operator.bridge_hooks"
+"""Entry point group of pluggable hooks."""
+
+
+@dataclass
+class Call:
+    """One call as it moves through the pipeline."""
+
+    run: str
+    """``namespace/name`` of the AgentRun."""
+    exposed_name: str
+    """The name the agent called."""
+    arguments: Any
+    """The arguments (a before-hook may replace them; what is sent upstream)."""
+    entry: CatalogEntry | None = None
+    """The catalog entry, when the name resolved."""
+    server: UpstreamServer | None = None
+    """The server's configuration, when the name resolved."""
+    refusal: ToolError | None = None
+    """Set when the call is refused before it goes out (validation or a before-hook)."""
+    schema_problem: str | None = None
+    """Why the tool's schema could not be applied (the arguments then went unchecked)."""
+    pii: dict[str, Counter[str]] = field(default_factory=dict)
+    """PII kinds and counts found per direction (``arguments``, ``results``), for the audit."""
+
+    @property
+    def policy(self) -> CallPolicy:
+        """The effective call policy (the defaults when the name did not resolve)."""
+        return self.server.policy if self.server is not None else CallPolicy()
+
+
+@dataclass
+class CallOutcome:
+    """What came of a call, as after-hooks see it."""
+
+    result: Mapping[str, Any] | None = None
+    """The upstream's ``CallToolResult`` (an after-hook may replace it)."""
+    error: ToolError | None = None
+    """The failure the agent will get instead (refusal, upstream failure, or an after-hook's)."""
+    attempts: int = 0
+
+
+@runtime_checkable
+class Hook(Protocol):
+    """Code run before and after every call."""
+
+    @property
+    def name(self) -> str:
+        """Short name, for logs."""
+        ...
+
+    def before_call(self, call: Call) -> ToolError | None:
+        """Inspect or rewrite ``call.arguments``; return an error to refuse the call."""
+        ...
+
+    def after_call(self, call: Call, outcome: CallOutcome) -> None:
+        """Inspect or rewrite ``outcome.result``, or set ``outcome.error``."""
+        ...
+
+
+def _counted(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{kind} x{count}" for kind, count in sorted(counts.items()))
+
+
+class PiiHook:
+    """PII scanning in both directions, by the server's effective policy (``pii.arguments``
+    before the call, ``pii.results`` after it)."""
+
+    name = "pii"
+
+    def __init__(self, scanner: PiiScanner) -> None:
+        self.scanner = scanner
+
+    def _scan(self, call: Call, direction: str, mode: PiiMode, value: Any) -> tuple[Any, bool]:
+        """Scan ``value``; return it (redacted when the mode says so) and whether to block."""
+        if mode == "off":
+            return value, False
+        report = self.scanner.scan(value, redact=mode == "redact")
+        if report.found:
+            call.pii.setdefault(direction, Counter()).update(report.counts)
+        return report.value, mode == "block" and report.found
+
+    def before_call(self, call: Call) -> ToolError | None:
+        mode = call.policy.pii.arguments
+        value, block = self._scan(call, "arguments", mode, call.arguments)
+        call.arguments = value
+        if not block:
+            return None
+        counts = call.pii["arguments"]
+        return ToolError(
+            "pii_blocked",
+            f"The arguments of {call.exposed_name} contain personal data ({_counted(counts)}), "
+            f"which the policy of server {_server_name(call)} does not let leave the Pod. "
+            "Remove or anonymise it and call again; the call was not sent.",
+            {"direction": "arguments", "kinds": dict(counts)},
+        )
+
+    def after_call(self, call: Call, outcome: CallOutcome) -> None:
+        if outcome.result is None:
+            return
+        mode = call.policy.pii.results
+        value, block = self._scan(call, "results", mode, outcome.result)
+        outcome.result = value
+        if not block:
+            return
+        counts = call.pii["results"]
+        outcome.result = None
+        outcome.error = ToolError(
+            "pii_blocked",
+            f"The result of {call.exposed_name} contained personal data ({_counted(counts)}), "
+            f"which the policy of server {_server_name(call)} does not let through, so it was "
+            "withheld. The call itself was executed: do not repeat it to get the result.",
+            {"direction": "results", "kinds": dict(counts)},
+        )
+
+
+def _server_name(call: Call) -> str:
+    return call.entry.server if call.entry is not None else "(unknown)"
+
+
+def default_hooks(points: Iterable[EntryPoint] | None = None) -> list[Hook]:
+    """The built-in PII hook (built-in and plugin detectors), then the plugin hooks."""
+    return [PiiHook(default_scanner()), *load_plugin_hooks(points)]
+
+
+class HookPluginError(RuntimeError):
+    """A hook plugin could not be loaded or is not a hook; names the entry point."""
+
+
+def load_plugin_hooks(points: Iterable[EntryPoint] | None = None) -> list[Hook]:
+    """The hooks of the ``mcp_operator.bridge_hooks`` entry points (or of ``points``)."""
+    hooks: list[Hook] = []
+    for point in entry_points(group=HOOK_GROUP) if points is None else points:
+        try:
+            loaded = point.load()
+            is_instance = isinstance(loaded, Hook) and not isinstance(loaded, type)
+            hook = loaded if is_instance else loaded()
+        except Exception as error:
+            raise HookPluginError(
+                f"Bridge hook plugin {point.name} ({point.value}) failed to load: {error}"
+            ) from error
+        if not isinstance(hook, Hook):
+            raise HookPluginError(
+                f"Bridge hook plugin {point.name} ({point.value}) is not a hook: it needs "
+                "name, before_call(call) and after_call(call, outcome)"
+            )
+        hooks.append(hook)
+    return hooks

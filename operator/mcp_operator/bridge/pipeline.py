@@ -1,0 +1,329 @@
+"""The one call pipeline: validate → before-hooks → call → after-hooks → normalise-error.
+
+Every ``tools/call`` the agent makes goes through :meth:`CallPipeline.call`, and nowhere else
+decides what happens to a call. It yields the result for the agent (the upstream's
+``CallToolResult``, or a structured tool error) and the audit record.
+
+1. **validate**: the exposed name must be in the catalog and pass the server's filter layers
+   (``not_allowlisted``), the arguments must match the tool's schema (``invalid_arguments``);
+2. **before-hooks**, always, even when validation refused the call (PII on the arguments);
+3. **call**, unless refused: the injected upstream call function, under the call's deadline
+   (``timeout``), the server's circuit breaker (``circuit_open``) and the retry rules
+   (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no);
+4. **after-hooks**, always (PII on the result);
+5. **normalise-error**: any failure becomes :meth:`ToolError.to_result`.
+
+No sockets and no clock of its own: the caller injects the upstream call, a :class:`Clock`
+(monotonic time, wall time, sleep) and the random source of the retry jitter. Upstream
+sessions, the HTTP front and metrics are other modules' jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
+from mcp_operator.bridge.audit import AuditRecord, arguments_digest
+from mcp_operator.bridge.breaker import CircuitBreaker
+from mcp_operator.bridge.catalog import Catalog, server_key
+from mcp_operator.bridge.errors import (
+    ErrorCode,
+    OutcomeCode,
+    ToolError,
+    UpstreamFailure,
+    UpstreamRejected,
+)
+from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
+from mcp_operator.bridge.retry import next_delay, retry_safe
+from mcp_operator.bridge.validate import ArgumentValidator, invalid_arguments
+from mcp_operator.mcp.naming import cut, quoted
+
+logger = logging.getLogger(__name__)
+
+UpstreamCall = Callable[[UpstreamServer, str, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
+"""``(server, original tool name, arguments)`` → the server's ``CallToolResult``; raises
+:class:`~mcp_operator.bridge.errors.UpstreamFailure` subclasses for failures."""
+
+MAX_UPSTREAM_MESSAGE = 300
+"""An upstream's error message is cut to this many characters in a hint."""
+
+
+class Clock(Protocol):
+    """Time as the caller provides it."""
+
+    def monotonic(self) -> float:
+        """Seconds on a monotonic clock (durations, deadlines, the breakers)."""
+        ...
+
+    def now(self) -> datetime:
+        """Wall-clock time, timezone-aware (the audit record)."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait between attempts."""
+        ...
+
+
+@dataclass(frozen=True)
+class CallReport:
+    """The pipeline's answer to one call."""
+
+    result: dict[str, Any]
+    """The ``CallToolResult`` for the agent."""
+    audit: AuditRecord
+
+
+class CallPipeline:
+    """The call pipeline of one bridge: its configuration, catalog, hooks and breakers."""
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        catalog: Catalog,
+        *,
+        upstream: UpstreamCall,
+        clock: Clock,
+        random: Callable[[], float],
+        hooks: Sequence[Hook] = (),
+        validator: ArgumentValidator | None = None,
+    ) -> None:
+        self.upstream = upstream
+        self.clock = clock
+        self.random = random
+        self.hooks = list(hooks)
+        self.validator = validator or ArgumentValidator()
+        self.breakers: dict[str, CircuitBreaker] = {}
+        self.reconfigure(config, catalog)
+
+    def reconfigure(self, config: BridgeConfig, catalog: Catalog) -> None:
+        """Take a new configuration and catalog; breakers of servers that stay keep state."""
+        self.config = config
+        self.catalog = catalog
+        self.run = f"{config.run.namespace}/{config.run.name}"
+        self.servers = {server_key(s): s for s in config.servers}
+        breakers: dict[str, CircuitBreaker] = {}
+        for key, server in self.servers.items():
+            policy = server.policy.circuit_breaker
+            breaker = self.breakers.get(key) or CircuitBreaker(
+                policy.failure_threshold, policy.open_seconds
+            )
+            breaker.failure_threshold = policy.failure_threshold
+            breaker.open_seconds = policy.open_seconds
+            breakers[key] = breaker
+        self.breakers = breakers
+
+    # -- the steps ---------------------------------------------------------------------------
+
+    def _validate(self, call: Call) -> None:
+        """Resolve and check the call; set ``call.refusal`` (and ``call.schema_problem``)."""
+        entry = self.catalog.get(call.exposed_name)
+        server = self.servers.get(entry.server) if entry is not None else None
+        if entry is None or server is None or not server.allows(entry.original_name):
+            similar = self.catalog.similar(call.exposed_name)
+            listing = (
+                f" Similar tools you may call: {', '.join(similar)}."
+                if similar
+                else " tools/list shows the tools you may call."
+            )
+            call.refusal = ToolError(
+                "not_allowlisted",
+                f"The tool {quoted(call.exposed_name)} is not available to this agent; the "
+                f"call was not sent.{listing}",
+                {"similar": similar},
+            )
+            return
+        call.entry, call.server = entry, server
+        verdict = self.validator.check(entry, call.arguments)
+        if not verdict.ok:
+            call.refusal = invalid_arguments(entry, verdict)
+        elif call.arguments is None:
+            call.arguments = {}
+        call.schema_problem = verdict.schema_problem
+        if verdict.schema_problem is not None and call.refusal is None:
+            logger.warning("Forwarded %s unchecked: %s", entry.exposed_name, verdict.schema_problem)
+
+    def _before(self, call: Call) -> None:
+        for hook in self.hooks:
+            try:
+                refusal = hook.before_call(call)
+            except Exception as error:
+                refusal = _hook_failed(hook, call, error, "before")
+            if call.refusal is None:
+                call.refusal = refusal
+
+    def _after(self, call: Call, outcome: CallOutcome) -> None:
+        for hook in self.hooks:
+            try:
+                hook.after_call(call, outcome)
+            except Exception as error:
+                outcome.result = None
+                outcome.error = _hook_failed(hook, call, error, "after")
+
+    async def _send(self, call: Call, outcome: CallOutcome, deadline: float) -> None:
+        """Call the upstream under deadline, breaker and retry rules; fill ``outcome``."""
+        assert call.entry is not None and call.server is not None
+        entry, server = call.entry, call.server
+        breaker = self.breakers[entry.server]
+        while True:
+            now = self.clock.monotonic()
+            if not breaker.allow(now):
+                outcome.error = self._circuit_open(call, breaker, now)
+                return
+            outcome.attempts += 1
+            try:
+                # asyncio.timeout, not wait_for: no extra task per call on the hot path.
+                async with asyncio.timeout(max(0.0, deadline - now)):
+                    result = await self.upstream(server, entry.original_name, call.arguments)
+            except asyncio.CancelledError:
+                breaker.release()
+                raise
+            except TimeoutError:
+                breaker.record_failure(self.clock.monotonic())
+                outcome.error = self._timeout(call)
+                return
+            except UpstreamRejected as error:
+                breaker.record_success(self.clock.monotonic())
+                outcome.error = self._rejected(call, error)
+                return
+            except Exception as error:
+                now = self.clock.monotonic()
+                breaker.record_failure(now)
+                delay = next_delay(
+                    attempt=outcome.attempts,
+                    failure=error,
+                    annotations=entry.annotations,
+                    policy=server.policy.retry,
+                    remaining_seconds=deadline - now,
+                    random=self.random,
+                )
+                if delay is None or breaker.state(now) == "open":
+                    outcome.error = self._unavailable(call, error, outcome.attempts, breaker, now)
+                    return
+                await self.clock.sleep(delay)
+                continue
+            breaker.record_success(self.clock.monotonic())
+            outcome.result = result
+            return
+
+    # -- the hints ---------------------------------------------------------------------------
+
+    def _circuit_open(self, call: Call, breaker: CircuitBreaker, now: float) -> ToolError:
+        server = call.entry.server if call.entry else "?"
+        wait = math.ceil(breaker.remaining_open(now))
+        when = f"in {wait} s" if wait else "once the trial call in flight has finished"
+        return ToolError(
+            "circuit_open",
+            f"Server {server} is unavailable: its recent calls failed, so the bridge stopped "
+            f"calling it and will try again {when}. The call was not sent. Tools of other "
+            "servers keep working.",
+            {"server": server, "retryAfterSeconds": wait},
+        )
+
+    def _timeout(self, call: Call) -> ToolError:
+        server = call.entry.server if call.entry else "?"
+        seconds = call.policy.timeout_seconds
+        return ToolError(
+            "timeout",
+            f"Server {server} did not answer {call.exposed_name} within {seconds} s. The call "
+            "may still have run: check its effect before repeating it.",
+            {"server": server, "timeoutSeconds": seconds},
+        )
+
+    def _rejected(self, call: Call, error: UpstreamRejected) -> ToolError:
+        server = call.entry.server if call.entry else "?"
+        code = f" (JSON-RPC error {error.code})" if error.code is not None else ""
+        message = cut(str(error) or "no message", MAX_UPSTREAM_MESSAGE)
+        hint = f"Server {server} refused {call.exposed_name}{code}: {message}"
+        if call.schema_problem is not None:
+            hint += (
+                f" Note: the bridge could not check these arguments because the tool's "
+                f"schema is broken ({call.schema_problem}); compare them with its description."
+            )
+        return ToolError("upstream_error", hint, {"server": server, "rpcCode": error.code})
+
+    def _unavailable(
+        self,
+        call: Call,
+        error: Exception,
+        attempts: int,
+        breaker: CircuitBreaker,
+        now: float,
+    ) -> ToolError:
+        entry = call.entry
+        assert entry is not None
+        reason = cut(str(error) or type(error).__name__, MAX_UPSTREAM_MESSAGE)
+        if not isinstance(error, UpstreamFailure):
+            reason = f"{type(error).__name__}: {reason}"
+        tries = "once" if attempts == 1 else f"{attempts} times"
+        hint = f"Server {entry.server} could not be reached (tried {tries}): {reason}."
+        if attempts == 1 and not retry_safe(entry.annotations):
+            hint += (
+                f" {entry.exposed_name} is not marked read-only or idempotent, so the bridge "
+                "did not retry it; it may or may not have run."
+            )
+        wait = math.ceil(breaker.remaining_open(now))
+        if breaker.state(now) == "open":
+            hint += f" The bridge will not call this server for {wait} s."
+        hint += " Tools of other servers keep working."
+        details = {"server": entry.server, "attempts": attempts, "retryAfterSeconds": wait}
+        return ToolError("upstream_unavailable", hint, details)
+
+    # -- the pipeline ------------------------------------------------------------------------
+
+    async def call(self, exposed_name: str, arguments: Any) -> CallReport:
+        """Run one ``tools/call`` through every step; never raises for a failed call."""
+        started = self.clock.monotonic()
+        arrived = self.clock.now()
+        digest = arguments_digest(arguments)
+        call = Call(run=self.run, exposed_name=exposed_name, arguments=arguments)
+        self._validate(call)
+        self._before(call)
+        outcome = CallOutcome(error=call.refusal)
+        if call.refusal is None:
+            deadline = started + call.policy.timeout_seconds
+            await self._send(call, outcome, deadline)
+        self._after(call, outcome)
+
+        code: OutcomeCode
+        if outcome.error is not None:
+            result = outcome.error.to_result()
+            code = outcome.error.code
+        else:
+            result = dict(outcome.result or {})
+            code = "upstream_error" if result.get("isError") is True else "ok"
+        audit = AuditRecord(
+            time=arrived,
+            run=self.run,
+            server=call.entry.server if call.entry else None,
+            tool=cut(exposed_name, 128),
+            original_tool=call.entry.original_name if call.entry else None,
+            outcome=code,
+            duration_ms=(self.clock.monotonic() - started) * 1000.0,
+            attempts=outcome.attempts,
+            arguments_sha256=digest,
+            pii={direction: dict(counts) for direction, counts in call.pii.items()},
+            schema_unchecked=call.schema_problem is not None,
+        )
+        return CallReport(result=result, audit=audit)
+
+
+def _hook_failed(hook: Hook, call: Call, error: Exception, when: str) -> ToolError:
+    """A crashing hook fails closed: the call (or its result) is stopped, as by a policy."""
+    name = getattr(hook, "name", type(hook).__name__)
+    logger.error(
+        "Bridge hook %s failed %s %s: %s", name, when, call.exposed_name, type(error).__name__
+    )
+    code: ErrorCode = "pii_blocked"
+    stopped = "the call was not sent" if when == "before" else "its result was withheld"
+    return ToolError(
+        code,
+        f"The bridge's policy hook {name} failed on this call, so {stopped}. This is a fault "
+        "of the bridge, not of the arguments; report it rather than retrying.",
+        {"hook": name},
+    )

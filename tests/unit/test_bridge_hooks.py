@@ -1,0 +1,144 @@
+"""The hook interface and the built-in PII hook (mcp_operator.bridge.hooks): the four modes
+in both directions, and hooks from entry points."""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint
+from typing import Any
+
+import pytest
+
+from mcp_operator.api.bridge import CallPolicy, UpstreamServer
+from mcp_operator.bridge.catalog import CatalogEntry
+from mcp_operator.bridge.errors import ToolError
+from mcp_operator.bridge.hooks import (
+    Call,
+    CallOutcome,
+    HookPluginError,
+    PiiHook,
+    load_plugin_hooks,
+)
+from mcp_operator.bridge.pii import PiiScanner, builtin_detectors
+
+HOOK = PiiHook(PiiScanner(builtin_detectors()))
+EMAIL = "alice@example.com"
+
+
+def call(arguments: Any, arguments_mode: str = "off", results_mode: str = "off") -> Call:
+    policy = CallPolicy.model_validate(
+        {"pii": {"arguments": arguments_mode, "results": results_mode}}
+    )
+    server = UpstreamServer(
+        name="mail", namespace="tools", url="http://mail:8080/mcp", prefix="mail", policy=policy
+    )
+    entry = CatalogEntry("mail_send", "tools/mail", "send", {"type": "object"})
+    return Call(
+        run="agents/a", exposed_name="mail_send", arguments=arguments, entry=entry, server=server
+    )
+
+
+def result(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": False}
+
+
+def test_off_neither_scans_nor_changes() -> None:
+    c = call({"to": EMAIL})
+    assert HOOK.before_call(c) is None
+    assert c.arguments == {"to": EMAIL} and c.pii == {}
+
+
+def test_detect_counts_and_forwards_unchanged() -> None:
+    c = call({"to": EMAIL}, arguments_mode="detect")
+    assert HOOK.before_call(c) is None
+    assert c.arguments == {"to": EMAIL}
+    assert c.pii == {"arguments": {"email": 1}}
+
+
+def test_redact_rewrites_the_arguments_before_they_leave() -> None:
+    c = call({"to": EMAIL, "n": 1}, arguments_mode="redact")
+    assert HOOK.before_call(c) is None
+    assert c.arguments == {"to": "[REDACTED:email]", "n": 1}
+    assert c.pii == {"arguments": {"email": 1}}
+
+
+def test_block_refuses_the_call_and_names_the_kinds_not_the_values() -> None:
+    c = call({"to": EMAIL, "cc": "bob@example.com"}, arguments_mode="block")
+    refusal = HOOK.before_call(c)
+    assert isinstance(refusal, ToolError) and refusal.code == "pii_blocked"
+    assert "email x2" in refusal.hint and "tools/mail" in refusal.hint
+    assert "not sent" in refusal.hint
+    assert EMAIL not in str(refusal.to_result())
+    assert refusal.details == {"direction": "arguments", "kinds": {"email": 2}}
+
+
+def test_block_passes_a_call_without_pii() -> None:
+    assert HOOK.before_call(call({"to": "the team"}, arguments_mode="block")) is None
+
+
+def test_results_are_redacted_after_the_call() -> None:
+    c = call({}, results_mode="redact")
+    outcome = CallOutcome(result=result(f"sent to {EMAIL}"), attempts=1)
+    HOOK.after_call(c, outcome)
+    assert outcome.result == result("sent to [REDACTED:email]")
+    assert outcome.error is None and c.pii == {"results": {"email": 1}}
+
+
+def test_a_blocked_result_is_withheld_and_says_the_call_ran() -> None:
+    c = call({}, results_mode="block")
+    outcome = CallOutcome(result=result(f"sent to {EMAIL}"), attempts=1)
+    HOOK.after_call(c, outcome)
+    assert outcome.result is None
+    assert outcome.error is not None and outcome.error.code == "pii_blocked"
+    assert "was executed" in outcome.error.hint and EMAIL not in outcome.error.hint
+
+
+def test_after_call_ignores_a_call_without_result() -> None:
+    c = call({}, results_mode="block")
+    outcome = CallOutcome(error=ToolError("timeout", "x"))
+    HOOK.after_call(c, outcome)
+    assert outcome.error is not None and outcome.error.code == "timeout"
+
+
+# plugins
+
+
+class Recorder:
+    name = "recorder"
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def before_call(self, call: Call) -> ToolError | None:
+        self.seen.append(f"before {call.exposed_name}")
+        return None
+
+    def after_call(self, call: Call, outcome: CallOutcome) -> None:
+        self.seen.append(f"after {call.exposed_name}")
+
+
+def point(value: str) -> EntryPoint:
+    return EntryPoint(name="rec", value=value, group="mcp_operator.bridge_hooks")
+
+
+def test_a_hook_is_loaded_from_an_entry_point_as_a_factory() -> None:
+    [hook] = load_plugin_hooks([point(f"{__name__}:Recorder")])
+    assert isinstance(hook, Recorder)
+
+
+def test_a_broken_hook_plugin_is_an_error_that_names_it() -> None:
+    with pytest.raises(HookPluginError, match="rec"):
+        load_plugin_hooks([point(f"{__name__}:Missing")])
+    with pytest.raises(HookPluginError, match="is not a hook"):
+        load_plugin_hooks([point("builtins:dict")])
+
+
+def test_no_installed_hooks_is_an_empty_list() -> None:
+    assert load_plugin_hooks() == []
+
+
+def test_the_default_hooks_are_the_pii_hook_then_the_plugins() -> None:
+    from mcp_operator.bridge.hooks import default_hooks
+
+    hooks = default_hooks([point(f"{__name__}:Recorder")])
+    assert isinstance(hooks[0], PiiHook) and isinstance(hooks[1], Recorder)
+    assert len(hooks) == 2
