@@ -31,6 +31,7 @@ from typing import Any, Protocol
 from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
 
 from mcp_operator.adapter.sessions import RequestId, Session, SessionTable
+from mcp_operator.serve.jsonrpc import error_response
 
 logger = logging.getLogger(__name__)
 
@@ -76,11 +77,6 @@ class PendingCall:
 def encode(message: dict[str, Any]) -> bytes:
     """One JSON-RPC message as one stdio line."""
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
-
-
-def error_response(request_id: RequestId | None, code: int, message: str) -> dict[str, Any]:
-    """A JSON-RPC error response."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
 class Router:
