@@ -4,6 +4,7 @@ Serves one stdio MCP server to many HTTP clients of both protocol eras.
 Modules, one job each:
 
 - ``config``   the typed configuration (flags and environment)
+- ``records``  the shared shapes: Session, PendingCall, the call and stream sinks
 - ``sessions`` the legacy session table (create, look up, expire, reset)
 - ``router``   the protocol core: id and token remapping, routing, cancellation
 - ``era``      what the adapter answers itself per era, and 2026 result shaping

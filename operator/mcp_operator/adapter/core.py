@@ -27,8 +27,9 @@ from mcp_operator.adapter.child import (
     Supervisor,
 )
 from mcp_operator.adapter.config import AdapterConfig
+from mcp_operator.adapter.records import Session
 from mcp_operator.adapter.router import Router
-from mcp_operator.adapter.sessions import Session, SessionTable
+from mcp_operator.adapter.sessions import SessionTable
 
 logger = logging.getLogger(__name__)
 

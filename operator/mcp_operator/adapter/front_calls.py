@@ -21,8 +21,8 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT
 from mcp_operator.adapter import era
 from mcp_operator.adapter.child import ChildUnavailableError
 from mcp_operator.adapter.core import AdapterCore
+from mcp_operator.adapter.records import Session
 from mcp_operator.adapter.router import RouterFullError
-from mcp_operator.adapter.sessions import Session
 from mcp_operator.serve.asgi import (
     ClientGoneError,
     Receive,
