@@ -93,7 +93,7 @@ class HttpFront:
                 "restarts": core.supervisor.restart_count,
             },
             "sessions": len(core.sessions),
-            "inflight": len(core.router.pending),
+            "inflight": core.inflight,
         }
         await respond_json(send, 200 if ok else 503, dumps(body))
 

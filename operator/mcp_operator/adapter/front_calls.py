@@ -21,7 +21,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT
 from mcp_operator.adapter import era
 from mcp_operator.adapter.child import ChildUnavailableError
 from mcp_operator.adapter.core import AdapterCore
-from mcp_operator.adapter.records import Session
+from mcp_operator.adapter.records import PendingCall, Session
 from mcp_operator.adapter.router import RouterFullError
 from mcp_operator.serve.asgi import (
     ClientGoneError,
@@ -102,14 +102,11 @@ class CallForwarder:
         method = message["method"]
         sink = HttpCall(can_stream=sse_ok, limit=self.config.stream_queue)
         try:
-            call, line = core.router.forward_request(message, session, sink)
+            call = await core.submit(message, session, sink)
         except RouterFullError:
             await unavailable(send, request_id, "Too many calls in flight")
             return
-        try:
-            await core.send(line)
         except ChildUnavailableError:
-            core.router.cancel(call, "The MCP server is not running")
             await unavailable(send, request_id)
             return
         watcher = (
@@ -124,7 +121,13 @@ class CallForwarder:
                 watcher.cancel()
 
     async def _await_answer(
-        self, sink: HttpCall, call: Any, send: Send, json_ok: bool, method: str, modern: str | None
+        self,
+        sink: HttpCall,
+        call: PendingCall,
+        send: Send,
+        json_ok: bool,
+        method: str,
+        modern: str | None,
     ) -> None:
         core = self.core
         deadline = time.monotonic() + self.config.request_timeout_seconds
@@ -135,9 +138,7 @@ class CallForwarder:
             await sink.sleep(remaining)
         if sink.final is None and not sink.events:
             gone = sink.gone
-            line = core.router.cancel(call, "Client disconnected" if gone else "Request timed out")
-            if line is not None:
-                core.write_nowait(line)
+            core.cancel(call, "Client disconnected" if gone else "Request timed out")
             if gone:
                 return
             sink.final = error_response(
@@ -157,15 +158,11 @@ class CallForwarder:
                 if sink.final is not None:
                     break
                 if sink.gone:
-                    line = core.router.cancel(call, "Client disconnected")
-                    if line is not None:
-                        core.write_nowait(line)
+                    core.cancel(call, "Client disconnected")
                     return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    line = core.router.cancel(call, "Request timed out")
-                    if line is not None:
-                        core.write_nowait(line)
+                    core.cancel(call, "Request timed out")
                     text = "The MCP server did not answer in time"
                     sink.final = error_response(call.client_id, REQUEST_TIMEOUT, text)
                     break
@@ -177,9 +174,7 @@ class CallForwarder:
                 {"type": "http.response.body", "body": b"event: message\ndata: " + body + b"\n\n"}
             )
         except ClientGoneError:
-            line = core.router.cancel(call, "Client disconnected")
-            if line is not None:
-                core.write_nowait(line)
+            core.cancel(call, "Client disconnected")
 
     def _final_body(
         self, final: dict[str, Any], method: str, modern: str | None

@@ -83,9 +83,7 @@ class SessionEndpoint:
             return
         if method is None:
             if "id" in message and ("result" in message or "error" in message):
-                line = self.core.router.forward_response(message, session)
-                if line is not None:
-                    self.core.write_nowait(line)
+                self.core.answer(message, session)
                 await respond_plain(send, 202, b"")
             else:
                 await respond_json(
@@ -101,9 +99,7 @@ class SessionEndpoint:
             return
         request_id = message.get("id")
         if request_id is None:
-            line = self.core.router.forward_notification(message, session)
-            if line is not None:
-                self.core.write_nowait(line)
+            self.core.notify(message, session)
             await respond_plain(send, 202, b"")
             return
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):

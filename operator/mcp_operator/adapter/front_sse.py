@@ -100,11 +100,10 @@ class SseTransport:
         method = message.get("method")
         request_id = message.get("id")
         if method is None:
-            line = (
-                core.router.forward_response(message, session) if request_id is not None else None
-            )
+            if request_id is not None:
+                core.answer(message, session)
         elif request_id is None:
-            line = core.router.forward_notification(message, session)
+            core.notify(message, session)
         elif method == "initialize":
             raw_params = message.get("params")
             params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
@@ -122,19 +121,11 @@ class SseTransport:
         else:
             sink = _StreamCall(stream)
             try:
-                call, line = core.router.forward_request(message, session, sink)
+                call = core.submit_nowait(message, session, sink)
             except RouterFullError:
                 stream.push(error_response(request_id, INTERNAL_ERROR, "Too many calls in flight"))
                 return
             loop = asyncio.get_running_loop()
             sink.expiry = loop.call_later(
-                self.config.request_timeout_seconds, self._expire_call, call
+                self.config.request_timeout_seconds, self.core.cancel, call, "Request timed out"
             )
-        if line is not None:
-            core.write_nowait(line)
-
-    def _expire_call(self, call: Any) -> None:
-        if call.child_id in self.core.router.pending:
-            line = self.core.router.cancel(call, "Request timed out")
-            if line is not None:
-                self.core.write_nowait(line)
