@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from mcp_operator.adapter.records import Session
 from mcp_operator.adapter.router import REQUEST_CANCELLED, Router, RouterFullError
-from mcp_operator.adapter.sessions import Session, SessionTable
+from mcp_operator.adapter.sessions import SessionTable
 
 
 class Sink:

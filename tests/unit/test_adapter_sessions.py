@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_operator.adapter.sessions import Session, SessionLimitError, SessionTable
+from mcp_operator.adapter.records import Session
+from mcp_operator.adapter.sessions import SessionLimitError, SessionTable
 
 
 class Stream:

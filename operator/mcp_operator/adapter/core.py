@@ -3,7 +3,8 @@
 Owns the wiring between the child (``child``), the protocol core (``router``)
 and the session table (``sessions``), and the truth that ``/healthz`` and
 ``/readyz`` report: the child is alive; the child answered ``initialize``.
-The HTTP front (``http``) calls in here; nothing here knows about HTTP.
+The HTTP fronts (``front*``) call in here, never into the router; nothing
+here knows about HTTP.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ from mcp_operator.adapter.child import (
     Supervisor,
 )
 from mcp_operator.adapter.config import AdapterConfig
+from mcp_operator.adapter.records import CallSink, PendingCall, Session
 from mcp_operator.adapter.router import Router
-from mcp_operator.adapter.sessions import Session, SessionTable
+from mcp_operator.adapter.sessions import SessionTable
 
 logger = logging.getLogger(__name__)
 
@@ -203,7 +205,54 @@ class AdapterCore:
             len(sessions),
         )
 
-    # ------------------------------------------------------------------ used by the HTTP front
+    # ------------------------------------------------------------------ used by the HTTP fronts
+
+    @property
+    def inflight(self) -> int:
+        """Calls forwarded to the child and not answered yet."""
+        return len(self.router.pending)
+
+    async def submit(
+        self, message: dict[str, Any], session: Session | None, sink: CallSink
+    ) -> PendingCall:
+        """Forward a client's request to the child; its answer goes to ``sink``.
+
+        Raises RouterFullError when too many calls wait, and ChildUnavailableError
+        (after forgetting the call) when there is no child to write to.
+        """
+        call, line = self.router.forward_request(message, session, sink)
+        try:
+            await self.send(line)
+        except ChildUnavailableError:
+            self.router.cancel(call, "The MCP server is not running")
+            raise
+        return call
+
+    def submit_nowait(
+        self, message: dict[str, Any], session: Session | None, sink: CallSink
+    ) -> PendingCall:
+        """Forward a request without waiting for the pipe; raises RouterFullError when full."""
+        call, line = self.router.forward_request(message, session, sink)
+        self.write_nowait(line)
+        return call
+
+    def notify(self, message: dict[str, Any], session: Session) -> None:
+        """Forward a client's notification (a cancellation is mapped to the child's id)."""
+        line = self.router.forward_notification(message, session)
+        if line is not None:
+            self.write_nowait(line)
+
+    def answer(self, message: dict[str, Any], session: Session) -> None:
+        """Forward a client's answer to a server→client request."""
+        line = self.router.forward_response(message, session)
+        if line is not None:
+            self.write_nowait(line)
+
+    def cancel(self, call: PendingCall, reason: str) -> None:
+        """Give up on a call (timeout, disconnect): its sink gets an error, the child is told."""
+        line = self.router.cancel(call, reason)
+        if line is not None:
+            self.write_nowait(line)
 
     async def send(self, line: bytes) -> None:
         """Write one line to the child; raises ChildUnavailableError when there is none."""

@@ -43,7 +43,6 @@ __all__ = [
     "child_initialize_params",
     "discover_result",
     "initialize_result",
-    "is_modern",
     "modern_result",
     "negotiate_version",
     "strip_envelope",
@@ -69,16 +68,6 @@ _RESERVED_META_KEYS: Final = frozenset(
     }
 )
 _CACHEABLE: Final = _methods.CACHEABLE_METHODS
-
-
-def is_modern(version: str | None) -> bool:
-    """Whether an ``MCP-Protocol-Version`` header routes the request to the stateless era.
-
-    Mirrors the SDK's session manager: a header naming anything but a
-    handshake version (unknown values included) goes to the 2026 entry, whose
-    ladder rejects what it does not serve.
-    """
-    return version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS
 
 
 def child_initialize_params() -> dict[str, Any]:

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
 
-from mcp_operator.adapter.sessions import RequestId, Session, SessionTable
+from mcp_operator.adapter.records import CallSink, PendingCall, Session
+from mcp_operator.adapter.sessions import SessionTable
+from mcp_operator.serve.jsonrpc import RequestId, error_response
 
 logger = logging.getLogger(__name__)
 
@@ -45,42 +46,13 @@ CAPABILITY_FOR_METHOD: dict[str, str] = {
 """Server→client request → the client capability it needs."""
 
 
-class CallSink(Protocol):
-    """Where one call's answer (and what the child says about it meanwhile) goes."""
-
-    def respond(self, message: dict[str, Any]) -> None:
-        """The final response (or error), already carrying the caller's id."""
-        ...
-
-    def related(self, message: dict[str, Any]) -> bool:
-        """Progress or a server request tied to the call; False if it cannot be carried."""
-        ...
-
-
 class RouterFullError(Exception):
     """Too many calls in flight: the caller answers 503."""
-
-
-@dataclass(eq=False, slots=True)
-class PendingCall:
-    """A request forwarded to the child and not answered yet."""
-
-    child_id: int
-    client_id: RequestId
-    method: str
-    session: Session | None
-    sink: CallSink
-    progress_token: RequestId | None
 
 
 def encode(message: dict[str, Any]) -> bytes:
     """One JSON-RPC message as one stdio line."""
     return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
-
-
-def error_response(request_id: RequestId | None, code: int, message: str) -> dict[str, Any]:
-    """A JSON-RPC error response."""
-    return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
 class Router:

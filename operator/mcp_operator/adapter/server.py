@@ -20,7 +20,7 @@ import uvicorn
 
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.core import AdapterCore
-from mcp_operator.adapter.http import HttpFront
+from mcp_operator.adapter.front import HttpFront
 
 logger = logging.getLogger("mcp_operator.adapter")
 

@@ -4,62 +4,20 @@ Pure bookkeeping: no sockets, no clock of its own (callers pass ``now``). A
 session is what one HTTP client's ``initialize`` opened: its negotiated
 version, its capabilities (which decide whether sampling, elicitation or
 roots requests may be routed to it), its calls in flight, its GET stream and
-its resource subscriptions. The 2026-07-28 era has no sessions.
+its resource subscriptions (the record itself is ``records.Session``). The
+2026-07-28 era has no sessions.
 """
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-if TYPE_CHECKING:
-    from mcp_operator.adapter.router import PendingCall
-
-RequestId = str | int
-"""A JSON-RPC request id as MCP allows it (never null)."""
-
-
-class StreamSink(Protocol):
-    """Where messages for a session go outside any one call: its GET (or legacy SSE) stream."""
-
-    def push(self, message: dict[str, Any]) -> bool:
-        """Queue ``message``; False when the stream is closed or full (the message is dropped)."""
-        ...
-
-    def close(self) -> None:
-        """End the stream (the session ended or the child restarted)."""
-        ...
+from mcp_operator.adapter.records import Session
 
 
 class SessionLimitError(Exception):
     """The table is full: the caller answers 503."""
-
-
-@dataclass(eq=False, slots=True)
-class Session:
-    """One legacy HTTP session."""
-
-    id: str
-    protocol_version: str
-    capabilities: dict[str, Any]
-    client_info: dict[str, Any] | None
-    last_active: float
-    stream: StreamSink | None = None
-    calls: dict[RequestId, PendingCall] = field(default_factory=dict)
-    """Calls in flight, by the id the client gave them."""
-    subscriptions: set[str] = field(default_factory=set)
-    """Resource URIs this session subscribed to (``resources/subscribe``)."""
-    server_requests: dict[int, RequestId] = field(default_factory=dict)
-    """Server→client requests routed here: the id this session saw → the child's id."""
-    next_server_request_id: int = 0
-    open_requests: int = 0
-    """HTTP requests being served for this session right now (keeps it from idling out)."""
-    closed: bool = False
-
-    def can(self, capability: str) -> bool:
-        """Whether the client declared ``capability`` (sampling, elicitation, roots)."""
-        return isinstance(self.capabilities.get(capability), dict)
 
 
 class SessionTable:

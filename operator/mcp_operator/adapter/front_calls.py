@@ -1,0 +1,189 @@
+"""Answering one forwarded request over HTTP: JSON, or SSE once something streams first.
+
+Owns a POSTed call's life after it has been accepted by an endpoint (legacy
+session or 2026-07-28): the sink the router answers into, the wait for the
+answer within the request timeout, the choice between ``application/json``
+and an upgrade to ``text/event-stream`` when the child says something about
+the call before answering it, and cancellation on a timeout or a disconnect.
+Leaves the checks that come before (session, headers, body) to the endpoints.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from typing import Any
+
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+from mcp_types.jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT
+
+from mcp_operator.adapter import era
+from mcp_operator.adapter.child import ChildUnavailableError
+from mcp_operator.adapter.core import AdapterCore
+from mcp_operator.adapter.records import PendingCall, Session
+from mcp_operator.adapter.router import RouterFullError
+from mcp_operator.serve.asgi import (
+    ClientGoneError,
+    Receive,
+    Send,
+    respond_json,
+    send_more,
+    watch_disconnect,
+)
+from mcp_operator.serve.jsonrpc import dumps, error_response
+from mcp_operator.serve.sse import (
+    KEEPALIVE_FRAME,
+    KEEPALIVE_SECONDS,
+    SSE_HEADERS,
+    Waitable,
+    sse_event,
+)
+
+
+class HttpCall(Waitable):
+    """The sink of one POSTed request: its final answer, and related messages if it may stream."""
+
+    __slots__ = ("events", "final", "gone", "limit")
+
+    def __init__(self, *, can_stream: bool, limit: int) -> None:
+        super().__init__()
+        self.gone = False
+        self.final: dict[str, Any] | None = None
+        self.events: deque[dict[str, Any]] | None = deque() if can_stream else None
+        self.limit = limit
+
+    def respond(self, message: dict[str, Any]) -> None:
+        if self.final is None:
+            self.final = message
+            self.wake()
+
+    def related(self, message: dict[str, Any]) -> bool:
+        if self.events is None or self.final is not None or len(self.events) >= self.limit:
+            return False
+        self.events.append(message)
+        self.wake()
+        return True
+
+    def hang_up(self) -> None:
+        """The client went away: stop waiting for the answer."""
+        self.gone = True
+        self.wake()
+
+
+async def unavailable(
+    send: Send, request_id: Any, text: str = "The MCP server is not ready"
+) -> None:
+    body = dumps(error_response(request_id, INTERNAL_ERROR, text))
+    await respond_json(send, 503, body, [(b"retry-after", b"1")])
+
+
+class CallForwarder:
+    """Forwards accepted requests to the child and answers them over HTTP."""
+
+    def __init__(self, core: AdapterCore) -> None:
+        self.core = core
+        self.config = core.config
+
+    async def forward(
+        self,
+        message: dict[str, Any],
+        session: Session | None,
+        json_ok: bool,
+        sse_ok: bool,
+        receive: Receive,
+        send: Send,
+        *,
+        modern: str | None,
+    ) -> None:
+        """Send a request to the child and answer: JSON, or SSE once something streams first."""
+        core = self.core
+        request_id = message["id"]
+        method = message["method"]
+        sink = HttpCall(can_stream=sse_ok, limit=self.config.stream_queue)
+        try:
+            call = await core.submit(message, session, sink)
+        except RouterFullError:
+            await unavailable(send, request_id, "Too many calls in flight")
+            return
+        except ChildUnavailableError:
+            await unavailable(send, request_id)
+            return
+        watcher = (
+            asyncio.create_task(watch_disconnect(receive, sink.hang_up))
+            if modern is not None
+            else None
+        )
+        try:
+            await self._await_answer(sink, call, send, json_ok, method, modern)
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+
+    async def _await_answer(
+        self,
+        sink: HttpCall,
+        call: PendingCall,
+        send: Send,
+        json_ok: bool,
+        method: str,
+        modern: str | None,
+    ) -> None:
+        core = self.core
+        deadline = time.monotonic() + self.config.request_timeout_seconds
+        while sink.final is None and not sink.events:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or sink.gone:
+                break
+            await sink.sleep(remaining)
+        if sink.final is None and not sink.events:
+            gone = sink.gone
+            core.cancel(call, "Client disconnected" if gone else "Request timed out")
+            if gone:
+                return
+            sink.final = error_response(
+                call.client_id, REQUEST_TIMEOUT, "The MCP server did not answer in time"
+            )
+        if sink.final is not None and (json_ok or sink.events is None):
+            status, body = self._final_body(sink.final, method, modern)
+            await respond_json(send, status, body)
+            return
+        # Something streamed before the answer (or the client takes only SSE): commit to SSE.
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        try:
+            while True:
+                events = sink.events
+                while events:
+                    await send_more(send, sse_event(events.popleft()))
+                if sink.final is not None:
+                    break
+                if sink.gone:
+                    core.cancel(call, "Client disconnected")
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    core.cancel(call, "Request timed out")
+                    text = "The MCP server did not answer in time"
+                    sink.final = error_response(call.client_id, REQUEST_TIMEOUT, text)
+                    break
+                await sink.sleep(min(remaining, KEEPALIVE_SECONDS))
+                if sink.final is None and not sink.events:
+                    await send_more(send, KEEPALIVE_FRAME)
+            _status, body = self._final_body(sink.final, method, modern)
+            await send(
+                {"type": "http.response.body", "body": b"event: message\ndata: " + body + b"\n\n"}
+            )
+        except ClientGoneError:
+            core.cancel(call, "Client disconnected")
+
+    def _final_body(
+        self, final: dict[str, Any], method: str, modern: str | None
+    ) -> tuple[int, bytes]:
+        if modern is None:
+            return 200, dumps(final)
+        error = final.get("error")
+        if isinstance(error, dict):
+            return ERROR_CODE_HTTP_STATUS.get(error.get("code"), 200), dumps(final)  # type: ignore[arg-type]
+        server_info = self.core.init_result.get("serverInfo") if self.core.init_result else None
+        final["result"] = era.modern_result(method, modern, final.get("result"), server_info)
+        return 200, dumps(final)

@@ -1,0 +1,10 @@
+"""The MCP server side that the adapter and the bridge share.
+
+Modules, one job each (none imports ``adapter``, ``bridge``, ``controller`` or ``kube``):
+
+- ``asgi``    ASGI types, bounded request bodies, plain and JSON responses, disconnects
+- ``jsonrpc`` JSON-RPC over HTTP: compact encoding, error objects, reading one message
+- ``sse``     Server-Sent Events: framing, the bounded stream object, the pump to a client
+- ``hosts``   the Host/Origin policy (DNS rebinding protection)
+- ``era``     which protocol era an incoming request speaks
+"""

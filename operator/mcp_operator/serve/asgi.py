@@ -1,0 +1,115 @@
+"""ASGI plumbing for the MCP endpoints: types, bounded bodies, responses, disconnects.
+
+Owns the bytes-level conversation with the ASGI server: which request headers
+are read, how a body is read within a size limit, how a plain-text or JSON
+response is sent, how a streamed chunk is written and how a disconnect is
+noticed. Leaves what the bodies mean (JSON-RPC, SSE framing, MCP eras) to
+``jsonrpc``, ``sse`` and ``era``, and routing to the front that uses it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+JSON_HEADERS = [(b"content-type", b"application/json")]
+MCP_REQUEST_HEADERS = frozenset(
+    {
+        b"host",
+        b"origin",
+        b"accept",
+        b"content-type",
+        b"content-length",
+        b"mcp-session-id",
+        b"mcp-protocol-version",
+    }
+)
+"""The request headers an MCP endpoint reads (the rest are not decoded)."""
+
+
+class BodyTooLargeError(Exception):
+    """The request body is over the limit: the caller answers 413."""
+
+
+class ClientGoneError(Exception):
+    """The client disconnected while its request was read or answered."""
+
+
+def request_headers(scope: Scope) -> dict[bytes, str]:
+    """The MCP request headers of ``scope``, by lowercase name (the last copy wins)."""
+    headers: dict[bytes, str] = {}
+    for key, value in scope["headers"]:
+        if key in MCP_REQUEST_HEADERS:
+            headers[key] = value.decode("latin-1")
+    return headers
+
+
+async def read_body(headers: dict[bytes, str], receive: Receive, limit: int) -> bytes:
+    length = headers.get(b"content-length")
+    if length is not None and length.isdigit() and int(length) > limit:
+        raise BodyTooLargeError
+    message = await receive()
+    if message["type"] == "http.disconnect":
+        raise ClientGoneError
+    body: bytes = message.get("body", b"")
+    if not message.get("more_body", False):
+        if len(body) > limit:
+            raise BodyTooLargeError
+        return body
+    chunks = [body]
+    size = len(body)
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientGoneError
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise BodyTooLargeError
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+async def watch_disconnect(receive: Receive, on_gone: Callable[[], None]) -> None:
+    """Call ``on_gone`` when the client disconnects (run as a task; cancel it when done)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            on_gone()
+            return
+
+
+async def send_more(send: Send, body: bytes) -> None:
+    try:
+        await send({"type": "http.response.body", "body": body, "more_body": True})
+    except OSError as error:
+        raise ClientGoneError from error
+
+
+async def respond_json(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    headers = [*JSON_HEADERS, (b"content-length", str(len(body)).encode())]
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def respond_plain(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+) -> None:
+    headers = [
+        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-length", str(len(body)).encode()),
+    ]
+    if extra:
+        headers.extend(extra)
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
