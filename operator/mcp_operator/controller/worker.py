@@ -35,7 +35,7 @@ import contextlib
 import datetime
 import logging
 import random
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
@@ -148,9 +148,6 @@ class Worker(Generic[T]):
     def get(self, uid: str) -> T | None:
         entry = self._entries.get(uid)
         return entry.item if entry is not None else None
-
-    def items(self) -> Iterator[tuple[str, T]]:
-        return ((uid, entry.item) for uid, entry in list(self._entries.items()))
 
     def __len__(self) -> int:
         return len(self._entries)
