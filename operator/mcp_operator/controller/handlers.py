@@ -18,6 +18,7 @@ import kopf
 from mcp_operator import GROUP, VERSION
 from mcp_operator.controller.mcpserver.fleet import Fleet
 from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
+from mcp_operator.controller.render import MANAGED_BY
 from mcp_operator.controller.settings import FleetSettings
 from mcp_operator.kube import PODS, Kube, KubeError
 
@@ -85,7 +86,7 @@ async def mcpserver_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     memo.fleet.observe(event.get("type"), dict(body))
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": "mcp-operator"})
+@kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
 async def deployment_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     for uid in owning_servers(body):
         memo.fleet.deployment_changed(uid, rollout_state(body))
