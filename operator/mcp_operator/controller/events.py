@@ -1,26 +1,21 @@
-"""Events about our objects: what one is, and posting them (logged as well).
+"""Events about our objects: what one says and which object it is about. Pure, no I/O.
 
 Which changes deserve an Event is each controller's decision (a pure function
 of the old and new status, e.g. :func:`mcp_operator.controller.mcpserver.status.events`);
-this module only says what an Event is about (:class:`ObjectRef`) and posts it
-through :mod:`mcp_operator.kube`, which logs rather than raises when posting fails.
+:mod:`mcp_operator.controller.status_writer` posts them.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-
-from mcp_operator.kube import Kube
-
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Event:
+    """An Event as a controller decides it (``type`` is Kubernetes' Normal or Warning)."""
+
     type: Literal["Normal", "Warning"]
     reason: str
     message: str
@@ -64,24 +59,3 @@ class ObjectRef:
                 "resourceVersion": self.resource_version,
             },
         }
-
-
-class EventPoster:
-    """Posts Events about our objects, each also logged in the operator's own log."""
-
-    def __init__(self, kube: Kube) -> None:
-        self.kube = kube
-
-    async def post(self, about: ObjectRef, events: Sequence[Event]) -> None:
-        for event in events:
-            log = logger.warning if event.type == "Warning" else logger.info
-            log("%s %s: %s: %s", about.kind, about, event.reason, event.message)
-        involved = about.involved()
-        await asyncio.gather(
-            *(
-                self.kube.post_event(
-                    involved, type_=event.type, reason=event.reason, message=event.message
-                )
-                for event in events
-            )
-        )

@@ -3,22 +3,45 @@
 The controller decides the patch (pure, with the previous status and ``now``)
 and which status changes deserve an Event (pure, ``transitions``); this module
 does the I/O: a merge patch of the ``status`` subresource through
-:mod:`mcp_operator.kube`, then the Events, on transitions only.
+:mod:`mcp_operator.kube`, then the Events, on transitions only (each also
+logged; :mod:`mcp_operator.kube` logs rather than raises when posting fails).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from mcp_operator.controller.events import Event, EventPoster, ObjectRef
+from mcp_operator.controller.events import Event, ObjectRef
 from mcp_operator.kube import Kube, KubeError, NotFound, Resource
 
 logger = logging.getLogger(__name__)
 
 Transitions = Callable[[Mapping[str, Any] | None, Mapping[str, Any]], Sequence[Event]]
 """Which Events the change from the old status to the new deserves (none for a repetition)."""
+
+
+class EventPoster:
+    """Posts Events about our objects, each also logged in the operator's own log."""
+
+    def __init__(self, kube: Kube) -> None:
+        self.kube = kube
+
+    async def post(self, about: ObjectRef, events: Sequence[Event]) -> None:
+        for event in events:
+            log = logger.warning if event.type == "Warning" else logger.info
+            log("%s %s: %s: %s", about.kind, about, event.reason, event.message)
+        involved = about.involved()
+        await asyncio.gather(
+            *(
+                self.kube.post_event(
+                    involved, type_=event.type, reason=event.reason, message=event.message
+                )
+                for event in events
+            )
+        )
 
 
 class StatusWriter:
