@@ -32,20 +32,9 @@ from mcp_operator.controller.render import (
     restricted_container_security,
     restricted_pod_security,
 )
-from mcp_operator.controller.settings import RenderSettings
 
-__all__ = [
-    "RenderSettings",
-    "allowed_hosts",
-    "deployment",
-    "labels",
-    "owner_reference",
-    "secret_references",
-    "secrets_checksum",
-    "selector",
-    "service",
-    "service_url",
-]
+# Re-exported: callers render with ``render.deployment(server, render.RenderSettings())``.
+from mcp_operator.controller.settings import RenderSettings as RenderSettings
 
 FIFO_DIR = "/run/mcp"
 ADAPTER_PORT_NAME = "mcp"
