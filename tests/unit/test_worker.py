@@ -138,3 +138,22 @@ async def test_the_global_limit_is_one_semaphore_for_all_objects() -> None:
     await clock.advance(0)
     assert sorted(inside) == ["a", "b", "c", "d"]
     await things.stop()
+
+
+async def test_an_update_reaches_the_next_run_without_waking_it() -> None:
+    clock = FakeClock()
+    seen: list[str] = []
+
+    async def run(thing: Thing) -> Next:
+        seen.append(thing.name)
+        return Next(60.0)
+
+    things = worker(clock, run=run, jitter=0)
+    things.start("a", Thing("first"))
+    await clock.advance(0)
+    things.update("a", Thing("second"))
+    await clock.advance(59)
+    assert seen == ["first"]
+    await clock.advance(1)
+    assert seen == ["first", "second"] and things.get("a") == Thing("second")
+    await things.stop()
