@@ -176,6 +176,8 @@ async def measure(
     args: argparse.Namespace, api: Api, urls: list[str], operator_pid: int
 ) -> tuple[list[tuple[str, str]], list[float]]:
     rows: list[tuple[str, str]] = []
+    # The machine may be shared: the load average says how much the numbers can be trusted.
+    load_before = os.getloadavg()[0]
     latencies = await single_latencies(api, urls, args.single)
     p50 = statistics.median(latencies)
     p95 = statistics.quantiles(latencies, n=20)[18] if len(latencies) >= 2 else p50
@@ -188,6 +190,8 @@ async def measure(
         current = rss_mib(operator_pid, "VmRSS")
         rows.append((f"operator RSS after {size} (current)", f"{current:.0f} MiB"))
     rows.append(("operator peak RSS (VmHWM)", f"{rss_mib(operator_pid):.0f} MiB"))
+    load_after = os.getloadavg()[0]
+    rows.append(("load average (1 min) before / after", f"{load_before:.1f} / {load_after:.1f}"))
     await api.client.aclose()
     return rows, latencies
 

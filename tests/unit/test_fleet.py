@@ -1,18 +1,23 @@
-"""The fleet's scheduling: wake-ups, back-off, worker life cycle (a fake API, no cluster)."""
+"""The fleet's scheduling: wake-ups, back-off, worker life cycle (a fake API, no cluster).
+
+Time is virtual (:class:`tests.unit.fakes.FakeClock`): the tests move it forward
+instead of sleeping, so the delays they assert are exact.
+"""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
 from mcp_operator.controller.mcpserver import fleet as fleet_module
-from mcp_operator.controller.mcpserver.fleet import Fleet, FleetSettings
+from mcp_operator.controller.mcpserver.fleet import Fleet
 from mcp_operator.controller.mcpserver.reconcile import Result
 from mcp_operator.controller.mcpserver.status import Outcome
+from mcp_operator.controller.settings import FleetSettings, ListenerSettings, ScheduleSettings
 from mcp_operator.kube import KubeError, NotFound
+from tests.unit.fakes import FakeClock
 
 
 class FakeKube:
@@ -58,84 +63,85 @@ def script(monkeypatch: pytest.MonkeyPatch) -> Script:
     return script
 
 
-async def settle(predicate: Any, within: float = 2.0) -> None:
-    deadline = asyncio.get_running_loop().time() + within
-    while not predicate():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
 
 
-SETTINGS = FleetSettings(initial_backoff_seconds=0.02, max_backoff_seconds=0.08, max_listeners=0)
+SETTINGS = FleetSettings(
+    schedule=ScheduleSettings(initial_backoff_seconds=0.02, max_backoff_seconds=0.08, jitter=0),
+    listeners=ListenerSettings(max_listeners=0),
+)
 
 
-async def test_a_new_generation_wakes_the_worker_at_once(script: Script) -> None:
+async def test_a_new_generation_wakes_the_worker_at_once(script: Script, clock: FakeClock) -> None:
     kube = FakeKube()
-    fleet = Fleet(kube, SETTINGS)  # type: ignore[arg-type]
+    fleet = Fleet(kube, SETTINGS, clock=clock)  # type: ignore[arg-type]
     fleet.observe("ADDED", body(1))
-    await settle(lambda: script.calls == 1)
+    await clock.run_until(lambda: script.calls == 1)
     fleet.observe("MODIFIED", body(1))  # a status write: no new generation, no reconcile
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
     assert script.calls == 1
     fleet.observe("MODIFIED", body(2))
-    await settle(lambda: script.calls == 2)
+    await clock.run_until(lambda: script.calls == 2)
     assert kube.patches[-1]["observedGeneration"] == 2
     await fleet.stop()
 
 
-async def test_failures_back_off_doubling_up_to_the_cap(script: Script) -> None:
+async def test_failures_back_off_doubling_up_to_the_cap(script: Script, clock: FakeClock) -> None:
     script.results[0] = Result(Outcome("failed", "Unreachable", "down"), "http://x/mcp", 3600.0)
-    fleet = Fleet(FakeKube(), SETTINGS)  # type: ignore[arg-type]
-    started = asyncio.get_running_loop().time()
+    fleet = Fleet(FakeKube(), SETTINGS, clock=clock)  # type: ignore[arg-type]
+    started = clock.time
     fleet.observe("ADDED", body())
-    await settle(lambda: script.calls == 5, within=3)
-    elapsed = asyncio.get_running_loop().time() - started
+    await clock.run_until(lambda: script.calls == 5, within=3)
+    elapsed = clock.time - started
     # 0.02 + 0.04 + 0.08 + 0.08 between five attempts: doubling, then capped.
     assert 0.2 <= elapsed < 1.0
     await fleet.stop()
 
 
 async def test_a_vanished_server_leaves_no_worker_and_comes_back_with_its_next_event(
-    script: Script,
+    script: Script, clock: FakeClock
 ) -> None:
     kube = FakeKube()
     kube.fail_with = NotFound(404, 'mcpservers.mcp-operator.dev "s" not found')
-    fleet = Fleet(kube, SETTINGS)  # type: ignore[arg-type]
+    fleet = Fleet(kube, SETTINGS, clock=clock)  # type: ignore[arg-type]
     fleet.observe("ADDED", body())
-    await settle(lambda: len(fleet) == 0)
+    await clock.run_until(lambda: len(fleet) == 0)
     kube.fail_with = None
     fleet.observe("ADDED", body())
-    await settle(lambda: len(kube.patches) == 1)
+    await clock.run_until(lambda: len(kube.patches) == 1)
     assert len(fleet) == 1
     await fleet.stop()
 
 
-async def test_a_deleted_server_stops_its_worker(script: Script) -> None:
-    fleet = Fleet(FakeKube(), SETTINGS)  # type: ignore[arg-type]
+async def test_a_deleted_server_stops_its_worker(script: Script, clock: FakeClock) -> None:
+    fleet = Fleet(FakeKube(), SETTINGS, clock=clock)  # type: ignore[arg-type]
     fleet.observe("ADDED", body())
-    await settle(lambda: script.calls == 1)
+    await clock.run_until(lambda: script.calls == 1)
     fleet.observe("DELETED", body())
     assert len(fleet) == 0
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
     assert script.calls == 1
 
 
 async def test_only_a_moved_rollout_state_or_a_referenced_secret_wakes_a_server(
-    script: Script,
+    script: Script, clock: FakeClock
 ) -> None:
-    fleet = Fleet(FakeKube(), SETTINGS)  # type: ignore[arg-type]
+    fleet = Fleet(FakeKube(), SETTINGS, clock=clock)  # type: ignore[arg-type]
     with_secret = body()
     with_secret["spec"]["headers"] = [
         {"name": "Authorization", "valueFrom": {"secretKeyRef": {"name": "token", "key": "k"}}}
     ]
     fleet.observe("ADDED", with_secret)
-    await settle(lambda: script.calls == 1)
+    await clock.run_until(lambda: script.calls == 1)
     fleet.deployment_changed("u1", (1, 1, 1, 0))
-    await settle(lambda: script.calls == 2)
+    await clock.run_until(lambda: script.calls == 2)
     fleet.deployment_changed("u1", (1, 1, 1, 0))  # the same state again
     fleet.secret_changed("ns", "other")
     fleet.secret_changed("elsewhere", "token")
-    await asyncio.sleep(0.05)
+    await clock.advance(0.05)
     assert script.calls == 2
     fleet.secret_changed("ns", "token")
-    await settle(lambda: script.calls == 3)
+    await clock.run_until(lambda: script.calls == 3)
     await fleet.stop()

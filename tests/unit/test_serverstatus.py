@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_operator.controller.conditions import Condition, find, merge
+from mcp_operator.controller.conditions import WantedCondition, find, merge
 from mcp_operator.controller.mcpserver.status import Outcome, events, status_patch
 
 T0, T1, T2 = "2026-01-01T00:00:00Z", "2026-01-01T00:05:00Z", "2026-01-01T00:10:00Z"
@@ -87,9 +87,9 @@ def test_invalid_spec_is_reported_without_touching_tools() -> None:
 
 
 def test_transition_time_moves_only_when_status_flips() -> None:
-    first = merge(None, [Condition("Ready", "True", "A", "a")], now=T0, generation=1)
-    second = merge(first, [Condition("Ready", "True", "B", "b")], now=T1, generation=1)
-    third = merge(second, [Condition("Ready", "False", "C", "c")], now=T2, generation=1)
+    first = merge(None, [WantedCondition("Ready", "True", "A", "a")], now=T0, generation=1)
+    second = merge(first, [WantedCondition("Ready", "True", "B", "b")], now=T1, generation=1)
+    third = merge(second, [WantedCondition("Ready", "False", "C", "c")], now=T2, generation=1)
     assert second[0]["lastTransitionTime"] == T0
     assert third[0]["lastTransitionTime"] == T2
 

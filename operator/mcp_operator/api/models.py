@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
@@ -421,6 +421,18 @@ class MCPServerStatus(StatusModel):
     conditions: Conditions | None = None
 
 
+class SecretUse(NamedTuple):
+    """One key of a Secret that an MCPServer reads, and who reads it."""
+
+    reader: Literal["probe", "pod"]
+    """``probe``: a request header of the operator's probe (``spec.headers``); ``pod``: an
+    environment variable of the managed server's Pod (``spec.deployment.env``)."""
+    name: str
+    """The header's or the environment variable's name."""
+    secret: str
+    key: str
+
+
 class MCPServer(BaseModel):
     """An MCPServer object as the API server stores it."""
 
@@ -438,6 +450,22 @@ class MCPServer(BaseModel):
         if self.spec.tools_prefix is not None:
             return self.spec.tools_prefix
         return default_prefix(self.metadata.name)
+
+    def referenced_secrets(self) -> list[SecretUse]:
+        """Every Secret key the server reads: its headers' first, then its Pod's environment."""
+        uses = [
+            SecretUse(
+                "probe", h.name, h.value_from.secret_key_ref.name, h.value_from.secret_key_ref.key
+            )
+            for h in self.spec.headers or ()
+            if h.value_from is not None
+        ]
+        env = self.spec.deployment.env if self.spec.deployment is not None else None
+        for var in env or ():
+            ref = var.value_from.secret_key_ref if var.value_from is not None else None
+            if ref is not None:
+                uses.append(SecretUse("pod", var.name, ref.name, ref.key))
+        return uses
 
 
 # -- AgentRun --------------------------------------------------------------------------------
@@ -579,6 +607,7 @@ __all__ = [
     "ResourceRequirements",
     "RetrySpec",
     "SecretKeyRef",
+    "SecretUse",
     "ServerBinding",
     "ServerInfo",
     "ServerRef",

@@ -10,7 +10,12 @@ from __future__ import annotations
 import argparse
 import os
 
-from mcp_operator.controller.mcpserver.render import RenderSettings
+from mcp_operator.controller.settings import (
+    FleetSettings,
+    ListenerSettings,
+    RenderSettings,
+    ScheduleSettings,
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -44,14 +49,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-listeners",
         type=int,
-        default=256,
+        default=ListenerSettings.max_listeners,
         help="servers listened to at once for tools/list_changed, one connection each; "
         "0 turns listening off (default %(default)s)",
     )
     parser.add_argument(
         "--max-concurrent-probes",
         type=int,
-        default=64,
+        default=ScheduleSettings.max_concurrent,
         help="probes running at once across all servers (default %(default)s)",
     )
 
@@ -63,7 +68,6 @@ def run(args: argparse.Namespace) -> int:
     import kopf
 
     import mcp_operator.controller.handlers  # noqa: F401  (registers the handlers)
-    from mcp_operator.controller.mcpserver.fleet import FleetSettings
 
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
     kopf.configure(verbose=args.verbose, debug=args.debug, log_format=log_format)
@@ -82,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
         )
     memo = kopf.Memo(
         fleet_settings=FleetSettings(
-            max_concurrent_probes=args.max_concurrent_probes,
-            max_listeners=args.max_listeners,
+            schedule=ScheduleSettings(max_concurrent=args.max_concurrent_probes),
+            listeners=ListenerSettings(max_listeners=args.max_listeners),
             render=render,
         ),
         # Without --adapter-image, the operator's own image (read from its Pod) is used.

@@ -16,8 +16,11 @@ MAX_MESSAGE = 32768
 
 
 @dataclass(frozen=True)
-class Condition:
-    """One condition as the reconciler decides it (the time is filled in by :func:`merge`)."""
+class WantedCondition:
+    """One condition as a reconciler decides it; :func:`merge` fills in the times.
+
+    (:class:`mcp_operator.api.models.Condition` is the stored ``metav1.Condition`` shape.)
+    """
 
     type: str
     status: Status
@@ -27,7 +30,7 @@ class Condition:
 
 def merge(
     previous: Iterable[Mapping[str, Any]] | None,
-    wanted: Iterable[Condition],
+    wanted: Iterable[WantedCondition],
     *,
     now: str,
     generation: int | None,

@@ -1,8 +1,9 @@
 """The kopf handlers: thin on purpose (and async: kopf runs sync handlers in threads).
 
 Start-up configures kopf and creates the shared clients; every MCPServer watch
-event goes to :class:`mcp_operator.controller.mcpserver.fleet.Fleet`, which owns scheduling and
-reconciling; clean-up stops the workers and closes the clients.
+event goes to :class:`mcp_operator.controller.mcpserver.fleet.Fleet`, which parses it and
+schedules the reconciles; Deployment and Secret events go there too, and the fleet's
+wake policy decides whom they wake. Clean-up stops the workers and closes the clients.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ from typing import Any
 import kopf
 
 from mcp_operator import GROUP, VERSION
-from mcp_operator.controller.mcpserver.fleet import Fleet, FleetSettings
+from mcp_operator.controller.mcpserver.fleet import Fleet
+from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
+from mcp_operator.controller.render import MANAGED_BY
+from mcp_operator.controller.settings import FleetSettings
 from mcp_operator.kube import PODS, Kube, KubeError
 
 logger = logging.getLogger(__name__)
@@ -82,18 +86,10 @@ async def mcpserver_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
     memo.fleet.observe(event.get("type"), dict(body))
 
 
-@kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": "mcp-operator"})
+@kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY})
 async def deployment_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    status = body.get("status") or {}
-    state = (
-        status.get("observedGeneration"),
-        status.get("replicas"),
-        status.get("updatedReplicas"),
-        status.get("availableReplicas"),
-    )
-    for owner in body.get("metadata", {}).get("ownerReferences") or []:
-        if owner.get("kind") == "MCPServer" and owner.get("controller"):
-            memo.fleet.deployment_changed(owner.get("uid"), state)
+    for uid in owning_servers(body):
+        memo.fleet.deployment_changed(uid, rollout_state(body))
 
 
 @kopf.on.event("", "v1", "secrets")

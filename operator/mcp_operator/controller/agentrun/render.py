@@ -35,7 +35,12 @@ from mcp_operator import API_VERSION, GROUP
 from mcp_operator.api.bridge import CallPolicy, CallPolicyOverride, tighten
 from mcp_operator.api.models import AgentRun, CallPolicySpec, MCPServer
 from mcp_operator.controller.agentrun.resolve import Binding, Resolution
-from mcp_operator.controller.mcpserver.render import NON_ROOT_UID, RESTRICTED_CONTAINER_SECURITY
+from mcp_operator.controller.render import (
+    owner_reference,
+    recommended_labels,
+    restricted_container_security,
+    restricted_pod_security,
+)
 
 CONFIG_DIR = "/etc/mcp-bridge"
 CONFIG_KEY = "config.yaml"
@@ -69,23 +74,10 @@ def bridge_enabled(run: AgentRun, settings: AgentRenderSettings) -> bool:
 
 
 def labels(run: AgentRun) -> dict[str, str]:
-    """The recommended ``app.kubernetes.io/*`` labels of a run's children."""
+    """The recommended ``app.kubernetes.io/*`` labels of a run's children, and ours."""
     return {
-        "app.kubernetes.io/name": "agent-run",
-        "app.kubernetes.io/instance": run.metadata.name,
-        "app.kubernetes.io/component": "agent",
-        "app.kubernetes.io/managed-by": "mcp-operator",
+        **recommended_labels(name="agent-run", instance=run.metadata.name, component="agent"),
         f"{GROUP}/agent-run": run.metadata.name,
-    }
-
-
-def owner_reference(run: AgentRun) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "AgentRun",
-        "name": run.metadata.name,
-        "uid": run.metadata.uid,
-        "controller": True,
     }
 
 
@@ -229,13 +221,7 @@ def pod(run: AgentRun, resolution: Resolution, settings: AgentRenderSettings) ->
         "restartPolicy": "Never",
         "automountServiceAccountToken": agent.service_account_name is not None,
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": NON_ROOT_UID,
-            "runAsGroup": NON_ROOT_UID,
-            "fsGroup": NON_ROOT_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_pod_security(),
         "containers": [_agent_container(run, with_bridge)],
         "volumes": volumes,
     }
@@ -285,7 +271,7 @@ def _agent_container(run: AgentRun, with_bridge: bool) -> dict[str, Any]:
         "image": agent.image,
         "env": env,
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
+        "securityContext": restricted_container_security(),
     }
     if agent.command:
         container["command"] = list(agent.command)
@@ -331,7 +317,7 @@ def _bridge_container(
         "env": [{"name": "HOME", "value": "/tmp"}],
         "resources": copy.deepcopy(BRIDGE_RESOURCES),
         "volumeMounts": mounts,
-        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
+        "securityContext": restricted_container_security(),
     }
 
 

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mcp_operator.controller.agentrun.resolve import Resolution
-from mcp_operator.controller.conditions import Condition, find, merge
+from mcp_operator.controller.conditions import WantedCondition as Condition
+from mcp_operator.controller.conditions import find, merge
 
 BridgeState = Literal["enabled", "disabled-by-run", "disabled-operator-wide"]
 

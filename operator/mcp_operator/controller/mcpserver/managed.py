@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp_operator.api.models import MCPServer
-from mcp_operator.controller.conditions import Condition
+from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import render
 from mcp_operator.kube import DEPLOYMENTS, PODS, SECRETS, SERVICES, Kube
 
@@ -47,14 +47,14 @@ async def deploy(
 
 async def deployed_condition(
     kube: Kube, server: MCPServer, deployment: Mapping[str, Any]
-) -> Condition:
+) -> WantedCondition:
     """The ``Deployed`` condition, from the Deployment's status and its Pods' phases."""
     spec = deployment.get("spec", {})
     status = deployment.get("status", {}) or {}
     wanted = int(spec.get("replicas", 1))
     generation = deployment.get("metadata", {}).get("generation")
     if status.get("observedGeneration") != generation:
-        return Condition(
+        return WantedCondition(
             "Deployed",
             "False",
             "RolloutPending",
@@ -63,9 +63,9 @@ async def deployed_condition(
     available = int(status.get("availableReplicas") or 0)
     updated = int(status.get("updatedReplicas") or 0)
     if wanted == 0:
-        return Condition("Deployed", "True", "ScaledToZero", "The Deployment has 0 replicas")
+        return WantedCondition("Deployed", "True", "ScaledToZero", "The Deployment has 0 replicas")
     if available >= wanted and updated >= wanted:
-        return Condition(
+        return WantedCondition(
             "Deployed", "True", "Available", f"{available} of {wanted} replicas available"
         )
     message = f"{available} of {wanted} replicas available, {updated} updated"
@@ -85,7 +85,7 @@ async def deployed_condition(
     else:
         message += "; no Pods yet"
     reason = "RolloutInProgress" if updated < wanted else "ReplicasUnavailable"
-    return Condition("Deployed", "False", reason, message)
+    return WantedCondition("Deployed", "False", reason, message)
 
 
 def probe_endpoint(

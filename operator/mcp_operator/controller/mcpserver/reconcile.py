@@ -1,8 +1,8 @@
-"""One reconcile of one MCPServer: parse -> deploy (managed) -> resolve headers -> probe.
+"""One reconcile of one MCPServer: deploy (managed) -> resolve headers -> probe.
 
-This module decides; :mod:`mcp_operator.controller.mcpserver.fleet` schedules and writes status.
-Secret values resolved here go straight into the probe's request headers and
-nowhere else: not into the outcome, not into logs.
+This module decides; :mod:`mcp_operator.controller.mcpserver.fleet` parses (where the
+event arrives), schedules and writes status. Secret values resolved here go straight
+into the probe's request headers and nowhere else: not into the outcome, not into logs.
 """
 
 from __future__ import annotations
@@ -10,17 +10,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import pydantic
 
 from mcp_operator.api.models import MCPServer
-from mcp_operator.controller.conditions import Condition
+from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import managed, render, report
-from mcp_operator.controller.mcpserver.render import RenderSettings
 from mcp_operator.controller.mcpserver.status import Outcome
+from mcp_operator.controller.parsing import InvalidSpec
+from mcp_operator.controller.settings import RenderSettings
 from mcp_operator.kube import Kube, KubeError, SecretReferenceError
 from mcp_operator.mcp import naming
 from mcp_operator.mcp.discovery import discover
@@ -40,50 +37,31 @@ class Result:
     """Where to listen for ``tools/list_changed``: set when the server advertises it."""
 
 
-def describe_validation_error(error: pydantic.ValidationError) -> str:
-    """One line per problem, each naming the field, e.g. ``spec.url: must start with http://``."""
-    lines = []
-    for problem in error.errors()[:10]:
-        location = ".".join(
-            str(part) for part in problem["loc"] if not str(part).startswith("function-")
-        )
-        lines.append(f"{location}: {problem['msg']}" if location else str(problem["msg"]))
-    return "; ".join(lines)
-
-
 async def resolve_headers(kube: Kube, namespace: str, server: MCPServer) -> dict[str, str]:
     """The request headers of a server, with ``secretKeyRef`` values read from the API."""
-    headers: dict[str, str] = {}
-    for header in server.spec.headers or []:
-        if header.value is not None:
-            headers[header.name] = header.value
-        elif header.value_from is not None:
-            ref = header.value_from.secret_key_ref
-            headers[header.name] = await kube.read_secret_key(namespace, ref.name, ref.key)
+    headers = {h.name: h.value for h in server.spec.headers or () if h.value is not None}
+    for use in server.referenced_secrets():
+        if use.reader == "probe":
+            headers[use.name] = await kube.read_secret_key(namespace, use.secret, use.key)
     return headers
 
 
 async def mcpserver(
     kube: Kube,
-    body: Mapping[str, Any],
+    server: MCPServer | InvalidSpec,
     *,
     probe_slots: asyncio.Semaphore,
     render_settings: RenderSettings,
 ) -> Result:
     """Reconcile an MCPServer once and say what its status should say."""
-    namespace = body["metadata"]["namespace"]
-    try:
-        server = MCPServer.model_validate(body)
-    except pydantic.ValidationError as error:
-        message = describe_validation_error(error)
-        logger.warning(
-            "MCPServer %s/%s is invalid: %s", namespace, body["metadata"].get("name"), message
-        )
-        return Result(Outcome("invalid", "InvalidSpec", message), None, None)
+    if isinstance(server, InvalidSpec):
+        return Result(Outcome("invalid", "InvalidSpec", server.message), None, None)
+    namespace = server.metadata.namespace
+    assert namespace is not None, "MCPServer is a namespaced kind"
 
     spec = server.spec
     interval = float(spec.probe.interval_seconds)
-    deployed: Condition | None = None
+    deployed: WantedCondition | None = None
     extra_headers: dict[str, str] = {}
     verify: ssl.SSLContext | bool = True
     if spec.mode == "managed":
@@ -94,7 +72,7 @@ async def mcpserver(
         except KubeError as error:
             message = f"Applying the Deployment or Service failed: HTTP {error.status}: {error}"
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, message)
-            deployed = Condition("Deployed", "False", "ApplyFailed", message[:1024])
+            deployed = WantedCondition("Deployed", "False", "ApplyFailed", message[:1024])
             outcome = Outcome(
                 "failed",
                 "ApplyFailed",

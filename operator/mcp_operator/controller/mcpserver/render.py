@@ -22,47 +22,36 @@ import copy
 import hashlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from mcp_operator import API_VERSION, GROUP
+from mcp_operator import GROUP
 from mcp_operator.api.models import DeploymentSpec, MCPServer
+from mcp_operator.controller.render import (
+    owner_reference,
+    recommended_labels,
+    restricted_container_security,
+    restricted_pod_security,
+)
+
+# Re-exported: callers render with ``render.deployment(server, render.RenderSettings())``.
+from mcp_operator.controller.settings import RenderSettings as RenderSettings
 
 FIFO_DIR = "/run/mcp"
 ADAPTER_PORT_NAME = "mcp"
 SERVER_WRAPPER = 'exec "$0" "$@" <"$MCP_FIFO_DIR/stdin" >"$MCP_FIFO_DIR/stdout"'
 """The server container's ``sh -c`` script: the user's command, stdio on the FIFOs."""
-NON_ROOT_UID = 65532
-RESTRICTED_CONTAINER_SECURITY = {
-    "allowPrivilegeEscalation": False,
-    "readOnlyRootFilesystem": True,
-    "runAsNonRoot": True,
-    "capabilities": {"drop": ["ALL"]},
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
 ADAPTER_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"memory": "256Mi"},
 }
 
 
-@dataclass(frozen=True)
-class RenderSettings:
-    """What rendering needs to know about the operator's own installation."""
-
-    adapter_image: str = "ghcr.io/mcp-operator/mcp-operator:0.1.0"
-    """Image of the adapter sidecar and the FIFO init container (the operator's own image)."""
-    adapter_image_pull_policy: str = "IfNotPresent"
-    cluster_domain: str = "cluster.local"
-
-
 def labels(server: MCPServer) -> dict[str, str]:
     """The recommended ``app.kubernetes.io/*`` labels of every child."""
     return {
-        "app.kubernetes.io/name": "mcp-server",
-        "app.kubernetes.io/instance": server.metadata.name,
-        "app.kubernetes.io/component": "mcp-server",
-        "app.kubernetes.io/managed-by": "mcp-operator",
+        **recommended_labels(
+            name="mcp-server", instance=server.metadata.name, component="mcp-server"
+        ),
         f"{GROUP}/server": server.metadata.name,
     }
 
@@ -72,18 +61,6 @@ def selector(server: MCPServer) -> dict[str, str]:
     return {
         "app.kubernetes.io/instance": server.metadata.name,
         f"{GROUP}/server": server.metadata.name,
-    }
-
-
-def owner_reference(server: MCPServer) -> dict[str, Any]:
-    return {
-        "apiVersion": API_VERSION,
-        "kind": "MCPServer",
-        "name": server.metadata.name,
-        "uid": server.metadata.uid,
-        "controller": True,
-        # No blockOwnerDeletion: with OwnerReferencesPermissionEnforcement it would need
-        # update on mcpservers/finalizers, and background deletion does not need it.
     }
 
 
@@ -109,12 +86,7 @@ def allowed_hosts(server: MCPServer, settings: RenderSettings) -> list[str]:
 
 def secret_references(server: MCPServer) -> list[str]:
     """Names of the Secrets the Pod reads (a change of any of them rolls the Deployment)."""
-    names = {
-        var.value_from.secret_key_ref.name
-        for var in _deployment(server).env or ()
-        if var.value_from is not None and var.value_from.secret_key_ref is not None
-    }
-    return sorted(names)
+    return sorted({use.secret for use in server.referenced_secrets() if use.reader == "pod"})
 
 
 def secrets_checksum(versions: Mapping[str, str]) -> str:
@@ -134,13 +106,7 @@ def deployment(
     pod_spec: dict[str, Any] = {
         "automountServiceAccountToken": spec.service_account_name is not None,
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": NON_ROOT_UID,
-            "runAsGroup": NON_ROOT_UID,
-            "fsGroup": NON_ROOT_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": restricted_pod_security(),
         "containers": _stdio_containers(server, settings) if stdio else [_http_container(spec)],
         "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
     }
@@ -205,7 +171,7 @@ def _stdio_containers(server: MCPServer, settings: RenderSettings) -> list[dict[
             {"name": "fifos", "mountPath": FIFO_DIR},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
-        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
+        "securityContext": restricted_container_security(),
     }
     _add_optional(server_container, spec)
     probe_port = {"port": ADAPTER_PORT_NAME}
@@ -244,7 +210,7 @@ def _stdio_containers(server: MCPServer, settings: RenderSettings) -> list[dict[
             {"name": "fifos", "mountPath": FIFO_DIR},
             {"name": "tmp", "mountPath": "/tmp"},
         ],
-        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
+        "securityContext": restricted_container_security(),
     }
     return [server_container, adapter]
 
@@ -257,7 +223,7 @@ def _fifo_init_container(settings: RenderSettings) -> dict[str, Any]:
         "args": ["adapter", f"--stdio-fifo-dir={FIFO_DIR}", "--make-fifos"],
         "volumeMounts": [{"name": "fifos", "mountPath": FIFO_DIR}],
         "resources": copy.deepcopy(ADAPTER_RESOURCES),
-        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
+        "securityContext": restricted_container_security(),
     }
 
 
@@ -274,7 +240,7 @@ def _http_container(spec: DeploymentSpec) -> dict[str, Any]:
             "failureThreshold": 3,
         },
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-        "securityContext": copy.deepcopy(RESTRICTED_CONTAINER_SECURITY),
+        "securityContext": restricted_container_security(),
     }
     if spec.command:
         container["command"] = list(spec.command)

@@ -3,7 +3,8 @@
 The reconciler decides an :class:`Outcome` (probed, failed, invalid, suspended,
 not probed); :func:`status_patch` turns it, with the previous status, into the
 merge patch for the ``status`` subresource, and :func:`events` says which
-Events the change deserves. Keeping this pure is what lets the unit tests pin
+Events the change deserves (:mod:`mcp_operator.controller.status_writer` does
+the writing and posting). Keeping this pure is what lets the unit tests pin
 down the promises users rely on: a failed probe keeps the last known tools and
 says since when the server is failing; ``lastTransitionTime`` moves only when a
 condition flips.
@@ -15,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mcp_operator.controller.conditions import Condition, find, merge
+from mcp_operator.controller.conditions import WantedCondition, find, merge
+from mcp_operator.controller.events import Event
 
 SERVER_INFO_KEYS = ("name", "version", "protocolVersion")
 
@@ -32,7 +34,7 @@ class Outcome:
     probe_fields: Mapping[str, Any] = field(default_factory=dict)
     """tools, toolCount, discoveredToolCount, serverInfo (``report.status_fields``)."""
     warnings: Sequence[str] = ()
-    deployed: Condition | None = None
+    deployed: WantedCondition | None = None
     """The ``Deployed`` condition of a managed server, ``None`` for an external one."""
     ready_reason: str = "ProbeFailed"
     """The ``Ready`` reason of a failure: ``ProbeFailed``, or what stopped us before probing
@@ -52,7 +54,7 @@ def status_patch(
     patch: dict[str, Any] = {"observedGeneration": generation}
     if url is not None:
         patch["url"] = url
-    wanted: list[Condition] = []
+    wanted: list[WantedCondition] = []
     if outcome.deployed is not None:
         wanted.append(outcome.deployed)
 
@@ -72,7 +74,7 @@ def status_patch(
         if outcome.warnings:
             message += "; " + "; ".join(outcome.warnings)
         reason = "ToolsDiscovered" if not outcome.warnings else "ToolsDiscoveredWithWarnings"
-        wanted.append(Condition("Probed", "True", reason, message))
+        wanted.append(WantedCondition("Probed", "True", reason, message))
         wanted.append(_ready_after(outcome.deployed, "Ready", f"Serving {exposed} tools"))
     elif outcome.kind == "failed":
         probed_before = find(previous.get("conditions"), "Probed")
@@ -86,16 +88,16 @@ def status_patch(
                 f"; keeping {kept} tools from the last successful probe at "
                 f"{previous['lastProbeTime']}"
             )
-        wanted.append(Condition("Probed", "False", outcome.reason, message))
-        wanted.append(Condition("Ready", "False", outcome.ready_reason, message))
+        wanted.append(WantedCondition("Probed", "False", outcome.reason, message))
+        wanted.append(WantedCondition("Ready", "False", outcome.ready_reason, message))
     elif outcome.kind == "invalid":
-        wanted.append(Condition("Ready", "False", "InvalidSpec", outcome.message))
+        wanted.append(WantedCondition("Ready", "False", "InvalidSpec", outcome.message))
     elif outcome.kind == "suspended":
-        wanted.append(Condition("Probed", "Unknown", "Suspended", "Probing is suspended"))
-        wanted.append(Condition("Ready", "False", "Suspended", "spec.suspend is true"))
+        wanted.append(WantedCondition("Probed", "Unknown", "Suspended", "Probing is suspended"))
+        wanted.append(WantedCondition("Ready", "False", "Suspended", "spec.suspend is true"))
     elif outcome.kind == "not-probed":
         wanted.append(
-            Condition("Probed", "Unknown", "ProbeDisabled", "spec.probe.enabled is false")
+            WantedCondition("Probed", "Unknown", "ProbeDisabled", "spec.probe.enabled is false")
         )
         wanted.append(
             _ready_after(
@@ -106,18 +108,11 @@ def status_patch(
     return patch
 
 
-def _ready_after(deployed: Condition | None, reason: str, message: str) -> Condition:
+def _ready_after(deployed: WantedCondition | None, reason: str, message: str) -> WantedCondition:
     """Ready is True only when the Deployment (if any) is available too."""
     if deployed is not None and deployed.status != "True":
-        return Condition("Ready", "False", deployed.reason, deployed.message)
-    return Condition("Ready", "True", reason, message)
-
-
-@dataclass(frozen=True)
-class Event:
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
+        return WantedCondition("Ready", "False", deployed.reason, deployed.message)
+    return WantedCondition("Ready", "True", reason, message)
 
 
 def events(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[Event]:

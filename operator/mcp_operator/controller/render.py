@@ -1,0 +1,81 @@
+"""Render helpers every controller shares: pure functions, manifest pieces out.
+
+Owner references of our objects, the recommended ``app.kubernetes.io/*``
+labels, and the restricted Pod and container security contexts. What each
+child looks like is the business of each controller's own ``render`` module.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Protocol
+
+MANAGED_BY = "mcp-operator"
+"""``app.kubernetes.io/managed-by`` of every child (the Deployment watch selects on it)."""
+NON_ROOT_UID = 65532
+
+_RESTRICTED_CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+_RESTRICTED_POD = {
+    "runAsNonRoot": True,
+    "runAsUser": NON_ROOT_UID,
+    "runAsGroup": NON_ROOT_UID,
+    "fsGroup": NON_ROOT_UID,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+class _Metadata(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def uid(self) -> str | None: ...
+
+
+class Owner(Protocol):
+    """Any of our parsed objects (an MCPServer, an AgentRun)."""
+
+    @property
+    def api_version(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def metadata(self) -> _Metadata: ...
+
+
+def owner_reference(owner: Owner) -> dict[str, Any]:
+    """The controller owner reference that makes ``owner``'s children garbage-collected."""
+    return {
+        "apiVersion": owner.api_version,
+        "kind": owner.kind,
+        "name": owner.metadata.name,
+        "uid": owner.metadata.uid,
+        "controller": True,
+        # No blockOwnerDeletion: with OwnerReferencesPermissionEnforcement it would need
+        # update on <plural>/finalizers, and background deletion does not need it.
+    }
+
+
+def recommended_labels(*, name: str, instance: str, component: str) -> dict[str, str]:
+    """The recommended ``app.kubernetes.io/*`` labels of a child."""
+    return {
+        "app.kubernetes.io/name": name,
+        "app.kubernetes.io/instance": instance,
+        "app.kubernetes.io/component": component,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
+def restricted_container_security() -> dict[str, Any]:
+    """A container ``securityContext`` within the ``restricted`` Pod Security Standard."""
+    return copy.deepcopy(_RESTRICTED_CONTAINER)
+
+
+def restricted_pod_security() -> dict[str, Any]:
+    """A Pod ``securityContext`` within the ``restricted`` standard: a fixed non-root user."""
+    return copy.deepcopy(_RESTRICTED_POD)

@@ -1,0 +1,64 @@
+"""The operator's settings: grouped, frozen, each field saying what it is for.
+
+``mcp-operator run`` builds them from its flags (:mod:`mcp_operator.commands.run`);
+the controllers only read them. kopf's own settings (watch timeouts, storage of
+finalizers and progress) are set in :mod:`mcp_operator.controller.handlers`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ScheduleSettings:
+    """How often and how many: the knobs of every per-object worker."""
+
+    max_concurrent: int = 64
+    """Expensive steps (probes) running at once across all objects; the rest wait their turn."""
+
+    initial_backoff_seconds: float = 5.0
+    """First retry delay after a failed reconcile; doubles on each further failure."""
+
+    max_backoff_seconds: float = 300.0
+    """Cap of the retry delay (also capped by the object's own interval)."""
+
+    jitter: float = 0.1
+    """Relative spread of every delay, so that objects created together drift apart."""
+
+
+@dataclass(frozen=True)
+class ListenerSettings:
+    """Listening to MCP servers for ``notifications/tools/list_changed``."""
+
+    max_listeners: int = 256
+    """Servers listened to at once (each holds one connection); the others are re-probed on
+    their timer only. 0 turns listening off."""
+
+
+@dataclass(frozen=True)
+class RenderSettings:
+    """What rendering needs to know about the operator's own installation."""
+
+    adapter_image: str = "ghcr.io/mcp-operator/mcp-operator:0.1.0"
+    """Image of the adapter sidecar and the FIFO init container (the operator's own image)."""
+
+    adapter_image_pull_policy: str = "IfNotPresent"
+    """Pull policy of that image."""
+
+    cluster_domain: str = "cluster.local"
+    """The cluster's DNS domain, for the in-cluster URL of a managed server's Service."""
+
+
+@dataclass(frozen=True)
+class FleetSettings:
+    """Everything the MCPServer controller is configured with, by group."""
+
+    schedule: ScheduleSettings = field(default_factory=ScheduleSettings)
+    """When each MCPServer is reconciled and how many probes run at once."""
+
+    listeners: ListenerSettings = field(default_factory=ListenerSettings)
+    """Which servers are listened to for a new tool list."""
+
+    render: RenderSettings = field(default_factory=RenderSettings)
+    """How managed servers' children are rendered (adapter image, cluster domain)."""

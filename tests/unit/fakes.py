@@ -1,0 +1,183 @@
+"""Fakes for unit tests only: an in-memory API server behind ``Kube``'s verbs, and a clock.
+
+:class:`FakeKube` keeps objects in a dict and answers the verbs the controllers
+use (get, list, apply, patch_status, read_secret_key, post_event) the way the
+real client does, errors included. :class:`FakeClock` is the worker's
+:class:`~mcp_operator.controller.worker.Clock` on virtual time: tests move it
+forward instead of sleeping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import copy
+import datetime
+import ssl
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from mcp_operator.kube import NotFound, Resource, SecretReferenceError
+from mcp_operator.kube.resources import SECRETS
+
+Key = tuple[str, str | None, str]
+
+
+class FakeKube:
+    """Objects by (plural, namespace, name); server-side apply replaces what we render."""
+
+    in_cluster = True
+    server = "https://fake-apiserver"
+
+    def __init__(self) -> None:
+        self.objects: dict[Key, dict[str, Any]] = {}
+        self.events: list[dict[str, Any]] = []
+        self.applied: list[tuple[str, str]] = []
+
+    def put(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Store an object as if some other client had created it."""
+        stored = copy.deepcopy(dict(body))
+        metadata = stored.setdefault("metadata", {})
+        metadata.setdefault("generation", 1)
+        metadata.setdefault("uid", f"uid-{metadata['name']}")
+        self.objects[(resource.plural, metadata.get("namespace"), metadata["name"])] = stored
+        return stored
+
+    def put_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+        encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
+        self.put(SECRETS, {"metadata": {"name": name, "namespace": namespace}, "data": encoded})
+
+    def proxy_credentials(self) -> tuple[dict[str, str], ssl.SSLContext | bool]:
+        return {"Authorization": "Bearer fake"}, True
+
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> Any | None:
+        found = self.objects.get((resource.plural, namespace, name))
+        return copy.deepcopy(found) if found is not None else None
+
+    async def list(
+        self, resource: Resource, namespace: str | None, *, label_selector: str | None = None
+    ) -> list[Any]:
+        wanted = dict(pair.split("=", 1) for pair in (label_selector or "").split(",") if pair)
+        return [
+            copy.deepcopy(body)
+            for (plural, ns, _), body in self.objects.items()
+            if plural == resource.plural
+            and ns == namespace
+            and wanted.items() <= (body["metadata"].get("labels") or {}).items()
+        ]
+
+    async def apply(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
+        metadata = manifest["metadata"]
+        key = (resource.plural, metadata.get("namespace"), metadata["name"])
+        self.applied.append((resource.plural, metadata["name"]))
+        old = self.objects.get(key)
+        stored = copy.deepcopy(dict(manifest))
+        generation = 1
+        if old is not None:
+            same = old.get("spec") == stored.get("spec")
+            generation = old["metadata"]["generation"] + (0 if same else 1)
+            stored["status"] = old.get("status")
+        stored["metadata"].update(generation=generation, uid=f"uid-{metadata['name']}")
+        self.objects[key] = stored
+        return copy.deepcopy(stored)
+
+    async def patch_status(
+        self, resource: Resource, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> Any:
+        stored = self.objects.get((resource.plural, namespace, name))
+        if stored is None:
+            raise NotFound(404, f'{resource.plural} "{name}" not found')
+        merged = dict(stored.get("status") or {})
+        for field, value in status.items():
+            if value is None:
+                merged.pop(field, None)
+            else:
+                merged[field] = copy.deepcopy(value)
+        stored["status"] = merged
+        return copy.deepcopy(stored)
+
+    async def read_secret_key(self, namespace: str, name: str, key: str) -> str:
+        secret = self.objects.get((SECRETS.plural, namespace, name))
+        if secret is None:
+            raise SecretReferenceError(
+                "SecretNotFound", f"Secret {namespace}/{name} (key {key!r}) was not found"
+            )
+        data = secret.get("data") or {}
+        if key not in data:
+            raise SecretReferenceError(
+                "SecretKeyNotFound", f"Secret {namespace}/{name} has no key {key!r}"
+            )
+        return base64.b64decode(data[key]).decode()
+
+    async def post_event(
+        self, involved: Mapping[str, Any], *, type_: str, reason: str, message: str
+    ) -> None:
+        self.events.append(
+            {"involved": dict(involved), "type": type_, "reason": reason, "message": message}
+        )
+
+
+class FakeClock:
+    """Virtual time: waits end when :meth:`advance` moves the time past their deadline."""
+
+    START = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+
+    def __init__(self) -> None:
+        self.time = 0.0
+        self._deadlines: list[tuple[float, asyncio.Event]] = []
+
+    def now(self) -> datetime.datetime:
+        return self.START + datetime.timedelta(seconds=self.time)
+
+    async def wait(self, wake: asyncio.Event, delay: float | None) -> None:
+        if delay is None:
+            await wake.wait()
+            return
+        due = asyncio.Event()
+        entry = (self.time + delay, due)
+        self._deadlines.append(entry)
+        woken = asyncio.ensure_future(wake.wait())
+        timed_out = asyncio.ensure_future(due.wait())
+        try:
+            await asyncio.wait({woken, timed_out}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            woken.cancel()
+            timed_out.cancel()
+            if entry in self._deadlines:
+                self._deadlines.remove(entry)
+
+    async def advance(self, seconds: float) -> None:
+        """Move the time forward by ``seconds``, letting every wait due on the way end."""
+        end = self.time + seconds
+        while True:
+            await settle()
+            due = [deadline for deadline, _ in self._deadlines if deadline <= end]
+            if not due:
+                break
+            self._fire(min(due))
+        self.time = end
+        await settle()
+
+    async def run_until(self, predicate: Callable[[], bool], *, within: float = 3600.0) -> None:
+        """Move the time from deadline to deadline until ``predicate`` holds."""
+        limit = self.time + within
+        while True:
+            await settle()
+            if predicate():
+                return
+            pending = [deadline for deadline, _ in self._deadlines]
+            assert pending, "condition not reached, and nothing is waiting for the time"
+            assert min(pending) <= limit, f"condition not reached within {within} s"
+            self._fire(min(pending))
+
+    def _fire(self, deadline: float) -> None:
+        self.time = max(self.time, deadline)
+        for when, due in list(self._deadlines):
+            if when <= deadline:
+                due.set()
+
+
+async def settle() -> None:
+    """Let every task that can run, run (no real time passes)."""
+    for _ in range(50):
+        await asyncio.sleep(0)
