@@ -16,9 +16,10 @@ import yaml
 from mcp_operator.api.bridge import parse_bridge_config
 from mcp_operator.api.models import AgentRun, MCPServer
 from mcp_operator.controller.agentrun import render, resolve
+from mcp_operator.controller.settings import AgentRenderSettings
 
 GOLDEN = Path(__file__).parent / "golden"
-SETTINGS = render.AgentRenderSettings(bridge_image="registry.example/mcp-operator:1.2.3")
+SETTINGS = AgentRenderSettings(bridge_image="registry.example/mcp-operator:1.2.3")
 NOW = "2026-12-01T10:00:00Z"
 
 
@@ -278,11 +279,11 @@ def test_the_bridge_sidecar_is_native_and_starts_before_the_agent() -> None:
 
 @pytest.mark.parametrize(
     "settings",
-    [render.AgentRenderSettings(bridge_enabled=False), SETTINGS],
+    [AgentRenderSettings(bridge_enabled=False), SETTINGS],
     ids=["operator-wide", "per-run"],
 )
 def test_without_the_bridge_the_pod_has_no_sidecar_and_no_bridge_url(
-    settings: render.AgentRenderSettings,
+    settings: AgentRenderSettings,
 ) -> None:
     spec: dict[str, Any] = {} if not settings.bridge_enabled else {"bridge": {"enabled": False}}
     agent_run = run(

@@ -8,9 +8,12 @@ peering objects are needed or created).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 
 from mcp_operator.controller.settings import (
+    AgentRenderSettings,
+    AgentRunSettings,
     FleetSettings,
     ListenerSettings,
     RenderSettings,
@@ -37,7 +40,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--adapter-image",
         default=os.environ.get("MCP_OPERATOR_ADAPTER_IMAGE"),
-        help="image of the stdio adapter sidecar of managed servers (env "
+        help="image of the stdio adapter sidecar of managed servers and of the bridge sidecar of "
+        "AgentRuns (env "
         "MCP_OPERATOR_ADAPTER_IMAGE); default: the operator's own image, read from its Pod "
         f"(POD_NAME, POD_NAMESPACE), else {RenderSettings.adapter_image}",
     )
@@ -58,6 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=ScheduleSettings.max_concurrent,
         help="probes running at once across all servers (default %(default)s)",
+    )
+    parser.add_argument(
+        "--bridge-enabled",
+        choices=["true", "false"],
+        default=os.environ.get("MCP_ENABLED", "true").strip().lower(),
+        help="give AgentRun Pods the mcp-bridge sidecar (env MCP_ENABLED); 'false' runs every "
+        "agent without it and without the bridge's URL (default %(default)s)",
     )
 
 
@@ -84,13 +95,18 @@ def run(args: argparse.Namespace) -> int:
         render = RenderSettings(
             adapter_image=args.adapter_image, cluster_domain=args.cluster_domain
         )
+    bridge = AgentRenderSettings(bridge_enabled=args.bridge_enabled == "true")
+    if args.adapter_image:
+        bridge = dataclasses.replace(bridge, bridge_image=args.adapter_image)
     memo = kopf.Memo(
+        agentrun_settings=AgentRunSettings(render=bridge),
         fleet_settings=FleetSettings(
             schedule=ScheduleSettings(max_concurrent=args.max_concurrent_probes),
             listeners=ListenerSettings(max_listeners=args.max_listeners),
             render=render,
         ),
-        # Without --adapter-image, the operator's own image (read from its Pod) is used.
+        # Without --adapter-image, the operator's own image (read from its Pod) is used, for
+        # the stdio adapter and the bridge alike.
         adapter_image_from_pod=not args.adapter_image,
     )
     liveness = None if args.liveness == "none" else args.liveness

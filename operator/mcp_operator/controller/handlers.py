@@ -3,7 +3,10 @@
 Start-up configures kopf and creates the shared clients; every MCPServer watch
 event goes to :class:`mcp_operator.controller.mcpserver.fleet.Fleet`, which parses it and
 schedules the reconciles; Deployment and Secret events go there too, and the fleet's
-wake policy decides whom they wake. Clean-up stops the workers and closes the clients.
+wake policy decides whom they wake. Every AgentRun event goes to
+:class:`mcp_operator.controller.agentrun.runs.Runs`; an MCPServer event also wakes the
+runs that reference the server, and an agent Pod's event wakes its run. Clean-up stops
+the workers and closes the clients.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from typing import Any
 import kopf
 
 from mcp_operator import GROUP, VERSION
+from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
+from mcp_operator.controller.agentrun.runs import Runs
 from mcp_operator.controller.mcpserver.fleet import Fleet
 from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
 from mcp_operator.controller.render import MANAGED_BY
-from mcp_operator.controller.settings import FleetSettings
+from mcp_operator.controller.settings import AgentRunSettings, FleetSettings
 from mcp_operator.kube import PODS, Kube, KubeError
 
 logger = logging.getLogger(__name__)
@@ -45,13 +50,17 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # warnings and errors of the framework itself become Events.
     settings.posting.level = logging.WARNING
     fleet_settings = getattr(memo, "fleet_settings", None) or FleetSettings()
+    run_settings = getattr(memo, "agentrun_settings", None) or AgentRunSettings()
     memo.kube = Kube.connect()
     if getattr(memo, "adapter_image_from_pod", False):
         image = await own_image(memo.kube)
         if image is not None:
             render = dataclasses.replace(fleet_settings.render, adapter_image=image)
             fleet_settings = dataclasses.replace(fleet_settings, render=render)
+            bridge = dataclasses.replace(run_settings.render, bridge_image=image)
+            run_settings = dataclasses.replace(run_settings, render=bridge)
     memo.fleet = Fleet(memo.kube, fleet_settings)
+    memo.runs = Runs(memo.kube, run_settings)
 
 
 async def own_image(kube: Kube) -> str | None:
@@ -67,15 +76,15 @@ async def own_image(kube: Kube) -> str | None:
     containers = (pod or {}).get("spec", {}).get("containers") or []
     image = next((c.get("image") for c in containers if c.get("name") == "operator"), None)
     if image:
-        logger.info("Using the operator's own image %s for stdio adapters", image)
+        logger.info("Using the operator's own image %s for stdio adapters and the bridge", image)
     return image
 
 
 @kopf.on.cleanup()
 async def cleanup(memo: kopf.Memo, **_: Any) -> None:
-    fleet = getattr(memo, "fleet", None)
-    if fleet is not None:
-        await fleet.stop()
+    for controller in (getattr(memo, "fleet", None), getattr(memo, "runs", None)):
+        if controller is not None:
+            await controller.stop()
     kube = getattr(memo, "kube", None)
     if kube is not None:
         await kube.close()
@@ -84,6 +93,23 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
 @kopf.on.event(GROUP, VERSION, "mcpservers")
 async def mcpserver_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     memo.fleet.observe(event.get("type"), dict(body))
+    metadata = body.get("metadata", {})
+    memo.runs.server_changed(metadata.get("namespace"), metadata.get("name"))
+
+
+@kopf.on.event(GROUP, VERSION, "agentruns")
+async def agentrun_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    memo.runs.observe(event.get("type"), dict(body))
+
+
+@kopf.on.event(
+    "",
+    "v1",
+    "pods",
+    labels={"app.kubernetes.io/managed-by": MANAGED_BY, AGENT_RUN_LABEL: kopf.PRESENT},
+)
+async def agent_pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    memo.runs.pod_changed(dict(body))
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY})

@@ -62,3 +62,33 @@ class FleetSettings:
 
     render: RenderSettings = field(default_factory=RenderSettings)
     """How managed servers' children are rendered (adapter image, cluster domain)."""
+
+
+@dataclass(frozen=True)
+class AgentRenderSettings:
+    """What rendering an AgentRun needs to know about the operator's installation."""
+
+    bridge_image: str = "ghcr.io/mcp-operator/mcp-operator:0.1.0"
+    """Image of the bridge sidecar when a run names none (the operator's own image)."""
+
+    bridge_image_pull_policy: str = "IfNotPresent"
+    """Pull policy of that image."""
+
+    bridge_enabled: bool = True
+    """The operator-wide switch: False renders every run without the bridge (no sidecar, no
+    ``MCP_BRIDGE_URL``), whatever the run asks."""
+
+
+@dataclass(frozen=True)
+class AgentRunSettings:
+    """Everything the AgentRun controller is configured with, by group."""
+
+    schedule: ScheduleSettings = field(
+        default_factory=lambda: ScheduleSettings(
+            initial_backoff_seconds=2.0, max_backoff_seconds=60.0
+        )
+    )
+    """When each run is reconciled again after a failure (its Pod and servers wake it too)."""
+
+    render: AgentRenderSettings = field(default_factory=AgentRenderSettings)
+    """How runs' Pods and ConfigMaps are rendered (bridge image, the operator-wide switch)."""

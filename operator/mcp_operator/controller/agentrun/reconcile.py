@@ -29,6 +29,7 @@ import pydantic
 from mcp_operator.api.models import AgentRun, MCPServer
 from mcp_operator.controller.agentrun import render, resolve
 from mcp_operator.controller.agentrun.status import BridgeState, Observed, status_patch
+from mcp_operator.controller.settings import AgentRenderSettings
 from mcp_operator.kube import CONFIGMAPS, MCPSERVERS, PODS, Kube, KubeError
 
 logger = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ class Pass:
     """The run finished more than ``ttlSecondsAfterFinished`` ago: delete it."""
 
 
-def bridge_state(run: AgentRun, settings: render.AgentRenderSettings) -> BridgeState:
+def bridge_state(run: AgentRun, settings: AgentRenderSettings) -> BridgeState:
     if not settings.bridge_enabled:
         return "disabled-operator-wide"
     if not run.spec.bridge.enabled:
@@ -80,7 +81,7 @@ async def reconcile(
     kube: Kube,
     run: AgentRun,
     previous: dict[str, Any] | None,
-    settings: render.AgentRenderSettings,
+    settings: AgentRenderSettings,
     *,
     now: datetime.datetime,
 ) -> Pass:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import yaml
@@ -41,6 +40,7 @@ from mcp_operator.controller.render import (
     restricted_container_security,
     restricted_pod_security,
 )
+from mcp_operator.controller.settings import AgentRenderSettings
 
 CONFIG_DIR = "/etc/mcp-bridge"
 CONFIG_KEY = "config.yaml"
@@ -50,22 +50,13 @@ AUDIT_FILE = f"{AUDIT_DIR}/audit.jsonl"
 BRIDGE_PATH = "/mcp"
 BRIDGE_CONTAINER = "mcp-bridge"
 AGENT_CONTAINER = "agent"
+AGENT_RUN_LABEL = f"{GROUP}/agent-run"
+"""The label naming a child's AgentRun (the operator watches Pods that carry it)."""
 BRIDGE_URL_ENV = "MCP_BRIDGE_URL"
 BRIDGE_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"memory": "256Mi"},
 }
-
-
-@dataclass(frozen=True)
-class AgentRenderSettings:
-    """What rendering an AgentRun needs to know about the operator's installation."""
-
-    bridge_image: str = "ghcr.io/mcp-operator/mcp-operator:0.1.0"
-    """Image of the bridge sidecar when the run names none (the operator's own image)."""
-    bridge_image_pull_policy: str = "IfNotPresent"
-    bridge_enabled: bool = True
-    """The operator-wide switch: False renders every run without the bridge."""
 
 
 def bridge_enabled(run: AgentRun, settings: AgentRenderSettings) -> bool:
@@ -77,7 +68,7 @@ def labels(run: AgentRun) -> dict[str, str]:
     """The recommended ``app.kubernetes.io/*`` labels of a run's children, and ours."""
     return {
         **recommended_labels(name="agent-run", instance=run.metadata.name, component="agent"),
-        f"{GROUP}/agent-run": run.metadata.name,
+        AGENT_RUN_LABEL: run.metadata.name,
     }
 
 

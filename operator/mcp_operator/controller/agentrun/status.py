@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from mcp_operator.controller.agentrun.resolve import Resolution
-from mcp_operator.controller.conditions import WantedCondition as Condition
-from mcp_operator.controller.conditions import find, merge
+from mcp_operator.controller.conditions import WantedCondition, find, merge
+from mcp_operator.controller.events import Event
 
 BridgeState = Literal["enabled", "disabled-by-run", "disabled-operator-wide"]
 
@@ -91,16 +91,16 @@ def status_patch(
     elif observed.pod_lost:
         message = f"Pod {observed.pod_name} was deleted before the run finished"
         patch["completionTime"] = previous.get("completionTime") or now
-        wanted.append(Condition("Ready", "False", "PodLost", message))
-        wanted.append(Condition("Failed", "True", "PodLost", message))
+        wanted.append(WantedCondition("Ready", "False", "PodLost", message))
+        wanted.append(WantedCondition("Failed", "True", "PodLost", message))
     elif observed.blocked:
         blocking = _servers_resolved(observed)
-        wanted.append(Condition("Ready", "False", blocking.reason, blocking.message))
+        wanted.append(WantedCondition("Ready", "False", blocking.reason, blocking.message))
     elif observed.apply_error is not None:
-        wanted.append(Condition("Ready", "False", "ApplyFailed", observed.apply_error))
+        wanted.append(WantedCondition("Ready", "False", "ApplyFailed", observed.apply_error))
     else:
         wanted.append(
-            Condition("Ready", "False", "PodNotCreated", "The agent Pod is not created yet")
+            WantedCondition("Ready", "False", "PodNotCreated", "The agent Pod is not created yet")
         )
     patch["conditions"] = merge(previous.get("conditions"), wanted, now=now, generation=generation)
     return patch
@@ -125,9 +125,9 @@ def _servers(resolution: Resolution) -> list[dict[str, Any]]:
     return servers
 
 
-def _servers_resolved(observed: Observed) -> Condition:
+def _servers_resolved(observed: Observed) -> WantedCondition:
     if not observed.bridge_on:
-        return Condition(
+        return WantedCondition(
             "ServersResolved", "Unknown", "BridgeDisabled", "The run uses no MCP servers: no bridge"
         )
     resolution = observed.resolution
@@ -136,11 +136,11 @@ def _servers_resolved(observed: Observed) -> Condition:
         more = len(resolution.collisions) - 5
         message = f"Tool names collide: {shown}" + (f"; and {more} more" if more > 0 else "")
         message += " (give the servers distinct spec.toolsPrefix values or narrow the filters)"
-        return Condition("ServersResolved", "False", "ToolNameCollision", message)
+        return WantedCondition("ServersResolved", "False", "ToolNameCollision", message)
     blocking = resolution.blocking
     if blocking:
         message = "; ".join(b.message for b in blocking)
-        return Condition("ServersResolved", "False", blocking[0].reason, message)
+        return WantedCondition("ServersResolved", "False", blocking[0].reason, message)
     usable = resolution.usable
     message = f"{len(usable)} of {len(resolution.bindings)} servers resolved, "
     message += f"{resolution.tool_count} tools"
@@ -148,12 +148,12 @@ def _servers_resolved(observed: Observed) -> Condition:
         message += "; optional servers skipped: " + "; ".join(
             f"{b.namespace}/{b.name} ({b.reason})" for b in resolution.skipped
         )
-    return Condition("ServersResolved", "True", "Resolved", message)
+    return WantedCondition("ServersResolved", "True", "Resolved", message)
 
 
-def _bridge(observed: Observed) -> Condition:
+def _bridge(observed: Observed) -> WantedCondition:
     if observed.bridge == "disabled-by-run":
-        return Condition(
+        return WantedCondition(
             "Bridge",
             "False",
             "Disabled",
@@ -161,40 +161,40 @@ def _bridge(observed: Observed) -> Condition:
             "MCP_BRIDGE_URL",
         )
     if observed.bridge == "disabled-operator-wide":
-        return Condition(
+        return WantedCondition(
             "Bridge",
             "False",
             "Disabled",
             "The bridge is disabled operator-wide: the agent runs without the bridge and "
             "without MCP_BRIDGE_URL",
         )
-    return Condition(
+    return WantedCondition(
         "Bridge", "True", "Enabled", f"The agent reaches its tools at {observed.bridge_url}"
     )
 
 
 def _phase_conditions(
     observed: Observed, phase: str, pod_status: Mapping[str, Any]
-) -> list[Condition]:
+) -> list[WantedCondition]:
     name = observed.pod_name
     if phase == "Running":
-        return [Condition("Ready", "True", "Running", f"Pod {name} is running")]
+        return [WantedCondition("Ready", "True", "Running", f"Pod {name} is running")]
     if phase == "Succeeded":
         message = f"Pod {name} completed"
         return [
-            Condition("Ready", "False", "Completed", message),
-            Condition("Succeeded", "True", "Completed", message),
+            WantedCondition("Ready", "False", "Completed", message),
+            WantedCondition("Succeeded", "True", "Completed", message),
         ]
     if phase == "Failed":
         reason = str(pod_status.get("reason") or "AgentFailed")
         message = f"Pod {name} failed: {_failure(pod_status)}"
         return [
-            Condition("Ready", "False", reason, message),
-            Condition("Failed", "True", reason, message),
+            WantedCondition("Ready", "False", reason, message),
+            WantedCondition("Failed", "True", reason, message),
         ]
     waiting = _waiting(pod_status)
     message = f"Pod {name} is {phase}" + (f": {waiting}" if waiting else "")
-    return [Condition("Ready", "False", "PodPending", message)]
+    return [WantedCondition("Ready", "False", "PodPending", message)]
 
 
 def _agent_state(pod_status: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -228,13 +228,6 @@ def _waiting(pod_status: Mapping[str, Any]) -> str:
     if not pod_status.get("conditions"):
         return "no node has started it yet"
     return ""
-
-
-@dataclass(frozen=True)
-class Event:
-    type: Literal["Normal", "Warning"]
-    reason: str
-    message: str
 
 
 _EVENT_TYPES = ("ServersResolved", "Ready", "Succeeded", "Failed")
