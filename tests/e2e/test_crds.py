@@ -91,7 +91,11 @@ def test_the_api_server_applies_the_schema_defaults(
 
     apply(cluster, namespace, yaml.safe_dump({**MINIMAL_RUN, "metadata": {"name": "defaults"}}))
     run = cluster.get_json("agentruns.mcp-operator.dev", "defaults", "-n", namespace)
-    assert run["spec"]["bridge"] == {"port": 7800}
+    assert run["spec"]["bridge"] == {
+        "enabled": True,
+        "port": 7800,
+        "audit": {"stdout": True, "file": False},
+    }
     assert run["spec"]["mcpServers"] == [{"name": "everything", "optional": False}]
 
 
