@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.api.models import MCPServer
+from mcp_operator.api import MCPServer
 from mcp_operator.controller.mcpserver import render
 from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
+from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.api.bridge import parse_bridge_config
-from mcp_operator.api.models import AgentRun, MCPServer
 from mcp_operator.controller.agentrun import render, resolve
 from mcp_operator.controller.settings import AgentRenderSettings
 
@@ -175,7 +175,7 @@ def test_a_collision_disappears_when_a_run_filter_removes_one_side() -> None:
 
 
 def test_the_run_may_only_tighten_the_servers_call_policy() -> None:
-    from mcp_operator.api.models import CallPolicySpec
+    from mcp_operator.api import CallPolicySpec
 
     server = CallPolicySpec.model_validate(
         {"pii": {"arguments": "redact", "results": "detect"}, "retry": {"maxAttempts": 3}}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_operator.api.models import MCPServer
+from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import managed, render
 from mcp_operator.kube import PODS

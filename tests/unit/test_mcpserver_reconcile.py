@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.api.models import MCPServer
+from mcp_operator.api import MCPServer
 from mcp_operator.controller.mcpserver import reconcile
 from mcp_operator.controller.parsing import InvalidSpec, parse
 from mcp_operator.controller.settings import RenderSettings

@@ -1,6 +1,6 @@
 """The pydantic models mirror the CRDs field for field.
 
-The CRD YAML under ``crds/`` is the schema; ``mcp_operator.api.models`` must agree with it
+The CRD YAML under ``crds/`` is the schema; the models in ``mcp_operator.api`` must agree with it
 on every field's wire name, required-ness, default, enum and bound (length, range, item
 count, pattern). The walk is recursive over spec and status of both kinds, so a field added
 to one side only fails here, with the path of the field in the message.

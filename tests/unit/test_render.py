@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator.api.models import MCPServer
+from mcp_operator.api import MCPServer
 from mcp_operator.controller.mcpserver import render
 
 GOLDEN = Path(__file__).parent / "golden"

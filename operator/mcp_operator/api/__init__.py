@@ -1,44 +1,60 @@
 """The API of mcp-operator: pydantic models of MCPServer and AgentRun (``mcp-operator.dev``).
 
-``crds/`` holds the schema; :mod:`mcp_operator.api.models` mirrors it. Import from here.
+``crds/`` holds the schema; the models mirror it, one module per kind (``mcpserver``,
+``agentrun``) over what they share (``common``); ``bridge`` is the bridge's configuration file.
+Import the resources' models from here.
 """
 
-from mcp_operator.api.models import (
+from mcp_operator.api.agentrun import (
     AgentRun,
     AgentRunSpec,
     AgentRunStatus,
     AgentSpec,
+    AuditSpec,
     BridgeSpec,
+    ServerBinding,
+    ServerRef,
+)
+from mcp_operator.api.common import (
+    CallPolicySpec,
     Condition,
-    DeploymentSpec,
     EnvVar,
     EnvVarSource,
+    KeySelector,
+    ObjectFieldSelector,
+    ObjectMeta,
+    PiiMode,
+    PiiPolicySpec,
+    ResourceFieldSelector,
+    ResourceRequirements,
+    RetrySpec,
+)
+from mcp_operator.api.mcpserver import (
+    AccessSpec,
+    DeploymentSpec,
     HeaderSpec,
     HeaderValueFrom,
-    KeySelector,
     MCPServer,
     MCPServerSpec,
     MCPServerStatus,
-    ObjectFieldSelector,
-    ObjectMeta,
     ProbeSpec,
-    ResourceFieldSelector,
-    ResourceRequirements,
     SecretKeyRef,
-    ServerBinding,
+    SecretUse,
     ServerInfo,
-    ServerRef,
     ToolAnnotations,
     ToolStatus,
     Transport,
 )
 
 __all__ = [
+    "AccessSpec",
     "AgentRun",
     "AgentRunSpec",
     "AgentRunStatus",
     "AgentSpec",
+    "AuditSpec",
     "BridgeSpec",
+    "CallPolicySpec",
     "Condition",
     "DeploymentSpec",
     "EnvVar",
@@ -51,10 +67,14 @@ __all__ = [
     "MCPServerStatus",
     "ObjectFieldSelector",
     "ObjectMeta",
+    "PiiMode",
+    "PiiPolicySpec",
     "ProbeSpec",
     "ResourceFieldSelector",
     "ResourceRequirements",
+    "RetrySpec",
     "SecretKeyRef",
+    "SecretUse",
     "ServerBinding",
     "ServerInfo",
     "ServerRef",

@@ -4,7 +4,7 @@ The AgentRun controller writes one of these into the run's ConfigMap; the ``mcp-
 sidecar reads it from the mounted file (``mcp-operator bridge --config FILE``) and again when
 it changes. This module owns the file format and nothing else:
 
-- the pydantic models (camelCase on the wire like :mod:`mcp_operator.api.models`, unknown fields
+- the pydantic models (camelCase on the wire like :mod:`mcp_operator.api.common`, unknown fields
   rejected, every field documented), versioned as ``mcp-operator.dev/v1alpha1``;
 - :func:`load_bridge_config` / :func:`dump_bridge_config`: read and write the file, with an
   error that names the offending field; a dump loads back to an equal object;
@@ -34,7 +34,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-from mcp_operator.api.models import (
+from mcp_operator.api.common import (
     HEADER_NAME_PATTERN,
     PATH_PATTERN,
     PREFIX_MAX_LENGTH,
@@ -205,7 +205,7 @@ class UpstreamServer(ConfigModel):
 
     @model_validator(mode="after")
     def _unique_headers(self) -> UpstreamServer:
-        _check_unique((h.name.lower() for h in self.headers), "header names (ignoring case)")
+        check_unique((h.name.lower() for h in self.headers), "header names (ignoring case)")
         return self
 
     def allows(self, original_name: str) -> bool:
@@ -240,7 +240,7 @@ class BridgeConfig(ConfigModel):
 
     @model_validator(mode="after")
     def _unique_servers(self) -> BridgeConfig:
-        _check_unique((f"{s.namespace}/{s.name}" for s in self.servers), "servers")
+        check_unique((f"{s.namespace}/{s.name}" for s in self.servers), "servers")
         return self
 
 
@@ -352,7 +352,7 @@ class BridgeConfigError(ValueError):
     field."""
 
 
-def _check_unique(values: Any, what: str) -> None:
+def check_unique(values: Any, what: str) -> None:
     seen: set[str] = set()
     for value in values:
         if value in seen:

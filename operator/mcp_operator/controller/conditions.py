@@ -19,7 +19,7 @@ MAX_MESSAGE = 32768
 class WantedCondition:
     """One condition as a reconciler decides it; :func:`merge` fills in the times.
 
-    (:class:`mcp_operator.api.models.Condition` is the stored ``metav1.Condition`` shape.)
+    (:class:`mcp_operator.api.common.Condition` is the stored ``metav1.Condition`` shape.)
     """
 
     type: str

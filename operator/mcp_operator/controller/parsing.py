@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import pydantic
 
-from mcp_operator.api.models import ObjectMeta
+from mcp_operator.api import ObjectMeta
 
 M = TypeVar("M", bound=pydantic.BaseModel)
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import pydantic
 
-from mcp_operator.api.models import AgentRun, MCPServer
+from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.controller.agentrun import render, resolve
 from mcp_operator.controller.agentrun.status import BridgeState, Observed, status_patch
 from mcp_operator.controller.settings import AgentRenderSettings

@@ -31,8 +31,8 @@ from typing import Any
 import yaml
 
 from mcp_operator import API_VERSION, GROUP
+from mcp_operator.api import AgentRun, CallPolicySpec, MCPServer
 from mcp_operator.api.bridge import CallPolicy, CallPolicyOverride, tighten
-from mcp_operator.api.models import AgentRun, CallPolicySpec, MCPServer
 from mcp_operator.controller.agentrun.resolve import Binding, Resolution
 from mcp_operator.controller.render import (
     owner_reference,

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mcp_operator.api.models import AgentRun, MCPServer, ServerRef, ToolStatus
+from mcp_operator.api import AgentRun, MCPServer, ServerRef, ToolStatus
 from mcp_operator.mcp.naming import matches
 
 RESOLVED = "Resolved"

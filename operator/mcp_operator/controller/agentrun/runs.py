@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_operator.api.models import AgentRun
+from mcp_operator.api import AgentRun
 from mcp_operator.controller.agentrun import reconcile, resolve
 from mcp_operator.controller.agentrun.status import events
 from mcp_operator.controller.conditions import WantedCondition, merge

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_operator.api.models import MCPServer
+from mcp_operator.api import MCPServer
 from mcp_operator.controller.events import ObjectRef
 from mcp_operator.controller.mcpserver import reconcile
 from mcp_operator.controller.mcpserver.listeners import Listeners

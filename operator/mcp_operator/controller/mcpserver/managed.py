@@ -14,7 +14,7 @@ import ssl
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_operator.api.models import MCPServer
+from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import render
 from mcp_operator.kube import DEPLOYMENTS, PODS, SECRETS, SERVICES, Kube

@@ -12,7 +12,7 @@ import logging
 import ssl
 from dataclasses import dataclass
 
-from mcp_operator.api.models import MCPServer
+from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import managed, render, report
 from mcp_operator.controller.mcpserver.status import Outcome

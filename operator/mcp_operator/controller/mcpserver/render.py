@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp_operator import GROUP
-from mcp_operator.api.models import DeploymentSpec, MCPServer
+from mcp_operator.api import DeploymentSpec, MCPServer
 from mcp_operator.controller.render import (
     owner_reference,
     recommended_labels,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from mcp_operator.api.models import MCPServer
+from mcp_operator.api import MCPServer
 from mcp_operator.controller.parsing import InvalidSpec
 
 RolloutState = tuple[Any, ...]

@@ -1,0 +1,143 @@
+"""The AgentRun model (``mcp-operator.dev/v1alpha1``): spec and status.
+
+Mirrors ``crds/agentruns.mcp-operator.dev.yaml`` (see :mod:`mcp_operator.api.common`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.alias_generators import to_camel
+
+from mcp_operator.api.common import (
+    PREFIX_MAX_LENGTH,
+    REASON_PATTERN,
+    Arguments,
+    CallPolicySpec,
+    Commands,
+    Conditions,
+    Counter,
+    DnsLabel,
+    DnsSubdomain,
+    EnvVars,
+    Generation,
+    Globs,
+    Image,
+    ObjectMeta,
+    ResourceRequirements,
+    SpecModel,
+    StatusModel,
+    check_env,
+    check_globs,
+    check_unique,
+)
+
+
+class ServerRef(SpecModel):
+    """An MCPServer an agent may use, with run-level filters that narrow the server's own."""
+
+    name: DnsSubdomain
+    namespace: DnsLabel | None = None
+    optional: bool = False
+    tools_allow: Globs | None = None
+    tools_deny: Globs | None = None
+
+    @model_validator(mode="after")
+    def _unique_globs(self) -> ServerRef:
+        check_globs(self.tools_allow, self.tools_deny)
+        return self
+
+
+class AgentSpec(SpecModel):
+    """The agent container."""
+
+    image: Image
+    command: Commands | None = None
+    args: Arguments | None = None
+    env: EnvVars | None = None
+    resources: ResourceRequirements | None = None
+    service_account_name: DnsSubdomain | None = None
+
+    @model_validator(mode="after")
+    def _unique_env(self) -> AgentSpec:
+        check_env(self.env)
+        return self
+
+
+class AuditSpec(SpecModel):
+    """Where the bridge writes one JSON line per call."""
+
+    stdout: bool = True
+    file: bool = False
+
+
+class BridgeSpec(SpecModel):
+    """The mcp-bridge sidecar."""
+
+    enabled: bool = True
+    port: int = Field(default=7800, ge=1024, le=65534)
+    image: Image | None = None
+    policy: CallPolicySpec | None = None
+    audit: AuditSpec = Field(default_factory=AuditSpec)
+
+
+class AgentRunSpec(SpecModel):
+    """Desired state of an agent run."""
+
+    mcp_servers: Annotated[list[ServerRef], Field(min_length=1, max_length=32)]
+    agent: AgentSpec
+    bridge: BridgeSpec = Field(default_factory=BridgeSpec)
+    active_deadline_seconds: int | None = Field(default=None, ge=1, le=604800)
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0, le=604800)
+
+    @model_validator(mode="after")
+    def _unique_servers(self) -> AgentRunSpec:
+        check_unique((ref.name for ref in self.mcp_servers), "mcpServers names")
+        return self
+
+
+class ServerBinding(StatusModel):
+    """How one referenced MCPServer was resolved."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    namespace: Annotated[str, StringConstraints(min_length=1, max_length=63)]
+    url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    prefix: Annotated[str, StringConstraints(max_length=PREFIX_MAX_LENGTH)] | None = None
+    tool_count: Counter | None = None
+    ready: bool
+    reason: Annotated[str, StringConstraints(max_length=64, pattern=REASON_PATTERN)] | None = None
+
+
+class AgentRunStatus(StatusModel):
+    """Observed state of an agent run, written by the operator."""
+
+    observed_generation: Generation | None = None
+    pod_name: Annotated[str, StringConstraints(max_length=253)] | None = None
+    config_map_name: Annotated[str, StringConstraints(max_length=253)] | None = None
+    servers: Annotated[list[ServerBinding], Field(max_length=32)] | None = None
+    tool_count: Counter | None = None
+    start_time: datetime | None = None
+    completion_time: datetime | None = None
+    conditions: Conditions | None = None
+
+
+class AgentRun(BaseModel):
+    """An AgentRun object as the API server stores it."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    api_version: Literal["mcp-operator.dev/v1alpha1"] = "mcp-operator.dev/v1alpha1"
+    kind: Literal["AgentRun"] = "AgentRun"
+    metadata: ObjectMeta
+    spec: AgentRunSpec
+    status: AgentRunStatus | None = None
+
+    def server_namespace(self, ref: ServerRef) -> str:
+        """The namespace of a referenced server: its own, or the run's."""
+        if ref.namespace is not None:
+            return ref.namespace
+        if self.metadata.namespace is None:
+            raise ValueError(f"AgentRun {self.metadata.name} has no namespace to default to")
+        return self.metadata.namespace

@@ -1,0 +1,234 @@
+"""What both custom resources share: patterns, constrained types, base classes, shared parts.
+
+The CRD YAML under ``crds/`` is the one source of truth for the schema; the models in
+``api.mcpserver``, ``api.agentrun`` and here mirror it field for field
+(``tests/unit/test_models_match_crds.py`` fails on any drift in names, required-ness,
+defaults, enums and bounds). Attributes are snake_case, the wire names are camelCase
+aliases: parse with ``Model.model_validate(body)`` and write back with
+``model_dump(by_alias=True, exclude_none=True)`` (add ``mode="json"`` for status, whose
+timestamps are :class:`datetime.datetime`).
+
+Spec models forbid unknown fields, like the API server under strict validation. The
+validators repeat the CRD's CEL rules and list-key uniqueness, so that the CLI and the unit
+tests catch an invalid object without a cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.alias_generators import to_camel
+
+# -- patterns (identical to the CRD's; Go RE2 and pydantic's regex agree on them) --------------
+
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
+HEADER_NAME_PATTERN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+"""An HTTP header field name: an RFC 9110 token."""
+ENV_NAME_PATTERN = r"^[ -<>-~]+$"
+"""Printable ASCII except ``=`` (what Kubernetes accepts for environment variable names)."""
+GLOB_PATTERN = r"^[A-Za-z0-9_.*?/-]+$"
+"""Tool-name characters plus the two wildcards ``*`` and ``?``; no ``[...]`` classes."""
+PREFIX_PATTERN = r"^[a-z][a-z0-9_-]*$"
+URL_PATTERN = r"^https?://\S+$"
+PATH_PATTERN = r"^/\S*$"
+REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
+CONDITION_TYPE_PATTERN = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])$"
+)
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+PREFIX_MAX_LENGTH = 32
+MAX_INT64_JSON = 9007199254740991
+"""The largest integer a JSON number holds exactly (the CRD's bound on generations)."""
+
+# -- constrained scalar types ----------------------------------------------------------------
+
+DnsSubdomain = Annotated[
+    str, StringConstraints(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN_PATTERN)
+]
+DnsLabel = Annotated[str, StringConstraints(min_length=1, max_length=63, pattern=DNS_LABEL_PATTERN)]
+SecretKey = Annotated[
+    str, StringConstraints(min_length=1, max_length=253, pattern=SECRET_KEY_PATTERN)
+]
+Glob = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=GLOB_PATTERN)]
+Argument = Annotated[str, StringConstraints(max_length=4096)]
+Image = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+Quantity = int | Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN)]
+Generation = Annotated[int, Field(ge=0, le=MAX_INT64_JSON)]
+Counter = Annotated[int, Field(ge=0, le=1_000_000)]
+
+Globs = Annotated[list[Glob], Field(max_length=64)]
+Commands = Annotated[list[Argument], Field(max_length=64)]
+Arguments = Annotated[list[Argument], Field(max_length=256)]
+
+
+def check_unique(values: Iterable[str], what: str) -> None:
+    seen: set[str] = set()
+    for value in values:
+        if value in seen:
+            raise ValueError(f"{what} must be unique: {value!r} appears twice")
+        seen.add(value)
+
+
+# -- base classes ----------------------------------------------------------------------------
+
+
+class SpecModel(BaseModel):
+    """A part of a spec: camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
+
+
+class StatusModel(BaseModel):
+    """A part of a status: camelCase on the wire, unknown fields ignored (older operators)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+# -- shared parts ----------------------------------------------------------------------------
+
+
+class ObjectMeta(BaseModel):
+    """The parts of ``metadata`` the operator reads; everything else is ignored."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    name: str
+    namespace: str | None = None
+    uid: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+
+
+class KeySelector(SpecModel):
+    """A key of a Secret or ConfigMap (``secretKeyRef`` / ``configMapKeyRef`` of an EnvVar)."""
+
+    name: DnsSubdomain
+    key: SecretKey
+    optional: bool | None = None
+
+
+class ObjectFieldSelector(SpecModel):
+    """``fieldRef`` of an EnvVar: a field of the Pod."""
+
+    api_version: Annotated[str, StringConstraints(max_length=64)] | None = None
+    field_path: Annotated[str, StringConstraints(min_length=1, max_length=256)]
+
+
+class ResourceFieldSelector(SpecModel):
+    """``resourceFieldRef`` of an EnvVar: a resource of a container."""
+
+    container_name: Annotated[str, StringConstraints(max_length=63)] | None = None
+    resource: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    divisor: Quantity | None = None
+
+
+class EnvVarSource(SpecModel):
+    """``valueFrom`` of an EnvVar: exactly one source."""
+
+    secret_key_ref: KeySelector | None = None
+    config_map_key_ref: KeySelector | None = None
+    field_ref: ObjectFieldSelector | None = None
+    resource_field_ref: ResourceFieldSelector | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> EnvVarSource:
+        sources = [
+            self.secret_key_ref,
+            self.config_map_key_ref,
+            self.field_ref,
+            self.resource_field_ref,
+        ]
+        if sum(source is not None for source in sources) != 1:
+            raise ValueError(
+                "must set exactly one of secretKeyRef, configMapKeyRef, fieldRef or "
+                "resourceFieldRef"
+            )
+        return self
+
+
+class EnvVar(SpecModel):
+    """An environment variable in the Kubernetes EnvVar shape."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=ENV_NAME_PATTERN)]
+    value: Annotated[str, StringConstraints(max_length=32768)] | None = None
+    value_from: EnvVarSource | None = None
+
+    @model_validator(mode="after")
+    def _not_both(self) -> EnvVar:
+        if self.value is not None and self.value_from is not None:
+            raise ValueError("must not set both value and valueFrom")
+        return self
+
+
+EnvVars = Annotated[list[EnvVar], Field(max_length=128)]
+Amounts = Annotated[
+    dict[Annotated[str, StringConstraints(max_length=253)], Quantity], Field(max_length=16)
+]
+
+
+class ResourceRequirements(SpecModel):
+    """Compute resources of a container (Kubernetes ResourceRequirements, without claims)."""
+
+    requests: Amounts | None = None
+    limits: Amounts | None = None
+
+
+def check_env(env: list[EnvVar] | None) -> None:
+    check_unique((var.name for var in env or ()), "env names")
+
+
+def check_globs(allow: list[str] | None, deny: list[str] | None) -> None:
+    check_unique(allow or (), "toolsAllow entries")
+    check_unique(deny or (), "toolsDeny entries")
+
+
+class Condition(StatusModel):
+    """A condition in the ``metav1.Condition`` shape."""
+
+    type: Annotated[str, StringConstraints(max_length=316, pattern=CONDITION_TYPE_PATTERN)]
+    status: Literal["True", "False", "Unknown"]
+    observed_generation: Generation | None = None
+    last_transition_time: datetime
+    reason: Annotated[str, StringConstraints(min_length=1, max_length=1024, pattern=REASON_PATTERN)]
+    message: Annotated[str, StringConstraints(max_length=32768)]
+
+
+Conditions = Annotated[list[Condition], Field(max_length=8)]
+
+
+# -- the bridge's call policy (MCPServer defaults, AgentRun tightening) ----------------------
+
+PiiMode = Literal["off", "detect", "redact", "block"]
+"""PII scanning modes, from the loosest to the strictest."""
+
+
+class PiiPolicySpec(SpecModel):
+    """PII/PHI scanning per direction; unset: the next level's default (off at the bottom)."""
+
+    arguments: PiiMode | None = None
+    results: PiiMode | None = None
+
+
+class RetrySpec(SpecModel):
+    """Automatic retries of transient upstream failures (read-only or idempotent tools only)."""
+
+    max_attempts: int | None = Field(default=None, ge=1, le=5)
+
+
+class CallPolicySpec(SpecModel):
+    """The bridge's call policy: server defaults (MCPServer) that a run may only tighten."""
+
+    pii: PiiPolicySpec | None = None
+    retry: RetrySpec | None = None
+    timeout_seconds: int | None = Field(default=None, ge=1, le=300)

@@ -1,0 +1,272 @@
+"""The MCPServer model (``mcp-operator.dev/v1alpha1``): spec, status, and what a server reads.
+
+Mirrors ``crds/mcpservers.mcp-operator.dev.yaml`` (see :mod:`mcp_operator.api.common`).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.alias_generators import to_camel
+
+from mcp_operator.api.common import (
+    HEADER_NAME_PATTERN,
+    PATH_PATTERN,
+    PREFIX_MAX_LENGTH,
+    PREFIX_PATTERN,
+    URL_PATTERN,
+    Arguments,
+    CallPolicySpec,
+    Commands,
+    Conditions,
+    Counter,
+    DnsSubdomain,
+    EnvVars,
+    Generation,
+    Globs,
+    Image,
+    ObjectMeta,
+    ResourceRequirements,
+    SecretKey,
+    SpecModel,
+    StatusModel,
+    check_env,
+    check_globs,
+    check_unique,
+)
+from mcp_operator.mcp.naming import default_prefix
+
+NAMESPACE_OR_ANY_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
+
+
+class SecretKeyRef(SpecModel):
+    """A key of a Secret in the MCPServer's namespace."""
+
+    name: DnsSubdomain
+    key: SecretKey
+
+
+class HeaderValueFrom(SpecModel):
+    """Where a header value is read from (only ever a Secret)."""
+
+    secret_key_ref: SecretKeyRef
+
+
+class HeaderSpec(SpecModel):
+    """An HTTP header sent on every request to the server: ``value`` xor ``valueFrom``."""
+
+    name: Annotated[
+        str, StringConstraints(min_length=1, max_length=256, pattern=HEADER_NAME_PATTERN)
+    ]
+    value: Annotated[str, StringConstraints(max_length=8192)] | None = None
+    value_from: HeaderValueFrom | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> HeaderSpec:
+        if (self.value is None) == (self.value_from is None):
+            raise ValueError("must set exactly one of value or valueFrom")
+        return self
+
+
+class DeploymentSpec(SpecModel):
+    """How the operator runs a managed server (a Deployment and a Service)."""
+
+    image: Image
+    image_pull_policy: Literal["Always", "IfNotPresent", "Never"] | None = None
+    command: Commands | None = None
+    args: Arguments | None = None
+    env: EnvVars | None = None
+    port: int = Field(default=8080, ge=1, le=65535)
+    path: str = Field(default="/mcp", max_length=256, pattern=PATH_PATTERN)
+    replicas: int = Field(default=1, ge=0, le=100)
+    resources: ResourceRequirements | None = None
+    service_account_name: DnsSubdomain | None = None
+
+    @model_validator(mode="after")
+    def _unique_env(self) -> DeploymentSpec:
+        check_env(self.env)
+        return self
+
+
+class ProbeSpec(SpecModel):
+    """How and how often the operator discovers the server's tools."""
+
+    enabled: bool = True
+    interval_seconds: int = Field(default=300, ge=10, le=86400)
+    timeout_seconds: int = Field(default=10, ge=1, le=300)
+
+
+Transport = Literal["stdio", "streamable-http", "sse"]
+
+
+class AccessSpec(SpecModel):
+    """Which AgentRuns may use a server: its own namespace, plus the ones listed (``*``: all)."""
+
+    namespaces: (
+        Annotated[
+            list[
+                Annotated[
+                    str,
+                    StringConstraints(
+                        min_length=1, max_length=63, pattern=NAMESPACE_OR_ANY_PATTERN
+                    ),
+                ]
+            ],
+            Field(max_length=64),
+        ]
+        | None
+    ) = None
+
+    def permits(self, namespace: str, server_namespace: str) -> bool:
+        """Whether a run in ``namespace`` may use a server that lives in ``server_namespace``."""
+        listed = self.namespaces or []
+        return namespace == server_namespace or "*" in listed or namespace in listed
+
+
+class MCPServerSpec(SpecModel):
+    """Desired state of an MCP server."""
+
+    mode: Literal["managed", "external"]
+    transport: Transport | None = None
+    url: str | None = Field(default=None, max_length=2048, pattern=URL_PATTERN)
+    headers: Annotated[list[HeaderSpec], Field(max_length=32)] | None = None
+    deployment: DeploymentSpec | None = None
+    tools_prefix: str | None = Field(
+        default=None, min_length=1, max_length=PREFIX_MAX_LENGTH, pattern=PREFIX_PATTERN
+    )
+    tools_allow: Globs | None = None
+    tools_deny: Globs | None = None
+    probe: ProbeSpec = Field(default_factory=ProbeSpec)
+    suspend: bool = False
+    access: AccessSpec | None = None
+    policy: CallPolicySpec | None = None
+
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> MCPServerSpec:
+        # The same rules as the CRD's x-kubernetes-validations, in the same words.
+        if self.mode == "managed":
+            if self.deployment is None:
+                raise ValueError("spec.deployment: deployment must be set when mode is managed")
+            if self.url is not None:
+                raise ValueError(
+                    "spec.url: url must not be set when mode is managed: "
+                    "the operator computes status.url"
+                )
+            if self.effective_transport == "stdio" and not self.deployment.command:
+                raise ValueError(
+                    "spec.deployment.command: deployment.command must be set for a stdio "
+                    "server: the image's own entrypoint cannot be wrapped"
+                )
+        else:
+            if self.url is None:
+                raise ValueError("spec.url: url must be set when mode is external")
+            if self.deployment is not None:
+                raise ValueError(
+                    "spec.deployment: deployment must not be set when mode is external"
+                )
+            if self.transport == "stdio":
+                raise ValueError(
+                    "spec.transport: transport must be streamable-http or sse when mode is external"
+                )
+        check_unique((h.name.lower() for h in self.headers or ()), "header names (ignoring case)")
+        check_globs(self.tools_allow, self.tools_deny)
+        if self.access is not None:
+            check_unique(self.access.namespaces or (), "access.namespaces entries")
+        return self
+
+    @property
+    def effective_transport(self) -> Transport:
+        """``transport``, or its default: ``stdio`` when managed, ``streamable-http`` when
+        external."""
+        if self.transport is not None:
+            return self.transport
+        return "stdio" if self.mode == "managed" else "streamable-http"
+
+
+class ToolAnnotations(StatusModel):
+    """A tool's behaviour hints, as the server reports them (untrusted)."""
+
+    title: Annotated[str, StringConstraints(max_length=256)] | None = None
+    read_only_hint: bool | None = None
+    destructive_hint: bool | None = None
+    idempotent_hint: bool | None = None
+    open_world_hint: bool | None = None
+
+
+class ToolStatus(StatusModel):
+    """A tool the server exposes after the filters; ``name`` is the exposed (prefixed) name."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=64)]
+    original_name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    description: Annotated[str, StringConstraints(max_length=1024)] | None = None
+    annotations: ToolAnnotations | None = None
+
+
+class ServerInfo(StatusModel):
+    """What the server said about itself in the handshake."""
+
+    name: Annotated[str, StringConstraints(max_length=256)] | None = None
+    version: Annotated[str, StringConstraints(max_length=128)] | None = None
+    protocol_version: Annotated[str, StringConstraints(max_length=32)] | None = None
+
+
+class MCPServerStatus(StatusModel):
+    """Observed state of an MCP server, written by the operator."""
+
+    observed_generation: Generation | None = None
+    url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    tools: Annotated[list[ToolStatus], Field(max_length=256)] | None = None
+    tool_count: Counter | None = None
+    discovered_tool_count: Counter | None = None
+    server_info: ServerInfo | None = None
+    last_probe_time: datetime | None = None
+    conditions: Conditions | None = None
+
+
+class SecretUse(NamedTuple):
+    """One key of a Secret that an MCPServer reads, and who reads it."""
+
+    reader: Literal["probe", "pod"]
+    """``probe``: a request header of the operator's probe (``spec.headers``); ``pod``: an
+    environment variable of the managed server's Pod (``spec.deployment.env``)."""
+    name: str
+    """The header's or the environment variable's name."""
+    secret: str
+    key: str
+
+
+class MCPServer(BaseModel):
+    """An MCPServer object as the API server stores it."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    api_version: Literal["mcp-operator.dev/v1alpha1"] = "mcp-operator.dev/v1alpha1"
+    kind: Literal["MCPServer"] = "MCPServer"
+    metadata: ObjectMeta
+    spec: MCPServerSpec
+    status: MCPServerStatus | None = None
+
+    @property
+    def effective_prefix(self) -> str:
+        """``spec.toolsPrefix``, or the prefix derived from ``metadata.name``."""
+        if self.spec.tools_prefix is not None:
+            return self.spec.tools_prefix
+        return default_prefix(self.metadata.name)
+
+    def referenced_secrets(self) -> list[SecretUse]:
+        """Every Secret key the server reads: its headers' first, then its Pod's environment."""
+        uses = [
+            SecretUse(
+                "probe", h.name, h.value_from.secret_key_ref.name, h.value_from.secret_key_ref.key
+            )
+            for h in self.spec.headers or ()
+            if h.value_from is not None
+        ]
+        env = self.spec.deployment.env if self.spec.deployment is not None else None
+        for var in env or ():
+            ref = var.value_from.secret_key_ref if var.value_from is not None else None
+            if ref is not None:
+                uses.append(SecretUse("pod", var.name, ref.name, ref.key))
+        return uses
