@@ -13,7 +13,11 @@ to a managed MCPServer, a test takes the Pod the operator's Deployment produced
   containers without a ``command`` taken from a table the test provides;
 - :meth:`NetnsHost.run_pod` runs the plan inside the namespace, in a private
   mount namespace where every ``emptyDir`` mount is a fresh tmpfs shared by
-  the Pod's containers: init containers one after the other, then the rest;
+  the Pod's containers, and every ``configMap`` or ``secret`` volume mount a
+  tmpfs holding the object's keys as files: init containers one after the
+  other, native sidecars (init containers with ``restartPolicy: Always``)
+  started and waited for until their startup probe answers, then the rest; the
+  sidecars are stopped once the other containers have exited;
 - :func:`report_running` writes the Pod's status (``podIP``, ``Ready``) as the
   kubelet would, so the endpoint controllers and the Deployment controller see
   a running Pod.
@@ -69,10 +73,17 @@ class NetnsHost:
     host_address: str
     _pods: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
-    def run_pod(self, containers: list[dict[str, Any]], mounts: list[str], log: Path) -> None:
-        """Start a Pod's containers (a :func:`plan`) inside this host; stopped at exit."""
+    def run_pod(
+        self,
+        containers: list[dict[str, Any]],
+        mounts: list[str],
+        log: Path,
+        files: Mapping[str, Mapping[str, str]] | None = None,
+    ) -> None:
+        """Start a Pod's containers (a :func:`plan`) inside this host; stopped at exit.
+        ``files`` maps a mount path to the files it holds (:func:`volume_files`)."""
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-            json.dump({"containers": containers, "mounts": mounts}, handle)
+            json.dump({"containers": containers, "mounts": mounts, "files": files or {}}, handle)
         with log.open("ab") as output:
             process = subprocess.Popen(
                 [
@@ -162,8 +173,51 @@ def plan(
         for mount in container.get("volumeMounts", []):
             if mount["name"] in empty_dirs and mount["mountPath"] != "/tmp":
                 mounts.add(mount["mountPath"])
-        containers.append({"name": container["name"], "init": init, "argv": argv, "env": env})
+        sidecar = init and container.get("restartPolicy") == "Always"
+        containers.append(
+            {
+                "name": container["name"],
+                "init": init and not sidecar,
+                "sidecar": sidecar,
+                "ready_url": _startup_url(container, pod_ip) if sidecar else None,
+                "argv": argv,
+                "env": env,
+            }
+        )
     return containers, sorted(mounts)
+
+
+def _startup_url(container: Mapping[str, Any], pod_ip: str) -> str | None:
+    """Where the kubelet would send a sidecar's HTTP startup probe."""
+    get = (container.get("startupProbe") or {}).get("httpGet")
+    if get is None:
+        return None
+    port = get["port"]
+    if isinstance(port, str):
+        port = next(p["containerPort"] for p in container["ports"] if p["name"] == port)
+    return f"http://{pod_ip}:{port}{get.get('path', '/')}"
+
+
+def volume_files(
+    pod_spec: Mapping[str, Any],
+    *,
+    config_map: Callable[[str], Mapping[str, str]],
+    secret_data: Callable[[str], Mapping[str, str]],
+) -> dict[str, dict[str, str]]:
+    """Mount path → file name → content, for every ``configMap`` and ``secret`` volume that a
+    container mounts (every key of the object, as the kubelet projects it)."""
+    sources: dict[str, Mapping[str, str]] = {}
+    for volume in pod_spec.get("volumes", []):
+        if "configMap" in volume:
+            sources[volume["name"]] = config_map(volume["configMap"]["name"])
+        elif "secret" in volume:
+            sources[volume["name"]] = secret_data(volume["secret"]["secretName"])
+    files: dict[str, dict[str, str]] = {}
+    for container in [*pod_spec.get("initContainers", []), *pod_spec["containers"]]:
+        for mount in container.get("volumeMounts", []):
+            if mount["name"] in sources:
+                files[mount["mountPath"]] = dict(sources[mount["name"]])
+    return files
 
 
 def report_running(kubectl: Callable[..., Any], namespace: str, pod: str, host: NetnsHost) -> None:

@@ -1,9 +1,12 @@
 """Runs a planned Pod (see ``tests/support/kubelet.py``) inside its namespaces.
 
 Started as ``ip netns exec NS unshare --mount --propagation private python
-pod_runner.py PLAN.json``: mounts a tmpfs at every emptyDir mount path (in this
-private mount namespace only), runs the init containers one after another,
-then the other containers side by side, and on SIGTERM stops them all.
+pod_runner.py PLAN.json``: mounts a tmpfs at every emptyDir mount path and at
+every configMap/secret mount path (holding the object's keys as files), in this
+private mount namespace only; runs the init containers one after another,
+starts the native sidecars and waits for their startup probe, then runs the
+other containers side by side. When those have exited it stops the sidecars;
+on SIGTERM it stops them all.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +30,21 @@ def main(plan_path: str) -> int:
         subprocess.run(
             ["mount", "-t", "tmpfs", "-o", "size=8m,mode=1777", "tmpfs", mount], check=True
         )
+    for mount, files in plan.get("files", {}).items():
+        os.makedirs(mount, exist_ok=True)
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs", mount], check=True
+        )
+        for name, content in files.items():
+            Path(mount, name).write_text(content)
     running: list[subprocess.Popen[bytes]] = []
+    sidecars: list[subprocess.Popen[bytes]] = []
 
     def stop(*_: Any) -> None:
-        for process in running:
+        for process in [*running, *sidecars]:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGTERM)
-        for process in running:
+        for process in [*running, *sidecars]:
             try:
                 process.wait(timeout=10)
             except subprocess.TimeoutExpired:
@@ -44,14 +57,43 @@ def main(plan_path: str) -> int:
         print(f"[pod] starting {container['name']}: {container['argv']}", flush=True)
         if container["init"]:
             subprocess.run(container["argv"], env=env, check=True)
+        elif container.get("sidecar"):
+            sidecars.append(subprocess.Popen(container["argv"], env=env, start_new_session=True))
+            if container.get("ready_url"):
+                wait_ready(container["name"], container["ready_url"])
         else:
             running.append(subprocess.Popen(container["argv"], env=env, start_new_session=True))
-    while running:
+    waiting = {process.pid: process for process in running}
+    while waiting:
         pid, status = os.wait()
-        for process in running:
-            if process.pid == pid:
-                print(f"[pod] container exited with status {status}", flush=True)
+        if waiting.pop(pid, None) is not None:
+            print(
+                f"[pod] container exited with status {os.waitstatus_to_exitcode(status)}",
+                flush=True,
+            )
+    for process in sidecars:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGTERM)
+    for process in sidecars:
+        process.wait(timeout=30)
+        print(f"[pod] sidecar exited with status {process.returncode}", flush=True)
     return 0
+
+
+def wait_ready(name: str, url: str, timeout: float = 60) -> None:
+    """Poll a sidecar's startup probe until it answers 2xx, as the kubelet would."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as answer:
+                if 200 <= answer.status < 300:
+                    print(f"[pod] {name} passed its startup probe", flush=True)
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise SystemExit(f"[pod] {name} did not pass its startup probe at {url}")
+        time.sleep(0.2)
 
 
 if __name__ == "__main__":
