@@ -43,7 +43,7 @@ START_TIMEOUT = 30.0
 _TIME_SERVER = """\
 import sys
 from mcp_server_time.server import create_server
-create_server("UTC").run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+create_server("UTC").run("streamable-http", host=sys.argv[2], port=int(sys.argv[1]))
 """
 
 
@@ -59,10 +59,10 @@ def free_port() -> int:
         return port
 
 
-def _accepts(port: int) -> bool:
+def _accepts(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+        return sock.connect_ex((host, port)) == 0
 
 
 @contextlib.contextmanager
@@ -73,8 +73,9 @@ def run_server(
     env: Mapping[str, str] | None = None,
     name: str = "server",
     timeout: float = START_TIMEOUT,
+    host: str = "127.0.0.1",
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``argv`` in a new process group until it accepts connections on ``port``."""
+    """Run ``argv`` in a new process group until it accepts connections on ``host:port``."""
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             list(argv),
@@ -125,12 +126,13 @@ def server_everything(transport: str = "streamableHttp") -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def mcp_server_time() -> Iterator[str]:
-    """mcp-server-time over the SDK's Streamable HTTP transport (yields ``.../mcp``)."""
+def mcp_server_time(host: str = "127.0.0.1") -> Iterator[str]:
+    """mcp-server-time over the SDK's Streamable HTTP transport (yields ``.../mcp``), listening
+    on ``host`` (loopback, or the host side of a test-made network namespace)."""
     port = free_port()
-    argv = [sys.executable, "-c", _TIME_SERVER, str(port)]
-    with run_server(argv, port, name="mcp-server-time"):
-        yield f"http://127.0.0.1:{port}/mcp"
+    argv = [sys.executable, "-c", _TIME_SERVER, str(port), host]
+    with run_server(argv, port, name="mcp-server-time", host=host):
+        yield f"http://{host}:{port}/mcp"
 
 
 @contextlib.contextmanager
