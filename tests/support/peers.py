@@ -93,7 +93,7 @@ def run_server(
         def listening() -> bool:
             if process.poll() is not None:
                 raise PeerError(f"{name} exited (port {port}):\n{tail()}")
-            return _accepts(port)
+            return _accepts(port, host)
 
         try:
             eventually(
