@@ -8,12 +8,14 @@ rewrite for a reload, and its standard output, where the audit lines go).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,9 +29,7 @@ from tests.support.peers import free_port
 from tests.support.waiting import eventually
 
 
-def server_entry(
-    name: str, url: str, prefix: str | None = None, **extra: Any
-) -> dict[str, Any]:
+def server_entry(name: str, url: str, prefix: str | None = None, **extra: Any) -> dict[str, Any]:
     """One ``servers`` item: namespace ``default``, prefix = name unless given."""
     return {"name": name, "namespace": "default", "url": url, "prefix": prefix or name, **extra}
 
@@ -128,3 +128,59 @@ def run_bridge(
             yield bridge
         finally:
             stop_process_group(process, name="mcp-bridge")
+
+
+class CountingProxy:
+    """A TCP proxy in front of an upstream that counts the ``tools/call`` requests through it.
+
+    How a test proves that a refused call never reached the upstream. It runs its own event
+    loop in a thread, so that it forwards while the test blocks.
+    """
+
+    MARK = b'"tools/call"'
+
+    def __init__(self, upstream_url: str) -> None:
+        parts = httpx.URL(upstream_url)
+        self.target = (parts.host, parts.port or 80)
+        self.port = free_port()
+        self.url = str(parts.copy_with(port=self.port))
+        self.calls = 0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    async def _pipe(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, count: bool
+    ) -> None:
+        try:
+            while chunk := await reader.read(65536):
+                if count:
+                    self.calls += chunk.count(self.MARK)
+                writer.write(chunk)
+                await writer.drain()
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        finally:
+            writer.close()
+
+    async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.close()
+            return
+        await asyncio.gather(
+            self._pipe(reader, up_writer, True), self._pipe(up_reader, writer, False)
+        )
+
+    def __enter__(self) -> CountingProxy:
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._connection, "127.0.0.1", self.port), self._loop
+        )
+        self._server = future.result(10)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._server.close()
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(5)

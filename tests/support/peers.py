@@ -125,9 +125,10 @@ def server_everything(transport: str = "streamableHttp") -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def mcp_server_time() -> Iterator[str]:
-    """mcp-server-time over the SDK's Streamable HTTP transport (yields ``.../mcp``)."""
-    port = free_port()
+def mcp_server_time(port: int | None = None) -> Iterator[str]:
+    """mcp-server-time over the SDK's Streamable HTTP transport (yields ``.../mcp``); on
+    ``port`` when given (a test restarts a server where it was)."""
+    port = port or free_port()
     argv = [sys.executable, "-c", _TIME_SERVER, str(port)]
     with run_server(argv, port, name="mcp-server-time"):
         yield f"http://127.0.0.1:{port}/mcp"

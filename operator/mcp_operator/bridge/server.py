@@ -148,7 +148,7 @@ def run(settings: BridgeSettings) -> int:
     # One line per upstream request would drown the audit trail (and cost on every call).
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.root.level))
-    disable_created_metrics()
+    disable_created_metrics()  # type: ignore[no-untyped-call]
     if importlib.util.find_spec("uvloop") is not None:
         import uvloop  # type: ignore[import-not-found,unused-ignore]
 
