@@ -319,3 +319,29 @@ def test_sigterm_ends_the_bridge_cleanly(everything_url: str) -> None:
         bridge.process.terminate()
         assert bridge.process.wait(15) == 0
         assert "Stopping" in bridge.log()
+
+
+async def test_an_upstreams_list_changed_reaches_the_agent_with_the_new_tools() -> None:
+    with peers.hostile_server("changing") as url, run_bridge([server_entry("chg", url)]) as bridge:
+        base = url.rsplit("/", 1)[0]
+        async with httpx.AsyncClient(timeout=10) as http:
+
+            async def following() -> bool:
+                return bool((await http.post(f"{base}/streams")).json()["open"])
+
+            for _ in range(100):
+                if await following():
+                    break
+                await asyncio.sleep(0.1)
+            assert await following(), "the bridge does not follow the server's GET stream"
+            init = await http.post(bridge.url, headers=ACCEPT, json=INIT)
+            changed = asyncio.Event()
+            streaming = asyncio.create_task(
+                _stream_until_list_changed(bridge.url, init.headers["mcp-session-id"], changed)
+            )
+            await asyncio.sleep(0.3)
+            await http.post(f"{base}/change")
+            await asyncio.wait_for(changed.wait(), 10)
+            streaming.cancel()
+        async with Client(bridge.url, mode="legacy") as client:
+            assert [t.name for t in (await client.list_tools()).tools] == ["chg_tool_v1"]

@@ -6,8 +6,8 @@ catalog built from those listings (:func:`~mcp_operator.bridge.catalog.build_cat
 the schedule of listings:
 
 - every server is listed when it is configured (at start and when a reload adds or changes
-  it), when it says ``notifications/tools/list_changed`` (:meth:`UpstreamPool.relist`), and
-  every ``relist_seconds`` while it is up;
+  it), when it says ``notifications/tools/list_changed`` on its legacy GET stream
+  (:mod:`~mcp_operator.bridge.follow`), and every ``relist_seconds`` while it is up;
 - a server that cannot be listed, or whose call could not reach it, is *down*: it is listed
   again on a timer with exponential back-off (1 s doubling to 60 s), and its return is noticed
   by the first listing that succeeds.
@@ -41,6 +41,7 @@ import httpx
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.errors import UpstreamRejected, UpstreamUnavailable
+from mcp_operator.bridge.follow import follow, wants_follower
 from mcp_operator.bridge.upstream import Upstream, UpstreamError
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,11 @@ class ServerState:
     due: float = 0.0
     """Monotonic time of its next listing."""
     listing: asyncio.Task[None] | None = field(default=None, repr=False)
+    follower: asyncio.Task[None] | None = field(default=None, repr=False)
+    """Follows the server's ``tools/list_changed`` (:mod:`~mcp_operator.bridge.follow`)."""
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [task for task in (self.listing, self.follower) if task is not None]
 
 
 def _connection_signature(server: UpstreamServer, headers: Mapping[str, str]) -> str:
@@ -153,8 +159,9 @@ class UpstreamPool:
             states[key] = state
             fresh.append(state)
         for key, old in self.states.items():
-            if states.get(key) is not old and old.listing is not None:
-                old.listing.cancel()
+            if states.get(key) is not old:
+                for task in old.tasks():
+                    task.cancel()
         self.states = states
         self.servers = list(config.servers)
         await asyncio.gather(*(self._list(state) for state in fresh))
@@ -185,6 +192,10 @@ class UpstreamPool:
             logger.info("Server %s is back with %d tools", key, len(tools))
         state.tools, state.listed_once, state.up, state.failures = tools, True, True, 0
         state.due = time.monotonic() + self.relist_seconds
+        if state.follower is None and wants_follower(state.upstream):
+            state.follower = asyncio.get_running_loop().create_task(
+                follow(state.upstream, self.client, lambda: self.relist(key))
+            )
         if self.on_listed is not None:
             self.on_listed(key, True)
         return True
@@ -232,7 +243,7 @@ class UpstreamPool:
     async def stop(self) -> None:
         """Stop the timer and every listing in flight."""
         tasks = [self._timer] if self._timer is not None else []
-        tasks += [s.listing for s in self.states.values() if s.listing is not None]
+        tasks += [task for state in self.states.values() for task in state.tasks()]
         for task in tasks:
             task.cancel()
         for task in tasks:
