@@ -1,9 +1,10 @@
 """The run's upstream servers: one session each, their tool listings, and when to list again.
 
-Owns the live side of the configured servers: one :class:`~mcp_operator.bridge.upstream.Upstream`
-per server over one shared ``httpx.AsyncClient``; the last tool listing of each server; the
-catalog built from those listings (:func:`~mcp_operator.bridge.catalog.build_catalog`); and
-the schedule of listings:
+Owns the live side of the configured servers: one
+:class:`~mcp_operator.bridge.upstream.Upstream` per server, all over one pool of keep-alive
+connections (:mod:`~mcp_operator.bridge.http1`; the shared ``httpx.AsyncClient`` holds the
+GET streams); the last tool listing of each server; the catalog built from those listings
+(:func:`~mcp_operator.bridge.catalog.build_catalog`); and the schedule of listings:
 
 - every server is listed when it is configured (at start and when a reload adds or changes
   it), when it says ``notifications/tools/list_changed`` on its legacy GET stream
@@ -42,6 +43,7 @@ from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.errors import UpstreamRejected, UpstreamUnavailable
 from mcp_operator.bridge.follow import follow, wants_follower
+from mcp_operator.bridge.http1 import Http1Pool
 from mcp_operator.bridge.upstream import Upstream, UpstreamError
 
 logger = logging.getLogger(__name__)
@@ -123,6 +125,8 @@ class UpstreamPool:
         on_listed: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.client = client
+        self.http1 = Http1Pool()
+        """The calls' and listings' connections (httpx ``client`` keeps the GET streams)."""
         self.on_change = on_change
         self.on_listed = on_listed
         self.relist_seconds = relist_seconds
@@ -153,6 +157,7 @@ class UpstreamPool:
                 server.url,
                 headers=headers,
                 client=self.client,
+                http1=self.http1,
                 protocol_hint=server.protocol_version,
             )
             state = ServerState(server=server, upstream=upstream, headers_signature=signature)
@@ -250,6 +255,7 @@ class UpstreamPool:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._timer = None
+        await self.http1.aclose()
 
     # -- calls -------------------------------------------------------------------------------
 
