@@ -145,3 +145,29 @@ async def test_a_server_that_hangs_up_mid_answer_is_a_lost_connection(
     with pytest.raises(Http1Error) as caught:
         await answer.aread()
     assert caught.value.kind == "lost"
+
+
+async def test_a_stream_left_before_its_end_is_drained_and_its_connection_reused(
+    serve: Callable[[Handler], Awaitable[Server]],
+) -> None:
+    async def streams(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await _read_request(reader)
+            writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
+                         b"transfer-encoding: chunked\r\n\r\n")  # fmt: skip
+            event = b"data: {}\n\n"
+            writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+            await writer.drain()
+            await asyncio.sleep(0.05)  # the end comes after the reader has what it wanted
+            writer.write(b"0\r\n\r\n")
+            await writer.drain()
+
+    server = await serve(streams)
+    pool = Http1Pool()
+    for _ in range(3):
+        answer = await pool.request("POST", server.url, {}, b"{}")
+        assert await anext(answer.aiter_bytes()) == b"data: {}\n\n"
+        await answer.aclose()
+        await asyncio.sleep(0.15)
+    assert server.connections == 1
+    await pool.aclose()

@@ -29,6 +29,9 @@ from urllib.parse import urlsplit
 import httptools
 
 MAX_IDLE_PER_ORIGIN = 64
+DRAIN_SECONDS = 5.0
+DRAIN_BYTES = 1024 * 1024
+"""An unfinished answer is read to its end in the background within these limits."""
 MAX_HEAD_BYTES = 64 * 1024
 READ_CHUNK = 65536
 
@@ -140,7 +143,30 @@ class Http1Response:
         return b"".join([chunk async for chunk in self.aiter_bytes()])
 
     async def aclose(self) -> None:
-        if self._parsed.complete and not self._parsed.body:
+        """Done with the answer: the connection goes back to the pool once the answer has
+        ended. An event stream usually ends just after the message its reader wanted, so
+        the rest is read in the background (bounded in time and bytes) instead of throwing
+        the connection away."""
+        if self._connection is None:
+            return
+        if self._parsed.complete:
+            self._parsed.body.clear()
+            self._release()
+        else:
+            self._pool.drain_later(self)
+
+    async def drain(self) -> None:
+        """Read the answer to its end (within the limits), then release or drop."""
+        received = 0
+        try:
+            async with asyncio.timeout(DRAIN_SECONDS):
+                async for chunk in self.aiter_bytes():
+                    received += len(chunk)
+                    if received > DRAIN_BYTES:
+                        break
+        except (TimeoutError, Http1Error, OSError):
+            pass
+        if self._parsed.complete and received <= DRAIN_BYTES:
             self._release()
         else:
             self._drop()
@@ -172,6 +198,7 @@ class Http1Pool:
     def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
         self._idle: dict[Origin, list[_Connection]] = {}
         self._ssl = ssl_context
+        self._draining: set[asyncio.Task[None]] = set()
         self.closed = False
 
     def _tls(self) -> ssl.SSLContext:
@@ -201,6 +228,11 @@ class Http1Pool:
                 return connection
             connection.close()
         return None
+
+    def drain_later(self, response: Http1Response) -> None:
+        task = asyncio.get_running_loop().create_task(response.drain())
+        self._draining.add(task)
+        task.add_done_callback(self._draining.discard)
 
     def put_back(self, connection: _Connection, keep_alive: bool) -> None:
         idle = self._idle.setdefault(connection.origin, [])
@@ -264,6 +296,8 @@ class Http1Pool:
 
     async def aclose(self) -> None:
         self.closed = True
+        for task in list(self._draining):
+            task.cancel()
         for idle in self._idle.values():
             for connection in idle:
                 connection.close()

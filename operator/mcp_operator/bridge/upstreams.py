@@ -180,7 +180,7 @@ class UpstreamPool:
     # -- listing -----------------------------------------------------------------------------
 
     async def _list(self, state: ServerState) -> bool:
-        """List one server's tools now; returns whether the catalog may have changed."""
+        """List one server's tools now; returns whether its listing changed."""
         key = server_key(state.server)
         try:
             tools = await state.upstream.list_tools(LIST_TIMEOUT_SECONDS)
@@ -195,6 +195,7 @@ class UpstreamPool:
             return False
         if not state.up and state.listed_once:
             logger.info("Server %s is back with %d tools", key, len(tools))
+        changed = tools != state.tools
         state.tools, state.listed_once, state.up, state.failures = tools, True, True, 0
         state.due = time.monotonic() + self.relist_seconds
         if state.follower is None and wants_follower(state.upstream):
@@ -203,7 +204,7 @@ class UpstreamPool:
             )
         if self.on_listed is not None:
             self.on_listed(key, True)
-        return True
+        return changed
 
     def _mark_down(self, state: ServerState) -> None:
         state.up = False
@@ -211,10 +212,12 @@ class UpstreamPool:
         state.upstream.reset()
         state.due = time.monotonic() + backoff_seconds(state.failures)
 
-    async def relist(self, key: str) -> None:
-        """List one server again now (it said its tools changed, or it came back)."""
-        state = self.states.get(key)
-        if state is not None and await self._list(state):
+    async def relist(self, *keys: str) -> None:
+        """List these servers again now, concurrently (one said its tools changed, they are
+        due, or one came back); the catalog is rebuilt once, and only when a listing changed."""
+        states = [self.states[key] for key in keys if key in self.states]
+        changed = await asyncio.gather(*(self._list(state) for state in states))
+        if any(changed):
             await self._rebuild()
 
     async def _rebuild(self) -> None:
@@ -241,9 +244,17 @@ class UpstreamPool:
         while True:
             await asyncio.sleep(TICK_SECONDS)
             now = time.monotonic()
-            for key, state in list(self.states.items()):
-                if state.due <= now and (state.listing is None or state.listing.done()):
-                    state.listing = asyncio.get_running_loop().create_task(self.relist(key))
+            due = [
+                state
+                for state in self.states.values()
+                if state.due <= now and (state.listing is None or state.listing.done())
+            ]
+            if due:
+                task = asyncio.get_running_loop().create_task(
+                    self.relist(*(server_key(state.server) for state in due))
+                )
+                for state in due:
+                    state.listing = task
 
     async def stop(self) -> None:
         """Stop the timer and every listing in flight."""
