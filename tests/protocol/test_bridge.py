@@ -345,3 +345,31 @@ async def test_an_upstreams_list_changed_reaches_the_agent_with_the_new_tools() 
             streaming.cancel()
         async with Client(bridge.url, mode="legacy") as client:
             assert [t.name for t in (await client.list_tools()).tools] == ["chg_tool_v1"]
+
+
+async def test_a_server_down_at_start_does_not_hold_readiness_and_joins_when_it_comes_up(
+    everything_url: str,
+) -> None:
+    port = peers.free_port()
+    servers = [
+        server_entry("everything", everything_url, "ev"),
+        server_entry("time", f"http://127.0.0.1:{port}/mcp"),
+    ]
+    with run_bridge(servers) as bridge:  # ready although time is down
+        ready = await asyncio.to_thread(httpx.get, f"{bridge.health}/readyz")
+        state = ready.json()["servers"]["default/time"]
+        assert state == {"listed": True, "up": False, "tools": 0}
+        async with Client(bridge.url, mode="legacy") as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert "ev_echo" in names and not any(n.startswith("time_") for n in names)
+            with peers.mcp_server_time(port):
+
+                async def joined() -> bool:
+                    listed = await client.list_tools()
+                    return "time_get_current_time" in {tool.name for tool in listed.tools}
+
+                for _ in range(100):
+                    if await joined():
+                        break
+                    await asyncio.sleep(0.2)
+                assert await joined(), "the server's return was not noticed"

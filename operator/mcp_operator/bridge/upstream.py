@@ -1,7 +1,9 @@
 """One upstream MCP server as the bridge uses it: a lean JSON-RPC client over Streamable HTTP.
 
 The bridge forwards every tool call, so this path stays lean: one pooled HTTP
-client, the request body built as bytes, only the response's envelope parsed.
+client (the bridge's own keep-alive :mod:`~mcp_operator.bridge.http1` when
+given, else httpx), the request body built as bytes, only the response's
+envelope parsed.
 The SDK client is not used here (it costs more per call than the whole bridge
 may); the MCP facts it respects are the SDK's own constants.
 
