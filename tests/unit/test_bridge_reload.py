@@ -103,3 +103,26 @@ def test_header_values_come_from_their_files_and_a_missing_file_is_logged_withou
         headers = read_headers(server)
     assert headers == {"Authorization": "Bearer s3cret", "X-Team": "blue"}
     assert "X-Gone" in caplog.text and "s3cret" not in caplog.text
+
+
+def test_audit_lines_go_to_stdout_and_the_file_and_a_bad_file_path_is_only_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import io
+    from datetime import UTC, datetime
+
+    from mcp_operator.bridge.audit import AuditRecord
+    from mcp_operator.bridge.core import AuditWriter
+
+    record = AuditRecord(
+        time=datetime.now(UTC), run="default/r", server=None, tool="x", original_tool=None,
+        outcome="not_allowlisted", duration_ms=0.1, attempts=0, arguments_sha256="0" * 64,
+    )  # fmt: skip
+    stdout, path = io.StringIO(), tmp_path / "audit.log"
+    writer = AuditWriter(stdout, str(path))
+    writer.write(record)
+    writer.close()
+    assert stdout.getvalue() == path.read_text() == record.to_json_line()
+    with caplog.at_level(logging.ERROR):
+        AuditWriter(stdout, str(tmp_path / "missing" / "audit.log")).write(record)
+    assert "Could not open the audit file" in caplog.text

@@ -57,7 +57,10 @@ class AuditWriter:
         self.stdout = stdout
         self.file: IO[str] | None = None
         if file_path is not None:
-            self.file = open(file_path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+            try:
+                self.file = open(file_path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+            except OSError as error:
+                logger.error("Could not open the audit file %s: %s", file_path, error.strerror)
 
     def write(self, record: AuditRecord) -> None:
         line = record.to_json_line()
