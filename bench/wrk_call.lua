@@ -1,9 +1,11 @@
 -- wrk script: POST tools/call (server-everything's echo) on one initialized session.
--- Environment: MCP_SESSION_ID (required for legacy sessions), MCP_PROTOCOL_VERSION.
+-- Environment: MCP_SESSION_ID (required for legacy sessions), MCP_PROTOCOL_VERSION,
+-- MCP_TOOL (the echo tool's name, default "echo"; "<prefix>_echo" through the bridge).
 -- Every request gets a unique id; every response body is checked for the echo,
 -- and done() prints "checked=N bad=M" so that the benchmark can count errors.
 local session = os.getenv("MCP_SESSION_ID") or ""
 local version = os.getenv("MCP_PROTOCOL_VERSION") or "2025-06-18"
+local tool = os.getenv("MCP_TOOL") or "echo"
 local counter = 0
 local threads = {}
 local prefix = 0
@@ -30,8 +32,8 @@ function request()
   counter = counter + 1
   local id = prefix * 100000000 + counter
   local body = string.format(
-    '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"echo","arguments":{"message":"wrk-%d"}}}',
-    id, id)
+    '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":{"message":"wrk-%d"}}}',
+    id, tool, id)
   return wrk.format(nil, nil, nil, body)
 end
 

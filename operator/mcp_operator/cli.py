@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "run": "Run the operator (reconciles MCPServers)",
     "probe": "Probe an MCP server and print what the operator would write into status",
     "adapter": "Serve a stdio MCP server over Streamable HTTP",
+    "bridge": "Serve an AgentRun's MCP servers to its agent as one governed endpoint",
     "dev": "Local development helpers (a real control plane on loopback)",
 }
 

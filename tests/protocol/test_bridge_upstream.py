@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from mcp_operator.bridge.http1 import Http1Pool
 from mcp_operator.bridge.upstream import Upstream, UpstreamError
 from tests.support import peers
 
@@ -17,10 +18,21 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
         yield client
 
 
+@pytest.fixture(params=["httpx", "http1"])
+async def lean(request: pytest.FixtureRequest) -> AsyncIterator[Http1Pool | None]:
+    """Every test runs over httpx and over the bridge's own keep-alive client."""
+    if request.param == "httpx":
+        yield None
+        return
+    pool = Http1Pool()
+    yield pool
+    await pool.aclose()
+
+
 async def test_a_legacy_server_is_reached_through_the_handshake_and_its_tools_are_called(
-    everything_url: str, http: httpx.AsyncClient
+    everything_url: str, http: httpx.AsyncClient, lean: Http1Pool | None
 ) -> None:
-    upstream = Upstream("everything", everything_url, client=http)
+    upstream = Upstream("everything", everything_url, client=http, http1=lean)
     tools = await upstream.list_tools(seconds=10)
     assert not upstream.modern and upstream.session_id
     assert "echo" in {tool["name"] for tool in tools}
@@ -31,9 +43,9 @@ async def test_a_legacy_server_is_reached_through_the_handshake_and_its_tools_ar
 
 
 async def test_a_lost_legacy_session_is_re_established_once_without_failing_the_call(
-    everything_url: str, http: httpx.AsyncClient
+    everything_url: str, http: httpx.AsyncClient, lean: Http1Pool | None
 ) -> None:
-    upstream = Upstream("everything", everything_url, client=http)
+    upstream = Upstream("everything", everything_url, client=http, http1=lean)
     await upstream.call_tool("echo", {"message": "one"}, seconds=10)
     old = upstream.session_id
     assert old is not None
@@ -45,9 +57,9 @@ async def test_a_lost_legacy_session_is_re_established_once_without_failing_the_
 
 
 async def test_a_server_that_speaks_2026_07_28_is_used_statelessly(
-    time_url: str, http: httpx.AsyncClient
+    time_url: str, http: httpx.AsyncClient, lean: Http1Pool | None
 ) -> None:
-    upstream = Upstream("time", time_url, client=http)
+    upstream = Upstream("time", time_url, client=http, http1=lean)
     tools = await upstream.list_tools(seconds=10)
     assert upstream.protocol_version == "2026-07-28" and upstream.session_id is None
     assert {"get_current_time", "convert_time"} <= {tool["name"] for tool in tools}
@@ -56,10 +68,10 @@ async def test_a_server_that_speaks_2026_07_28_is_used_statelessly(
 
 
 async def test_a_server_that_hangs_times_out_as_a_transient_failure(
-    http: httpx.AsyncClient,
+    http: httpx.AsyncClient, lean: Http1Pool | None
 ) -> None:
     with peers.hostile_server("hang") as url:
-        upstream = Upstream("hang", url, client=http)
+        upstream = Upstream("hang", url, client=http, http1=lean)
         with pytest.raises(UpstreamError) as caught:
             await upstream.list_tools(seconds=0.5)
     assert caught.value.kind == "timeout" and caught.value.transient
@@ -70,32 +82,42 @@ async def test_a_server_that_hangs_times_out_as_a_transient_failure(
     [("garbage", (), "error"), ("status", ("--status", "503"), "unavailable")],
 )
 async def test_garbage_and_gateway_errors_become_clear_upstream_errors(
-    http: httpx.AsyncClient, mode: str, args: tuple[str, ...], kind: str
+    http: httpx.AsyncClient,
+    lean: Http1Pool | None,
+    mode: str,
+    args: tuple[str, ...],
+    kind: str,
 ) -> None:
     with peers.hostile_server(mode, *args) as url:
-        upstream = Upstream(mode, url, client=http)
+        upstream = Upstream(mode, url, client=http, http1=lean)
         with pytest.raises(UpstreamError) as caught:
             await upstream.list_tools(seconds=5)
     assert caught.value.kind == kind
 
 
-async def test_an_unreachable_server_is_unavailable(http: httpx.AsyncClient) -> None:
-    upstream = Upstream("nobody", f"http://127.0.0.1:{peers.free_port()}/mcp", client=http)
+async def test_an_unreachable_server_is_unavailable(
+    http: httpx.AsyncClient, lean: Http1Pool | None
+) -> None:
+    upstream = Upstream(
+        "nobody", f"http://127.0.0.1:{peers.free_port()}/mcp", client=http, http1=lean
+    )
     with pytest.raises(UpstreamError) as caught:
         await upstream.call_tool("echo", {}, seconds=5)
     assert caught.value.kind == "unavailable"
     assert "could not connect to nobody" in caught.value.message
 
 
-async def test_header_values_reach_the_server_but_never_the_repr(http: httpx.AsyncClient) -> None:
+async def test_header_values_reach_the_server_but_never_the_repr(
+    http: httpx.AsyncClient, lean: Http1Pool | None
+) -> None:
     with peers.hostile_server(
         "ok", "--require-header", "Authorization: Bearer s3cret-token"
     ) as url:
-        refused = Upstream("ok", url, client=http)
+        refused = Upstream("ok", url, client=http, http1=lean)
         with pytest.raises(UpstreamError):
             await refused.list_tools(seconds=5)
         upstream = Upstream(
-            "ok", url, headers={"Authorization": "Bearer s3cret-token"}, client=http
+            "ok", url, headers={"Authorization": "Bearer s3cret-token"}, client=http, http1=lean
         )
         assert len(await upstream.list_tools(seconds=5)) == 3
     assert "s3cret" not in repr(upstream)

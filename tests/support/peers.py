@@ -126,10 +126,11 @@ def server_everything(transport: str = "streamableHttp") -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def mcp_server_time(host: str = "127.0.0.1") -> Iterator[str]:
-    """mcp-server-time over the SDK's Streamable HTTP transport (yields ``.../mcp``), listening
-    on ``host`` (loopback, or the host side of a test-made network namespace)."""
-    port = free_port()
+def mcp_server_time(port: int | None = None, host: str = "127.0.0.1") -> Iterator[str]:
+    """mcp-server-time over the SDK's Streamable HTTP transport (yields ``.../mcp``); on
+    ``port`` when given (a test restarts a server where it was), listening on ``host``
+    (loopback, or the host side of a test-made network namespace)."""
+    port = port or free_port()
     argv = [sys.executable, "-c", _TIME_SERVER, str(port), host]
     with run_server(argv, port, name="mcp-server-time", host=host):
         yield f"http://{host}:{port}/mcp"

@@ -1,13 +1,13 @@
 """The flag tables in the docs say what the argument parsers do, both ways.
 
-``docs/adapter.md`` documents ``mcp-operator adapter`` and ``docs/install.md``
-documents ``mcp-operator run``, each in a table of flag, environment variable,
-default and meaning. These tests read the tables and the parsers that the
-command line really builds (``mcp_operator.cli.build_parser``): every flag of
-the parser is in the table, every flag in the table is in the parser, the
-environment variables agree with the ones the flags' help names, and where the
-table states a default (a literal, a number, ``off``, ``—``) it is the default
-the command really uses.
+``docs/adapter.md`` documents ``mcp-operator adapter``, ``docs/install.md``
+``mcp-operator run`` and ``docs/bridge.md`` ``mcp-operator bridge``, each in a
+table of flag, environment variable, default and meaning. These tests read
+the tables and the parsers that the command line really builds
+(``mcp_operator.cli.build_parser``): every flag of the parser is in the table,
+every flag in the table is in the parser, the environment variables agree with
+the ones the flags' help names, and where the table states a default (a
+literal, a number, ``off``, ``—``) it is the default the command really uses.
 """
 
 from __future__ import annotations
@@ -222,6 +222,34 @@ def test_the_run_defaults_in_the_install_guide_are_the_ones_it_runs_with(
         )
         checked += 1
     assert checked >= len(rows) - 2, "most run defaults are stated as values"
+
+
+# ------------------------------------------------------------------ mcp-operator bridge
+
+BRIDGE_DOC = DOCS / "bridge.md"
+BRIDGE_HEADING = "## Command line"
+
+
+def test_every_bridge_flag_is_in_its_table_and_every_row_is_a_flag() -> None:
+    parser = subcommand("bridge")
+    rows = check_both_ways(table_rows(BRIDGE_DOC, BRIDGE_HEADING), parser, "docs/bridge.md")
+    check_environment_in_help(rows, parser, "docs/bridge.md")
+
+
+def test_the_bridge_defaults_in_its_table_are_the_ones_it_runs_with() -> None:
+    parser = subcommand("bridge")
+    rows = check_both_ways(table_rows(BRIDGE_DOC, BRIDGE_HEADING), parser, "docs/bridge.md")
+    defaults = vars(parser.parse_args(["--config", "/etc/mcp-bridge/config.yaml"]))
+    for dest, row in rows.items():
+        stated, value = documented_default(row.default)
+        if dest == "config":  # required: the table says so, there is no default to run with
+            assert row.default == NOTHING
+            continue
+        assert stated, f"docs/bridge.md:{row.line}: {row.flags[0]} states no default"
+        assert same_default(value, defaults[dest]), (
+            f"docs/bridge.md:{row.line}: {row.flags[0]} defaults to {row.default}, "
+            f"mcp-operator bridge to {defaults[dest]!r}"
+        )
 
 
 # ------------------------------------------------------------------ the checker itself

@@ -1,7 +1,9 @@
 """One upstream MCP server as the bridge uses it: a lean JSON-RPC client over Streamable HTTP.
 
 The bridge forwards every tool call, so this path stays lean: one pooled HTTP
-client, the request body built as bytes, only the response's envelope parsed.
+client (the bridge's own keep-alive :mod:`~mcp_operator.bridge.http1` when
+given, else httpx), the request body built as bytes, only the response's
+envelope parsed.
 The SDK client is not used here (it costs more per call than the whole bridge
 may); the MCP facts it respects are the SDK's own constants.
 
@@ -27,15 +29,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import httpx
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOCOL_VERSION_META_KEY
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 
 from mcp_operator import __version__
+from mcp_operator.bridge.http1 import Http1Error, Http1Pool
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 """The largest answer (JSON body or SSE stream up to the response) read from an upstream."""
@@ -45,6 +48,24 @@ CLIENT_INFO = {"name": "mcp-operator-bridge", "version": __version__}
 TRANSIENT_HTTP = frozenset({502, 503, 504})
 
 Kind = Literal["unavailable", "timeout", "error"]
+
+
+class _Answer(Protocol):
+    """An HTTP answer as this module reads it (``httpx.Response`` or ``Http1Response``)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    def aiter_bytes(self) -> AsyncIterator[bytes]: ...
+
+    def aiter_text(self) -> AsyncIterator[str]: ...
+
+    async def aread(self) -> bytes: ...
+
+    async def aclose(self) -> None: ...
 
 
 class UpstreamError(Exception):
@@ -73,6 +94,9 @@ class Upstream:
     url: str
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     client: httpx.AsyncClient | None = field(default=None, repr=False)
+    http1: Http1Pool | None = field(default=None, repr=False)
+    """When set, requests go through this lean keep-alive client instead of ``client``
+    (:mod:`~mcp_operator.bridge.http1`: the bridge's hot path)."""
     protocol_hint: str | None = None
     """The protocol version the server's status reported (tried first when it is modern)."""
     protocol_version: str | None = None
@@ -217,11 +241,21 @@ class Upstream:
     async def _notify(self, method: str, seconds: float) -> None:
         body = json.dumps({"jsonrpc": "2.0", "method": method}).encode()
         headers = self._headers(method, {}, None, True)
+        response = await self._send(body, headers, seconds)
+        await response.aclose()
+
+    async def _send(self, body: bytes, headers: dict[str, str], seconds: float) -> _Answer:
+        """POST ``body``; the answer once its head arrived (the body is read by the caller)."""
+        if self.http1 is not None:
+            try:
+                return await self.http1.request("POST", self.url, headers, body)
+            except Http1Error as error:
+                raise _http1_error(self.name, error) from None
         try:
-            response = await self._http().post(
-                self.url, content=body, headers=headers, timeout=seconds
+            request = self._http().build_request(
+                "POST", self.url, content=body, headers=headers, timeout=seconds
             )
-            await response.aclose()
+            return await self._http().send(request, stream=True)
         except httpx.TransportError as error:
             raise _transport_error(self.name, error) from None
 
@@ -248,13 +282,7 @@ class Upstream:
             separators=(",", ":"),
         ).encode()
         headers = self._headers(method, params, modern_version, session)
-        try:
-            request = self._http().build_request(
-                "POST", self.url, content=body, headers=headers, timeout=seconds
-            )
-            response = await self._http().send(request, stream=True)
-        except httpx.TransportError as error:
-            raise _transport_error(self.name, error) from None
+        response = await self._send(body, headers, seconds)
         try:
             if session and self.session_id is not None and await _session_lost(response):
                 raise _SessionLost
@@ -268,12 +296,14 @@ class Upstream:
             message = await _read_answer(self.name, response, request_id)
         except httpx.TransportError as error:
             raise _transport_error(self.name, error) from None
+        except Http1Error as error:
+            raise _http1_error(self.name, error) from None
         finally:
             await response.aclose()
         return _result(self.name, method, message)
 
 
-async def _session_lost(response: httpx.Response) -> bool:
+async def _session_lost(response: _Answer) -> bool:
     """Whether a legacy server says our session is gone: 404 as the spec says, or the 400 with
     a session complaint that many deployed servers send instead."""
     if response.status_code == 404:
@@ -284,7 +314,7 @@ async def _session_lost(response: httpx.Response) -> bool:
     return b"session" in body[:4096].lower()
 
 
-async def _read_answer(name: str, response: httpx.Response, request_id: int) -> dict[str, Any]:
+async def _read_answer(name: str, response: _Answer, request_id: int) -> dict[str, Any]:
     """The JSON-RPC response for ``request_id`` from a JSON body or an SSE stream."""
     content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
     received = 0
@@ -341,6 +371,12 @@ def _result(name: str, method: str, message: Mapping[str, Any]) -> dict[str, Any
             "error", f"{name} answered {method} with error {error.get('code')}: {text}"
         )
     raise UpstreamError("error", f"{name} answered {method} with neither a result nor an error")
+
+
+def _http1_error(name: str, error: Http1Error) -> UpstreamError:
+    if error.kind == "connect":
+        return UpstreamError("unavailable", f"could not connect to {name}")
+    return UpstreamError("unavailable", f"the connection to {name} failed ({error})")
 
 
 def _transport_error(name: str, error: httpx.TransportError) -> UpstreamError:

@@ -1,0 +1,342 @@
+"""Benchmark: the bridge against calling its upstream directly, tools/list over 10 upstreams,
+and what PII scanning costs per call.
+
+1. **Calls**, with ``wrk`` POSTing ``tools/call`` of server-everything's ``echo`` on one
+   initialized session (bench/wrk_call.lua: every answer's id and echoed message must agree):
+   through the bridge and directly against the same upstream, for two upstreams:
+   server-everything's own Streamable HTTP transport, and our adapter in front of its stdio.
+   Twice each: 10 connections for 10 s (calls/s, p50, p99) and 1 connection (p50 without
+   queueing: the bridge's added latency). Targets: added p50 under 1 ms, at least half of
+   the direct calls/s.
+2. **tools/list over 10 upstreams** (ten server-everything processes): the bridge's listing
+   round (connect and list every server, concurrently, what it does at start and on reload)
+   against the slowest single upstream's connect-and-list; target within 1.2x. And the agent's
+   ``tools/list`` through the bridge (served from the catalog) against one upstream's.
+3. **PII scanning**: the calls of 1. through the bridge over the adapter with PII ``off``,
+   ``detect`` and ``redact`` in both directions (argument validation is always on; its own cost
+   is in bench/bridge_validation_bench.py).
+
+``.venv/bin/python bench/bridge_bench.py`` (needs wrk and the npm peers of ``make
+node-tools``). The JSON of a run goes to ``bench/results/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support import peers  # noqa: E402
+from tests.support.bridge_run import bridge_config, run_bridge, server_entry  # noqa: E402
+
+from mcp_operator.api.bridge import BridgeConfig  # noqa: E402
+from mcp_operator.bridge.http1 import Http1Pool  # noqa: E402
+from mcp_operator.bridge.upstream import Upstream  # noqa: E402
+from mcp_operator.bridge.upstreams import UpstreamPool  # noqa: E402
+
+LUA = Path(__file__).resolve().parent / "wrk_call.lua"
+VERSION = "2025-11-25"
+"""Every session, direct or through the bridge, speaks the version the bridge negotiates with a
+legacy upstream (the latest): server-everything costs about 1.3 ms more per call at 2025-11-25
+than at 2025-06-18 (it primes every SSE answer for resumption), so mixing them would charge the
+upstream's extra work to the bridge."""
+HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+@dataclass
+class Load:
+    name: str
+    connections: int
+    calls_per_second: float = 0.0
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    checked: int = 0
+    bad: int = 0
+    errors: int = 0
+
+
+def decode(response: httpx.Response) -> dict[str, Any]:
+    """A JSON-RPC response from a JSON or an SSE body."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        for line in response.text.splitlines():
+            if line.startswith("data:") and line[5:].strip():  # not a priming event
+                message = json.loads(line[5:])
+                if "id" in message and ("result" in message or "error" in message):
+                    return dict(message)
+        raise ValueError(f"no response in SSE body: {response.text[:200]}")
+    return dict(response.json())
+
+
+def open_session(url: str, tool: str) -> str:
+    """Initialize one session and prove with one checked call that ``tool`` echoes."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": VERSION, "capabilities": {},
+                   "clientInfo": {"name": "bench", "version": "1"}},
+    }  # fmt: skip
+    with httpx.Client(timeout=30) as http:
+        response = http.post(url, json=init, headers=HEADERS)
+        response.raise_for_status()
+        session = response.headers["mcp-session-id"]
+        headers = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": VERSION}
+        http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
+                  headers=headers)  # fmt: skip
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": tool, "arguments": {"message": "checked"}}}  # fmt: skip
+        text = decode(http.post(url, json=call, headers=headers))["result"]["content"][0]["text"]
+        if text != "Echo: checked":
+            raise RuntimeError(f"the checked call to {url} answered {text!r}")
+    return session
+
+
+def wrk(name: str, url: str, tool: str, connections: int, seconds: int) -> Load:
+    load = Load(name, connections)
+    session = open_session(url, tool)
+    env = {**os.environ, "MCP_SESSION_ID": session, "MCP_PROTOCOL_VERSION": VERSION,
+           "MCP_TOOL": tool}  # fmt: skip
+    threads = min(2, connections)
+    argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
+            "-s", str(LUA), url]  # fmt: skip
+    output = subprocess.run(
+        argv, capture_output=True, text=True, env=env, timeout=seconds + 60
+    ).stdout
+    if match := re.search(r"Requests/sec:\s+([\d.]+)", output):
+        load.calls_per_second = float(match.group(1))
+    if match := re.search(r"checked=(\d+) bad=(\d+)", output):
+        load.checked, load.bad = int(match.group(1)), int(match.group(2))
+    if match := re.search(r"p50_us=(\d+) p99_us=(\d+)", output):
+        load.p50_ms, load.p99_ms = int(match.group(1)) / 1000, int(match.group(2)) / 1000
+    for pattern in (r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
+                    r"Non-2xx or 3xx responses: (\d+)"):  # fmt: skip
+        if match := re.search(pattern, output):
+            load.errors += sum(int(group) for group in match.groups())
+    print(f"  {name} c={connections}: {load.calls_per_second:,.0f}/s p50 {load.p50_ms:.2f} ms",
+          file=sys.stderr, flush=True)  # fmt: skip
+    return load
+
+
+@contextmanager
+def adapter_over_stdio() -> Iterator[str]:
+    port = peers.free_port()
+    node = ["node", str(peers.SERVER_EVERYTHING), "stdio"]
+    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
+            "--log-level", "warning", "--", *node]  # fmt: skip
+    with peers.run_server(argv, port, name="adapter"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+def pii_policy(mode: str) -> dict[str, Any]:
+    return {"pii": {"arguments": mode, "results": mode}}
+
+
+def calls(args: argparse.Namespace) -> list[Load]:
+    loads: list[Load] = []
+    quiet = ["--log-level=WARNING"]
+    with peers.server_everything() as http_url, adapter_over_stdio() as adapter_url:
+        for label, upstream in (("server-everything HTTP", http_url),
+                                ("adapter + stdio", adapter_url)):  # fmt: skip
+            for connections in (10, 1):
+                seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
+                loads.append(wrk(f"direct: {label}", upstream, "echo", connections, seconds))
+                with run_bridge([server_entry("everything", upstream, "ev")],
+                                extra_args=quiet) as bridge:  # fmt: skip
+                    loads.append(
+                        wrk(f"bridge → {label}", bridge.url, "ev_echo", connections, seconds)
+                    )
+        for mode in ("detect", "redact"):
+            entry = server_entry("everything", adapter_url, "ev", policy=pii_policy(mode))
+            with run_bridge([entry], extra_args=quiet) as bridge:
+                for connections in (10, 1):
+                    seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
+                    name = f"bridge → adapter + stdio, PII {mode}"
+                    loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+    return loads
+
+
+# ------------------------------------------------------------------ tools/list, 10 upstreams
+
+
+async def _single(url: str, rounds: int) -> tuple[float, float]:
+    """One upstream alone: median connect-and-list, and median list on the open session."""
+    cold, warm = [], []
+    for _ in range(rounds):
+        pool = Http1Pool()
+        upstream = Upstream("one", url, http1=pool)
+        started = time.perf_counter()
+        await upstream.list_tools(30)
+        cold.append(time.perf_counter() - started)
+        for _ in range(3):
+            started = time.perf_counter()
+            await upstream.list_tools(30)
+            warm.append(time.perf_counter() - started)
+        await pool.aclose()
+    return statistics.median(cold), statistics.median(warm)
+
+
+async def _pooled(config: BridgeConfig, rounds: int) -> tuple[float, float, float]:
+    """All upstreams through the bridge's pool: median first round (connect and list every
+    server, concurrently, as at start), median re-listing round on the open sessions, and
+    the bridge's own CPU time in a re-listing round (the rest is the upstreams' and the
+    wait for a core)."""
+    cold, warm, cpu = [], [], []
+    async with httpx.AsyncClient() as client:
+        for _ in range(rounds):
+            pool = UpstreamPool(client, on_change=lambda catalog: None)
+            started = time.perf_counter()
+            await pool.configure(config)
+            cold.append(time.perf_counter() - started)
+            if not all(state.up for state in pool.states.values()):
+                raise RuntimeError("an upstream failed to list")
+            for _ in range(3):
+                started, used = time.perf_counter(), time.process_time()
+                await pool.relist(*pool.states)
+                warm.append(time.perf_counter() - started)
+                cpu.append(time.process_time() - used)
+            await pool.stop()
+    return statistics.median(cold), statistics.median(warm), statistics.median(cpu)
+
+
+async def _agent_list(url: str, tool: str, rounds: int) -> tuple[float, int]:
+    """Median seconds of one ``tools/list`` on an open session at ``url``, and the tools."""
+    session = await asyncio.to_thread(open_session, url, tool)
+    headers = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": VERSION}
+    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/list"}
+    times = []
+    count = 0
+    async with httpx.AsyncClient() as client:
+        for _ in range(rounds):
+            started = time.perf_counter()
+            response = await client.post(url, json=body, headers=headers)
+            count = len(decode(response)["result"]["tools"])
+            times.append(time.perf_counter() - started)
+    return statistics.median(times), count
+
+
+def listing(args: argparse.Namespace) -> dict[str, Any]:
+    rounds = args.rounds
+    with ExitStack() as stack:
+        urls = [stack.enter_context(peers.server_everything()) for _ in range(10)]
+        servers = [server_entry(f"s{i}", url, f"s{i}") for i, url in enumerate(urls)]
+        config = BridgeConfig.model_validate(bridge_config(servers, 7800))
+        singles = [asyncio.run(_single(url, rounds)) for url in urls]
+        pooled_cold, pooled_warm, pooled_cpu = asyncio.run(_pooled(config, rounds))
+        with run_bridge(servers, extra_args=["--log-level=WARNING"]) as bridge:
+            through, tools = asyncio.run(_agent_list(bridge.url, "s0_echo", rounds * 20))
+        direct, _ = asyncio.run(_agent_list(urls[0], "echo", rounds * 20))
+    slowest_cold = max(cold for cold, _ in singles)
+    slowest_warm = max(warm for _, warm in singles)
+    return {
+        "upstreams": 10,
+        "slowest_single_cold_ms": slowest_cold * 1000,
+        "bridge_first_round_ms": pooled_cold * 1000,
+        "cold_ratio": pooled_cold / slowest_cold,
+        "slowest_single_warm_ms": slowest_warm * 1000,
+        "bridge_relist_round_ms": pooled_warm * 1000,
+        "bridge_relist_round_cpu_ms": pooled_cpu * 1000,
+        "warm_ratio": pooled_warm / slowest_warm,
+        "agent_tools_list_through_bridge_ms": through * 1000,
+        "agent_tools_list_through_bridge_tools": tools,
+        "agent_tools_list_one_upstream_ms": direct * 1000,
+    }
+
+
+# ------------------------------------------------------------------ report
+
+
+def call_table(loads: list[Load]) -> str:
+    rows = ["| path | connections | calls/s | p50 ms | p99 ms | bad/errors of checked |",
+            "|---|---|---|---|---|---|"]  # fmt: skip
+    for load in loads:
+        rows.append(
+            f"| {load.name} | {load.connections} | {load.calls_per_second:,.0f} "
+            f"| {load.p50_ms:.2f} | {load.p99_ms:.2f} | {load.bad}/{load.errors} of "
+            f"{load.checked:,} |"
+        )
+    return "\n".join(rows)
+
+
+def verdicts(loads: list[Load]) -> list[str]:
+    by = {(load.name, load.connections): load for load in loads}
+    lines = []
+    for label in ("server-everything HTTP", "adapter + stdio"):
+        direct10, bridge10 = by.get((f"direct: {label}", 10)), by.get((f"bridge → {label}", 10))
+        direct1, bridge1 = by.get((f"direct: {label}", 1)), by.get((f"bridge → {label}", 1))
+        if direct10 and bridge10 and direct10.calls_per_second:
+            ratio = bridge10.calls_per_second / direct10.calls_per_second
+            lines.append(f"{label}: bridge/direct calls/s {ratio:.2f} (target >= 0.5)")
+        if direct1 and bridge1:
+            added = bridge1.p50_ms - direct1.p50_ms
+            lines.append(f"{label}: added p50, 1 connection {added:.2f} ms (target < 1 ms)")
+    base = by.get(("bridge → adapter + stdio", 1))
+    for mode in ("detect", "redact"):
+        scanned = by.get((f"bridge → adapter + stdio, PII {mode}", 1))
+        if base and scanned:
+            cost = (scanned.p50_ms - base.p50_ms) * 1000
+            lines.append(f"PII {mode} both directions: {cost:+.0f} µs p50 per call")
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=int, default=10, help="wrk duration (default 10)")
+    parser.add_argument("--rounds", type=int, default=5, help="tools/list rounds (default 5)")
+    parser.add_argument("--skip", choices=("calls", "listing"), action="append", default=[])
+    args = parser.parse_args()
+    report: dict[str, Any] = {}
+    lines: list[str] = []
+    if "calls" not in args.skip:
+        print("measuring calls ...", file=sys.stderr, flush=True)
+        loads = calls(args)
+        report["calls"] = [asdict(load) for load in loads]
+        print(call_table(loads))
+        lines += verdicts(loads)
+    if "listing" not in args.skip:
+        print("measuring tools/list over 10 upstreams ...", file=sys.stderr, flush=True)
+        report["listing"] = result = listing(args)
+        lines.append(
+            f"agent tools/list through the bridge "
+            f"({result['agent_tools_list_through_bridge_tools']} tools of 10 upstreams): "
+            f"{result['agent_tools_list_through_bridge_ms']:.2f} ms, one upstream directly "
+            f"{result['agent_tools_list_one_upstream_ms']:.2f} ms (target <= 1.2x)"
+        )
+        lines.append(
+            f"re-listing round over 10 open sessions {result['bridge_relist_round_ms']:.1f} ms "
+            f"vs the slowest single {result['slowest_single_warm_ms']:.1f} ms: "
+            f"{result['warm_ratio']:.2f}x (the bridge's CPU in it: "
+            f"{result['bridge_relist_round_cpu_ms']:.1f} ms)"
+        )
+        lines.append(
+            f"first round (connect and list 10) {result['bridge_first_round_ms']:.1f} ms vs the "
+            f"slowest single {result['slowest_single_cold_ms']:.1f} ms: "
+            f"{result['cold_ratio']:.2f}x"
+        )
+    for line in lines:
+        print("-", line)
+    out = REPO / "bench" / "results"
+    out.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    (out / f"bridge-{stamp}.json").write_text(json.dumps(report, indent=2))
+    bad = any(load["bad"] for load in report.get("calls", []))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,197 @@
+"""The running bridge: configuration, upstream pool, call pipeline, sessions, audit, metrics.
+
+Owns what joins the pure parts into one program: it applies a configuration (at start and
+on every reload) to the upstream pool and the pipeline, keeps the encoded ``tools/list``
+answer of the current catalog, runs a ``tools/call`` through :class:`CallPipeline` and writes
+its audit line and metrics, and tells the agent's open streams when the catalog changed.
+The HTTP side is :mod:`~mcp_operator.bridge.front`; the process (uvicorn, signals) is
+:mod:`~mcp_operator.bridge.server`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import IO, Any
+
+import httpx
+from mcp_types.jsonrpc import METHOD_NOT_FOUND
+
+from mcp_operator.api.bridge import BridgeConfig
+from mcp_operator.bridge.audit import AuditRecord
+from mcp_operator.bridge.catalog import Catalog, server_key
+from mcp_operator.bridge.hooks import Hook, default_hooks
+from mcp_operator.bridge.metrics import BridgeMetrics
+from mcp_operator.bridge.pipeline import CallPipeline
+from mcp_operator.bridge.sessions import SessionTable
+from mcp_operator.bridge.upstreams import UpstreamPool
+from mcp_operator.serve.jsonrpc import RequestId, error_response
+
+logger = logging.getLogger(__name__)
+
+LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+
+
+class SystemClock:
+    """The pipeline's clock: the real one."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class AuditWriter:
+    """Writes audit lines to stdout and, when configured, appends them to a file."""
+
+    def __init__(self, stdout: IO[str] | None, file_path: str | None) -> None:
+        self.stdout = stdout
+        self.file: IO[str] | None = None
+        if file_path is not None:
+            try:
+                self.file = open(file_path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
+            except OSError as error:
+                logger.error("Could not open the audit file %s: %s", file_path, error.strerror)
+
+    def write(self, record: AuditRecord) -> None:
+        line = record.to_json_line()
+        for sink in (self.stdout, self.file):
+            if sink is not None:
+                sink.write(line)
+                sink.flush()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+
+
+class BridgeCore:
+    """One bridge: what the front asks of it, and the configuration it runs with."""
+
+    def __init__(
+        self,
+        config: BridgeConfig,
+        *,
+        client: httpx.AsyncClient,
+        relist_seconds: float = 300.0,
+        hooks: Sequence[Hook] | None = None,
+        metrics: BridgeMetrics | None = None,
+        audit_stdout: IO[str] | None = None,
+    ) -> None:
+        self.config = config
+        self.metrics = metrics or BridgeMetrics()
+        self.sessions = SessionTable()
+        self.pool = UpstreamPool(
+            client,
+            on_change=self._catalog_changed,
+            relist_seconds=relist_seconds,
+            on_listed=self.metrics.observe_listing,
+        )
+        self.pipeline = CallPipeline(
+            config,
+            Catalog(entries={}),
+            upstream=self.pool.call,
+            clock=SystemClock(),
+            random=random.random,
+            hooks=default_hooks() if hooks is None else hooks,
+        )
+        self._audit_stdout = audit_stdout if audit_stdout is not None else sys.stdout
+        self.audit = self._audit_writer(config)
+        self.listing_result: dict[str, Any] = {"tools": []}
+        self.started = False
+        self.inflight = 0
+
+    def _audit_writer(self, config: BridgeConfig) -> AuditWriter:
+        stdout = self._audit_stdout if config.audit.stdout else None
+        return AuditWriter(stdout, config.audit.file)
+
+    # -- life --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """List every server once (successful or not), then keep listing on the timer."""
+        await self.apply(self.config)
+        self.pool.start()
+        self.started = True
+
+    @property
+    def ready(self) -> bool:
+        """Configuration loaded and every server's first listing done."""
+        return self.started and self.pool.ready
+
+    async def apply(self, config: BridgeConfig) -> None:
+        """Take a (new) configuration without a restart."""
+        if config.listen != self.config.listen:
+            logger.warning(
+                "Kept listening on %s:%d%s: a new listen address needs a restart",
+                self.config.listen.host,
+                self.config.listen.port,
+                self.config.listen.path,
+            )
+        if config.audit != self.config.audit:
+            self.audit.close()
+            self.audit = self._audit_writer(config)
+        gone = {server_key(s) for s in self.config.servers} - {
+            server_key(s) for s in config.servers
+        }
+        self.config = config
+        self.pipeline.reconfigure(config, self.pipeline.catalog)
+        await self.pool.configure(config)
+        self.pipeline.reconfigure(config, self.pool.catalog)
+        for key in gone:
+            self.metrics.forget_server(key)
+
+    async def stop(self) -> None:
+        await self.pool.stop()
+        self.sessions.close_streams()
+        self.audit.close()
+
+    def _catalog_changed(self, catalog: Catalog) -> None:
+        self.pipeline.reconfigure(self.config, catalog)
+        self.listing_result = {"tools": catalog.listing()}
+        self.metrics.catalog_tools.set(len(catalog.entries))
+        logger.info("Listed %d tools of %d servers", len(catalog.entries), len(self.config.servers))
+        if self.started:
+            for stream in self.sessions.streams():
+                stream.push(LIST_CHANGED)
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def answer(self, request_id: RequestId, method: str, params: Any) -> dict[str, Any]:
+        """The JSON-RPC response to one request of the agent (either era, before shaping):
+        ``tools/call`` through the pipeline, ``tools/list`` from the catalog, ``ping``; any
+        other method -32601."""
+        if method == "tools/call":
+            result = await self.call_tool(params)
+        elif method == "tools/list":
+            result = self.listing_result
+        elif method == "ping":
+            result = {}
+        else:
+            return error_response(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    async def call_tool(self, params: Any) -> dict[str, Any]:
+        """A ``tools/call`` through the pipeline; the ``CallToolResult`` for the agent."""
+        if not isinstance(params, dict):
+            params = {}
+        name = params.get("name")
+        self.inflight += 1
+        try:
+            report = await self.pipeline.call(
+                name if isinstance(name, str) else "", params.get("arguments")
+            )
+        finally:
+            self.inflight -= 1
+        self.audit.write(report.audit)
+        self.metrics.observe_call(report.audit)
+        return report.result

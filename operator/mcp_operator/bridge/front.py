@@ -1,0 +1,135 @@
+"""The agent-facing ASGI app: one MCP endpoint, both protocol eras, a sibling of the adapter's.
+
+Owns the dispatch of a request to the MCP path: the Host/Origin checks (DNS rebinding
+protection, ``serve.hosts``), then the 2026-07-28 stateless entry when
+``MCP-Protocol-Version`` names no handshake-era version (admitted by ``serve.era``'s ladder:
+the ``_meta`` envelope and the routing headers), else the legacy session endpoint
+(:mod:`~mcp_operator.bridge.front_legacy`); and what each method gets, in either era:
+
+- ``tools/list``: the catalog's listing (one page, deterministic order, schemas and
+  annotations as the servers sent them);
+- ``tools/call``: through the call pipeline only (:meth:`BridgeCore.answer`); the answer is
+  always a ``CallToolResult``, a structured tool error when the pipeline refused or failed;
+- ``ping``: an empty result; ``server/discover`` (2026-07-28) the bridge's own;
+- anything else: JSON-RPC -32601.
+
+The hot path parses the JSON-RPC envelope with ``json`` and never builds SDK models. Health,
+readiness and metrics are served on another port (:mod:`~mcp_operator.bridge.health`).
+"""
+
+from __future__ import annotations
+
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+from mcp_types.jsonrpc import METHOD_NOT_FOUND
+
+from mcp_operator.bridge import answers
+from mcp_operator.bridge.core import BridgeCore
+from mcp_operator.bridge.front_legacy import SessionEndpoint
+from mcp_operator.serve import era
+from mcp_operator.serve.asgi import (
+    Receive,
+    Scope,
+    Send,
+    request_headers,
+    respond_json,
+    respond_plain,
+)
+from mcp_operator.serve.hosts import HostPolicy
+from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""The largest request body the bridge reads (a tool call's arguments included)."""
+
+
+class BridgeFront:
+    """The ASGI application of the agent-facing endpoint."""
+
+    def __init__(self, core: BridgeCore, allowed_hosts: tuple[str, ...] = ()) -> None:
+        self.core = core
+        listen = core.config.listen
+        self._path = listen.path
+        self._paths = (listen.path, listen.path.rstrip("/") + "/")
+        self.policy = HostPolicy((listen.host, *allowed_hosts), ())
+        self._legacy = SessionEndpoint(core, MAX_BODY_BYTES)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            if scope["path"] in self._paths:
+                await self._mcp(scope, receive, send)
+            else:
+                await respond_plain(send, 404, b"Not Found")
+        elif kind == "lifespan":
+            await _lifespan(receive, send)
+
+    async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = request_headers(scope)
+        if await self.policy.refused(headers, send):
+            return
+        method = scope["method"]
+        if era.is_modern(headers.get(b"mcp-protocol-version")):
+            await self._modern(scope, headers, receive, send)
+        elif method == "POST":
+            await self._legacy.post(headers, receive, send)
+        elif method == "GET":
+            await self._legacy.get(headers, receive, send)
+        elif method == "DELETE":
+            await self._legacy.delete(headers, send)
+        else:
+            await respond_plain(
+                send, 405, b"Method Not Allowed", [(b"allow", b"GET, POST, DELETE")]
+            )
+
+    async def _modern(
+        self, scope: Scope, headers: dict[bytes, str], receive: Receive, send: Send
+    ) -> None:
+        """One self-contained 2026-07-28 request: no session, the envelope checked."""
+        if scope["method"] != "POST":
+            await respond_plain(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
+            return
+        accept = headers.get(b"accept", "*/*")
+        if "application/json" not in accept and "*/*" not in accept:
+            await respond_plain(send, 406, b"Accept must include application/json")
+            return
+        ok, decoded = await read_json(headers, receive, send, MAX_BODY_BYTES)
+        if not ok:
+            return
+        outcome = era.classify_modern(
+            decoded, headers.get(b"mcp-protocol-version", ""), scope["headers"]
+        )
+        if isinstance(outcome, era.Refusal):
+            await respond_json(send, outcome.status, dumps(outcome.message))
+            return
+        if isinstance(outcome, era.ModernNotification):
+            await respond_plain(send, 202, b"")
+            return
+        request_id, method = outcome.request_id, outcome.method
+        if method == "server/discover":
+            result = answers.discover_result(outcome.protocol_version)
+            message = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        elif method in ("initialize", "subscriptions/listen") or method.startswith(
+            "notifications/"
+        ):
+            message = error_response(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+        else:
+            message = await self.core.answer(request_id, method, decoded.get("params"))
+        error = message.get("error")
+        if isinstance(error, dict):
+            status = ERROR_CODE_HTTP_STATUS.get(error["code"], 200)
+            await respond_json(send, status, dumps(message))
+            return
+        plain = message["result"]
+        assert isinstance(plain, dict)
+        message["result"] = answers.modern_result(method, plain)
+        await respond_json(send, 200, dumps(message))
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """The core is started and stopped by the process, not by uvicorn's lifespan."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

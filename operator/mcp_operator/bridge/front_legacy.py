@@ -1,0 +1,135 @@
+"""The legacy Streamable HTTP session endpoint of the bridge: POST, GET and DELETE.
+
+Owns the handshake-era wire towards the agent: ``initialize`` answered by the bridge itself
+(:func:`~mcp_operator.bridge.answers.initialize_result`) with a new ``Mcp-Session-Id``; that
+header on every later request (400 without it, 404 for an unknown session); notifications
+and answers accepted with 202; requests answered by
+:meth:`~mcp_operator.bridge.core.BridgeCore.answer` as ``application/json``; one GET stream
+per session, on which the bridge sends ``notifications/tools/list_changed``; DELETE ending
+the session. Leaves the Host/Origin checks and the choice of era to
+:mod:`~mcp_operator.bridge.front`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from mcp_types.jsonrpc import INVALID_REQUEST
+
+from mcp_operator.bridge import answers
+from mcp_operator.bridge.core import BridgeCore
+from mcp_operator.bridge.sessions import SessionLimitError
+from mcp_operator.serve.asgi import Receive, Send, respond_json, respond_plain
+from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
+from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
+
+logger = logging.getLogger(__name__)
+
+SESSION_HEADER = b"mcp-session-id"
+STREAM_QUEUE = 64
+"""Messages a GET stream may fall behind before it is closed."""
+
+
+async def _invalid(send: Send, status: int, request_id: Any, text: str) -> None:
+    await respond_json(send, status, dumps(error_response(request_id, INVALID_REQUEST, text)))
+
+
+class SessionEndpoint:
+    """The handshake-era MCP endpoint: one session per ``initialize``."""
+
+    def __init__(self, core: BridgeCore, max_body_bytes: int) -> None:
+        self.core = core
+        self.max_body_bytes = max_body_bytes
+
+    async def post(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
+        accept = headers.get(b"accept", "*/*")
+        if not any(kind in accept for kind in ("application/json", "*/*", "text/event-stream")):
+            await respond_plain(
+                send, 406, b"Accept must include application/json or text/event-stream"
+            )
+            return
+        ok, message = await read_json(headers, receive, send, self.max_body_bytes)
+        if not ok:
+            return
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            text = "Batches are not supported" if isinstance(message, list) else "Invalid JSON-RPC"
+            await _invalid(send, 400, None, text)
+            return
+        method = message.get("method")
+        request_id = message.get("id")
+        if method == "initialize":
+            await self._initialize(request_id, message.get("params"), send)
+            return
+        session_id = headers.get(SESSION_HEADER)
+        if session_id is None:
+            await _invalid(send, 400, request_id, "Missing Mcp-Session-Id header")
+            return
+        session = self.core.sessions.get(session_id, time.monotonic())
+        if session is None:
+            await _invalid(send, 404, request_id, "Session not found")
+            return
+        if method is None or request_id is None:
+            # A notification, or an answer to a request (the bridge sends none): accepted.
+            await respond_plain(send, 202, b"")
+            return
+        if (
+            not isinstance(method, str)
+            or not isinstance(request_id, str | int)
+            or isinstance(request_id, bool)
+        ):
+            await _invalid(send, 400, None, "Invalid method or request id")
+            return
+        response = await self.core.answer(request_id, method, message.get("params"))
+        await respond_json(send, 200, dumps(response))
+
+    async def _initialize(self, request_id: Any, params: Any, send: Send) -> None:
+        if request_id is None or not isinstance(params, dict):
+            await _invalid(send, 400, request_id, "Invalid initialize")
+            return
+        result = answers.initialize_result(params.get("protocolVersion"))
+        try:
+            session = self.core.sessions.create(result["protocolVersion"], time.monotonic())
+        except SessionLimitError:
+            body = dumps(error_response(request_id, INVALID_REQUEST, "Too many sessions"))
+            await respond_json(send, 503, body, [(b"retry-after", b"1")])
+            return
+        logger.debug("Opened session %s", session.id)
+        body = dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
+        await respond_json(send, 200, body, [(SESSION_HEADER, session.id.encode())])
+
+    async def get(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
+        if "text/event-stream" not in headers.get(b"accept", ""):
+            await respond_plain(send, 406, b"Accept must include text/event-stream")
+            return
+        session_id = headers.get(SESSION_HEADER)
+        if session_id is None:
+            await respond_plain(send, 400, b"Missing Mcp-Session-Id header")
+            return
+        session = self.core.sessions.get(session_id, time.monotonic())
+        if session is None:
+            await respond_plain(send, 404, b"Session not found")
+            return
+        if session.stream is not None:
+            await respond_plain(send, 409, b"Only one GET stream per session")
+            return
+        stream = SseStream(STREAM_QUEUE)
+        session.stream = stream
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await pump(stream, receive, send)
+        finally:
+            if session.stream is stream:
+                session.stream = None
+            session.last_active = time.monotonic()
+
+    async def delete(self, headers: dict[bytes, str], send: Send) -> None:
+        session_id = headers.get(SESSION_HEADER)
+        if session_id is None:
+            await respond_plain(send, 400, b"Missing Mcp-Session-Id header")
+            return
+        if self.core.sessions.remove(session_id) is None:
+            await respond_plain(send, 404, b"Session not found")
+            return
+        await respond_plain(send, 200, b"")

@@ -1,0 +1,67 @@
+"""Health, readiness and metrics of the bridge, on their own port for the kubelet.
+
+``/healthz`` answers 200 while the process serves; ``/readyz`` 200 once the configuration is
+loaded and every server's first listing is done, successful or not (an optional server that
+is down must not keep the run from starting), else 503; ``/metrics`` the Prometheus
+exposition. This port listens on every address (the kubelet probes the Pod IP), unlike the
+MCP endpoint. What ready means is the core's to say.
+"""
+
+from __future__ import annotations
+
+from mcp_operator.bridge.core import BridgeCore
+from mcp_operator.bridge.metrics import CONTENT_TYPE
+from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
+from mcp_operator.serve.jsonrpc import dumps
+
+
+class HealthApp:
+    """The ASGI app of the health port."""
+
+    def __init__(self, core: BridgeCore) -> None:
+        self.core = core
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        path = scope["path"]
+        if path == "/metrics":
+            body = self.core.metrics.exposition()
+            headers = [
+                (b"content-type", CONTENT_TYPE.encode()),
+                (b"content-length", str(len(body)).encode()),
+            ]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+        elif path in ("/healthz", "/readyz"):
+            await self._health(path, send)
+        else:
+            await respond_plain(send, 404, b"Not Found")
+
+    async def _health(self, path: str, send: Send) -> None:
+        core = self.core
+        ok = True if path == "/healthz" else core.ready
+        states = core.pool.states
+        body = {
+            "status": "ok" if ok else "unavailable",
+            "servers": {
+                key: {
+                    "listed": state.listed_once,
+                    "up": state.up,
+                    "tools": len(state.tools or ()),
+                }
+                for key, state in states.items()
+            },
+            "tools": len(core.pipeline.catalog.entries),
+            "sessions": len(core.sessions),
+            "inflight": core.inflight,
+        }
+        await respond_json(send, 200 if ok else 503, dumps(body))

@@ -1,0 +1,308 @@
+"""A lean HTTP/1.1 client for the bridge's calls upstream: keep-alive connections, one write.
+
+Every ``tools/call`` of the agent becomes one POST upstream, so this client is on the hot
+path: httpx spends over a millisecond of CPU per request on the 2-core machine the bridge was
+measured on (bench/bridge_bench.py), more than the whole budget for the bridge's added
+latency. This one writes the request head and body in one ``write``, parses the answer with
+``httptools`` (already the HTTP parser of the bridge's own server), and keeps connections
+open per origin (``http`` and ``https``; TLS through the default context).
+
+It owns connections and bytes only: a :class:`Http1Response` gives the status, the headers
+(lowercase names), and the body as it arrives (``aiter_bytes``/``aiter_text``/``aread``),
+the interface :mod:`~mcp_operator.bridge.upstream` reads answers through. A connection goes
+back to the pool only when its answer was read to the end and the server keeps it alive. A
+reused connection that the server had already closed (EOF before any byte of the answer) is
+retried once on a new connection: the server never read that request. Deadlines are the
+caller's (``asyncio.timeout``); failures are :class:`Http1Error` (``connect`` or ``lost``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import ssl
+from collections import deque
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httptools
+
+MAX_IDLE_PER_ORIGIN = 64
+DRAIN_SECONDS = 5.0
+DRAIN_BYTES = 1024 * 1024
+"""An unfinished answer is read to its end in the background within these limits."""
+MAX_HEAD_BYTES = 64 * 1024
+READ_CHUNK = 65536
+
+Origin = tuple[str, str, int]
+
+
+class Http1Error(Exception):
+    """The request failed below HTTP: ``connect`` (no connection) or ``lost`` (it broke)."""
+
+    def __init__(self, kind: Literal["connect", "lost"], message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+class _Parsed:
+    """httptools callbacks: the head, then body chunks, then the end."""
+
+    __slots__ = (
+        "body",
+        "complete",
+        "header_bytes",
+        "headers",
+        "headers_done",
+        "keep_alive",
+        "parser",
+    )
+
+    def __init__(self) -> None:
+        self.parser: Any = None
+        self.keep_alive = False
+        """Read when the answer ends (httptools forgets it after the callback)."""
+        self.headers: dict[str, str] = {}
+        self.header_bytes = 0
+        self.headers_done = False
+        self.body: deque[bytes] = deque()
+        self.complete = False
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.header_bytes += len(name) + len(value)
+        if self.header_bytes > MAX_HEAD_BYTES:
+            raise Http1Error("lost", "the answer's head is too large")
+        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(bytes(body))
+
+    def on_message_complete(self) -> None:
+        self.complete = True
+        self.keep_alive = bool(self.parser.should_keep_alive())
+
+
+class _Connection:
+    __slots__ = ("origin", "reader", "reused", "writer")
+
+    def __init__(
+        self, origin: Origin, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.origin = origin
+        self.reader = reader
+        self.writer = writer
+        self.reused = False
+
+    def usable(self) -> bool:
+        return not self.writer.is_closing() and not self.reader.at_eof()
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class Http1Response:
+    """One answer: status and headers read, the body read on demand."""
+
+    def __init__(
+        self, pool: Http1Pool, connection: _Connection, parsed: _Parsed, status: int, parser: object
+    ) -> None:
+        self._pool = pool
+        self._connection: _Connection | None = connection
+        self._parsed = parsed
+        self._parser = parser
+        self.status_code = status
+        self.headers: Mapping[str, str] = parsed.headers
+
+    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+        parsed = self._parsed
+        while True:
+            while parsed.body:
+                yield parsed.body.popleft()
+            if parsed.complete or self._connection is None:
+                self._release()
+                return
+            data = await self._connection.reader.read(READ_CHUNK)
+            if not data:
+                self._drop()
+                raise Http1Error("lost", "the server closed the connection mid-answer")
+            self._feed(data)
+
+    async def aiter_text(self) -> AsyncIterator[str]:
+        decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        async for chunk in self.aiter_bytes():
+            yield decoder.decode(chunk)
+        tail = decoder.decode(b"", final=True)
+        if tail:
+            yield tail
+
+    async def aread(self) -> bytes:
+        return b"".join([chunk async for chunk in self.aiter_bytes()])
+
+    async def aclose(self) -> None:
+        """Done with the answer: the connection goes back to the pool once the answer has
+        ended. An event stream usually ends just after the message its reader wanted, so
+        the rest is read in the background (bounded in time and bytes) instead of throwing
+        the connection away."""
+        if self._connection is None:
+            return
+        if self._parsed.complete:
+            self._parsed.body.clear()
+            self._release()
+        else:
+            self._pool.drain_later(self)
+
+    async def drain(self) -> None:
+        """Read the answer to its end (within the limits), then release or drop."""
+        received = 0
+        try:
+            async with asyncio.timeout(DRAIN_SECONDS):
+                async for chunk in self.aiter_bytes():
+                    received += len(chunk)
+                    if received > DRAIN_BYTES:
+                        break
+        except (TimeoutError, Http1Error, OSError):
+            pass
+        if self._parsed.complete and received <= DRAIN_BYTES:
+            self._release()
+        else:
+            self._drop()
+
+    def _feed(self, data: bytes) -> None:
+        try:
+            self._parser.feed_data(data)  # type: ignore[attr-defined]
+        except httptools.HttpParserUpgrade:
+            self._drop()
+            raise Http1Error("lost", "the server upgraded the connection") from None
+        except httptools.HttpParserError as error:
+            self._drop()
+            raise Http1Error("lost", f"the answer is not HTTP/1.1: {error}") from None
+
+    def _release(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            self._pool.put_back(connection, self._parsed.keep_alive)
+
+    def _drop(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+
+class Http1Pool:
+    """Keep-alive connections by origin."""
+
+    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+        self._idle: dict[Origin, list[_Connection]] = {}
+        self._ssl = ssl_context
+        self._draining: set[asyncio.Task[None]] = set()
+        self.closed = False
+
+    def _tls(self) -> ssl.SSLContext:
+        if self._ssl is None:
+            self._ssl = ssl.create_default_context()
+        return self._ssl
+
+    async def _connect(self, origin: Origin) -> _Connection:
+        scheme, host, port = origin
+        try:
+            if scheme == "https":
+                reader, writer = await asyncio.open_connection(
+                    host, port, ssl=self._tls(), server_hostname=host
+                )
+            else:
+                reader, writer = await asyncio.open_connection(host, port)
+        except (OSError, ssl.SSLError) as error:
+            raise Http1Error("connect", f"could not connect: {error}") from None
+        return _Connection(origin, reader, writer)
+
+    def _take(self, origin: Origin) -> _Connection | None:
+        idle = self._idle.get(origin)
+        while idle:
+            connection = idle.pop()
+            if connection.usable():
+                connection.reused = True
+                return connection
+            connection.close()
+        return None
+
+    def drain_later(self, response: Http1Response) -> None:
+        task = asyncio.get_running_loop().create_task(response.drain())
+        self._draining.add(task)
+        task.add_done_callback(self._draining.discard)
+
+    def put_back(self, connection: _Connection, keep_alive: bool) -> None:
+        idle = self._idle.setdefault(connection.origin, [])
+        if (
+            keep_alive
+            and not self.closed
+            and connection.usable()
+            and len(idle) < MAX_IDLE_PER_ORIGIN
+        ):
+            idle.append(connection)
+        else:
+            connection.close()
+
+    async def request(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
+    ) -> Http1Response:
+        """Send one request; the answer once its head has arrived."""
+        parts = urlsplit(url)
+        scheme = parts.scheme.lower()
+        port = parts.port or (443 if scheme == "https" else 80)
+        host = parts.hostname or ""
+        origin = (scheme, host, port)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        host_header = parts.netloc.rsplit("@", 1)[-1]
+        lines = [f"{method} {target} HTTP/1.1", f"host: {host_header}"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        lines.append(f"content-length: {len(body)}")
+        payload = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+        connection = self._take(origin)
+        if connection is not None:
+            try:
+                return await self._exchange(connection, payload)
+            except _Stale:
+                pass  # the server had closed it while idle: it never read this request
+        return await self._exchange(await self._connect(origin), payload)
+
+    async def _exchange(self, connection: _Connection, payload: bytes) -> Http1Response:
+        parsed = _Parsed()
+        parser = httptools.HttpResponseParser(parsed)
+        parsed.parser = parser
+        received = False
+        try:
+            connection.writer.write(payload)
+            await connection.writer.drain()
+            while not parsed.headers_done:
+                data = await connection.reader.read(READ_CHUNK)
+                if not data:
+                    raise ConnectionResetError("closed before answering")
+                received = True
+                parser.feed_data(data)
+        except (OSError, httptools.HttpParserError) as error:
+            connection.close()
+            if connection.reused and not received:
+                raise _Stale from None
+            raise Http1Error("lost", f"the connection failed: {error}") from None
+        except BaseException:
+            connection.close()
+            raise
+        status = parser.get_status_code()
+        return Http1Response(self, connection, parsed, status, parser)
+
+    async def aclose(self) -> None:
+        self.closed = True
+        for task in list(self._draining):
+            task.cancel()
+        for idle in self._idle.values():
+            for connection in idle:
+                connection.close()
+        self._idle.clear()
+
+
+class _Stale(Exception):
+    """A reused connection was closed by the server before it answered."""

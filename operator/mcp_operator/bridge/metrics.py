@@ -1,0 +1,98 @@
+"""The bridge's Prometheus metrics (``prometheus-client``), on a registry of its own.
+
+Owns the metric names, their labels and help texts (each is documented in docs/bridge.md) and
+the exposition text. What is observed, and when, is decided by the callers (the bridge core,
+the upstream pool, the configuration watcher).
+
+Label values stay bounded: ``tool`` is an exposed name from the catalog (a name the agent
+made up is counted under ``(unknown)``), ``server`` a configured server.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from mcp_operator.bridge.audit import AuditRecord
+
+UNKNOWN = "(unknown)"
+LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class BridgeMetrics:
+    """Every metric of one bridge process."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.calls = Counter(
+            "mcp_bridge_calls",
+            "Tool calls by server, exposed tool and outcome code.",
+            ["server", "tool", "outcome"],
+            registry=r,
+        )
+        self.call_seconds = Histogram(
+            "mcp_bridge_call_duration_seconds",
+            "Time from a tools/call's arrival to its answer, all pipeline steps included.",
+            ["server"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.upstream_up = Gauge(
+            "mcp_bridge_upstream_up",
+            "1 when the server's last listing or call reached it, 0 while it is down.",
+            ["server"],
+            registry=r,
+        )
+        self.listings = Counter(
+            "mcp_bridge_upstream_listings",
+            "tools/list rounds sent to a server, by result (ok, failed).",
+            ["server", "result"],
+            registry=r,
+        )
+        self.catalog_tools = Gauge(
+            "mcp_bridge_catalog_tools", "Tools the agent's tools/list shows.", registry=r
+        )
+        self.config_reloads = Counter(
+            "mcp_bridge_config_reloads",
+            "Configuration file changes seen, by result (applied, invalid).",
+            ["result"],
+            registry=r,
+        )
+
+    def observe_call(self, audit: AuditRecord) -> None:
+        server = audit.server or UNKNOWN
+        tool = audit.tool if audit.server is not None else UNKNOWN
+        self.calls.labels(server, tool, audit.outcome).inc()
+        self.call_seconds.labels(server).observe(audit.duration_ms / 1000.0)
+
+    def observe_listing(self, server: str, ok: bool) -> None:
+        self.listings.labels(server, "ok" if ok else "failed").inc()
+        self.upstream_up.labels(server).set(1 if ok else 0)
+
+    def forget_server(self, server: str) -> None:
+        """A server left the configuration: drop its availability series."""
+        with contextlib.suppress(KeyError):
+            self.upstream_up.remove(server)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

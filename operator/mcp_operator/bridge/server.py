@@ -1,0 +1,156 @@
+"""Runs the bridge: its settings, the two HTTP servers, reloads, SIGTERM, the exit code.
+
+Owns the process: the typed settings the command line builds (:class:`BridgeSettings`),
+logging, one shared ``httpx.AsyncClient`` for every upstream, uvicorn serving the agent's MCP
+endpoint (``listen`` of the configuration) and the health port (``0.0.0.0:health_port``) on
+one event loop, the configuration watcher, and graceful shutdown: on SIGTERM or SIGINT the
+agent's GET streams are closed, both servers stop accepting and finish the calls in flight
+(within ``shutdown_grace_seconds``), then the timers stop and the upstream connections close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.util
+import logging
+import signal
+from collections.abc import Generator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import uvicorn
+from prometheus_client import disable_created_metrics
+
+from mcp_operator.api.bridge import BridgeConfigError, load_bridge_config
+from mcp_operator.bridge.core import BridgeCore
+from mcp_operator.bridge.front import BridgeFront
+from mcp_operator.bridge.health import HealthApp
+from mcp_operator.bridge.reload import ConfigWatcher
+
+logger = logging.getLogger("mcp_operator.bridge")
+
+UPSTREAM_CONNECTIONS = 100
+"""Connections kept open to the upstreams in all (keep-alive)."""
+
+
+@dataclass(frozen=True)
+class BridgeSettings:
+    """How ``mcp-operator bridge`` was asked to run (the command line, typed)."""
+
+    config_path: Path
+    health_port: int = 7801
+    health_host: str = "0.0.0.0"
+    log_level: str = "INFO"
+    relist_seconds: float = 300.0
+    reload_seconds: float = 2.0
+    shutdown_grace_seconds: float = 25.0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: the bridge installs its own on the loop."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def _fastest(module: str, fallback: str) -> str:
+    return module if importlib.util.find_spec(module) is not None else fallback
+
+
+def _uvicorn(app: object, host: str, port: int, settings: BridgeSettings) -> _Server:
+    return _Server(
+        uvicorn.Config(
+            app,  # type: ignore[arg-type]
+            host=host,
+            port=port,
+            lifespan="on",
+            http=_fastest("httptools", "h11"),
+            loop="none",
+            log_level=settings.log_level.lower(),
+            access_log=False,
+            server_header=False,
+            timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) or 1,
+            timeout_keep_alive=30,
+        )
+    )
+
+
+async def serve(settings: BridgeSettings) -> int:
+    """Serve until SIGTERM/SIGINT; returns the process exit code."""
+    try:
+        seen = settings.config_path.read_bytes()
+        config = load_bridge_config(settings.config_path)
+    except (OSError, BridgeConfigError) as error:
+        logger.error("Could not load the configuration: %s", error)
+        return 2
+    limits = httpx.Limits(
+        max_connections=UPSTREAM_CONNECTIONS, max_keepalive_connections=UPSTREAM_CONNECTIONS
+    )
+    async with httpx.AsyncClient(limits=limits, timeout=30.0) as client:
+        core = BridgeCore(config, client=client, relist_seconds=settings.relist_seconds)
+        listen = config.listen
+        front = _uvicorn(BridgeFront(core), listen.host, listen.port, settings)
+        health = _uvicorn(HealthApp(core), settings.health_host, settings.health_port, settings)
+        watcher = ConfigWatcher(
+            settings.config_path,
+            core.apply,
+            seen=seen,
+            poll_seconds=settings.reload_seconds,
+            on_result=lambda ok: core.metrics.config_reloads.labels(
+                "applied" if ok else "invalid"
+            ).inc(),
+        )
+
+        def stop() -> None:
+            logger.info("Stopping: finishing %d calls in flight", core.inflight)
+            core.sessions.close_streams()
+            front.should_exit = True
+            health.should_exit = True
+
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop)
+        logger.info(
+            "Serving AgentRun %s/%s on http://%s:%d%s, health on %s:%d",
+            config.run.namespace,
+            config.run.name,
+            listen.host,
+            listen.port,
+            listen.path,
+            settings.health_host,
+            settings.health_port,
+        )
+        servers = [loop.create_task(front.serve()), loop.create_task(health.serve())]
+        watching: asyncio.Task[None] | None = None
+        try:
+            await core.start()
+            watching = loop.create_task(watcher.run())
+            await asyncio.gather(*servers)
+        finally:
+            if watching is not None:
+                watching.cancel()
+            stop()
+            await asyncio.gather(*servers, return_exceptions=True)
+            await core.stop()
+    failed = not front.started or not health.started
+    return 1 if failed else 0
+
+
+def run(settings: BridgeSettings) -> int:
+    """Configure logging, pick the event loop, serve."""
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # One line per upstream request would drown the audit trail (and cost on every call).
+    for noisy in ("httpx", "httpcore"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.root.level))
+    disable_created_metrics()  # type: ignore[no-untyped-call]
+    if importlib.util.find_spec("uvloop") is not None:
+        import uvloop  # type: ignore[import-not-found,unused-ignore]
+
+        return int(uvloop.run(serve(settings)))
+    return asyncio.run(serve(settings))

@@ -1,0 +1,302 @@
+"""The run's upstream servers: one session each, their tool listings, and when to list again.
+
+Owns the live side of the configured servers: one
+:class:`~mcp_operator.bridge.upstream.Upstream` per server, all over one pool of keep-alive
+connections (:mod:`~mcp_operator.bridge.http1`; the shared ``httpx.AsyncClient`` holds the
+GET streams); the last tool listing of each server; the catalog built from those listings
+(:func:`~mcp_operator.bridge.catalog.build_catalog`); and the schedule of listings:
+
+- every server is listed when it is configured (at start and when a reload adds or changes
+  it), when it says ``notifications/tools/list_changed`` on its legacy GET stream
+  (:mod:`~mcp_operator.bridge.follow`), and every ``relist_seconds`` while it is up;
+- a server that cannot be listed, or whose call could not reach it, is *down*: it is listed
+  again on a timer with exponential back-off (1 s doubling to 60 s), and its return is noticed
+  by the first listing that succeeds.
+
+**A server that is down keeps its tools listed** (the last listing it gave): the agent's view
+does not flicker while a server restarts, and a call to one of its tools returns the
+pipeline's ``upstream_unavailable`` or ``circuit_open`` error with a hint saying which server
+is down and for how long, which a model can act on; a tool that silently vanished could not be
+explained. A server that was never listed contributes no tools until its first listing.
+
+``on_change`` is called with the new catalog whenever the listing the agent sees changes.
+Header values from ``valueFile`` are read when a server is configured and never logged.
+Calling a tool through the pipeline is :meth:`UpstreamPool.call`; what a failure means for
+the agent is the pipeline's job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
+from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
+from mcp_operator.bridge.errors import UpstreamRejected, UpstreamUnavailable
+from mcp_operator.bridge.follow import follow, wants_follower
+from mcp_operator.bridge.http1 import Http1Pool
+from mcp_operator.bridge.upstream import Upstream, UpstreamError
+
+logger = logging.getLogger(__name__)
+
+LIST_TIMEOUT_SECONDS = 10.0
+"""Deadline of one server's ``tools/list`` (all pages)."""
+FIRST_BACKOFF_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 60.0
+TICK_SECONDS = 0.5
+"""How often the timer looks for servers due to be listed."""
+
+
+def read_headers(server: UpstreamServer) -> dict[str, str]:
+    """The server's headers, ``valueFile`` values read from their files (never logged)."""
+    headers: dict[str, str] = {}
+    for header in server.headers:
+        if header.value is not None:
+            headers[header.name] = header.value
+            continue
+        assert header.value_file is not None
+        try:
+            headers[header.name] = Path(header.value_file).read_text(encoding="utf-8").strip()
+        except OSError as error:
+            logger.error(
+                "Could not read header %s of server %s from %s: %s",
+                header.name,
+                server_key(server),
+                header.value_file,
+                error.strerror,
+            )
+    return headers
+
+
+def backoff_seconds(failures: int) -> float:
+    """The wait before listing a down server again after ``failures`` failed listings."""
+    return float(min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** max(0, failures - 1)))
+
+
+@dataclass
+class ServerState:
+    """One configured server as the bridge knows it now."""
+
+    server: UpstreamServer
+    upstream: Upstream
+    headers_signature: str
+    tools: list[dict[str, Any]] | None = None
+    """The last listing it gave (kept while the server is down)."""
+    listed_once: bool = False
+    """Its first listing was tried (successful or not): readiness waits for this."""
+    up: bool = False
+    failures: int = 0
+    """Failed listings in a row."""
+    due: float = 0.0
+    """Monotonic time of its next listing."""
+    listing: asyncio.Task[None] | None = field(default=None, repr=False)
+    follower: asyncio.Task[None] | None = field(default=None, repr=False)
+    """Follows the server's ``tools/list_changed`` (:mod:`~mcp_operator.bridge.follow`)."""
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        return [task for task in (self.listing, self.follower) if task is not None]
+
+
+def _connection_signature(server: UpstreamServer, headers: Mapping[str, str]) -> str:
+    """What forces a new upstream session when it changes (values hashed into the text)."""
+    return json.dumps(
+        [server.url, server.protocol_version, sorted(headers.items())], separators=(",", ":")
+    )
+
+
+class UpstreamPool:
+    """Every configured server's session, listing and schedule, and the catalog they make."""
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        on_change: Callable[[Catalog], Awaitable[None] | None],
+        relist_seconds: float = 300.0,
+        on_listed: Callable[[str, bool], None] | None = None,
+    ) -> None:
+        self.client = client
+        self.http1 = Http1Pool()
+        """The calls' and listings' connections (httpx ``client`` keeps the GET streams)."""
+        self.on_change = on_change
+        self.on_listed = on_listed
+        self.relist_seconds = relist_seconds
+        self.states: dict[str, ServerState] = {}
+        self.servers: list[UpstreamServer] = []
+        self.catalog = Catalog(entries={})
+        self._shown = ""
+        self._timer: asyncio.Task[None] | None = None
+
+    # -- configuration -----------------------------------------------------------------------
+
+    async def configure(self, config: BridgeConfig) -> None:
+        """Take the servers of ``config``: keep the unchanged, (re)connect the new or changed,
+        drop the removed; list the new ones; rebuild the catalog."""
+        states: dict[str, ServerState] = {}
+        fresh: list[ServerState] = []
+        for server in config.servers:
+            key = server_key(server)
+            headers = read_headers(server)
+            signature = _connection_signature(server, headers)
+            state = self.states.get(key)
+            if state is not None and state.headers_signature == signature:
+                state.server = server
+                states[key] = state
+                continue
+            upstream = Upstream(
+                key,
+                server.url,
+                headers=headers,
+                client=self.client,
+                http1=self.http1,
+                protocol_hint=server.protocol_version,
+            )
+            state = ServerState(server=server, upstream=upstream, headers_signature=signature)
+            states[key] = state
+            fresh.append(state)
+        for key, old in self.states.items():
+            if states.get(key) is not old:
+                for task in old.tasks():
+                    task.cancel()
+        self.states = states
+        self.servers = list(config.servers)
+        await asyncio.gather(*(self._list(state) for state in fresh))
+        await self._rebuild()
+
+    @property
+    def ready(self) -> bool:
+        """Every configured server's first listing was tried."""
+        return all(state.listed_once for state in self.states.values())
+
+    # -- listing -----------------------------------------------------------------------------
+
+    async def _list(self, state: ServerState) -> bool:
+        """List one server's tools now; returns whether its listing changed."""
+        key = server_key(state.server)
+        try:
+            tools = await state.upstream.list_tools(LIST_TIMEOUT_SECONDS)
+        except UpstreamError as error:
+            state.listed_once = True
+            was_up = state.up
+            self._mark_down(state)
+            if was_up or state.failures == 1:
+                logger.warning("Could not list the tools of server %s: %s", key, error.message)
+            if self.on_listed is not None:
+                self.on_listed(key, False)
+            return False
+        if not state.up and state.listed_once:
+            logger.info("Server %s is back with %d tools", key, len(tools))
+        changed = tools != state.tools
+        state.tools, state.listed_once, state.up, state.failures = tools, True, True, 0
+        state.due = time.monotonic() + self.relist_seconds
+        if state.follower is None and wants_follower(state.upstream):
+            state.follower = asyncio.get_running_loop().create_task(
+                follow(state.upstream, self.client, lambda: self.relist(key))
+            )
+        if self.on_listed is not None:
+            self.on_listed(key, True)
+        return changed
+
+    def _mark_down(self, state: ServerState) -> None:
+        state.up = False
+        state.failures += 1
+        state.upstream.reset()
+        state.due = time.monotonic() + backoff_seconds(state.failures)
+
+    async def relist(self, *keys: str) -> None:
+        """List these servers again now, concurrently (one said its tools changed, they are
+        due, or one came back); the catalog is rebuilt once, and only when a listing changed."""
+        states = [self.states[key] for key in keys if key in self.states]
+        changed = await asyncio.gather(*(self._list(state) for state in states))
+        if any(changed):
+            await self._rebuild()
+
+    async def _rebuild(self) -> None:
+        listed = {key: state.tools for key, state in self.states.items() if state.tools is not None}
+        catalog = build_catalog(self.servers, listed)
+        for collision in catalog.collisions:
+            logger.warning("Left out a colliding tool: %s", collision)
+        shown = json.dumps(catalog.listing(), sort_keys=True, default=repr)
+        self.catalog = catalog
+        if shown != self._shown:
+            self._shown = shown
+            outcome = self.on_change(catalog)
+            if outcome is not None:
+                await outcome
+
+    # -- the timer ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the timer that lists servers when they are due."""
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().create_task(self._tick_forever())
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_SECONDS)
+            now = time.monotonic()
+            due = [
+                state
+                for state in self.states.values()
+                if state.due <= now and (state.listing is None or state.listing.done())
+            ]
+            if due:
+                task = asyncio.get_running_loop().create_task(
+                    self.relist(*(server_key(state.server) for state in due))
+                )
+                for state in due:
+                    state.listing = task
+
+    async def stop(self) -> None:
+        """Stop the timer and every listing in flight."""
+        tasks = [self._timer] if self._timer is not None else []
+        tasks += [task for state in self.states.values() for task in state.tasks()]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._timer = None
+        await self.http1.aclose()
+
+    # -- calls -------------------------------------------------------------------------------
+
+    async def call(
+        self, server: UpstreamServer, tool: str, arguments: Mapping[str, Any]
+    ) -> Mapping[str, Any]:
+        """The pipeline's upstream call: ``tools/call`` on the server's session.
+
+        A transport failure marks the server down (so the timer notices its return) and is
+        :class:`UpstreamUnavailable`; a server's refusal is :class:`UpstreamRejected`; running
+        out of time is ``TimeoutError`` (the pipeline owns the deadline).
+        """
+        state = self.states.get(server_key(server))
+        if state is None:
+            raise UpstreamUnavailable(f"server {server_key(server)} is no longer configured")
+        try:
+            result = await state.upstream.call_tool(
+                tool, arguments, float(server.policy.timeout_seconds)
+            )
+        except UpstreamError as error:
+            if error.kind == "timeout":
+                raise TimeoutError(error.message) from None
+            if error.kind == "unavailable":
+                if state.up:
+                    logger.warning("Lost server %s: %s", state.upstream.name, error.message)
+                    self._mark_down(state)
+                    if self.on_listed is not None:
+                        self.on_listed(state.upstream.name, False)
+                raise UpstreamUnavailable(error.message) from None
+            raise UpstreamRejected(error.message) from None
+        if not state.up:
+            state.due = 0.0  # it answered: list it again at once to notice its return
+        return result
