@@ -214,6 +214,15 @@ async def test_a_tool_removed_by_a_filter_is_not_allowlisted(setup: Setup) -> No
     assert setup.upstream.calls == []
 
 
+async def test_a_refusal_with_nothing_similar_names_the_tools_the_agent_may_call(
+    setup: Setup,
+) -> None:
+    content = structured(await setup.call("gh_zzz", {}))
+    allowed = setup.pipeline.catalog.names()
+    assert content["similar"] == [] and content["allowed"] == allowed[:10]
+    assert all(name in content["hint"] for name in content["allowed"])
+
+
 async def test_a_narrower_filter_applies_even_before_the_catalog_is_rebuilt(setup: Setup) -> None:
     narrower = bridge_config(filters=[{"deny": ["delete_*"]}, {"allow": ["get_*"]}])
     setup.pipeline.reconfigure(narrower, setup.pipeline.catalog)

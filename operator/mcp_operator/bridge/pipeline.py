@@ -46,6 +46,9 @@ from mcp_operator.mcp.naming import cut, quoted
 
 logger = logging.getLogger(__name__)
 
+MAX_LISTED_TOOLS = 10
+"""A refusal hint names at most this many tools the agent may call instead."""
+
 UpstreamCall = Callable[[UpstreamServer, str, Mapping[str, Any]], Awaitable[Mapping[str, Any]]]
 """``(server, original tool name, arguments)`` → the server's ``CallToolResult``; raises
 :class:`~mcp_operator.bridge.errors.UpstreamFailure` subclasses for failures."""
@@ -120,22 +123,34 @@ class CallPipeline:
 
     # -- the steps ---------------------------------------------------------------------------
 
+    def _allowed_near(self, exposed_name: str) -> list[str]:
+        """The callable tools of the server whose prefix ``exposed_name`` starts with, else all."""
+        names = self.catalog.names()
+        head = exposed_name.split("_", 1)[0] + "_"
+        return [name for name in names if name.startswith(head)] or names
+
     def _validate(self, call: Call) -> None:
         """Resolve and check the call; set ``call.refusal`` (and ``call.schema_problem``)."""
         entry = self.catalog.get(call.exposed_name)
         server = self.servers.get(entry.server) if entry is not None else None
         if entry is None or server is None or not server.allows(entry.original_name):
             similar = self.catalog.similar(call.exposed_name)
-            listing = (
-                f" Similar tools you may call: {', '.join(similar)}."
-                if similar
-                else " tools/list shows the tools you may call."
-            )
+            allowed = similar or self._allowed_near(call.exposed_name)
+            shown = allowed[:MAX_LISTED_TOOLS]
+            if similar:
+                listing = f" Similar tools you may call: {', '.join(shown)}."
+            elif shown:
+                more = len(allowed) - len(shown)
+                listing = f" Tools you may call: {', '.join(shown)}" + (
+                    f" and {more} more (tools/list shows them all)." if more > 0 else "."
+                )
+            else:
+                listing = " This agent may call no tools right now."
             call.refusal = ToolError(
                 "not_allowlisted",
                 f"The tool {quoted(call.exposed_name)} is not available to this agent; the "
                 f"call was not sent.{listing}",
-                {"similar": similar},
+                {"similar": similar, "allowed": shown},
             )
             return
         call.entry, call.server = entry, server

@@ -1,0 +1,181 @@
+"""An AgentRun end to end with real traffic: the Pod the operator wrote, run as a kubelet would.
+
+The operator resolves two external MCPServers of different protocol eras
+(server-everything, legacy; mcp-server-time on the SDK, 2026-07-28), writes the
+bridge configuration and the Pod. The test reads that Pod back from the API
+server and runs it in a network namespace it owns: the ``mcp-bridge`` native
+sidecar exactly as rendered (its command, its startup probe), reading the
+ConfigMap as mounted, then the agent container — here a program on the official
+Python SDK client that lists the tools behind ``$MCP_BRIDGE_URL`` and calls
+them. The upstream servers listen on the host side of the namespace's veth pair,
+so no traffic leaves this machine's loopback and the test-made namespace.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from mcp_operator.controller.settings import AgentRenderSettings
+from tests.e2e.conftest import Cluster, OperatorProcess
+from tests.support import kubelet, needs, peers
+from tests.support.objects import condition, eventually
+
+pytestmark = [pytest.mark.e2e, needs.mark(kubelet.available())]
+
+OPERATOR_IMAGE = AgentRenderSettings().bridge_image
+ENTRYPOINTS = {OPERATOR_IMAGE: [str(Path(sys.executable).with_name("mcp-operator"))]}
+SECRET_WORD = "do-not-log-this-argument"
+
+AGENT = """
+import asyncio, json, os
+from mcp import Client
+
+async def call(client, name, arguments):
+    result = await client.call_tool(name, arguments)
+    return result.model_dump(by_alias=True, exclude_none=True)
+
+async def main():
+    out = {}
+    async with Client(os.environ["MCP_BRIDGE_URL"], mode="auto", cache=None) as client:
+        listed = await client.list_tools()
+        out["era"] = client.protocol_version
+        out["tools"] = sorted(tool.name for tool in listed.tools)
+        out["echo"] = await call(client, "ev_echo", {"message": os.environ["WORD"]})
+        out["time"] = await call(client, "clock_get_current_time", {"timezone": "UTC"})
+        out["denied"] = await call(client, "ev_get-sum", {"a": 1, "b": 2})
+        out["invalid"] = await call(client, "ev_echo", {"message": 42})
+        out["pii"] = await call(client, "ev_echo", {"message": "write to alice@example.com"})
+    print("AGENT-RESULT " + json.dumps(out), flush=True)
+
+asyncio.run(main())
+"""
+
+
+def mcpserver(name: str, url: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "mcp-operator.dev/v1alpha1",
+        "kind": "MCPServer",
+        "metadata": {"name": name},
+        "spec": {"mode": "external", "url": url, **spec},
+    }
+
+
+def agentrun() -> dict[str, Any]:
+    return {
+        "apiVersion": "mcp-operator.dev/v1alpha1",
+        "kind": "AgentRun",
+        "metadata": {"name": "agent"},
+        "spec": {
+            "mcpServers": [{"name": "ev", "toolsDeny": ["get-sum"]}, {"name": "clock"}],
+            "agent": {
+                "image": "registry.example/agent:1",
+                "command": [sys.executable, "-c", AGENT],
+                "env": [{"name": "WORD", "value": SECRET_WORD}],
+            },
+            "bridge": {"policy": {"pii": {"arguments": "block"}}},
+        },
+    }
+
+
+def get(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
+    result = cluster.kubectl("-n", namespace, "get", "-o", "json", f"{kind}/{name}", check=False)
+    return json.loads(result.stdout) if result.returncode == 0 else None
+
+
+def structured(result: dict[str, Any]) -> dict[str, Any]:
+    assert result.get("isError") is True, result
+    content: dict[str, Any] = result["structuredContent"]
+    return content
+
+
+def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
+    cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path
+) -> None:
+    with kubelet.netns_host() as host, peers.server_everything() as everything:
+        port = everything.rsplit(":", 1)[1].split("/")[0]
+        ev_url = f"http://{host.host_address}:{port}/mcp"
+        with peers.mcp_server_time(host=host.host_address) as clock_url:
+            cluster.apply(namespace, mcpserver("ev", ev_url, toolsAllow=["echo", "get-sum"]))
+            cluster.apply(namespace, mcpserver("clock", clock_url))
+            for name in ("ev", "clock"):
+                eventually(
+                    f"MCPServer {name} Ready",
+                    lambda n=name: (
+                        condition(get(cluster, namespace, "mcpserver", n), "Ready").get("status")
+                        == "True"
+                    ),
+                    timeout=60,
+                )
+            cluster.apply(namespace, agentrun())
+            pod = eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"))
+
+            def config_map(name: str) -> dict[str, str]:
+                found = get(cluster, namespace, "configmap", name)
+                assert found is not None
+                return dict(found["data"])
+
+            def secret_data(name: str) -> dict[str, str]:
+                found = get(cluster, namespace, "secret", name) or {"data": {}}
+                return {k: base64.b64decode(v).decode() for k, v in found["data"].items()}
+
+            containers, mounts = kubelet.plan(
+                pod["spec"],
+                pod_ip=host.address,
+                secret=lambda name, key: secret_data(name)[key],
+                entrypoints=ENTRYPOINTS,
+            )
+            files = kubelet.volume_files(
+                pod["spec"], config_map=config_map, secret_data=secret_data
+            )
+            log = tmp_path / "pod.log"
+            try:
+                host.run_pod(containers, mounts, log, files)
+                kubelet.report_running(cluster.kubectl, namespace, "agent", host)
+                line = eventually(
+                    "the agent's result",
+                    lambda: next(
+                        (x for x in log.read_text().splitlines() if x.startswith("AGENT-RESULT ")),
+                        None,
+                    ),
+                    timeout=90,
+                    explain=lambda: log.read_text()[-3000:],
+                )
+                eventually(
+                    "the run Running",
+                    lambda: (
+                        condition(get(cluster, namespace, "agentrun", "agent"), "Ready").get(
+                            "reason"
+                        )
+                        == "Running"
+                    ),
+                )
+            finally:
+                host.stop_pods()
+                kubelet.forget_node(cluster.kubectl, host)
+
+    result = json.loads(line.removeprefix("AGENT-RESULT "))
+    assert result["tools"] == ["clock_convert_time", "clock_get_current_time", "ev_echo"]
+    assert result["echo"]["content"][0]["text"] == f"Echo: {SECRET_WORD}"
+    assert "UTC" in result["time"]["content"][0]["text"]
+    denied = structured(result["denied"])
+    assert denied["code"] == "not_allowlisted" and "ev_echo" in denied["hint"]
+    invalid = structured(result["invalid"])
+    assert invalid["code"] == "invalid_arguments" and "message" in invalid["hint"]
+    assert structured(result["pii"])["code"] == "pii_blocked"
+
+    audit = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+    outcomes = [(a["tool"], a["outcome"]) for a in audit if "outcome" in a]
+    assert ("ev_echo", "ok") in outcomes and ("ev_get-sum", "not_allowlisted") in outcomes
+    assert ("ev_echo", "invalid_arguments") in outcomes and ("ev_echo", "pii_blocked") in outcomes
+    assert SECRET_WORD not in json.dumps(audit) and "alice@" not in json.dumps(audit)
+    # Nothing the bridge printed (logs and audit) holds an argument value.
+    bridge_output = [
+        x for x in log.read_text().splitlines() if not x.startswith(("AGENT-RESULT ", "[pod]"))
+    ]
+    assert not [x for x in bridge_output if SECRET_WORD in x or "alice@" in x]
