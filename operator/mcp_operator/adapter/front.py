@@ -21,7 +21,6 @@ from mcp_operator.adapter.front_calls import CallForwarder
 from mcp_operator.adapter.front_legacy import SessionEndpoint
 from mcp_operator.adapter.front_modern import StatelessEndpoint
 from mcp_operator.adapter.front_sse import SseTransport
-from mcp_operator.serve import era
 from mcp_operator.serve.asgi import (
     Receive,
     Scope,
@@ -30,6 +29,7 @@ from mcp_operator.serve.asgi import (
     respond_json,
     respond_plain,
 )
+from mcp_operator.serve.endpoint import route
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps
 
@@ -98,22 +98,14 @@ class HttpFront:
         await respond_json(send, 200 if ok else 503, dumps(body))
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = request_headers(scope)
-        if await self.policy.refused(headers, send):
-            return
-        method = scope["method"]
-        if era.is_modern(headers.get(b"mcp-protocol-version")):
-            await self._modern.handle(scope, headers, receive, send)
-        elif method == "POST":
-            await self._legacy.post(headers, receive, send)
-        elif method == "GET":
-            await self._legacy.get(headers, receive, send)
-        elif method == "DELETE":
-            await self._legacy.delete(headers, send)
-        else:
-            await respond_plain(
-                send, 405, b"Method Not Allowed", [(b"allow", b"GET, POST, DELETE")]
-            )
+        await route(
+            scope,
+            receive,
+            send,
+            policy=self.policy,
+            stateless=self._modern.handle,
+            sessions=self._legacy,
+        )
 
     async def _legacy_sse(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
         headers = request_headers(scope)

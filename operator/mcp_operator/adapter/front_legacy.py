@@ -25,8 +25,8 @@ from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder, unavailable
 from mcp_operator.adapter.sessions import SessionLimitError
 from mcp_operator.serve.asgi import Receive, Send, respond_json, respond_plain
+from mcp_operator.serve.endpoint import session_stream
 from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
-from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
 
 logger = logging.getLogger(__name__)
 
@@ -158,29 +158,13 @@ class SessionEndpoint:
         await respond_json(send, 200, body, [(SESSION_HEADER, session.id.encode())])
 
     async def get(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
-        if "text/event-stream" not in headers.get(b"accept", ""):
-            await respond_plain(send, 406, b"Accept must include text/event-stream")
-            return
-        session_id = headers.get(b"mcp-session-id")
-        if session_id is None:
-            await respond_plain(send, 400, b"Missing Mcp-Session-Id header")
-            return
-        session = self.core.sessions.get(session_id, time.monotonic())
-        if session is None:
-            await respond_plain(send, 404, b"Session not found")
-            return
-        if session.stream is not None:
-            await respond_plain(send, 409, b"Only one GET stream per session")
-            return
-        stream = SseStream(self.config.stream_queue)
-        session.stream = stream
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-            await pump(stream, receive, send)
-        finally:
-            if session.stream is stream:
-                session.stream = None
-            session.last_active = time.monotonic()
+        await session_stream(
+            headers,
+            receive,
+            send,
+            lookup=self.core.sessions.get,
+            queue_limit=self.config.stream_queue,
+        )
 
     async def delete(self, headers: dict[bytes, str], send: Send) -> None:
         session_id = headers.get(b"mcp-session-id")

@@ -10,36 +10,21 @@ then the child's whole process group is terminated.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib.util
 import logging
 import signal
-from collections.abc import Generator
-
-import uvicorn
 
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front import HttpFront
+from mcp_operator.serve import process
+from mcp_operator.serve.process import QuietServer
 
 logger = logging.getLogger("mcp_operator.adapter")
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: the adapter installs its own on the loop."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-
-def _fastest(module: str, fallback: str) -> str:
-    return module if importlib.util.find_spec(module) is not None else fallback
-
-
 async def serve(config: AdapterConfig) -> int:
     """Serve until SIGTERM/SIGINT or a crash loop; returns the process exit code."""
-    server: _Server | None = None
+    server: QuietServer | None = None
 
     def stop() -> None:
         core.close_streams()
@@ -48,20 +33,13 @@ async def serve(config: AdapterConfig) -> int:
 
     core = AdapterCore(config, on_fatal=stop)
     front = HttpFront(core)
-    uv_config = uvicorn.Config(
+    server = process.server(
         front,
         host=config.host,
         port=config.port,
-        lifespan="on",
-        http=_fastest("httptools", "h11"),
-        loop="none",
-        log_level=config.log_level.lower(),
-        access_log=False,
-        server_header=False,
-        timeout_graceful_shutdown=int(config.shutdown_grace_seconds) or 1,
-        timeout_keep_alive=30,
+        log_level=config.log_level,
+        grace_seconds=config.shutdown_grace_seconds,
     )
-    server = _Server(uv_config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
@@ -81,12 +59,4 @@ async def serve(config: AdapterConfig) -> int:
 
 def run(config: AdapterConfig) -> int:
     """Configure logging, pick the event loop, serve."""
-    logging.basicConfig(
-        level=config.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    if importlib.util.find_spec("uvloop") is not None:
-        import uvloop  # type: ignore[import-not-found,unused-ignore]
-
-        return int(uvloop.run(serve(config)))
-    return asyncio.run(serve(config))
+    return process.run(serve(config), config.log_level)

@@ -30,10 +30,10 @@ from mcp_operator.serve.asgi import (
     Receive,
     Scope,
     Send,
-    request_headers,
     respond_json,
     respond_plain,
 )
+from mcp_operator.serve.endpoint import route
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
 
@@ -63,22 +63,14 @@ class BridgeFront:
             await _lifespan(receive, send)
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = request_headers(scope)
-        if await self.policy.refused(headers, send):
-            return
-        method = scope["method"]
-        if era.is_modern(headers.get(b"mcp-protocol-version")):
-            await self._modern(scope, headers, receive, send)
-        elif method == "POST":
-            await self._legacy.post(headers, receive, send)
-        elif method == "GET":
-            await self._legacy.get(headers, receive, send)
-        elif method == "DELETE":
-            await self._legacy.delete(headers, send)
-        else:
-            await respond_plain(
-                send, 405, b"Method Not Allowed", [(b"allow", b"GET, POST, DELETE")]
-            )
+        await route(
+            scope,
+            receive,
+            send,
+            policy=self.policy,
+            stateless=self._modern,
+            sessions=self._legacy,
+        )
 
     async def _modern(
         self, scope: Scope, headers: dict[bytes, str], receive: Receive, send: Send

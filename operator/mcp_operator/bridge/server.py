@@ -11,16 +11,12 @@ agent's GET streams are closed, both servers stop accepting and finish the calls
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import importlib.util
 import logging
 import signal
-from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import uvicorn
 from prometheus_client import disable_created_metrics
 
 from mcp_operator.api.bridge import BridgeConfigError, load_bridge_config
@@ -28,6 +24,8 @@ from mcp_operator.bridge.core import BridgeCore
 from mcp_operator.bridge.front import BridgeFront
 from mcp_operator.bridge.health import HealthApp
 from mcp_operator.bridge.reload import ConfigWatcher
+from mcp_operator.serve import process
+from mcp_operator.serve.process import QuietServer
 
 logger = logging.getLogger("mcp_operator.bridge")
 
@@ -48,33 +46,13 @@ class BridgeSettings:
     shutdown_grace_seconds: float = 25.0
 
 
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: the bridge installs its own on the loop."""
-
-    @contextlib.contextmanager
-    def capture_signals(self) -> Generator[None, None, None]:
-        yield
-
-
-def _fastest(module: str, fallback: str) -> str:
-    return module if importlib.util.find_spec(module) is not None else fallback
-
-
-def _uvicorn(app: object, host: str, port: int, settings: BridgeSettings) -> _Server:
-    return _Server(
-        uvicorn.Config(
-            app,  # type: ignore[arg-type]
-            host=host,
-            port=port,
-            lifespan="on",
-            http=_fastest("httptools", "h11"),
-            loop="none",
-            log_level=settings.log_level.lower(),
-            access_log=False,
-            server_header=False,
-            timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) or 1,
-            timeout_keep_alive=30,
-        )
+def _server(app: object, host: str, port: int, settings: BridgeSettings) -> QuietServer:
+    return process.server(
+        app,
+        host=host,
+        port=port,
+        log_level=settings.log_level,
+        grace_seconds=settings.shutdown_grace_seconds,
     )
 
 
@@ -92,8 +70,8 @@ async def serve(settings: BridgeSettings) -> int:
     async with httpx.AsyncClient(limits=limits, timeout=30.0) as client:
         core = BridgeCore(config, client=client, relist_seconds=settings.relist_seconds)
         listen = config.listen
-        front = _uvicorn(BridgeFront(core), listen.host, listen.port, settings)
-        health = _uvicorn(HealthApp(core), settings.health_host, settings.health_port, settings)
+        front = _server(BridgeFront(core), listen.host, listen.port, settings)
+        health = _server(HealthApp(core), settings.health_host, settings.health_port, settings)
         watcher = ConfigWatcher(
             settings.config_path,
             core.apply,
@@ -141,16 +119,9 @@ async def serve(settings: BridgeSettings) -> int:
 
 def run(settings: BridgeSettings) -> int:
     """Configure logging, pick the event loop, serve."""
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
     # One line per upstream request would drown the audit trail (and cost on every call).
+    level = logging.getLevelName(settings.log_level.upper())
     for noisy in ("httpx", "httpcore"):
-        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.root.level))
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, level))
     disable_created_metrics()  # type: ignore[no-untyped-call]
-    if importlib.util.find_spec("uvloop") is not None:
-        import uvloop  # type: ignore[import-not-found,unused-ignore]
-
-        return int(uvloop.run(serve(settings)))
-    return asyncio.run(serve(settings))
+    return process.run(serve(settings), settings.log_level)

@@ -1,0 +1,106 @@
+"""The MCP endpoint's routing: Host/Origin first, then the era, then the HTTP method.
+
+Owns the one rule by which a request to an MCP endpoint reaches its handler, the same
+for the adapter and the bridge (and the legacy GET stream of a session, which both serve
+alike): a refused Host or Origin is answered here (421/403);
+a request whose ``MCP-Protocol-Version`` names the stateless 2026-07-28 era goes to the
+stateless handler whatever its method; the rest is the legacy session protocol, by
+method (POST, GET, DELETE; anything else 405). Leaves what each handler answers to
+the program that serves the endpoint.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from mcp_operator.serve.asgi import Receive, Scope, Send, request_headers, respond_plain
+from mcp_operator.serve.era import is_modern
+from mcp_operator.serve.hosts import HostPolicy
+from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
+
+Headers = dict[bytes, str]
+StatelessHandler = Callable[[Scope, Headers, Receive, Send], Awaitable[None]]
+
+
+class SessionHandlers(Protocol):
+    """The legacy session protocol's three methods."""
+
+    async def post(self, headers: Headers, receive: Receive, send: Send) -> None: ...
+
+    async def get(self, headers: Headers, receive: Receive, send: Send) -> None: ...
+
+    async def delete(self, headers: Headers, send: Send) -> None: ...
+
+
+async def route(
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    *,
+    policy: HostPolicy,
+    stateless: StatelessHandler,
+    sessions: SessionHandlers,
+) -> None:
+    """Answer one request to the MCP endpoint through the handler it is for."""
+    headers = request_headers(scope)
+    if await policy.refused(headers, send):
+        return
+    method = scope["method"]
+    if is_modern(headers.get(b"mcp-protocol-version")):
+        await stateless(scope, headers, receive, send)
+    elif method == "POST":
+        await sessions.post(headers, receive, send)
+    elif method == "GET":
+        await sessions.get(headers, receive, send)
+    elif method == "DELETE":
+        await sessions.delete(headers, send)
+    else:
+        await respond_plain(send, 405, b"Method Not Allowed", [(b"allow", b"GET, POST, DELETE")])
+
+
+class StreamingSession(Protocol):
+    """A legacy session as its GET stream needs it."""
+
+    stream: Any
+    """The session's open GET stream, if any (one at a time)."""
+    last_active: float
+
+
+async def session_stream(
+    headers: Headers,
+    receive: Receive,
+    send: Send,
+    *,
+    lookup: Callable[[str, float], StreamingSession | None],
+    queue_limit: int,
+) -> None:
+    """Serve a legacy session's GET stream until the client or the session ends it.
+
+    406 without ``Accept: text/event-stream``, 400 without ``Mcp-Session-Id``, 404 for an
+    unknown session, 409 when the session has a stream already.
+    """
+    if "text/event-stream" not in headers.get(b"accept", ""):
+        await respond_plain(send, 406, b"Accept must include text/event-stream")
+        return
+    session_id = headers.get(b"mcp-session-id")
+    if session_id is None:
+        await respond_plain(send, 400, b"Missing Mcp-Session-Id header")
+        return
+    session = lookup(session_id, time.monotonic())
+    if session is None:
+        await respond_plain(send, 404, b"Session not found")
+        return
+    if session.stream is not None:
+        await respond_plain(send, 409, b"Only one GET stream per session")
+        return
+    stream = SseStream(queue_limit)
+    session.stream = stream
+    try:
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        await pump(stream, receive, send)
+    finally:
+        if session.stream is stream:
+            session.stream = None
+        session.last_active = time.monotonic()
