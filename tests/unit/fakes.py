@@ -33,6 +33,7 @@ class FakeKube:
         self.objects: dict[Key, dict[str, Any]] = {}
         self.events: list[dict[str, Any]] = []
         self.applied: list[tuple[str, str]] = []
+        self.deleted: list[tuple[str, str]] = []
 
     def put(self, resource: Resource, body: Mapping[str, Any]) -> dict[str, Any]:
         """Store an object as if some other client had created it."""
@@ -80,6 +81,10 @@ class FakeKube:
         stored["metadata"].update(generation=generation, uid=f"uid-{metadata['name']}")
         self.objects[key] = stored
         return copy.deepcopy(stored)
+
+    async def delete(self, resource: Resource, namespace: str | None, name: str) -> bool:
+        self.deleted.append((resource.plural, name))
+        return self.objects.pop((resource.plural, namespace, name), None) is not None
 
     async def patch_status(
         self, resource: Resource, namespace: str, name: str, status: Mapping[str, Any]
