@@ -116,8 +116,9 @@ async def test_the_pods_phase_becomes_the_runs_status_and_the_ttl_deletes_the_ru
     await settle()
     assert find(kube.objects[("agentruns", "ns", "triage")]["status"]["conditions"], "Succeeded")
     assert kube.deleted == []
-    await clock.advance(61)
+    await clock.run_until(lambda: bool(kube.deleted), within=120)
     assert kube.deleted == [("agentruns", "triage")]
+    assert clock.time >= 60, "deleted before ttlSecondsAfterFinished had passed"
 
 
 async def test_an_invalid_run_says_why_and_creates_nothing(runs: Runs, kube: FakeKube) -> None:
