@@ -14,7 +14,21 @@ The call pipeline and what it decides, pure (no sockets, no clock of its own):
 - :mod:`~mcp_operator.bridge.pipeline` — validate → before-hooks → call → after-hooks →
   normalise-error, in one place.
 
-The configuration file it reads is :mod:`mcp_operator.api.bridge`. Upstream sessions, the
-agent-facing HTTP front and metrics live in their own modules; nothing here imports
+The program around it (``mcp-operator bridge``):
+
+- :mod:`~mcp_operator.bridge.upstream` — one upstream server over Streamable HTTP, both eras
+  (:mod:`~mcp_operator.bridge.http1`: the lean keep-alive client its calls use);
+- :mod:`~mcp_operator.bridge.upstreams` and :mod:`~mcp_operator.bridge.follow` — every
+  server of the run: listing, re-listing with back-off, following ``list_changed``;
+- :mod:`~mcp_operator.bridge.core` — the running state: configuration, catalog, pipeline;
+- :mod:`~mcp_operator.bridge.front`, :mod:`~mcp_operator.bridge.front_legacy`,
+  :mod:`~mcp_operator.bridge.sessions`, :mod:`~mcp_operator.bridge.answers` — the agent's
+  endpoint in both eras, on :mod:`mcp_operator.serve`;
+- :mod:`~mcp_operator.bridge.reload` — re-reading the mounted configuration;
+- :mod:`~mcp_operator.bridge.health`, :mod:`~mcp_operator.bridge.metrics` — ``/healthz``,
+  ``/readyz``, ``/metrics`` on the health port;
+- :mod:`~mcp_operator.bridge.server` — the process: settings, servers, SIGTERM.
+
+The configuration file it reads is :mod:`mcp_operator.api.bridge`; nothing here imports
 ``controller``, ``kube`` or ``adapter``.
 """

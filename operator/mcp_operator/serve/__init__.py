@@ -6,5 +6,7 @@ Modules, one job each (none imports ``adapter``, ``bridge``, ``controller`` or `
 - ``jsonrpc`` JSON-RPC over HTTP: compact encoding, error objects, reading one message
 - ``sse``     Server-Sent Events: framing, the bounded stream object, the pump to a client
 - ``hosts``   the Host/Origin policy (DNS rebinding protection)
-- ``era``     which protocol era an incoming request speaks
+- ``era``     which protocol era an incoming request speaks, and the 2026-07-28 admission
+- ``endpoint`` the endpoint's routing (Host/Origin, era, method) and a session's GET stream
+- ``process`` uvicorn on its fastest parts without its own signal handlers; the event loop
 """
