@@ -5,12 +5,13 @@ One room per job; the arrows run one way (import-linter contracts in ``make lint
 - ``api``        pydantic models of the custom resources (parse at the boundary)
 - ``kube``       the one door to the Kubernetes API (server-side apply, status patches)
 - ``controller`` kopf handlers, settings, conditions, the per-object worker;
-  ``controller.mcpserver`` reconciles MCPServers
+  ``controller.mcpserver`` reconciles MCPServers, ``controller.agentrun`` AgentRuns
 - ``mcp``        the MCP client side shared by probe and bridge (target, discovery, naming)
 - ``serve``      the MCP server side shared by adapter and bridge (ASGI, SSE, Host/Origin)
 - ``adapter``    the stdio -> Streamable HTTP adapter
+- ``bridge``     the mcp-bridge sidecar: one governed MCP endpoint per agent
 - ``dev``        the local control plane used by tests and ``make demo``, and the demo
-- ``commands``   the command line: run, adapter, probe, dev
+- ``commands``   the command line: run, adapter, bridge, probe, dev
 """
 
 GROUP = "mcp-operator.dev"

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from mcp_operator import __version__
 
 SUBCOMMANDS: dict[str, str] = {
-    "run": "Run the operator (reconciles MCPServers)",
+    "run": "Run the operator (reconciles MCPServers and AgentRuns)",
     "probe": "Probe an MCP server and print what the operator would write into status",
     "adapter": "Serve a stdio MCP server over Streamable HTTP",
     "bridge": "Serve an AgentRun's MCP servers to its agent as one governed endpoint",
