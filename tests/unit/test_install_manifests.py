@@ -292,6 +292,10 @@ def test_the_operator_command_line_accepts_the_rendered_arguments(helm: str) -> 
         parsed = parser.parse_args(args)
         assert parsed.command == "run"
         assert parsed.liveness == "http://0.0.0.0:8080/healthz"
+        assert parsed.bridge_enabled == "true"
+    off = helm_template(helm, "--set", "bridgeEnabled=false")
+    args = one(off, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert parser.parse_args(args).bridge_enabled == "false"
 
 
 @pytest.mark.parametrize(
@@ -300,6 +304,7 @@ def test_the_operator_command_line_accepts_the_rendered_arguments(helm: str) -> 
         ["--set", "replicaCount=2"],
         ["--set", "logFormat=xml"],
         ["--set", "maxConcurrentProbes=0"],
+        ["--set", "bridgeEnabled=maybe"],
         ["--set", "watchNamespaces={Not_A_Namespace}"],
         ["--set", "image.pullPolicy=Sometimes"],
         ["--set", "unknownValue=1"],
