@@ -79,11 +79,16 @@ class NetnsHost:
         mounts: list[str],
         log: Path,
         files: Mapping[str, Mapping[str, str]] | None = None,
+        hosts: Mapping[str, str] | None = None,
     ) -> None:
         """Start a Pod's containers (a :func:`plan`) inside this host; stopped at exit.
-        ``files`` maps a mount path to the files it holds (:func:`volume_files`)."""
+        ``files`` maps a mount path to the files it holds (:func:`volume_files`); ``hosts``
+        maps names to addresses for the Pod's ``/etc/hosts``, as cluster DNS would answer
+        (Service names, say)."""
+        plan = {"containers": containers, "mounts": mounts, "files": files or {}}
+        plan["hosts"] = dict(hosts or {})
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-            json.dump({"containers": containers, "mounts": mounts, "files": files or {}}, handle)
+            json.dump(plan, handle)
         with log.open("ab") as output:
             process = subprocess.Popen(
                 [

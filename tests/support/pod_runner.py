@@ -2,11 +2,11 @@
 
 Started as ``ip netns exec NS unshare --mount --propagation private python
 pod_runner.py PLAN.json``: mounts a tmpfs at every emptyDir mount path and at
-every configMap/secret mount path (holding the object's keys as files), in this
-private mount namespace only; runs the init containers one after another,
-starts the native sidecars and waits for their startup probe, then runs the
-other containers side by side. When those have exited it stops the sidecars;
-on SIGTERM it stops them all.
+every configMap/secret mount path (holding the object's keys as files), and the
+Pod's own /etc/hosts when the plan names hosts, in this private mount namespace
+only; runs the init containers one after another, starts the native sidecars
+and waits for their startup probe, then runs the other containers side by side.
+When those have exited it stops the sidecars; on SIGTERM it stops them all.
 """
 
 from __future__ import annotations
@@ -37,6 +37,13 @@ def main(plan_path: str) -> int:
         )
         for name, content in files.items():
             Path(mount, name).write_text(content)
+    if plan.get("hosts"):
+        # The Pod's own /etc/hosts, in this private mount namespace only: what cluster DNS
+        # would answer for the names given (a kubelet's hostAliases work the same way).
+        hosts = Path(plan_path).with_suffix(".hosts")
+        lines = ["127.0.0.1 localhost"] + [f"{ip} {name}" for name, ip in plan["hosts"].items()]
+        hosts.write_text("\n".join(lines) + "\n")
+        subprocess.run(["mount", "--bind", str(hosts), "/etc/hosts"], check=True)
     running: list[subprocess.Popen[bytes]] = []
     sidecars: list[subprocess.Popen[bytes]] = []
 
