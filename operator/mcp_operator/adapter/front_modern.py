@@ -16,8 +16,9 @@ from mcp_operator.adapter import era
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder, unavailable
 from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
+from mcp_operator.serve.endpoint import stateless_body
 from mcp_operator.serve.era import ModernNotification, Refusal, classify_modern
-from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
+from mcp_operator.serve.jsonrpc import dumps, error_response
 
 
 class StatelessEndpoint:
@@ -32,18 +33,12 @@ class StatelessEndpoint:
         self, scope: Scope, headers: dict[bytes, str], receive: Receive, send: Send
     ) -> None:
         """One self-contained request: no session, envelope in ``params._meta``, headers checked."""
-        if scope["method"] != "POST":
-            await respond_plain(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
-            return
-        accept = headers.get(b"accept", "*/*")
-        json_ok = "application/json" in accept or "*/*" in accept
-        sse_ok = "text/event-stream" in accept
-        if not json_ok:
-            await respond_plain(send, 406, b"Accept must include application/json")
-            return
-        ok, decoded = await read_json(headers, receive, send, self.config.max_body_bytes)
+        ok, decoded = await stateless_body(
+            scope, headers, receive, send, self.config.max_body_bytes
+        )
         if not ok:
             return
+        sse_ok = "text/event-stream" in headers.get(b"accept", "*/*")
         outcome = classify_modern(
             decoded, headers.get(b"mcp-protocol-version", ""), scope["headers"]
         )
@@ -71,5 +66,5 @@ class StatelessEndpoint:
         if "params" in decoded:
             decoded["params"] = era.strip_envelope(decoded["params"])
         await self._forwarder.forward(
-            decoded, None, json_ok, sse_ok, receive, send, modern=outcome.protocol_version
+            decoded, None, True, sse_ok, receive, send, modern=outcome.protocol_version
         )

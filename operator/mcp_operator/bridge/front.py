@@ -33,9 +33,9 @@ from mcp_operator.serve.asgi import (
     respond_json,
     respond_plain,
 )
-from mcp_operator.serve.endpoint import route
+from mcp_operator.serve.endpoint import route, stateless_body
 from mcp_operator.serve.hosts import HostPolicy
-from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
+from mcp_operator.serve.jsonrpc import dumps, error_response
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest request body the bridge reads (a tool call's arguments included)."""
@@ -76,14 +76,7 @@ class BridgeFront:
         self, scope: Scope, headers: dict[bytes, str], receive: Receive, send: Send
     ) -> None:
         """One self-contained 2026-07-28 request: no session, the envelope checked."""
-        if scope["method"] != "POST":
-            await respond_plain(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
-            return
-        accept = headers.get(b"accept", "*/*")
-        if "application/json" not in accept and "*/*" not in accept:
-            await respond_plain(send, 406, b"Accept must include application/json")
-            return
-        ok, decoded = await read_json(headers, receive, send, MAX_BODY_BYTES)
+        ok, decoded = await stateless_body(scope, headers, receive, send, MAX_BODY_BYTES)
         if not ok:
             return
         outcome = era.classify_modern(

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from mcp_operator.serve.asgi import Receive, Scope, Send, request_headers, respond_plain
 from mcp_operator.serve.era import is_modern
 from mcp_operator.serve.hosts import HostPolicy
+from mcp_operator.serve.jsonrpc import read_json
 from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
 
 Headers = dict[bytes, str]
@@ -58,6 +59,21 @@ async def route(
         await sessions.delete(headers, send)
     else:
         await respond_plain(send, 405, b"Method Not Allowed", [(b"allow", b"GET, POST, DELETE")])
+
+
+async def stateless_body(
+    scope: Scope, headers: Headers, receive: Receive, send: Send, limit: int
+) -> tuple[bool, Any]:
+    """The decoded body of a 2026-07-28 request, or (False, None) after answering 405 (not a
+    POST), 406 (JSON not accepted) or what reading the body refused (413, 415, 400)."""
+    if scope["method"] != "POST":
+        await respond_plain(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
+        return False, None
+    accept = headers.get(b"accept", "*/*")
+    if "application/json" not in accept and "*/*" not in accept:
+        await respond_plain(send, 406, b"Accept must include application/json")
+        return False, None
+    return await read_json(headers, receive, send, limit)
 
 
 class StreamingSession(Protocol):

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from mcp_operator.api import AgentRun
@@ -45,8 +45,6 @@ class _Run:
     parsed: AgentRun | InvalidSpec
     ref: ObjectRef
     status: Mapping[str, Any] | None
-    servers: frozenset[resolve.ServerKey] = field(default=frozenset())
-    """The MCPServers it references: a change of any of them wakes the run."""
 
 
 class Runs:
@@ -83,14 +81,13 @@ class Runs:
         known = self._worker.get(uid)
         if known is None:
             entry = self._entry(body)
-            self._servers[uid] = entry.servers
+            self._track(uid, entry.parsed)
             self._worker.start(uid, entry)
             return
         known.ref = ObjectRef.of(body)
         if metadata.get("generation") != known.parsed.metadata.generation:
-            fresh = self._entry(body)
-            known.parsed, known.servers = fresh.parsed, fresh.servers
-            self._servers[uid] = fresh.servers
+            known.parsed = self._entry(body).parsed
+            self._track(uid, known.parsed)
             self._worker.wake(uid, changed=True)
 
     def server_changed(self, namespace: str, name: str) -> None:
@@ -111,12 +108,16 @@ class Runs:
     def __len__(self) -> int:
         return len(self._worker)
 
+    def _track(self, uid: str, parsed: AgentRun | InvalidSpec) -> None:
+        """Remember which MCPServers the run references (an invalid run references none)."""
+        keys = resolve.keys(parsed) if isinstance(parsed, AgentRun) else []
+        self._servers[uid] = frozenset(keys)
+
     def _ended(self, uid: str) -> None:
         self._servers.pop(uid, None)
 
     def _entry(self, body: Mapping[str, Any]) -> _Run:
         parsed = parse(AgentRun, body)
-        servers: frozenset[resolve.ServerKey] = frozenset()
         if isinstance(parsed, InvalidSpec):
             logger.warning(
                 "AgentRun %s/%s is invalid: %s",
@@ -124,9 +125,7 @@ class Runs:
                 parsed.metadata.name,
                 parsed.message,
             )
-        else:
-            servers = frozenset(resolve.keys(parsed))
-        return _Run(parsed, ObjectRef.of(body), body.get("status"), servers)
+        return _Run(parsed, ObjectRef.of(body), body.get("status"))
 
     # -- one run -----------------------------------------------------------------------
 
