@@ -9,7 +9,7 @@ import pytest
 
 from mcp_operator.adapter.records import Session
 from mcp_operator.adapter.router import REQUEST_CANCELLED, Router, RouterFullError
-from mcp_operator.adapter.sessions import SessionTable
+from mcp_operator.adapter.sessions import SessionTable, declared_capabilities
 
 
 class Sink:
@@ -62,7 +62,9 @@ def router(table: SessionTable) -> Router:
 
 
 def session(table: SessionTable, **caps: Any) -> Session:
-    new = table.create(protocol_version="2025-11-25", capabilities=caps, client_info=None, now=0)
+    new, _evicted = table.create(
+        protocol_version="2025-11-25", declared=declared_capabilities(caps), now=0
+    )
     new.stream = Stream()
     return new
 

@@ -1,11 +1,16 @@
-"""The adapter's session table: bounded, expiring, resettable."""
+"""The adapter's session table: bounded (evicting the least recently used idle session),
+expiring, resettable, and keeping only the capability names that routing needs."""
 
 from __future__ import annotations
 
 import pytest
 
 from mcp_operator.adapter.records import Session
-from mcp_operator.adapter.sessions import SessionLimitError, SessionTable
+from mcp_operator.adapter.sessions import (
+    SessionLimitError,
+    SessionTable,
+    declared_capabilities,
+)
 
 
 class Stream:
@@ -19,7 +24,8 @@ class Stream:
 
 
 def make(table: SessionTable, now: float = 0.0) -> Session:
-    return table.create(protocol_version="2025-06-18", capabilities={}, client_info=None, now=now)
+    session, _evicted = table.create(protocol_version="2025-06-18", declared=frozenset(), now=now)
+    return session
 
 
 def test_a_session_idle_longer_than_the_limit_is_gone() -> None:
@@ -48,18 +54,67 @@ def test_expire_returns_the_dropped_sessions_and_closes_their_streams() -> None:
     assert table.get(fresh.id, 120) is fresh
 
 
-def test_the_table_is_bounded() -> None:
-    table = SessionTable(max_sessions=2, idle_seconds=30)
-    make(table)
-    make(table)
+def test_a_full_table_evicts_the_least_recently_used_idle_session() -> None:
+    table = SessionTable(max_sessions=3, idle_seconds=1800)
+    first, second, third = make(table, 0), make(table, 1), make(table, 2)
+    assert table.get(first.id, 3) is first  # first is now the most recently used
+    fourth, evicted = table.create(protocol_version="2025-06-18", declared=frozenset(), now=4)
+    assert evicted == [second] and second.closed
+    assert table.get(second.id, 5) is None
+    assert {s.id for s in table} == {first.id, third.id, fourth.id}
+    assert table.evicted == 1
+
+
+def test_a_flood_of_initializes_never_locks_out_a_new_client() -> None:
+    table = SessionTable(max_sessions=1000, idle_seconds=1800)
+    for now in range(10_000):
+        make(table, now)
+    assert len(table) == 1000 and table.can_admit()
+    assert make(table, 10_001) is not None
+
+
+def test_busy_sessions_are_never_evicted_and_a_table_of_busy_ones_refuses() -> None:
+    table = SessionTable(max_sessions=2, idle_seconds=1800)
+    streaming, calling = make(table, 0), make(table, 1)
+    streaming.stream = Stream()
+    calling.open_requests = 1
+    assert not table.can_admit()
     with pytest.raises(SessionLimitError):
-        make(table)
+        make(table, 2)
+    calling.open_requests = 0
+    assert table.can_admit()
+    _new, evicted = table.create(protocol_version="2025-06-18", declared=frozenset(), now=3)
+    assert evicted == [calling] and not streaming.closed
 
 
 def test_a_full_table_makes_room_by_expiring_idle_sessions() -> None:
     table = SessionTable(max_sessions=1, idle_seconds=30)
     make(table, 0)
     assert make(table, 100) is not None
+
+
+def test_only_the_capability_names_routing_needs_are_kept() -> None:
+    capabilities = {
+        "sampling": {"tools": {}, "context": False},
+        "elicitation": {"form": {}, "url": True},
+        "roots": {"listChanged": True},
+        "experimental": {f"k{i}": {} for i in range(10_000)},
+        "tasks": "not an object",
+    }
+    assert declared_capabilities(capabilities) == {
+        "sampling",
+        "sampling.tools",
+        "elicitation",
+        "elicitation.form",
+        "elicitation.url",
+        "roots",
+        "roots.listChanged",
+    }
+    assert declared_capabilities(["sampling"]) == frozenset()
+    session, _ = SessionTable(max_sessions=1, idle_seconds=1).create(
+        protocol_version="2025-11-25", declared=declared_capabilities(capabilities), now=0
+    )
+    assert session.can("sampling") and not session.can("tasks")
 
 
 def test_clear_drops_everything_and_ids_are_unguessable() -> None:

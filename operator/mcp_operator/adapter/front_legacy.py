@@ -23,7 +23,7 @@ from pydantic import ValidationError
 from mcp_operator.adapter import era
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder, unavailable
-from mcp_operator.adapter.sessions import SessionLimitError
+from mcp_operator.adapter.sessions import SessionLimitError, declared_capabilities
 from mcp_operator.serve.asgi import Receive, Send, respond_json, respond_plain
 from mcp_operator.serve.endpoint import session_stream
 from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
@@ -140,20 +140,20 @@ class SessionEndpoint:
         if child_result is None or not self.core.alive:
             await unavailable(send, request_id)
             return
-        capabilities = params.get("capabilities")
-        client_info = params.get("clientInfo")
         result = era.initialize_result(child_result, requested)
         try:
-            session = self.core.sessions.create(
+            session, evicted = self.core.sessions.create(
                 protocol_version=result["protocolVersion"],
-                capabilities=capabilities if isinstance(capabilities, dict) else {},
-                client_info=client_info if isinstance(client_info, dict) else None,
+                declared=declared_capabilities(params.get("capabilities")),
                 now=time.monotonic(),
             )
         except SessionLimitError:
             await unavailable(send, request_id, "Too many sessions")
             return
-        logger.debug("Opened session %s for %s", session.id, client_info)
+        for old in evicted:
+            logger.debug("Evicted idle session %s to make room for %s", old.id, session.id)
+            self.core.end_session(old, "Session evicted to make room for a new one")
+        logger.debug("Opened session %s", session.id)
         body = dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
         await respond_json(send, 200, body, [(SESSION_HEADER, session.id.encode())])
 

@@ -20,7 +20,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST
 from mcp_operator.adapter import era
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.router import RouterFullError
-from mcp_operator.adapter.sessions import SessionLimitError
+from mcp_operator.adapter.sessions import SessionLimitError, declared_capabilities
 from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
 from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
 from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
@@ -55,15 +55,14 @@ class SseTransport:
     async def stream(self, scope: Scope, receive: Receive, send: Send) -> None:
         core = self.core
         try:
-            session = core.sessions.create(
-                protocol_version="2024-11-05",
-                capabilities={},
-                client_info=None,
-                now=time.monotonic(),
+            session, evicted = core.sessions.create(
+                protocol_version="2024-11-05", declared=frozenset(), now=time.monotonic()
             )
         except SessionLimitError:
             await respond_plain(send, 503, b"Too many sessions")
             return
+        for old in evicted:
+            core.end_session(old, "Session evicted to make room for a new one")
         stream = SseStream(self.config.stream_queue)
         session.stream = stream
         root = scope.get("root_path", "")
@@ -114,8 +113,7 @@ class SseTransport:
                 return
             result = era.initialize_result(core.init_result, params.get("protocolVersion"))
             session.protocol_version = result["protocolVersion"]
-            caps = params.get("capabilities")
-            session.capabilities = caps if isinstance(caps, dict) else {}
+            session.declared = declared_capabilities(params.get("capabilities"))
             stream.push({"jsonrpc": "2.0", "id": request_id, "result": result})
             return
         else:

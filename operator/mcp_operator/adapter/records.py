@@ -46,8 +46,9 @@ class Session:
 
     id: str
     protocol_version: str
-    capabilities: dict[str, Any]
-    client_info: dict[str, Any] | None
+    declared: frozenset[str]
+    """The client capabilities routing needs to know of (``sessions.declared_capabilities``):
+    names such as ``sampling`` or ``elicitation.url``; the client's own objects are not kept."""
     last_active: float
     stream: StreamSink | None = None
     calls: dict[RequestId, PendingCall] = field(default_factory=dict)
@@ -63,7 +64,7 @@ class Session:
 
     def can(self, capability: str) -> bool:
         """Whether the client declared ``capability`` (sampling, elicitation, roots)."""
-        return isinstance(self.capabilities.get(capability), dict)
+        return capability in self.declared
 
 
 @dataclass(eq=False, slots=True)
