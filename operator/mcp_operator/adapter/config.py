@@ -23,7 +23,8 @@ class AdapterConfig:
     """The stdio server's command line (everything after ``--``)."""
 
     host: str = "127.0.0.1"
-    """Address to listen on. In a Pod use ``0.0.0.0`` so that the Service can reach it."""
+    """Address to listen on. In a Pod use ``::``: every address, IPv6 and IPv4 alike
+    (IPv4 only on a kernel without IPv6), so that the Service reaches it in any cluster."""
 
     port: int = 8080
     """TCP port to listen on."""
@@ -53,14 +54,20 @@ class AdapterConfig:
     messages_path: str = "/messages"
     """The legacy SSE transport's POST path (with ``--sse``)."""
 
-    max_body_bytes: int = 4 * 1024 * 1024
-    """Largest accepted request body; larger ones get 413. The SDK's default, 4 MiB."""
+    max_body_bytes: int = 1024 * 1024
+    """Largest accepted request body; larger ones get 413.
+
+    1 MiB, not the SDK's 4 MiB: JSON made of many small objects grows about 20x when
+    parsed, so one 4 MiB body could take 80 MiB of the sidecar's 256Mi while it is
+    decoded. 1 MiB still carries a tool argument of several hundred KiB of text.
+    """
 
     max_line_bytes: int = 16 * 1024 * 1024
-    """Largest accepted line on the child's stdout; longer lines are logged and dropped."""
+    """Largest accepted line on the child's stdout; a longer answer fails its call at once."""
 
-    max_sessions: int = 1000
-    """Most concurrent legacy sessions; an ``initialize`` beyond that gets 503."""
+    max_sessions: int = 10_000
+    """Most concurrent legacy sessions (about 1 KiB each); beyond that a new session takes
+    the place of the least recently used idle one, and only when all are busy gets 503."""
 
     max_inflight: int = 1000
     """Most calls in flight to the child at once; more get 503 (bounded queue)."""
@@ -96,13 +103,29 @@ class AdapterConfig:
     log_level: str = "info"
     """Log level of the adapter (debug, info, warning, error)."""
 
+    max_inflight_bytes: int = 32 * 1024 * 1024
+    """Most bytes of request bodies admitted and not yet answered, across all clients.
+
+    A body is counted (by its ``Content-Length``, else as ``max_body_bytes``) before it is
+    read, until its request is answered; a request that does not fit gets 503 with
+    ``Retry-After``. With the body limit this bounds what clients can make the adapter hold.
+    """
+
+    header_timeout_seconds: float = 10.0
+    """Longest a client may take to send a request's headers (from connecting, or from the
+    previous response); then the connection is closed (slowloris)."""
+
+    body_timeout_seconds: float = 30.0
+    """Longest a client may take to send a request's body after its headers; then the
+    connection is closed."""
+
     env: Mapping[str, str] = field(default_factory=dict)
     """Extra environment for the child (tests); the adapter's own environment is inherited."""
 
 
 # (field, flag, type, help) — one row per tunable; docs/adapter.md mirrors this list.
 _FLAGS: tuple[tuple[str, str, type, str], ...] = (
-    ("host", "--host", str, "address to listen on (default 127.0.0.1)"),
+    ("host", "--host", str, "address to listen on (default 127.0.0.1; :: = all, dual-stack)"),
     ("port", "--port", int, "TCP port (default 8080)"),
     ("path", "--path", str, "Streamable HTTP path (default /mcp)"),
     ("sse_path", "--sse-path", str, "legacy SSE stream path (default /sse)"),
@@ -121,6 +144,9 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("shutdown_grace_seconds", "--shutdown-grace-seconds", float, "SIGTERM→SIGKILL grace"),
     ("stdio_fifo_dir", "--stdio-fifo-dir", str, "use the FIFOs in DIR, not a child command"),
     ("log_level", "--log-level", str, "debug, info, warning or error"),
+    ("max_inflight_bytes", "--max-inflight-bytes", int, "most body bytes in flight, else 503"),
+    ("header_timeout_seconds", "--header-timeout-seconds", float, "request header read timeout"),
+    ("body_timeout_seconds", "--body-timeout-seconds", float, "request body read timeout"),
 )
 
 
@@ -218,8 +244,13 @@ def validate(config: AdapterConfig) -> None:
         "max_sessions",
         "max_inflight",
         "stream_queue",
+        "max_inflight_bytes",
+        "header_timeout_seconds",
+        "body_timeout_seconds",
     ):
         if getattr(config, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
+    if config.max_inflight_bytes < config.max_body_bytes:
+        raise ValueError("--max-inflight-bytes must be at least --max-body-bytes")
     if config.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError("--log-level must be debug, info, warning or error")

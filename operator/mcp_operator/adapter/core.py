@@ -221,6 +221,7 @@ class AdapterCore:
         (after forgetting the call) when there is no child to write to.
         """
         call, line = self.router.forward_request(message, session, sink)
+        message.clear()  # the line is all the child needs: no decoded body waits with the call
         try:
             await self.send(line)
         except ChildUnavailableError:

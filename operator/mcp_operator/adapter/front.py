@@ -9,6 +9,12 @@ transport (``front_sse``); ``/healthz`` and ``/readyz`` report the core's
 truth; the lifespan starts and stops the core. A plain ASGI app, no
 framework: every request goes through ``HttpFront.__call__``.
 
+Every POST is admitted against the byte budget of bodies in flight
+(``budget``) before its body is read: over the body limit → 413, over what
+is left of the budget → 503 with ``Retry-After``; the reservation is held
+until the request is answered. ``/readyz`` is 503 when the child is not
+ready or when no new session could be opened (every slot busy).
+
 The hot path (a legacy ``tools/call`` POST) decodes the body once, hands it
 to the router, writes one line to the child and answers ``application/json``
 when the client accepts it (``front_calls``).
@@ -16,6 +22,11 @@ when the client accepts it (``front_calls``).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
+from mcp_types.jsonrpc import INTERNAL_ERROR
+
+from mcp_operator.adapter.budget import BodyBudget
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder
 from mcp_operator.adapter.front_legacy import SessionEndpoint
@@ -31,7 +42,11 @@ from mcp_operator.serve.asgi import (
 )
 from mcp_operator.serve.endpoint import route
 from mcp_operator.serve.hosts import HostPolicy
-from mcp_operator.serve.jsonrpc import dumps
+from mcp_operator.serve.jsonrpc import dumps, error_response
+
+BUDGET_SPENT = dumps(
+    error_response(None, INTERNAL_ERROR, "Too many request bytes in flight; retry later")
+)
 
 
 class HttpFront:
@@ -49,6 +64,14 @@ class HttpFront:
         self._legacy = SessionEndpoint(core, forwarder)
         self._modern = StatelessEndpoint(core, forwarder)
         self._sse = SseTransport(core)
+        self.budget = BodyBudget(
+            limit_bytes=core.config.max_inflight_bytes,
+            max_body_bytes=core.config.max_body_bytes,
+        )
+        self._too_large = (
+            f"Request body too large: the limit is {core.config.max_body_bytes} bytes".encode()
+        )
+        self._sessions = _BudgetedSessions(self._legacy, self.admitted)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -83,7 +106,7 @@ class HttpFront:
     async def _health(self, path: str, send: Send) -> None:
         core = self.core
         child = core.supervisor.child
-        ok = core.alive if path == "/healthz" else core.ready
+        ok = core.alive if path == "/healthz" else core.ready and core.sessions.can_admit()
         body = {
             "status": "ok" if ok else "unavailable",
             "child": {
@@ -94,6 +117,13 @@ class HttpFront:
             },
             "sessions": len(core.sessions),
             "inflight": core.inflight,
+            "limits": {
+                "maxSessions": core.sessions.max_sessions,
+                "sessionsEvicted": core.sessions.evicted,
+                "inflightBytes": self.budget.in_use,
+                "maxInflightBytes": self.budget.limit_bytes,
+                "refusedForBytes": self.budget.refused,
+            },
         }
         await respond_json(send, 200 if ok else 503, dumps(body))
 
@@ -103,9 +133,33 @@ class HttpFront:
             receive,
             send,
             policy=self.policy,
-            stateless=self._modern.handle,
-            sessions=self._legacy,
+            stateless=self._stateless,
+            sessions=self._sessions,
         )
+
+    async def _stateless(
+        self, scope: Scope, headers: dict[bytes, str], receive: Receive, send: Send
+    ) -> None:
+        await self.admitted(
+            headers, send, lambda: self._modern.handle(scope, headers, receive, send)
+        )
+
+    async def admitted(
+        self, headers: dict[bytes, str], send: Send, serve: Callable[[], Awaitable[None]]
+    ) -> None:
+        """Serve a request with a body within the byte budget, or answer 413/503 unread."""
+        budget = self.budget
+        cost = budget.cost(headers.get(b"content-length"))
+        if cost is None:
+            await respond_plain(send, 413, self._too_large)
+            return
+        if not budget.reserve(cost):
+            await respond_json(send, 503, BUDGET_SPENT, [(b"retry-after", b"1")])
+            return
+        try:
+            await serve()
+        finally:
+            budget.release(cost)
 
     async def _legacy_sse(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
         headers = request_headers(scope)
@@ -114,6 +168,31 @@ class HttpFront:
         if path == self.config.sse_path and scope["method"] == "GET":
             await self._sse.stream(scope, receive, send)
         elif path == self.config.messages_path and scope["method"] == "POST":
-            await self._sse.message(scope, headers, receive, send)
+            await self.admitted(
+                headers, send, lambda: self._sse.message(scope, headers, receive, send)
+            )
         else:
             await respond_plain(send, 405, b"Method Not Allowed")
+
+
+class _BudgetedSessions:
+    """The legacy session endpoint with each POST admitted against the byte budget first."""
+
+    def __init__(
+        self,
+        endpoint: SessionEndpoint,
+        admitted: Callable[
+            [dict[bytes, str], Send, Callable[[], Awaitable[None]]], Awaitable[None]
+        ],
+    ) -> None:
+        self._endpoint = endpoint
+        self._admitted = admitted
+
+    async def post(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
+        await self._admitted(headers, send, lambda: self._endpoint.post(headers, receive, send))
+
+    async def get(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
+        await self._endpoint.get(headers, receive, send)
+
+    async def delete(self, headers: dict[bytes, str], send: Send) -> None:
+        await self._endpoint.delete(headers, send)
