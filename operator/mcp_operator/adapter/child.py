@@ -6,7 +6,9 @@ process group (``start_new_session``) so that wrappers such as ``npx`` and
 their grandchildren die together; on Linux it also gets ``PR_SET_PDEATHSIG``
 so that it cannot outlive an adapter that was killed outright. Stdout lines
 that are not JSON objects are logged and dropped; stderr passes through to
-the adapter's stderr.
+the adapter's stderr. A line over the limit is read past without keeping it:
+if it is an answer whose id shows at either end (``oversized``), that call
+fails at once; its content is never logged.
 """
 
 from __future__ import annotations
@@ -24,12 +26,19 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from mcp_operator.adapter.oversized import EDGE_BYTES, response_id, too_large_answer
+
 logger = logging.getLogger(__name__)
 
 MAX_BACKOFF_SECONDS = 30.0
 _WRITE_HIGH_WATER = 1024 * 1024
 _DRAIN_TIMEOUT_SECONDS = 30.0
 """How long a write may wait for a child that does not read its stdin; the call then fails."""
+_STDIN_BUFFER_LIMIT = 16 * 1024 * 1024
+"""Most bytes queued for the server's stdin; beyond that, writes fail (calls get 503).
+
+Notifications and answers are written without waiting for the pipe: without this
+bound, a server that stops reading would let clients grow the buffer without end."""
 
 
 class ChildUnavailableError(Exception):
@@ -96,12 +105,14 @@ class ChildProcess:
         on_message = self._on_message
         while True:
             try:
-                line = await stdout.readline()
-            except ValueError:
-                self._drop(b"", f"a stdout line longer than {self._max_line} bytes")
+                line = await stdout.readuntil(b"\n")
+            except asyncio.IncompleteReadError as eof:
+                line = eof.partial  # the last line had no newline; the next read returns b""
+                if not line:
+                    return
+            except asyncio.LimitOverrunError as overrun:
+                await self._skip_oversized(stdout, overrun.consumed)
                 continue
-            if not line:
-                return
             try:
                 message = loads(line)
             except ValueError:
@@ -115,6 +126,47 @@ class ChildProcess:
                 on_message(message)
             except Exception:
                 logger.exception("Failed to route a message from the child")
+
+    async def _skip_oversized(self, stdout: asyncio.StreamReader, buffered: int) -> None:
+        """Read past a line over the limit, keeping only its ends; fail the call it answers.
+
+        ``buffered`` bytes of the line are in the reader's buffer (at most about twice
+        the limit); the rest arrives in pieces of that size. Nothing of the line is logged.
+        """
+        chunk = await stdout.readexactly(buffered)
+        head, tail, size = chunk[:EDGE_BYTES], chunk[-EDGE_BYTES:], len(chunk)
+        while True:
+            try:
+                chunk = await stdout.readuntil(b"\n")
+                last = True
+            except asyncio.LimitOverrunError as overrun:
+                chunk = await stdout.readexactly(overrun.consumed)
+                last = False
+            except asyncio.IncompleteReadError as eof:
+                chunk = eof.partial
+                last = True
+            size += len(chunk)
+            tail = (tail + chunk[-EDGE_BYTES:])[-EDGE_BYTES:]
+            if last:
+                break
+        request_id = response_id(head, tail)
+        self._dropped += 1
+        if request_id is None:
+            logger.warning(
+                "Dropped a stdout line of %d bytes from the child (over --max-line-bytes %d): "
+                "not an answer whose id could be found",
+                size,
+                self._max_line,
+            )
+            return
+        logger.warning(
+            "Dropped a stdout line of %d bytes from the child (over --max-line-bytes %d): "
+            "failed the call it answers (child id %s)",
+            size,
+            self._max_line,
+            request_id,
+        )
+        self._on_message(too_large_answer(request_id, size, self._max_line))
 
     def _drop(self, line: bytes, what: str) -> None:
         self._dropped += 1
@@ -133,6 +185,8 @@ class ChildProcess:
             or proc.stdin.is_closing()
         ):
             raise ChildUnavailableError("the MCP server process is not running")
+        if proc.stdin.transport.get_write_buffer_size() > _STDIN_BUFFER_LIMIT:
+            raise ChildUnavailableError("the MCP server is not reading its stdin")
         proc.stdin.write(line)
 
     async def write(self, line: bytes) -> None:
@@ -173,8 +227,6 @@ class ChildProcess:
 STDIN_FIFO = "stdin"
 STDOUT_FIFO = "stdout"
 _FIFO_POLL_SECONDS = 0.1
-_FIFO_BUFFER_LIMIT = 16 * 1024 * 1024
-"""Most bytes queued for a FIFO-mode server's stdin; beyond that, calls fail (503)."""
 
 
 def make_fifos(directory: str) -> None:
@@ -250,7 +302,7 @@ class FifoChild(ChildProcess):
             raise ChildUnavailableError("the MCP server container has not opened its stdin")
         # A pipe transport has no flow control of its own: a server that stops reading
         # would let the buffer grow until the container is out of memory.
-        if self._writer.get_write_buffer_size() > _FIFO_BUFFER_LIMIT:
+        if self._writer.get_write_buffer_size() > _STDIN_BUFFER_LIMIT:
             raise ChildUnavailableError("the MCP server is not reading its stdin")
         self._writer.write(line)
 
