@@ -39,16 +39,15 @@ async def serve(config: AdapterConfig) -> int:
         port=config.port,
         log_level=config.log_level,
         grace_seconds=config.shutdown_grace_seconds,
+        header_timeout_seconds=config.header_timeout_seconds,
+        body_timeout_seconds=config.body_timeout_seconds,
     )
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
+    host = f"[{config.host}]" if ":" in config.host else config.host
     logger.info(
-        "Serving %s on http://%s:%d%s",
-        " ".join(config.command),
-        config.host,
-        config.port,
-        config.path,
+        "Serving %s on http://%s:%d%s", " ".join(config.command), host, config.port, config.path
     )
     try:
         await server.serve()

@@ -1,6 +1,6 @@
 """``mcp-operator adapter``: serve a stdio MCP server over Streamable HTTP.
 
-Usage: ``mcp-operator adapter --port 8080 [--host 0.0.0.0] [--path /mcp]
+Usage: ``mcp-operator adapter --port 8080 [--host ::] [--path /mcp]
 [--allowed-host NAME ...] [--sse] -- npx -y @modelcontextprotocol/server-everything``.
 The flags and their environment variables are documented in docs/adapter.md.
 """

@@ -8,5 +8,7 @@ Modules, one job each (none imports ``adapter``, ``bridge``, ``controller`` or `
 - ``hosts``   the Host/Origin policy (DNS rebinding protection)
 - ``era``     which protocol era an incoming request speaks, and the 2026-07-28 admission
 - ``endpoint`` the endpoint's routing (Host/Origin, era, method) and a session's GET stream
-- ``process`` uvicorn on its fastest parts without its own signal handlers; the event loop
+- ``process`` uvicorn on its fastest parts without its own signal handlers; the listening
+  socket (dual-stack for ``::``); the event loop
+- ``deadlines`` header and body read deadlines on the HTTP protocol (slowloris)
 """

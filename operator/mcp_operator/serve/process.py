@@ -1,47 +1,103 @@
 """Serving an ASGI app in our processes: uvicorn on its fastest parts, without its signals.
 
 Owns what the adapter and the bridge do alike to put an ASGI app on a port: uvicorn
-with the fastest HTTP parser installed (``httptools``, else ``h11``), no access log
-and no server header, a bounded graceful shutdown, and no signal handlers of its own
-(each program installs its own on the loop, to close its streams first), and the
-process start: logging, and the fastest event loop installed (``uvloop``, else
-asyncio's). Leaves what is served and when to stop to the program.
+with the fastest HTTP parser installed (``httptools``, else ``h11``) and read
+deadlines on it (``deadlines``: a slow client is cut off), no access log and no
+server header, a bounded graceful shutdown, and no signal handlers of its own
+(each program installs its own on the loop, to close its streams first); the
+listening socket (``::`` means both IPv6 and IPv4, for single-stack clusters of
+either family); and the process start: logging, and the fastest event loop
+installed (``uvloop``, else asyncio's). Leaves what is served and when to stop to
+the program.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import importlib.util
 import logging
+import socket
 from collections.abc import Coroutine, Generator
 from typing import Any
 
 import uvicorn
 
+logger = logging.getLogger(__name__)
+
+ALL_ADDRESSES = "::"
+"""The listen address that means every address of both families (dual-stack)."""
+
 
 class QuietServer(uvicorn.Server):
     """uvicorn without its own signal handlers: the program installs its own on the loop."""
+
+    listeners: list[socket.socket] | None = None
+    """Sockets bound here rather than by uvicorn (the dual-stack one); None: uvicorn binds."""
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
 
-
-def fastest(module: str, fallback: str) -> str:
-    """``module`` when it is installed, else ``fallback``."""
-    return module if importlib.util.find_spec(module) is not None else fallback
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().serve(sockets=sockets if sockets is not None else self.listeners)
 
 
-def server(app: Any, *, host: str, port: int, log_level: str, grace_seconds: float) -> QuietServer:
-    """A uvicorn server for ``app`` on ``host:port`` (it starts serving when awaited)."""
-    return QuietServer(
+def dual_stack_socket(port: int) -> socket.socket:
+    """A TCP socket on ``[::]:port`` that also takes IPv4 (``IPV6_V6ONLY`` off).
+
+    On a kernel without IPv6 the socket is ``0.0.0.0:port`` instead: the same
+    setting then serves IPv4-only, IPv6-only and dual-stack clusters alike.
+    """
+    try:
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    except OSError as error:
+        if error.errno not in (errno.EAFNOSUPPORT, errno.EPROTONOSUPPORT):
+            raise
+        logger.info("Listening on IPv4 only: this kernel has no IPv6 (%s)", error)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("0.0.0.0", port))
+        return sock
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+    sock.bind(("::", port))
+    return sock
+
+
+def http_protocol(header_seconds: float, body_seconds: float) -> Any:
+    """httptools with read deadlines; h11 (without them, said in the log) if it is missing."""
+    if importlib.util.find_spec("httptools") is None:
+        logger.warning("Serving without header and body read deadlines: httptools is missing")
+        return "h11"
+    from mcp_operator.serve.deadlines import with_deadlines
+
+    return with_deadlines(header_seconds, body_seconds)
+
+
+def server(
+    app: Any,
+    *,
+    host: str,
+    port: int,
+    log_level: str,
+    grace_seconds: float,
+    header_timeout_seconds: float = 10.0,
+    body_timeout_seconds: float = 30.0,
+) -> QuietServer:
+    """A uvicorn server for ``app`` on ``host:port`` (it starts serving when awaited).
+
+    ``host`` ``::`` listens on IPv6 and IPv4 both (``dual_stack_socket``); a client
+    slower than the header or body timeout has its connection closed (``deadlines``).
+    """
+    quiet = QuietServer(
         uvicorn.Config(
             app,
             host=host,
             port=port,
             lifespan="on",
-            http=fastest("httptools", "h11"),
+            http=http_protocol(header_timeout_seconds, body_timeout_seconds),
             loop="none",
             log_level=log_level.lower(),
             access_log=False,
@@ -50,6 +106,9 @@ def server(app: Any, *, host: str, port: int, log_level: str, grace_seconds: flo
             timeout_keep_alive=30,
         )
     )
+    if host == ALL_ADDRESSES:
+        quiet.listeners = [dual_stack_socket(port)]
+    return quiet
 
 
 def run(main: Coroutine[Any, Any, int], log_level: str) -> int:

@@ -177,7 +177,7 @@ def _stdio_containers(server: MCPServer, settings: RenderSettings) -> list[dict[
     probe_port = {"port": ADAPTER_PORT_NAME}
     adapter_args = [
         "adapter",
-        "--host=0.0.0.0",
+        "--host=::",  # every address, IPv4 and IPv6: single-stack clusters of either family
         f"--port={spec.port}",
         f"--path={spec.path}",
         f"--stdio-fifo-dir={FIFO_DIR}",
