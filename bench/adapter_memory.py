@@ -121,7 +121,11 @@ async def attack_calls(url: str, calls: int, body_bytes: int) -> collections.Cou
         "jsonrpc": "2.0",
         "id": 0,
         "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "b", "version": "1"}},
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
     }
     limits = httpx.Limits(max_connections=calls + 10)
     statuses: collections.Counter[int] = collections.Counter()
