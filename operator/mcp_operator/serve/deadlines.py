@@ -20,49 +20,66 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
 class DeadlineHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol with a header and a body read deadline."""
+    """uvicorn's httptools protocol with a header and a body read deadline.
+
+    One timer per connection, re-armed lazily: a request only moves the deadline
+    (a float), and the timer, when it fires early, sleeps again until the current
+    deadline. The hot path creates no timer per request.
+    """
 
     header_seconds = 10.0
     body_seconds = 30.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._read_deadline: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm(self.header_seconds)
+        self._expect_within(self.header_seconds)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
+        self._deadline = None
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         super().connection_lost(exc)
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        if self._read_deadline is None:  # a later request on a kept-alive connection
-            self._arm(self.header_seconds)
+        if self._deadline is None:  # a later request on a kept-alive connection
+            self._expect_within(self.header_seconds)
 
     def on_headers_complete(self) -> None:
         super().on_headers_complete()
-        self._arm(self.body_seconds)
+        self._expect_within(self.body_seconds)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
-        self._disarm()
+        self._deadline = None  # the request is read; the timer, if it fires, does nothing
 
-    def _arm(self, seconds: float) -> None:
-        if self._read_deadline is not None:
-            self._read_deadline.cancel()
-        self._read_deadline = self.loop.call_later(seconds, self._missed_deadline)
+    def _expect_within(self, seconds: float) -> None:
+        deadline = self.loop.time() + seconds
+        self._deadline = deadline
+        if self._timer is None or deadline < self._timer_at:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._arm(deadline)
 
-    def _disarm(self) -> None:
-        if self._read_deadline is not None:
-            self._read_deadline.cancel()
-            self._read_deadline = None
+    def _arm(self, at: float) -> None:
+        self._timer_at = at
+        self._timer = self.loop.call_at(at, self._check)
 
-    def _missed_deadline(self) -> None:
-        self._read_deadline = None
-        if not self.transport.is_closing():
+    def _check(self) -> None:
+        self._timer = None
+        deadline = self._deadline
+        if deadline is None:
+            return
+        if self.loop.time() < deadline:
+            self._arm(deadline)
+        elif not self.transport.is_closing():
             self.transport.close()
 
 
