@@ -62,6 +62,9 @@ class Result:
     sessions_misrouted: int = 0
     sessions_failed: int = 0
     rss_mib: float = 0.0
+    cpu_us_per_call: float = 0.0
+    """CPU time of the adapter's own process per wrk call: steadier than calls/s on a busy
+    machine, which is what a before/after comparison on a shared one needs."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -229,12 +232,21 @@ def tree_rss_mib(pid: int) -> float:
     return total / 1024
 
 
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU time of one process so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def measure(name: str, command: list[str], port: int, args: argparse.Namespace) -> Result:
     result = Result(name)
     url = f"http://127.0.0.1:{port}/mcp"
     with started(command, port) as process:
         session = open_session(url)
+        before = cpu_seconds(process.pid)
         run_wrk(url, session, args.seconds, result)
+        used = cpu_seconds(process.pid) - before
+        result.cpu_us_per_call = used * 1e6 / result.wrk_checked if result.wrk_checked else 0.0
         asyncio.run(many_sessions(url, args.clients, args.calls, result))
         result.rss_mib = tree_rss_mib(process.pid)
     return result
@@ -243,14 +255,15 @@ def measure(name: str, command: list[str], port: int, args: argparse.Namespace) 
 def table(results: list[Result]) -> str:
     head = (
         "| adapter (server-everything, stdio) | calls/s | p50 ms | p99 ms | wrk bad/errors "
-        "| 10x10 SDK s | misrouted/failed | RSS MiB |"
+        "| 10x10 SDK s | misrouted/failed | RSS MiB | CPU µs/call |"
     )
-    rows = [head, "|" + "---|" * 8]
+    rows = [head, "|" + "---|" * 9]
     for r in results:
         rows.append(
             f"| {r.name} | {r.calls_per_second:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} "
             f"| {r.wrk_bad}/{r.wrk_errors} of {r.wrk_checked:,} | {r.sessions_seconds:.2f} "
-            f"| {r.sessions_misrouted}/{r.sessions_failed} | {r.rss_mib:.0f} |"
+            f"| {r.sessions_misrouted}/{r.sessions_failed} | {r.rss_mib:.0f} "
+            f"| {r.cpu_us_per_call:.0f} |"
         )
     return "\n".join(rows)
 
