@@ -142,6 +142,30 @@ async def test_large_calls_beyond_the_byte_budget_get_503_with_retry_after_then_
     assert after.status_code == 200  # the budget was given back when the calls were answered
 
 
+async def test_a_hundred_concurrent_megabyte_calls_leave_the_adapter_within_its_limit(
+    tmp_path: Path, bounds_server: Path
+) -> None:
+    with adapter((sys.executable, str(bounds_server), "hold"), tmp_path) as running:
+        idle, _ = peak_and_current_mib(running.process.pid)
+        limits = httpx.Limits(max_connections=110)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+            opened = await http.post(running.url, json=INIT, headers=ACCEPT)
+            headers = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+            arguments = compact({"hold": 3, "payload": many_small_objects(1_000_000)})
+
+            async def post(index: int) -> int:
+                head = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call",' % index
+                body = head + b'"params":{"name":"t","arguments":' + arguments + b"}}"
+                response = await http.post(running.url, content=body, headers=headers)
+                return response.status_code
+
+            statuses = await asyncio.gather(*(post(index) for index in range(100)))
+        peak, _ = peak_and_current_mib(running.process.pid)
+    assert set(statuses) <= {200, 503} and statuses.count(200) >= 20
+    # Before: every call kept its decoded body until answered: 1,287 MiB peak here.
+    assert peak - idle < 120, f"peak {peak:.0f} MiB from {idle:.0f} MiB idle"
+
+
 # ------------------------------------------------------------------ session slots
 
 
