@@ -295,7 +295,14 @@ def test_a_client_that_sends_its_headers_or_body_too_slowly_is_disconnected(
                 b"accept: application/json\r\ncontent-length: 100\r\n\r\n{"
             )
             body_closed = closed_within(slow_body, 6)
+        with socket.create_connection(("127.0.0.1", port)) as kept_alive:
+            kept_alive.sendall(b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            answered = kept_alive.recv(4096)
+            kept_alive.sendall(b"GET /healthz HTTP/1.1\r\n")  # the next request, trickled
+            second_closed = closed_within(kept_alive, 5)
         assert running.health().status_code == 200
     assert silent_closed is not None and silent_closed < 3
     assert trickle_closed is not None and trickle_closed < 3
     assert body_closed is not None and 1.5 < body_closed < 4
+    assert answered.startswith(b"HTTP/1.1 200")
+    assert second_closed is not None and second_closed < 3
