@@ -113,7 +113,8 @@ class AdapterConfig:
 
     header_timeout_seconds: float = 10.0
     """Longest a client may take to send a request's headers (from connecting, or from the
-    previous response); then the connection is closed (slowloris)."""
+    first byte of a later request on the connection); then the connection is closed
+    (slowloris). Idle time between requests is bounded apart: 30 seconds."""
 
     body_timeout_seconds: float = 30.0
     """Longest a client may take to send a request's body after its headers; then the
