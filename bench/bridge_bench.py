@@ -44,6 +44,7 @@ sys.path.insert(0, str(REPO))
 
 from tests.support import peers  # noqa: E402
 from tests.support.bridge_run import bridge_config, run_bridge, server_entry  # noqa: E402
+from tests.support.waiting import eventually  # noqa: E402
 
 from mcp_operator.api.bridge import BridgeConfig  # noqa: E402
 from mcp_operator.bridge.http1 import Http1Pool  # noqa: E402
@@ -140,6 +141,12 @@ def adapter_over_stdio() -> Iterator[str]:
     argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
             "--log-level", "warning", "--", *node]  # fmt: skip
     with peers.run_server(argv, port, name="adapter"):
+        # The port opens before the child has answered its handshake (503 until then).
+        eventually(
+            "the adapter's child answered its handshake",
+            lambda: httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200,
+            ignoring=(httpx.HTTPError,),
+        )
         yield f"http://127.0.0.1:{port}/mcp"
 
 
