@@ -23,7 +23,7 @@ if [[ ! -x "$PYTHON" ]]; then
   tar -xJf "$BUILD/$TARBALL" -C "$BUILD"
   (
     cd "$BUILD/Python-$PYVER"
-    ./configure --quiet --prefix="$CACHE/python3.13" --without-ensurepip >/dev/null
+    ./configure --quiet --prefix="$CACHE/python3.13" >/dev/null
     make --quiet -j"$(nproc)" >/dev/null 2>&1
     make --quiet altinstall >/dev/null 2>&1
   )
@@ -32,16 +32,9 @@ if [[ ! -x "$PYTHON" ]]; then
 fi
 
 if [[ ! -x "$VENV/bin/mcpgateway" ]]; then
-  "$PYTHON" -m venv --without-pip "$VENV"
-  # The venv gets pip from PyPI's wheel (the build has no ensurepip).
-  curl -fsSL -o "$CACHE/get-pip.whl" "$(python3 - <<'PY'
-import json, urllib.request
-data = json.load(urllib.request.urlopen("https://pypi.org/pypi/pip/json"))
-print(next(f["url"] for f in data["urls"] if f["filename"].endswith(".whl")))
-PY
-)"
-  "$VENV/bin/python" "$CACHE/get-pip.whl/pip" install --quiet "$CACHE/get-pip.whl" 2>/dev/null \
-    || "$VENV/bin/python" -c "import sys, runpy; sys.path.insert(0, '$CACHE/get-pip.whl'); sys.argv=['pip','install','--quiet','$CACHE/get-pip.whl']; runpy.run_module('pip', run_name='__main__')"
+  rm -rf "$VENV"
+  "$PYTHON" -m venv "$VENV" # pip from the build's own ensurepip wheel
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet "$CONTEXTFORGE"
 fi
 echo "ContextForge installed: $VENV/bin/mcpgateway ($("$VENV/bin/python" --version))"
