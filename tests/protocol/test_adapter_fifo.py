@@ -1,7 +1,7 @@
 """The adapter's FIFO mode, as a managed Pod runs it: server and adapter as separate processes.
 
 The server process is started exactly as the Pod's ``server`` container starts
-it (``render.SERVER_WRAPPER`` under ``/bin/sh``), the FIFOs exactly as the
+it (through the static ``mcp-stdio-exec`` helper, no shell), the FIFOs exactly as the
 init container makes them; a restart of the server (the kubelet's job in a
 Pod) is picked up by the adapter without restarting it.
 """
@@ -20,7 +20,9 @@ import httpx
 import pytest
 from mcp import Client
 
-from mcp_operator.controller.mcpserver.render import SERVER_WRAPPER
+from mcp_operator.controller.mcpserver import render
+from mcp_operator.dev.cluster import BIN_DIR
+from tests.support import needs
 from tests.support.peers import free_port
 from tests.support.waiting import eventually
 
@@ -28,10 +30,12 @@ ADAPTER = [sys.executable, "-m", "mcp_operator", "adapter"]
 TIME_SERVER = str(Path(sys.executable).with_name("mcp-server-time"))
 
 
+pytestmark = needs.mark(needs.image_tools_missing())
+
+
 def start_server(fifo_dir: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        ["/bin/sh", "-c", SERVER_WRAPPER, TIME_SERVER],
-        env={**os.environ, "MCP_FIFO_DIR": str(fifo_dir)},
+        [str(BIN_DIR / render.EXEC_HELPER), f"--fifo-dir={fifo_dir}", "--", TIME_SERVER],
         start_new_session=True,
     )
 
