@@ -255,9 +255,11 @@ class MCPServerStatus(StatusModel):
 class SecretUse(NamedTuple):
     """One key of a Secret that an MCPServer reads, and who reads it."""
 
-    reader: Literal["probe", "pod"]
+    reader: Literal["probe", "pod", "registry"]
     """``probe``: a request header of the operator's probe (``spec.headers``); ``pod``: an
-    environment variable of the managed server's Pod (``spec.deployment.env``)."""
+    environment variable of the managed server's Pod (``spec.deployment.env``);
+    ``registry``: a pull Secret (``spec.deployment.imagePullSecrets``), read by the operator
+    when it reads the image's configuration."""
     name: str
     """The header's or the environment variable's name."""
     secret: str
@@ -283,7 +285,8 @@ class MCPServer(BaseModel):
         return default_prefix(self.metadata.name)
 
     def referenced_secrets(self) -> list[SecretUse]:
-        """Every Secret key the server reads: its headers' first, then its Pod's environment."""
+        """Every Secret key the server reads: its headers' first, then its Pod's environment,
+        then its pull Secrets."""
         uses = [
             SecretUse(
                 "probe", h.name, h.value_from.secret_key_ref.name, h.value_from.secret_key_ref.key
@@ -296,4 +299,7 @@ class MCPServer(BaseModel):
             ref = var.value_from.secret_key_ref if var.value_from is not None else None
             if ref is not None:
                 uses.append(SecretUse("pod", var.name, ref.name, ref.key))
+        pulls = self.spec.deployment.image_pull_secrets if self.spec.deployment else None
+        for pull in pulls or ():
+            uses.append(SecretUse("registry", "imagePullSecrets", pull.name, ".dockerconfigjson"))
         return uses
