@@ -128,6 +128,8 @@ def operator(
                 f"--liveness=http://127.0.0.1:{port}/healthz",
                 # The tests' local registry (tests/support/registry.py) speaks plain HTTP.
                 f"--insecure-registries={registry.FRONT_HOST}",
+                # Samples name public images: the operator must not try to reach them.
+                f"--allowed-registries={registry.FRONT_HOST}",
             ],
             env=cluster.env(),
             stdout=log,

@@ -8,8 +8,10 @@ from typing import Any
 import pytest
 
 from mcp_operator.oci.auth import PullSecretError, credentials_for, parse_challenge
+from mcp_operator.oci.client import RegistryClient, RegistryError
 from mcp_operator.oci.config import ImageConfigError, numeric_user, parse_config, pick_platform
 from mcp_operator.oci.reference import InvalidReference, parse_reference
+from mcp_operator.oci.settings import RegistrySettings
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
@@ -139,3 +141,15 @@ def test_an_image_configuration_gives_entrypoint_cmd_and_user() -> None:
         parse_config({"config": {"Entrypoint": "/bin/x"}}, DIGEST)
     assert numeric_user("65532:65532") == (65532, 65532)
     assert numeric_user("nonroot") is None
+
+
+async def test_a_registry_outside_the_allowed_list_is_refused_without_a_request() -> None:
+    client = RegistryClient(RegistrySettings(allowed_hosts=frozenset({"*.corp.example"})))
+    try:
+        with pytest.raises(RegistryError) as refused:
+            await client.image_config("ghcr.io/github/github-mcp-server")
+    finally:
+        await client.aclose()
+    assert refused.value.reason == "ImageRegistryNotAllowed"
+    assert "*.corp.example" in refused.value.message
+    assert client.requests == 0

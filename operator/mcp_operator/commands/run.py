@@ -19,7 +19,7 @@ from mcp_operator.controller.settings import (
     RenderSettings,
     ScheduleSettings,
 )
-from mcp_operator.oci.settings import RegistrySettings, insecure_hosts
+from mcp_operator.oci.settings import RegistrySettings, host_list
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated host[:port] of registries read over plain HTTP when the operator "
         "reads an image's ENTRYPOINT (env MCP_OPERATOR_INSECURE_REGISTRIES; default none)",
     )
+    parser.add_argument(
+        "--allowed-registries",
+        default=os.environ.get("MCP_OPERATOR_ALLOWED_REGISTRIES"),
+        help="comma-separated host[:port] patterns (* globs) of the only registries the operator "
+        "may read image configurations from (env MCP_OPERATOR_ALLOWED_REGISTRIES; default any)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -112,7 +118,8 @@ def run(args: argparse.Namespace) -> int:
             listeners=ListenerSettings(max_listeners=args.max_listeners),
             render=render,
             registry=RegistrySettings(
-                insecure_hosts=insecure_hosts(args.insecure_registries or "")
+                insecure_hosts=host_list(args.insecure_registries or ""),
+                allowed_hosts=host_list(args.allowed_registries or ""),
             ),
         ),
         # Without --adapter-image, the operator's own image (read from its Pod) is used, for

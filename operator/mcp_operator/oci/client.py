@@ -12,6 +12,7 @@ is guessed. Reading Secrets and deciding what to do with a failure are the calle
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import logging
@@ -45,6 +46,7 @@ MAX_DOCUMENT_BYTES = 4 * 1024 * 1024
 
 Reason = Literal[
     "InvalidImageReference",
+    "ImageRegistryNotAllowed",
     "ImageRegistryUnreachable",
     "ImageNotFound",
     "ImagePullUnauthorized",
@@ -109,6 +111,13 @@ class RegistryClient:
             reference = parse_reference(image)
         except InvalidReference as error:
             raise RegistryError("InvalidImageReference", str(error)) from error
+        allowed = self.settings.allowed_hosts
+        if allowed and not any(fnmatch.fnmatchcase(reference.registry, p) for p in allowed):
+            raise RegistryError(
+                "ImageRegistryNotAllowed",
+                f"{reference}: the operator may read only from {', '.join(sorted(allowed))} "
+                "(--allowed-registries)",
+            )
         who = credentials.fingerprint if credentials is not None else "anonymous"
         key = (reference.registry, reference.repository, reference.manifest_reference, who)
         now = self._clock()

@@ -25,6 +25,10 @@ class RegistrySettings:
     insecure_hosts: frozenset[str] = frozenset()
     """``host[:port]`` registries spoken to over plain HTTP (a local test registry)."""
 
+    allowed_hosts: frozenset[str] = frozenset()
+    """``host[:port]`` patterns (``*`` globs) of the registries the operator may ask at all;
+    empty allows every registry. Others fail with ``ImageRegistryNotAllowed``, unasked."""
+
     tag_ttl_seconds: float = 300.0
     """How long a tag's answer is trusted before the registry is asked again."""
 
@@ -35,6 +39,6 @@ class RegistrySettings:
     """Configurations kept (least recently used first out)."""
 
 
-def insecure_hosts(text: str) -> frozenset[str]:
+def host_list(text: str) -> frozenset[str]:
     """``host:port,host2`` (a flag's value) as a set of hosts."""
     return frozenset(part.strip() for part in text.split(",") if part.strip())
