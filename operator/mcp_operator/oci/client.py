@@ -127,7 +127,16 @@ class RegistryClient:
             return cached.config
         scheme = "http" if reference.registry in self.settings.insecure_hosts else "https"
         session = _Session(reference, credentials, f"{scheme}://{reference.api_host}")
-        config = await self._resolve(session)
+        try:
+            config = await self._resolve(session)
+        except RegistryError as error:
+            if cached is None or error.reason != "ImageRegistryUnreachable":
+                raise
+            # The tag's last answer is what the Pod is pinned to and runs: keep it while the
+            # registry is away (asked again next time) rather than call a running server
+            # unready. Only an answer once read is kept; nothing is ever made up.
+            logger.warning("Kept the last configuration of image %s: %s", image, error.message)
+            return cached.config
         ttl = float("inf") if reference.digest else self.settings.tag_ttl_seconds
         self._cache[key] = _Cached(config, now + ttl)
         self._cache[(*key[:2], config.digest, who)] = _Cached(config, float("inf"))
@@ -266,6 +275,12 @@ class RegistryClient:
             raise RegistryError(
                 "ImagePullUnauthorized",
                 f"{session.reference}: unsupported authentication challenge {scheme!r}",
+            )
+        if params["realm"].startswith("http://") and not session.base.startswith("http://"):
+            raise RegistryError(
+                "ImagePullUnauthorized",
+                f"{session.reference}: the registry's token service is plain HTTP; "
+                "credentials are only sent over HTTPS to an HTTPS registry's token service",
             )
         query = {"scope": f"repository:{session.reference.repository}:pull"}
         if params.get("service"):
