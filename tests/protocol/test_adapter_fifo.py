@@ -104,3 +104,27 @@ def test_fifo_mode_and_a_command_are_exclusive() -> None:
     )
     assert result.returncode == 2
     assert "either --stdio-fifo-dir or a server command" in result.stderr
+
+
+def test_the_helper_exits_127_naming_a_program_it_cannot_find(tmp_path: Path) -> None:
+    helper = str(BIN_DIR / render.EXEC_HELPER)
+    ran = subprocess.run(
+        [helper, f"--fifo-dir={tmp_path}", "--", "no-such-mcp-server"],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tmp_path)},
+        check=False,
+        timeout=10,
+    )
+    assert ran.returncode == 127
+    assert '"no-such-mcp-server"' in ran.stderr
+    assert subprocess.run([helper], capture_output=True, check=False).returncode == 2
+
+
+def test_the_helper_installs_a_copy_of_itself_that_every_user_may_run(tmp_path: Path) -> None:
+    helper = BIN_DIR / render.EXEC_HELPER
+    subprocess.run([str(helper), f"--install={tmp_path}"], check=True, timeout=10)
+    copied = tmp_path / render.EXEC_HELPER
+    assert copied.read_bytes() == helper.read_bytes()
+    assert copied.stat().st_mode & 0o777 == 0o555
+    assert [p.name for p in tmp_path.iterdir()] == [render.EXEC_HELPER]  # no temporary left
