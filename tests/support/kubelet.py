@@ -142,12 +142,19 @@ def netns_host() -> Iterator[NetnsHost]:
         _ip("netns", "del", name, check=False)
 
 
-_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def _expand(text: str, env: Mapping[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion in command, args and env values."""
-    return _VAR.sub(lambda m: env.get(m.group(1), m.group(0)), text)
+    """Kubernetes' expansion in command, args and env values: ``$(VAR)`` becomes the value
+    (left as written when unknown), ``$$`` becomes ``$``, in one pass from the left."""
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+
+    return _VAR.sub(one, text)
 
 
 def plan(

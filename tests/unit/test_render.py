@@ -250,3 +250,18 @@ def test_a_suspended_server_is_scaled_to_zero() -> None:
     )  # type: ignore[union-attr]
     assert render.deployment(suspended, SETTINGS)["spec"]["replicas"] == 0
     assert render.deployment(STDIO, SETTINGS)["spec"]["replicas"] == 2
+
+
+def test_the_images_own_words_reach_the_server_verbatim_through_the_kubelets_expansion() -> None:
+    image = ImageConfig(
+        digest="sha256:" + "e" * 64, entrypoint=("/srv", "--home=$(HOME)"), cmd=("$$x",)
+    )
+    rendered = render.deployment(IMAGE_ONLY, SETTINGS, image=image)
+    command = rendered["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[3:] == ["/srv", "--home=$$(HOME)", "$$$$x"]
+    with_args = server("s", deployment={"image": "x", "args": ["--home=$(HOME)"]})
+    rendered = render.deployment(with_args, SETTINGS, image=image)
+    command = rendered["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[3:] == ["/srv", "--home=$$(HOME)", "--home=$(HOME)"], (
+        "the user's own: as in a Pod"
+    )

@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp_operator.api import MCPServer
 from mcp_operator.kube import SECRETS, Kube, SecretReferenceError
-from mcp_operator.oci.auth import PullSecretError, credentials_for
+from mcp_operator.oci.auth import credentials_for
 from mcp_operator.oci.client import RegistryClient
 from mcp_operator.oci.config import ImageConfig
 from mcp_operator.oci.reference import InvalidReference, parse_reference
@@ -73,6 +73,3 @@ async def image_config(kube: Kube, server: MCPServer, registry: RegistryClient) 
         if reference is not None:
             credentials = credentials_for(documents, reference)
     return await registry.image_config(spec.image, credentials)
-
-
-__all__ = ["PullSecretError", "image_config", "pull_secret_documents"]

@@ -24,6 +24,7 @@ Reading the registry is the caller's business; this module only uses what it rea
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -203,7 +204,14 @@ def server_argv(spec: DeploymentSpec, image: ImageConfig | None) -> list[str]:
         if not spec.command:
             raise ValueError("a stdio server without command needs its image configuration")
         return [*spec.command, *(spec.args or ())]
-    return container_argv(image, spec.command, spec.args)
+    # The kubelet expands $(VAR) in a Pod's command, a runtime never does in ENTRYPOINT/CMD:
+    # the image's words are escaped ($ -> $$, which the kubelet turns back into $).
+    verbatim = dataclasses.replace(
+        image,
+        entrypoint=tuple(word.replace("$", "$$") for word in image.entrypoint),
+        cmd=tuple(word.replace("$", "$$") for word in image.cmd),
+    )
+    return container_argv(verbatim, spec.command, spec.args)
 
 
 def _stdio_containers(
