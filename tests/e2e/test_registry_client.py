@@ -111,3 +111,20 @@ async def test_a_private_repository_needs_the_right_credentials(
         assert "wrong" not in refused.value.message
     right = Credentials(registry.USER, registry.PASSWORD, "Secret ns/pull")
     assert (await reader.image_config(image, right)).entrypoint == (SERVER,)
+
+
+async def test_a_digest_pinned_reference_is_checked_and_never_asked_again(
+    local: registry.Registry, client: tuple[RegistryClient, Clock]
+) -> None:
+    reader, clock = client
+    index = local.crane("digest", f"{local.backend}/tools/hello:multi")
+    pinned = f"{registry.FRONT_HOST}/tools/hello@{index}"
+    read = await reader.image_config(pinned)
+    assert read.pinned_digest == index and read.entrypoint == (SERVER,)
+    asked = reader.requests
+    clock.now += 10 * 365 * 86400
+    assert await reader.image_config(pinned) == read
+    assert reader.requests == asked, "a digest names one image forever"
+    with pytest.raises(RegistryError) as unknown:
+        await reader.image_config(f"{registry.FRONT_HOST}/tools/hello@sha256:{'0' * 64}")
+    assert unknown.value.reason == "ImageNotFound"
