@@ -29,6 +29,7 @@ from mcp_operator.adapter.child import (
 )
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
+from mcp_operator.adapter.rounds import ParkedCall, RoundStore
 from mcp_operator.adapter.router import Router
 from mcp_operator.adapter.sessions import SessionTable
 
@@ -50,6 +51,9 @@ class _FutureSink:
     def related(self, message: dict[str, Any]) -> bool:
         return False
 
+    def ask(self, message: dict[str, Any]) -> bool:
+        return False
+
 
 class AdapterCore:
     """One child behind many clients."""
@@ -62,6 +66,8 @@ class AdapterCore:
             max_sessions=config.max_sessions, idle_seconds=config.session_idle_seconds
         )
         self.router = Router(self.sessions, max_inflight=config.max_inflight)
+        self.rounds = RoundStore(max_parked=config.max_inflight, ttl=config.request_timeout_seconds)
+        """2026-07-28 calls waiting for their callers' input (bounded like calls in flight)."""
         self.supervisor = Supervisor(
             config.command,
             env=config.env,
@@ -128,9 +134,11 @@ class AdapterCore:
         period = max(1.0, min(60.0, self.config.session_idle_seconds / 2))
         while True:
             await asyncio.sleep(period)
-            for session in self.sessions.expire(time.monotonic()):
+            now = time.monotonic()
+            for session in self.sessions.expire(now):
                 logger.info("Expired idle session %s", session.id)
                 self.end_session(session, "Session expired")
+            self.drop_parked(self.rounds.expire(now), "The caller did not retry in time")
 
     # ------------------------------------------------------------------ child side
 
@@ -194,6 +202,7 @@ class AdapterCore:
 
     def _on_child_exited(self, returncode: int | None) -> None:
         self.init_result = None
+        self.rounds.clear()
         failed = self.router.fail_all(INTERNAL_ERROR, CHILD_EXITED)
         sessions = self.sessions.clear()
         for session in sessions:
@@ -213,14 +222,23 @@ class AdapterCore:
         return len(self.router.pending)
 
     async def submit(
-        self, message: dict[str, Any], session: Session | None, sink: CallSink
+        self,
+        message: dict[str, Any],
+        session: Session | None,
+        sink: CallSink,
+        *,
+        capabilities: dict[str, Any] | None = None,
+        log_level: str | None = None,
     ) -> PendingCall:
         """Forward a client's request to the child; its answer goes to ``sink``.
 
+        ``capabilities`` and ``log_level`` come from a 2026-07-28 caller's envelope.
         Raises RouterFullError when too many calls wait, and ChildUnavailableError
         (after forgetting the call) when there is no child to write to.
         """
-        call, line = self.router.forward_request(message, session, sink)
+        call, line = self.router.forward_request(
+            message, session, sink, capabilities=capabilities, log_level=log_level
+        )
         try:
             await self.send(line)
         except ChildUnavailableError:
@@ -247,6 +265,18 @@ class AdapterCore:
         line = self.router.forward_response(message, session)
         if line is not None:
             self.write_nowait(line)
+
+    def answer_asked(self, child_request_id: Any, result: dict[str, Any]) -> None:
+        """A 2026-07-28 caller's answer (from ``inputResponses``) to what the child asked it."""
+        line = self.router.answer_asked(child_request_id, result)
+        if line is not None:
+            self.write_nowait(line)
+
+    def drop_parked(self, parked: list[ParkedCall], reason: str) -> None:
+        """Calls whose callers will not retry (expired, evicted): cancel them at the child."""
+        for waiting in parked:
+            logger.info("Cancelled call %s waiting for input: %s", waiting.call.child_id, reason)
+            self.cancel(waiting.call, reason)
 
     def cancel(self, call: PendingCall, reason: str) -> None:
         """Give up on a call (timeout, disconnect): its sink gets an error, the child is told."""

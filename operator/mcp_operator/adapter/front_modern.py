@@ -2,19 +2,29 @@
 
 Owns what the adapter does with a request of the current revision once
 ``serve.era`` has admitted it (body shape, the SDK's inbound ladder): the
-answers the adapter gives itself (``server/discover``; 404 for methods this
-era does not have) and the envelope stripped before a legacy child sees it.
-Leaves the Host/Origin checks and the choice of era to ``front``, and the
-answer of a forwarded call (reshaped for this era) to ``front_calls``.
+answers the adapter gives itself (``server/discover``; 404 with ``-32601``
+for methods this revision does not have, such as ``ping``,
+``logging/setLevel`` and ``resources/subscribe``), the caller's envelope
+(capabilities, log level) read and then stripped before a legacy child sees
+it, and the retry of an input-required round (``requestState``, handed to
+``front_rounds``). Leaves the Host/Origin checks and the choice of era to
+``front``, and the answer of a forwarded call (reshaped for this era) to
+``front_calls``.
 """
 
 from __future__ import annotations
 
-from mcp_types.jsonrpc import METHOD_NOT_FOUND
+from typing import Any
+
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
+from mcp_types import methods as _methods
+from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from mcp_operator.adapter import era
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder, unavailable
+from mcp_operator.adapter.front_rounds import Envelope, input_responses
+from mcp_operator.adapter.rounds import request_target
 from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
 from mcp_operator.serve.endpoint import stateless_body
 from mcp_operator.serve.era import ModernNotification, Refusal, classify_modern
@@ -59,12 +69,61 @@ class StatelessEndpoint:
                 send, 200, dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
             )
             return
-        if method in ("initialize", "subscriptions/listen") or method.startswith("notifications/"):
+        version = outcome.protocol_version
+        if (method, version) not in _methods.CLIENT_REQUESTS or method == "subscriptions/listen":
             text = f"Method not found: {method}"
             await respond_json(send, 404, dumps(error_response(request_id, METHOD_NOT_FOUND, text)))
             return
-        if "params" in decoded:
-            decoded["params"] = era.strip_envelope(decoded["params"])
-        await self._forwarder.forward(
-            decoded, None, True, sse_ok, receive, send, modern=outcome.protocol_version
+        params: dict[str, Any] = decoded.get("params") or {}
+        envelope = _envelope(params)
+        params = era.strip_envelope(params)
+        decoded["params"] = params
+        if method not in _methods.INPUT_REQUIRED_METHODS:
+            await self._forwarder.forward(
+                decoded, None, True, sse_ok, receive, send, modern=version, envelope=envelope
+            )
+            return
+        valid, answers = input_responses(params)
+        if not valid:
+            text = "inputResponses must be an object whose values are results"
+            await respond_json(send, 400, dumps(error_response(request_id, INVALID_PARAMS, text)))
+            return
+        if "requestState" in params:
+            await self._resume(request_id, method, params, answers, sse_ok, receive, send, version)
+            return
+        envelope = Envelope(
+            envelope.capabilities, envelope.log_level, answers, request_target(method, params)
         )
+        await self._forwarder.forward(
+            decoded, None, True, sse_ok, receive, send, modern=version, envelope=envelope
+        )
+
+    async def _resume(
+        self,
+        request_id: Any,
+        method: str,
+        params: dict[str, Any],
+        answers: dict[str, Any],
+        sse_ok: bool,
+        receive: Receive,
+        send: Send,
+        version: str,
+    ) -> None:
+        forwarder = self._forwarder
+        resumed = await forwarder.rounds.resume(request_id, method, params, answers, sse_ok, send)
+        if resumed is None:
+            return
+        call, sink, rounds = resumed
+        await forwarder.answer(sink, call, receive, send, True, method, version, rounds)
+
+
+def _envelope(params: dict[str, Any]) -> Envelope:
+    """The caller's declared capabilities and log level, from ``params._meta``."""
+    meta = params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
+    level = meta.get(LOG_LEVEL_META_KEY)
+    return Envelope(
+        capabilities if isinstance(capabilities, dict) else {},
+        level if isinstance(level, str) else None,
+    )
