@@ -100,6 +100,10 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "test_input_required_result_multi_round": ("Asks twice, one after the other", NO_ARGS),
     "test_input_required_result_tampered_state": ("Asks for a confirmation", NO_ARGS),
     "test_input_required_result_capabilities": ("Asks for sampling and elicitation", NO_ARGS),
+    "test_logging_tool": ("Logs while it runs", NO_ARGS),
+    "test_streaming_elicitation": ("Asks the user mid-call", NO_ARGS),
+    "test_trigger_tool_change": ("Says the tool list changed", NO_ARGS),
+    "test_trigger_prompt_change": ("Says the prompt list changed", NO_ARGS),
 }
 PROMPTS: dict[str, tuple[str, list[str]]] = {
     "test_simple_prompt": ("A prompt without arguments", []),
@@ -203,7 +207,13 @@ class ConformanceServer:
         simple = self._simple_tool(name, args)
         if simple is not None:
             return simple
-        if name == "test_tool_with_logging":
+        if name == "test_trigger_tool_change":
+            await ctx.session.send_tool_list_changed()
+            return _text("Tool list change sent")
+        if name == "test_trigger_prompt_change":
+            await ctx.session.send_prompt_list_changed()
+            return _text("Prompt list change sent")
+        if name in ("test_tool_with_logging", "test_logging_tool"):
             for step in (
                 "Tool execution started",
                 "Tool processing data",
@@ -284,7 +294,7 @@ class ConformanceServer:
         if name in ("test_missing_capability", "test_input_required_result_sampling"):
             answer = await self.sample(ctx, "capital_question", "What is the capital of France?")
             return _text(f"LLM response: {answer.get('content', {}).get('text')}")
-        if name == "test_input_required_result_elicitation":
+        if name in ("test_input_required_result_elicitation", "test_streaming_elicitation"):
             answer = await self.elicit(ctx, "user_name", "What is your name?", name="string")
             return _text(f"Hello, {answer.get('content', {}).get('name')}!")
         if name == "test_input_required_result_list_roots":
