@@ -84,6 +84,8 @@ class AdapterCore:
         self.init_result: dict[str, Any] | None = None
         """The child's InitializeResult, once its handshake is done (None: not ready)."""
         self.failed = False
+        self._child_subscriptions: set[str] = set()
+        """Resource URIs the adapter subscribed to at the child for listen streams."""
         self._on_fatal = on_fatal
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -108,6 +110,12 @@ class AdapterCore:
         """Begin shutdown: end every session's stream so that HTTP connections can finish."""
         for session in self.sessions.clear():
             self.router.end_session(session, "The adapter is shutting down")
+        self._close_listeners()
+
+    def _close_listeners(self) -> None:
+        for listener in self.router.listeners:
+            listener.stream.close()
+        self.router.listeners.clear()
 
     async def stop(self) -> None:
         """Shut down: fail what is in flight, drop sessions, kill the child's process group."""
@@ -203,6 +211,8 @@ class AdapterCore:
     def _on_child_exited(self, returncode: int | None) -> None:
         self.init_result = None
         self.rounds.clear()
+        self._close_listeners()  # clients listen again and refetch
+        self._child_subscriptions.clear()
         failed = self.router.fail_all(INTERNAL_ERROR, CHILD_EXITED)
         sessions = self.sessions.clear()
         for session in sessions:
@@ -271,6 +281,14 @@ class AdapterCore:
         line = self.router.answer_asked(child_request_id, result)
         if line is not None:
             self.write_nowait(line)
+
+    def subscribe_child(self, uri: str) -> None:
+        """Ask the child for ``resources/updated`` on ``uri`` (once per child), for listeners."""
+        if uri in self._child_subscriptions:
+            return
+        self._child_subscriptions.add(uri)
+        line = self.router.internal_request("resources/subscribe", {"uri": uri}, _FutureSink())
+        self.write_nowait(line)
 
     def drop_parked(self, parked: list[ParkedCall], reason: str) -> None:
         """Calls whose callers will not retry (expired, evicted): cancel them at the child."""

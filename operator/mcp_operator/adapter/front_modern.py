@@ -20,7 +20,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
 from mcp_types import methods as _methods
 from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 
-from mcp_operator.adapter import era
+from mcp_operator.adapter import era, listeners
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder, unavailable
 from mcp_operator.adapter.front_rounds import Envelope, input_responses
@@ -29,6 +29,7 @@ from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_
 from mcp_operator.serve.endpoint import stateless_body
 from mcp_operator.serve.era import ModernNotification, Refusal, classify_modern
 from mcp_operator.serve.jsonrpc import dumps, error_response
+from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
 
 
 class StatelessEndpoint:
@@ -70,9 +71,17 @@ class StatelessEndpoint:
             )
             return
         version = outcome.protocol_version
-        if (method, version) not in _methods.CLIENT_REQUESTS or method == "subscriptions/listen":
+        agreed = (
+            listeners.honored(_filter(decoded), child_result.get("capabilities") or {})
+            if method == "subscriptions/listen"
+            else None
+        )
+        if (method, version) not in _methods.CLIENT_REQUESTS or agreed == {}:
             text = f"Method not found: {method}"
             await respond_json(send, 404, dumps(error_response(request_id, METHOD_NOT_FOUND, text)))
+            return
+        if agreed is not None:
+            await self._listen(request_id, agreed, receive, send)
             return
         params: dict[str, Any] = decoded.get("params") or {}
         envelope = _envelope(params)
@@ -115,6 +124,33 @@ class StatelessEndpoint:
             return
         call, sink, rounds = resumed
         await forwarder.answer(sink, call, receive, send, True, method, version, rounds)
+
+    async def _listen(
+        self, request_id: Any, agreed: dict[str, Any], receive: Receive, send: Send
+    ) -> None:
+        """A ``subscriptions/listen`` stream: acknowledged first, then what it agreed to hear."""
+        router = self.core.router
+        if len(router.listeners) >= self.config.max_sessions:
+            await unavailable(send, request_id, "Too many listen streams")
+            return
+        stream = SseStream(self.config.stream_queue)
+        listener = listeners.Listener.for_filter(request_id, stream, agreed)
+        for uri in listener.uris:
+            self.core.subscribe_child(uri)
+        stream.push(listener.acknowledgement(agreed))
+        router.listeners.append(listener)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await pump(stream, receive, send)
+        finally:
+            if listener in router.listeners:
+                router.listeners.remove(listener)
+
+
+def _filter(decoded: dict[str, Any]) -> dict[str, Any]:
+    params = decoded.get("params")
+    requested = params.get("notifications") if isinstance(params, dict) else None
+    return requested if isinstance(requested, dict) else {}
 
 
 def _envelope(params: dict[str, Any]) -> Envelope:

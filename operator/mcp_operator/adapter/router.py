@@ -36,6 +36,7 @@ from typing import Any
 from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from mcp_operator.adapter.attribution import CAUSING_METHODS, attribute
+from mcp_operator.adapter.listeners import Listener
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
 from mcp_operator.adapter.sessions import SessionTable
 from mcp_operator.serve.jsonrpc import RequestId, error_response
@@ -81,6 +82,8 @@ class Router:
         self._server_requests: dict[RequestId, tuple[Session, int]] = {}
         self._asked: dict[RequestId, PendingCall] = {}
         """Child server requests handed to a 2026-07-28 caller, by the child's id."""
+        self.listeners: list[Listener] = []
+        """Open 2026-07-28 ``subscriptions/listen`` streams."""
 
     # ----------------------------------------------------------------- client -> child
 
@@ -286,12 +289,19 @@ class Router:
             for session in self.sessions:
                 if uri in session.subscriptions:
                     self._push(session, message)
+            self._tell_listeners(method, params, message)
             return
         if method == "notifications/message":
             self._log(message, params)
             return
         for session in self.sessions:
             self._push(session, message)
+        self._tell_listeners(method, params, message)
+
+    def _tell_listeners(self, method: str, params: dict[str, Any], message: dict[str, Any]) -> None:
+        for listener in self.listeners:
+            if listener.wants(method, params):
+                listener.stream.push(listener.tagged(message))
 
     def _push(self, session: Session, message: dict[str, Any]) -> None:
         if session.stream is not None and not session.stream.push(message):
