@@ -104,6 +104,14 @@ TOOLS: dict[str, tuple[str, dict[str, Any]]] = {
     "test_streaming_elicitation": ("Asks the user mid-call", NO_ARGS),
     "test_trigger_tool_change": ("Says the tool list changed", NO_ARGS),
     "test_trigger_prompt_change": ("Says the prompt list changed", NO_ARGS),
+    "test_custom_headers": (
+        "Has a parameter mirrored in an Mcp-Param header",
+        {
+            "type": "object",
+            "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+            "required": ["region"],
+        },
+    ),
 }
 PROMPTS: dict[str, tuple[str, list[str]]] = {
     "test_simple_prompt": ("A prompt without arguments", []),
@@ -273,6 +281,8 @@ class ConformanceServer:
                 ],
                 is_error=True,
             )
+        if name == "test_custom_headers":
+            return _text(f"Region: {args.get('region')}")
         if name == "json_schema_2020_12_tool":
             return _text(f"JSON Schema 2020-12 tool called with: {json.dumps(args)}")
         return None

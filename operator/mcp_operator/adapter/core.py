@@ -194,6 +194,9 @@ class AdapterCore:
         except ChildUnavailableError:
             return
         self.init_result = result
+        if isinstance(result.get("capabilities"), dict) and "tools" in result["capabilities"]:
+            # learn the tools' x-mcp-header schemas before the first 2026-07-28 call needs them
+            self.write_nowait(self.router.internal_request("tools/list", {}, _FutureSink()))
         raw_info = result.get("serverInfo")
         info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
         logger.info(

@@ -27,7 +27,7 @@ from mcp_operator.adapter.front_rounds import Envelope, input_responses
 from mcp_operator.adapter.rounds import request_target
 from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
 from mcp_operator.serve.endpoint import stateless_body
-from mcp_operator.serve.era import ModernNotification, Refusal, classify_modern
+from mcp_operator.serve.era import ModernNotification, Refusal, classify_modern, refusal
 from mcp_operator.serve.jsonrpc import dumps, error_response
 from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
 
@@ -84,6 +84,12 @@ class StatelessEndpoint:
             await self._listen(request_id, agreed, receive, send)
             return
         params: dict[str, Any] = decoded.get("params") or {}
+        if method == "tools/call":
+            mismatch = self.core.router.tool_headers.check(params, scope["headers"])
+            if mismatch is not None:
+                refused = refusal(mismatch, request_id)
+                await respond_json(send, refused.status, dumps(refused.message))
+                return
         envelope = _envelope(params)
         params = era.strip_envelope(params)
         decoded["params"] = params

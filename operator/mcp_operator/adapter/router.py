@@ -37,6 +37,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_REQUIRED
 
 from mcp_operator.adapter.attribution import CAUSING_METHODS, attribute
 from mcp_operator.adapter.listeners import Listener
+from mcp_operator.adapter.param_headers import ToolHeaderSchemas
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
 from mcp_operator.adapter.sessions import SessionTable
 from mcp_operator.serve.jsonrpc import RequestId, error_response
@@ -84,6 +85,8 @@ class Router:
         """Child server requests handed to a 2026-07-28 caller, by the child's id."""
         self.listeners: list[Listener] = []
         """Open 2026-07-28 ``subscriptions/listen`` streams."""
+        self.tool_headers = ToolHeaderSchemas()
+        """The child's ``x-mcp-header`` schemas, learnt from its ``tools/list`` results."""
 
     # ----------------------------------------------------------------- client -> child
 
@@ -216,6 +219,7 @@ class Router:
         self._progress.clear()
         self._server_requests.clear()
         self._asked.clear()
+        self.tool_headers.forget()
         for call in calls:
             if call.session is not None:
                 call.session.calls.pop(call.client_id, None)
@@ -246,6 +250,8 @@ class Router:
             logger.debug("Dropped a child response to unknown id %r", child_id)
             return
         self._forget(call)
+        if call.method == "tools/list":
+            self.tool_headers.learn(message.get("result"))
         message["id"] = call.client_id
         call.sink.respond(message)
 
@@ -294,6 +300,8 @@ class Router:
         if method == "notifications/message":
             self._log(message, params)
             return
+        if method == "notifications/tools/list_changed":
+            self.tool_headers.forget()
         for session in self.sessions:
             self._push(session, message)
         self._tell_listeners(method, params, message)
