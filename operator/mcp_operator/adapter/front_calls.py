@@ -5,7 +5,10 @@ session or 2026-07-28): the sink the router answers into, the wait for the
 answer within the request timeout, the choice between ``application/json``
 and an upgrade to ``text/event-stream`` when the child says something about
 the call before answering it, and cancellation on a timeout or a disconnect.
-Leaves the checks that come before (session, headers, body) to the endpoints.
+For a 2026-07-28 call that may ask its caller something, the wait also ends
+when the child asks: ``front_rounds`` then turns the questions into this
+round's ``input_required`` reply. Leaves the checks that come before
+(session, headers, body) to the endpoints.
 """
 
 from __future__ import annotations
