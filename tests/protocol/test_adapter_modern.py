@@ -109,3 +109,40 @@ def test_logs_reach_a_2026_caller_only_when_its_request_set_a_level(conformance:
     loud = httpx.post(conformance.url, json=body, headers=headers, timeout=30)
     assert loud.headers["content-type"].startswith("text/event-stream")
     assert loud.text.count("notifications/message") == 3
+
+
+def test_calls_waiting_for_input_are_bounded_in_count_and_time(tmp_path: Path) -> None:
+    flags = ("--max-inflight", "4", "--request-timeout-seconds", "3")
+    caps = {**META, "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}
+    call = {"name": "test_input_required_result_elicitation", "arguments": {}}
+    answer = {"user_name": {"action": "accept", "content": {"name": "Ada"}}}
+
+    def ask(url: str, **extra: Any) -> httpx.Response:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {**call, **extra, "_meta": caps},
+        }
+        headers = {
+            **ACCEPT,
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": call["name"],
+        }
+        return httpx.post(url, json=body, headers=headers, timeout=30)
+
+    with adapter([sys.executable, str(SERVER)], tmp_path, *flags) as running:
+        states = [ask(running.url).json()["result"]["requestState"] for _ in range(3)]
+        assert running.health().json()["inflight"] == 2  # at most half of --max-inflight wait
+        evicted = ask(running.url, inputResponses=answer, requestState=states[0])
+        assert evicted.status_code == 400
+        done = ask(running.url, inputResponses=answer, requestState=states[1])
+        assert done.json()["result"]["content"][0]["text"] == "Hello, Ada!"
+        eventually(
+            "the last waiting call to expire",
+            lambda: running.health().json()["inflight"] == 0,
+            15,
+        )
+        expired = ask(running.url, inputResponses=answer, requestState=states[2])
+        assert expired.status_code == 400

@@ -66,8 +66,11 @@ class AdapterCore:
             max_sessions=config.max_sessions, idle_seconds=config.session_idle_seconds
         )
         self.router = Router(self.sessions, max_inflight=config.max_inflight)
-        self.rounds = RoundStore(max_parked=config.max_inflight, ttl=config.request_timeout_seconds)
-        """2026-07-28 calls waiting for their callers' input (bounded like calls in flight)."""
+        self.rounds = RoundStore(
+            max_parked=max(1, config.max_inflight // 2), ttl=config.request_timeout_seconds
+        )
+        """2026-07-28 calls waiting for their callers' input: at most half the calls in flight
+        (callers that never retry cannot take every slot), each for one request timeout."""
         self.supervisor = Supervisor(
             config.command,
             env=config.env,
@@ -139,7 +142,10 @@ class AdapterCore:
                 self._on_fatal()
 
     async def _expire_sessions(self) -> None:
-        period = max(1.0, min(60.0, self.config.session_idle_seconds / 2))
+        config = self.config
+        period = max(
+            1.0, min(60.0, config.session_idle_seconds / 2, config.request_timeout_seconds / 2)
+        )
         while True:
             await asyncio.sleep(period)
             now = time.monotonic()
