@@ -24,7 +24,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS
 
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.records import PendingCall
-from mcp_operator.adapter.rounds import ParkedCall, ask_from_child, request_target
+from mcp_operator.adapter.rounds import Ask, ParkedCall, ask_from_child, request_target
 from mcp_operator.serve.asgi import Send, respond_json
 from mcp_operator.serve.jsonrpc import RequestId, dumps, error_response
 
@@ -91,7 +91,7 @@ class RoundOfCall:
                 break
             seen = len(sink.asks)
             await asyncio.sleep(SETTLE_SECONDS)
-        asked = {}
+        asked: dict[str, Ask] = {}
         while sink.asks:
             ask = ask_from_child(sink.asks.popleft())
             if ask.key in self.answers:
@@ -104,7 +104,7 @@ class RoundOfCall:
         self.park(asked)
         return True
 
-    def park(self, asked: dict[str, Any]) -> None:
+    def park(self, asked: dict[str, Ask]) -> None:
         """Keep the call for the caller's retry; the sink's final becomes the reply."""
         call, core = self.call, self.core
         parked = ParkedCall(call, call.method, self.target, asked, 0.0, self)
@@ -156,12 +156,12 @@ class InputRounds:
             body = dumps(error_response(request_id, INVALID_PARAMS, text))
             await respond_json(send, 400, body)
             return None
-        rounds: RoundOfCall = parked.sink
+        rounds: RoundOfCall = parked.owner
         rounds.sink.reopen(can_stream=sse_ok)
         call = parked.call
         call.client_id = request_id
         rounds.answers = dict(answers)
-        missing = {}
+        missing: dict[str, Ask] = {}
         for key, ask in parked.asked.items():
             if key in answers:
                 self.core.answer_asked(ask.child_id, answers[key])

@@ -82,8 +82,8 @@ class ParkedCall:
     asked: dict[str, Ask]
     """What the caller has been asked and has not answered yet, by key."""
     expires: float
-    sink: Any = field(default=None)
-    """The HTTP sink that the call answers into (kept across rounds)."""
+    owner: Any = field(default=None)
+    """The HTTP side's handle of the call, kept across rounds (``front_rounds.RoundOfCall``)."""
 
 
 def request_target(method: str, params: Any) -> str | None:
