@@ -5,13 +5,24 @@
 #
 #   docker build -t ghcr.io/mcp-operator/mcp-operator:0.1.0 .
 #
-# Two stages: the first builds the package into a virtual environment, the second
-# copies only that environment onto a clean base. The result runs as UID 65532
+# Three stages: one builds the static mcp-stdio-exec helper from operator/stdio-exec,
+# one builds the package into a virtual environment, the last copies only those
+# onto a clean base. The result runs as UID 65532
 # with a read-only root filesystem: nothing is written at run time (bytecode is
 # compiled at build time; HOME and the temporary directory point at /tmp, which
 # the Deployment mounts as an emptyDir).
 
 ARG PYTHON_IMAGE=python:3.11-slim
+ARG GO_IMAGE=golang:1.26
+
+# mcp-stdio-exec: the static helper a managed stdio server's container runs
+# through (operator/stdio-exec; docs/managed-mode.md). Static, so that it runs in
+# any server image, distroless and scratch included.
+FROM ${GO_IMAGE} AS stdio-exec
+WORKDIR /src
+COPY operator/stdio-exec ./
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/mcp-stdio-exec . \
+    && /out/mcp-stdio-exec --install=/tmp && test -x /tmp/mcp-stdio-exec
 
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
@@ -37,6 +48,7 @@ LABEL org.opencontainers.image.title="mcp-operator" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.base.name="${PYTHON_IMAGE}"
 COPY --from=build /opt/mcp-operator /opt/mcp-operator
+COPY --from=stdio-exec /out/mcp-stdio-exec /opt/mcp-operator/bin/mcp-stdio-exec
 ENV PATH=/opt/mcp-operator/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

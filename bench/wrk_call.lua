@@ -1,11 +1,13 @@
 -- wrk script: POST tools/call (server-everything's echo) on one initialized session.
 -- Environment: MCP_SESSION_ID (required for legacy sessions), MCP_PROTOCOL_VERSION,
--- MCP_TOOL (the echo tool's name, default "echo"; "<prefix>_echo" through the bridge).
+-- MCP_TOOL (the echo tool's name, default "echo"; "<prefix>_echo" through the bridge),
+-- MCP_AUTHORIZATION (an Authorization header value, for gateways that want a token).
 -- Every request gets a unique id; every response body is checked for the echo,
 -- and done() prints "checked=N bad=M" so that the benchmark can count errors.
 local session = os.getenv("MCP_SESSION_ID") or ""
 local version = os.getenv("MCP_PROTOCOL_VERSION") or "2025-06-18"
 local tool = os.getenv("MCP_TOOL") or "echo"
+local authorization = os.getenv("MCP_AUTHORIZATION") or ""
 local counter = 0
 local threads = {}
 local prefix = 0
@@ -25,6 +27,9 @@ function init(args)
   wrk.headers["MCP-Protocol-Version"] = version
   if session ~= "" then
     wrk.headers["Mcp-Session-Id"] = session
+  end
+  if authorization ~= "" then
+    wrk.headers["Authorization"] = authorization
   end
 end
 

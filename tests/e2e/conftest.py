@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from mcp_operator.dev.cluster import ControlPlane, free_port, kubectl_path, stop_process_group
+from tests.support import registry
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "crds"
@@ -125,6 +126,10 @@ def operator(
                 "run",
                 "--verbose",
                 f"--liveness=http://127.0.0.1:{port}/healthz",
+                # The tests' local registry (tests/support/registry.py) speaks plain HTTP.
+                f"--insecure-registries={registry.FRONT_HOST}",
+                # Samples name public images: the operator must not try to reach them.
+                f"--allowed-registries={registry.FRONT_HOST}",
             ],
             env=cluster.env(),
             stdout=log,

@@ -195,8 +195,18 @@ def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 DELETE = object()
 
 INVALID: list[tuple[str, dict[str, Any], str]] = [
-    ("stdio-without-command", changed(MINIMAL_SERVER, "spec.deployment.command", DELETE),
-     "spec.deployment.command: Required value"),
+    ("writable-dir-reserved", changed(MINIMAL_SERVER, "spec.deployment.writableDirs",
+                                      [{"mountPath": "/run/mcp"}]),
+     "mountPath must not be /tmp, /run/mcp or /run/mcp-exec"),
+    ("writable-dir-climbs", changed(MINIMAL_SERVER, "spec.deployment.writableDirs",
+                                    [{"mountPath": "/data/../etc"}]),
+     "mountPath must not contain a '..' segment"),
+    ("writable-dir-twice", changed(MINIMAL_SERVER, "spec.deployment.writableDirs",
+                                   [{"mountPath": "/a"}, {"mountPath": "/a"}]),
+     ".spec.deployment.writableDirs: duplicate entries for key [mountPath=\"/a\"]"),
+    ("pull-secret-twice", changed(MINIMAL_SERVER, "spec.deployment.imagePullSecrets",
+                                  [{"name": "a"}, {"name": "a"}]),
+     ".spec.deployment.imagePullSecrets: duplicate entries for key [name=\"a\"]"),
     ("managed-without-deployment", changed(MINIMAL_SERVER, "spec.deployment", DELETE),
      "spec.deployment: Required value"),
     ("managed-with-url", changed(MINIMAL_SERVER, "spec.url", "http://x/mcp"),

@@ -1,7 +1,7 @@
 """The adapter's FIFO mode, as a managed Pod runs it: server and adapter as separate processes.
 
 The server process is started exactly as the Pod's ``server`` container starts
-it (``render.SERVER_WRAPPER`` under ``/bin/sh``), the FIFOs exactly as the
+it (through the static ``mcp-stdio-exec`` helper, no shell), the FIFOs exactly as the
 init container makes them; a restart of the server (the kubelet's job in a
 Pod) is picked up by the adapter without restarting it.
 """
@@ -20,7 +20,9 @@ import httpx
 import pytest
 from mcp import Client
 
-from mcp_operator.controller.mcpserver.render import SERVER_WRAPPER
+from mcp_operator.controller.mcpserver import render
+from mcp_operator.dev.cluster import BIN_DIR
+from tests.support import needs
 from tests.support.peers import free_port
 from tests.support.waiting import eventually
 
@@ -28,10 +30,12 @@ ADAPTER = [sys.executable, "-m", "mcp_operator", "adapter"]
 TIME_SERVER = str(Path(sys.executable).with_name("mcp-server-time"))
 
 
+pytestmark = needs.mark(needs.image_tools_missing())
+
+
 def start_server(fifo_dir: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        ["/bin/sh", "-c", SERVER_WRAPPER, TIME_SERVER],
-        env={**os.environ, "MCP_FIFO_DIR": str(fifo_dir)},
+        [str(BIN_DIR / render.EXEC_HELPER), f"--fifo-dir={fifo_dir}", "--", TIME_SERVER],
         start_new_session=True,
     )
 
@@ -100,3 +104,27 @@ def test_fifo_mode_and_a_command_are_exclusive() -> None:
     )
     assert result.returncode == 2
     assert "either --stdio-fifo-dir or a server command" in result.stderr
+
+
+def test_the_helper_exits_127_naming_a_program_it_cannot_find(tmp_path: Path) -> None:
+    helper = str(BIN_DIR / render.EXEC_HELPER)
+    ran = subprocess.run(
+        [helper, f"--fifo-dir={tmp_path}", "--", "no-such-mcp-server"],
+        capture_output=True,
+        text=True,
+        env={"PATH": str(tmp_path)},
+        check=False,
+        timeout=10,
+    )
+    assert ran.returncode == 127
+    assert '"no-such-mcp-server"' in ran.stderr
+    assert subprocess.run([helper], capture_output=True, check=False).returncode == 2
+
+
+def test_the_helper_installs_a_copy_of_itself_that_every_user_may_run(tmp_path: Path) -> None:
+    helper = BIN_DIR / render.EXEC_HELPER
+    subprocess.run([str(helper), f"--install={tmp_path}"], check=True, timeout=10)
+    copied = tmp_path / render.EXEC_HELPER
+    assert copied.read_bytes() == helper.read_bytes()
+    assert copied.stat().st_mode & 0o777 == 0o555
+    assert [p.name for p in tmp_path.iterdir()] == [render.EXEC_HELPER]  # no temporary left

@@ -347,6 +347,28 @@ async def test_an_upstreams_list_changed_reaches_the_agent_with_the_new_tools() 
             assert [t.name for t in (await client.list_tools()).tools] == ["chg_tool_v1"]
 
 
+async def test_a_2026_upstreams_list_changed_reaches_the_agent_through_its_listen_stream() -> None:
+    """The 2026-07-28 revision has no GET stream: the bridge hears the change on the answer to
+    its ``subscriptions/listen`` (the periodic re-listing is 300 s away, so it cannot be that)."""
+    with peers.sdk_changing_server() as url, run_bridge([server_entry("chg", url)]) as bridge:
+        async with Client(bridge.url, mode="legacy") as client, httpx.AsyncClient() as http:
+            servers = (await http.get(f"{bridge.health}/readyz")).json()["servers"]
+            assert [s["protocol"] for s in servers.values()] == ["2026-07-28"]
+            assert [t.name for t in (await client.list_tools()).tools] == ["chg_grow"]
+            init = await http.post(bridge.url, headers=ACCEPT, json=INIT)
+            changed = asyncio.Event()
+            streaming = asyncio.create_task(
+                _stream_until_list_changed(bridge.url, init.headers["mcp-session-id"], changed)
+            )
+            await asyncio.sleep(0.3)
+            assert _text(await client.call_tool("chg_grow", {})) == "grown"
+            await asyncio.wait_for(changed.wait(), 10)
+            streaming.cancel()
+            names = [t.name for t in (await client.list_tools()).tools]
+            assert names == ["chg_added", "chg_grow"]
+            assert _text(await client.call_tool("chg_added", {})) == "added"
+
+
 async def test_a_server_down_at_start_does_not_hold_readiness_and_joins_when_it_comes_up(
     everything_url: str,
 ) -> None:
@@ -358,7 +380,7 @@ async def test_a_server_down_at_start_does_not_hold_readiness_and_joins_when_it_
     with run_bridge(servers) as bridge:  # ready although time is down
         ready = await asyncio.to_thread(httpx.get, f"{bridge.health}/readyz")
         state = ready.json()["servers"]["default/time"]
-        assert state == {"listed": True, "up": False, "tools": 0}
+        assert state == {"listed": True, "up": False, "protocol": None, "tools": 0}
         async with Client(bridge.url, mode="legacy") as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert "ev_echo" in names and not any(n.startswith("time_") for n in names)

@@ -11,6 +11,9 @@ to a managed MCPServer, a test takes the Pod the operator's Deployment produced
   exactly as written there: ``$(VAR)`` references expanded, ``secretKeyRef``
   and ``fieldRef: status.podIP`` resolved, the image's entrypoint for
   containers without a ``command`` taken from a table the test provides;
+  a container whose image the test has extracted (``rootfs``) runs chrooted into
+  that filesystem, as the user its ``securityContext`` names, with the Pod's
+  ``emptyDir`` mounts bound into it — so nothing of the host (no shell) is there;
 - :meth:`NetnsHost.run_pod` runs the plan inside the namespace, in a private
   mount namespace where every ``emptyDir`` mount is a fresh tmpfs shared by
   the Pod's containers, and every ``configMap`` or ``secret`` volume mount a
@@ -139,12 +142,19 @@ def netns_host() -> Iterator[NetnsHost]:
         _ip("netns", "del", name, check=False)
 
 
-_VAR = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+_VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 def _expand(text: str, env: Mapping[str, str]) -> str:
-    """Kubernetes' ``$(VAR)`` expansion in command, args and env values."""
-    return _VAR.sub(lambda m: env.get(m.group(1), m.group(0)), text)
+    """Kubernetes' expansion in command, args and env values: ``$(VAR)`` becomes the value
+    (left as written when unknown), ``$$`` becomes ``$``, in one pass from the left."""
+
+    def one(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        return env.get(match.group(1), match.group(0))
+
+    return _VAR.sub(one, text)
 
 
 def plan(
@@ -153,8 +163,12 @@ def plan(
     pod_ip: str,
     secret: Callable[[str, str], str],
     entrypoints: Mapping[str, list[str]],
+    rootfs: Mapping[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """Containers (init first, marked) with argv and env, and the emptyDir mount paths."""
+    """Containers (init first, marked) with argv and env, and the emptyDir mount paths.
+
+    ``rootfs`` maps an image (as the Pod names it) to the directory it was extracted into;
+    such a container gets ``root`` and the ``uid``/``gid`` it runs as."""
     empty_dirs = {v["name"] for v in pod_spec.get("volumes", []) if "emptyDir" in v}
     mounts: set[str] = set()
     containers = []
@@ -179,16 +193,21 @@ def plan(
             if mount["name"] in empty_dirs and mount["mountPath"] != "/tmp":
                 mounts.add(mount["mountPath"])
         sidecar = init and container.get("restartPolicy") == "Always"
-        containers.append(
-            {
-                "name": container["name"],
-                "init": init and not sidecar,
-                "sidecar": sidecar,
-                "ready_url": _startup_url(container, pod_ip) if sidecar else None,
-                "argv": argv,
-                "env": env,
-            }
-        )
+        planned = {
+            "name": container["name"],
+            "init": init and not sidecar,
+            "sidecar": sidecar,
+            "ready_url": _startup_url(container, pod_ip) if sidecar else None,
+            "argv": argv,
+            "env": env,
+        }
+        root = (rootfs or {}).get(container["image"])
+        if root is not None:
+            pod_security = pod_spec.get("securityContext") or {}
+            security = {**pod_security, **(container.get("securityContext") or {})}
+            planned |= {"root": root, "uid": security.get("runAsUser")}
+            planned["gid"] = security.get("runAsGroup")
+        containers.append(planned)
     return containers, sorted(mounts)
 
 

@@ -100,3 +100,15 @@ def control_plane_missing() -> str | None:
     if absent:
         return f"{', '.join(absent)} not built in {BIN_DIR}; run `make control-plane`"
     return None
+
+
+IMAGE_TOOLS = ("mcp-stdio-exec", "crane", "mcp-hello-server")
+"""What ``make image-tools`` builds (``hack/build-image-tools.sh``)."""
+
+
+def image_tools_missing() -> str | None:
+    """Why the stdio helper, crane or the Go hello server cannot run here, or ``None``."""
+    absent = [name for name in IMAGE_TOOLS if not os.access(BIN_DIR / name, os.X_OK)]
+    if absent:
+        return f"{', '.join(absent)} not built in {BIN_DIR}; run `make image-tools`"
+    return None

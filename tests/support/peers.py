@@ -46,6 +46,22 @@ from mcp_server_time.server import create_server
 create_server("UTC").run("streamable-http", host=sys.argv[2], port=int(sys.argv[1]))
 """
 
+_CHANGING_SERVER = """\
+import sys
+from mcp.server.mcpserver import Context, MCPServer
+server = MCPServer("changing")
+def added() -> str:
+    \"\"\"Appears once grow was called.\"\"\"
+    return "added"
+@server.tool()
+async def grow(ctx: Context) -> str:
+    \"\"\"Adds the tool added and announces the change.\"\"\"
+    server.add_tool(added)
+    await ctx.notify_tools_changed()
+    return "grown"
+server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[1]))
+"""
+
 
 class PeerError(RuntimeError):
     """A peer is not installed or did not start."""
@@ -134,6 +150,15 @@ def mcp_server_time(port: int | None = None, host: str = "127.0.0.1") -> Iterato
     argv = [sys.executable, "-c", _TIME_SERVER, str(port), host]
     with run_server(argv, port, name="mcp-server-time", host=host):
         yield f"http://{host}:{port}/mcp"
+
+
+@contextlib.contextmanager
+def sdk_changing_server() -> Iterator[str]:
+    """A server on the official SDK (serving 2026-07-28 and the legacy revisions) whose tool
+    ``grow`` adds the tool ``added`` and announces the change (yields ``.../mcp``)."""
+    port = free_port()
+    with run_server([sys.executable, "-c", _CHANGING_SERVER, str(port)], port, name="changing"):
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
 @contextlib.contextmanager

@@ -6,6 +6,9 @@ every configMap/secret mount path (holding the object's keys as files), and the
 Pod's own /etc/hosts when the plan names hosts, in this private mount namespace
 only; runs the init containers one after another, starts the native sidecars
 and waits for their startup probe, then runs the other containers side by side.
+A container with a ``root`` (an image's extracted filesystem) runs chrooted there,
+as its ``uid``/``gid``, with every emptyDir mount bound into it and the PATH of an
+image that sets none.
 When those have exited it stops the sidecars; on SIGTERM it stops them all.
 """
 
@@ -19,8 +22,12 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""The PATH a runtime gives a container whose image sets none."""
 
 
 def main(plan_path: str) -> int:
@@ -44,6 +51,13 @@ def main(plan_path: str) -> int:
         lines = ["127.0.0.1 localhost"] + [f"{ip} {name}" for name, ip in plan["hosts"].items()]
         hosts.write_text("\n".join(lines) + "\n")
         subprocess.run(["mount", "--bind", str(hosts), "/etc/hosts"], check=True)
+    for root in {c["root"] for c in plan["containers"] if c.get("root")}:
+        for mount in plan["mounts"]:
+            inside = Path(root + mount)
+            inside.mkdir(parents=True, exist_ok=True)
+            subprocess.run(["mount", "--bind", mount, str(inside)], check=True)
+        Path(root, "tmp").mkdir(mode=0o1777, exist_ok=True)
+        os.chmod(Path(root, "tmp"), 0o1777)
     running: list[subprocess.Popen[bytes]] = []
     sidecars: list[subprocess.Popen[bytes]] = []
 
@@ -60,16 +74,26 @@ def main(plan_path: str) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     for container in plan["containers"]:
-        env = {"PATH": os.environ["PATH"], **container["env"]}
+        path = IMAGE_PATH if container.get("root") else os.environ["PATH"]
+        env = {"PATH": path, **container["env"]}
+        enter = confinement(container)
         print(f"[pod] starting {container['name']}: {container['argv']}", flush=True)
         if container["init"]:
-            subprocess.run(container["argv"], env=env, check=True)
+            subprocess.run(container["argv"], env=env, check=True, preexec_fn=enter)
         elif container.get("sidecar"):
-            sidecars.append(subprocess.Popen(container["argv"], env=env, start_new_session=True))
+            sidecars.append(
+                subprocess.Popen(
+                    container["argv"], env=env, start_new_session=True, preexec_fn=enter
+                )
+            )
             if container.get("ready_url"):
                 wait_ready(container["name"], container["ready_url"])
         else:
-            running.append(subprocess.Popen(container["argv"], env=env, start_new_session=True))
+            running.append(
+                subprocess.Popen(
+                    container["argv"], env=env, start_new_session=True, preexec_fn=enter
+                )
+            )
     waiting = {process.pid: process for process in running}
     while waiting:
         pid, status = os.wait()
@@ -85,6 +109,27 @@ def main(plan_path: str) -> int:
         process.wait(timeout=30)
         print(f"[pod] sidecar exited with status {process.returncode}", flush=True)
     return 0
+
+
+def confinement(container: dict[str, Any]) -> Callable[[], None] | None:
+    """What the forked child does before exec: chroot into the image, then drop to its user
+    (in this order: only root may chroot)."""
+    root = container.get("root")
+    if root is None:
+        return None
+    uid, gid = container.get("uid"), container.get("gid")
+
+    def enter() -> None:
+        os.chroot(root)
+        os.chdir("/")
+        if gid is not None or uid is not None:
+            os.setgroups([])
+        if gid is not None:
+            os.setgid(gid)
+        if uid is not None:
+            os.setuid(uid)
+
+    return enter
 
 
 def wait_ready(name: str, url: str, timeout: float = 60) -> None:

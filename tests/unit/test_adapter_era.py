@@ -82,3 +82,20 @@ def test_a_missing_command_is_an_error_that_says_how() -> None:
     config.add_arguments(parser)
     with pytest.raises(ValueError, match="after --"):
         config.from_args(parser.parse_args(["--port", "9000"]), {})
+
+
+def test_tool_schemas_pass_through_the_2026_reshaping_unchanged() -> None:
+    schema = {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"a": {"$anchor": "a", "type": "string"}},
+        "properties": {"kind": {"type": "string"}, "x": {"$ref": "#a"}},
+        "allOf": [{"anyOf": [{"required": ["kind"]}, {"required": ["x"]}]}],
+        "if": {"properties": {"kind": {"const": "b"}}},
+        "then": {"required": ["x"]},
+        "else": {"not": {"required": ["x"]}},
+        "additionalProperties": False,
+    }
+    tool = {"name": "t", "inputSchema": schema, "outputSchema": {**schema, "$id": "urn:t"}}
+    shaped = era.modern_result("tools/list", "2026-07-28", {"tools": [tool]}, None)
+    assert shaped["tools"] == [tool]

@@ -27,6 +27,9 @@ class Sink:
             self.events.append(message)
         return self.can_stream
 
+    def ask(self, message: dict[str, Any]) -> bool:
+        return False
+
 
 class Stream:
     def __init__(self) -> None:
@@ -196,21 +199,174 @@ def test_initialized_from_clients_is_not_forwarded(router: Router, table: Sessio
     assert router.forward_notification(note, session(table)) is None
 
 
-def test_sampling_goes_to_the_session_of_the_call_in_flight_and_the_answer_back(
+def child_token(data: bytes) -> int:
+    """The progress token the adapter gave the child for a forwarded call."""
+    token: int = line(data)["params"]["_meta"]["progressToken"]
+    return token
+
+
+def sampling(request_id: Any, token: Any = None) -> dict[str, Any]:
+    params: dict[str, Any] = {"messages": []}
+    if token is not None:
+        params["_meta"] = {"progressToken": token}
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": "sampling/createMessage",
+        "params": params,
+    }
+
+
+def test_every_call_that_may_ask_carries_a_token_the_child_can_name_it_by(
+    router: Router, table: SessionTable
+) -> None:
+    a = session(table)
+    _, data = router.forward_request(request(1, name="x"), a, Sink())
+    _, listing = router.forward_request(request(2, "tools/list"), a, Sink())
+    assert child_token(data) == line(data)["id"]
+    assert "_meta" not in line(listing)["params"]
+
+
+def test_progress_for_a_token_the_caller_did_not_ask_for_is_dropped(
+    router: Router, table: SessionTable
+) -> None:
+    a = session(table)
+    sink = Sink()
+    _, data = router.forward_request(request(1), a, sink)
+    progress = {"progressToken": child_token(data), "progress": 1}
+    router.from_child({"jsonrpc": "2.0", "method": "notifications/progress", "params": progress})
+    assert sink.events == []
+    assert isinstance(a.stream, Stream) and a.stream.messages == []
+
+
+def test_a_request_carrying_a_calls_token_goes_to_that_call_among_many(
+    router: Router, table: SessionTable
+) -> None:
+    a, b = session(table, sampling={}), session(table, sampling={})
+    sink_a, sink_b = Sink(), Sink()
+    _, data_a = router.forward_request(request(1), a, sink_a)
+    router.forward_request(request(1), b, sink_b)
+    out = router.from_child(sampling(99, child_token(data_a)))
+    assert out == []
+    assert sink_b.events == [] and len(sink_a.events) == 1
+    visible_id = sink_a.events[0]["id"]
+    answer = router.forward_response({"jsonrpc": "2.0", "id": visible_id, "result": {"x": 1}}, a)
+    assert answer is not None and line(answer) == {"jsonrpc": "2.0", "id": 99, "result": {"x": 1}}
+    assert router.forward_response({"jsonrpc": "2.0", "id": visible_id, "result": {}}, b) is None
+
+
+def test_a_request_without_a_token_goes_to_the_only_call_open(
+    router: Router, table: SessionTable
+) -> None:
+    a, b = session(table, sampling={}), session(table, sampling={})
+    sink_b = Sink()
+    router.forward_request(request(1, "tools/list"), a, Sink())  # cannot cause a request
+    router.forward_request(request(1), b, sink_b)
+    assert router.from_child(sampling(7)) == []
+    assert len(sink_b.events) == 1
+    assert isinstance(a.stream, Stream) and a.stream.messages == []
+
+
+def test_a_request_without_a_token_among_two_open_calls_is_refused_not_guessed(
     router: Router, table: SessionTable
 ) -> None:
     a, b = session(table, sampling={}), session(table, sampling={})
     sink_a, sink_b = Sink(), Sink()
     router.forward_request(request(1), a, sink_a)
     router.forward_request(request(1), b, sink_b)
-    out = router.from_child(
-        {"jsonrpc": "2.0", "id": 99, "method": "sampling/createMessage", "params": {}}
+    out = router.from_child(sampling(99))
+    assert len(out) == 1 and line(out[0])["error"]["code"] == -32603
+    assert sink_a.events == [] and sink_b.events == []
+    assert isinstance(a.stream, Stream) and isinstance(b.stream, Stream)
+    assert a.stream.messages == [] and b.stream.messages == []
+
+
+def test_a_request_for_a_finished_call_or_with_no_call_open_reaches_nobody(
+    router: Router, table: SessionTable
+) -> None:
+    a = session(table, sampling={}, roots={})
+    _, data = router.forward_request(request(1), a, Sink())
+    token = child_token(data)
+    router.from_child({"jsonrpc": "2.0", "id": line(data)["id"], "result": {}})
+    late = router.from_child(sampling(5, token))
+    idle = router.from_child({"jsonrpc": "2.0", "id": 6, "method": "roots/list"})
+    assert [line(o)["id"] for o in late + idle] == [5, 6]
+    assert all("error" in line(o) for o in late + idle)
+    assert isinstance(a.stream, Stream) and a.stream.messages == []
+
+
+def test_log_messages_go_to_their_call_or_the_one_session_that_set_a_level(
+    router: Router, table: SessionTable
+) -> None:
+    a, b = session(table), session(table)
+    log = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
+    sink = Sink()
+    router.forward_request(request(1), b, sink)
+    router.from_child(dict(log))
+    assert len(sink.events) == 1  # the only call open
+    router.from_child(
+        {
+            "jsonrpc": "2.0",
+            "id": line(
+                router.forward_request(request(2, "logging/setLevel", level="info"), a, Sink())[1]
+            )["id"],
+            "result": {},
+        }
     )
-    assert out == []
-    assert sink_a.events == [] and len(sink_b.events) == 1
-    visible_id = sink_b.events[0]["id"]
-    answer = router.forward_response({"jsonrpc": "2.0", "id": visible_id, "result": {"x": 1}}, b)
-    assert answer is not None and line(answer) == {"jsonrpc": "2.0", "id": 99, "result": {"x": 1}}
+    router.from_child({"jsonrpc": "2.0", "id": 1, "result": {}})
+    router.from_child(dict(log))
+    assert isinstance(a.stream, Stream) and isinstance(b.stream, Stream)
+    assert len(a.stream.messages) == 1 and b.stream.messages == []
+    b.log_level = "debug"  # two sessions listening: nobody can tell which → nowhere
+    router.from_child(dict(log))
+    assert len(a.stream.messages) == 1 and b.stream.messages == []
+
+
+class AskingSink(Sink):
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked: list[dict[str, Any]] = []
+
+    def ask(self, message: dict[str, Any]) -> bool:
+        self.asked.append(message)
+        return True
+
+
+def test_a_modern_callers_request_becomes_an_ask_and_its_answer_goes_back(
+    router: Router,
+) -> None:
+    sink = AskingSink()
+    _, data = router.forward_request(request(1), None, sink, capabilities={"sampling": {}})
+    assert router.from_child(sampling(42, child_token(data))) == []
+    assert [m["id"] for m in sink.asked] == [42]
+    out = router.answer_asked(42, {"role": "assistant"})
+    assert out is not None and line(out) == {
+        "jsonrpc": "2.0",
+        "id": 42,
+        "result": {"role": "assistant"},
+    }
+    assert router.answer_asked(42, {}) is None  # answered once
+
+
+def test_a_modern_caller_without_the_capability_gets_the_child_refused_with_32021(
+    router: Router,
+) -> None:
+    sink = AskingSink()
+    router.forward_request(request(1), None, sink, capabilities={"elicitation": {}})
+    out = router.from_child(sampling(42))
+    error = line(out[0])["error"]
+    assert error["code"] == -32021
+    assert error["data"] == {"requiredCapabilities": {"sampling": {}}}
+    assert sink.asked == []
+
+
+def test_a_modern_call_that_may_not_ask_gets_the_child_refused(router: Router) -> None:
+    sink = AskingSink()
+    router.forward_request(
+        request(1, "completion/complete"), None, sink, capabilities={"sampling": {}}
+    )
+    out = router.from_child(sampling(42))
+    assert line(out[0])["error"]["code"] == -32601 and sink.asked == []
 
 
 def test_a_server_request_the_client_cannot_answer_is_refused_to_the_child(

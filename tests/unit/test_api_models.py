@@ -222,8 +222,44 @@ def test_status_with_fields_from_a_newer_operator_still_parses() -> None:
     assert dumped["status"]["conditions"][0]["lastTransitionTime"] == "2026-01-02T03:04:05Z"
 
 
-def test_a_managed_stdio_server_needs_a_command_but_an_http_one_does_not() -> None:
-    with pytest.raises(ValueError, match=r"deployment\.command must be set for a stdio server"):
-        server(mode="managed", deployment={"image": "node:22-alpine"})
+def test_a_managed_server_needs_no_command_whatever_its_transport() -> None:
+    stdio = server(mode="managed", deployment={"image": "ghcr.io/github/github-mcp-server"})
+    assert stdio.spec.effective_transport == "stdio"
     http = server(mode="managed", transport="streamable-http", deployment={"image": "x"})
     assert http.spec.effective_transport == "streamable-http"
+
+
+@pytest.mark.parametrize(
+    ("writable", "message"),
+    [
+        ({"mountPath": "/tmp"}, "reserved"),
+        ({"mountPath": "/run/mcp-exec"}, "reserved"),
+        ({"mountPath": "/data/../etc"}, r"'\.\.' segment"),
+        ({"mountPath": "/data/"}, "pattern"),
+        ({"mountPath": "relative"}, "pattern"),
+    ],
+)
+def test_a_writable_dir_cannot_shadow_the_operators_mounts_or_climb(
+    writable: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        server(mode="managed", deployment={"image": "x", "writableDirs": [writable]})
+
+
+def test_writable_dirs_and_pull_secrets_are_keyed_by_path_and_name() -> None:
+    parsed = server(
+        mode="managed",
+        deployment={
+            "image": "x",
+            "writableDirs": [{"mountPath": "/home/node/.npm"}],
+            "imagePullSecrets": [{"name": "registry-creds"}],
+        },
+    )
+    assert parsed.spec.deployment is not None
+    assert parsed.spec.deployment.writable_dirs is not None
+    assert parsed.spec.deployment.writable_dirs[0].size_limit == "256Mi"
+    with pytest.raises(ValueError, match="must be unique"):
+        server(
+            mode="managed",
+            deployment={"image": "x", "imagePullSecrets": [{"name": "a"}, {"name": "a"}]},
+        )

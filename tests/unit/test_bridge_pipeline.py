@@ -439,7 +439,7 @@ async def test_a_crashing_hook_fails_closed(setup: Setup, when: str, sent: int) 
     setup.pipeline.hooks.append(Crashing(when))
     report = await setup.call("gh_get_issue", {})
     content = structured(report)
-    assert content["code"] == "pii_blocked" and content["hook"] == "crashing"
+    assert content["code"] == "hook_failed" and content["hook"] == "crashing"
     assert len(setup.upstream.calls) == sent
     assert MARKER not in json.dumps(report.result)
 
@@ -469,4 +469,7 @@ async def test_every_error_code_is_reachable_and_no_audit_line_holds_a_value() -
         assert MARKER not in line and "alice" not in line
         assert json.loads(line)["tool"] == name
         outcomes.add(report.audit.outcome)
+    setup.pipeline.hooks.append(Crashing("before"))
+    report = await setup.call("mail_send", {"to": "team"})
+    outcomes.add(report.audit.outcome)
     assert outcomes == set(ERROR_CODES) | {"ok"}

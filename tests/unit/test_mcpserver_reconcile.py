@@ -16,6 +16,8 @@ from mcp_operator.mcp.discovery import DiscoveredTool as RawTool
 from mcp_operator.mcp.discovery import Discovery, Keep
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.oci.client import RegistryClient
+from mcp_operator.oci.settings import RegistrySettings
 from tests.unit.fakes import FakeKube
 
 SETTINGS = RenderSettings(adapter_image="registry.example/mcp-operator:1.2.3")
@@ -179,10 +181,66 @@ def test_referenced_secrets_name_every_reader_once() -> None:
                 {"name": "B", "value": "plain"},
                 {"name": "C", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
             ],
+            "imagePullSecrets": [{"name": "pull"}],
         },
     )
     assert isinstance(parsed, MCPServer)
     assert [tuple(use) for use in parsed.referenced_secrets()] == [
         ("probe", "Authorization", "t", "k"),
         ("pod", "A", "db", "pw"),
+        ("registry", "imagePullSecrets", "pull", ".dockerconfigjson"),
     ]
+
+
+IMAGE_ONLY = {"mode": "managed", "deployment": {"image": "127.0.0.1:1/tools/server:1"}}
+
+
+async def test_an_unreachable_registry_fails_with_its_own_reason_and_deploys_nothing(
+    probe: Probe,
+) -> None:
+    # A closed loopback port: the connection is refused at once, nothing leaves the machine.
+    registry = RegistryClient(
+        RegistrySettings(insecure_hosts=frozenset({"127.0.0.1:1"}), timeout_seconds=2)
+    )
+    kube = FakeKube()
+    try:
+        result = await reconcile.mcpserver(
+            kube,  # type: ignore[arg-type]
+            server(**IMAGE_ONLY),
+            probe_slots=asyncio.Semaphore(1),
+            render_settings=SETTINGS,
+            registry=registry,
+        )
+    finally:
+        await registry.aclose()
+    outcome = result.outcome
+    assert (outcome.kind, outcome.reason, outcome.ready_reason) == (
+        "failed",
+        "ImageRegistryUnreachable",
+        "ImageRegistryUnreachable",
+    )
+    assert outcome.deployed is not None and outcome.deployed.reason == "ImageRegistryUnreachable"
+    assert "127.0.0.1:1/tools/server:1" in outcome.message
+    assert (kube.applied, probe.targets) == ([], [])
+    assert result.interval == 300.0  # failed: the worker retries with back-off below this
+
+
+async def test_a_missing_pull_secret_fails_before_the_registry_is_asked(probe: Probe) -> None:
+    registry = RegistryClient()
+    spec = {
+        "mode": "managed",
+        "deployment": {**IMAGE_ONLY["deployment"], "imagePullSecrets": [{"name": "pull"}]},
+    }  # type: ignore[dict-item]
+    try:
+        result = await reconcile.mcpserver(
+            FakeKube(),  # type: ignore[arg-type]
+            server(**spec),
+            probe_slots=asyncio.Semaphore(1),
+            render_settings=SETTINGS,
+            registry=registry,
+        )
+    finally:
+        await registry.aclose()
+    assert (result.outcome.kind, result.outcome.reason) == ("failed", "SecretNotFound")
+    assert "Secret ns/pull" in result.outcome.message
+    assert registry.requests == 0

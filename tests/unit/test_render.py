@@ -15,6 +15,7 @@ import yaml
 
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.mcpserver import render
+from mcp_operator.oci.config import ImageConfig, ImageConfigError
 
 GOLDEN = Path(__file__).parent / "golden"
 SETTINGS = render.RenderSettings(adapter_image="registry.example/mcp-operator:1.2.3")
@@ -52,7 +53,30 @@ HTTP = server(
 )
 
 
-def check_golden(name: str, rendered: dict[str, Any]) -> None:
+IMAGE_ONLY = server(
+    "github",
+    deployment={
+        "image": "ghcr.io/github/github-mcp-server:v1",
+        "env": [
+            {
+                "name": "GITHUB_PERSONAL_ACCESS_TOKEN",
+                "valueFrom": {"secretKeyRef": {"name": "github", "key": "token"}},
+            }
+        ],
+        "imagePullSecrets": [{"name": "ghcr-pull"}],
+        "writableDirs": [{"mountPath": "/var/cache/server", "sizeLimit": "1Gi"}],
+    },
+)
+GITHUB_IMAGE = ImageConfig(
+    digest="sha256:" + "a" * 64,
+    index_digest="sha256:" + "b" * 64,
+    entrypoint=("/server/github-mcp-server",),
+    cmd=("stdio",),
+    user="65532:65532",
+)
+
+
+def check_golden(name: str, rendered: Any) -> None:
     path = GOLDEN / f"{name}.yaml"
     text = yaml.safe_dump(rendered, sort_keys=False)
     if os.environ.get("UPDATE_GOLDEN"):
@@ -65,6 +89,7 @@ def check_golden(name: str, rendered: dict[str, Any]) -> None:
     [
         ("stdio-deployment", render.deployment(STDIO, SETTINGS, secrets_version="abc123")),
         ("stdio-service", render.service(STDIO)),
+        ("stdio-image-deployment", render.deployment(IMAGE_ONLY, SETTINGS, image=GITHUB_IMAGE)),
         ("http-deployment", render.deployment(HTTP, SETTINGS)),
         ("http-service", render.service(HTTP)),
     ],
@@ -93,21 +118,107 @@ def test_every_container_runs_restricted(obj: MCPServer) -> None:
         assert security["runAsNonRoot"] is True
 
 
-def test_the_stdio_server_runs_the_users_command_with_stdio_on_the_fifos() -> None:
+def test_the_stdio_server_runs_the_users_command_through_the_helper() -> None:
     containers = {c["name"]: c for c in pod_containers(render.deployment(STDIO, SETTINGS))}
     assert containers["server"]["command"] == [
-        "/bin/sh",
-        "-c",
-        render.SERVER_WRAPPER,
+        "/run/mcp-exec/mcp-stdio-exec",
+        "--fifo-dir=/run/mcp",
+        "--",
         "npx",
         "-y",
         "@modelcontextprotocol/server-everything",
         "stdio",
     ]
+    assert "args" not in containers["server"]
     assert containers["server"]["image"] == "node:22-alpine"
     assert "--stdio-fifo-dir=/run/mcp" in containers["adapter"]["args"]
     assert "--allowed-host=everything.tools.svc.cluster.local" in containers["adapter"]["args"]
     assert containers["fifos"]["args"][-1] == "--make-fifos"
+    assert containers["stdio-exec"]["command"] == ["mcp-stdio-exec", "--install=/run/mcp-exec"]
+    exec_mount = {"name": "exec", "mountPath": "/run/mcp-exec", "readOnly": True}
+    assert exec_mount in containers["server"]["volumeMounts"]
+
+
+def argv_case(
+    command: list[str] | None, args: list[str] | None, entrypoint: list[str], cmd: list[str]
+) -> list[str] | str:
+    deployment: dict[str, Any] = {"image": "example/server:1"}
+    if command is not None:
+        deployment["command"] = command
+    if args is not None:
+        deployment["args"] = args
+    image = ImageConfig(digest="sha256:" + "c" * 64, entrypoint=tuple(entrypoint), cmd=tuple(cmd))
+    try:
+        rendered = render.deployment(server("s", deployment=deployment), SETTINGS, image=image)
+    except ImageConfigError as error:
+        return f"error: {error}"
+    container = rendered["spec"]["template"]["spec"]["containers"][0]
+    assert "args" not in container
+    return list(container["command"][3:])
+
+
+def test_every_combination_of_command_args_entrypoint_and_cmd_matches_the_golden_file() -> None:
+    cases: dict[str, list[str] | str] = {}
+    for command in (None, ["/bin/own", "--flag"]):
+        for args in (None, ["arg1", "arg2"]):
+            for entrypoint in ([], ["/entry", "--e"]):
+                for cmd in ([], ["cmd1"]):
+                    name = (
+                        f"command={'set' if command else 'unset'} "
+                        f"args={'set' if args else 'unset'} "
+                        f"entrypoint={'set' if entrypoint else 'empty'} "
+                        f"cmd={'set' if cmd else 'empty'}"
+                    )
+                    cases[name] = argv_case(command, args, entrypoint, cmd)
+    check_golden("stdio-argv-combinations", cases)  # type: ignore[arg-type]
+    # The Pod's rules, stated once more by hand for the three that matter most:
+    assert cases["command=unset args=unset entrypoint=set cmd=set"] == ["/entry", "--e", "cmd1"]
+    with_args = cases["command=unset args=set entrypoint=set cmd=set"]
+    assert with_args == ["/entry", "--e", "arg1", "arg2"]
+    assert cases["command=set args=unset entrypoint=set cmd=set"] == ["/bin/own", "--flag"]
+
+
+def test_the_image_config_pins_the_image_and_honours_a_numeric_non_root_user() -> None:
+    rendered = render.deployment(IMAGE_ONLY, SETTINGS, image=GITHUB_IMAGE)
+    pod = rendered["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert container["image"] == "ghcr.io/github/github-mcp-server:v1@sha256:" + "b" * 64
+    assert container["securityContext"]["runAsUser"] == 65532
+    assert pod["imagePullSecrets"] == [{"name": "ghcr-pull"}]
+    assert {"name": "writable-0", "mountPath": "/var/cache/server"} in container["volumeMounts"]
+    assert {"name": "writable-0", "emptyDir": {"sizeLimit": "1Gi"}} in pod["volumes"]
+
+
+@pytest.mark.parametrize(
+    ("user", "expected"),
+    [
+        ("1000", (1000, None)),
+        ("1000:2000", (1000, 2000)),
+        ("0", None),
+        ("root", None),
+        ("node", None),
+        ("", None),
+    ],
+)
+def test_only_a_numeric_non_root_image_user_changes_the_server_uid(
+    user: str, expected: tuple[int, int | None] | None
+) -> None:
+    image = ImageConfig(digest="sha256:" + "d" * 64, entrypoint=("/srv",), user=user)
+    rendered = render.deployment(IMAGE_ONLY, SETTINGS, image=image)
+    security = rendered["spec"]["template"]["spec"]["containers"][0]["securityContext"]
+    assert (security.get("runAsUser"), security.get("runAsGroup")) == (
+        expected if expected is not None else (None, None)
+    )
+    pod = rendered["spec"]["template"]["spec"]["securityContext"]
+    assert pod["runAsUser"] == 65532 and pod["runAsNonRoot"] is True
+
+
+def test_a_stdio_server_without_command_is_not_rendered_without_its_image_config() -> None:
+    assert render.needs_image_config(IMAGE_ONLY)
+    assert not render.needs_image_config(STDIO)
+    assert not render.needs_image_config(HTTP)
+    with pytest.raises(ValueError, match="needs its image configuration"):
+        render.deployment(IMAGE_ONLY, SETTINGS)
 
 
 def test_the_secret_version_changes_only_the_pod_template_annotation() -> None:
@@ -139,3 +250,18 @@ def test_a_suspended_server_is_scaled_to_zero() -> None:
     )  # type: ignore[union-attr]
     assert render.deployment(suspended, SETTINGS)["spec"]["replicas"] == 0
     assert render.deployment(STDIO, SETTINGS)["spec"]["replicas"] == 2
+
+
+def test_the_images_own_words_reach_the_server_verbatim_through_the_kubelets_expansion() -> None:
+    image = ImageConfig(
+        digest="sha256:" + "e" * 64, entrypoint=("/srv", "--home=$(HOME)"), cmd=("$$x",)
+    )
+    rendered = render.deployment(IMAGE_ONLY, SETTINGS, image=image)
+    command = rendered["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[3:] == ["/srv", "--home=$$(HOME)", "$$$$x"]
+    with_args = server("s", deployment={"image": "x", "args": ["--home=$(HOME)"]})
+    rendered = render.deployment(with_args, SETTINGS, image=image)
+    command = rendered["spec"]["template"]["spec"]["containers"][0]["command"]
+    assert command[3:] == ["/srv", "--home=$$(HOME)", "--home=$(HOME)"], (
+        "the user's own: as in a Pod"
+    )

@@ -99,3 +99,9 @@ def test_an_unsupported_method_status_comes_from_the_sdk_table() -> None:
     rejection = InboundLadderRejection(code=METHOD_NOT_FOUND, message="no")
     assert era.refusal(rejection, "a").status == 404
     assert era.refusal(InboundLadderRejection(code=-1, message="odd"), "a").status == 400
+
+
+def test_whitespace_around_header_values_is_not_part_of_them() -> None:
+    padded = [(name, b"  " + value + b"\t ") for name, value in ROUTING]
+    outcome = era.classify_modern(_call(), "2026-07-28", padded)
+    assert outcome == era.ModernCall(7, "tools/call", "2026-07-28")

@@ -235,7 +235,10 @@ def make_fifos(directory: str) -> None:
     for name in (STDIN_FIFO, STDOUT_FIFO):
         path = os.path.join(directory, name)
         if not os.path.exists(path):
-            os.mkfifo(path, 0o660)
+            os.mkfifo(path)
+            # Whatever the umask: the server container may run as the image's own user,
+            # another UID than ours. The volume is the Pod's alone (an in-memory emptyDir).
+            os.chmod(path, 0o666)
 
 
 class FifoChild(ChildProcess):

@@ -29,6 +29,7 @@ from mcp_operator.adapter.child import (
 )
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
+from mcp_operator.adapter.rounds import ParkedCall, RoundStore
 from mcp_operator.adapter.router import Router
 from mcp_operator.adapter.sessions import SessionTable
 
@@ -50,6 +51,9 @@ class _FutureSink:
     def related(self, message: dict[str, Any]) -> bool:
         return False
 
+    def ask(self, message: dict[str, Any]) -> bool:
+        return False
+
 
 class AdapterCore:
     """One child behind many clients."""
@@ -62,6 +66,11 @@ class AdapterCore:
             max_sessions=config.max_sessions, idle_seconds=config.session_idle_seconds
         )
         self.router = Router(self.sessions, max_inflight=config.max_inflight)
+        self.rounds = RoundStore(
+            max_parked=max(1, config.max_inflight // 2), ttl=config.request_timeout_seconds
+        )
+        """2026-07-28 calls waiting for their callers' input: at most half the calls in flight
+        (callers that never retry cannot take every slot), each for one request timeout."""
         self.supervisor = Supervisor(
             config.command,
             env=config.env,
@@ -78,6 +87,8 @@ class AdapterCore:
         self.init_result: dict[str, Any] | None = None
         """The child's InitializeResult, once its handshake is done (None: not ready)."""
         self.failed = False
+        self._child_subscriptions: set[str] = set()
+        """Resource URIs the adapter subscribed to at the child for listen streams."""
         self._on_fatal = on_fatal
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -102,6 +113,12 @@ class AdapterCore:
         """Begin shutdown: end every session's stream so that HTTP connections can finish."""
         for session in self.sessions.clear():
             self.router.end_session(session, "The adapter is shutting down")
+        self._close_listeners()
+
+    def _close_listeners(self) -> None:
+        for listener in self.router.listeners:
+            listener.stream.close()
+        self.router.listeners.clear()
 
     async def stop(self) -> None:
         """Shut down: fail what is in flight, drop sessions, kill the child's process group."""
@@ -125,12 +142,17 @@ class AdapterCore:
                 self._on_fatal()
 
     async def _expire_sessions(self) -> None:
-        period = max(1.0, min(60.0, self.config.session_idle_seconds / 2))
+        config = self.config
+        period = max(
+            1.0, min(60.0, config.session_idle_seconds / 2, config.request_timeout_seconds / 2)
+        )
         while True:
             await asyncio.sleep(period)
-            for session in self.sessions.expire(time.monotonic()):
+            now = time.monotonic()
+            for session in self.sessions.expire(now):
                 logger.info("Expired idle session %s", session.id)
                 self.end_session(session, "Session expired")
+            self.drop_parked(self.rounds.expire(now), "The caller did not retry in time")
 
     # ------------------------------------------------------------------ child side
 
@@ -178,6 +200,9 @@ class AdapterCore:
         except ChildUnavailableError:
             return
         self.init_result = result
+        if isinstance(result.get("capabilities"), dict) and "tools" in result["capabilities"]:
+            # learn the tools' x-mcp-header schemas before the first 2026-07-28 call needs them
+            self.write_nowait(self.router.internal_request("tools/list", {}, _FutureSink()))
         raw_info = result.get("serverInfo")
         info: dict[str, Any] = raw_info if isinstance(raw_info, dict) else {}
         logger.info(
@@ -194,6 +219,9 @@ class AdapterCore:
 
     def _on_child_exited(self, returncode: int | None) -> None:
         self.init_result = None
+        self.rounds.clear()
+        self._close_listeners()  # clients listen again and refetch
+        self._child_subscriptions.clear()
         failed = self.router.fail_all(INTERNAL_ERROR, CHILD_EXITED)
         sessions = self.sessions.clear()
         for session in sessions:
@@ -213,14 +241,23 @@ class AdapterCore:
         return len(self.router.pending)
 
     async def submit(
-        self, message: dict[str, Any], session: Session | None, sink: CallSink
+        self,
+        message: dict[str, Any],
+        session: Session | None,
+        sink: CallSink,
+        *,
+        capabilities: frozenset[str] | None = None,
+        log_level: str | None = None,
     ) -> PendingCall:
         """Forward a client's request to the child; its answer goes to ``sink``.
 
+        ``capabilities`` and ``log_level`` come from a 2026-07-28 caller's envelope.
         Raises RouterFullError when too many calls wait, and ChildUnavailableError
         (after forgetting the call) when there is no child to write to.
         """
-        call, line = self.router.forward_request(message, session, sink)
+        call, line = self.router.forward_request(
+            message, session, sink, capabilities=capabilities, log_level=log_level
+        )
         message.clear()  # the line is all the child needs: no decoded body waits with the call
         try:
             await self.send(line)
@@ -248,6 +285,26 @@ class AdapterCore:
         line = self.router.forward_response(message, session)
         if line is not None:
             self.write_nowait(line)
+
+    def answer_asked(self, child_request_id: Any, result: dict[str, Any]) -> None:
+        """A 2026-07-28 caller's answer (from ``inputResponses``) to what the child asked it."""
+        line = self.router.answer_asked(child_request_id, result)
+        if line is not None:
+            self.write_nowait(line)
+
+    def subscribe_child(self, uri: str) -> None:
+        """Ask the child for ``resources/updated`` on ``uri`` (once per child), for listeners."""
+        if uri in self._child_subscriptions:
+            return
+        self._child_subscriptions.add(uri)
+        line = self.router.internal_request("resources/subscribe", {"uri": uri}, _FutureSink())
+        self.write_nowait(line)
+
+    def drop_parked(self, parked: list[ParkedCall], reason: str) -> None:
+        """Calls whose callers will not retry (expired, evicted): cancel them at the child."""
+        for waiting in parked:
+            logger.info("Cancelled call %s waiting for input: %s", waiting.call.child_id, reason)
+            self.cancel(waiting.call, reason)
 
     def cancel(self, call: PendingCall, reason: str) -> None:
         """Give up on a call (timeout, disconnect): its sink gets an error, the child is told."""

@@ -5,7 +5,10 @@ session or 2026-07-28): the sink the router answers into, the wait for the
 answer within the request timeout, the choice between ``application/json``
 and an upgrade to ``text/event-stream`` when the child says something about
 the call before answering it, and cancellation on a timeout or a disconnect.
-Leaves the checks that come before (session, headers, body) to the endpoints.
+For a 2026-07-28 call that may ask its caller something, the wait also ends
+when the child asks: ``front_rounds`` then turns the questions into this
+round's ``input_required`` reply. Leaves the checks that come before
+(session, headers, body) to the endpoints.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT
 from mcp_operator.adapter import era
 from mcp_operator.adapter.child import ChildUnavailableError
 from mcp_operator.adapter.core import AdapterCore
+from mcp_operator.adapter.front_rounds import Envelope, InputRounds, RoundOfCall
 from mcp_operator.adapter.records import PendingCall, Session
-from mcp_operator.adapter.router import RouterFullError
+from mcp_operator.adapter.router import INPUT_REQUIRED_METHODS, RouterFullError
 from mcp_operator.serve.asgi import (
     ClientGoneError,
     Receive,
@@ -42,20 +46,29 @@ from mcp_operator.serve.sse import (
 
 
 class HttpCall(Waitable):
-    """The sink of one POSTed request: its final answer, and related messages if it may stream."""
+    """The sink of one POSTed request: its final answer, and related messages if it may stream.
 
-    __slots__ = ("events", "final", "gone", "limit")
+    A 2026-07-28 call that may ask its caller something (``interactive``) also
+    collects the child's server requests (``asks``); such a sink outlives one
+    HTTP request and serves every input-required round of its call.
+    """
 
-    def __init__(self, *, can_stream: bool, limit: int) -> None:
+    __slots__ = ("asks", "events", "final", "gone", "limit", "provisional")
+
+    def __init__(self, *, can_stream: bool, limit: int, interactive: bool = False) -> None:
         super().__init__()
         self.gone = False
         self.final: dict[str, Any] | None = None
         self.events: deque[dict[str, Any]] | None = deque() if can_stream else None
+        self.asks: deque[dict[str, Any]] | None = deque() if interactive else None
         self.limit = limit
+        self.provisional = False
+        """``final`` is this round's ``input_required`` reply, not the child's answer."""
 
     def respond(self, message: dict[str, Any]) -> None:
-        if self.final is None:
+        if self.final is None or self.provisional:
             self.final = message
+            self.provisional = False
             self.wake()
 
     def related(self, message: dict[str, Any]) -> bool:
@@ -64,6 +77,21 @@ class HttpCall(Waitable):
         self.events.append(message)
         self.wake()
         return True
+
+    def ask(self, message: dict[str, Any]) -> bool:
+        if self.asks is None or len(self.asks) >= self.limit:
+            return False
+        self.asks.append(message)
+        self.wake()
+        return True
+
+    def reopen(self, *, can_stream: bool) -> None:
+        """The caller retried: serve the next round on a new HTTP request."""
+        self.gone = False
+        self.events = deque() if can_stream else None
+        if self.provisional:
+            self.final = None
+            self.provisional = False
 
     def hang_up(self) -> None:
         """The client went away: stop waiting for the answer."""
@@ -84,6 +112,7 @@ class CallForwarder:
     def __init__(self, core: AdapterCore) -> None:
         self.core = core
         self.config = core.config
+        self.rounds = InputRounds(core)
 
     async def forward(
         self,
@@ -95,27 +124,58 @@ class CallForwarder:
         send: Send,
         *,
         modern: str | None,
+        envelope: Envelope | None = None,
     ) -> None:
-        """Send a request to the child and answer: JSON, or SSE once something streams first."""
+        """Send a request to the child and answer: JSON, or SSE once something streams first.
+
+        ``envelope`` (2026-07-28): the caller's capabilities, log level and the input
+        responses it sent along; with it, the child's questions become input-required rounds.
+        """
         core = self.core
         request_id = message["id"]
         method = message["method"]
-        sink = HttpCall(can_stream=sse_ok, limit=self.config.stream_queue)
+        interactive = envelope is not None and method in INPUT_REQUIRED_METHODS
+        sink = HttpCall(can_stream=sse_ok, limit=self.config.stream_queue, interactive=interactive)
         try:
-            call = await core.submit(message, session, sink)
+            call = await core.submit(
+                message,
+                session,
+                sink,
+                capabilities=envelope.capabilities if envelope is not None else None,
+                log_level=envelope.log_level if envelope is not None else None,
+            )
         except RouterFullError:
             await unavailable(send, request_id, "Too many calls in flight")
             return
         except ChildUnavailableError:
             await unavailable(send, request_id)
             return
+        rounds = (
+            self.rounds.for_call(call, sink, envelope.answers, envelope.target)
+            if envelope is not None and interactive
+            else None
+        )
+        await self.answer(sink, call, receive, send, json_ok, method, modern, rounds)
+
+    async def answer(
+        self,
+        sink: HttpCall,
+        call: PendingCall,
+        receive: Receive,
+        send: Send,
+        json_ok: bool,
+        method: str,
+        modern: str | None,
+        rounds: RoundOfCall | None,
+    ) -> None:
+        """Wait for the call's answer (or its next question) and send it."""
         watcher = (
             asyncio.create_task(watch_disconnect(receive, sink.hang_up))
             if modern is not None
             else None
         )
         try:
-            await self._await_answer(sink, call, send, json_ok, method, modern)
+            await self._await_answer(sink, call, send, json_ok, method, modern, rounds)
         finally:
             if watcher is not None:
                 watcher.cancel()
@@ -128,10 +188,13 @@ class CallForwarder:
         json_ok: bool,
         method: str,
         modern: str | None,
+        rounds: RoundOfCall | None,
     ) -> None:
         core = self.core
         deadline = time.monotonic() + self.config.request_timeout_seconds
         while sink.final is None and not sink.events:
+            if rounds is not None and sink.asks and await rounds.settle():
+                break
             remaining = deadline - time.monotonic()
             if remaining <= 0 or sink.gone:
                 break
@@ -157,6 +220,8 @@ class CallForwarder:
                     await send_more(send, sse_event(events.popleft()))
                 if sink.final is not None:
                     break
+                if rounds is not None and sink.asks and await rounds.settle():
+                    continue
                 if sink.gone:
                     core.cancel(call, "Client disconnected")
                     return
@@ -184,6 +249,9 @@ class CallForwarder:
         error = final.get("error")
         if isinstance(error, dict):
             return ERROR_CODE_HTTP_STATUS.get(error.get("code"), 200), dumps(final)  # type: ignore[arg-type]
+        result = final.get("result")
+        if isinstance(result, dict) and result.get("resultType") == "input_required":
+            return 200, dumps(final)  # the adapter's own reply, shaped already
         server_info = self.core.init_result.get("serverInfo") if self.core.init_result else None
         final["result"] = era.modern_result(method, modern, final.get("result"), server_info)
         return 200, dumps(final)

@@ -2,23 +2,34 @@
 
 Owns what the adapter does with a request of the current revision once
 ``serve.era`` has admitted it (body shape, the SDK's inbound ladder): the
-answers the adapter gives itself (``server/discover``; 404 for methods this
-era does not have) and the envelope stripped before a legacy child sees it.
-Leaves the Host/Origin checks and the choice of era to ``front``, and the
-answer of a forwarded call (reshaped for this era) to ``front_calls``.
+answers the adapter gives itself (``server/discover``; 404 with ``-32601``
+for methods this revision does not have, such as ``ping``,
+``logging/setLevel`` and ``resources/subscribe``), the caller's envelope
+(capabilities, log level) read and then stripped before a legacy child sees
+it, and the retry of an input-required round (``requestState``, handed to
+``front_rounds``). Leaves the Host/Origin checks and the choice of era to
+``front``, and the answer of a forwarded call (reshaped for this era) to
+``front_calls``.
 """
 
 from __future__ import annotations
 
-from mcp_types.jsonrpc import METHOD_NOT_FOUND
+from typing import Any
 
-from mcp_operator.adapter import era
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
+from mcp_types import methods as _methods
+from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
+
+from mcp_operator.adapter import era, listeners
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder, unavailable
+from mcp_operator.adapter.front_rounds import Envelope, input_responses
+from mcp_operator.adapter.rounds import request_target
 from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
 from mcp_operator.serve.endpoint import stateless_body
-from mcp_operator.serve.era import ModernNotification, Refusal, classify_modern
+from mcp_operator.serve.era import ModernNotification, Refusal, classify_modern, refusal
 from mcp_operator.serve.jsonrpc import dumps, error_response
+from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
 
 
 class StatelessEndpoint:
@@ -59,12 +70,102 @@ class StatelessEndpoint:
                 send, 200, dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
             )
             return
-        if method in ("initialize", "subscriptions/listen") or method.startswith("notifications/"):
+        version = outcome.protocol_version
+        agreed = (
+            listeners.honored(_filter(decoded), child_result.get("capabilities") or {})
+            if method == "subscriptions/listen"
+            else None
+        )
+        if (method, version) not in _methods.CLIENT_REQUESTS or agreed == {}:
             text = f"Method not found: {method}"
             await respond_json(send, 404, dumps(error_response(request_id, METHOD_NOT_FOUND, text)))
             return
-        if "params" in decoded:
-            decoded["params"] = era.strip_envelope(decoded["params"])
-        await self._forwarder.forward(
-            decoded, None, True, sse_ok, receive, send, modern=outcome.protocol_version
+        if agreed is not None:
+            await self._listen(request_id, agreed, receive, send)
+            return
+        params: dict[str, Any] = decoded.get("params") or {}
+        if method == "tools/call":
+            mismatch = self.core.router.tool_headers.check(params, scope["headers"])
+            if mismatch is not None:
+                refused = refusal(mismatch, request_id)
+                await respond_json(send, refused.status, dumps(refused.message))
+                return
+        envelope = _envelope(params)
+        params = era.strip_envelope(params)
+        decoded["params"] = params
+        if method not in _methods.INPUT_REQUIRED_METHODS:
+            await self._forwarder.forward(
+                decoded, None, True, sse_ok, receive, send, modern=version, envelope=envelope
+            )
+            return
+        valid, answers = input_responses(params)
+        if not valid:
+            text = "inputResponses must be an object whose values are results"
+            await respond_json(send, 400, dumps(error_response(request_id, INVALID_PARAMS, text)))
+            return
+        if "requestState" in params:
+            await self._resume(request_id, method, params, answers, sse_ok, receive, send, version)
+            return
+        envelope = Envelope(
+            envelope.capabilities, envelope.log_level, answers, request_target(method, params)
         )
+        await self._forwarder.forward(
+            decoded, None, True, sse_ok, receive, send, modern=version, envelope=envelope
+        )
+
+    async def _resume(
+        self,
+        request_id: Any,
+        method: str,
+        params: dict[str, Any],
+        answers: dict[str, Any],
+        sse_ok: bool,
+        receive: Receive,
+        send: Send,
+        version: str,
+    ) -> None:
+        forwarder = self._forwarder
+        resumed = await forwarder.rounds.resume(request_id, method, params, answers, sse_ok, send)
+        if resumed is None:
+            return
+        call, sink, rounds = resumed
+        await forwarder.answer(sink, call, receive, send, True, method, version, rounds)
+
+    async def _listen(
+        self, request_id: Any, agreed: dict[str, Any], receive: Receive, send: Send
+    ) -> None:
+        """A ``subscriptions/listen`` stream: acknowledged first, then what it agreed to hear."""
+        router = self.core.router
+        if len(router.listeners) >= self.config.max_sessions:
+            await unavailable(send, request_id, "Too many listen streams")
+            return
+        stream = SseStream(self.config.stream_queue)
+        listener = listeners.Listener.for_filter(request_id, stream, agreed)
+        for uri in listener.uris:
+            self.core.subscribe_child(uri)
+        stream.push(listener.acknowledgement(agreed))
+        router.listeners.append(listener)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await pump(stream, receive, send)
+        finally:
+            if listener in router.listeners:
+                router.listeners.remove(listener)
+
+
+def _filter(decoded: dict[str, Any]) -> dict[str, Any]:
+    params = decoded.get("params")
+    requested = params.get("notifications") if isinstance(params, dict) else None
+    return requested if isinstance(requested, dict) else {}
+
+
+def _envelope(params: dict[str, Any]) -> Envelope:
+    """The caller's declared capabilities and log level, from ``params._meta``."""
+    meta = params.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
+    level = meta.get(LOG_LEVEL_META_KEY)
+    return Envelope(
+        capabilities if isinstance(capabilities, dict) else {},
+        level if isinstance(level, str) else None,
+    )

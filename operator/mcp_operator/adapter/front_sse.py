@@ -44,6 +44,9 @@ class _StreamCall:
     def related(self, message: dict[str, Any]) -> bool:
         return self.stream.push(message)
 
+    def ask(self, message: dict[str, Any]) -> bool:
+        return False  # a legacy session's requests go through ``related``
+
 
 class SseTransport:
     """The legacy HTTP+SSE transport's two paths: the stream and the message endpoint."""

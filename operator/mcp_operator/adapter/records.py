@@ -27,6 +27,11 @@ class CallSink(Protocol):
         """Progress or a server request tied to the call; False if it cannot be carried."""
         ...
 
+    def ask(self, message: dict[str, Any]) -> bool:
+        """A server→client request for a 2026-07-28 caller, answered through input-required
+        rounds; False if this sink has no such caller."""
+        ...
+
 
 class StreamSink(Protocol):
     """Where messages for a session go outside any one call: its GET (or legacy SSE) stream."""
@@ -61,6 +66,8 @@ class Session:
     open_requests: int = 0
     """HTTP requests being served for this session right now (keeps it from idling out)."""
     closed: bool = False
+    log_level: str | None = None
+    """The level this session's client set with ``logging/setLevel`` (None: never set)."""
 
     def can(self, capability: str) -> bool:
         """Whether the client declared ``capability`` (sampling, elicitation, roots)."""
@@ -77,3 +84,8 @@ class PendingCall:
     session: Session | None
     sink: CallSink
     progress_token: RequestId | None
+    """The caller's own progress token (None: the caller asked for no progress)."""
+    capabilities: dict[str, Any] | None = None
+    """A 2026-07-28 caller's declared client capabilities (None: a legacy or internal call)."""
+    log_level: str | None = None
+    """A 2026-07-28 caller's per-request log level opt-in (None: no log messages)."""

@@ -7,18 +7,24 @@ are handed to sinks that the caller supplies.
 
 - **Ids.** Every request forwarded to the child gets a fresh integer id; the
   pending-call table maps it back to the caller's id and sink. Progress tokens
-  are remapped the same way (two sessions may both use token ``1``).
+  are remapped the same way (two sessions may both use token ``1``); a call
+  that may cause server requests carries the adapter's token even when its
+  caller asked for no progress, so that the child can name the call.
 - **Notifications from the child.** Progress goes to the call whose request
-  carried the token; ``resources/updated`` to the sessions that subscribed to
-  the URI; list changes, log messages and everything else to every session's
-  stream.
+  carried the token (and nowhere if its caller asked for none);
+  ``resources/updated`` to the sessions that subscribed to the URI; log
+  messages to the call they are attributed to, else to the one session that
+  set a log level, else nowhere; list changes to every session's stream.
 - **Cancellation.** A client's ``notifications/cancelled`` (or a disconnect,
   a timeout, a DELETE) becomes ``notifications/cancelled`` with the child's id.
-- **Server→client requests** (sampling, elicitation, roots) go to the session
-  whose call is most recent in flight, else the most recently active session,
-  if its client declared the capability; the answer is mapped back to the
-  child's id. ``ping`` is answered here. Anything unroutable is answered to
-  the child with an error so it never waits forever.
+- **Server→client requests** (sampling, elicitation, roots) go to the call
+  they are attributed to (``attribution``), in that caller's era: a legacy
+  session gets the request with a session-local id on the call's stream (else
+  its GET stream) if its client declared the capability; a 2026-07-28 caller
+  gets it through its sink's ``ask`` (an input-required round) if its
+  envelope declared the capability (else ``-32021``). What cannot be
+  attributed or delivered is refused to the child, never sent to a bystander.
+  ``ping`` is answered here.
 """
 
 from __future__ import annotations
@@ -27,8 +33,11 @@ import json
 import logging
 from typing import Any
 
-from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
+from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY
 
+from mcp_operator.adapter.attribution import CAUSING_METHODS, attribute
+from mcp_operator.adapter.listeners import Listener
+from mcp_operator.adapter.param_headers import ToolHeaderSchemas
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
 from mcp_operator.adapter.sessions import SessionTable
 from mcp_operator.serve.jsonrpc import RequestId, error_response
@@ -44,6 +53,11 @@ CAPABILITY_FOR_METHOD: dict[str, str] = {
     "roots/list": "roots",
 }
 """Server→client request → the client capability it needs."""
+
+INPUT_REQUIRED_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+"""The 2026-07-28 requests whose result may be ``input_required`` (no other may ask)."""
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
 class RouterFullError(Exception):
@@ -64,19 +78,32 @@ class Router:
         self._max_inflight = max_inflight
         self._next_id = 1
         self._progress: dict[int, PendingCall] = {}
+        """Calls by the token the child knows them by (their child id)."""
         # child's server-request id -> (session, the id that session saw)
         self._server_requests: dict[RequestId, tuple[Session, int]] = {}
-        self._recent: Session | None = None
+        self._asked: dict[RequestId, PendingCall] = {}
+        """Child server requests handed to a 2026-07-28 caller, by the child's id."""
+        self.listeners: list[Listener] = []
+        """Open 2026-07-28 ``subscriptions/listen`` streams."""
+        self.tool_headers = ToolHeaderSchemas()
+        """The child's ``x-mcp-header`` schemas, learnt from its ``tools/list`` results."""
 
     # ----------------------------------------------------------------- client -> child
 
     def forward_request(
-        self, message: dict[str, Any], session: Session | None, sink: CallSink
+        self,
+        message: dict[str, Any],
+        session: Session | None,
+        sink: CallSink,
+        *,
+        capabilities: dict[str, Any] | None = None,
+        log_level: str | None = None,
     ) -> tuple[PendingCall, bytes]:
         """Remap a client's request for the child; returns the pending call and the line to write.
 
         ``message`` is the decoded request and is rewritten in place (id,
-        progress token). Raises RouterFullError when ``max_inflight`` calls wait.
+        progress token). ``capabilities`` and ``log_level`` are a 2026-07-28
+        caller's envelope. Raises RouterFullError when ``max_inflight`` calls wait.
         """
         if len(self.pending) >= self._max_inflight:
             raise RouterFullError(f"{self._max_inflight} calls are in flight")
@@ -86,11 +113,23 @@ class Router:
         method: str = message["method"]
         token: RequestId | None = None
         params = message.get("params")
+        causing = method in CAUSING_METHODS
+        if causing and not isinstance(params, dict):
+            params = message["params"] = {}
         if isinstance(params, dict):
             meta = params.get("_meta")
             if isinstance(meta, dict) and "progressToken" in meta:
                 token = meta["progressToken"]
                 params["_meta"] = {**meta, "progressToken": child_id}
+            elif causing:
+                params["_meta"] = (
+                    {**meta, "progressToken": child_id}
+                    if isinstance(meta, dict)
+                    else {"progressToken": child_id}
+                )
+            if session is not None and method == "logging/setLevel":
+                level = params.get("level")
+                session.log_level = level if isinstance(level, str) else None
             if session is not None and method.startswith("resources/"):
                 uri = params.get("uri")
                 if isinstance(uri, str):
@@ -99,13 +138,14 @@ class Router:
                     elif method == "resources/unsubscribe":
                         session.subscriptions.discard(uri)
         message["id"] = child_id
-        call = PendingCall(child_id, client_id, method, session, sink, token)
+        call = PendingCall(
+            child_id, client_id, method, session, sink, token, capabilities, log_level
+        )
         self.pending[child_id] = call
-        if token is not None:
+        if token is not None or causing:
             self._progress[child_id] = call
         if session is not None:
             session.calls[client_id] = call
-            self._recent = session
         return call, encode(message)
 
     def internal_request(self, method: str, params: dict[str, Any], sink: CallSink) -> bytes:
@@ -170,8 +210,6 @@ class Router:
                 encode(error_response(child_request_id, INTERNAL_ERROR, "Client session ended"))
             )
         session.server_requests.clear()
-        if self._recent is session:
-            self._recent = None
         return lines
 
     def fail_all(self, code: int, reason: str) -> int:
@@ -180,7 +218,8 @@ class Router:
         self.pending.clear()
         self._progress.clear()
         self._server_requests.clear()
-        self._recent = None
+        self._asked.clear()
+        self.tool_headers.forget()
         for call in calls:
             if call.session is not None:
                 call.session.calls.pop(call.client_id, None)
@@ -211,12 +250,16 @@ class Router:
             logger.debug("Dropped a child response to unknown id %r", child_id)
             return
         self._forget(call)
+        if call.method == "tools/list":
+            self.tool_headers.learn(message.get("result"))
         message["id"] = call.client_id
         call.sink.respond(message)
 
     def _forget(self, call: PendingCall) -> None:
-        if call.progress_token is not None:
-            self._progress.pop(call.child_id, None)
+        self._progress.pop(call.child_id, None)
+        if self._asked and call.session is None:
+            for child_request_id in [k for k, asked in self._asked.items() if asked is call]:
+                del self._asked[child_request_id]
         if call.session is not None:
             call.session.calls.pop(call.client_id, None)
 
@@ -226,16 +269,17 @@ class Router:
         if method == "notifications/progress":
             token = params.get("progressToken")
             call = self._progress.get(token) if isinstance(token, int) else None
-            if call is None:
-                logger.debug("Dropped progress for unknown token %r", token)
+            if call is None or call.progress_token is None:
+                logger.debug("Dropped progress for token %r: no caller asked for it", token)
                 return
-            assert call.progress_token is not None
             message["params"] = {**params, "progressToken": call.progress_token}
             if not call.sink.related(message) and call.session is not None:
                 self._push(call.session, message)
             return
         if method == "notifications/cancelled":
             child_request_id = params.get("requestId")
+            if child_request_id is not None:
+                self._asked.pop(child_request_id, None)
             target = (
                 self._server_requests.pop(child_request_id, None)
                 if child_request_id is not None
@@ -248,12 +292,24 @@ class Router:
             return
         if method == "notifications/resources/updated":
             uri = params.get("uri")
-            subscribed = [s for s in self.sessions if uri in s.subscriptions]
-            for session in subscribed or list(self.sessions):
-                self._push(session, message)
+            for session in self.sessions:
+                if uri in session.subscriptions:
+                    self._push(session, message)
+            self._tell_listeners(method, params, message)
             return
+        if method == "notifications/message":
+            self._log(message, params)
+            return
+        if method == "notifications/tools/list_changed":
+            self.tool_headers.forget()
         for session in self.sessions:
             self._push(session, message)
+        self._tell_listeners(method, params, message)
+
+    def _tell_listeners(self, method: str, params: dict[str, Any], message: dict[str, Any]) -> None:
+        for listener in self.listeners:
+            if listener.wants(method, params):
+                listener.stream.push(listener.tagged(message))
 
     def _push(self, session: Session, message: dict[str, Any]) -> None:
         if session.stream is not None and not session.stream.push(message):
@@ -263,17 +319,40 @@ class Router:
                 session.id,
             )
 
+    def _log(self, message: dict[str, Any], params: dict[str, Any]) -> None:
+        """A log message: to its call's caller, else to the one session that set a level."""
+        call = attribute(message, self._progress, self.pending.values())
+        if call is not None:
+            if call.session is not None:
+                if not call.sink.related(message):
+                    self._push(call.session, message)
+            elif call.log_level is not None and _at_least(params.get("level"), call.log_level):
+                call.sink.related(message)
+            return
+        listening = [s for s in self.sessions if s.log_level is not None]
+        if len(listening) == 1 and _at_least(params.get("level"), listening[0].log_level):
+            self._push(listening[0], message)
+        else:
+            logger.debug("Dropped a log message that no single caller asked for")
+
+    def answer_asked(self, child_request_id: RequestId, result: dict[str, Any]) -> bytes | None:
+        """A 2026-07-28 caller's result for a request its call asked; the line for the child
+        (None when the child no longer waits for it)."""
+        if self._asked.pop(child_request_id, None) is None:
+            return None
+        return encode({"jsonrpc": "2.0", "id": child_request_id, "result": result})
+
     def _server_request(self, method: str, message: dict[str, Any]) -> bytes | None:
         child_request_id: RequestId = message["id"]
         if method == "ping":
             return encode({"jsonrpc": "2.0", "id": child_request_id, "result": {}})
-        call, session = self._target()
-        if session is None:
-            return encode(
-                error_response(
-                    child_request_id, METHOD_NOT_FOUND, f"No client session can answer {method}"
-                )
-            )
+        call = attribute(message, self._progress, self.pending.values())
+        if call is None:
+            text = f"{method} could not be attributed to one call in flight"
+            return encode(error_response(child_request_id, INTERNAL_ERROR, text))
+        if call.session is None:
+            return self._ask_modern(method, message, call)
+        session = call.session
         capability = CAPABILITY_FOR_METHOD.get(method)
         if capability is not None and not session.can(capability):
             return encode(
@@ -284,7 +363,7 @@ class Router:
         session.next_server_request_id += 1
         visible_id = session.next_server_request_id
         outgoing = {**message, "id": visible_id}
-        delivered = call is not None and call.sink.related(outgoing)
+        delivered = call.sink.related(outgoing)
         if not delivered and session.stream is not None:
             delivered = session.stream.push(outgoing)
         if not delivered:
@@ -297,15 +376,30 @@ class Router:
         self._server_requests[child_request_id] = (session, visible_id)
         return None
 
-    def _target(self) -> tuple[PendingCall | None, Session | None]:
-        """The most recent call in flight from a session, else the most recently active session."""
-        for call in reversed(self.pending.values()):
-            if call.session is not None and not call.session.closed:
-                return call, call.session
-        recent = self._recent
-        if recent is not None and not recent.closed:
-            return None, recent
-        sessions = list(self.sessions)
-        if not sessions:
-            return None, None
-        return None, max(sessions, key=lambda s: s.last_active)
+    def _ask_modern(self, method: str, message: dict[str, Any], call: PendingCall) -> bytes | None:
+        """A server request attributed to a 2026-07-28 call: an input-required round, if allowed."""
+        child_request_id: RequestId = message["id"]
+        if call.capabilities is None or call.method not in INPUT_REQUIRED_METHODS:
+            text = f"{method} cannot be asked during {call.method}"
+            return encode(error_response(child_request_id, METHOD_NOT_FOUND, text))
+        capability = CAPABILITY_FOR_METHOD.get(method)
+        if capability is not None and not isinstance(call.capabilities.get(capability), dict):
+            error = error_response(
+                child_request_id,
+                MISSING_REQUIRED_CLIENT_CAPABILITY,
+                f"The client did not declare {capability}",
+            )
+            error["error"]["data"] = {"requiredCapabilities": {capability: {}}}
+            return encode(error)
+        if not call.sink.ask(message):
+            text = f"No way to deliver {method} to the caller"
+            return encode(error_response(child_request_id, INTERNAL_ERROR, text))
+        self._asked[child_request_id] = call
+        return None
+
+
+def _at_least(level: Any, threshold: str | None) -> bool:
+    """Whether a log message at ``level`` passes a ``threshold`` set by the client."""
+    if threshold not in LOG_LEVELS:
+        return True
+    return level in LOG_LEVELS and LOG_LEVELS.index(level) >= LOG_LEVELS.index(threshold)

@@ -16,6 +16,7 @@ from mcp_operator.api.common import (
     PATH_PATTERN,
     PREFIX_MAX_LENGTH,
     PREFIX_PATTERN,
+    QUANTITY_PATTERN,
     URL_PATTERN,
     Arguments,
     CallPolicySpec,
@@ -39,6 +40,10 @@ from mcp_operator.api.common import (
 from mcp_operator.mcp.naming import default_prefix
 
 NAMESPACE_OR_ANY_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
+WRITABLE_PATH_PATTERN = r"^/[^:]*[^/:]$"
+"""An absolute path, not ``/`` itself, without ``:`` and without a trailing ``/``."""
+RESERVED_MOUNT_PATHS = ("/tmp", "/run/mcp", "/run/mcp-exec")
+"""Where the operator mounts its own volumes into the server container."""
 
 
 class SecretKeyRef(SpecModel):
@@ -70,6 +75,21 @@ class HeaderSpec(SpecModel):
         return self
 
 
+class LocalObjectReference(SpecModel):
+    """The name of an object in the MCPServer's namespace (``imagePullSecrets`` entries)."""
+
+    name: DnsSubdomain
+
+
+class WritableDir(SpecModel):
+    """A writable ``emptyDir`` mounted into the server container (its root stays read-only)."""
+
+    mount_path: Annotated[
+        str, StringConstraints(min_length=2, max_length=256, pattern=WRITABLE_PATH_PATTERN)
+    ]
+    size_limit: Annotated[str, StringConstraints(max_length=32, pattern=QUANTITY_PATTERN)] = "256Mi"
+
+
 class DeploymentSpec(SpecModel):
     """How the operator runs a managed server (a Deployment and a Service)."""
 
@@ -83,10 +103,22 @@ class DeploymentSpec(SpecModel):
     replicas: int = Field(default=1, ge=0, le=100)
     resources: ResourceRequirements | None = None
     service_account_name: DnsSubdomain | None = None
+    image_pull_secrets: Annotated[list[LocalObjectReference], Field(max_length=16)] | None = None
+    writable_dirs: Annotated[list[WritableDir], Field(max_length=16)] | None = None
 
     @model_validator(mode="after")
     def _unique_env(self) -> DeploymentSpec:
         check_env(self.env)
+        check_unique((s.name for s in self.image_pull_secrets or ()), "imagePullSecrets names")
+        check_unique((d.mount_path for d in self.writable_dirs or ()), "writableDirs mountPaths")
+        for writable in self.writable_dirs or ():
+            if ".." in writable.mount_path.split("/"):
+                raise ValueError("writableDirs mountPath must not contain a '..' segment")
+            if writable.mount_path in RESERVED_MOUNT_PATHS:
+                raise ValueError(
+                    f"writableDirs mountPath {writable.mount_path} is reserved: "
+                    "/tmp, /run/mcp and /run/mcp-exec are mounted by the operator"
+                )
         return self
 
 
@@ -153,11 +185,6 @@ class MCPServerSpec(SpecModel):
                 raise ValueError(
                     "spec.url: url must not be set when mode is managed: "
                     "the operator computes status.url"
-                )
-            if self.effective_transport == "stdio" and not self.deployment.command:
-                raise ValueError(
-                    "spec.deployment.command: deployment.command must be set for a stdio "
-                    "server: the image's own entrypoint cannot be wrapped"
                 )
         else:
             if self.url is None:
@@ -228,9 +255,11 @@ class MCPServerStatus(StatusModel):
 class SecretUse(NamedTuple):
     """One key of a Secret that an MCPServer reads, and who reads it."""
 
-    reader: Literal["probe", "pod"]
+    reader: Literal["probe", "pod", "registry"]
     """``probe``: a request header of the operator's probe (``spec.headers``); ``pod``: an
-    environment variable of the managed server's Pod (``spec.deployment.env``)."""
+    environment variable of the managed server's Pod (``spec.deployment.env``);
+    ``registry``: a pull Secret (``spec.deployment.imagePullSecrets``), read by the operator
+    when it reads the image's configuration."""
     name: str
     """The header's or the environment variable's name."""
     secret: str
@@ -256,7 +285,8 @@ class MCPServer(BaseModel):
         return default_prefix(self.metadata.name)
 
     def referenced_secrets(self) -> list[SecretUse]:
-        """Every Secret key the server reads: its headers' first, then its Pod's environment."""
+        """Every Secret key the server reads: its headers' first, then its Pod's environment,
+        then its pull Secrets."""
         uses = [
             SecretUse(
                 "probe", h.name, h.value_from.secret_key_ref.name, h.value_from.secret_key_ref.key
@@ -269,4 +299,7 @@ class MCPServer(BaseModel):
             ref = var.value_from.secret_key_ref if var.value_from is not None else None
             if ref is not None:
                 uses.append(SecretUse("pod", var.name, ref.name, ref.key))
+        pulls = self.spec.deployment.image_pull_secrets if self.spec.deployment else None
+        for pull in pulls or ():
+            uses.append(SecretUse("registry", "imagePullSecrets", pull.name, ".dockerconfigjson"))
         return uses

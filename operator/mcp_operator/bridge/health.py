@@ -56,6 +56,7 @@ class HealthApp:
                 key: {
                     "listed": state.listed_once,
                     "up": state.up,
+                    "protocol": state.upstream.protocol_version,
                     "tools": len(state.tools or ()),
                 }
                 for key, state in states.items()

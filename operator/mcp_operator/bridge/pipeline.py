@@ -329,12 +329,13 @@ class CallPipeline:
 
 
 def _hook_failed(hook: Hook, call: Call, error: Exception, when: str) -> ToolError:
-    """A crashing hook fails closed: the call (or its result) is stopped, as by a policy."""
+    """A crashing hook fails closed: the call (or its result) is stopped, as by a policy, with
+    a code of its own (a fault of the bridge is not the agent's personal data)."""
     name = getattr(hook, "name", type(hook).__name__)
     logger.error(
         "Bridge hook %s failed %s %s: %s", name, when, call.exposed_name, type(error).__name__
     )
-    code: ErrorCode = "pii_blocked"
+    code: ErrorCode = "hook_failed"
     stopped = "the call was not sent" if when == "before" else "its result was withheld"
     return ToolError(
         code,

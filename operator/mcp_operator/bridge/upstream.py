@@ -238,6 +238,32 @@ class Upstream:
                 headers["mcp-session-id"] = self.session_id
         return headers
 
+    def _envelope(
+        self, method: str, params: dict[str, Any], modern_version: str | None, session: bool
+    ) -> tuple[int, bytes, dict[str, str]]:
+        """A request's id, body and headers in the negotiated era (or ``modern_version``)."""
+        if modern_version is None and self.modern:
+            modern_version = self.protocol_version
+        if modern_version is not None:
+            meta = dict(params.get("_meta") or {})
+            meta[PROTOCOL_VERSION_META_KEY] = modern_version
+            meta[CLIENT_INFO_META_KEY] = CLIENT_INFO
+            meta[CLIENT_CAPABILITIES_META_KEY] = {}
+            params = {**params, "_meta": meta}
+        request_id = next(self._ids)
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
+            separators=(",", ":"),
+        ).encode()
+        return request_id, body, self._headers(method, params, modern_version, session)
+
+    def listen_request(self) -> tuple[bytes, dict[str, str]]:
+        """The body and headers of a 2026-07-28 ``subscriptions/listen`` for tool list changes
+        (its answer is the stream the notifications come on; the caller reads it)."""
+        params: dict[str, Any] = {"notifications": {"toolsListChanged": True}}
+        _, body, headers = self._envelope("subscriptions/listen", params, None, False)
+        return body, headers
+
     async def _notify(self, method: str, seconds: float) -> None:
         body = json.dumps({"jsonrpc": "2.0", "method": method}).encode()
         headers = self._headers(method, {}, None, True)
@@ -268,20 +294,7 @@ class Upstream:
         modern_version: str | None = None,
         session: bool = True,
     ) -> dict[str, Any]:
-        if modern_version is None and self.modern:
-            modern_version = self.protocol_version
-        if modern_version is not None:
-            meta = dict(params.get("_meta") or {})
-            meta[PROTOCOL_VERSION_META_KEY] = modern_version
-            meta[CLIENT_INFO_META_KEY] = CLIENT_INFO
-            meta[CLIENT_CAPABILITIES_META_KEY] = {}
-            params = {**params, "_meta": meta}
-        request_id = next(self._ids)
-        body = json.dumps(
-            {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params},
-            separators=(",", ":"),
-        ).encode()
-        headers = self._headers(method, params, modern_version, session)
+        request_id, body, headers = self._envelope(method, params, modern_version, session)
         response = await self._send(body, headers, seconds)
         try:
             if session and self.session_id is not None and await _session_lost(response):

@@ -19,6 +19,7 @@ from mcp_operator.controller.settings import (
     RenderSettings,
     ScheduleSettings,
 )
+from mcp_operator.oci.settings import RegistrySettings, host_list
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -70,6 +71,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give AgentRun Pods the mcp-bridge sidecar (env MCP_ENABLED); 'false' runs every "
         "agent without it and without the bridge's URL (default %(default)s)",
     )
+    parser.add_argument(
+        "--insecure-registries",
+        default=os.environ.get("MCP_OPERATOR_INSECURE_REGISTRIES"),
+        help="comma-separated host[:port] of registries read over plain HTTP when the operator "
+        "reads an image's ENTRYPOINT (env MCP_OPERATOR_INSECURE_REGISTRIES; default none)",
+    )
+    parser.add_argument(
+        "--allowed-registries",
+        default=os.environ.get("MCP_OPERATOR_ALLOWED_REGISTRIES"),
+        help="comma-separated host[:port] patterns (* globs) of the only registries the operator "
+        "may read image configurations from (env MCP_OPERATOR_ALLOWED_REGISTRIES; default any)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
             schedule=ScheduleSettings(max_concurrent=args.max_concurrent_probes),
             listeners=ListenerSettings(max_listeners=args.max_listeners),
             render=render,
+            registry=RegistrySettings(
+                insecure_hosts=host_list(args.insecure_registries or ""),
+                allowed_hosts=host_list(args.allowed_registries or ""),
+            ),
         ),
         # Without --adapter-image, the operator's own image (read from its Pod) is used, for
         # the stdio adapter and the bridge alike.

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mcp_operator.oci.settings import RegistrySettings
+
 
 @dataclass(frozen=True)
 class ScheduleSettings:
@@ -62,6 +64,9 @@ class FleetSettings:
 
     render: RenderSettings = field(default_factory=RenderSettings)
     """How managed servers' children are rendered (adapter image, cluster domain)."""
+
+    registry: RegistrySettings = field(default_factory=RegistrySettings)
+    """How image configurations are read from registries (platform, plain-HTTP hosts)."""
 
 
 @dataclass(frozen=True)

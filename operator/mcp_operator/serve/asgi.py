@@ -41,11 +41,12 @@ class ClientGoneError(Exception):
 
 
 def request_headers(scope: Scope) -> dict[bytes, str]:
-    """The MCP request headers of ``scope``, by lowercase name (the last copy wins)."""
+    """The MCP request headers of ``scope``, by lowercase name (the last copy wins), without
+    the optional whitespace around a field value (RFC 9110 §5.5)."""
     headers: dict[bytes, str] = {}
     for key, value in scope["headers"]:
         if key in MCP_REQUEST_HEADERS:
-            headers[key] = value.decode("latin-1")
+            headers[key] = value.decode("latin-1").strip(" \t")
     return headers
 
 

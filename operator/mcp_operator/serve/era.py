@@ -98,7 +98,8 @@ def classify_modern(
         or ("params" in body and not isinstance(body["params"], dict))
     ):
         return _invalid_body()
-    headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in raw_headers]
+    # Optional whitespace around a field value is not part of it (RFC 9110 §5.5).
+    headers = [(k.decode("latin-1"), v.decode("latin-1").strip(" \t")) for k, v in raw_headers]
     duplicated = find_duplicated_routing_header(headers)
     if duplicated is not None:
         rejection = InboundLadderRejection(

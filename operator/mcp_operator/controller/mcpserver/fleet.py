@@ -36,6 +36,7 @@ from mcp_operator.controller.settings import FleetSettings
 from mcp_operator.controller.status_writer import StatusWriter
 from mcp_operator.controller.worker import Clock, Next, Worker
 from mcp_operator.kube import MCPSERVERS, Kube
+from mcp_operator.oci.client import RegistryClient
 
 logger = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ class Fleet:
         self._wake = WakePolicy()
         self._listeners = Listeners(self.settings.listeners)
         self._status = StatusWriter(kube, MCPSERVERS, events)
+        self._registry = RegistryClient(self.settings.registry)
 
     # -- kopf side -------------------------------------------------------------------
 
@@ -112,6 +114,7 @@ class Fleet:
         """Cancel every worker and listener and wait for them to end."""
         await self._listeners.stop_all()
         await self._worker.stop()
+        await self._registry.aclose()
 
     def __len__(self) -> int:
         return len(self._worker)
@@ -140,6 +143,7 @@ class Fleet:
             parsed,
             probe_slots=self._worker.limit,
             render_settings=self.settings.render,
+            registry=self._registry,
         )
         patch = status_patch(
             server.status,

@@ -1,7 +1,9 @@
 """Managed mode: apply a server's Deployment and Service, and tell the truth about them.
 
-:func:`deploy` renders (pure, :mod:`mcp_operator.controller.mcpserver.render`) and applies the
-children with server-side apply; :func:`deployed_condition` reads the
+:func:`deploy` reads the image's configuration when the Pod needs it
+(:mod:`mcp_operator.controller.mcpserver.images`), renders (pure,
+:mod:`mcp_operator.controller.mcpserver.render`) and applies the children with server-side
+apply; :func:`deployed_condition` reads the
 Deployment's own status (and its Pods' phases) into the ``Deployed``
 condition; :func:`probe_endpoint` says how the operator reaches the Service:
 by its DNS name in a cluster, through the API server's service proxy from a
@@ -16,8 +18,9 @@ from typing import Any
 
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
-from mcp_operator.controller.mcpserver import render
+from mcp_operator.controller.mcpserver import images, render
 from mcp_operator.kube import DEPLOYMENTS, PODS, SECRETS, SERVICES, Kube
+from mcp_operator.oci.client import RegistryClient
 
 
 async def secrets_version(kube: Kube, server: MCPServer) -> str:
@@ -34,14 +37,27 @@ async def secrets_version(kube: Kube, server: MCPServer) -> str:
 
 
 async def deploy(
-    kube: Kube, server: MCPServer, settings: render.RenderSettings
+    kube: Kube,
+    server: MCPServer,
+    settings: render.RenderSettings,
+    registry: RegistryClient | None = None,
 ) -> Mapping[str, Any]:
-    """Apply the Deployment and the Service; return the Deployment as the API server has it."""
+    """Apply the Deployment and the Service; return the Deployment as the API server has it.
+
+    Nothing is applied when the image's configuration is needed and cannot be read (the
+    previous Deployment, if any, keeps running): the errors of
+    :func:`~mcp_operator.controller.mcpserver.images.image_config` and
+    :class:`~mcp_operator.oci.config.ImageConfigError` reach the caller.
+    """
+    image = None
+    if render.needs_image_config(server):
+        if registry is None:
+            raise ValueError("a stdio server without command needs a registry client")
+        image = await images.image_config(kube, server, registry)
     version = await secrets_version(kube, server)
+    manifest = render.deployment(server, settings, secrets_version=version, image=image)
     await kube.apply(SERVICES, render.service(server))
-    applied: Mapping[str, Any] = await kube.apply(
-        DEPLOYMENTS, render.deployment(server, settings, secrets_version=version)
-    )
+    applied: Mapping[str, Any] = await kube.apply(DEPLOYMENTS, manifest)
     return applied
 
 

@@ -23,6 +23,9 @@ from mcp_operator.mcp import naming
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.oci.auth import PullSecretError
+from mcp_operator.oci.client import RegistryClient, RegistryError
+from mcp_operator.oci.config import ImageConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -46,12 +49,38 @@ async def resolve_headers(kube: Kube, namespace: str, server: MCPServer) -> dict
     return headers
 
 
+def _image_unusable(
+    server: MCPServer,
+    error: RegistryError | ImageConfigError | PullSecretError | SecretReferenceError,
+) -> Outcome:
+    """Why the server's image configuration could not be had: its own reason, no Deployment
+    change, and the worker's back-off retries (the registry may come back)."""
+    reason: str
+    if isinstance(error, RegistryError):
+        reason, message = error.reason, error.message
+    elif isinstance(error, ImageConfigError):
+        reason, message = "ImageNotRunnable", str(error)
+    elif isinstance(error, PullSecretError):
+        reason, message = "ImagePullSecretInvalid", str(error)
+    else:
+        reason, message = error.reason, str(error)
+    message = f"Reading the configuration of image {_image(server)} failed: {message}"[:1024]
+    logger.warning("MCPServer %s/%s: %s", server.metadata.namespace, server.metadata.name, message)
+    deployed = WantedCondition("Deployed", "False", reason, message)
+    return Outcome("failed", reason, message, deployed=deployed, ready_reason=reason)
+
+
+def _image(server: MCPServer) -> str:
+    return server.spec.deployment.image if server.spec.deployment is not None else "?"
+
+
 async def mcpserver(
     kube: Kube,
     server: MCPServer | InvalidSpec,
     *,
     probe_slots: asyncio.Semaphore,
     render_settings: RenderSettings,
+    registry: RegistryClient | None = None,
 ) -> Result:
     """Reconcile an MCPServer once and say what its status should say."""
     if isinstance(server, InvalidSpec):
@@ -67,8 +96,10 @@ async def mcpserver(
     if spec.mode == "managed":
         url = render.service_url(server, render_settings)
         try:
-            applied = await managed.deploy(kube, server, render_settings)
+            applied = await managed.deploy(kube, server, render_settings, registry)
             deployed = await managed.deployed_condition(kube, server, applied)
+        except (RegistryError, ImageConfigError, PullSecretError, SecretReferenceError) as error:
+            return Result(_image_unusable(server, error), url, interval)
         except KubeError as error:
             message = f"Applying the Deployment or Service failed: HTTP {error.status}: {error}"
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, message)

@@ -7,18 +7,24 @@ A managed ``stdio`` server runs as two containers in one Pod, sharing an
 ``emptyDir`` that holds two FIFOs (see ``docs/managed-mode.md``):
 
 - ``fifos`` (init container, our image) creates the FIFOs;
-- ``server`` (the user's unmodified image) runs the user's command with its
-  stdin and stdout redirected to the FIFOs by ``/bin/sh`` — the only thing we
-  need from the image;
+- ``stdio-exec`` (init container, our image) copies ``mcp-stdio-exec``, a small
+  static program of ours, into a second ``emptyDir``;
+- ``server`` (the user's unmodified image) starts through that program, which
+  puts its stdin and stdout on the FIFOs and becomes the server's own
+  process: ``command``/``args``, or the image's ``ENTRYPOINT``/``CMD`` that the
+  caller read from the registry (:class:`~mcp_operator.oci.config.ImageConfig`);
+  nothing is needed from the image, not even a shell;
 - ``adapter`` (our image) serves Streamable HTTP on the port and speaks stdio
   to the server through the FIFOs.
 
 A managed ``streamable-http`` or ``sse`` server runs the user's container alone.
+Reading the registry is the caller's business; this module only uses what it read.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -35,11 +41,13 @@ from mcp_operator.controller.render import (
 
 # Re-exported: callers render with ``render.deployment(server, render.RenderSettings())``.
 from mcp_operator.controller.settings import RenderSettings as RenderSettings
+from mcp_operator.oci.config import ImageConfig, container_argv, numeric_user
 
 FIFO_DIR = "/run/mcp"
+EXEC_DIR = "/run/mcp-exec"
+EXEC_HELPER = "mcp-stdio-exec"
+"""Our static helper: on ``PATH`` in our image, copied to ``EXEC_DIR`` for the server."""
 ADAPTER_PORT_NAME = "mcp"
-SERVER_WRAPPER = 'exec "$0" "$@" <"$MCP_FIFO_DIR/stdin" >"$MCP_FIFO_DIR/stdout"'
-"""The server container's ``sh -c`` script: the user's command, stdio on the FIFOs."""
 ADAPTER_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"memory": "256Mi"},
@@ -94,10 +102,29 @@ def secrets_checksum(versions: Mapping[str, str]) -> str:
     return hashlib.sha256(json.dumps(sorted(versions.items())).encode()).hexdigest()[:32]
 
 
+def needs_image_config(server: MCPServer) -> bool:
+    """Whether rendering needs the image's configuration from its registry: a stdio server
+    without ``command`` (its ``ENTRYPOINT`` and ``CMD`` are wrapped, its ``USER`` honoured)."""
+    spec = server.spec.deployment
+    return spec is not None and server.spec.effective_transport == "stdio" and not spec.command
+
+
+def pinned_image(image: str, digest: str) -> str:
+    """``image`` pinned to the manifest ``digest`` the configuration was read from, so that
+    the node runs exactly the image whose ``ENTRYPOINT`` was wrapped (kept if already pinned)."""
+    return image if "@" in image else f"{image}@{digest}"
+
+
 def deployment(
-    server: MCPServer, settings: RenderSettings, *, secrets_version: str = ""
+    server: MCPServer,
+    settings: RenderSettings,
+    *,
+    secrets_version: str = "",
+    image: ImageConfig | None = None,
 ) -> dict[str, Any]:
-    """The Deployment of a managed server."""
+    """The Deployment of a managed server; ``image`` is required when
+    :func:`needs_image_config` says so (it may raise
+    :class:`~mcp_operator.oci.config.ImageConfigError` when the image cannot be wrapped)."""
     spec = _deployment(server)
     stdio = server.spec.effective_transport == "stdio"
     pod_annotations: dict[str, str] = {}
@@ -107,16 +134,28 @@ def deployment(
         "automountServiceAccountToken": spec.service_account_name is not None,
         "enableServiceLinks": False,
         "securityContext": restricted_pod_security(),
-        "containers": _stdio_containers(server, settings) if stdio else [_http_container(spec)],
+        "containers": (
+            _stdio_containers(server, settings, image) if stdio else [_http_container(spec)]
+        ),
         "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
     }
     if stdio:
-        pod_spec["initContainers"] = [_fifo_init_container(settings)]
-        pod_spec["volumes"].append(
-            {"name": "fifos", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}}
-        )
+        pod_spec["initContainers"] = [
+            _fifo_init_container(settings),
+            _exec_init_container(settings),
+        ]
+        pod_spec["volumes"] += [
+            {"name": "fifos", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
+            {"name": "exec", "emptyDir": {"sizeLimit": "16Mi"}},
+        ]
+    pod_spec["volumes"] += [
+        {"name": f"writable-{i}", "emptyDir": {"sizeLimit": writable.size_limit}}
+        for i, writable in enumerate(spec.writable_dirs or ())
+    ]
     if spec.service_account_name is not None:
         pod_spec["serviceAccountName"] = spec.service_account_name
+    if spec.image_pull_secrets:
+        pod_spec["imagePullSecrets"] = [{"name": ref.name} for ref in spec.image_pull_secrets]
     template_metadata: dict[str, Any] = {"labels": labels(server)}
     if pod_annotations:
         template_metadata["annotations"] = pod_annotations
@@ -159,19 +198,46 @@ def service(server: MCPServer) -> dict[str, Any]:
 # -- containers ------------------------------------------------------------------------------
 
 
-def _stdio_containers(server: MCPServer, settings: RenderSettings) -> list[dict[str, Any]]:
+def server_argv(spec: DeploymentSpec, image: ImageConfig | None) -> list[str]:
+    """The server's own process: ``command`` + ``args``, or the image's, by the Pod's rules."""
+    if image is None:
+        if not spec.command:
+            raise ValueError("a stdio server without command needs its image configuration")
+        return [*spec.command, *(spec.args or ())]
+    # The kubelet expands $(VAR) in a Pod's command, a runtime never does in ENTRYPOINT/CMD:
+    # the image's words are escaped ($ -> $$, which the kubelet turns back into $).
+    verbatim = dataclasses.replace(
+        image,
+        entrypoint=tuple(word.replace("$", "$$") for word in image.entrypoint),
+        cmd=tuple(word.replace("$", "$$") for word in image.cmd),
+    )
+    return container_argv(verbatim, spec.command, spec.args)
+
+
+def _stdio_containers(
+    server: MCPServer, settings: RenderSettings, image: ImageConfig | None
+) -> list[dict[str, Any]]:
     spec = _deployment(server)
-    command = list(spec.command or [])
+    helper = [f"{EXEC_DIR}/{EXEC_HELPER}", f"--fifo-dir={FIFO_DIR}", "--"]
+    security = restricted_container_security()
+    user = numeric_user(image.user) if image is not None else None
+    if user is not None and user[0] != 0:
+        # The image's own non-root user; root, names and no USER keep the Pod's 65532.
+        security["runAsUser"] = user[0]
+        if user[1] is not None:
+            security["runAsGroup"] = user[1]
     server_container: dict[str, Any] = {
         "name": "server",
-        "image": spec.image,
-        "command": ["/bin/sh", "-c", SERVER_WRAPPER, *command, *(spec.args or [])],
-        "env": _env(spec, extra={"MCP_FIFO_DIR": FIFO_DIR, "HOME": "/tmp"}),
+        "image": spec.image if image is None else pinned_image(spec.image, image.pinned_digest),
+        "command": [*helper, *server_argv(spec, image)],
+        "env": _env(spec, extra={"HOME": "/tmp"}),
         "volumeMounts": [
             {"name": "fifos", "mountPath": FIFO_DIR},
+            {"name": "exec", "mountPath": EXEC_DIR, "readOnly": True},
             {"name": "tmp", "mountPath": "/tmp"},
+            *_writable_mounts(spec),
         ],
-        "securityContext": restricted_container_security(),
+        "securityContext": security,
     }
     _add_optional(server_container, spec)
     probe_port = {"port": ADAPTER_PORT_NAME}
@@ -227,6 +293,25 @@ def _fifo_init_container(settings: RenderSettings) -> dict[str, Any]:
     }
 
 
+def _exec_init_container(settings: RenderSettings) -> dict[str, Any]:
+    return {
+        "name": "stdio-exec",
+        "image": settings.adapter_image,
+        "imagePullPolicy": settings.adapter_image_pull_policy,
+        "command": [EXEC_HELPER, f"--install={EXEC_DIR}"],
+        "volumeMounts": [{"name": "exec", "mountPath": EXEC_DIR}],
+        "resources": copy.deepcopy(ADAPTER_RESOURCES),
+        "securityContext": restricted_container_security(),
+    }
+
+
+def _writable_mounts(spec: DeploymentSpec) -> list[dict[str, Any]]:
+    return [
+        {"name": f"writable-{i}", "mountPath": writable.mount_path}
+        for i, writable in enumerate(spec.writable_dirs or ())
+    ]
+
+
 def _http_container(spec: DeploymentSpec) -> dict[str, Any]:
     container: dict[str, Any] = {
         "name": "server",
@@ -239,7 +324,7 @@ def _http_container(spec: DeploymentSpec) -> dict[str, Any]:
             "periodSeconds": 10,
             "failureThreshold": 3,
         },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *_writable_mounts(spec)],
         "securityContext": restricted_container_security(),
     }
     if spec.command:

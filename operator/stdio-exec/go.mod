@@ -1,0 +1,3 @@
+module mcp-operator.dev/stdio-exec
+
+go 1.22
