@@ -336,7 +336,7 @@ def test_a_modern_callers_request_becomes_an_ask_and_its_answer_goes_back(
     router: Router,
 ) -> None:
     sink = AskingSink()
-    _, data = router.forward_request(request(1), None, sink, capabilities={"sampling": {}})
+    _, data = router.forward_request(request(1), None, sink, capabilities=frozenset({"sampling"}))
     assert router.from_child(sampling(42, child_token(data))) == []
     assert [m["id"] for m in sink.asked] == [42]
     out = router.answer_asked(42, {"role": "assistant"})
@@ -352,7 +352,7 @@ def test_a_modern_caller_without_the_capability_gets_the_child_refused_with_3202
     router: Router,
 ) -> None:
     sink = AskingSink()
-    router.forward_request(request(1), None, sink, capabilities={"elicitation": {}})
+    router.forward_request(request(1), None, sink, capabilities=frozenset({"elicitation"}))
     out = router.from_child(sampling(42))
     error = line(out[0])["error"]
     assert error["code"] == -32021
@@ -363,7 +363,7 @@ def test_a_modern_caller_without_the_capability_gets_the_child_refused_with_3202
 def test_a_modern_call_that_may_not_ask_gets_the_child_refused(router: Router) -> None:
     sink = AskingSink()
     router.forward_request(
-        request(1, "completion/complete"), None, sink, capabilities={"sampling": {}}
+        request(1, "completion/complete"), None, sink, capabilities=frozenset({"sampling"})
     )
     out = router.from_child(sampling(42))
     assert line(out[0])["error"]["code"] == -32601 and sink.asked == []

@@ -25,6 +25,7 @@ from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder, unavailable
 from mcp_operator.adapter.front_rounds import Envelope, input_responses
 from mcp_operator.adapter.rounds import request_target
+from mcp_operator.adapter.sessions import declared_capabilities
 from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
 from mcp_operator.serve.endpoint import stateless_body
 from mcp_operator.serve.era import ModernNotification, Refusal, classify_modern, refusal
@@ -166,6 +167,6 @@ def _envelope(params: dict[str, Any]) -> Envelope:
     capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
     level = meta.get(LOG_LEVEL_META_KEY)
     return Envelope(
-        capabilities if isinstance(capabilities, dict) else {},
+        declared_capabilities(capabilities),  # names only: the caller's objects are not kept
         level if isinstance(level, str) else None,
     )

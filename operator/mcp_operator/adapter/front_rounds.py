@@ -41,7 +41,8 @@ SETTLE_ROUNDS = 10
 class Envelope:
     """What a 2026-07-28 request says about its caller beyond the call itself."""
 
-    capabilities: dict[str, Any]
+    capabilities: frozenset[str]
+    """The routed capability names the caller declared (``sessions.declared_capabilities``)."""
     log_level: str | None = None
     answers: dict[str, Any] = field(default_factory=dict)
     """``inputResponses`` sent with the request, by key."""

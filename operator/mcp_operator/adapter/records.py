@@ -85,7 +85,8 @@ class PendingCall:
     sink: CallSink
     progress_token: RequestId | None
     """The caller's own progress token (None: the caller asked for no progress)."""
-    capabilities: dict[str, Any] | None = None
-    """A 2026-07-28 caller's declared client capabilities (None: a legacy or internal call)."""
+    capabilities: frozenset[str] | None = None
+    """A 2026-07-28 caller's declared client capability names (None: a legacy or internal
+    call); see ``sessions.declared_capabilities``."""
     log_level: str | None = None
     """A 2026-07-28 caller's per-request log level opt-in (None: no log messages)."""

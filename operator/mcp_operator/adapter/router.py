@@ -96,7 +96,7 @@ class Router:
         session: Session | None,
         sink: CallSink,
         *,
-        capabilities: dict[str, Any] | None = None,
+        capabilities: frozenset[str] | None = None,
         log_level: str | None = None,
     ) -> tuple[PendingCall, bytes]:
         """Remap a client's request for the child; returns the pending call and the line to write.
@@ -383,7 +383,7 @@ class Router:
             text = f"{method} cannot be asked during {call.method}"
             return encode(error_response(child_request_id, METHOD_NOT_FOUND, text))
         capability = CAPABILITY_FOR_METHOD.get(method)
-        if capability is not None and not isinstance(call.capabilities.get(capability), dict):
+        if capability is not None and capability not in call.capabilities:
             error = error_response(
                 child_request_id,
                 MISSING_REQUIRED_CLIENT_CAPABILITY,
