@@ -166,6 +166,41 @@ async def test_a_hundred_concurrent_megabyte_calls_leave_the_adapter_within_its_
     assert peak - idle < 120, f"peak {peak:.0f} MiB from {idle:.0f} MiB idle"
 
 
+async def test_concurrent_2026_calls_with_a_megabyte_of_capabilities_keep_none_of_it(
+    tmp_path: Path, bounds_server: Path
+) -> None:
+    with adapter((sys.executable, str(bounds_server), "hold"), tmp_path) as running:
+        idle, _ = peak_and_current_mib(running.process.pid)
+        meta = compact(
+            {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {
+                    "experimental": many_small_objects(900_000)
+                },
+            }
+        )
+        headers = {
+            **ACCEPT,
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": "t",
+        }
+        limits = httpx.Limits(max_connections=70)
+        async with httpx.AsyncClient(timeout=60, limits=limits) as http:
+
+            async def post(index: int) -> int:
+                body = b'{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":' % index
+                body += b'{"name":"t","arguments":{"hold":3},"_meta":' + meta + b"}}"
+                response = await http.post(running.url, content=body, headers=headers)
+                return response.status_code
+
+            statuses = await asyncio.gather(*(post(index) for index in range(60)))
+        peak, _ = peak_and_current_mib(running.process.pid)
+    assert set(statuses) <= {200, 503} and statuses.count(200) >= 20, statuses
+    # Before: each call kept its envelope's capabilities object until answered (487 MiB).
+    assert peak - idle < 120, f"peak {peak:.0f} MiB from {idle:.0f} MiB idle"
+
+
 # ------------------------------------------------------------------ session slots
 
 
