@@ -71,7 +71,7 @@ class HttpFront:
         self._too_large = (
             f"Request body too large: the limit is {core.config.max_body_bytes} bytes".encode()
         )
-        self._sessions = _BudgetedSessions(self._legacy, self.admitted)
+        self._sessions = _BudgetedSessions(self._legacy, self)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -150,16 +150,20 @@ class HttpFront:
         """Serve a request with a body within the byte budget, or answer 413/503 unread."""
         budget = self.budget
         cost = budget.cost(headers.get(b"content-length"))
-        if cost is None:
-            await respond_plain(send, 413, self._too_large)
-            return
-        if not budget.reserve(cost):
-            await respond_json(send, 503, BUDGET_SPENT, [(b"retry-after", b"1")])
+        if cost is None or not budget.reserve(cost):
+            await self.refuse(cost, send)
             return
         try:
             await serve()
         finally:
             budget.release(cost)
+
+    async def refuse(self, cost: int | None, send: Send) -> None:
+        """413 for a body over the limit (``cost`` None), else 503: the budget is spent."""
+        if cost is None:
+            await respond_plain(send, 413, self._too_large)
+        else:
+            await respond_json(send, 503, BUDGET_SPENT, [(b"retry-after", b"1")])
 
     async def _legacy_sse(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
         headers = request_headers(scope)
@@ -176,20 +180,26 @@ class HttpFront:
 
 
 class _BudgetedSessions:
-    """The legacy session endpoint with each POST admitted against the byte budget first."""
+    """The legacy session endpoint with each POST admitted against the byte budget first.
 
-    def __init__(
-        self,
-        endpoint: SessionEndpoint,
-        admitted: Callable[
-            [dict[bytes, str], Send, Callable[[], Awaitable[None]]], Awaitable[None]
-        ],
-    ) -> None:
+    ``HttpFront.admitted`` written out: this is the hot path, one coroutine fewer.
+    """
+
+    def __init__(self, endpoint: SessionEndpoint, front: HttpFront) -> None:
         self._endpoint = endpoint
-        self._admitted = admitted
+        self._front = front
+        self._budget = front.budget
 
     async def post(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
-        await self._admitted(headers, send, lambda: self._endpoint.post(headers, receive, send))
+        budget = self._budget
+        cost = budget.cost(headers.get(b"content-length"))
+        if cost is None or not budget.reserve(cost):
+            await self._front.refuse(cost, send)
+            return
+        try:
+            await self._endpoint.post(headers, receive, send)
+        finally:
+            budget.release(cost)
 
     async def get(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
         await self._endpoint.get(headers, receive, send)
