@@ -125,6 +125,10 @@ def operator(
                 "run",
                 "--verbose",
                 f"--liveness=http://127.0.0.1:{port}/healthz",
+                # One operator for the session (no Lease namespace here); tests of the
+                # election start their own (tests/e2e/test_leader.py).
+                "--no-leader-election",
+                "--metrics=none",
             ],
             env=cluster.env(),
             stdout=log,

@@ -191,7 +191,16 @@ def operator_as(kubeconfig: Path, log_path: Path, *args: str) -> Iterator[None]:
     env.update(KUBECONFIG=str(kubeconfig), HOSTNAME="rbac-test-operator")
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mcp_operator", "run", "--liveness=none", *args],
+            # Leader election stays on: the Role for the Lease is part of what is checked.
+            [
+                sys.executable,
+                "-m",
+                "mcp_operator",
+                "run",
+                "--liveness=none",
+                "--metrics=none",
+                *args,
+            ],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -23,6 +23,7 @@ from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
 from mcp_operator.controller.agentrun.runs import Runs
 from mcp_operator.controller.mcpserver.fleet import Fleet
 from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
+from mcp_operator.controller.metrics import OperatorMetrics
 from mcp_operator.controller.render import MANAGED_BY
 from mcp_operator.controller.settings import AgentRunSettings, FleetSettings
 from mcp_operator.kube import PODS, Kube, KubeError
@@ -51,7 +52,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.posting.level = logging.WARNING
     fleet_settings = getattr(memo, "fleet_settings", None) or FleetSettings()
     run_settings = getattr(memo, "agentrun_settings", None) or AgentRunSettings()
-    memo.kube = Kube.connect()
+    metrics = getattr(memo, "metrics", None) or OperatorMetrics()
+    memo.kube = Kube.connect(on_error=metrics.api_error)
     if getattr(memo, "adapter_image_from_pod", False):
         image = await own_image(memo.kube)
         if image is not None:
@@ -59,8 +61,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             fleet_settings = dataclasses.replace(fleet_settings, render=render)
             bridge = dataclasses.replace(run_settings.render, bridge_image=image)
             run_settings = dataclasses.replace(run_settings, render=bridge)
-    memo.fleet = Fleet(memo.kube, fleet_settings)
-    memo.runs = Runs(memo.kube, run_settings)
+    memo.fleet = Fleet(memo.kube, fleet_settings, metrics=metrics)
+    memo.runs = Runs(memo.kube, run_settings, metrics=metrics)
 
 
 async def own_image(kube: Kube) -> str | None:

@@ -18,7 +18,7 @@ import os
 import ssl
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -104,8 +104,15 @@ def _load_credentials(kubeconfig: str | None) -> _Credentials:
 class Kube:
     """An asynchronous client of one API server; create with :meth:`connect`."""
 
-    def __init__(self, credentials: _Credentials) -> None:
+    def __init__(
+        self,
+        credentials: _Credentials,
+        *,
+        on_error: Callable[[str, int | None], None] | None = None,
+    ) -> None:
         self._credentials = credentials
+        self._on_error = on_error
+        """Hears every failed request: its verb and HTTP status (``None``: no answer)."""
         self._token_read_at = 0.0
         self._token = credentials.token
         self._client = httpx.AsyncClient(
@@ -118,9 +125,14 @@ class Kube:
         )
 
     @classmethod
-    def connect(cls, kubeconfig: str | None = None) -> Kube:
+    def connect(
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        on_error: Callable[[str, int | None], None] | None = None,
+    ) -> Kube:
         """In-cluster credentials when running in a Pod, else the kubeconfig (``KUBECONFIG``)."""
-        return cls(_load_credentials(kubeconfig))
+        return cls(_load_credentials(kubeconfig), on_error=on_error)
 
     @property
     def server(self) -> str:
@@ -162,10 +174,17 @@ class Kube:
         if body is not None:
             headers["Content-Type"] = content_type
             content = json.dumps(body).encode()
-        response = await self._client.request(
-            method, path, content=content, headers=headers, params=params
-        )
+        try:
+            response = await self._client.request(
+                method, path, content=content, headers=headers, params=params
+            )
+        except httpx.HTTPError:
+            if self._on_error is not None:
+                self._on_error(method, None)
+            raise
         if response.status_code >= 400:
+            if self._on_error is not None:
+                self._on_error(method, response.status_code)
             raise _error(response)
         if not response.content:
             return None
@@ -197,6 +216,26 @@ class Kube:
             body=manifest,
             content_type="application/apply-patch+yaml",
             params={"fieldManager": FIELD_MANAGER, "force": "true"},
+        )
+
+    async def create(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
+        """Create an object; 409 (:class:`KubeError`) when it exists already."""
+        return await self.request(
+            "POST",
+            resource.path(manifest["metadata"].get("namespace")),
+            body=manifest,
+            params={"fieldManager": FIELD_MANAGER},
+        )
+
+    async def replace(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
+        """Replace an object; with ``metadata.resourceVersion`` set, 409 when someone else
+        wrote it in between (optimistic concurrency, as leader election needs)."""
+        metadata = manifest["metadata"]
+        return await self.request(
+            "PUT",
+            resource.path(metadata.get("namespace"), metadata["name"]),
+            body=manifest,
+            params={"fieldManager": FIELD_MANAGER},
         )
 
     async def delete(self, resource: Resource, namespace: str | None, name: str) -> bool:
