@@ -3,6 +3,8 @@
 - ``client``    :class:`Kube`: server-side apply, status patches, Secret reads, Events;
   HTTP status codes become exceptions here and nowhere else
 - ``resources`` where each kind lives in the REST API
+- ``tokens``    the client's bearer tokens, renewed when they expire (service account files,
+  exec plugins, OIDC)
 """
 
 from mcp_operator.kube.client import (
