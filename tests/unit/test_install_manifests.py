@@ -374,6 +374,7 @@ def test_every_rbac_rule_says_why() -> None:
     for path in (
         DEPLOY / "rbac.yaml",
         templates / "clusterrole.yaml",
+        templates / "_rbac.tpl",
         templates / "leader-election-role.yaml",
     ):
         lines = path.read_text().splitlines()
