@@ -131,6 +131,12 @@ def add_high_availability_arguments(parser: argparse.ArgumentParser) -> None:
         default=EndpointSettings.metrics,
         help="Prometheus metrics endpoint URL (default %(default)s); 'none' disables it",
     )
+    parser.add_argument(
+        "--namespace-scoped",
+        action="store_true",
+        help="run with Roles in the watched namespaces only (no ClusterRole): neither list nor "
+        "watch CRDs and namespaces; needs --namespace, and the CRDs installed before start",
+    )
 
 
 def election_settings(args: argparse.Namespace) -> LeaderElectionSettings:
@@ -179,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         for noisy in ("httpcore", "httpx2", "httpcore2"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
     election = election_settings(args)
+    if args.namespace_scoped and not args.namespace:
+        raise SystemExit("--namespace-scoped needs the namespaces to watch (--namespace NS)")
     endpoints = EndpointSettings(
         liveness=None if args.liveness == "none" else args.liveness,
         metrics=None if args.metrics == "none" else args.metrics,
@@ -203,6 +211,9 @@ def run(args: argparse.Namespace) -> int:
         # the stdio adapter and the bridge alike.
         adapter_image_from_pod=not args.adapter_image,
         metrics=metrics,
+        # Namespaced RBAC cannot list CRDs or namespaces; kopf then serves what it found at
+        # start-up in the listed namespaces, without warning about the missing permission.
+        scanning=not args.namespace_scoped,
     )
 
     async def operate(stop: asyncio.Event) -> None:

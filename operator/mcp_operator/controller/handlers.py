@@ -50,6 +50,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # kopf turns log lines into Events; we post our own Events on transitions, so only
     # warnings and errors of the framework itself become Events.
     settings.posting.level = logging.WARNING
+    settings.scanning.disabled = not getattr(memo, "scanning", True)
     fleet_settings = getattr(memo, "fleet_settings", None) or FleetSettings()
     run_settings = getattr(memo, "agentrun_settings", None) or AgentRunSettings()
     metrics = getattr(memo, "metrics", None) or OperatorMetrics()
