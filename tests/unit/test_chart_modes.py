@@ -7,6 +7,7 @@ know fails here.
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 from pathlib import Path
@@ -150,3 +151,53 @@ def test_the_readme_value_table_lists_every_value_with_its_default() -> None:
         if isinstance(default, dict | list) and default:
             continue  # a structured default: the table says "see values.yaml"
         assert yaml.safe_load(rows[path] or "null") == (default if default != "" else None), path
+
+
+# -- every operator setting is a chart value -------------------------------------------------
+
+SET = {
+    # flag dest: (chart values, the value the flag then parses to)
+    "namespace": (["--set", "watchNamespaces={team-a}"], ["team-a"]),
+    "liveness": (["--set", "livenessPort=9000"], "http://0.0.0.0:9000/healthz"),
+    "log_format": (["--set", "logFormat=text"], "text"),
+    "verbose": (["--set", "verbose=true"], True),
+    "debug": (["--set", "debug=true"], True),
+    "adapter_image": (["--set", "adapterImage=registry.example/mcpo:1"], "registry.example/mcpo:1"),
+    "cluster_domain": (["--set", "clusterDomain=corp.internal"], "corp.internal"),
+    "max_listeners": (["--set", "maxListeners=0"], 0),
+    "max_concurrent_probes": (["--set", "maxConcurrentProbes=8"], 8),
+    "bridge_enabled": (["--set", "bridgeEnabled=false"], "false"),
+    "no_leader_election": (
+        ["--set", "leaderElection.enabled=false", "--set", "replicaCount=1"],
+        True,
+    ),
+    "leader_election_namespace": ([], "ops"),  # the release's namespace, through POD_NAMESPACE
+    "leader_election_lease": ([], "mcpo-mcp-operator"),
+    "leader_election_lease_duration": (["--set", "leaderElection.leaseDurationSeconds=30"], 30),
+    "leader_election_renew_deadline": (["--set", "leaderElection.renewDeadlineSeconds=20"], 20.0),
+    "leader_election_retry_period": (["--set", "leaderElection.retryPeriodSeconds=4"], 4.0),
+    "metrics": (["--set", "metrics.port=9100"], "http://0.0.0.0:9100/metrics"),
+    "namespace_scoped": (
+        ["--set", "namespaceScoped=true", "--set", "watchNamespaces={team-a}"],
+        True,
+    ),
+}
+
+
+def test_every_operator_flag_is_set_by_a_chart_value(
+    helm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from mcp_operator.cli import build_parser
+    from mcp_operator.commands import run as run_command
+
+    monkeypatch.setenv("POD_NAMESPACE", "ops")  # what the chart's Pod gets from its fieldRef
+    parser = build_parser()
+    own = argparse.ArgumentParser()
+    run_command.add_arguments(own)
+    flags = {action.dest for action in own._actions if action.option_strings}
+    flags.discard("help")
+    assert flags == set(SET), f"flags without a chart value: {sorted(flags - set(SET))}"
+    for dest, (values, expected) in SET.items():
+        deployment = of_kind(render(helm, *values), "Deployment")[0]
+        args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert getattr(parser.parse_args(args), dest) == expected, (dest, args)
