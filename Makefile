@@ -82,6 +82,10 @@ test: tools lint ## Build what the tests need, lint, then unit, protocol and e2e
 crds: ## Copy crds/ into deploy/, the Helm chart and the demo's package data (crds/ is the source of truth)
 	bash hack/sync-crds.sh
 
+.PHONY: api-reference
+api-reference: $(PY) ## Generate docs/api-reference.md from the CRDs (a unit test fails on drift)
+	$(PY) hack/api_reference.py
+
 .PHONY: demo
 demo: $(PY) control-plane node-tools ## Local control plane (or your kubeconfig's cluster), operator, a real MCP server, an MCPServer
 	$(PY) -m mcp_operator dev demo
