@@ -10,6 +10,7 @@ it is created once at start-up and closed at clean-up.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import json
@@ -39,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
+"""Waits between attempts to post an Event while the API server is away (about 15 s)."""
 
 
 class KubeError(RuntimeError):
@@ -368,12 +371,24 @@ class Kube:
             "lastTimestamp": now,
             "count": 1,
         }
-        try:
-            await self.request("POST", EVENTS.path(namespace), body=event)
-        except (KubeError, httpx.HTTPError) as error:
-            logger.warning(
-                "Could not post event %s for %s: %s", reason, metadata.get("name"), error
-            )
+        # An API server that restarts must not lose the Event: retry what may pass later,
+        # under the same name, so that a POST whose answer was lost is not posted twice
+        # (the retry gets 409 AlreadyExists, which means it is there).
+        for delay in (*EVENT_RETRY_DELAYS, None):
+            try:
+                await self.request("POST", EVENTS.path(namespace), body=event)
+                return
+            except KubeError as error:
+                if error.status == 409:
+                    return
+                failure: Exception = error
+                if error.status < 500 and error.status != 429:
+                    break
+            except httpx.HTTPError as error:
+                failure = error
+            if delay is not None:
+                await asyncio.sleep(delay)
+        logger.warning("Could not post event %s for %s: %s", reason, metadata.get("name"), failure)
 
 
 def _error(response: httpx.Response) -> KubeError:
