@@ -40,8 +40,8 @@ logger = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
-EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
-"""Waits between attempts to post an Event while the API server is away (about 15 s)."""
+EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+"""Waits between attempts to post an Event while the API server or etcd is away (about 1 min)."""
 
 
 class KubeError(RuntimeError):
@@ -371,7 +371,7 @@ class Kube:
             "lastTimestamp": now,
             "count": 1,
         }
-        # An API server that restarts must not lose the Event: retry what may pass later,
+        # An API server or etcd that restarts must not lose the Event: retry what may pass later,
         # under the same name, so that a POST whose answer was lost is not posted twice
         # (the retry gets 409 AlreadyExists, which means it is there).
         for delay in (*EVENT_RETRY_DELAYS, None):
