@@ -79,10 +79,11 @@ def plane() -> Iterator[Cluster]:
 
 
 @contextlib.contextmanager
-def candidate(cluster: Cluster, name: str, directory: Path) -> Iterator[Candidate]:
+def candidate(cluster: Cluster, name: str, directory: Path, *extra: str) -> Iterator[Candidate]:
     metrics_port, health_port = free_port(), free_port()
     log_path = directory / f"{name}.log"
-    env = {**cluster.env(), "POD_NAME": name}
+    # HOSTNAME names the Events' reportingInstance: who announced a transition.
+    env = {**cluster.env(), "POD_NAME": name, "HOSTNAME": name}
     env.pop("POD_NAMESPACE", None)
     with log_path.open("wb") as log:
         process = subprocess.Popen(
@@ -94,6 +95,7 @@ def candidate(cluster: Cluster, name: str, directory: Path) -> Iterator[Candidat
                 f"--liveness=http://127.0.0.1:{health_port}/healthz",
                 f"--metrics=http://127.0.0.1:{metrics_port}/metrics",
                 f"--leader-election-namespace={LEASE_NAMESPACE}",
+                *extra,
             ],
             env=env,
             stdout=log,
@@ -226,3 +228,69 @@ def test_the_follower_takes_over_within_15_s_of_the_lease_expiring_without_dupli
             b.process.send_signal(signal.SIGTERM)
             assert b.process.wait(timeout=30) == 0
             assert lease(cluster)["holderIdentity"] == ""
+
+
+def test_shards_by_label_each_reconcile_their_own_and_hand_over_a_relabelled_server(
+    plane: Cluster, tmp_path: Path
+) -> None:
+    cluster = plane
+    namespace = "sharded"
+    cluster.kubectl("create", "namespace", namespace)
+
+    def server(name: str, shard: str, **spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "mcp-operator.dev/v1alpha1",
+            "kind": "MCPServer",
+            "metadata": {"name": name, "labels": {"mcp-operator.dev/shard": shard}},
+            "spec": {"mode": "external", "url": url, **spec},
+        }
+
+    def get(name: str) -> dict[str, Any]:
+        found: dict[str, Any] = cluster.get_json(f"mcpserver/{name}", "-n", namespace)
+        return found
+
+    def reporters(name: str, reason: str) -> list[str]:
+        events = cluster.get_json("events", "-n", namespace)["items"]
+        return [
+            e.get("reportingInstance", "")
+            for e in events
+            if e["involvedObject"]["name"] == name and e["reason"] == reason
+        ]
+
+    def shard(letter: str) -> tuple[str, ...]:
+        return (
+            f"--shard-selector=mcp-operator.dev/shard={letter}",
+            f"--leader-election-lease=shard-{letter}",
+        )
+
+    with (
+        peers.mcp_server_time() as url,
+        candidate(cluster, "shard-a", tmp_path, *shard("a")),
+    ):
+        cluster.apply(namespace, server("one", "a"))
+        cluster.apply(namespace, server("two", "b"))
+        eventually(
+            "shard a to serve its server",
+            lambda: condition(get("one"), "Ready").get("status") == "True",
+            60,
+        )
+        assert get("two")["status"] == {"observedGeneration": 0}, "not shard a's"
+        with candidate(cluster, "shard-b", tmp_path, *shard("b")):
+            eventually(
+                "shard b to serve its server",
+                lambda: condition(get("two"), "Ready").get("status") == "True",
+                60,
+            )
+            # Relabelled into shard b with a new spec: shard b takes it up, a lets it go.
+            cluster.apply(namespace, server("one", "b", toolsAllow=["get_*"]))
+            eventually(
+                "the relabelled server reconciled",
+                lambda: get("one")["status"].get("observedGeneration") == 2,
+                60,
+            )
+            assert reporters("one", "ToolsDiscovered") == ["shard-a"]
+            assert reporters("one", "ToolsChanged") == ["shard-b"]
+            assert reporters("two", "ToolsDiscovered") == ["shard-b"]
+        for letter in "ab":
+            held = cluster.get_json(f"lease/shard-{letter}", "-n", LEASE_NAMESPACE)
+            assert held["spec"]["leaseTransitions"] == 0, "one Lease per shard"

@@ -177,6 +177,7 @@ SET = {
     "leader_election_renew_deadline": (["--set", "leaderElection.renewDeadlineSeconds=20"], 20.0),
     "leader_election_retry_period": (["--set", "leaderElection.retryPeriodSeconds=4"], 4.0),
     "metrics": (["--set", "metrics.port=9100"], "http://0.0.0.0:9100/metrics"),
+    "shard_selector": (["--set", "shardSelector=shard=a"], "shard=a"),
     "namespace_scoped": (
         ["--set", "namespaceScoped=true", "--set", "watchNamespaces={team-a}"],
         True,

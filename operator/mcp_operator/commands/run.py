@@ -132,6 +132,13 @@ def add_high_availability_arguments(parser: argparse.ArgumentParser) -> None:
         help="Prometheus metrics endpoint URL (default %(default)s); 'none' disables it",
     )
     parser.add_argument(
+        "--shard-selector",
+        default=None,
+        help="reconcile only the MCPServers and AgentRuns whose labels match this selector "
+        "(key=value, key!=value, key, !key; comma-separated); each shard runs its own "
+        "Deployment and Lease (default: all)",
+    )
+    parser.add_argument(
         "--namespace-scoped",
         action="store_true",
         help="run with Roles in the watched namespaces only (no ClusterRole): neither list nor "
@@ -173,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
 
     import mcp_operator.controller.handlers  # noqa: F401  (registers the handlers)
     from mcp_operator.controller.metrics import OperatorMetrics
+    from mcp_operator.controller.shards import parse_selector
 
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
     kopf.configure(verbose=args.verbose, debug=args.debug, log_format=log_format)
@@ -185,6 +193,10 @@ def run(args: argparse.Namespace) -> int:
         for noisy in ("httpcore", "httpx2", "httpcore2"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
     election = election_settings(args)
+    try:
+        shard_selector = parse_selector(args.shard_selector or "")
+    except ValueError as error:
+        raise SystemExit(f"--shard-selector: {error}") from None
     if args.namespace_scoped and not args.namespace:
         raise SystemExit("--namespace-scoped needs the namespaces to watch (--namespace NS)")
     endpoints = EndpointSettings(
@@ -214,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
         # Namespaced RBAC cannot list CRDs or namespaces; kopf then serves what it found at
         # start-up in the listed namespaces, without warning about the missing permission.
         scanning=not args.namespace_scoped,
+        shard_selector=shard_selector,
     )
 
     async def operate(stop: asyncio.Event) -> None:

@@ -26,6 +26,7 @@ from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
 from mcp_operator.controller.metrics import OperatorMetrics
 from mcp_operator.controller.render import MANAGED_BY
 from mcp_operator.controller.settings import AgentRunSettings, FleetSettings
+from mcp_operator.controller.shards import owns
 from mcp_operator.kube import PODS, Kube, KubeError
 
 logger = logging.getLogger(__name__)
@@ -93,16 +94,24 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await kube.close()
 
 
+def _event_type(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo) -> str | None:
+    """The event's type, or ``DELETED`` for an object outside this operator's shard."""
+    selector = getattr(memo, "shard_selector", ())
+    if selector and not owns(selector, body.get("metadata", {}).get("labels")):
+        return "DELETED"
+    return event.get("type")
+
+
 @kopf.on.event(GROUP, VERSION, "mcpservers")
 async def mcpserver_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    memo.fleet.observe(event.get("type"), dict(body))
+    memo.fleet.observe(_event_type(event, body, memo), dict(body))
     metadata = body.get("metadata", {})
     memo.runs.server_changed(metadata.get("namespace"), metadata.get("name"))
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns")
 async def agentrun_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    memo.runs.observe(event.get("type"), dict(body))
+    memo.runs.observe(_event_type(event, body, memo), dict(body))
 
 
 @kopf.on.event(
