@@ -145,11 +145,16 @@ class Runs:
 
     async def _reconcile(self, run: _Run) -> Next:
         started = time.monotonic()
+        written: Mapping[str, Any] | None = None  # None: the status could not be written
         try:
-            return await self._reconcile_once(run)
+            asked = await self._reconcile_once(run)
+            written = None if asked.failed else run.status
+            return asked
+        except NotFound:
+            written = run.status  # deleted after its TTL, or gone: not a failure
+            raise
         finally:
-            # run.status is what the last successful write stored.
-            self.metrics.reconciled("AgentRun", run.status, time.monotonic() - started)
+            self.metrics.reconciled("AgentRun", written, time.monotonic() - started)
 
     async def _reconcile_once(self, run: _Run) -> Next:
         now = self._worker.clock.now()
