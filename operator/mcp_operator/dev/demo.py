@@ -274,7 +274,16 @@ def main(*, force_local: bool = False, once: bool = False) -> int:
 
             _say("Starting the operator (mcp-operator run)")
             operator = _spawn(
-                [sys.executable, "-m", "mcp_operator", "run", "--liveness", "none"],
+                [
+                    sys.executable,
+                    "-m",
+                    "mcp_operator",
+                    "run",
+                    "--liveness=none",
+                    "--metrics=none",
+                    # The demo's own control plane: this is its only operator.
+                    "--no-leader-election",
+                ],
                 env={**os.environ, "KUBECONFIG": str(kubeconfig)},
                 log=workdir / "operator.log",
             )
