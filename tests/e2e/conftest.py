@@ -130,6 +130,10 @@ def operator(
                 f"--insecure-registries={registry.FRONT_HOST}",
                 # Samples name public images: the operator must not try to reach them.
                 f"--allowed-registries={registry.FRONT_HOST}",
+                # One operator for the session (no Lease namespace here); tests of the
+                # election start their own (tests/e2e/test_leader.py).
+                "--no-leader-election",
+                "--metrics=none",
             ],
             env=cluster.env(),
             stdout=log,

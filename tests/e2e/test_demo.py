@@ -28,6 +28,14 @@ def test_the_demo_brings_a_real_server_to_ready_and_stops_everything_it_started(
     assert int(columns[3]) > 0
     assert "demo_echo" in out
     assert "demo_get-env" not in out, "the demo denies the tool that prints the environment"
+    agent_runs = next(i for i, line in enumerate(lines) if line.startswith("NAME") and i > header)
+    assert lines[agent_runs + 1].split()[0] == "hello", lines[agent_runs + 1]
+    assert "Tools the agent gets through its bridge: 2" in out
+    bridge = out[out.index("ConfigMap hello-bridge") :]
+    assert "url: " in bridge and "prefix: demo" in bridge, bridge[:2000]
+    assert "- demo_echo" in bridge and "- demo_get-sum" in bridge, bridge[:2000]
+    assert "mcp-bridge" in bridge and "(native sidecar)" in bridge, bridge[-2000:]
+    assert "MCP_BRIDGE_URL=http://127.0.0.1:" in bridge, bridge[-2000:]
     assert "==> Stopped" in out
     leftovers = subprocess.run(
         ["pgrep", "-f", "mcp-operator/demo/cluster"], capture_output=True, text=True, check=False

@@ -85,17 +85,23 @@ def test_kubectl_apply_k_installs_an_operator_whose_pod_passes_restricted_admiss
     installed: Cluster,
 ) -> None:
     deployment = installed.get_json("deployment/mcp-operator", "-n", SYSTEM_NAMESPACE)
-    assert deployment["spec"]["replicas"] == 1
-    assert deployment["spec"]["strategy"]["type"] == "Recreate"
+    # Two replicas electing a leader (tests/e2e/test_leader.py), kept by a disruption budget.
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["strategy"]["type"] == "RollingUpdate"
+    budget = installed.get_json("poddisruptionbudget/mcp-operator", "-n", SYSTEM_NAMESPACE)
+    assert budget["spec"]["minAvailable"] == 1
     namespace = installed.get_json(f"namespace/{SYSTEM_NAMESPACE}")
     assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
     # The ReplicaSet controller could create the Pod: Pod Security admission let it in.
-    (pod,) = wait_until(
-        "the operator's Pod is created",
-        lambda: pods(installed, SYSTEM_NAMESPACE, "app.kubernetes.io/component=operator"),
-    )
-    assert pod["status"]["phase"] == "Pending"  # no kubelet here
-    assert pod["spec"]["serviceAccountName"] == "mcp-operator"
+
+    def both_pods() -> list[dict[str, Any]] | None:
+        found = pods(installed, SYSTEM_NAMESPACE, "app.kubernetes.io/component=operator")
+        return found if len(found) == 2 else None
+
+    created = wait_until("the operator's two Pods are created", both_pods)
+    for pod in created:
+        assert pod["status"]["phase"] == "Pending"  # no kubelet here
+        assert pod["spec"]["serviceAccountName"] == "mcp-operator"
     # Applying again fails on nothing and changes nothing (GitOps re-syncs all the time).
     installed.kubectl("apply", "--server-side", "-k", str(DEPLOY))
     again = installed.get_json("deployment/mcp-operator", "-n", SYSTEM_NAMESPACE)
@@ -191,7 +197,16 @@ def operator_as(kubeconfig: Path, log_path: Path, *args: str) -> Iterator[None]:
     env.update(KUBECONFIG=str(kubeconfig), HOSTNAME="rbac-test-operator")
     with log_path.open("wb") as log:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mcp_operator", "run", "--liveness=none", *args],
+            # Leader election stays on: the Role for the Lease is part of what is checked.
+            [
+                sys.executable,
+                "-m",
+                "mcp_operator",
+                "run",
+                "--liveness=none",
+                "--metrics=none",
+                *args,
+            ],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -145,3 +145,39 @@ async def test_only_a_moved_rollout_state_or_a_referenced_secret_wakes_a_server(
     fleet.secret_changed("ns", "token")
     await clock.run_until(lambda: script.calls == 3)
     await fleet.stop()
+
+
+async def test_the_fleet_counts_reconciles_probes_and_objects_in_its_metrics(
+    script: Script, clock: FakeClock
+) -> None:
+    from mcp_operator.controller.metrics import OperatorMetrics
+
+    script.results = [
+        Result(Outcome("failed", "Timeout", "slow"), "http://x/mcp", 3600.0, probe_seconds=2.0),
+    ]
+    kube = FakeKube()
+    metrics = OperatorMetrics()
+    fleet = Fleet(kube, SETTINGS, clock=clock, metrics=metrics)  # type: ignore[arg-type]
+    fleet.observe("ADDED", body())
+    await clock.run_until(lambda: script.calls == 1)
+    kube.fail_with = KubeError(500, "etcd is away")
+    await clock.run_until(lambda: script.calls == 2)
+    value = metrics.registry.get_sample_value
+    assert value("mcp_operator_probes_total", {"result": "failed", "reason": "Timeout"}) == 2
+    assert value("mcp_operator_probe_duration_seconds_sum", {"result": "failed"}) == 4.0
+    assert (
+        value(
+            "mcp_operator_reconciles_total",
+            {"kind": "MCPServer", "outcome": "not-ready", "reason": "ProbeFailed"},
+        )
+        == 1
+    )
+    assert (
+        value(
+            "mcp_operator_reconciles_total", {"kind": "MCPServer", "outcome": "error", "reason": ""}
+        )
+        == 1
+    )
+    assert value("mcp_operator_objects", {"kind": "MCPServer", "ready": "False"}) == 1
+    await fleet.stop()
+    assert value("mcp_operator_objects", {"kind": "MCPServer", "ready": "False"}) == 0

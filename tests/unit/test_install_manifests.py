@@ -173,7 +173,7 @@ def test_the_bindings_give_the_role_to_the_operators_service_account(helm: str) 
 
 def test_every_api_resource_the_code_calls_is_granted() -> None:
     """A new ``Resource`` in ``mcp_operator.kube`` needs an RBAC rule (and a reason for it)."""
-    rules = one(deploy_objects(), "ClusterRole")["rules"]
+    rules = one(deploy_objects(), "ClusterRole")["rules"] + one(deploy_objects(), "Role")["rules"]
     granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     resources = [v for v in vars(kube).values() if isinstance(v, kube.Resource)]
     assert resources
@@ -184,12 +184,15 @@ def test_every_api_resource_the_code_calls_is_granted() -> None:
 
 
 def test_rbac_grants_no_wildcards_and_deletes_only_finished_agentruns() -> None:
-    for rule in one(deploy_objects(), "ClusterRole")["rules"]:
+    roles = one(deploy_objects(), "ClusterRole")["rules"] + one(deploy_objects(), "Role")["rules"]
+    for rule in roles:
         for key in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[key], rule
+        if "update" in rule["verbs"]:
+            # Leader election replaces its Lease (guarded by resourceVersion): the one update.
+            assert (rule["apiGroups"], rule["resources"]) == (["coordination.k8s.io"], ["leases"])
         assert not set(rule["verbs"]) & {
             "deletecollection",
-            "update",
             "escalate",
             "bind",
             "impersonate",
@@ -243,15 +246,25 @@ def test_chart_defaults_render_the_same_operator_pod_as_deploy(helm: str) -> Non
             "strategy": deployment["spec"]["strategy"],
             "podSecurityContext": pod["securityContext"],
             "volumes": pod["volumes"],
-            "container": {k: v for k, v in container.items() if k != "image"},
+            "antiAffinity": pod["affinity"]["podAntiAffinity"][
+                "preferredDuringSchedulingIgnoredDuringExecution"
+            ][0]["podAffinityTerm"]["topologyKey"],
+            "container": {
+                k: v
+                for k, v in container.items()
+                if k != "image"
+                # The chart names the Lease after the release; deploy/ keeps the default.
+                and k != "args"
+            },
+            "args": [a for a in container["args"] if not a.startswith("--leader-election")],
             "image": container["image"],
         }
 
     deployed = essence(one(deploy_objects(), "Deployment"))
     charted = essence(one(helm_template(helm), "Deployment"))
     assert charted == deployed
-    assert deployed["replicas"] == 1
-    assert deployed["strategy"] == {"type": "Recreate"}
+    assert deployed["replicas"] == 2
+    assert deployed["strategy"]["type"] == "RollingUpdate"
 
 
 def test_deploy_chart_package_and_sidecars_agree_on_the_image(helm: str) -> None:
@@ -301,7 +314,8 @@ def test_the_operator_command_line_accepts_the_rendered_arguments(helm: str) -> 
 @pytest.mark.parametrize(
     "values",
     [
-        ["--set", "replicaCount=2"],
+        ["--set", "leaderElection.enabled=false"],
+        ["--set", "replicaCount=0"],
         ["--set", "logFormat=xml"],
         ["--set", "maxConcurrentProbes=0"],
         ["--set", "bridgeEnabled=maybe"],
@@ -343,7 +357,7 @@ def test_every_chart_value_has_a_comment() -> None:
     top = commented_keys(lines, "")
     assert set(top) == set(values)
     # Groups of settings document each member; other mappings are defaults documented as one.
-    for group in ("image", "serviceAccount"):
+    for group in ("image", "serviceAccount", "leaderElection", "podDisruptionBudget", "metrics"):
         top.pop(group)  # a heading; its members carry the comments
         block = lines[lines.index(f"{group}:") + 1 :]
         block = block[
@@ -356,7 +370,13 @@ def test_every_chart_value_has_a_comment() -> None:
 
 
 def test_every_rbac_rule_says_why() -> None:
-    for path in (DEPLOY / "rbac.yaml", CHART / "templates" / "clusterrole.yaml"):
+    templates = CHART / "templates"
+    for path in (
+        DEPLOY / "rbac.yaml",
+        templates / "clusterrole.yaml",
+        templates / "_rbac.tpl",
+        templates / "leader-election-role.yaml",
+    ):
         lines = path.read_text().splitlines()
         rules = [i for i, line in enumerate(lines) if line.strip().startswith("- apiGroups:")]
         assert rules, path

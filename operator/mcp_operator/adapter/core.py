@@ -28,6 +28,7 @@ from mcp_operator.adapter.child import (
     Supervisor,
 )
 from mcp_operator.adapter.config import AdapterConfig
+from mcp_operator.adapter.metrics import AdapterMetrics
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
 from mcp_operator.adapter.rounds import ParkedCall, RoundStore
 from mcp_operator.adapter.router import Router
@@ -83,6 +84,11 @@ class AdapterCore:
             window=config.restart_window_seconds,
             grace=config.shutdown_grace_seconds,
             fifo_dir=config.stdio_fifo_dir,
+        )
+        self.metrics = AdapterMetrics(
+            sessions=lambda: len(self.sessions),
+            inflight=lambda: self.inflight,
+            restarts=lambda: self.supervisor.restart_count,
         )
         self.init_result: dict[str, Any] | None = None
         """The child's InitializeResult, once its handshake is done (None: not ready)."""
@@ -255,6 +261,7 @@ class AdapterCore:
         Raises RouterFullError when too many calls wait, and ChildUnavailableError
         (after forgetting the call) when there is no child to write to.
         """
+        sink = self.metrics.timed(message, sink)
         call, line = self.router.forward_request(
             message, session, sink, capabilities=capabilities, log_level=log_level
         )
@@ -270,6 +277,7 @@ class AdapterCore:
         self, message: dict[str, Any], session: Session | None, sink: CallSink
     ) -> PendingCall:
         """Forward a request without waiting for the pipe; raises RouterFullError when full."""
+        sink = self.metrics.timed(message, sink)
         call, line = self.router.forward_request(message, session, sink)
         self.write_nowait(line)
         return call

@@ -6,8 +6,9 @@ to the 2026-07-28 endpoint (``front_modern``) when ``MCP-Protocol-Version``
 names no handshake-era version, else to the legacy session endpoint
 (``front_legacy``) by method; the ``--sse`` paths go to the legacy HTTP+SSE
 transport (``front_sse``); ``/healthz`` and ``/readyz`` report the core's
-truth; the lifespan starts and stops the core. A plain ASGI app, no
-framework: every request goes through ``HttpFront.__call__``.
+truth, ``/metrics`` its Prometheus metrics (``metrics``); the lifespan
+starts and stops the core. A plain ASGI app, no framework: every request goes
+through ``HttpFront.__call__``.
 
 Every POST is admitted against the byte budget of bodies in flight
 (``budget``) before its body is read: over the body limit → 413, over what
@@ -81,6 +82,8 @@ class HttpFront:
                 await self._mcp(scope, receive, send)
             elif path == "/healthz" or path == "/readyz":
                 await self._health(path, send)
+            elif path == "/metrics":
+                await respond_plain(send, 200, self.core.metrics.exposition())
             elif path in self._sse_paths:
                 await self._legacy_sse(path, scope, receive, send)
             else:

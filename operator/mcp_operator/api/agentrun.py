@@ -132,7 +132,10 @@ class AgentRun(BaseModel):
     kind: Literal["AgentRun"] = "AgentRun"
     metadata: ObjectMeta
     spec: AgentRunSpec
-    status: AgentRunStatus | None = None
+    status: AgentRunStatus | None = Field(
+        # The CRD's default: observedGeneration 0 until the operator has seen the object.
+        default_factory=lambda: AgentRunStatus(observed_generation=0)
+    )
 
     def server_namespace(self, ref: ServerRef) -> str:
         """The namespace of a referenced server: its own, or the run's."""

@@ -275,7 +275,10 @@ class MCPServer(BaseModel):
     kind: Literal["MCPServer"] = "MCPServer"
     metadata: ObjectMeta
     spec: MCPServerSpec
-    status: MCPServerStatus | None = None
+    status: MCPServerStatus | None = Field(
+        # The CRD's default: observedGeneration 0 until the operator has seen the object.
+        default_factory=lambda: MCPServerStatus(observed_generation=0)
+    )
 
     @property
     def effective_prefix(self) -> str:

@@ -1,8 +1,12 @@
 """``mcp-operator run``: the operator itself, in a cluster or from a laptop.
 
 From a laptop it uses ``KUBECONFIG`` (or ``~/.kube/config``); in a Pod, the
-service account. It runs as a single replica (kopf in standalone mode: no
-peering objects are needed or created).
+service account. Any number of processes may run: they elect a leader on a
+``coordination.k8s.io`` Lease (:mod:`mcp_operator.controller.leader`), only the
+leader runs kopf (in standalone mode: kopf's own peering is not used) and the
+controllers, and every process serves ``/healthz`` and the metrics
+(:mod:`mcp_operator.controller.endpoints`). A laptop ``run`` takes part in the
+same election unless ``--no-leader-election``.
 """
 
 from __future__ import annotations
@@ -10,16 +14,25 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
 
 from mcp_operator.controller.settings import (
     AgentRenderSettings,
     AgentRunSettings,
+    EndpointSettings,
     FleetSettings,
+    LeaderElectionSettings,
     ListenerSettings,
     RenderSettings,
     ScheduleSettings,
 )
 from mcp_operator.oci.settings import RegistrySettings, host_list
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from mcp_operator.controller.metrics import OperatorMetrics
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -83,6 +96,93 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated host[:port] patterns (* globs) of the only registries the operator "
         "may read image configurations from (env MCP_OPERATOR_ALLOWED_REGISTRIES; default any)",
     )
+    add_high_availability_arguments(parser)
+
+
+def add_high_availability_arguments(parser: argparse.ArgumentParser) -> None:
+    """Leader election and the metrics endpoint (docs/install.md, docs/metrics.md)."""
+    election = LeaderElectionSettings()
+    parser.add_argument(
+        "--no-leader-election",
+        action="store_true",
+        help="reconcile at once, without electing a leader on the Lease (one process only)",
+    )
+    parser.add_argument(
+        "--leader-election-namespace",
+        default=os.environ.get("POD_NAMESPACE") or election.lease_namespace,
+        help="namespace of the leader Lease (default: the Pod's namespace, env POD_NAMESPACE, "
+        f"else {election.lease_namespace})",
+    )
+    parser.add_argument(
+        "--leader-election-lease",
+        default=election.lease_name,
+        help="name of the leader Lease; processes sharing it elect one leader "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--leader-election-lease-duration",
+        type=int,
+        default=election.lease_duration_seconds,
+        help="seconds a follower waits after the Lease last changed before taking it "
+        "(default %(default)s)",
+    )
+    parser.add_argument(
+        "--leader-election-renew-deadline",
+        type=float,
+        default=election.renew_deadline_seconds,
+        help="seconds the leader keeps reconciling without renewing the Lease; then it steps "
+        "down and exits (default %(default)s)",
+    )
+    parser.add_argument(
+        "--leader-election-retry-period",
+        type=float,
+        default=election.retry_period_seconds,
+        help="seconds between two attempts to acquire or renew the Lease (default %(default)s)",
+    )
+    parser.add_argument(
+        "--metrics",
+        default=EndpointSettings.metrics,
+        help="Prometheus metrics endpoint URL (default %(default)s); 'none' disables it",
+    )
+    parser.add_argument(
+        "--shard-selector",
+        default=None,
+        help="reconcile only the MCPServers and AgentRuns whose labels match this selector "
+        "(key=value, key!=value, key, !key; comma-separated); each shard runs its own "
+        "Deployment and Lease (default: all)",
+    )
+    parser.add_argument(
+        "--namespace-scoped",
+        action="store_true",
+        help="run with Roles in the watched namespaces only (no ClusterRole): neither list nor "
+        "watch CRDs and namespaces; needs --namespace, and the CRDs installed before start",
+    )
+
+
+def election_settings(args: argparse.Namespace) -> LeaderElectionSettings:
+    if args.leader_election_renew_deadline >= args.leader_election_lease_duration:
+        raise SystemExit(
+            "--leader-election-renew-deadline must be shorter than "
+            "--leader-election-lease-duration (a leader must stop before others may start)"
+        )
+    return LeaderElectionSettings(
+        enabled=not args.no_leader_election,
+        lease_name=args.leader_election_lease,
+        lease_namespace=args.leader_election_namespace,
+        lease_duration_seconds=args.leader_election_lease_duration,
+        renew_deadline_seconds=args.leader_election_renew_deadline,
+        retry_period_seconds=args.leader_election_retry_period,
+    )
+
+
+def candidate_identity() -> str:
+    """This process in the election: its Pod (or host) name and a random suffix, so two
+    processes on one host never mistake each other's Lease for their own."""
+    import socket
+    import uuid
+
+    host = os.environ.get("POD_NAME") or socket.gethostname()
+    return f"{host}_{uuid.uuid4().hex[:8]}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -92,6 +192,8 @@ def run(args: argparse.Namespace) -> int:
     import kopf
 
     import mcp_operator.controller.handlers  # noqa: F401  (registers the handlers)
+    from mcp_operator.controller.metrics import OperatorMetrics
+    from mcp_operator.controller.shards import parse_selector
 
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
     kopf.configure(verbose=args.verbose, debug=args.debug, log_format=log_format)
@@ -103,6 +205,17 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger("httpx").setLevel(logging.WARNING)
         for noisy in ("httpcore", "httpx2", "httpcore2"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
+    election = election_settings(args)
+    try:
+        shard_selector = parse_selector(args.shard_selector or "")
+    except ValueError as error:
+        raise SystemExit(f"--shard-selector: {error}") from None
+    if args.namespace_scoped and not args.namespace:
+        raise SystemExit("--namespace-scoped needs the namespaces to watch (--namespace NS)")
+    endpoints = EndpointSettings(
+        liveness=None if args.liveness == "none" else args.liveness,
+        metrics=None if args.metrics == "none" else args.metrics,
+    )
     render = RenderSettings(cluster_domain=args.cluster_domain)
     if args.adapter_image:
         render = RenderSettings(
@@ -111,6 +224,7 @@ def run(args: argparse.Namespace) -> int:
     bridge = AgentRenderSettings(bridge_enabled=args.bridge_enabled == "true")
     if args.adapter_image:
         bridge = dataclasses.replace(bridge, bridge_image=args.adapter_image)
+    metrics = OperatorMetrics()
     memo = kopf.Memo(
         agentrun_settings=AgentRunSettings(render=bridge),
         fleet_settings=FleetSettings(
@@ -125,15 +239,66 @@ def run(args: argparse.Namespace) -> int:
         # Without --adapter-image, the operator's own image (read from its Pod) is used, for
         # the stdio adapter and the bridge alike.
         adapter_image_from_pod=not args.adapter_image,
+        metrics=metrics,
+        # Namespaced RBAC cannot list CRDs or namespaces; kopf then serves what it found at
+        # start-up in the listed namespaces, without warning about the missing permission.
+        scanning=not args.namespace_scoped,
+        shard_selector=shard_selector,
     )
-    liveness = None if args.liveness == "none" else args.liveness
-    asyncio.run(
-        kopf.operator(
+
+    async def operate(stop: asyncio.Event) -> None:
+        await kopf.operator(
             clusterwide=not args.namespace,
             namespaces=args.namespace,
-            liveness_endpoint=liveness,
+            # /healthz is ours (controller.endpoints), served by followers too.
+            liveness_endpoint=None,
             standalone=True,
             memo=memo,
+            stop_flag=stop,
         )
-    )
-    return 0
+
+    return asyncio.run(_main(operate, election, endpoints, metrics))
+
+
+async def _main(
+    operate: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+    election: LeaderElectionSettings,
+    endpoint_settings: EndpointSettings,
+    metrics: OperatorMetrics,
+) -> int:
+    import asyncio
+    import logging
+    import signal
+
+    from mcp_operator.controller import endpoints
+    from mcp_operator.controller.leader import ElectionError, Elector, lead
+    from mcp_operator.kube import Kube
+
+    logger = logging.getLogger("mcp_operator.commands.run")
+    served = await endpoints.serve(endpoint_settings, metrics)
+    try:
+        if not election.enabled:
+            metrics.leading(True)
+            await operate(asyncio.Event())  # kopf stops itself on SIGTERM and SIGINT
+            return 0
+        # Until kopf runs (it installs its own handlers), a signal stops the follower.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        kube = Kube.connect(on_error=metrics.api_error)
+        metrics.leading(False)
+        try:
+            elector = Elector(kube, election, candidate_identity(), on_change=metrics.leading)
+            clean = await lead(elector, operate, stop)
+        except ElectionError as error:
+            logger.error("%s", error)
+            return 2
+        finally:
+            await kube.close()
+        if not clean:
+            logger.error("Exiting after losing the leadership, to start over as a follower")
+            return 1
+        return 0
+    finally:
+        await served.close()

@@ -7,6 +7,11 @@
 - ``conditions``     conditions as a reconciler wants them, merged into ``metav1.Condition``
 - ``status_writer``  status patches, and the Events of transitions (``events``)
 - ``render``         pure render helpers: owner references, labels, security contexts
+- ``lease``          leader election's decision of one round (pure)
+- ``leader``         leader election's loop, and running the operator only while leading
+- ``endpoints``      ``/healthz`` and ``/metrics``, served by leader and followers
+- ``metrics``        the operator's Prometheus metrics
+- ``slots``          the worker's global concurrency limit, with its queue counted
 
 ``controller.mcpserver`` reconciles MCPServers with these parts.
 """

@@ -23,8 +23,10 @@ from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
 from mcp_operator.controller.agentrun.runs import Runs
 from mcp_operator.controller.mcpserver.fleet import Fleet
 from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
+from mcp_operator.controller.metrics import OperatorMetrics
 from mcp_operator.controller.render import MANAGED_BY
 from mcp_operator.controller.settings import AgentRunSettings, FleetSettings
+from mcp_operator.controller.shards import owns
 from mcp_operator.kube import PODS, Kube, KubeError
 
 logger = logging.getLogger(__name__)
@@ -49,9 +51,11 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     # kopf turns log lines into Events; we post our own Events on transitions, so only
     # warnings and errors of the framework itself become Events.
     settings.posting.level = logging.WARNING
+    settings.scanning.disabled = not getattr(memo, "scanning", True)
     fleet_settings = getattr(memo, "fleet_settings", None) or FleetSettings()
     run_settings = getattr(memo, "agentrun_settings", None) or AgentRunSettings()
-    memo.kube = Kube.connect()
+    metrics = getattr(memo, "metrics", None) or OperatorMetrics()
+    memo.kube = Kube.connect(on_error=metrics.api_error)
     if getattr(memo, "adapter_image_from_pod", False):
         image = await own_image(memo.kube)
         if image is not None:
@@ -59,8 +63,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             fleet_settings = dataclasses.replace(fleet_settings, render=render)
             bridge = dataclasses.replace(run_settings.render, bridge_image=image)
             run_settings = dataclasses.replace(run_settings, render=bridge)
-    memo.fleet = Fleet(memo.kube, fleet_settings)
-    memo.runs = Runs(memo.kube, run_settings)
+    memo.fleet = Fleet(memo.kube, fleet_settings, metrics=metrics)
+    memo.runs = Runs(memo.kube, run_settings, metrics=metrics)
 
 
 async def own_image(kube: Kube) -> str | None:
@@ -90,16 +94,24 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await kube.close()
 
 
+def _event_type(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo) -> str | None:
+    """The event's type, or ``DELETED`` for an object outside this operator's shard."""
+    selector = getattr(memo, "shard_selector", ())
+    if selector and not owns(selector, body.get("metadata", {}).get("labels")):
+        return "DELETED"
+    return event.get("type")
+
+
 @kopf.on.event(GROUP, VERSION, "mcpservers")
 async def mcpserver_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    memo.fleet.observe(event.get("type"), dict(body))
+    memo.fleet.observe(_event_type(event, body, memo), dict(body))
     metadata = body.get("metadata", {})
     memo.runs.server_changed(metadata.get("namespace"), metadata.get("name"))
 
 
 @kopf.on.event(GROUP, VERSION, "agentruns")
 async def agentrun_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    memo.runs.observe(event.get("type"), dict(body))
+    memo.runs.observe(_event_type(event, body, memo), dict(body))
 
 
 @kopf.on.event(

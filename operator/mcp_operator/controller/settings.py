@@ -97,3 +97,43 @@ class AgentRunSettings:
 
     render: AgentRenderSettings = field(default_factory=AgentRenderSettings)
     """How runs' Pods and ConfigMaps are rendered (bridge image, the operator-wide switch)."""
+
+
+# -- high availability: leader election and the operator's own endpoints -----------------
+
+
+@dataclass(frozen=True)
+class LeaderElectionSettings:
+    """Who reconciles when several operators run: the holder of one ``coordination.k8s.io``
+    Lease. The durations are client-go's defaults, so the behaviour is the one platform
+    teams know from every other controller."""
+
+    enabled: bool = True
+    """Take part in the election; off, the process reconciles at once (one replica only)."""
+
+    lease_name: str = "mcp-operator"
+    """Name of the Lease; operators sharing it (name and namespace) elect one leader."""
+
+    lease_namespace: str = "mcp-operator-system"
+    """Namespace of the Lease (in a Pod: the Pod's own namespace)."""
+
+    lease_duration_seconds: int = 15
+    """How long a follower waits, after it last saw the Lease change, before taking it."""
+
+    renew_deadline_seconds: float = 10.0
+    """The leader steps down when it could not renew for this long; shorter than the lease
+    duration, so it stops reconciling before anyone else may start."""
+
+    retry_period_seconds: float = 2.0
+    """Time between two attempts to acquire or renew."""
+
+
+@dataclass(frozen=True)
+class EndpointSettings:
+    """The operator's own HTTP endpoints, served by leader and followers alike."""
+
+    liveness: str | None = "http://0.0.0.0:8080/healthz"
+    """URL of ``/healthz`` (``None``: not served)."""
+
+    metrics: str | None = "http://0.0.0.0:8081/metrics"
+    """URL of the Prometheus metrics (``None``: not served); may share the liveness port."""

@@ -35,11 +35,12 @@ import contextlib
 import datetime
 import logging
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from mcp_operator.controller.settings import ScheduleSettings
+from mcp_operator.controller.slots import Slots
 from mcp_operator.kube import NotFound
 
 logger = logging.getLogger(__name__)
@@ -102,6 +103,7 @@ class Worker(Generic[T]):
         clock: Clock | None = None,
         uniform: Callable[[float, float], float] = random.uniform,
         on_end: Callable[[str], None] | None = None,
+        observe_wait: Callable[[float], None] | None = None,
     ) -> None:
         self._run = run
         self.settings = settings
@@ -111,8 +113,9 @@ class Worker(Generic[T]):
         self._uniform = uniform
         self._on_end = on_end
         self._entries: dict[str, _Entry[T]] = {}
-        self.limit = asyncio.Semaphore(settings.max_concurrent)
-        """The global concurrency limit: ``run`` holds it around its expensive step."""
+        self.limit = Slots(settings.max_concurrent, observe_wait=observe_wait)
+        """The global concurrency limit: ``run`` holds it around its expensive step
+        (``observe_wait`` hears how long each run waited for it)."""
 
     def start(self, uid: str, item: T) -> None:
         """Start the worker of a new object; it runs at once."""
@@ -151,6 +154,10 @@ class Worker(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._entries)
+
+    def items(self) -> Iterator[T]:
+        """The objects with a worker, as last given (for metrics)."""
+        return iter([entry.item for entry in self._entries.values()])
 
     def __contains__(self, uid: object) -> bool:
         return uid in self._entries

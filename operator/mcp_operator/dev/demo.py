@@ -5,7 +5,10 @@ With no reachable cluster it starts the local control plane (see
 uses that. It installs the CRDs, starts the operator, starts a real
 third-party MCP server (``@modelcontextprotocol/server-everything`` over
 Streamable HTTP) on loopback, applies an external MCPServer that points at it,
-waits for ``Ready`` and prints what a platform engineer would look at.
+waits for ``Ready`` and prints what a platform engineer would look at; then applies
+an AgentRun that uses the server and prints what the operator wrote for it: the
+bridge's configuration (a ConfigMap) and the agent Pod with its ``mcp-bridge``
+sidecar (on the local control plane no node runs Pods, so it stays Pending).
 Ctrl-C stops everything it started.
 
 It works from an installed package as well as from a checkout: the CRDs are
@@ -175,6 +178,56 @@ spec:
     intervalSeconds: 30
 """
 
+AGENTRUN = """\
+apiVersion: mcp-operator.dev/v1alpha1
+kind: AgentRun
+metadata:
+  name: hello
+  namespace: {namespace}
+spec:
+  mcpServers:
+    - name: everything
+      toolsAllow: ["echo", "get-sum"]          # original names; only narrows the server's filters
+  agent:
+    image: registry.example/demo-agent:1
+    command: ["python", "-m", "agent"]
+  bridge:
+    policy: {{pii: {{arguments: redact}}}}
+"""
+
+
+def _show_agentrun(kubeconfig: Path) -> None:
+    """Apply the demo's AgentRun, wait until its servers are resolved, print what was written."""
+    _say(f"Applying an AgentRun that uses the server, in namespace {NAMESPACE}")
+    manifest = AGENTRUN.format(namespace=NAMESPACE)
+    print(manifest)
+    _kubectl(kubeconfig, "apply", "--server-side", "-f", "-", input=manifest)
+    _kubectl(
+        kubeconfig,
+        "-n",
+        NAMESPACE,
+        "wait",
+        "--for=condition=ServersResolved",
+        "agentrun/hello",
+        "--timeout=60s",
+    )
+    run = json.loads(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "agentrun/hello", "-o", "json"))
+    print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "agentruns", "-o", "wide"))
+    _say(f"Tools the agent gets through its bridge: {run['status'].get('toolCount', 0)}")
+    config = json.loads(
+        _kubectl(kubeconfig, "-n", NAMESPACE, "get", "configmap/hello-bridge", "-o", "json")
+    )["data"]["config.yaml"]
+    _say("The bridge's configuration (ConfigMap hello-bridge, key config.yaml)")
+    print(config)
+    pod = json.loads(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "pod/hello", "-o", "json"))
+    _say("The agent Pod (no node runs it on the local control plane: it stays Pending)")
+    for kind in ("initContainers", "containers"):
+        for container in pod["spec"].get(kind, []):
+            sidecar = " (native sidecar)" if container.get("restartPolicy") == "Always" else ""
+            env = [e["name"] + "=" + e.get("value", "") for e in container.get("env", [])]
+            bridge_url = [e for e in env if e.startswith("MCP_BRIDGE_URL=")]
+            print(f"  {container['name']:<12} {container['image']}{sidecar} {' '.join(bridge_url)}")
+
 
 @contextlib.contextmanager
 def _cluster(existing: Path | None, workdir: Path) -> Iterator[Path]:
@@ -221,7 +274,16 @@ def main(*, force_local: bool = False, once: bool = False) -> int:
 
             _say("Starting the operator (mcp-operator run)")
             operator = _spawn(
-                [sys.executable, "-m", "mcp_operator", "run", "--liveness", "none"],
+                [
+                    sys.executable,
+                    "-m",
+                    "mcp_operator",
+                    "run",
+                    "--liveness=none",
+                    "--metrics=none",
+                    # The demo's own control plane: this is its only operator.
+                    "--no-leader-election",
+                ],
                 env={**os.environ, "KUBECONFIG": str(kubeconfig)},
                 log=workdir / "operator.log",
             )
@@ -261,6 +323,7 @@ def main(*, force_local: bool = False, once: bool = False) -> int:
             )
             for tool in status.get("tools", []):
                 print(f"  {tool['name']:<40} {tool.get('description', '')[:70]}")
+            _show_agentrun(kubeconfig)
             print(f"\nexport KUBECONFIG={kubeconfig}   # to look around; logs in {workdir}")
             if not once:
                 _say("Running. Press Ctrl-C to stop everything the demo started.")

@@ -3,6 +3,8 @@
 - ``client``    :class:`Kube`: server-side apply, status patches, Secret reads, Events;
   HTTP status codes become exceptions here and nowhere else
 - ``resources`` where each kind lives in the REST API
+- ``tokens``    the client's bearer tokens, renewed when they expire (service account files,
+  exec plugins, OIDC)
 """
 
 from mcp_operator.kube.client import (
@@ -17,6 +19,7 @@ from mcp_operator.kube.resources import (
     CONFIGMAPS,
     DEPLOYMENTS,
     EVENTS,
+    LEASES,
     MCPSERVERS,
     PODS,
     SECRETS,
@@ -29,6 +32,7 @@ __all__ = [
     "CONFIGMAPS",
     "DEPLOYMENTS",
     "EVENTS",
+    "LEASES",
     "MCPSERVERS",
     "PODS",
     "SECRETS",

@@ -10,15 +10,15 @@ it is created once at start-up and closed at clean-up.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import json
 import logging
 import os
 import ssl
-import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,12 +27,21 @@ import httpx
 
 from mcp_operator import FIELD_MANAGER
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
+from mcp_operator.kube.tokens import (
+    ExecToken,
+    FileToken,
+    ReloadedToken,
+    StaticToken,
+    TokenSource,
+    kubeconfig_user,
+)
 
 logger = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
-TOKEN_REREAD_SECONDS = 60.0
+EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
+"""Waits between attempts to post an Event while the API server or etcd is away (about 1 min)."""
 
 
 class KubeError(RuntimeError):
@@ -59,8 +68,8 @@ class SecretReferenceError(RuntimeError):
 class _Credentials:
     server: str
     verify: ssl.SSLContext | bool
-    token: str | None = None
-    token_file: Path | None = None
+    tokens: TokenSource
+    in_cluster: bool = False
     cert: tuple[str, str] | None = None
 
 
@@ -72,12 +81,21 @@ def _load_credentials(kubeconfig: str | None) -> _Credentials:
         if ":" in host:
             host = f"[{host}]"
         context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
-        return _Credentials(server=f"https://{host}:{port}", verify=context, token_file=token_file)
+        return _Credentials(
+            server=f"https://{host}:{port}",
+            verify=context,
+            tokens=FileToken(token_file),
+            in_cluster=True,
+        )
 
     from kubernetes import client, config
 
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+    def load() -> client.Configuration:
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return configuration
+
+    configuration = load()
     verify: ssl.SSLContext | bool = True
     if not configuration.verify_ssl:
         verify = False
@@ -95,19 +113,35 @@ def _load_credentials(kubeconfig: str | None) -> _Credentials:
                 context.check_hostname = False
                 context.verify_mode = ssl.CERT_NONE
             verify = context
-    token = configuration.api_key.get("authorization") or configuration.api_key.get("BearerToken")
-    if token and token.startswith("Bearer "):
-        token = token[len("Bearer ") :]
-    return _Credentials(server=configuration.host, verify=verify, token=token, cert=cert)
+
+    def bearer(configuration: client.Configuration) -> str | None:
+        api_key = configuration.api_key
+        token: str | None = api_key.get("authorization") or api_key.get("BearerToken")
+        return token[len("Bearer ") :] if token and token.startswith("Bearer ") else token
+
+    # Tokens that expire are renewed (kopf's own client does the same for its watches).
+    paths = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    named = kubeconfig_user(paths)
+    tokens: TokenSource = StaticToken(bearer(configuration))
+    if named is not None and "exec" in named.user:
+        tokens = ExecToken(named.user["exec"], named.cluster, base_dir=named.base_dir)
+    elif named is not None and "auth-provider" in named.user:
+        tokens = ReloadedToken(lambda: bearer(load()), bearer(configuration))
+    return _Credentials(server=configuration.host, verify=verify, tokens=tokens, cert=cert)
 
 
 class Kube:
     """An asynchronous client of one API server; create with :meth:`connect`."""
 
-    def __init__(self, credentials: _Credentials) -> None:
+    def __init__(
+        self,
+        credentials: _Credentials,
+        *,
+        on_error: Callable[[str, int | None], None] | None = None,
+    ) -> None:
         self._credentials = credentials
-        self._token_read_at = 0.0
-        self._token = credentials.token
+        self._on_error = on_error
+        """Hears every failed request: its verb and HTTP status (``None``: no answer)."""
         self._client = httpx.AsyncClient(
             base_url=credentials.server,
             verify=credentials.verify,
@@ -118,9 +152,14 @@ class Kube:
         )
 
     @classmethod
-    def connect(cls, kubeconfig: str | None = None) -> Kube:
+    def connect(
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        on_error: Callable[[str, int | None], None] | None = None,
+    ) -> Kube:
         """In-cluster credentials when running in a Pod, else the kubeconfig (``KUBECONFIG``)."""
-        return cls(_load_credentials(kubeconfig))
+        return cls(_load_credentials(kubeconfig), on_error=on_error)
 
     @property
     def server(self) -> str:
@@ -129,24 +168,23 @@ class Kube:
     @property
     def in_cluster(self) -> bool:
         """Whether this client uses a Pod's service account (so Service DNS names resolve)."""
-        return self._credentials.token_file is not None
+        return self._credentials.in_cluster
 
     def proxy_credentials(self) -> tuple[dict[str, str], ssl.SSLContext | bool]:
-        """Headers and TLS settings to reach the API server's service proxy like this client."""
-        return self._headers(), self._credentials.verify
+        """Headers and TLS settings to reach the API server's service proxy like this client
+        (with the token as last obtained: a request of this client renews it first)."""
+        token = self._credentials.tokens.cached()
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        return headers, self._credentials.verify
 
     async def close(self) -> None:
         await self._client.aclose()
 
     # -- transport -------------------------------------------------------------------
 
-    def _headers(self) -> dict[str, str]:
-        token_file = self._credentials.token_file
-        # Projected service-account tokens rotate: re-read the file now and then.
-        if token_file is not None and time.monotonic() - self._token_read_at > TOKEN_REREAD_SECONDS:
-            self._token = token_file.read_text().strip()
-            self._token_read_at = time.monotonic()
-        return {"Authorization": f"Bearer {self._token}"} if self._token else {}
+    async def _headers(self) -> dict[str, str]:
+        token = await self._credentials.tokens.token()
+        return {"Authorization": f"Bearer {token}"} if token else {}
 
     async def request(
         self,
@@ -157,19 +195,38 @@ class Kube:
         content_type: str = "application/json",
         params: Mapping[str, str] | None = None,
     ) -> Any:
-        headers = self._headers()
-        content = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            content = json.dumps(body).encode()
-        response = await self._client.request(
-            method, path, content=content, headers=headers, params=params
-        )
+        content = None if body is None else json.dumps(body).encode()
+        response = await self._send(method, path, content, content_type, params)
+        if response.status_code == 401 and self._credentials.tokens.invalidate():
+            # An expired or rotated token: renew it and try once more (as client-go does).
+            response = await self._send(method, path, content, content_type, params)
         if response.status_code >= 400:
+            if self._on_error is not None:
+                self._on_error(method, response.status_code)
             raise _error(response)
         if not response.content:
             return None
         return response.json()
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        content: bytes | None,
+        content_type: str,
+        params: Mapping[str, str] | None,
+    ) -> httpx.Response:
+        headers = await self._headers()
+        if content is not None:
+            headers["Content-Type"] = content_type
+        try:
+            return await self._client.request(
+                method, path, content=content, headers=headers, params=params
+            )
+        except httpx.HTTPError:
+            if self._on_error is not None:
+                self._on_error(method, None)
+            raise
 
     # -- verbs -------------------------------------------------------------------------
 
@@ -197,6 +254,26 @@ class Kube:
             body=manifest,
             content_type="application/apply-patch+yaml",
             params={"fieldManager": FIELD_MANAGER, "force": "true"},
+        )
+
+    async def create(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
+        """Create an object; 409 (:class:`KubeError`) when it exists already."""
+        return await self.request(
+            "POST",
+            resource.path(manifest["metadata"].get("namespace")),
+            body=manifest,
+            params={"fieldManager": FIELD_MANAGER},
+        )
+
+    async def replace(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
+        """Replace an object; with ``metadata.resourceVersion`` set, 409 when someone else
+        wrote it in between (optimistic concurrency, as leader election needs)."""
+        metadata = manifest["metadata"]
+        return await self.request(
+            "PUT",
+            resource.path(metadata.get("namespace"), metadata["name"]),
+            body=manifest,
+            params={"fieldManager": FIELD_MANAGER},
         )
 
     async def delete(self, resource: Resource, namespace: str | None, name: str) -> bool:
@@ -294,12 +371,24 @@ class Kube:
             "lastTimestamp": now,
             "count": 1,
         }
-        try:
-            await self.request("POST", EVENTS.path(namespace), body=event)
-        except (KubeError, httpx.HTTPError) as error:
-            logger.warning(
-                "Could not post event %s for %s: %s", reason, metadata.get("name"), error
-            )
+        # An API server or etcd that restarts must not lose the Event: retry what may pass later,
+        # under the same name, so that a POST whose answer was lost is not posted twice
+        # (the retry gets 409 AlreadyExists, which means it is there).
+        for delay in (*EVENT_RETRY_DELAYS, None):
+            try:
+                await self.request("POST", EVENTS.path(namespace), body=event)
+                return
+            except KubeError as error:
+                if error.status == 409:
+                    return
+                failure: Exception = error
+                if error.status < 500 and error.status != 429:
+                    break
+            except httpx.HTTPError as error:
+                failure = error
+            if delay is not None:
+                await asyncio.sleep(delay)
+        logger.warning("Could not post event %s for %s: %s", reason, metadata.get("name"), failure)
 
 
 def _error(response: httpx.Response) -> KubeError:

@@ -18,6 +18,7 @@ owns one job:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +28,7 @@ from mcp_operator.controller.agentrun import reconcile, resolve
 from mcp_operator.controller.agentrun.status import events
 from mcp_operator.controller.conditions import WantedCondition, merge
 from mcp_operator.controller.events import ObjectRef
+from mcp_operator.controller.metrics import OperatorMetrics, count_ready
 from mcp_operator.controller.parsing import InvalidSpec, parse
 from mcp_operator.controller.settings import AgentRunSettings
 from mcp_operator.controller.status_writer import StatusWriter
@@ -51,10 +53,16 @@ class Runs:
     """Every AgentRun this operator watches, each with its own worker."""
 
     def __init__(
-        self, kube: Kube, settings: AgentRunSettings | None = None, *, clock: Clock | None = None
+        self,
+        kube: Kube,
+        settings: AgentRunSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self.kube = kube
         self.settings = settings or AgentRunSettings()
+        self.metrics = metrics or OperatorMetrics()
         self._worker: Worker[_Run] = Worker(
             self._reconcile,
             self.settings.schedule,
@@ -62,6 +70,12 @@ class Runs:
             describe=lambda run: str(run.ref),
             clock=clock,
             on_end=self._ended,
+            observe_wait=self.metrics.queue_waited("AgentRun"),
+        )
+        self.metrics.watch(
+            "AgentRun",
+            states=lambda: count_ready(run.status for run in self._worker.items()),
+            queue_depth=lambda: self._worker.limit.waiting,
         )
         self._status = StatusWriter(kube, AGENTRUNS, events)
         self._servers: dict[str, frozenset[resolve.ServerKey]] = {}
@@ -130,6 +144,19 @@ class Runs:
     # -- one run -----------------------------------------------------------------------
 
     async def _reconcile(self, run: _Run) -> Next:
+        started = time.monotonic()
+        written: Mapping[str, Any] | None = None  # None: the status could not be written
+        try:
+            asked = await self._reconcile_once(run)
+            written = None if asked.failed else run.status
+            return asked
+        except NotFound:
+            written = run.status  # deleted after its TTL, or gone: not a failure
+            raise
+        finally:
+            self.metrics.reconciled("AgentRun", written, time.monotonic() - started)
+
+    async def _reconcile_once(self, run: _Run) -> Next:
         now = self._worker.clock.now()
         parsed = run.parsed
         if isinstance(parsed, InvalidSpec):

@@ -21,6 +21,7 @@ reconcile. This module wires the parts, each of which owns one job:
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from mcp_operator.controller.mcpserver import reconcile
 from mcp_operator.controller.mcpserver.listeners import Listeners
 from mcp_operator.controller.mcpserver.status import events, status_patch
 from mcp_operator.controller.mcpserver.wake import RolloutState, WakePolicy
+from mcp_operator.controller.metrics import OperatorMetrics, count_ready
 from mcp_operator.controller.parsing import InvalidSpec, parse
 from mcp_operator.controller.settings import FleetSettings
 from mcp_operator.controller.status_writer import StatusWriter
@@ -57,10 +59,16 @@ class Fleet:
     """Every MCPServer this operator watches, each with its own worker."""
 
     def __init__(
-        self, kube: Kube, settings: FleetSettings | None = None, *, clock: Clock | None = None
+        self,
+        kube: Kube,
+        settings: FleetSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        metrics: OperatorMetrics | None = None,
     ) -> None:
         self.kube = kube
         self.settings = settings or FleetSettings()
+        self.metrics = metrics or OperatorMetrics()
         self._worker: Worker[_Server] = Worker(
             self._reconcile,
             self.settings.schedule,
@@ -68,6 +76,12 @@ class Fleet:
             describe=lambda server: str(server.ref),
             clock=clock,
             on_end=self._ended,
+            observe_wait=self.metrics.queue_waited("MCPServer"),
+        )
+        self.metrics.watch(
+            "MCPServer",
+            states=lambda: count_ready(server.status for server in self._worker.items()),
+            queue_depth=lambda: self._worker.limit.waiting,
         )
         self._wake = WakePolicy()
         self._listeners = Listeners(self.settings.listeners)
@@ -137,6 +151,15 @@ class Fleet:
     # -- one run -----------------------------------------------------------------------
 
     async def _reconcile(self, server: _Server) -> Next:
+        started = time.monotonic()
+        written: Mapping[str, Any] | None = None
+        try:
+            written, asked = await self._reconcile_once(server)
+        finally:
+            self.metrics.reconciled("MCPServer", written, time.monotonic() - started)
+        return asked
+
+    async def _reconcile_once(self, server: _Server) -> tuple[Mapping[str, Any] | None, Next]:
         parsed = server.parsed
         result = await reconcile.mcpserver(
             self.kube,
@@ -152,12 +175,19 @@ class Fleet:
             url=result.url,
             now=self._worker.clock.now().strftime(TIME_FORMAT),
         )
+        if result.probe_seconds is not None:
+            probed = result.outcome.kind == "probed"
+            reason = result.outcome.reason
+            if probed:
+                warned = bool(result.outcome.warnings)
+                reason = "ToolsDiscoveredWithWarnings" if warned else "ToolsDiscovered"
+            self.metrics.probed(probed, reason, result.probe_seconds)
         written = await self._status.write(server.ref, server.status, patch)
         if written is None:
-            return Next(None, failed=True)
+            return None, Next(None, failed=True)
         server.status = written
         if result.outcome.kind == "failed":
-            return Next(result.interval, failed=True)
+            return written, Next(result.interval, failed=True)
         if result.watch is not None:
             uid = server.ref.uid
             self._listeners.listen(
@@ -167,4 +197,4 @@ class Fleet:
                 name=str(server.ref),
                 on_change=lambda: self._worker.wake(uid),
             )
-        return Next(result.interval)
+        return written, Next(result.interval)

@@ -7,9 +7,10 @@ into the probe's request headers and nowhere else: not into the outcome, not int
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import ssl
+import time
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from mcp_operator.api import MCPServer
@@ -38,6 +39,8 @@ class Result:
     """Seconds until the next regular reconcile; ``None`` waits for a spec change."""
     watch: ProbeTarget | None = None
     """Where to listen for ``tools/list_changed``: set when the server advertises it."""
+    probe_seconds: float | None = None
+    """How long the probe took, when one ran (for the metrics)."""
 
 
 async def resolve_headers(kube: Kube, namespace: str, server: MCPServer) -> dict[str, str]:
@@ -78,7 +81,7 @@ async def mcpserver(
     kube: Kube,
     server: MCPServer | InvalidSpec,
     *,
-    probe_slots: asyncio.Semaphore,
+    probe_slots: AbstractAsyncContextManager[None],
     render_settings: RenderSettings,
     registry: RegistryClient | None = None,
 ) -> Result:
@@ -137,13 +140,15 @@ async def mcpserver(
         timeout_seconds=float(spec.probe.timeout_seconds),
         verify_tls=verify,
     )
+    started = time.monotonic()
     try:
         async with probe_slots:
+            started = time.monotonic()
             discovery = await discover(target, report.STATUS_KEEP)
     except ProbeError as error:
-        return Result(
-            Outcome("failed", error.reason, error.message, deployed=deployed), url, interval
-        )
+        outcome = Outcome("failed", error.reason, error.message, deployed=deployed)
+        return Result(outcome, url, interval, probe_seconds=time.monotonic() - started)
+    probe_seconds = time.monotonic() - started
 
     selection = report.status_tools(
         naming.plan(
@@ -159,4 +164,5 @@ async def mcpserver(
         warnings=report.warnings(selection),
         deployed=deployed,
     )
-    return Result(outcome, url, interval, watch=target if discovery.list_changed else None)
+    watch = target if discovery.list_changed else None
+    return Result(outcome, url, interval, watch=watch, probe_seconds=probe_seconds)

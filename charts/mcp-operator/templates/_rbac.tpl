@@ -1,0 +1,58 @@
+{{/*
+The rules the operator needs in every namespace it watches: the ClusterRole's
+(cluster-scoped mode) and each Role's (namespaceScoped). One list, so that the two
+modes cannot drift apart; every rule says why (tests/unit/test_install_manifests.py).
+*/}}
+{{- define "mcp-operator.namespacedRules" }}
+  # kopf watches MCPServers: every change starts a reconcile (and wakes the
+  # AgentRuns that reference the server). An AgentRun's reconcile reads each
+  # server it references.
+  - apiGroups: [mcp-operator.dev]
+    resources: [mcpservers]
+    verbs: [get, list, watch]
+  # kopf watches AgentRuns; ttlSecondsAfterFinished deletes a finished run (its
+  # Pod and ConfigMap follow by garbage collection). No other delete is granted.
+  - apiGroups: [mcp-operator.dev]
+    resources: [agentruns]
+    verbs: [list, watch, delete]
+  # Status is written by merge patches of the status subresource only; the
+  # operator never changes a spec.
+  - apiGroups: [mcp-operator.dev]
+    resources: [mcpservers/status, agentruns/status]
+    verbs: [patch]
+  # Managed MCPServers: the Deployment is server-side applied; kopf watches
+  # Deployments (labelled app.kubernetes.io/managed-by=mcp-operator; RBAC cannot
+  # narrow by label) so that a rollout wakes its MCPServer.
+  - apiGroups: [apps]
+    resources: [deployments]
+    verbs: [list, watch, create, patch]
+  # Managed MCPServers' Services: server-side applied.
+  - apiGroups: [""]
+    resources: [services]
+    verbs: [create, patch]
+  # A managed server's Pods are listed (by label) to explain a rollout in its
+  # Deployed condition; the operator reads its own Pod to learn its own image.
+  # An AgentRun's Pod is server-side applied once and watched (labelled
+  # mcp-operator.dev/agent-run; RBAC cannot narrow by label): its phase is the
+  # run's status. No exec, attach or delete.
+  - apiGroups: [""]
+    resources: [pods]
+    verbs: [get, list, watch, create, patch]
+  # An AgentRun's bridge configuration: server-side applied on every reconcile,
+  # never read back. It holds no secret value.
+  - apiGroups: [""]
+    resources: [configmaps]
+    verbs: [create, patch]
+  # Secrets named by spec.headers / spec.deployment.env are read for the probe
+  # and the Pod template checksum, and those named by deployment.imagePullSecrets
+  # to read a stdio image's ENTRYPOINT from its registry; kopf watches Secrets so
+  # that a rotated token re-probes at once. Values never leave the operator's memory.
+  - apiGroups: [""]
+    resources: [secrets]
+    verbs: [get, list, watch]
+  # Events on transitions (ToolsDiscovered, ProbeFailed, ...), posted by the
+  # operator and by kopf for its own warnings and errors (core v1 Events).
+  - apiGroups: [""]
+    resources: [events]
+    verbs: [create]
+{{- end }}

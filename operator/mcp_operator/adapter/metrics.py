@@ -1,0 +1,156 @@
+"""The adapter's Prometheus metrics (``prometheus-client``), on a registry of its own.
+
+Owns the metric names, their labels and help texts (each is documented in
+docs/metrics.md), the per-call timing wrapper and the exposition text. The
+core wraps each forwarded call's sink (:meth:`AdapterMetrics.timed`); the
+gauges (sessions, calls in flight, child restarts) are read from the core at
+scrape time, so the hot path pays for one clock read and one histogram
+observation per call, nothing more. The HTTP front serves ``/metrics``.
+
+Label values stay bounded: ``method`` is an MCP method name the adapter knows,
+anything else counts as ``(other)``; ``outcome`` is ``result`` or ``error``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from mcp_operator.adapter.records import CallSink
+
+OTHER = "(other)"
+METHODS = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "prompts/list",
+        "prompts/get",
+        "completion/complete",
+        "logging/setLevel",
+        "server/discover",
+        "tasks/get",
+        "tasks/result",
+        "tasks/list",
+        "tasks/cancel",
+    }
+)
+LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
+
+
+class _TimedSink:
+    """A call's sink that observes the call's latency and outcome when it is answered."""
+
+    __slots__ = ("_done", "_inner", "_started")
+
+    def __init__(self, inner: CallSink, done: Callable[[dict[str, Any], float], None]) -> None:
+        self._inner = inner
+        self._done = done
+        self._started = time.perf_counter()
+
+    def respond(self, message: dict[str, Any]) -> None:
+        self._done(message, time.perf_counter() - self._started)
+        self._inner.respond(message)
+
+    def related(self, message: dict[str, Any]) -> bool:
+        return self._inner.related(message)
+
+    def ask(self, message: dict[str, Any]) -> bool:
+        return self._inner.ask(message)
+
+
+class _Polled(Collector):
+    def __init__(self, sessions: Callable[[], int], inflight: Callable[[], int]) -> None:
+        self._sessions = sessions
+        self._inflight = inflight
+        self.restarts: Callable[[], int] = lambda: 0
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        yield GaugeMetricFamily(
+            "mcp_adapter_sessions", "Legacy-era HTTP sessions open.", value=self._sessions()
+        )
+        yield GaugeMetricFamily(
+            "mcp_adapter_inflight_calls",
+            "Calls forwarded to the child and not answered yet.",
+            value=self._inflight(),
+        )
+        # A counter in meaning (it only grows), read from the supervisor at scrape time.
+        yield GaugeMetricFamily(
+            "mcp_adapter_child_restarts",
+            "Times the stdio child was started again after it exited.",
+            value=self.restarts(),
+        )
+
+
+class AdapterMetrics:
+    """Every metric of one adapter process."""
+
+    def __init__(
+        self,
+        *,
+        sessions: Callable[[], int],
+        inflight: Callable[[], int],
+        restarts: Callable[[], int],
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.calls = Counter(
+            "mcp_adapter_calls",
+            "Requests forwarded to the child, by MCP method and outcome (result, error).",
+            ["method", "outcome"],
+            registry=r,
+        )
+        self.call_seconds = Histogram(
+            "mcp_adapter_call_duration_seconds",
+            "Time from forwarding a request to the child to its answer, by MCP method.",
+            ["method"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        polled = _Polled(sessions, inflight)
+        polled.restarts = restarts
+        r.register(polled)
+
+    def timed(self, message: dict[str, Any], sink: CallSink) -> CallSink:
+        """``sink`` wrapped so that the call's answer is counted and timed."""
+        method = message.get("method")
+        label = method if method in METHODS else OTHER
+
+        def done(answer: dict[str, Any], seconds: float) -> None:
+            outcome = "error" if "error" in answer else "result"
+            self.calls.labels(label, outcome).inc()
+            self.call_seconds.labels(label).observe(seconds)
+
+        return _TimedSink(sink, done)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

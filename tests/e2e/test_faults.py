@@ -1,0 +1,154 @@
+"""Faults survived: kube-apiserver killed, etcd restarted, each in the middle of a fleet reconcile.
+
+A control plane of its own (its processes are killed here), one operator (no election:
+an outage longer than the renew deadline makes a leader step down and exit, which
+``test_leader`` covers), and a fleet of external servers on one real MCP server. Each
+fault strikes right after a spec change of the whole fleet; afterwards every server must
+have converged to the new generation, Ready with the right tools, and every transition
+must have been announced by exactly one Event.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from mcp_operator.dev.cluster import ControlPlane, stop_process_group
+from tests.e2e.conftest import CRDS, Cluster
+from tests.support import peers
+from tests.support.faults import restart
+from tests.support.objects import condition, eventually
+
+pytestmark = pytest.mark.e2e
+
+NAMESPACE = "fleet"
+SERVERS = 20
+
+
+@pytest.fixture(scope="module")
+def plane() -> Iterator[ControlPlane]:
+    with ControlPlane() as control_plane:
+        yield control_plane
+
+
+@pytest.fixture(scope="module")
+def fleet(
+    plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Cluster, str]]:
+    cluster = Cluster(plane)
+    cluster.kubectl("apply", "--server-side", "-f", str(CRDS))
+    cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
+    cluster.kubectl("create", "namespace", NAMESPACE)
+    log_path = tmp_path_factory.mktemp("faults") / "operator.log"
+    with peers.mcp_server_time() as url, log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "mcp_operator",
+                "run",
+                "--liveness=none",
+                "--metrics=none",
+                "--no-leader-election",
+                *(["--verbose"] if os.environ.get("FAULT_VERBOSE") else []),
+            ],
+            env=cluster.env(),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            apply_fleet(cluster, url, [])
+            eventually("the fleet Ready", lambda: converged(cluster, 1, 2), 90)
+            yield cluster, url
+        finally:
+            stop_process_group(process, grace=20, name="operator")
+            print("\n".join(log_path.read_text(errors="replace").splitlines()[-30:]))
+
+
+def apply_fleet(cluster: Cluster, url: str, allow: list[str]) -> None:
+    items = [
+        {
+            "apiVersion": "mcp-operator.dev/v1alpha1",
+            "kind": "MCPServer",
+            "metadata": {"name": f"time-{index:02d}", "namespace": NAMESPACE},
+            "spec": {"mode": "external", "url": url, **({"toolsAllow": allow} if allow else {})},
+        }
+        for index in range(SERVERS)
+    ]
+    cluster.kubectl(
+        "apply",
+        "--server-side",
+        "--field-manager=e2e",
+        "-f",
+        "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": items}),
+    )
+
+
+def converged(cluster: Cluster, generation: int, tools: int) -> list[dict[str, Any]] | None:
+    result = cluster.kubectl("get", "mcpservers", "-n", NAMESPACE, "-o", "json", check=False)
+    if result.returncode != 0:
+        return None  # the API server is still coming back
+    items: list[dict[str, Any]] = json.loads(result.stdout)["items"]
+    done = [
+        s
+        for s in items
+        if s["status"].get("observedGeneration") == generation
+        and condition(s, "Ready").get("status") == "True"
+        and s["status"].get("toolCount") == tools
+    ]
+    return items if len(done) == len(items) == SERVERS else None
+
+
+def announced(cluster: Cluster) -> Counter[tuple[str, str]]:
+    counted: Counter[tuple[str, str]] = Counter()
+    for event in cluster.get_json("events", "-n", NAMESPACE)["items"]:
+        counted[(event["involvedObject"]["name"], event["reason"])] += int(event.get("count") or 1)
+    return counted
+
+
+@pytest.mark.parametrize(
+    ("process", "sig", "allow", "tools"),
+    [
+        ("kube-apiserver", signal.SIGKILL, ["get_*"], 1),
+        ("etcd", signal.SIGTERM, [], 2),
+    ],
+    ids=["kube-apiserver-killed", "etcd-restarted"],
+)
+def test_the_fleet_converges_after_a_control_plane_restart_mid_reconcile(
+    fleet: tuple[Cluster, str],
+    plane: ControlPlane,
+    process: str,
+    sig: int,
+    allow: list[str],
+    tools: int,
+) -> None:
+    cluster, url = fleet
+    generation = cluster.get_json("mcpserver/time-00", "-n", NAMESPACE)["metadata"]["generation"]
+    before = announced(cluster)
+    apply_fleet(cluster, url, allow)
+    time.sleep(0.3)  # the operator has the change and is reconciling
+    outage = restart(plane, process, sig=sig, down=1.0)
+    print(f"\n{process}: serving again {outage:.1f} s after the fault")
+    started = time.monotonic()
+    eventually(
+        f"the fleet to converge after {process} came back",
+        lambda: converged(cluster, generation + 1, tools),
+        float(os.environ.get("FAULT_CONVERGE_SECONDS", "120")),
+        interval=1.0,
+    )
+    print(f"{process}: the fleet converged {time.monotonic() - started:.1f} s later")
+    new = announced(cluster) - before
+    # One Event per transition: each server's tools changed once, announced once.
+    expected = {(f"time-{index:02d}", "ToolsChanged"): 1 for index in range(SERVERS)}
+    assert dict(new) == expected, f"Events of this change: {dict(new)}"

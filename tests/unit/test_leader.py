@@ -1,0 +1,242 @@
+"""Leader election: the pure decision of one round, and the elector against a fake API.
+
+The fake keeps one Lease with a ``resourceVersion`` and refuses a stale write with 409,
+as the API server does, so two electors on one fake really compete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import datetime
+from typing import Any
+
+import pytest
+
+from mcp_operator.controller.leader import ElectionError, Elector, lead
+from mcp_operator.controller.lease import LeaseRecord, decide, must_step_down, released
+from mcp_operator.controller.settings import LeaderElectionSettings
+from mcp_operator.kube import KubeError, Resource
+
+NOW = datetime.datetime(2026, 12, 1, 9, 0, 0, tzinfo=datetime.UTC)
+SETTINGS = LeaderElectionSettings(
+    lease_duration_seconds=15, renew_deadline_seconds=10, retry_period_seconds=0.01
+)
+
+
+def held_by(holder: str | None, *, version: str = "7", transitions: int = 3) -> LeaseRecord:
+    return LeaseRecord(holder, 15, "a", "r", transitions, version)
+
+
+# -- the decision ------------------------------------------------------------------------
+
+
+def test_an_absent_lease_is_created_with_us_as_holder() -> None:
+    chosen = decide(None, identity="me", unchanged_for=0, now=NOW, settings=SETTINGS)
+    assert chosen.action == "create" and chosen.record is not None
+    assert chosen.record.holder == "me" and chosen.record.transitions == 0
+    assert chosen.record.renew_time == "2026-12-01T09:00:00.000000Z"
+
+
+def test_our_own_lease_is_renewed_without_a_transition() -> None:
+    chosen = decide(held_by("me"), identity="me", unchanged_for=99, now=NOW, settings=SETTINGS)
+    assert chosen.action == "renew" and chosen.record is not None
+    assert chosen.record.transitions == 3 and chosen.record.acquire_time == "a"
+    assert chosen.record.resource_version == "7"
+
+
+def test_someone_elses_fresh_lease_is_waited_for() -> None:
+    chosen = decide(held_by("other"), identity="me", unchanged_for=14.9, now=NOW, settings=SETTINGS)
+    assert chosen.action == "wait" and chosen.record is None
+
+
+def test_someone_elses_lease_unchanged_for_its_duration_is_taken_over() -> None:
+    chosen = decide(held_by("other"), identity="me", unchanged_for=15, now=NOW, settings=SETTINGS)
+    assert chosen.action == "take" and chosen.record is not None
+    assert chosen.record.holder == "me" and chosen.record.transitions == 4
+    assert chosen.record.resource_version == "7", "the take-over is guarded by the version seen"
+
+
+def test_a_released_lease_is_taken_at_once() -> None:
+    chosen = decide(held_by(None), identity="me", unchanged_for=0, now=NOW, settings=SETTINGS)
+    assert chosen.action == "take"
+
+
+def test_a_released_record_has_no_holder_and_expires_in_a_second() -> None:
+    record = released(held_by("me"), NOW)
+    spec = record.manifest("l", "ns")["spec"]
+    assert spec["holderIdentity"] == "" and spec["leaseDurationSeconds"] == 1
+    assert LeaseRecord.of(record.manifest("l", "ns")).holder is None
+
+
+def test_a_leader_steps_down_at_the_renew_deadline_and_not_before() -> None:
+    assert not must_step_down(100.0, 109.9, SETTINGS)
+    assert must_step_down(100.0, 110.0, SETTINGS)
+
+
+def test_a_record_is_the_same_only_when_holder_renewal_and_version_are() -> None:
+    assert held_by("x").same_as(held_by("x"))
+    assert not held_by("x").same_as(held_by("x", version="8"))
+    assert not held_by("x").same_as(None)
+
+
+# -- the elector ---------------------------------------------------------------------------
+
+
+class LeaseStore:
+    """One Lease with optimistic concurrency, the way the API server keeps it."""
+
+    def __init__(self) -> None:
+        self.body: dict[str, Any] | None = None
+        self.version = 0
+        self.down = False
+        self.namespace_exists = True
+
+    def _check(self) -> None:
+        if self.down:
+            raise KubeError(503, "unavailable")
+
+    async def get(self, _r: Resource, _ns: str, _name: str) -> Any:
+        self._check()
+        return copy.deepcopy(self.body)
+
+    def _store(self, manifest: Any) -> Any:
+        self.version += 1
+        self.body = copy.deepcopy(dict(manifest))
+        self.body["metadata"]["resourceVersion"] = str(self.version)
+        return copy.deepcopy(self.body)
+
+    async def create(self, _r: Resource, manifest: Any) -> Any:
+        self._check()
+        if not self.namespace_exists:
+            raise KubeError(404, "namespaces not found")
+        if self.body is not None:
+            raise KubeError(409, "already exists")
+        return self._store(manifest)
+
+    async def replace(self, _r: Resource, manifest: Any) -> Any:
+        self._check()
+        assert self.body is not None
+        if manifest["metadata"].get("resourceVersion") != self.body["metadata"]["resourceVersion"]:
+            raise KubeError(409, "the object has been modified")
+        return self._store(manifest)
+
+    @property
+    def holder(self) -> str | None:
+        return LeaseRecord.of(self.body).holder if self.body else None
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def elector(store: LeaseStore, identity: str, clock: Clock, seen: list[bool]) -> Elector:
+    return Elector(
+        store,  # type: ignore[arg-type]
+        SETTINGS,
+        identity,
+        on_change=seen.append,
+        wall=lambda: NOW,
+        monotonic=clock,
+    )
+
+
+async def test_two_candidates_elect_exactly_one_and_the_other_takes_over_after_expiry() -> None:
+    store, clock = LeaseStore(), Clock()
+    a_seen: list[bool] = []
+    b_seen: list[bool] = []
+    a, b = elector(store, "a", clock, a_seen), elector(store, "b", clock, b_seen)
+    assert await a._round() is True
+    assert await b._round() is False and store.holder == "a"
+    clock.t += 14
+    assert await b._round() is False, "b first saw the record 14 s ago: not yet expired"
+    clock.t += 1
+    assert await b._round() is True and store.holder == "b"
+    assert LeaseRecord.of(store.body or {}).transitions == 1
+    # a comes back: its write is stale, it sees b's record and is no longer the leader.
+    assert await a._round() is False and a.leading is False
+    assert a_seen == [True, False] and b_seen == [True]
+
+
+async def test_a_renewal_resets_the_followers_expiry_clock() -> None:
+    store, clock = LeaseStore(), Clock()
+    a, b = elector(store, "a", clock, []), elector(store, "b", clock, [])
+    await a._round()
+    await b._round()
+    clock.t += 10
+    await a._round()  # renewed: a new record
+    clock.t += 10
+    assert await b._round() is False, "only 10 s since the renewal b saw"
+
+
+async def test_a_leader_that_cannot_renew_steps_down_at_the_deadline() -> None:
+    store, clock = LeaseStore(), Clock()
+    seen: list[bool] = []
+    a = elector(store, "a", clock, seen)
+    assert await a._round()
+    store.down = True
+
+    async def advance() -> None:
+        while True:
+            await asyncio.sleep(0.005)
+            clock.t += 1
+
+    ticking = asyncio.create_task(advance())
+    try:
+        await asyncio.wait_for(a.hold(), timeout=5)
+    finally:
+        ticking.cancel()
+    assert clock.t - 1000.0 >= SETTINGS.renew_deadline_seconds
+    assert seen == [True, False]
+
+
+async def test_a_missing_lease_namespace_is_an_error_that_says_how_to_fix_it() -> None:
+    store = LeaseStore()
+    store.namespace_exists = False
+    with pytest.raises(ElectionError, match="kubectl create namespace mcp-operator-system"):
+        await elector(store, "a", Clock(), [])._round()
+
+
+async def test_lead_runs_the_operator_only_once_elected_and_releases_on_stop() -> None:
+    store, clock = LeaseStore(), Clock()
+    other = elector(store, "other", clock, [])
+    await other._round()
+    me = elector(store, "me", clock, [])
+    started = asyncio.Event()
+
+    async def operate(operator_stop: asyncio.Event) -> None:
+        started.set()
+        await operator_stop.wait()
+
+    stop = asyncio.Event()
+    leading = asyncio.create_task(lead(me, operate, stop))
+    await asyncio.sleep(0.05)
+    assert not started.is_set(), "a follower must not run the operator"
+    await other.release()
+    await asyncio.wait_for(started.wait(), timeout=2)
+    assert store.holder == "me"
+    stop.set()
+    assert await asyncio.wait_for(leading, timeout=2) is True
+    assert store.holder is None, "a clean stop releases the Lease"
+
+
+async def test_lead_stops_the_operator_and_reports_a_lost_leadership() -> None:
+    store, clock = LeaseStore(), Clock()
+    me = elector(store, "me", clock, [])
+    stopped = asyncio.Event()
+
+    async def operate(operator_stop: asyncio.Event) -> None:
+        await operator_stop.wait()
+        stopped.set()
+
+    leading = asyncio.create_task(lead(me, operate, asyncio.Event()))
+    await asyncio.sleep(0.05)
+    assert store.holder == "me"
+    # Somebody else writes the Lease (as after a long pause of ours).
+    store._store(LeaseRecord("thief", 15, "a", "r", 1).manifest("mcp-operator", "ns"))
+    assert await asyncio.wait_for(leading, timeout=2) is False
+    assert stopped.is_set() and store.holder == "thief", "a lost Lease is not released"
