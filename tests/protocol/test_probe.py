@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import mcp
@@ -213,8 +216,8 @@ async def test_invalid_and_colliding_names_become_warnings_not_failures() -> Non
     assert warnings[2].startswith("5 tools are not exposed")
 
 
-async def test_a_multi_megabyte_description_is_cut_for_status() -> None:
-    with peers.hostile_server("huge", "--size", str(4 * 1024 * 1024)) as url:
+async def test_a_megabyte_description_is_cut_for_status() -> None:
+    with peers.hostile_server("huge", "--size", str(3 * MiB // 2)) as url:
         found = await discover(ProbeTarget(url, timeout_seconds=10))
     selection = select_tools(found.tools, prefix="p")
     (tool,) = report.status_fields(found, selection)["tools"]
@@ -240,11 +243,56 @@ async def test_a_slow_server_within_the_timeout_is_probed() -> None:
     assert len(found.tools) == 3
 
 
-async def test_the_whole_probe_reads_at_most_64_mib() -> None:
-    args = ["--page-size", "1", "--size", str(3 * MiB)]
+async def test_the_whole_probe_reads_at_most_32_mib() -> None:
+    args = ["--page-size", "1", "--size", str(3 * MiB // 2)]
     with peers.hostile_server("many-tools", *args) as url, pytest.raises(ProbeError) as caught:
         await discover(ProbeTarget(url, timeout_seconds=10))
-    assert caught.value.message.startswith(f"{url} sent more than 64 MiB in one probe")
+    assert caught.value.message.startswith(f"{url} sent more than 32 MiB in one probe")
+
+
+# memory: a page is counted and cut on its raw JSON, before the SDK makes objects of it
+
+
+PROBE_PEAK = Path(__file__).resolve().parents[1] / "support" / "probe_peak.py"
+
+
+def _probe_in_a_fresh_process(url: str) -> dict[str, Any]:
+    """One status probe in its own process: what it found, and how much its RSS grew."""
+    done = subprocess.run(
+        [sys.executable, str(PROBE_PEAK), url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+async def test_a_page_of_rich_schemas_costs_a_few_times_its_size_not_sixty() -> None:
+    # 250 tools of 90-property schemas: a 1.7 MB page, which the SDK would hold as ~70 MB.
+    args = ["--tools", "250", "--page-size", "250", "--properties", "90"]
+    with peers.hostile_server("many-tools", *args) as url:
+        probed = _probe_in_a_fresh_process(url)
+    assert probed.get("tools") == 250, probed
+    assert probed["grown"] < 32 * MiB, f"RSS grew by {probed['grown'] / MiB:.0f} MiB"
+
+
+async def test_a_page_of_tiny_tools_past_the_tool_bound_fails_before_the_sdk_parses_it() -> None:
+    # 15,000 tools in one 1.8 MB page: counted on the raw JSON, refused at once.
+    args = ["--tools", "15000", "--page-size", "15000"]
+    with peers.hostile_server("many-tools", *args) as url:
+        probed = _probe_in_a_fresh_process(url)
+    assert probed.get("reason") == "TooManyTools", probed
+    assert probed["message"] == "the server lists more than 5000 tools (15000 so far)"
+    assert probed["grown"] < 32 * MiB, f"RSS grew by {probed['grown'] / MiB:.0f} MiB"
+
+
+async def test_a_12_mb_page_is_refused_before_it_is_parsed() -> None:
+    # The attack as found: 4,900 tools of 30-property schemas in one page of about 12 MB.
+    args = ["--tools", "4900", "--page-size", "4900", "--properties", "30"]
+    with peers.hostile_server("many-tools", *args) as url:
+        probed = _probe_in_a_fresh_process(url)
+    assert probed.get("reason") == "ResponseTooLarge", probed
+    assert "larger than 2 MiB during tools/list (page 1)" in probed["message"]
+    assert probed["grown"] < 32 * MiB, f"RSS grew by {probed['grown'] / MiB:.0f} MiB"
 
 
 async def test_https_to_a_plain_http_server_is_a_tls_error(everything_url: str) -> None:

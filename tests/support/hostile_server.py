@@ -13,7 +13,8 @@ ok              a valid server with three tools
 hang            accepts connections, reads the request, never answers
 garbage         answers every request with bytes that are not JSON
 many-tools      ``--tools`` tools (default 10,000), ``--page-size`` per page;
-                with ``--size``, each description is that many bytes
+                with ``--size``, each description is that many bytes; with
+                ``--properties``, each ``inputSchema`` has that many properties
 cursor-loop     every ``tools/list`` page returns the same ``nextCursor``
 empty-cursor    valid: page 1 returns ``nextCursor: ""``, page 2 ends the list
 invalid-names   tool names that are invalid, too long or equal after sanitising
@@ -84,6 +85,7 @@ class Options:
     tools: int = 10_000
     page_size: int = 100
     size: int | None = None
+    properties: int = 0
     delay: float = 3.0
     status: int = 500
     content_length: bool = False
@@ -103,6 +105,18 @@ def _page(names: Sequence[str], next_cursor: str | None) -> dict[str, Any]:
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
     return result
+
+
+def fat_schema(properties: int) -> dict[str, Any]:
+    """An ``inputSchema`` with ``properties`` described string properties (~110 bytes each)."""
+    return {
+        "type": "object",
+        "properties": {
+            f"p{i:03d}": {"type": "string", "description": f"Property {i}", "maxLength": 64}
+            for i in range(properties)
+        },
+        "required": ["p000"] if properties else [],
+    }
 
 
 class _Changing:
@@ -163,9 +177,11 @@ def tools_list(options: Options, cursor: str | None) -> dict[str, Any]:
         end = min(start + options.page_size, options.tools)
         names = [f"tool_{i:05d}" for i in range(start, end)]
         page = _page(names, str(end) if end < options.tools else None)
-        if options.size is not None:
-            for tool in page["tools"]:
+        for tool in page["tools"]:
+            if options.size is not None:
                 tool["description"] = "d" * options.size
+            if options.properties:
+                tool["inputSchema"] = fat_schema(options.properties)
         return page
     if mode == "cursor-loop":
         return _page(["loop_first" if cursor is None else "loop_again"], "again")
@@ -358,6 +374,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--tools", type=int, default=10_000, help="many-tools: how many")
     parser.add_argument("--page-size", type=int, default=100, help="many-tools: tools per page")
     parser.add_argument("--size", type=int, help="huge (default 4 MiB), many-tools: bytes")
+    parser.add_argument(
+        "--properties", type=int, default=0, help="many-tools: properties per inputSchema"
+    )
     parser.add_argument("--delay", type=float, default=3.0, help="slow: seconds per answer")
     parser.add_argument("--status", type=int, default=500, help="status: the HTTP status")
     parser.add_argument(
@@ -376,6 +395,7 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         tools=args.tools,
         page_size=args.page_size,
         size=args.size,
+        properties=args.properties,
         delay=args.delay,
         status=args.status,
         content_length=args.content_length,

@@ -31,13 +31,13 @@ from mcp_types import METHOD_NOT_FOUND
 from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.errors import ProbeError, ProbeState, scrub, translate
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
+from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
+
+__all__ = ["MAX_DISCOVERED_TOOLS", "DiscoveredTool", "Discovery", "Keep", "Paginator", "discover"]
 from mcp_operator.mcp.target import ProbeTarget, check_target
 
 MAX_PAGES = 100
 """A ``tools/list`` walk longer than this fails with ``TooManyPages``."""
-
-MAX_DISCOVERED_TOOLS = 5000
-"""A server listing more tools than this fails the probe with ``TooManyTools``."""
 
 
 @dataclass(frozen=True)
@@ -57,18 +57,6 @@ class DiscoveredTool:
     input_schema: dict[str, Any] = field(default_factory=dict, repr=False)
     """The ``inputSchema`` JSON object as the server sent it (the bridge validates
     arguments against it)."""
-
-
-@dataclass(frozen=True)
-class Keep:
-    """What a discovery keeps of each tool; the default keeps every tool whole."""
-
-    description_chars: int | None = None
-    """Descriptions are cut to this many characters on arrival (``None``: whole)."""
-    title_chars: int | None = None
-    """Titles (``title`` and ``annotations.title``) are cut likewise."""
-    input_schema: bool = True
-    """Whether ``inputSchema`` is kept (an empty object when not)."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +131,7 @@ async def discover(target: ProbeTarget, keep: Keep | None = None) -> Discovery:
 
 async def _discover(target: ProbeTarget, state: ProbeState, keep: Keep) -> Discovery:
     async with AsyncExitStack() as stack:
-        client = await connect(stack, target, state)
+        client = await connect(stack, target, state, keep=keep)
         capabilities = client.server_capabilities
         info = client.server_info
         walk = Paginator()

@@ -77,6 +77,9 @@ class ProbeState:
         self.received = 0
         self.response_limit: int | None = None
         self.probe_limit: int | None = None
+        self.failure: ProbeError | None = None
+        """A failure the probe's own checks found inside the HTTP client (such as too many
+        tools in a page), where the SDK would only see a broken stream."""
 
 
 def _leaves(error: BaseException) -> Iterator[BaseException]:
@@ -356,6 +359,8 @@ def translate(error: BaseException, state: ProbeState) -> ProbeError:
     already = next((leaf for leaf in leaves if isinstance(leaf, ProbeError)), None)
     if already is not None:  # raised by the probe's own checks: it says it best
         return already
+    if state.failure is not None:
+        return state.failure
     found = match(error, state)
     if found is not None:
         rule, leaf = found
