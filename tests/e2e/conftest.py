@@ -125,6 +125,9 @@ def operator(
                 "run",
                 "--verbose",
                 f"--liveness=http://127.0.0.1:{port}/healthz",
+                # The test servers listen on loopback, which the egress policy refuses unless
+                # the operator is told otherwise (as only development setups should be).
+                "--loopback-destinations=allowed",
             ],
             env=cluster.env(),
             stdout=log,

@@ -12,6 +12,7 @@ import asyncio
 import json
 import resource
 import sys
+from typing import Any
 
 from mcp_operator.controller.mcpserver.report import STATUS_KEEP
 from mcp_operator.mcp.discovery import discover
@@ -24,10 +25,16 @@ def _peak_rss() -> int:
 
 
 def main(url: str) -> int:
+    try:  # the egress policy (loopback refused by default) is newer than the memory bounds
+        from mcp_operator.mcp.egress import EgressPolicy
+
+        options: dict[str, Any] = {"egress": EgressPolicy(allow_loopback=True)}
+    except ImportError:
+        options = {}
     before = _peak_rss()
     result: dict[str, object] = {}
     try:
-        found = asyncio.run(discover(ProbeTarget(url, timeout_seconds=60), STATUS_KEEP))
+        found = asyncio.run(discover(ProbeTarget(url, timeout_seconds=60, **options), STATUS_KEEP))
         result["tools"] = len(found.tools)
     except ProbeError as error:
         result.update(reason=error.reason, message=error.message)

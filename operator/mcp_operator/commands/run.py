@@ -14,6 +14,7 @@ import os
 from mcp_operator.controller.settings import (
     AgentRenderSettings,
     AgentRunSettings,
+    EgressSettings,
     FleetSettings,
     ListenerSettings,
     RenderSettings,
@@ -70,6 +71,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give AgentRun Pods the mcp-bridge sidecar (env MCP_ENABLED); 'false' runs every "
         "agent without it and without the bridge's URL (default %(default)s)",
     )
+    parser.add_argument(
+        "--private-destinations",
+        choices=["refused", "labelled", "allowed"],
+        default=os.environ.get(
+            "MCP_OPERATOR_PRIVATE_DESTINATIONS", EgressSettings.private_destinations
+        ),
+        help="may probes of external servers connect to private addresses (cluster Services, "
+        "nodes)? 'labelled': only for servers in Namespaces labelled "
+        "mcp-operator.dev/private-destinations=allowed (env MCP_OPERATOR_PRIVATE_DESTINATIONS; "
+        "default %(default)s)",
+    )
+    parser.add_argument(
+        "--loopback-destinations",
+        choices=["refused", "labelled", "allowed"],
+        default=os.environ.get(
+            "MCP_OPERATOR_LOOPBACK_DESTINATIONS", EgressSettings.loopback_destinations
+        ),
+        help="may probes connect to loopback addresses (the operator's own Pod or machine)? "
+        "'labelled': only for Namespaces labelled mcp-operator.dev/loopback-destinations=allowed "
+        "(env MCP_OPERATOR_LOOPBACK_DESTINATIONS; default %(default)s)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -104,6 +126,10 @@ def run(args: argparse.Namespace) -> int:
             schedule=ScheduleSettings(max_concurrent=args.max_concurrent_probes),
             listeners=ListenerSettings(max_listeners=args.max_listeners),
             render=render,
+            egress=EgressSettings(
+                private_destinations=args.private_destinations,
+                loopback_destinations=args.loopback_destinations,
+            ),
         ),
         # Without --adapter-image, the operator's own image (read from its Pod) is used, for
         # the stdio adapter and the bridge alike.

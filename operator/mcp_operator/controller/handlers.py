@@ -59,6 +59,19 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             fleet_settings = dataclasses.replace(fleet_settings, render=render)
             bridge = dataclasses.replace(run_settings.render, bridge_image=image)
             run_settings = dataclasses.replace(run_settings, render=bridge)
+    refused = await memo.kube.api_server_endpoints()
+    egress = dataclasses.replace(
+        fleet_settings.egress, refused_endpoints=fleet_settings.egress.refused_endpoints | refused
+    )
+    fleet_settings = dataclasses.replace(fleet_settings, egress=egress)
+    logger.info(
+        "Refusing probes to the API server at %s; private destinations %s, "
+        "loopback destinations %s",
+        ", ".join(f"{a} port {p}" for a, p in sorted(egress.refused_endpoints, key=str))
+        or "(not found)",
+        egress.private_destinations,
+        egress.loopback_destinations,
+    )
     memo.fleet = Fleet(memo.kube, fleet_settings)
     memo.runs = Runs(memo.kube, run_settings)
 

@@ -221,7 +221,17 @@ def main(*, force_local: bool = False, once: bool = False) -> int:
 
             _say("Starting the operator (mcp-operator run)")
             operator = _spawn(
-                [sys.executable, "-m", "mcp_operator", "run", "--liveness", "none"],
+                # The demo's server listens on loopback, which the operator refuses to probe
+                # unless told (docs/security.md): a development setting, opted into here.
+                [
+                    sys.executable,
+                    "-m",
+                    "mcp_operator",
+                    "run",
+                    "--liveness",
+                    "none",
+                    "--loopback-destinations=allowed",
+                ],
                 env={**os.environ, "KUBECONFIG": str(kubeconfig)},
                 log=workdir / "operator.log",
             )

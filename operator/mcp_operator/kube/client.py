@@ -10,11 +10,13 @@ it is created once at start-up and closed at clean-up.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import json
 import logging
 import os
+import socket
 import ssl
 import time
 import uuid
@@ -134,6 +136,26 @@ class Kube:
     def proxy_credentials(self) -> tuple[dict[str, str], ssl.SSLContext | bool]:
         """Headers and TLS settings to reach the API server's service proxy like this client."""
         return self._headers(), self._credentials.verify
+
+    async def api_server_endpoints(self) -> frozenset[tuple[str, int | None]]:
+        """The API server's IP addresses and ports as this client knows them: its URL's host
+        resolved, and the in-cluster Service (``KUBERNETES_SERVICE_HOST``/``_PORT``)."""
+        url = httpx.URL(self.server)
+        hosts = {(url.host, url.port or (443 if url.scheme == "https" else 80))}
+        service_host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+        service_port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if service_host and service_port.isdigit():
+            hosts.add((service_host, int(service_port)))
+        endpoints: set[tuple[str, int | None]] = set()
+        loop = asyncio.get_running_loop()
+        for host, port in hosts:
+            try:
+                found = await loop.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+            except OSError as error:
+                logger.warning("Could not resolve the API server's host %s: %s", host, error)
+                continue
+            endpoints.update((str(info[4][0]), port) for info in found)
+        return frozenset(endpoints)
 
     async def close(self) -> None:
         await self._client.aclose()

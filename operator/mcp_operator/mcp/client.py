@@ -34,6 +34,7 @@ from mcp_types import Implementation
 from mcp_operator import __version__
 from mcp_operator.mcp.budget import ByteBudget, shared_budget
 from mcp_operator.mcp.errors import ProbeError, ProbeState, ResponseTooLarge
+from mcp_operator.mcp.guard import GuardedTransport
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, SseSlimmer, ToolCount, slim_body
 from mcp_operator.mcp.target import ProbeTarget, display_url
 
@@ -47,6 +48,10 @@ MAX_PROBE_BYTES = 32 * 1024 * 1024
 FREE_BYTES = 64 * 1024
 """A body or SSE event held up to this size needs no reservation from the shared
 :class:`~mcp_operator.mcp.budget.ByteBudget`; a larger one reserves ``MAX_RESPONSE_BYTES``."""
+
+
+PROBE_LIMITS = httpx2.Limits(max_connections=10, max_keepalive_connections=2)
+"""Connections of one probe's client (it makes a few, one after the other)."""
 
 
 def probe_state(target: ProbeTarget) -> ProbeState:
@@ -202,7 +207,9 @@ def http_client(
     return httpx2.AsyncClient(
         headers=headers,
         timeout=timeout or httpx2.Timeout(target.timeout_seconds),
-        verify=_tls(target.verify_tls),
+        transport=GuardedTransport(
+            target.egress, state, verify=_tls(target.verify_tls), limits=PROBE_LIMITS
+        ),
         event_hooks={"response": [on_response]},
     )
 

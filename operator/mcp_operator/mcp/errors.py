@@ -38,7 +38,8 @@ class ProbeError(Exception):
 
     Reasons: ``InvalidTarget``, ``Unreachable``, ``TLSError``, ``Timeout``,
     ``HTTPError``, ``ProtocolError``, ``ServerError``, ``ResponseTooLarge``,
-    ``PaginationLoop``, ``TooManyPages``, ``TooManyTools``, ``ProbeFailed``.
+    ``PaginationLoop``, ``TooManyPages``, ``TooManyTools``, ``DestinationRefused``,
+    ``ProbeFailed``.
     """
 
     def __init__(self, reason: str, message: str) -> None:

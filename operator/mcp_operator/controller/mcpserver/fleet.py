@@ -140,6 +140,7 @@ class Fleet:
             parsed,
             probe_slots=self._worker.limit,
             render_settings=self.settings.render,
+            egress_settings=self.settings.egress,
         )
         patch = status_patch(
             server.status,

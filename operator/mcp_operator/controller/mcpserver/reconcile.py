@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
-from mcp_operator.controller.mcpserver import managed, render, report
+from mcp_operator.controller.mcpserver import destinations, managed, render, report
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.controller.parsing import InvalidSpec
-from mcp_operator.controller.settings import RenderSettings
-from mcp_operator.kube import Kube, KubeError, SecretReferenceError
+from mcp_operator.controller.settings import EgressSettings, RenderSettings
+from mcp_operator.kube import NAMESPACES, Kube, KubeError, SecretReferenceError
 from mcp_operator.mcp import naming
 from mcp_operator.mcp.discovery import discover
+from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
 
@@ -46,12 +47,35 @@ async def resolve_headers(kube: Kube, namespace: str, server: MCPServer) -> dict
     return headers
 
 
+async def namespace_labels(kube: Kube, namespace: str) -> dict[str, str]:
+    """The labels of a Namespace (none when it cannot be read: nothing is opted in)."""
+    try:
+        body = await kube.get(NAMESPACES, None, namespace)
+    except KubeError as error:
+        logger.warning("Could not read Namespace %s for its opt-in labels: %s", namespace, error)
+        return {}
+    return dict(((body or {}).get("metadata") or {}).get("labels") or {})
+
+
+async def egress_policy(
+    kube: Kube, namespace: str, settings: EgressSettings, *, managed: bool
+) -> EgressPolicy:
+    """Where this server's probe may connect (:mod:`.destinations`)."""
+    if managed:
+        return destinations.managed_policy(settings, through_api_server=not kube.in_cluster)
+    labels = (
+        await namespace_labels(kube, namespace) if destinations.needs_namespace(settings) else {}
+    )
+    return destinations.external_policy(settings, labels)
+
+
 async def mcpserver(
     kube: Kube,
     server: MCPServer | InvalidSpec,
     *,
     probe_slots: asyncio.Semaphore,
     render_settings: RenderSettings,
+    egress_settings: EgressSettings | None = None,
 ) -> Result:
     """Reconcile an MCPServer once and say what its status should say."""
     if isinstance(server, InvalidSpec):
@@ -99,20 +123,27 @@ async def mcpserver(
         )
         return Result(outcome, url, interval)
 
+    egress = await egress_policy(
+        kube, namespace, egress_settings or EgressSettings(), managed=spec.mode == "managed"
+    )
     target = ProbeTarget(
         url=probe_url,
         transport="sse" if spec.effective_transport == "sse" else "streamable-http",
         headers={**headers, **extra_headers},
         timeout_seconds=float(spec.probe.timeout_seconds),
         verify_tls=verify,
+        egress=egress,
     )
     try:
         async with probe_slots:
             discovery = await discover(target, report.STATUS_KEEP)
     except ProbeError as error:
-        return Result(
-            Outcome("failed", error.reason, error.message, deployed=deployed), url, interval
+        # A refused destination is the policy's verdict, not the server's fault: Ready says so.
+        ready = error.reason if error.reason == "DestinationRefused" else "ProbeFailed"
+        outcome = Outcome(
+            "failed", error.reason, error.message, deployed=deployed, ready_reason=ready
         )
+        return Result(outcome, url, interval)
 
     selection = report.status_tools(
         naming.plan(
