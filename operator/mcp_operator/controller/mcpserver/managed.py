@@ -13,6 +13,9 @@ from __future__ import annotations
 import ssl
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
+
+import httpx
 
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
@@ -88,6 +91,33 @@ async def deployed_condition(
     return WantedCondition("Deployed", "False", reason, message)
 
 
+class OutsideProxy(ValueError):
+    """A service-proxy URL whose path would leave the Service's proxy prefix."""
+
+
+def service_proxy_url(api_server: str, namespace: str, name: str, port: int, path: str) -> str:
+    """The API server's service-proxy URL of a Service's endpoint ``path``.
+
+    The URL carries the operator's own credentials, so its path must stay under
+    ``/api/v1/namespaces/NS/services/NAME:PORT/proxy/`` once a client has collapsed
+    its dot segments (as HTTP clients do) and once the API server has decoded it:
+    anything else raises :class:`OutsideProxy`. The model already refuses such
+    paths (``spec.deployment.path``); this holds even if it did not.
+    """
+    prefix = f"/api/v1/namespaces/{namespace}/services/{name}:{port}/proxy"
+    base = httpx.URL(api_server)
+    url = base.join(base.raw_path.decode("ascii").rstrip("/") + prefix + path)
+    final = unquote(unquote(url.path))
+    base_path = base.path.rstrip("/")
+    if (
+        not final.startswith(base_path + prefix + "/")
+        or "\\" in final
+        or any(part in (".", "..") for part in final.split("/"))
+    ):
+        raise OutsideProxy(f"the path {path!r} leaves the service proxy of {namespace}/{name}")
+    return str(url)
+
+
 def probe_endpoint(
     kube: Kube, server: MCPServer, settings: render.RenderSettings
 ) -> tuple[str, dict[str, str], ssl.SSLContext | bool]:
@@ -96,9 +126,8 @@ def probe_endpoint(
         return render.service_url(server, settings), {}, True
     spec = server.spec.deployment
     assert spec is not None
-    url = (
-        f"{kube.server}/api/v1/namespaces/{server.metadata.namespace}/services/"
-        f"{server.metadata.name}:{spec.port}/proxy{spec.path}"
+    url = service_proxy_url(
+        kube.server, server.metadata.namespace or "", server.metadata.name, spec.port, spec.path
     )
     headers, verify = kube.proxy_credentials()
     return url, headers, verify

@@ -105,7 +105,11 @@ async def mcpserver(
                 ready_reason="ApplyFailed",
             )
             return Result(outcome, url, interval)
-        probe_url, extra_headers, verify = managed.probe_endpoint(kube, server, render_settings)
+        try:
+            probe_url, extra_headers, verify = managed.probe_endpoint(kube, server, render_settings)
+        except managed.OutsideProxy as error:
+            outcome = Outcome("invalid", "InvalidSpec", str(error), deployed=deployed)
+            return Result(outcome, url, None)
     else:
         assert spec.url is not None
         url = probe_url = spec.url
