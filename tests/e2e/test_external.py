@@ -178,6 +178,12 @@ def test_a_header_from_a_missing_secret_names_the_secret_and_key(
             "api-token",
             "--from-literal=header=Bearer s3cr3t-value",
         )
+        # Not yet opted in for MCP servers: the operator does not use it.
+        wait_for(cluster, namespace, "guarded", not_ready("SecretNotOptedIn"), timeout=30)
+        # Labelled: the label-selected Secret watch sees it appear and wakes the server.
+        cluster.kubectl(
+            "-n", namespace, "label", "secret", "api-token", "mcp-operator.dev/for-mcp-servers=true"
+        )
         obj = wait_for(cluster, namespace, "guarded", ready, timeout=30)
         assert obj["status"]["toolCount"] == 3
     dump = cluster.kubectl("-n", namespace, "get", "mcpserver,events", "-o", "yaml").stdout

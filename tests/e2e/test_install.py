@@ -223,7 +223,7 @@ def test_the_service_accounts_permissions_are_enough_to_reconcile_without_a_403(
         {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": "token"},
+            "metadata": {"name": "token", "labels": {"mcp-operator.dev/for-mcp-servers": "true"}},
             "stringData": {"header": "Bearer not-checked-by-server-everything"},
         },
     )

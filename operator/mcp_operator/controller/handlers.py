@@ -18,7 +18,7 @@ from typing import Any
 
 import kopf
 
-from mcp_operator import GROUP, VERSION
+from mcp_operator import GROUP, OPT_IN_LABEL, OPT_IN_VALUE, VERSION
 from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
 from mcp_operator.controller.agentrun.runs import Runs
 from mcp_operator.controller.mcpserver.fleet import Fleet
@@ -44,6 +44,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 10
+    # Only Secrets opted in for MCP servers matter (the others are never used): the API
+    # server filters them, and initial lists come in pages rather than one response.
+    settings.watching.label_selectors["", "v1", "secrets"] = f"{OPT_IN_LABEL}={OPT_IN_VALUE}"
+    settings.watching.chunk_size = 500
     # Requests other than watches must not hang forever on a sick API server.
     settings.networking.request_timeout = 30
     # kopf turns log lines into Events; we post our own Events on transitions, so only

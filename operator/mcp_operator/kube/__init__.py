@@ -11,6 +11,7 @@ from mcp_operator.kube.client import (
     KubeError,
     NotFound,
     SecretReferenceError,
+    opted_in,
 )
 from mcp_operator.kube.resources import (
     AGENTRUNS,
@@ -21,6 +22,7 @@ from mcp_operator.kube.resources import (
     NAMESPACES,
     PODS,
     SECRETS,
+    SERVICEACCOUNTS,
     SERVICES,
     Resource,
 )
@@ -34,6 +36,7 @@ __all__ = [
     "NAMESPACES",
     "PODS",
     "SECRETS",
+    "SERVICEACCOUNTS",
     "SERVICES",
     "SERVICE_ACCOUNT_DIR",
     "Kube",
@@ -41,4 +44,5 @@ __all__ = [
     "NotFound",
     "Resource",
     "SecretReferenceError",
+    "opted_in",
 ]

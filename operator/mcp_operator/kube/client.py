@@ -27,7 +27,7 @@ from typing import Any
 
 import httpx
 
-from mcp_operator import FIELD_MANAGER
+from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 
 logger = logging.getLogger(__name__)
@@ -55,6 +55,20 @@ class SecretReferenceError(RuntimeError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+def opted_in(body: Mapping[str, Any] | None) -> bool:
+    """Whether an object carries the opt-in label ``mcp-operator.dev/for-mcp-servers=true``."""
+    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(OPT_IN_LABEL) == OPT_IN_VALUE)
+
+
+def not_opted_in(namespace: str, name: str) -> SecretReferenceError:
+    return SecretReferenceError(
+        "SecretNotOptedIn",
+        f"Secret {namespace}/{name} is not labelled {OPT_IN_LABEL}={OPT_IN_VALUE}: the "
+        "operator uses only Secrets whose owner opted them in for MCP servers",
+    )
 
 
 @dataclass
@@ -246,7 +260,8 @@ class Kube:
         )
 
     async def read_secret_key(self, namespace: str, name: str, key: str) -> str:
-        """One value of a Secret; errors name the Secret and key, never a value."""
+        """One value of a Secret that is opted in for MCP servers (:func:`opted_in`); errors
+        name the Secret and key, never a value."""
         try:
             secret = await self.request("GET", SECRETS.path(namespace, name))
         except NotFound:
@@ -258,6 +273,8 @@ class Kube:
                 "SecretUnreadable",
                 f"Secret {namespace}/{name} could not be read (HTTP {error.status})",
             ) from None
+        if not opted_in(secret):
+            raise not_opted_in(namespace, name)
         data = secret.get("data") or {}
         if key not in data:
             raise SecretReferenceError(

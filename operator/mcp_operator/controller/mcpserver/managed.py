@@ -17,29 +17,84 @@ from urllib.parse import unquote
 
 import httpx
 
+from mcp_operator import OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import render
-from mcp_operator.kube import DEPLOYMENTS, PODS, SECRETS, SERVICES, Kube
+from mcp_operator.kube import (
+    DEPLOYMENTS,
+    PODS,
+    SECRETS,
+    SERVICEACCOUNTS,
+    SERVICES,
+    Kube,
+    SecretReferenceError,
+    opted_in,
+)
+from mcp_operator.kube.client import not_opted_in
 
 
 async def secrets_version(kube: Kube, server: MCPServer) -> str:
-    """A checksum of the identities of the Secrets the Pod reads ("" when it reads none)."""
+    """A checksum of the identities of the Secrets the Pod reads ("" when it reads none).
+
+    Raises:
+        SecretReferenceError: a Secret the Pod would read is missing or not opted in for
+            MCP servers (the Pod runs an image of the MCPServer author's choosing).
+    """
     names = render.secret_references(server)
     if not names:
         return ""
+    namespace = server.metadata.namespace or ""
     versions: dict[str, str] = {}
     for name in names:
-        secret = await kube.get(SECRETS, server.metadata.namespace, name)
-        meta = (secret or {}).get("metadata", {})
+        secret = await kube.get(SECRETS, namespace, name)
+        if secret is None:
+            raise SecretReferenceError(
+                "SecretNotFound", f"Secret {namespace}/{name} (read by the Pod) was not found"
+            )
+        if not opted_in(secret):
+            raise not_opted_in(namespace, name)
+        meta = secret.get("metadata", {})
         versions[name] = f"{meta.get('uid', 'missing')}/{meta.get('resourceVersion', '')}"
     return render.secrets_checksum(versions)
+
+
+async def check_service_account(kube: Kube, server: MCPServer) -> None:
+    """A ServiceAccount named by ``spec.deployment.serviceAccountName`` must exist and be opted
+    in (``mcp-operator.dev/for-mcp-servers=true``): otherwise the right to create an MCPServer
+    would be the right to run Pods as any identity of the namespace. Unnamed, the Pods run
+    as ``default`` with no token mounted.
+
+    Raises:
+        SecretReferenceError: ``ServiceAccountNotFound`` or ``ServiceAccountNotOptedIn``.
+    """
+    spec = server.spec.deployment
+    name = spec.service_account_name if spec is not None else None
+    if name is None:
+        return
+    namespace = server.metadata.namespace or ""
+    account = await kube.get(SERVICEACCOUNTS, namespace, name)
+    if account is None:
+        raise SecretReferenceError(
+            "ServiceAccountNotFound", f"ServiceAccount {namespace}/{name} was not found"
+        )
+    if not opted_in(account):
+        raise SecretReferenceError(
+            "ServiceAccountNotOptedIn",
+            f"ServiceAccount {namespace}/{name} is not labelled {OPT_IN_LABEL}={OPT_IN_VALUE}: "
+            "managed servers run only as identities opted in for them",
+        )
 
 
 async def deploy(
     kube: Kube, server: MCPServer, settings: render.RenderSettings
 ) -> Mapping[str, Any]:
-    """Apply the Deployment and the Service; return the Deployment as the API server has it."""
+    """Apply the Deployment and the Service; return the Deployment as the API server has it.
+
+    Raises:
+        SecretReferenceError: a Secret or the ServiceAccount is not usable (nothing applied).
+    """
+    await check_service_account(kube, server)
     version = await secrets_version(kube, server)
     await kube.apply(SERVICES, render.service(server))
     applied: Mapping[str, Any] = await kube.apply(

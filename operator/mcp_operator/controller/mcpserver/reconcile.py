@@ -93,6 +93,12 @@ async def mcpserver(
         try:
             applied = await managed.deploy(kube, server, render_settings)
             deployed = await managed.deployed_condition(kube, server, applied)
+        except SecretReferenceError as error:
+            deployed = WantedCondition("Deployed", "False", error.reason, str(error))
+            outcome = Outcome(
+                "failed", error.reason, str(error), deployed=deployed, ready_reason=error.reason
+            )
+            return Result(outcome, url, interval)
         except KubeError as error:
             message = f"Applying the Deployment or Service failed: HTTP {error.status}: {error}"
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, message)
