@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -32,6 +32,7 @@ from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.errors import ProbeError, ProbeState, scrub, translate
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
+from mcp_operator.mcp.scrub import Scrubber
 
 __all__ = ["MAX_DISCOVERED_TOOLS", "DiscoveredTool", "Discovery", "Keep", "Paginator", "discover"]
 from mcp_operator.mcp.target import ProbeTarget, check_target
@@ -124,9 +125,41 @@ async def discover(target: ProbeTarget, keep: Keep | None = None) -> Discovery:
     state = probe_state(target)
     try:
         with anyio.fail_after(target.timeout_seconds):
-            return await _discover(target, state, keep or Keep())
+            found = await _discover(target, state, keep or Keep())
     except Exception as error:  # boundary: every failure becomes one ProbeError
         raise scrub(translate(error, state), target.headers) from None
+    return scrubbed(found, Scrubber(target.headers.values()))
+
+
+def scrubbed(discovery: Discovery, mask: Scrubber) -> Discovery:
+    """``discovery`` with every server-chosen string masked by ``mask`` (header values a
+    server echoed back never reach status, Events, logs or the CLI's output)."""
+    if not mask:
+        return discovery
+
+    def text(value: str | None) -> str | None:
+        return mask(value) if isinstance(value, str) else value
+
+    tools = [
+        replace(
+            tool,
+            name=mask(tool.name),
+            description=text(tool.description),
+            title=text(tool.title),
+            annotations=(
+                {k: text(v) if isinstance(v, str) else v for k, v in tool.annotations.items()}
+                if tool.annotations
+                else tool.annotations
+            ),
+        )
+        for tool in discovery.tools
+    ]
+    return replace(
+        discovery,
+        server_name=text(discovery.server_name),
+        server_version=text(discovery.server_version),
+        tools=tools,
+    )
 
 
 async def _discover(target: ProbeTarget, state: ProbeState, keep: Keep) -> Discovery:

@@ -26,6 +26,7 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
 from mcp_operator.mcp.naming import cut
+from mcp_operator.mcp.scrub import Scrubber
 
 MAX_SERVER_TEXT_CHARS = 200
 """Text chosen by the server (error messages) is cut to this length in a ``ProbeError``."""
@@ -378,22 +379,9 @@ def _one_line(text: str) -> str:
 
 
 def scrub(error: ProbeError, headers: Mapping[str, str]) -> ProbeError:
-    """Mask any header value a server might have echoed into the message."""
-    secrets: set[str] = set()
-    for value in headers.values():
-        if len(value.strip()) >= 4:
-            secrets.add(value.strip())
-        secrets.update(token for token in value.split() if len(token) >= 8)
-    message = error.message
-    for secret in sorted(secrets, key=len, reverse=True):
-        message = message.replace(secret, "***")
-        # Server text is cut to a bounded length before it gets here: a secret echoed at
-        # the cut shows only as a prefix ending in the ellipsis. Mask that too.
-        for keep in range(len(secret) - 1, 7, -1):
-            cut_form = secret[:keep] + "…"
-            if cut_form in message:
-                message = message.replace(cut_form, "***…")
-                break
+    """Mask any header value a server might have echoed into the message (in any of the
+    forms :class:`~mcp_operator.mcp.scrub.Scrubber` knows)."""
+    message = Scrubber(headers.values())(error.message)
     if message == error.message:
         return error
     return ProbeError(error.reason, message)
