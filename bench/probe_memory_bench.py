@@ -40,7 +40,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mcp_operator.dev.cluster import ControlPlane, free_port, kubectl_path  # noqa: E402
+from mcp_operator.dev.cluster import ControlPlane, kubectl_path  # noqa: E402
 
 ATTACKS: dict[str, dict[str, int]] = {
     "fat-12mb": {"tools": 4900, "page": 4900, "properties": 30},
@@ -77,7 +77,7 @@ def _pages(tools: int, page: int, properties: int) -> dict[str | None, bytes]:
     return pages
 
 
-async def _farm(ports: list[int], good_ports: list[int], attack: dict[str, int]) -> None:
+async def _farm(hostile_count: int, good_count: int, attack: dict[str, int]) -> None:
     hostile = _pages(attack["tools"], attack["page"], attack["properties"])
     good = _pages(3, 3, 1)
 
@@ -118,11 +118,16 @@ async def _farm(ports: list[int], good_ports: list[int], attack: dict[str, int])
 
         return serve
 
-    servers = [await asyncio.start_server(handler(hostile), "127.0.0.1", p) for p in ports]
-    servers += [await asyncio.start_server(handler(good), "127.0.0.1", p) for p in good_ports]
-    print("ready", flush=True)
+    # Port 0: the kernel picks free ports, which the parent reads from the first line.
+    servers = [
+        await asyncio.start_server(handler(hostile), "127.0.0.1", 0) for _ in range(hostile_count)
+    ]
+    servers += [
+        await asyncio.start_server(handler(good), "127.0.0.1", 0) for _ in range(good_count)
+    ]
+    ports = [server.sockets[0].getsockname()[1] for server in servers]
+    print(json.dumps([ports[:hostile_count], ports[hostile_count:]]), flush=True)
     await asyncio.Event().wait()
-    del servers
 
 
 # -- one run ---------------------------------------------------------------------------------
@@ -176,17 +181,20 @@ def run_once(plane: ControlPlane, args: argparse.Namespace, attack: str) -> dict
     env = plane.env()
     namespace = f"mem-{attack}-{int(time.time())}"
     _kubectl(env, "create", "namespace", namespace)
-    ports = [free_port() for _ in range(args.servers)]
-    good = [free_port() for _ in range(args.good)]
     farm = subprocess.Popen(
-        [sys.executable, __file__, "--farm", json.dumps([ports, good, ATTACKS[attack]])],
+        [
+            sys.executable,
+            __file__,
+            "--farm",
+            json.dumps([args.servers, args.good, ATTACKS[attack]]),
+        ],
         stdout=subprocess.PIPE,
         text=True,
     )
     operator: subprocess.Popen[bytes] | None = None
     try:
         assert farm.stdout is not None
-        farm.stdout.readline()
+        ports, good = json.loads(farm.stdout.readline())
         operator_env = dict(env)
         if args.operator_source:
             operator_env["PYTHONPATH"] = args.operator_source
@@ -271,9 +279,9 @@ def main() -> None:
     parser.add_argument("--farm", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.farm:
-        ports, good, attack = json.loads(args.farm)
+        hostile_count, good_count, attack = json.loads(args.farm)
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(_farm(ports, good, attack))
+            asyncio.run(_farm(hostile_count, good_count, attack))
         return
     with ControlPlane() as plane:
         env = plane.env()
