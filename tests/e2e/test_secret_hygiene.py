@@ -101,14 +101,10 @@ def test_no_secret_value_shows_in_status_events_configmaps_pods_or_logs(
             },
         )
         eventually(
-            "the run's Pod and ConfigMap exist",
-            lambda: (
-                cluster.kubectl(
-                    "-n", namespace, "get", "pod/run", "configmap", "-o", "name", check=False
-                ).stdout
-            ),
+            "the run's ConfigMap and Pod exist",
+            lambda: cluster.get_json("-n", namespace, "agentrun/run"),
             60,
-            until=lambda out: "pod/run" in out and "configmap/run-bridge" in out,
+            until=lambda run: bool((run.get("status") or {}).get("podName")),
         )
         eventually(
             "the managed server's Deployment exists",
