@@ -128,6 +128,9 @@ def operator(
                 # The test servers listen on loopback, which the egress policy refuses unless
                 # the operator is told otherwise (as only development setups should be).
                 "--loopback-destinations=allowed",
+                # Private addresses (the network namespaces some tests make) only for
+                # Namespaces labelled mcp-operator.dev/private-destinations=allowed.
+                "--private-destinations=labelled",
             ],
             env=cluster.env(),
             stdout=log,

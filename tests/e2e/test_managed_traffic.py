@@ -103,6 +103,9 @@ def test_the_probe_reaches_a_managed_stdio_server_through_the_service_proxy(
         "greeting",
         "--from-literal=value=hello-from-a-secret",
     )
+    cluster.kubectl(
+        "-n", namespace, "label", "secret", "greeting", "mcp-operator.dev/for-mcp-servers=true"
+    )
     cluster.apply(
         namespace,
         {
