@@ -6,9 +6,11 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import httpx
 import pytest
 
-from mcp_operator.bridge.http1 import Http1Error, Http1Pool
+from mcp_operator.bridge.egress import guarded_transport
+from mcp_operator.bridge.http1 import BRIDGE_EGRESS, Http1Error, Http1Pool
 from mcp_operator.mcp.egress import EgressPolicy
 from tests.support.peers import free_port
 
@@ -210,3 +212,12 @@ async def test_the_bridge_policy_is_judged_on_the_resolved_address() -> None:
         with pytest.raises(BlockingIOError):
             listener.accept()
         await pool.aclose()
+
+
+async def test_the_bridges_stream_client_refuses_the_same_destinations() -> None:
+    """The GET streams go through httpx: its pool applies the same policy."""
+    transport = guarded_transport(BRIDGE_EGRESS, httpx.Limits(max_connections=2))
+    async with httpx.AsyncClient(transport=transport, timeout=5) as client:
+        with pytest.raises(httpx.ConnectError) as caught:
+            await client.get("http://169.254.169.254/latest/meta-data/")
+    assert "cloud metadata address" in str(caught.value)

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import socket
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
@@ -33,6 +32,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from mcp_operator.mcp.egress import EgressPolicy
+from mcp_operator.mcp.guard import Refused, allowed_addresses
 
 MAX_IDLE_PER_ORIGIN = 64
 DRAIN_SECONDS = 5.0
@@ -223,30 +223,18 @@ class Http1Pool:
             self._ssl = ssl.create_default_context()
         return self._ssl
 
-    async def _address(self, host: str, port: int) -> str:
-        """An address of ``host`` that the egress policy allows (checked at every connect)."""
-        why = self._egress.host_refusal(host, port)
-        if why is None:
-            found = await asyncio.get_running_loop().getaddrinfo(
-                host.strip("[]"), port, type=socket.SOCK_STREAM
-            )
-            addresses = [str(info[4][0]) for info in found]
-            allowed = [a for a in addresses if self._egress.refusal(a, port) is None]
-            if allowed:
-                return allowed[0]
-            why = self._egress.refusal(addresses[0], port) if addresses else "it has no address"
-        raise Http1Error("connect", f"refused to connect to {host}: {why}")
-
     async def _connect(self, origin: Origin) -> _Connection:
         scheme, host, port = origin
         try:
-            address = await self._address(host, port)
+            address = (await allowed_addresses(self._egress, host, port))[0]
             if scheme == "https":
                 reader, writer = await asyncio.open_connection(
                     address, port, ssl=self._tls(), server_hostname=host.strip("[]")
                 )
             else:
                 reader, writer = await asyncio.open_connection(address, port)
+        except Refused as refused:
+            raise Http1Error("connect", f"refused to connect to {refused}") from None
         except (OSError, ssl.SSLError) as error:
             raise Http1Error("connect", f"could not connect: {error}") from None
         return _Connection(origin, reader, writer)

@@ -27,6 +27,36 @@ from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError, ProbeState
 
 
+class Refused(Exception):
+    """A destination the policy refuses: ``host`` (with the address, when resolved) and why."""
+
+    def __init__(self, host: str, why: str) -> None:
+        super().__init__(f"{host} {why.removeprefix('it ')}")
+        self.host = host
+        self.why = why
+
+
+async def allowed_addresses(policy: EgressPolicy, host: str, port: int) -> list[str]:
+    """Resolve ``host`` and return the addresses ``policy`` allows for ``port`` (in the
+    resolver's order; at least one).
+
+    Raises:
+        Refused: the host name, or every address it resolves to, is refused.
+        OSError: the name does not resolve.
+    """
+    why = policy.host_refusal(host, port)
+    if why is not None:
+        raise Refused(host, why)
+    found = await anyio.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    allowed = [address for address in addresses if policy.refusal(address, port) is None]
+    if allowed:
+        return allowed
+    first = addresses[0] if addresses else host
+    shown = host if first == host.strip("[]") else f"{host} ({first})"
+    raise Refused(shown, policy.refusal(first, port) or "it has no address")
+
+
 class GuardedBackend(AsyncNetworkBackend):
     """A network backend that connects only to addresses ``policy`` allows."""
 
@@ -35,10 +65,10 @@ class GuardedBackend(AsyncNetworkBackend):
         self._state = state
         self._inner = AnyIOBackend()
 
-    def _refuse(self, host: str, why: str) -> ProbeError:
+    def _refuse(self, refused: Refused) -> ProbeError:
         error = ProbeError(
             "DestinationRefused",
-            f"{self._state.url} was not contacted: {host} {why.removeprefix('it ')} "
+            f"{self._state.url} was not contacted: {refused} "
             "(the operator's egress policy; see docs/security.md)",
         )
         self._state.failure = error
@@ -52,32 +82,21 @@ class GuardedBackend(AsyncNetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[Any] | None = None,
     ) -> AsyncNetworkStream:
-        why = self._policy.host_refusal(host, port)
-        if why is not None:
-            raise self._refuse(host, why)
-        with anyio.fail_after(timeout):
-            found = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
-        allowed = [a for a in addresses if self._policy.refusal(a, port) is None]
-        if not allowed:
-            first = addresses[0] if addresses else host
-            reason = self._policy.refusal(first, port) or "has no address"
-            shown = host if first == host else f"{host} ({first})"
-            raise self._refuse(shown, reason)
-        last: Exception | None = None
-        for address in allowed:
+        try:
+            with anyio.fail_after(timeout):
+                addresses = await allowed_addresses(self._policy, host, port)
+        except Refused as refused:
+            raise self._refuse(refused) from None
+        for address in addresses[:-1]:
             try:
                 return await self._inner.connect_tcp(
-                    address,
-                    port,
-                    timeout=timeout,
-                    local_address=local_address,
-                    socket_options=socket_options,
+                    address, port, timeout, local_address, socket_options
                 )
-            except httpcore2.ConnectError as error:
-                last = error
-        assert last is not None
-        raise last
+            except httpcore2.ConnectError:
+                continue  # the next address (IPv6 first, then IPv4, for instance)
+        return await self._inner.connect_tcp(
+            addresses[-1], port, timeout, local_address, socket_options
+        )
 
     async def connect_unix_socket(
         self,
@@ -85,7 +104,7 @@ class GuardedBackend(AsyncNetworkBackend):
         timeout: float | None = None,  # noqa: ASYNC109 (httpcore2's interface)
         socket_options: Iterable[Any] | None = None,
     ) -> AsyncNetworkStream:
-        raise self._refuse(path, "is a Unix socket")
+        raise self._refuse(Refused(path, "it is a Unix socket"))
 
     async def sleep(self, seconds: float) -> None:
         await self._inner.sleep(seconds)
