@@ -19,4 +19,11 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 FIELD_MANAGER = "mcp-operator"
 
+OPT_IN_LABEL = f"{GROUP}/for-mcp-servers"
+OPT_IN_VALUE = "true"
+"""A Secret (or ServiceAccount) carrying ``mcp-operator.dev/for-mcp-servers=true`` may be used
+by the MCPServers and AgentRuns of its namespace: its values sent as headers or put into a
+server's environment (or the ServiceAccount run a managed server's Pods). Without it, the
+right to create an MCPServer would be the right to every Secret of the namespace."""
+
 __version__ = "0.1.0"

@@ -134,6 +134,12 @@ def operator(
                 # election start their own (tests/e2e/test_leader.py).
                 "--no-leader-election",
                 "--metrics=none",
+                # The test servers listen on loopback, which the egress policy refuses unless
+                # the operator is told otherwise (as only development setups should be).
+                "--loopback-destinations=allowed",
+                # Private addresses (the network namespaces some tests make) only for
+                # Namespaces labelled mcp-operator.dev/private-destinations=allowed.
+                "--private-destinations=labelled",
             ],
             env=cluster.env(),
             stdout=log,

@@ -142,6 +142,11 @@ def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
                     deployment={"image": "registry.example/everything:1", "command": EVERYTHING},
                 ),
             )
+            # The clock listens on a private address (the test's network namespace): the
+            # Namespace opts in, as a platform team would for in-cluster servers.
+            cluster.kubectl(
+                "label", "namespace", namespace, "mcp-operator.dev/private-destinations=allowed"
+            )
             cluster.apply(namespace, mcpserver("clock", mode="external", url=clock_url))
             server_pod = eventually(
                 "the managed server's Pod",

@@ -178,11 +178,42 @@ def test_a_header_from_a_missing_secret_names_the_secret_and_key(
             "api-token",
             "--from-literal=header=Bearer s3cr3t-value",
         )
+        # Not yet opted in for MCP servers: the operator does not use it.
+        wait_for(cluster, namespace, "guarded", not_ready("SecretNotOptedIn"), timeout=30)
+        # Labelled: the label-selected Secret watch sees it appear and wakes the server.
+        cluster.kubectl(
+            "-n", namespace, "label", "secret", "api-token", "mcp-operator.dev/for-mcp-servers=true"
+        )
         obj = wait_for(cluster, namespace, "guarded", ready, timeout=30)
         assert obj["status"]["toolCount"] == 3
     dump = cluster.kubectl("-n", namespace, "get", "mcpserver,events", "-o", "yaml").stdout
     assert "s3cr3t-value" not in dump
     assert "s3cr3t-value" not in operator.log()
+
+
+def test_a_private_or_metadata_destination_is_refused_and_never_contacted(
+    cluster: Cluster, operator: OperatorProcess, namespace: str
+) -> None:
+    cluster.apply(namespace, mcpserver("metadata", "http://169.254.169.254/latest/meta-data/"))
+    cluster.apply(namespace, mcpserver("internal", "http://10.96.0.10:8080/mcp"))
+    for name, why in (("metadata", "cloud metadata address"), ("internal", "private address")):
+        obj = wait_for(cluster, namespace, name, not_ready("DestinationRefused"))
+        assert why in condition(obj, "Ready")["message"]
+    # The Namespace's opt-in (the operator runs with --private-destinations=labelled) opens
+    # private addresses, never the metadata endpoint.
+    cluster.kubectl(
+        "label", "namespace", namespace, "mcp-operator.dev/private-destinations=allowed"
+    )
+    cluster.apply(
+        namespace, mcpserver("internal", "http://10.96.0.10:8080/mcp", probe={"timeoutSeconds": 2})
+    )
+    obj = wait_for(
+        cluster,
+        namespace,
+        "internal",
+        lambda o: condition(o, "Probed").get("reason") not in (None, "DestinationRefused"),
+    )
+    obj = wait_for(cluster, namespace, "metadata", not_ready("DestinationRefused"))
 
 
 HOSTILE = [

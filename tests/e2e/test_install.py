@@ -228,12 +228,17 @@ def test_the_service_accounts_permissions_are_enough_to_reconcile_without_a_403(
     kubeconfig = service_account_kubeconfig(cluster, tmp_path)
     log_path = tmp_path / "operator.log"
     args = ["--namespace", namespace] if scope == "one-namespace" else []
+    # The loopback test server needs the Namespace's opt-in: the operator reads the label.
+    args.append("--loopback-destinations=labelled")
+    cluster.kubectl(
+        "label", "namespace", namespace, "mcp-operator.dev/loopback-destinations=allowed"
+    )
     cluster.apply(
         namespace,
         {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": "token"},
+            "metadata": {"name": "token", "labels": {"mcp-operator.dev/for-mcp-servers": "true"}},
             "stringData": {"header": "Bearer not-checked-by-server-everything"},
         },
     )

@@ -16,6 +16,9 @@ from mcp_operator.controller.mcpserver import render
 from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 
+OPT_IN = "mcp-operator.dev/for-mcp-servers=true"
+"""The label that lets MCPServers of the namespace use a Secret."""
+
 pytestmark = pytest.mark.e2e
 
 SPEC: dict[str, Any] = {
@@ -84,6 +87,7 @@ def test_a_managed_server_gets_exactly_its_deployment_and_service_and_honest_sta
     cluster.kubectl(
         "-n", namespace, "create", "secret", "generic", "creds", "--from-literal=t=s3cr3t-one"
     )
+    cluster.kubectl("-n", namespace, "label", "secret", "creds", OPT_IN)
     cluster.apply(namespace, manifest("everything", SPEC))
     obj = eventually(
         "the server got status",
@@ -130,6 +134,7 @@ def test_a_spec_change_and_a_secret_change_each_roll_the_deployment(
     cluster.kubectl(
         "-n", namespace, "create", "secret", "generic", "creds", "--from-literal=t=s3cr3t-one"
     )
+    cluster.kubectl("-n", namespace, "label", "secret", "creds", OPT_IN)
     cluster.apply(namespace, manifest("roll", SPEC))
     first = eventually("a ReplicaSet", lambda: replica_sets(cluster, namespace, "roll"))
     assert len(first) == 1
@@ -166,6 +171,7 @@ def test_deleting_the_server_garbage_collects_its_children(
     cluster.kubectl(
         "-n", namespace, "create", "secret", "generic", "creds", "--from-literal=t=s3cr3t-one"
     )
+    cluster.kubectl("-n", namespace, "label", "secret", "creds", OPT_IN)
     cluster.apply(namespace, manifest("gone", SPEC))
     eventually("the Deployment", lambda: get(cluster, namespace, "deployment/gone"))
     eventually("the Service", lambda: get(cluster, namespace, "service/gone"))
@@ -194,6 +200,7 @@ def test_suspending_a_managed_server_scales_it_to_zero_and_stops_probing(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     cluster.kubectl("-n", namespace, "create", "secret", "generic", "creds", "--from-literal=t=x")
+    cluster.kubectl("-n", namespace, "label", "secret", "creds", OPT_IN)
     cluster.apply(namespace, manifest("paused", {**SPEC, "suspend": True}))
 
     def scaled_to_zero() -> dict[str, Any] | None:
@@ -223,6 +230,7 @@ def test_a_refused_apply_is_reported_in_status_not_only_in_the_log(
     }
     cluster.apply(namespace, quota)
     cluster.kubectl("-n", namespace, "create", "secret", "generic", "creds", "--from-literal=t=x")
+    cluster.kubectl("-n", namespace, "label", "secret", "creds", OPT_IN)
     cluster.apply(namespace, manifest("refused", SPEC))
 
     def refused() -> dict[str, Any] | None:

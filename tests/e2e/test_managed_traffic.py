@@ -103,6 +103,9 @@ def test_the_probe_reaches_a_managed_stdio_server_through_the_service_proxy(
         "greeting",
         "--from-literal=value=hello-from-a-secret",
     )
+    cluster.kubectl(
+        "-n", namespace, "label", "secret", "greeting", "mcp-operator.dev/for-mcp-servers=true"
+    )
     cluster.apply(
         namespace,
         {
@@ -166,3 +169,5 @@ def test_the_probe_reaches_a_managed_stdio_server_through_the_service_proxy(
     assert condition(obj, "Deployed")["status"] == "True"
     assert status["url"] == f"http://{server}.{namespace}.svc.cluster.local:8080/mcp"
     assert "hello-from-a-secret" not in str(obj)
+    # The Pod's log (the adapter's and the server's lines) holds no value of the Secret either.
+    assert "hello-from-a-secret" not in log

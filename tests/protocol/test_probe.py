@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import mcp
@@ -25,11 +28,21 @@ from mcp_operator.mcp.discovery import (
     Paginator,
     discover,
 )
+from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
 from tests.support import peers
 
 SECRET = "Bearer s3cr3t-token-value-42"
+ON_LOOPBACK = EgressPolicy(allow_loopback=True)
+"""The test servers listen on loopback, which the default egress policy refuses."""
+
+
+def local(url: str, **options: Any) -> ProbeTarget:
+    """A target on a loopback test server: loopback allowed, everything else as by default."""
+    return ProbeTarget(url, egress=ON_LOOPBACK, **options)
+
+
 MiB = 1024 * 1024
 
 
@@ -52,7 +65,7 @@ def select_tools(tools: list[DiscoveredTool], **selection: Any) -> report.Status
 
 
 async def probe_and_select(url: str, **selection: Any) -> tuple[Any, report.StatusTools]:
-    found = await discover(ProbeTarget(url))
+    found = await discover(local(url))
     return found, select_tools(found.tools, **{"prefix": "ev", **selection})
 
 
@@ -97,7 +110,7 @@ async def test_server_everything_without_filters_exposes_every_tool(everything_u
 async def test_the_probe_keeps_each_tool_whole_with_its_input_schema(everything_url: str) -> None:
     async with mcp.Client(everything_url) as client:
         listed = (await client.list_tools()).tools  # server-everything lists on one page
-    found = await discover(ProbeTarget(everything_url))
+    found = await discover(local(everything_url))
     kept = {t.name: t for t in found.tools}
     assert sorted(kept) == sorted(t.name for t in listed)
     for tool in listed:
@@ -111,14 +124,14 @@ async def test_the_probe_keeps_each_tool_whole_with_its_input_schema(everything_
 
 async def test_server_everything_over_legacy_sse(everything_sse_url: str) -> None:
     names, version = await names_seen_by_a_plain_client(sse_client(everything_sse_url))
-    found = await discover(ProbeTarget(everything_sse_url, transport="sse"))
+    found = await discover(local(everything_sse_url, transport="sse"))
     assert sorted(t.name for t in found.tools) == sorted(names)
     assert found.protocol_version == version
 
 
 async def test_a_reprobe_sees_the_server_again(everything_url: str) -> None:
-    first = await discover(ProbeTarget(everything_url))
-    second = await discover(ProbeTarget(everything_url))
+    first = await discover(local(everything_url))
+    second = await discover(local(everything_url))
     assert first == second
 
 
@@ -131,7 +144,7 @@ async def test_mcp_server_time_is_probed_in_the_2026_era(time_url: str) -> None:
     assert version == "2026-07-28"
     assert legacy_version in HANDSHAKE_PROTOCOL_VERSIONS  # it serves both eras
 
-    found = await discover(ProbeTarget(time_url))
+    found = await discover(local(time_url))
 
     assert found.protocol_version == "2026-07-28"
     assert sorted(t.name for t in found.tools) == sorted(names) == sorted(legacy_names)
@@ -171,7 +184,7 @@ async def test_a_hostile_server_fails_the_probe_with_a_clear_reason_within_the_t
     with peers.hostile_server(mode, *args) as url:
         started = time.monotonic()
         with pytest.raises(ProbeError) as caught:
-            await discover(ProbeTarget(url, timeout_seconds=timeout))
+            await discover(local(url, timeout_seconds=timeout))
         elapsed = time.monotonic() - started
     assert caught.value.reason == reason, caught.value.message
     assert elapsed < timeout + 2
@@ -185,7 +198,7 @@ async def test_a_hostile_server_fails_the_probe_with_a_clear_reason_within_the_t
 
 async def test_the_timeout_message_says_where_the_probe_was_stuck() -> None:
     with peers.hostile_server("hang") as url, pytest.raises(ProbeError) as caught:
-        await discover(ProbeTarget(url, timeout_seconds=1))
+        await discover(local(url, timeout_seconds=1))
     assert caught.value.message == (
         f"{url} did not complete the probe within 1s (stuck in the handshake)"
     )
@@ -193,13 +206,13 @@ async def test_the_timeout_message_says_where_the_probe_was_stuck() -> None:
 
 async def test_an_empty_string_cursor_is_followed_to_the_next_page() -> None:
     with peers.hostile_server("empty-cursor") as url:
-        found = await discover(ProbeTarget(url, timeout_seconds=5))
+        found = await discover(local(url, timeout_seconds=5))
     assert [t.name for t in found.tools] == ["first_a", "first_b", "second_a", "second_b"]
 
 
 async def test_invalid_and_colliding_names_become_warnings_not_failures() -> None:
     with peers.hostile_server("invalid-names") as url:
-        found = await discover(ProbeTarget(url, timeout_seconds=5))
+        found = await discover(local(url, timeout_seconds=5))
     selection = select_tools(found.tools, prefix="srv")
     exposed = {t.original_name: t.name for t in selection.tools}
     assert sorted(exposed) == ["a.b", "a_b", "dup", "ok_tool"]
@@ -213,9 +226,9 @@ async def test_invalid_and_colliding_names_become_warnings_not_failures() -> Non
     assert warnings[2].startswith("5 tools are not exposed")
 
 
-async def test_a_multi_megabyte_description_is_cut_for_status() -> None:
-    with peers.hostile_server("huge", "--size", str(4 * 1024 * 1024)) as url:
-        found = await discover(ProbeTarget(url, timeout_seconds=10))
+async def test_a_megabyte_description_is_cut_for_status() -> None:
+    with peers.hostile_server("huge", "--size", str(3 * MiB // 2)) as url:
+        found = await discover(local(url, timeout_seconds=10))
     selection = select_tools(found.tools, prefix="p")
     (tool,) = report.status_fields(found, selection)["tools"]
     assert len(tool["description"]) == report.MAX_DESCRIPTION_CHARS
@@ -224,7 +237,7 @@ async def test_a_multi_megabyte_description_is_cut_for_status() -> None:
 
 async def test_a_long_list_over_many_pages_is_read_whole_and_bounded_in_status() -> None:
     with peers.hostile_server("many-tools", "--tools", "1200", "--page-size", "100") as url:
-        found = await discover(ProbeTarget(url, timeout_seconds=10))
+        found = await discover(local(url, timeout_seconds=10))
     selection = select_tools(found.tools, prefix="p")
     fields = report.status_fields(found, selection)
     assert len(found.tools) == 1200
@@ -236,21 +249,66 @@ async def test_a_long_list_over_many_pages_is_read_whole_and_bounded_in_status()
 
 async def test_a_slow_server_within_the_timeout_is_probed() -> None:
     with peers.hostile_server("slow", "--delay", "0.3") as url:
-        found = await discover(ProbeTarget(url, timeout_seconds=5))
+        found = await discover(local(url, timeout_seconds=5))
     assert len(found.tools) == 3
 
 
-async def test_the_whole_probe_reads_at_most_64_mib() -> None:
-    args = ["--page-size", "1", "--size", str(3 * MiB)]
+async def test_the_whole_probe_reads_at_most_32_mib() -> None:
+    args = ["--page-size", "1", "--size", str(3 * MiB // 2)]
     with peers.hostile_server("many-tools", *args) as url, pytest.raises(ProbeError) as caught:
-        await discover(ProbeTarget(url, timeout_seconds=10))
-    assert caught.value.message.startswith(f"{url} sent more than 64 MiB in one probe")
+        await discover(local(url, timeout_seconds=10))
+    assert caught.value.message.startswith(f"{url} sent more than 32 MiB in one probe")
+
+
+# memory: a page is counted and cut on its raw JSON, before the SDK makes objects of it
+
+
+PROBE_PEAK = Path(__file__).resolve().parents[1] / "support" / "probe_peak.py"
+
+
+def _probe_in_a_fresh_process(url: str) -> dict[str, Any]:
+    """One status probe in its own process: what it found, and how much its RSS grew."""
+    done = subprocess.run(
+        [sys.executable, str(PROBE_PEAK), url], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+async def test_a_page_of_rich_schemas_costs_a_few_times_its_size_not_sixty() -> None:
+    # 250 tools of 90-property schemas: a 1.7 MB page, which the SDK would hold as ~70 MB.
+    args = ["--tools", "250", "--page-size", "250", "--properties", "90"]
+    with peers.hostile_server("many-tools", *args) as url:
+        probed = _probe_in_a_fresh_process(url)
+    assert probed.get("tools") == 250, probed
+    assert probed["grown"] < 32 * MiB, f"RSS grew by {probed['grown'] / MiB:.0f} MiB"
+
+
+async def test_a_page_of_tiny_tools_past_the_tool_bound_fails_before_the_sdk_parses_it() -> None:
+    # 15,000 tools in one 1.8 MB page: counted on the raw JSON, refused at once.
+    args = ["--tools", "15000", "--page-size", "15000"]
+    with peers.hostile_server("many-tools", *args) as url:
+        probed = _probe_in_a_fresh_process(url)
+    assert probed.get("reason") == "TooManyTools", probed
+    assert probed["message"] == "the server lists more than 5000 tools (15000 so far)"
+    assert probed["grown"] < 32 * MiB, f"RSS grew by {probed['grown'] / MiB:.0f} MiB"
+
+
+async def test_a_12_mb_page_is_refused_before_it_is_parsed() -> None:
+    # The attack as found: 4,900 tools of 30-property schemas in one page of about 12 MB.
+    args = ["--tools", "4900", "--page-size", "4900", "--properties", "30"]
+    with peers.hostile_server("many-tools", *args) as url:
+        probed = _probe_in_a_fresh_process(url)
+    assert probed.get("reason") == "ResponseTooLarge", probed
+    assert "larger than 2 MiB during tools/list (page 1)" in probed["message"]
+    assert probed["grown"] < 32 * MiB, f"RSS grew by {probed['grown'] / MiB:.0f} MiB"
 
 
 async def test_https_to_a_plain_http_server_is_a_tls_error(everything_url: str) -> None:
     url = everything_url.replace("http://", "https://")
     with pytest.raises(ProbeError) as caught:
-        await discover(ProbeTarget(url, timeout_seconds=5))
+        await discover(local(url, timeout_seconds=5))
     assert caught.value.reason == "TLSError"
     assert caught.value.message.startswith(f"could not connect to {url}: TLS handshake failed")
 
@@ -259,7 +317,7 @@ async def test_connection_refused_is_unreachable() -> None:
     url = f"http://127.0.0.1:{peers.free_port()}/mcp"
     started = time.monotonic()
     with pytest.raises(ProbeError) as caught:
-        await discover(ProbeTarget(url, timeout_seconds=5))
+        await discover(local(url, timeout_seconds=5))
     assert time.monotonic() - started < 2
     assert caught.value.reason == "Unreachable"
     assert caught.value.message == f"could not connect to {url}: connection refused"
@@ -276,11 +334,11 @@ async def test_a_url_that_is_not_http_is_an_invalid_target() -> None:
 
 async def test_headers_reach_the_server_and_their_values_never_show() -> None:
     with peers.hostile_server("ok", "--require-header", f"Authorization: {SECRET}") as url:
-        with_header = ProbeTarget(url, headers={"Authorization": SECRET}, timeout_seconds=5)
+        with_header = local(url, headers={"Authorization": SECRET}, timeout_seconds=5)
         found = await discover(with_header)
         assert [t.name for t in found.tools] == ["echo", "add", "search.docs"]
 
-        wrong = ProbeTarget(url, headers={"Authorization": SECRET + "x"}, timeout_seconds=5)
+        wrong = local(url, headers={"Authorization": SECRET + "x"}, timeout_seconds=5)
         with pytest.raises(ProbeError) as caught:
             await discover(wrong)
     assert caught.value.reason == "HTTPError"
@@ -334,8 +392,11 @@ def test_the_page_and_tool_bounds_fail_the_walk() -> None:
 
 
 def run_cli(*argv: str) -> int:
+    """The command with loopback allowed (where the test servers are), unless argv says."""
     parser = argparse.ArgumentParser()
     probe_command.add_arguments(parser)
+    if not any(arg.startswith("--loopback-destinations") for arg in argv):
+        argv = (*argv, "--loopback-destinations=allowed")
     return probe_command.run(parser.parse_args(list(argv)))
 
 
@@ -361,6 +422,21 @@ def test_cli_table_lists_exposed_and_original_names(capsys: pytest.CaptureFixtur
     assert "srv_search_docs" in out
     assert "search.docs" in out
     assert "3 exposed of 3 discovered" in out
+
+
+def test_cli_refuses_loopback_unless_allowed_and_never_connects(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with peers.hostile_server("ok") as url:
+        code = run_cli(url, "--loopback-destinations=refused")
+        _, err = capsys.readouterr()
+        assert code == 1
+        host = url.split("/")[2].split(":")[0]
+        assert err == (
+            f"error: DestinationRefused: {url} was not contacted: {host} is a loopback "
+            "address (the operator's egress policy; see docs/security.md)\n"
+        )
+        assert run_cli(url, "--loopback-destinations=allowed", "-o", "json") == 0
 
 
 def test_cli_default_prefix_comes_from_the_host() -> None:

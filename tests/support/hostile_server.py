@@ -13,7 +13,8 @@ ok              a valid server with three tools
 hang            accepts connections, reads the request, never answers
 garbage         answers every request with bytes that are not JSON
 many-tools      ``--tools`` tools (default 10,000), ``--page-size`` per page;
-                with ``--size``, each description is that many bytes
+                with ``--size``, each description is that many bytes; with
+                ``--properties``, each ``inputSchema`` has that many properties
 cursor-loop     every ``tools/list`` page returns the same ``nextCursor``
 empty-cursor    valid: page 1 returns ``nextCursor: ""``, page 2 ends the list
 invalid-names   tool names that are invalid, too long or equal after sanitising
@@ -21,6 +22,10 @@ huge            a tool whose description is ``--size`` bytes (default 4 MiB),
                 sent without Content-Length unless ``--content-length``
 slow            answers every request after ``--delay`` seconds (default 3)
 status          answers every POST with HTTP ``--status`` (default 500)
+echo            a valid server that echoes the ``--echo-header`` header's value
+                (default ``Authorization``) into tool descriptions, titles and
+                ``serverInfo``: plain, upper-case, base64, percent- and
+                JSON-encoded, and cut off at the end of a long description
 changing        a valid server with one tool, ``tool_v<N>``, and a GET stream:
                 ``POST /change`` bumps N and sends
                 ``notifications/tools/list_changed`` on every open stream;
@@ -36,9 +41,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import json
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -55,6 +62,7 @@ MODES = (
     "slow",
     "status",
     "changing",
+    "echo",
 )
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -84,10 +92,12 @@ class Options:
     tools: int = 10_000
     page_size: int = 100
     size: int | None = None
+    properties: int = 0
     delay: float = 3.0
     status: int = 500
     content_length: bool = False
     require_header: tuple[str, str] | None = None
+    echo_header: str = "Authorization"
 
 
 def _tool(name: str, description: str = "A tool of the hostile test server") -> dict[str, Any]:
@@ -103,6 +113,18 @@ def _page(names: Sequence[str], next_cursor: str | None) -> dict[str, Any]:
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
     return result
+
+
+def fat_schema(properties: int) -> dict[str, Any]:
+    """An ``inputSchema`` with ``properties`` described string properties (~110 bytes each)."""
+    return {
+        "type": "object",
+        "properties": {
+            f"p{i:03d}": {"type": "string", "description": f"Property {i}", "maxLength": 64}
+            for i in range(properties)
+        },
+        "required": ["p000"] if properties else [],
+    }
 
 
 class _Changing:
@@ -155,6 +177,20 @@ class _Error(Exception):
         self.message = message
 
 
+def echoed_tools(value: str) -> list[dict[str, Any]]:
+    """Tools whose texts carry ``value`` in the forms a careless server would echo it."""
+    encoded = base64.b64encode(f"Authorization: {value}".encode()).decode()
+    return [
+        _tool("plain", f"Called with {value}"),
+        _tool("upper", f"CALLED WITH {value.upper()}"),
+        _tool("b64", f"Basic-style blob {encoded}"),
+        _tool("url", f"https://example.com/?token={urllib.parse.quote(value, safe='')}"),
+        _tool("json", json.dumps({"auth": value})),
+        _tool("cut", "x" * 1010 + value),
+        {**_tool("titled", "t"), "title": f"Title {value}", "annotations": {"title": value}},
+    ]
+
+
 def tools_list(options: Options, cursor: str | None) -> dict[str, Any]:
     """The ``tools/list`` result of a mode, for the page named by ``cursor``."""
     mode = options.mode
@@ -163,9 +199,11 @@ def tools_list(options: Options, cursor: str | None) -> dict[str, Any]:
         end = min(start + options.page_size, options.tools)
         names = [f"tool_{i:05d}" for i in range(start, end)]
         page = _page(names, str(end) if end < options.tools else None)
-        if options.size is not None:
-            for tool in page["tools"]:
+        for tool in page["tools"]:
+            if options.size is not None:
                 tool["description"] = "d" * options.size
+            if options.properties:
+                tool["inputSchema"] = fat_schema(options.properties)
         return page
     if mode == "cursor-loop":
         return _page(["loop_first" if cursor is None else "loop_again"], "again")
@@ -189,20 +227,28 @@ def tools_list(options: Options, cursor: str | None) -> dict[str, Any]:
     return {"tools": tools}
 
 
-def handle_rpc(options: Options, message: dict[str, Any]) -> dict[str, Any]:
+def handle_rpc(
+    options: Options, message: dict[str, Any], headers: dict[str, str] | None = None
+) -> dict[str, Any]:
     """The JSON-RPC response to one request (modes that answer with valid JSON)."""
     method = message.get("method")
     params = message.get("params") or {}
+    echoed = (headers or {}).get(options.echo_header.lower(), "")
     try:
         if method == "initialize":
             asked = params.get("protocolVersion")
+            info = {"name": f"hostile-{options.mode}", "version": "1.0.0"}
+            if options.mode == "echo":
+                info = {"name": f"echo {echoed}", "version": echoed}
             result: dict[str, Any] = {
                 "protocolVersion": asked if asked in PROTOCOL_VERSIONS else PROTOCOL_VERSIONS[0],
                 "capabilities": {"tools": {"listChanged": True}},
-                "serverInfo": {"name": f"hostile-{options.mode}", "version": "1.0.0"},
+                "serverInfo": info,
             }
         elif method == "ping":
             result = {}
+        elif method == "tools/list" and options.mode == "echo":
+            result = {"tools": echoed_tools(echoed)}
         elif method == "tools/list":
             result = tools_list(options, params.get("cursor"))
         else:
@@ -328,7 +374,7 @@ async def handle_connection(
             size = options.size if options.size is not None else 4 * 1024 * 1024
             await _respond_huge(writer, message, size, options.content_length)
             return
-        answer = json.dumps(handle_rpc(options, message)).encode()
+        answer = json.dumps(handle_rpc(options, message, headers)).encode()
         session = ["Mcp-Session-Id: hostile-session"] if options.mode == "changing" else []
         await _respond(writer, 200, answer, extra=session)
     except (ConnectionError, asyncio.IncompleteReadError):
@@ -358,12 +404,16 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     parser.add_argument("--tools", type=int, default=10_000, help="many-tools: how many")
     parser.add_argument("--page-size", type=int, default=100, help="many-tools: tools per page")
     parser.add_argument("--size", type=int, help="huge (default 4 MiB), many-tools: bytes")
+    parser.add_argument(
+        "--properties", type=int, default=0, help="many-tools: properties per inputSchema"
+    )
     parser.add_argument("--delay", type=float, default=3.0, help="slow: seconds per answer")
     parser.add_argument("--status", type=int, default=500, help="status: the HTTP status")
     parser.add_argument(
         "--content-length", action="store_true", help="huge: announce the body's length"
     )
     parser.add_argument("--require-header", metavar="'NAME: VALUE'")
+    parser.add_argument("--echo-header", default="Authorization", help="echo: which header")
     args = parser.parse_args(argv)
     required = None
     if args.require_header:
@@ -376,10 +426,12 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         tools=args.tools,
         page_size=args.page_size,
         size=args.size,
+        properties=args.properties,
         delay=args.delay,
         status=args.status,
         content_length=args.content_length,
         require_header=required,
+        echo_header=args.echo_header,
     )
 
 

@@ -17,7 +17,9 @@ import ssl
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mcp_operator.kube import NotFound, Resource, SecretReferenceError
+from mcp_operator import OPT_IN_LABEL, OPT_IN_VALUE
+from mcp_operator.kube import NotFound, Resource, SecretReferenceError, opted_in
+from mcp_operator.kube.client import not_opted_in
 from mcp_operator.kube.resources import SECRETS
 
 Key = tuple[str, str | None, str]
@@ -44,9 +46,14 @@ class FakeKube:
         self.objects[(resource.plural, metadata.get("namespace"), metadata["name"])] = stored
         return stored
 
-    def put_secret(self, namespace: str, name: str, data: Mapping[str, str]) -> None:
+    def put_secret(
+        self, namespace: str, name: str, data: Mapping[str, str], *, opted_in: bool = True
+    ) -> None:
+        """A Secret, labelled for MCP servers unless ``opted_in`` is false."""
         encoded = {key: base64.b64encode(value.encode()).decode() for key, value in data.items()}
-        self.put(SECRETS, {"metadata": {"name": name, "namespace": namespace}, "data": encoded})
+        labels = {OPT_IN_LABEL: OPT_IN_VALUE} if opted_in else {}
+        metadata = {"name": name, "namespace": namespace, "labels": labels}
+        self.put(SECRETS, {"metadata": metadata, "data": encoded})
 
     def proxy_credentials(self) -> tuple[dict[str, str], ssl.SSLContext | bool]:
         return {"Authorization": "Bearer fake"}, True
@@ -107,6 +114,8 @@ class FakeKube:
             raise SecretReferenceError(
                 "SecretNotFound", f"Secret {namespace}/{name} (key {key!r}) was not found"
             )
+        if not opted_in(secret):
+            raise not_opted_in(namespace, name)
         data = secret.get("data") or {}
         if key not in data:
             raise SecretReferenceError(

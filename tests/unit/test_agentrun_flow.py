@@ -155,3 +155,25 @@ async def test_a_pod_deleted_behind_the_runs_back_is_not_started_again(
     assert ready(kube) == ("False", "PodLost")
     assert kube.applied.count(("pods", "triage")) == 1
     assert (CONFIGMAPS.plural, "triage-bridge") in kube.applied
+
+
+async def test_a_server_with_a_header_from_a_secret_not_opted_in_is_not_shareable(
+    runs: Runs, kube: FakeKube
+) -> None:
+    """The run's Pod would mount the Secret: the same opt-in as the MCPServer's own probe."""
+    server = ready_server()
+    server["spec"]["headers"] = [
+        {"name": "Authorization", "valueFrom": {"secretKeyRef": {"name": "tok", "key": "h"}}}
+    ]
+    kube.put(MCPSERVERS, server)
+    kube.put_secret("ns", "tok", {"h": "Bearer x"}, opted_in=False)
+    kube.put(AGENTRUNS, run_body())
+    runs.observe("ADDED", run_body())
+    await settle()
+    assert ready(kube) == ("False", "SecretNotShareable")
+    assert ("pods", "triage") not in kube.applied
+    kube.put_secret("ns", "tok", {"h": "Bearer x"})
+    runs.observe("MODIFIED", run_body(generation=2))
+    kube.put(AGENTRUNS, run_body(generation=2))
+    await settle()
+    assert ("pods", "triage") in kube.applied

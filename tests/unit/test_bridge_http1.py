@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+import httpx
 import pytest
 
-from mcp_operator.bridge.http1 import Http1Error, Http1Pool
+from mcp_operator.bridge.egress import guarded_transport
+from mcp_operator.bridge.http1 import BRIDGE_EGRESS, Http1Error, Http1Pool
+from mcp_operator.mcp.egress import EgressPolicy
 from tests.support.peers import free_port
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -171,3 +175,49 @@ async def test_a_stream_left_before_its_end_is_drained_and_its_connection_reused
         await asyncio.sleep(0.15)
     assert server.connections == 1
     await pool.aclose()
+
+
+@pytest.mark.parametrize(
+    ("url", "why"),
+    [
+        ("http://169.254.169.254/latest/meta-data/", "cloud metadata address"),
+        ("http://metadata.google.internal/computeMetadata/v1/", "cloud metadata host name"),
+        ("http://[fe80::1]:8080/mcp", "link-local address"),
+        ("http://0.0.0.0:8080/mcp", "unspecified address"),
+    ],
+)
+async def test_the_bridge_never_connects_to_metadata_or_link_local_addresses(
+    url: str, why: str
+) -> None:
+    pool = Http1Pool()
+    with pytest.raises(Http1Error) as caught:
+        await pool.request("POST", url, {}, b"{}")
+    assert caught.value.kind == "connect"
+    assert why in str(caught.value)
+    await pool.aclose()
+
+
+async def test_the_bridge_policy_is_judged_on_the_resolved_address() -> None:
+    """A name resolving to an address the policy refuses (here loopback, refused by a
+    stricter policy than the bridge's default) is refused without a connection."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        pool = Http1Pool(egress=EgressPolicy(allow_private=True))
+        with pytest.raises(Http1Error) as caught:
+            await pool.request("POST", f"http://localhost:{port}/mcp", {}, b"{}")
+        assert "loopback address" in str(caught.value)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+        await pool.aclose()
+
+
+async def test_the_bridges_stream_client_refuses_the_same_destinations() -> None:
+    """The GET streams go through httpx: its pool applies the same policy."""
+    transport = guarded_transport(BRIDGE_EGRESS, httpx.Limits(max_connections=2))
+    async with httpx.AsyncClient(transport=transport, timeout=5) as client:
+        with pytest.raises(httpx.ConnectError) as caught:
+            await client.get("http://169.254.169.254/latest/meta-data/")
+    assert "cloud metadata address" in str(caught.value)

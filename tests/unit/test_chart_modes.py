@@ -183,6 +183,8 @@ SET = {
         "ghcr.io,*.example",
     ),
     "insecure_registries": (["--set", "insecureRegistries={registry:5000}"], "registry:5000"),
+    "private_destinations": (["--set", "privateDestinations=labelled"], "labelled"),
+    "loopback_destinations": (["--set", "loopbackDestinations=allowed"], "allowed"),
     "namespace_scoped": (
         ["--set", "namespaceScoped=true", "--set", "watchNamespaces={team-a}"],
         True,

@@ -44,12 +44,20 @@ modes cannot drift apart; every rule says why (tests/unit/test_install_manifests
     resources: [configmaps]
     verbs: [create, patch]
   # Secrets named by spec.headers / spec.deployment.env are read for the probe
-  # and the Pod template checksum, and those named by deployment.imagePullSecrets
-  # to read a stdio image's ENTRYPOINT from its registry; kopf watches Secrets so
-  # that a rotated token re-probes at once. Values never leave the operator's memory.
+  # and the Pod template checksum, and used only when labelled
+  # mcp-operator.dev/for-mcp-servers=true; kopf watches only Secrets with that
+  # label (a label selector, listed in pages; RBAC cannot narrow by label) so
+  # that a rotated token re-probes at once. Header values go to the server's URL.
+  # Pull Secrets named by deployment.imagePullSecrets are read (by name) to read a
+  # stdio image's ENTRYPOINT from the registry they are for.
   - apiGroups: [""]
     resources: [secrets]
     verbs: [get, list, watch]
+  # A ServiceAccount named by a managed server's spec.deployment.serviceAccountName
+  # is read to check its opt-in label before Pods run as it.
+  - apiGroups: [""]
+    resources: [serviceaccounts]
+    verbs: [get]
   # Events on transitions (ToolsDiscovered, ProbeFailed, ...), posted by the
   # operator and by kopf for its own warnings and errors (core v1 Events).
   - apiGroups: [""]

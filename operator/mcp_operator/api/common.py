@@ -36,6 +36,13 @@ GLOB_PATTERN = r"^[A-Za-z0-9_.*?/-]+$"
 PREFIX_PATTERN = r"^[a-z][a-z0-9_-]*$"
 URL_PATTERN = r"^https?://\S+$"
 PATH_PATTERN = r"^/\S*$"
+_PCHAR = "A-Za-z0-9_~!$&'()*+,;=:@-"
+ENDPOINT_PATH_PATTERN = (
+    rf"^(/([{_PCHAR}][.{_PCHAR}]*|\.[{_PCHAR}][.{_PCHAR}]*|\.\.[.{_PCHAR}]+)?)+$"
+)
+"""A URL path of unreserved characters and sub-delimiters, segment by segment, in which no
+segment is ``.`` or ``..``, and without ``%``: pasted into the API server's service-proxy URL,
+a dot segment (or one percent-encoded, ``%2e%2e``) would step out of the proxy prefix."""
 REASON_PATTERN = r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$"
 CONDITION_TYPE_PATTERN = (
     r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"

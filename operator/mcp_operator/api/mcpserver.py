@@ -12,8 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from pydantic.alias_generators import to_camel
 
 from mcp_operator.api.common import (
+    ENDPOINT_PATH_PATTERN,
     HEADER_NAME_PATTERN,
-    PATH_PATTERN,
     PREFIX_MAX_LENGTH,
     PREFIX_PATTERN,
     QUANTITY_PATTERN,
@@ -99,7 +99,7 @@ class DeploymentSpec(SpecModel):
     args: Arguments | None = None
     env: EnvVars | None = None
     port: int = Field(default=8080, ge=1, le=65535)
-    path: str = Field(default="/mcp", max_length=256, pattern=PATH_PATTERN)
+    path: str = Field(default="/mcp", max_length=256, pattern=ENDPOINT_PATH_PATTERN)
     replicas: int = Field(default=1, ge=0, le=100)
     resources: ResourceRequirements | None = None
     service_account_name: DnsSubdomain | None = None

@@ -14,6 +14,9 @@ back to the pool only when its answer was read to the end and the server keeps i
 reused connection that the server had already closed (EOF before any byte of the answer) is
 retried once on a new connection: the server never read that request. Deadlines are the
 caller's (``asyncio.timeout``); failures are :class:`Http1Error` (``connect`` or ``lost``).
+Every new connection goes to an address the pool's egress policy allows
+(:mod:`~mcp_operator.mcp.egress`, ``BRIDGE_EGRESS`` by default): the name is resolved here
+and the connection made to the allowed address, with TLS still verifying the name.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httptools
+
+from mcp_operator.mcp.egress import EgressPolicy
+from mcp_operator.mcp.guard import Refused, allowed_addresses
 
 MAX_IDLE_PER_ORIGIN = 64
 DRAIN_SECONDS = 5.0
@@ -192,12 +198,23 @@ class Http1Response:
             connection.close()
 
 
+BRIDGE_EGRESS = EgressPolicy(allow_private=True, allow_loopback=True)
+"""Where the bridge's upstream calls may connect: its upstreams are in-cluster Services
+(private addresses) that the operator resolved from Ready MCPServers, whose probes judged
+them first; loopback is the agent's own Pod. Refused always: link-local and cloud metadata
+addresses, unspecified, multicast and reserved ones, whatever a name resolves to at call
+time (docs/security.md)."""
+
+
 class Http1Pool:
     """Keep-alive connections by origin."""
 
-    def __init__(self, ssl_context: ssl.SSLContext | None = None) -> None:
+    def __init__(
+        self, ssl_context: ssl.SSLContext | None = None, egress: EgressPolicy = BRIDGE_EGRESS
+    ) -> None:
         self._idle: dict[Origin, list[_Connection]] = {}
         self._ssl = ssl_context
+        self._egress = egress
         self._draining: set[asyncio.Task[None]] = set()
         self.closed = False
 
@@ -209,12 +226,15 @@ class Http1Pool:
     async def _connect(self, origin: Origin) -> _Connection:
         scheme, host, port = origin
         try:
+            address = (await allowed_addresses(self._egress, host, port))[0]
             if scheme == "https":
                 reader, writer = await asyncio.open_connection(
-                    host, port, ssl=self._tls(), server_hostname=host
+                    address, port, ssl=self._tls(), server_hostname=host.strip("[]")
                 )
             else:
-                reader, writer = await asyncio.open_connection(host, port)
+                reader, writer = await asyncio.open_connection(address, port)
+        except Refused as refused:
+            raise Http1Error("connect", f"refused to connect to {refused}") from None
         except (OSError, ssl.SSLError) as error:
             raise Http1Error("connect", f"could not connect: {error}") from None
         return _Connection(origin, reader, writer)

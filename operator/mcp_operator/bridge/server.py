@@ -21,8 +21,10 @@ from prometheus_client import disable_created_metrics
 
 from mcp_operator.api.bridge import BridgeConfigError, load_bridge_config
 from mcp_operator.bridge.core import BridgeCore
+from mcp_operator.bridge.egress import guarded_transport
 from mcp_operator.bridge.front import BridgeFront
 from mcp_operator.bridge.health import HealthApp
+from mcp_operator.bridge.http1 import BRIDGE_EGRESS
 from mcp_operator.bridge.reload import ConfigWatcher
 from mcp_operator.serve import process
 from mcp_operator.serve.process import QuietServer
@@ -67,7 +69,8 @@ async def serve(settings: BridgeSettings) -> int:
     limits = httpx.Limits(
         max_connections=UPSTREAM_CONNECTIONS, max_keepalive_connections=UPSTREAM_CONNECTIONS
     )
-    async with httpx.AsyncClient(limits=limits, timeout=30.0) as client:
+    transport = guarded_transport(BRIDGE_EGRESS, limits)
+    async with httpx.AsyncClient(transport=transport, timeout=30.0) as client:
         core = BridgeCore(config, client=client, relist_seconds=settings.relist_seconds)
         listen = config.listen
         front = _server(BridgeFront(core), listen.host, listen.port, settings)

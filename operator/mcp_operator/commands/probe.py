@@ -72,6 +72,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="do not verify the server's TLS certificate",
     )
     parser.add_argument(
+        "--private-destinations",
+        choices=["refused", "allowed"],
+        default="refused",
+        help="connect to private addresses (10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7: "
+        "cluster Services, nodes), like the operator's setting of the same name "
+        "(default %(default)s; docs/security.md)",
+    )
+    parser.add_argument(
+        "--loopback-destinations",
+        choices=["refused", "allowed"],
+        default="refused",
+        help="connect to loopback addresses (127/8, ::1), like the operator's setting of the "
+        "same name (default %(default)s)",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="show the MCP client's own log messages"
     )
 
@@ -110,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         warnings,
     )
     from mcp_operator.mcp.discovery import discover
+    from mcp_operator.mcp.egress import EgressPolicy
     from mcp_operator.mcp.errors import ProbeError
     from mcp_operator.mcp.naming import is_valid_prefix, plan
     from mcp_operator.mcp.target import ProbeTarget
@@ -140,6 +156,10 @@ def run(args: argparse.Namespace) -> int:
         headers=headers,
         timeout_seconds=args.timeout,
         verify_tls=not args.insecure_skip_tls_verify,
+        egress=EgressPolicy(
+            allow_private=args.private_destinations == "allowed",
+            allow_loopback=args.loopback_destinations == "allowed",
+        ),
     )
     try:
         discovery = asyncio.run(discover(target, STATUS_KEEP))

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from mcp_operator.controller.settings import (
     AgentRenderSettings,
     AgentRunSettings,
+    EgressSettings,
     EndpointSettings,
     FleetSettings,
     LeaderElectionSettings,
@@ -83,6 +84,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("MCP_ENABLED", "true").strip().lower(),
         help="give AgentRun Pods the mcp-bridge sidecar (env MCP_ENABLED); 'false' runs every "
         "agent without it and without the bridge's URL (default %(default)s)",
+    )
+    parser.add_argument(
+        "--private-destinations",
+        choices=["refused", "labelled", "allowed"],
+        default=os.environ.get(
+            "MCP_OPERATOR_PRIVATE_DESTINATIONS", EgressSettings.private_destinations
+        ),
+        help="may probes of external servers connect to private addresses (cluster Services, "
+        "nodes)? 'labelled': only for servers in Namespaces labelled "
+        "mcp-operator.dev/private-destinations=allowed (env MCP_OPERATOR_PRIVATE_DESTINATIONS; "
+        "default %(default)s)",
+    )
+    parser.add_argument(
+        "--loopback-destinations",
+        choices=["refused", "labelled", "allowed"],
+        default=os.environ.get(
+            "MCP_OPERATOR_LOOPBACK_DESTINATIONS", EgressSettings.loopback_destinations
+        ),
+        help="may probes connect to loopback addresses (the operator's own Pod or machine)? "
+        "'labelled': only for Namespaces labelled mcp-operator.dev/loopback-destinations=allowed "
+        "(env MCP_OPERATOR_LOOPBACK_DESTINATIONS; default %(default)s)",
     )
     parser.add_argument(
         "--insecure-registries",
@@ -234,6 +256,10 @@ def run(args: argparse.Namespace) -> int:
             registry=RegistrySettings(
                 insecure_hosts=host_list(args.insecure_registries or ""),
                 allowed_hosts=host_list(args.allowed_registries or ""),
+            ),
+            egress=EgressSettings(
+                private_destinations=args.private_destinations,
+                loopback_destinations=args.loopback_destinations,
             ),
         ),
         # Without --adapter-image, the operator's own image (read from its Pod) is used, for

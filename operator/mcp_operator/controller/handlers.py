@@ -18,7 +18,7 @@ from typing import Any
 
 import kopf
 
-from mcp_operator import GROUP, VERSION
+from mcp_operator import GROUP, OPT_IN_LABEL, OPT_IN_VALUE, VERSION
 from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
 from mcp_operator.controller.agentrun.runs import Runs
 from mcp_operator.controller.mcpserver.fleet import Fleet
@@ -46,6 +46,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.server_timeout = 300
     settings.watching.client_timeout = 330
     settings.watching.connect_timeout = 10
+    # Only Secrets opted in for MCP servers matter (the others are never used): the API
+    # server filters them, and initial lists come in pages rather than one response.
+    settings.watching.label_selectors["", "v1", "secrets"] = f"{OPT_IN_LABEL}={OPT_IN_VALUE}"
+    settings.watching.chunk_size = 500
     # Requests other than watches must not hang forever on a sick API server.
     settings.networking.request_timeout = 30
     # kopf turns log lines into Events; we post our own Events on transitions, so only
@@ -63,6 +67,19 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
             fleet_settings = dataclasses.replace(fleet_settings, render=render)
             bridge = dataclasses.replace(run_settings.render, bridge_image=image)
             run_settings = dataclasses.replace(run_settings, render=bridge)
+    refused = await memo.kube.api_server_endpoints()
+    egress = dataclasses.replace(
+        fleet_settings.egress, refused_endpoints=fleet_settings.egress.refused_endpoints | refused
+    )
+    fleet_settings = dataclasses.replace(fleet_settings, egress=egress)
+    logger.info(
+        "Refusing probes to the API server at %s; private destinations %s, "
+        "loopback destinations %s",
+        ", ".join(f"{a} port {p}" for a, p in sorted(egress.refused_endpoints, key=str))
+        or "(not found)",
+        egress.private_destinations,
+        egress.loopback_destinations,
+    )
     memo.fleet = Fleet(memo.kube, fleet_settings, metrics=metrics)
     memo.runs = Runs(memo.kube, run_settings, metrics=metrics)
 

@@ -8,8 +8,19 @@ finalizers and progress) are set in :mod:`mcp_operator.controller.handlers`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from mcp_operator.oci.settings import RegistrySettings
+
+Permission = Literal["refused", "labelled", "allowed"]
+"""Who may use a kind of destination: nobody, servers in Namespaces labelled for it, all."""
+
+PRIVATE_DESTINATIONS_LABEL = "mcp-operator.dev/private-destinations"
+"""Namespace label (value ``allowed``) that opts the namespace's servers in to private
+addresses, where the operator's setting is ``labelled``."""
+
+LOOPBACK_DESTINATIONS_LABEL = "mcp-operator.dev/loopback-destinations"
+"""Namespace label (value ``allowed``) that opts the namespace's servers in to loopback."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,24 @@ class RenderSettings:
 
 
 @dataclass(frozen=True)
+class EgressSettings:
+    """Where the probe may connect for external servers (docs/security.md). Loopback,
+    link-local, metadata and the API server's addresses are refused by default; these open
+    what a platform team decides to open."""
+
+    private_destinations: Permission = "refused"
+    """Private addresses (in-cluster Services, nodes): ``labelled`` allows them for servers in
+    Namespaces labelled ``mcp-operator.dev/private-destinations=allowed``."""
+
+    loopback_destinations: Permission = "refused"
+    """Loopback (the operator's own Pod or machine): for development, like the demo."""
+
+    refused_endpoints: frozenset[tuple[str, int | None]] = frozenset()
+    """The API server's addresses and ports, refused whatever else is allowed (found at
+    start-up)."""
+
+
+@dataclass(frozen=True)
 class FleetSettings:
     """Everything the MCPServer controller is configured with, by group."""
 
@@ -67,6 +96,8 @@ class FleetSettings:
 
     registry: RegistrySettings = field(default_factory=RegistrySettings)
     """How image configurations are read from registries (platform, plain-HTTP hosts)."""
+    egress: EgressSettings = field(default_factory=EgressSettings)
+    """Where probes of external servers may connect."""
 
 
 @dataclass(frozen=True)

@@ -283,6 +283,9 @@ def main(*, force_local: bool = False, once: bool = False) -> int:
                     "--metrics=none",
                     # The demo's own control plane: this is its only operator.
                     "--no-leader-election",
+                    # The demo's server listens on loopback, which the operator refuses to
+                    # probe unless told (docs/security.md): a development setting.
+                    "--loopback-destinations=allowed",
                 ],
                 env={**os.environ, "KUBECONFIG": str(kubeconfig)},
                 log=workdir / "operator.log",

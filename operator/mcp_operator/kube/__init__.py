@@ -13,6 +13,7 @@ from mcp_operator.kube.client import (
     KubeError,
     NotFound,
     SecretReferenceError,
+    opted_in,
 )
 from mcp_operator.kube.resources import (
     AGENTRUNS,
@@ -21,8 +22,10 @@ from mcp_operator.kube.resources import (
     EVENTS,
     LEASES,
     MCPSERVERS,
+    NAMESPACES,
     PODS,
     SECRETS,
+    SERVICEACCOUNTS,
     SERVICES,
     Resource,
 )
@@ -34,8 +37,10 @@ __all__ = [
     "EVENTS",
     "LEASES",
     "MCPSERVERS",
+    "NAMESPACES",
     "PODS",
     "SECRETS",
+    "SERVICEACCOUNTS",
     "SERVICES",
     "SERVICE_ACCOUNT_DIR",
     "Kube",
@@ -43,4 +48,5 @@ __all__ = [
     "NotFound",
     "Resource",
     "SecretReferenceError",
+    "opted_in",
 ]

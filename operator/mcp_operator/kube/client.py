@@ -16,6 +16,7 @@ import datetime
 import json
 import logging
 import os
+import socket
 import ssl
 import uuid
 from collections.abc import Callable, Mapping
@@ -25,7 +26,7 @@ from typing import Any
 
 import httpx
 
-from mcp_operator import FIELD_MANAGER
+from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 from mcp_operator.kube.tokens import (
     ExecToken,
@@ -62,6 +63,20 @@ class SecretReferenceError(RuntimeError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason
+
+
+def opted_in(body: Mapping[str, Any] | None) -> bool:
+    """Whether an object carries the opt-in label ``mcp-operator.dev/for-mcp-servers=true``."""
+    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
+    return bool(labels.get(OPT_IN_LABEL) == OPT_IN_VALUE)
+
+
+def not_opted_in(namespace: str, name: str) -> SecretReferenceError:
+    return SecretReferenceError(
+        "SecretNotOptedIn",
+        f"Secret {namespace}/{name} is not labelled {OPT_IN_LABEL}={OPT_IN_VALUE}: the "
+        "operator uses only Secrets whose owner opted them in for MCP servers",
+    )
 
 
 @dataclass
@@ -176,6 +191,26 @@ class Kube:
         token = self._credentials.tokens.cached()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         return headers, self._credentials.verify
+
+    async def api_server_endpoints(self) -> frozenset[tuple[str, int | None]]:
+        """The API server's IP addresses and ports as this client knows them: its URL's host
+        resolved, and the in-cluster Service (``KUBERNETES_SERVICE_HOST``/``_PORT``)."""
+        url = httpx.URL(self.server)
+        hosts = {(url.host, url.port or (443 if url.scheme == "https" else 80))}
+        service_host = os.environ.get("KUBERNETES_SERVICE_HOST", "")
+        service_port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if service_host and service_port.isdigit():
+            hosts.add((service_host, int(service_port)))
+        endpoints: set[tuple[str, int | None]] = set()
+        loop = asyncio.get_running_loop()
+        for host, port in hosts:
+            try:
+                found = await loop.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+            except OSError as error:
+                logger.warning("Could not resolve the API server's host %s: %s", host, error)
+                continue
+            endpoints.update((str(info[4][0]), port) for info in found)
+        return frozenset(endpoints)
 
     async def close(self) -> None:
         await self._client.aclose()
@@ -301,7 +336,8 @@ class Kube:
         )
 
     async def read_secret_key(self, namespace: str, name: str, key: str) -> str:
-        """One value of a Secret; errors name the Secret and key, never a value."""
+        """One value of a Secret that is opted in for MCP servers (:func:`opted_in`); errors
+        name the Secret and key, never a value."""
         try:
             secret = await self.request("GET", SECRETS.path(namespace, name))
         except NotFound:
@@ -313,6 +349,8 @@ class Kube:
                 "SecretUnreadable",
                 f"Secret {namespace}/{name} could not be read (HTTP {error.status})",
             ) from None
+        if not opted_in(secret):
+            raise not_opted_in(namespace, name)
         data = secret.get("data") or {}
         if key not in data:
             raise SecretReferenceError(

@@ -28,6 +28,8 @@ class Resource:
 
 
 SECRETS = Resource("", "v1", "secrets")
+NAMESPACES = Resource("", "v1", "namespaces")
+SERVICEACCOUNTS = Resource("", "v1", "serviceaccounts")
 EVENTS = Resource("", "v1", "events")
 SERVICES = Resource("", "v1", "services")
 DEPLOYMENTS = Resource("apps", "v1", "deployments")

@@ -3,7 +3,10 @@
 Bounds, so that a slow, broken or hostile server cannot sink the operator
 (documented in ``docs/status-bounds.md``): at most ``MAX_RESPONSE_BYTES`` in
 one HTTP response body (and one SSE event), and ``MAX_PROBE_BYTES`` in all
-responses of one probe together. A verifying TLS context is built once and
+responses of one probe together. Tool lists are counted and cut on the raw JSON
+(:mod:`~mcp_operator.mcp.pages`) before the SDK turns them into objects, and
+bodies held past ``FREE_BYTES`` share one byte budget across all probes
+(:mod:`~mcp_operator.mcp.budget`). A verifying TLS context is built once and
 reused by every probe.
 
 :func:`connect` speaks either era: ``server/discover`` (2026-07-28) first, the
@@ -29,15 +32,26 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import Implementation
 
 from mcp_operator import __version__
-from mcp_operator.mcp.errors import ProbeState, ResponseTooLarge
+from mcp_operator.mcp.budget import ByteBudget, shared_budget
+from mcp_operator.mcp.errors import ProbeError, ProbeState, ResponseTooLarge
+from mcp_operator.mcp.guard import GuardedTransport
+from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, SseSlimmer, ToolCount, slim_body
 from mcp_operator.mcp.target import ProbeTarget, display_url
 
-MAX_RESPONSE_BYTES = 16 * 1024 * 1024
-"""One HTTP response body (or SSE event) larger than this fails with ``ResponseTooLarge``."""
+MAX_RESPONSE_BYTES = 2 * 1024 * 1024
+"""One HTTP response body (or SSE event) larger than this fails with ``ResponseTooLarge``: a
+``tools/list`` page of a few hundred tools with rich schemas takes a few hundred KiB."""
 
-MAX_PROBE_BYTES = 64 * 1024 * 1024
-"""All response bodies of one probe together: more fails with ``ResponseTooLarge``. This
-also bounds what the SDK's session keeps per tool (it caches output schemas)."""
+MAX_PROBE_BYTES = 32 * 1024 * 1024
+"""All response bodies of one probe together: more fails with ``ResponseTooLarge``."""
+
+FREE_BYTES = 64 * 1024
+"""A body or SSE event held up to this size needs no reservation from the shared
+:class:`~mcp_operator.mcp.budget.ByteBudget`; a larger one reserves ``MAX_RESPONSE_BYTES``."""
+
+
+PROBE_LIMITS = httpx2.Limits(max_connections=10, max_keepalive_connections=2)
+"""Connections of one probe's client (it makes a few, one after the other)."""
 
 
 def probe_state(target: ProbeTarget) -> ProbeState:
@@ -45,28 +59,110 @@ def probe_state(target: ProbeTarget) -> ProbeState:
     return ProbeState(display_url(target.url), target.timeout_seconds)
 
 
-class _LimitedStream(httpx2.AsyncByteStream):
-    """A response body stream that fails once more than ``limit`` bytes went through."""
+class _Reservation:
+    """This body's share of the shared budget: none while small, a whole page once large."""
 
-    def __init__(self, inner: httpx2.AsyncByteStream, state: ProbeState, limit: int) -> None:
+    def __init__(self, budget: ByteBudget) -> None:
+        self._budget = budget
+        self._held = 0
+
+    async def hold(self, pending: int) -> None:
+        if pending > FREE_BYTES and not self._held:
+            await self._budget.reserve(MAX_RESPONSE_BYTES)
+            self._held = MAX_RESPONSE_BYTES
+
+    def give_back(self) -> None:
+        if self._held:
+            self._budget.release(self._held)
+            self._held = 0
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    """A response body that fails past its byte bounds and has its tool lists cut on arrival.
+
+    A JSON body is held whole, an SSE stream one event at a time, then passed on
+    through :mod:`~mcp_operator.mcp.pages` (counted, and cut to ``keep``); any
+    other body streams through. Holding more than ``FREE_BYTES`` takes a share of
+    the process's :class:`~mcp_operator.mcp.budget.ByteBudget` until passed on.
+    """
+
+    def __init__(
+        self,
+        inner: httpx2.AsyncByteStream,
+        state: ProbeState,
+        limit: int,
+        *,
+        kind: str,
+        keep: Keep | None,
+        count: ToolCount,
+    ) -> None:
         self._inner = inner
         self._state = state
         self._limit = limit
+        self._kind = kind if keep is not None else "other"
+        self._keep = keep or Keep()
+        self._count = count
+        self._reservation = _Reservation(shared_budget())
+
+    def _counted(self, chunk: bytes, received: int) -> None:
+        self._state.received += len(chunk)
+        if received > self._limit:
+            self._state.response_limit = self._limit
+            raise ResponseTooLarge(self._limit)
+        if self._state.received > MAX_PROBE_BYTES:
+            self._state.probe_limit = MAX_PROBE_BYTES
+            raise ResponseTooLarge(MAX_PROBE_BYTES)
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        received = 0
+        try:
+            if self._kind == "json":
+                async for piece in self._json():
+                    yield piece
+            elif self._kind == "sse":
+                async for piece in self._sse():
+                    yield piece
+            else:
+                received = 0
+                async for chunk in self._inner:
+                    received += len(chunk)
+                    self._counted(chunk, received)
+                    yield chunk
+        except ProbeError as error:
+            self._state.failure = error
+            raise
+        finally:
+            self._reservation.give_back()
+
+    async def _json(self) -> AsyncIterator[bytes]:
+        body = bytearray()
         async for chunk in self._inner:
-            received += len(chunk)
-            self._state.received += len(chunk)
-            if received > self._limit:
+            body += chunk
+            self._counted(chunk, len(body))
+            await self._reservation.hold(len(body))
+        whole = bytes(body)
+        del body
+        yield slim_body(whole, self._keep, self._count)
+
+    async def _sse(self) -> AsyncIterator[bytes]:
+        events = SseSlimmer(self._keep, self._count)
+        async for chunk in self._inner:
+            self._counted(chunk, 0)
+            ready = events.feed(chunk)
+            if events.pending > self._limit:  # one event larger than a page
                 self._state.response_limit = self._limit
                 raise ResponseTooLarge(self._limit)
-            if self._state.received > MAX_PROBE_BYTES:
-                self._state.probe_limit = MAX_PROBE_BYTES
-                raise ResponseTooLarge(MAX_PROBE_BYTES)
-            yield chunk
+            if events.pending:
+                await self._reservation.hold(events.pending)
+            else:
+                self._reservation.give_back()
+            if ready:
+                yield ready
+        rest = events.flush()
+        if rest:
+            yield rest
 
     async def aclose(self) -> None:
+        self._reservation.give_back()
         await self._inner.aclose()
 
 
@@ -82,9 +178,14 @@ def _tls(verify: bool | ssl.SSLContext) -> bool | ssl.SSLContext:
 
 
 def http_client(
-    target: ProbeTarget, state: ProbeState, timeout: httpx2.Timeout | None = None
+    target: ProbeTarget,
+    state: ProbeState,
+    timeout: httpx2.Timeout | None = None,
+    keep: Keep | None = None,
 ) -> httpx2.AsyncClient:
-    """An httpx2 client for ``target`` that counts and bounds every response body in ``state``."""
+    """An httpx2 client for ``target`` that counts and bounds every response body in ``state``
+    and, given ``keep``, counts and cuts every tool list before the SDK sees it."""
+    count = ToolCount(MAX_DISCOVERED_TOOLS)
 
     async def on_response(response: httpx2.Response) -> None:
         if response.request.method == "POST":
@@ -95,14 +196,20 @@ def http_client(
             state.response_limit = MAX_RESPONSE_BYTES
             raise ResponseTooLarge(MAX_RESPONSE_BYTES)
         if isinstance(response.stream, httpx2.AsyncByteStream):
-            response.stream = _LimitedStream(response.stream, state, MAX_RESPONSE_BYTES)
+            media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+            kind = {"application/json": "json", "text/event-stream": "sse"}.get(media, "other")
+            response.stream = _BoundedBody(
+                response.stream, state, MAX_RESPONSE_BYTES, kind=kind, keep=keep, count=count
+            )
 
     # identity: a compressed body could inflate past the bound after it was counted.
     headers = {"accept-encoding": "identity", **target.headers}
     return httpx2.AsyncClient(
         headers=headers,
         timeout=timeout or httpx2.Timeout(target.timeout_seconds),
-        verify=_tls(target.verify_tls),
+        transport=GuardedTransport(
+            target.egress, state, verify=_tls(target.verify_tls), limits=PROBE_LIMITS
+        ),
         event_hooks={"response": [on_response]},
     )
 
@@ -114,6 +221,7 @@ async def connect(
     *,
     message_handler: Any = None,
     http_timeout: httpx2.Timeout | None = None,
+    keep: Keep | None = None,
 ) -> mcp.Client:
     """An SDK client after the handshake (2026 discovery first, then ``initialize``).
 
@@ -123,7 +231,7 @@ async def connect(
     if target.transport == "sse":
 
         def factory(*_args: Any, **_kwargs: Any) -> httpx2.AsyncClient:
-            return http_client(target, state, http_timeout)  # sse_client enters and closes it
+            return http_client(target, state, http_timeout, keep)  # sse_client enters and closes it
 
         transport = sse_client(
             target.url,
@@ -132,7 +240,7 @@ async def connect(
             httpx_client_factory=factory,
         )
     else:
-        http = await stack.enter_async_context(http_client(target, state, http_timeout))
+        http = await stack.enter_async_context(http_client(target, state, http_timeout, keep))
         transport = streamable_http_client(
             target.url, http_client=http, max_sse_event_size=MAX_RESPONSE_BYTES
         )

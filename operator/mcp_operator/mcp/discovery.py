@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -31,13 +31,14 @@ from mcp_types import METHOD_NOT_FOUND
 from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.errors import ProbeError, ProbeState, scrub, translate
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
+from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
+from mcp_operator.mcp.scrub import Scrubber
+
+__all__ = ["MAX_DISCOVERED_TOOLS", "DiscoveredTool", "Discovery", "Keep", "Paginator", "discover"]
 from mcp_operator.mcp.target import ProbeTarget, check_target
 
 MAX_PAGES = 100
 """A ``tools/list`` walk longer than this fails with ``TooManyPages``."""
-
-MAX_DISCOVERED_TOOLS = 5000
-"""A server listing more tools than this fails the probe with ``TooManyTools``."""
 
 
 @dataclass(frozen=True)
@@ -57,18 +58,6 @@ class DiscoveredTool:
     input_schema: dict[str, Any] = field(default_factory=dict, repr=False)
     """The ``inputSchema`` JSON object as the server sent it (the bridge validates
     arguments against it)."""
-
-
-@dataclass(frozen=True)
-class Keep:
-    """What a discovery keeps of each tool; the default keeps every tool whole."""
-
-    description_chars: int | None = None
-    """Descriptions are cut to this many characters on arrival (``None``: whole)."""
-    title_chars: int | None = None
-    """Titles (``title`` and ``annotations.title``) are cut likewise."""
-    input_schema: bool = True
-    """Whether ``inputSchema`` is kept (an empty object when not)."""
 
 
 @dataclass(frozen=True)
@@ -136,14 +125,46 @@ async def discover(target: ProbeTarget, keep: Keep | None = None) -> Discovery:
     state = probe_state(target)
     try:
         with anyio.fail_after(target.timeout_seconds):
-            return await _discover(target, state, keep or Keep())
+            found = await _discover(target, state, keep or Keep())
     except Exception as error:  # boundary: every failure becomes one ProbeError
         raise scrub(translate(error, state), target.headers) from None
+    return scrubbed(found, Scrubber(target.headers.values()))
+
+
+def scrubbed(discovery: Discovery, mask: Scrubber) -> Discovery:
+    """``discovery`` with every server-chosen string masked by ``mask`` (header values a
+    server echoed back never reach status, Events, logs or the CLI's output)."""
+    if not mask:
+        return discovery
+
+    def text(value: str | None) -> str | None:
+        return mask(value) if isinstance(value, str) else value
+
+    tools = [
+        replace(
+            tool,
+            name=mask(tool.name),
+            description=text(tool.description),
+            title=text(tool.title),
+            annotations=(
+                {k: text(v) if isinstance(v, str) else v for k, v in tool.annotations.items()}
+                if tool.annotations
+                else tool.annotations
+            ),
+        )
+        for tool in discovery.tools
+    ]
+    return replace(
+        discovery,
+        server_name=text(discovery.server_name),
+        server_version=text(discovery.server_version),
+        tools=tools,
+    )
 
 
 async def _discover(target: ProbeTarget, state: ProbeState, keep: Keep) -> Discovery:
     async with AsyncExitStack() as stack:
-        client = await connect(stack, target, state)
+        client = await connect(stack, target, state, keep=keep)
         capabilities = client.server_capabilities
         info = client.server_info
         walk = Paginator()

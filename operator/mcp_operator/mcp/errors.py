@@ -26,6 +26,7 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
 from mcp_operator.mcp.naming import cut
+from mcp_operator.mcp.scrub import Scrubber
 
 MAX_SERVER_TEXT_CHARS = 200
 """Text chosen by the server (error messages) is cut to this length in a ``ProbeError``."""
@@ -38,7 +39,8 @@ class ProbeError(Exception):
 
     Reasons: ``InvalidTarget``, ``Unreachable``, ``TLSError``, ``Timeout``,
     ``HTTPError``, ``ProtocolError``, ``ServerError``, ``ResponseTooLarge``,
-    ``PaginationLoop``, ``TooManyPages``, ``TooManyTools``, ``ProbeFailed``.
+    ``PaginationLoop``, ``TooManyPages``, ``TooManyTools``, ``DestinationRefused``,
+    ``ProbeFailed``.
     """
 
     def __init__(self, reason: str, message: str) -> None:
@@ -77,6 +79,9 @@ class ProbeState:
         self.received = 0
         self.response_limit: int | None = None
         self.probe_limit: int | None = None
+        self.failure: ProbeError | None = None
+        """A failure the probe's own checks found inside the HTTP client (such as too many
+        tools in a page), where the SDK would only see a broken stream."""
 
 
 def _leaves(error: BaseException) -> Iterator[BaseException]:
@@ -356,6 +361,8 @@ def translate(error: BaseException, state: ProbeState) -> ProbeError:
     already = next((leaf for leaf in leaves if isinstance(leaf, ProbeError)), None)
     if already is not None:  # raised by the probe's own checks: it says it best
         return already
+    if state.failure is not None:
+        return state.failure
     found = match(error, state)
     if found is not None:
         rule, leaf = found
@@ -372,22 +379,9 @@ def _one_line(text: str) -> str:
 
 
 def scrub(error: ProbeError, headers: Mapping[str, str]) -> ProbeError:
-    """Mask any header value a server might have echoed into the message."""
-    secrets: set[str] = set()
-    for value in headers.values():
-        if len(value.strip()) >= 4:
-            secrets.add(value.strip())
-        secrets.update(token for token in value.split() if len(token) >= 8)
-    message = error.message
-    for secret in sorted(secrets, key=len, reverse=True):
-        message = message.replace(secret, "***")
-        # Server text is cut to a bounded length before it gets here: a secret echoed at
-        # the cut shows only as a prefix ending in the ellipsis. Mask that too.
-        for keep in range(len(secret) - 1, 7, -1):
-            cut_form = secret[:keep] + "…"
-            if cut_form in message:
-                message = message.replace(cut_form, "***…")
-                break
+    """Mask any header value a server might have echoed into the message (in any of the
+    forms :class:`~mcp_operator.mcp.scrub.Scrubber` knows)."""
+    message = Scrubber(headers.values())(error.message)
     if message == error.message:
         return error
     return ProbeError(error.reason, message)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
 
 Transport = Literal["streamable-http", "sse"]
@@ -30,6 +31,9 @@ class ProbeTarget:
     verify_tls: bool | ssl.SSLContext = True
     """``True``: the system CAs; ``False``: no verification; an ``SSLContext``: its CAs
     (e.g. the cluster CA, when probing through the API server's service proxy)."""
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
+    """Where connections may go (:mod:`~mcp_operator.mcp.egress`); the default refuses
+    loopback, link-local, metadata and private addresses."""
 
     def __repr__(self) -> str:
         verify = "custom" if isinstance(self.verify_tls, ssl.SSLContext) else self.verify_tls
@@ -67,3 +71,17 @@ def check_target(target: ProbeTarget) -> None:
         )
     if target.timeout_seconds <= 0:
         raise ProbeError("InvalidTarget", "the probe timeout must be positive")
+    host = parts.hostname or ""
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise ProbeError(
+            "InvalidTarget", f"{display_url(target.url)} has an invalid port"
+        ) from None
+    why = target.egress.host_refusal(host, port)
+    if why is not None:
+        raise ProbeError(
+            "DestinationRefused",
+            f"{display_url(target.url)} was not contacted: {host} {why.removeprefix('it ')} "
+            "(the operator's egress policy; see docs/security.md)",
+        )

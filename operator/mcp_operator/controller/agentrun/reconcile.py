@@ -30,7 +30,7 @@ from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.controller.agentrun import render, resolve
 from mcp_operator.controller.agentrun.status import BridgeState, Observed, status_patch
 from mcp_operator.controller.settings import AgentRenderSettings
-from mcp_operator.kube import CONFIGMAPS, MCPSERVERS, PODS, Kube, KubeError
+from mcp_operator.kube import CONFIGMAPS, MCPSERVERS, PODS, SECRETS, Kube, KubeError, opted_in
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,17 @@ async def read_servers(kube: Kube, run: AgentRun) -> dict[resolve.ServerKey, MCP
     return servers
 
 
+async def opted_in_secrets(
+    kube: Kube, servers: dict[resolve.ServerKey, MCPServer | None]
+) -> set[resolve.ServerKey]:
+    """The servers' header Secrets that carry the opt-in label (metadata read, values unused)."""
+    found: set[resolve.ServerKey] = set()
+    for namespace, name in sorted(resolve.header_secrets(servers)):
+        if opted_in(await kube.get(SECRETS, namespace, name)):
+            found.add((namespace, name))
+    return found
+
+
 async def reconcile(
     kube: Kube,
     run: AgentRun,
@@ -89,7 +100,7 @@ async def reconcile(
     namespace = run.metadata.namespace or ""
     bridge = bridge_state(run, settings)
     servers = await read_servers(kube, run) if bridge == "enabled" else {}
-    resolution = resolve.resolve(run, servers)
+    resolution = resolve.resolve(run, servers, await opted_in_secrets(kube, servers))
     may_start = bridge != "enabled" or resolution.ready
     pod = await kube.get(PODS, namespace, render.pod_name(run))
     # A run starts its agent once: a Pod that existed and is gone is not started again

@@ -7,7 +7,10 @@ start:
 - **found and permitted**: a server in another namespace is usable only when its
   ``spec.access.namespaces`` lists the run's namespace (or ``*``); one whose
   headers come from Secrets is never usable across namespaces, because the
-  bridge reads Secret values from volumes of the run's own namespace;
+  bridge reads Secret values from volumes of the run's own namespace; and in the
+  run's namespace only when every such Secret is opted in for MCP servers
+  (labelled ``mcp-operator.dev/for-mcp-servers=true``, the rule the MCPServer
+  controller follows too: the run's Pod mounts them);
 - **Ready**: the server's ``Ready`` condition is True for its current generation
   and it has a ``status.url``;
 - **tools**: the server's ``status.tools`` narrowed by the run's own filters
@@ -22,9 +25,10 @@ run too (``ToolNameCollision``): the bridge would have to drop one silently.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
+from mcp_operator import OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.api import AgentRun, MCPServer, ServerRef, ToolStatus
 from mcp_operator.mcp.naming import matches
 
@@ -109,16 +113,35 @@ def keys(run: AgentRun) -> list[ServerKey]:
     return [(run.server_namespace(ref), ref.name) for ref in run.spec.mcp_servers]
 
 
-def resolve(run: AgentRun, servers: Mapping[ServerKey, MCPServer | None]) -> Resolution:
-    """Resolve every reference of ``run``; ``servers`` holds what the API server returned."""
+def header_secrets(servers: Mapping[ServerKey, MCPServer | None]) -> set[ServerKey]:
+    """``(namespace, name)`` of every Secret the servers' headers read."""
+    return {
+        (namespace, header.value_from.secret_key_ref.name)
+        for (namespace, _), server in servers.items()
+        if server is not None
+        for header in server.spec.headers or ()
+        if header.value_from is not None
+    }
+
+
+def resolve(
+    run: AgentRun,
+    servers: Mapping[ServerKey, MCPServer | None],
+    opted_in_secrets: Set[ServerKey] | None = None,
+) -> Resolution:
+    """Resolve every reference of ``run``; ``servers`` holds what the API server returned,
+    ``opted_in_secrets`` the header Secrets (of :func:`header_secrets`) that carry the
+    opt-in label (``None``: all of them, for callers that checked it themselves)."""
     bindings = tuple(
-        _bind(run, ref, servers.get((run.server_namespace(ref), ref.name)))
+        _bind(run, ref, servers.get((run.server_namespace(ref), ref.name)), opted_in_secrets)
         for ref in run.spec.mcp_servers
     )
     return Resolution(bindings, tuple(_collisions([b for b in bindings if b.usable])))
 
 
-def _bind(run: AgentRun, ref: ServerRef, server: MCPServer | None) -> Binding:
+def _bind(
+    run: AgentRun, ref: ServerRef, server: MCPServer | None, opted_in: Set[ServerKey] | None
+) -> Binding:
     namespace = run.server_namespace(ref)
     where = f"MCPServer {namespace}/{ref.name}"
     if server is None:
@@ -144,6 +167,23 @@ def _bind(run: AgentRun, ref: ServerRef, server: MCPServer | None) -> Binding:
                 f"{where} sends Secret-backed headers, which cannot be used from namespace "
                 f"{run_namespace}",
             )
+    secrets = sorted(
+        header.value_from.secret_key_ref.name
+        for header in server.spec.headers or ()
+        if header.value_from is not None
+    )
+    missing = [
+        name for name in secrets if opted_in is not None and (namespace, name) not in opted_in
+    ]
+    if missing:
+        return Binding(
+            ref,
+            namespace,
+            server,
+            SECRET_NOT_SHAREABLE,
+            f"{where} sends headers from Secret {', '.join(missing)}, which is not labelled "
+            f"{OPT_IN_LABEL}={OPT_IN_VALUE}",
+        )
     ready, why = _readiness(server)
     if not ready:
         return Binding(ref, namespace, server, SERVER_NOT_READY, f"{where} is not Ready: {why}")

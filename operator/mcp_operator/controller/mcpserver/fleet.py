@@ -167,6 +167,7 @@ class Fleet:
             probe_slots=self._worker.limit,
             render_settings=self.settings.render,
             registry=self._registry,
+            egress_settings=self.settings.egress,
         )
         patch = status_patch(
             server.status,

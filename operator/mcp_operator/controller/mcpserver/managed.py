@@ -15,25 +15,78 @@ from __future__ import annotations
 import ssl
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
+import httpx
+
+from mcp_operator import OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import images, render
-from mcp_operator.kube import DEPLOYMENTS, PODS, SECRETS, SERVICES, Kube
+from mcp_operator.kube import (
+    DEPLOYMENTS,
+    PODS,
+    SECRETS,
+    SERVICEACCOUNTS,
+    SERVICES,
+    Kube,
+    SecretReferenceError,
+    opted_in,
+)
+from mcp_operator.kube.client import not_opted_in
 from mcp_operator.oci.client import RegistryClient
 
 
 async def secrets_version(kube: Kube, server: MCPServer) -> str:
-    """A checksum of the identities of the Secrets the Pod reads ("" when it reads none)."""
+    """A checksum of the identities of the Secrets the Pod reads ("" when it reads none).
+
+    Raises:
+        SecretReferenceError: a Secret the Pod would read is missing or not opted in for
+            MCP servers (the Pod runs an image of the MCPServer author's choosing).
+    """
     names = render.secret_references(server)
     if not names:
         return ""
+    namespace = server.metadata.namespace or ""
     versions: dict[str, str] = {}
     for name in names:
-        secret = await kube.get(SECRETS, server.metadata.namespace, name)
-        meta = (secret or {}).get("metadata", {})
+        secret = await kube.get(SECRETS, namespace, name)
+        if secret is None:
+            raise SecretReferenceError(
+                "SecretNotFound", f"Secret {namespace}/{name} (read by the Pod) was not found"
+            )
+        if not opted_in(secret):
+            raise not_opted_in(namespace, name)
+        meta = secret.get("metadata", {})
         versions[name] = f"{meta.get('uid', 'missing')}/{meta.get('resourceVersion', '')}"
     return render.secrets_checksum(versions)
+
+
+async def check_service_account(kube: Kube, server: MCPServer) -> None:
+    """A ServiceAccount named by ``spec.deployment.serviceAccountName`` must exist and be opted
+    in (``mcp-operator.dev/for-mcp-servers=true``): otherwise the right to create an MCPServer
+    would be the right to run Pods as any identity of the namespace. Unnamed, the Pods run
+    as ``default`` with no token mounted.
+
+    Raises:
+        SecretReferenceError: ``ServiceAccountNotFound`` or ``ServiceAccountNotOptedIn``.
+    """
+    spec = server.spec.deployment
+    name = spec.service_account_name if spec is not None else None
+    if name is None:
+        return
+    namespace = server.metadata.namespace or ""
+    account = await kube.get(SERVICEACCOUNTS, namespace, name)
+    if account is None:
+        raise SecretReferenceError(
+            "ServiceAccountNotFound", f"ServiceAccount {namespace}/{name} was not found"
+        )
+    if not opted_in(account):
+        raise SecretReferenceError(
+            "ServiceAccountNotOptedIn",
+            f"ServiceAccount {namespace}/{name} is not labelled {OPT_IN_LABEL}={OPT_IN_VALUE}: "
+            "managed servers run only as identities opted in for them",
+        )
 
 
 async def deploy(
@@ -48,7 +101,11 @@ async def deploy(
     previous Deployment, if any, keeps running): the errors of
     :func:`~mcp_operator.controller.mcpserver.images.image_config` and
     :class:`~mcp_operator.oci.config.ImageConfigError` reach the caller.
+
+    Raises:
+        SecretReferenceError: a Secret or the ServiceAccount is not usable (nothing applied).
     """
+    await check_service_account(kube, server)
     image = None
     if render.needs_image_config(server):
         if registry is None:
@@ -104,6 +161,33 @@ async def deployed_condition(
     return WantedCondition("Deployed", "False", reason, message)
 
 
+class OutsideProxy(ValueError):
+    """A service-proxy URL whose path would leave the Service's proxy prefix."""
+
+
+def service_proxy_url(api_server: str, namespace: str, name: str, port: int, path: str) -> str:
+    """The API server's service-proxy URL of a Service's endpoint ``path``.
+
+    The URL carries the operator's own credentials, so its path must stay under
+    ``/api/v1/namespaces/NS/services/NAME:PORT/proxy/`` once a client has collapsed
+    its dot segments (as HTTP clients do) and once the API server has decoded it:
+    anything else raises :class:`OutsideProxy`. The model already refuses such
+    paths (``spec.deployment.path``); this holds even if it did not.
+    """
+    prefix = f"/api/v1/namespaces/{namespace}/services/{name}:{port}/proxy"
+    base = httpx.URL(api_server)
+    url = base.join(base.raw_path.decode("ascii").rstrip("/") + prefix + path)
+    final = unquote(unquote(url.path))
+    base_path = base.path.rstrip("/")
+    if (
+        not final.startswith(base_path + prefix + "/")
+        or "\\" in final
+        or any(part in (".", "..") for part in final.split("/"))
+    ):
+        raise OutsideProxy(f"the path {path!r} leaves the service proxy of {namespace}/{name}")
+    return str(url)
+
+
 def probe_endpoint(
     kube: Kube, server: MCPServer, settings: render.RenderSettings
 ) -> tuple[str, dict[str, str], ssl.SSLContext | bool]:
@@ -112,9 +196,8 @@ def probe_endpoint(
         return render.service_url(server, settings), {}, True
     spec = server.spec.deployment
     assert spec is not None
-    url = (
-        f"{kube.server}/api/v1/namespaces/{server.metadata.namespace}/services/"
-        f"{server.metadata.name}:{spec.port}/proxy{spec.path}"
+    url = service_proxy_url(
+        kube.server, server.metadata.namespace or "", server.metadata.name, spec.port, spec.path
     )
     headers, verify = kube.proxy_credentials()
     return url, headers, verify

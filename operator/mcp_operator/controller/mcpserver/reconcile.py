@@ -15,13 +15,14 @@ from dataclasses import dataclass
 
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
-from mcp_operator.controller.mcpserver import managed, render, report
+from mcp_operator.controller.mcpserver import destinations, managed, render, report
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.controller.parsing import InvalidSpec
-from mcp_operator.controller.settings import RenderSettings
-from mcp_operator.kube import Kube, KubeError, SecretReferenceError
+from mcp_operator.controller.settings import EgressSettings, RenderSettings
+from mcp_operator.kube import NAMESPACES, Kube, KubeError, SecretReferenceError
 from mcp_operator.mcp import naming
 from mcp_operator.mcp.discovery import discover
+from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.oci.auth import PullSecretError
@@ -53,8 +54,7 @@ async def resolve_headers(kube: Kube, namespace: str, server: MCPServer) -> dict
 
 
 def _image_unusable(
-    server: MCPServer,
-    error: RegistryError | ImageConfigError | PullSecretError | SecretReferenceError,
+    server: MCPServer, error: RegistryError | ImageConfigError | PullSecretError
 ) -> Outcome:
     """Why the server's image configuration could not be had: its own reason, no Deployment
     change, and the worker's back-off retries (the registry may come back)."""
@@ -63,10 +63,8 @@ def _image_unusable(
         reason, message = error.reason, error.message
     elif isinstance(error, ImageConfigError):
         reason, message = "ImageNotRunnable", str(error)
-    elif isinstance(error, PullSecretError):
-        reason, message = "ImagePullSecretInvalid", str(error)
     else:
-        reason, message = error.reason, str(error)
+        reason, message = "ImagePullSecretInvalid", str(error)
     message = f"Reading the configuration of image {_image(server)} failed: {message}"[:1024]
     logger.warning("MCPServer %s/%s: %s", server.metadata.namespace, server.metadata.name, message)
     deployed = WantedCondition("Deployed", "False", reason, message)
@@ -77,6 +75,28 @@ def _image(server: MCPServer) -> str:
     return server.spec.deployment.image if server.spec.deployment is not None else "?"
 
 
+async def namespace_labels(kube: Kube, namespace: str) -> dict[str, str]:
+    """The labels of a Namespace (none when it cannot be read: nothing is opted in)."""
+    try:
+        body = await kube.get(NAMESPACES, None, namespace)
+    except KubeError as error:
+        logger.warning("Could not read Namespace %s for its opt-in labels: %s", namespace, error)
+        return {}
+    return dict(((body or {}).get("metadata") or {}).get("labels") or {})
+
+
+async def egress_policy(
+    kube: Kube, namespace: str, settings: EgressSettings, *, managed: bool
+) -> EgressPolicy:
+    """Where this server's probe may connect (:mod:`.destinations`)."""
+    if managed:
+        return destinations.managed_policy(settings, through_api_server=not kube.in_cluster)
+    labels = (
+        await namespace_labels(kube, namespace) if destinations.needs_namespace(settings) else {}
+    )
+    return destinations.external_policy(settings, labels)
+
+
 async def mcpserver(
     kube: Kube,
     server: MCPServer | InvalidSpec,
@@ -84,6 +104,7 @@ async def mcpserver(
     probe_slots: AbstractAsyncContextManager[None],
     render_settings: RenderSettings,
     registry: RegistryClient | None = None,
+    egress_settings: EgressSettings | None = None,
 ) -> Result:
     """Reconcile an MCPServer once and say what its status should say."""
     if isinstance(server, InvalidSpec):
@@ -101,8 +122,14 @@ async def mcpserver(
         try:
             applied = await managed.deploy(kube, server, render_settings, registry)
             deployed = await managed.deployed_condition(kube, server, applied)
-        except (RegistryError, ImageConfigError, PullSecretError, SecretReferenceError) as error:
+        except (RegistryError, ImageConfigError, PullSecretError) as error:
             return Result(_image_unusable(server, error), url, interval)
+        except SecretReferenceError as error:
+            deployed = WantedCondition("Deployed", "False", error.reason, str(error))
+            outcome = Outcome(
+                "failed", error.reason, str(error), deployed=deployed, ready_reason=error.reason
+            )
+            return Result(outcome, url, interval)
         except KubeError as error:
             message = f"Applying the Deployment or Service failed: HTTP {error.status}: {error}"
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, message)
@@ -115,7 +142,11 @@ async def mcpserver(
                 ready_reason="ApplyFailed",
             )
             return Result(outcome, url, interval)
-        probe_url, extra_headers, verify = managed.probe_endpoint(kube, server, render_settings)
+        try:
+            probe_url, extra_headers, verify = managed.probe_endpoint(kube, server, render_settings)
+        except managed.OutsideProxy as error:
+            outcome = Outcome("invalid", "InvalidSpec", str(error), deployed=deployed)
+            return Result(outcome, url, None)
     else:
         assert spec.url is not None
         url = probe_url = spec.url
@@ -133,12 +164,16 @@ async def mcpserver(
         )
         return Result(outcome, url, interval)
 
+    egress = await egress_policy(
+        kube, namespace, egress_settings or EgressSettings(), managed=spec.mode == "managed"
+    )
     target = ProbeTarget(
         url=probe_url,
         transport="sse" if spec.effective_transport == "sse" else "streamable-http",
         headers={**headers, **extra_headers},
         timeout_seconds=float(spec.probe.timeout_seconds),
         verify_tls=verify,
+        egress=egress,
     )
     started = time.monotonic()
     try:
@@ -146,7 +181,11 @@ async def mcpserver(
             started = time.monotonic()
             discovery = await discover(target, report.STATUS_KEEP)
     except ProbeError as error:
-        outcome = Outcome("failed", error.reason, error.message, deployed=deployed)
+        # A refused destination is the policy's verdict, not the server's fault: Ready says so.
+        ready = error.reason if error.reason == "DestinationRefused" else "ProbeFailed"
+        outcome = Outcome(
+            "failed", error.reason, error.message, deployed=deployed, ready_reason=ready
+        )
         return Result(outcome, url, interval, probe_seconds=time.monotonic() - started)
     probe_seconds = time.monotonic() - started
 

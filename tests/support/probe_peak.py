@@ -1,0 +1,47 @@
+"""One status probe in a fresh process, and how much its resident memory grew.
+
+``python tests/support/probe_peak.py URL`` prints one JSON line: ``grown`` (bytes
+the process's peak RSS grew by during the probe, after every import was done),
+and ``tools`` or ``reason`` and ``message``. RSS, not Python allocations: the
+SDK's validation allocates in pydantic-core, which ``tracemalloc`` does not see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import resource
+import sys
+from typing import Any
+
+from mcp_operator.controller.mcpserver.report import STATUS_KEEP
+from mcp_operator.mcp.discovery import discover
+from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.target import ProbeTarget
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def main(url: str) -> int:
+    try:  # the egress policy (loopback refused by default) is newer than the memory bounds
+        from mcp_operator.mcp.egress import EgressPolicy
+
+        options: dict[str, Any] = {"egress": EgressPolicy(allow_loopback=True)}
+    except ImportError:
+        options = {}
+    before = _peak_rss()
+    result: dict[str, object] = {}
+    try:
+        found = asyncio.run(discover(ProbeTarget(url, timeout_seconds=60, **options), STATUS_KEEP))
+        result["tools"] = len(found.tools)
+    except ProbeError as error:
+        result.update(reason=error.reason, message=error.message)
+    result["grown"] = _peak_rss() - before
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
