@@ -59,6 +59,8 @@ def fleet(
                 "--liveness=none",
                 "--metrics=none",
                 "--no-leader-election",
+                # The test server listens on loopback (refused unless the operator is told).
+                "--loopback-destinations=allowed",
                 *(["--verbose"] if os.environ.get("FAULT_VERBOSE") else []),
             ],
             env=cluster.env(),

@@ -51,6 +51,8 @@ def operator(cluster: Cluster, log_path: Path) -> Iterator[None]:
                 "--liveness=none",
                 "--metrics=none",
                 "--no-leader-election",
+                # The test server listens on loopback (refused unless the operator is told).
+                "--loopback-destinations=allowed",
             ],
             env=cluster.env(),
             stdout=log,

@@ -112,6 +112,10 @@ def test_the_namespace_scoped_chart_identity_reconciles_and_is_refused_the_rest(
             "namespaceScoped=true",
             "--set",
             f"watchNamespaces={{{WATCHED}}}",
+            # The test server listens on loopback; a namespace-scoped identity cannot read
+            # Namespace labels, so the opt-in is the operator-wide setting.
+            "--set",
+            "loopbackDestinations=allowed",
         ],
         capture_output=True,
         text=True,

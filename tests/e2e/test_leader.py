@@ -95,6 +95,8 @@ def candidate(cluster: Cluster, name: str, directory: Path, *extra: str) -> Iter
                 f"--liveness=http://127.0.0.1:{health_port}/healthz",
                 f"--metrics=http://127.0.0.1:{metrics_port}/metrics",
                 f"--leader-election-namespace={LEASE_NAMESPACE}",
+                # The test servers listen on loopback (refused unless the operator is told).
+                "--loopback-destinations=allowed",
                 *extra,
             ],
             env=env,
