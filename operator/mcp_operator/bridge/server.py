@@ -2,8 +2,9 @@
 
 Owns the process: the typed settings the command line builds (:class:`BridgeSettings`),
 logging, one shared ``httpx.AsyncClient`` for every upstream, uvicorn serving the agent's MCP
-endpoint (``listen`` of the configuration) and the health port (``0.0.0.0:health_port``) on
-one event loop, the configuration watcher, and graceful shutdown: on SIGTERM or SIGINT the
+endpoint (``listen`` of the configuration) and the health port (on every address of both
+families, ``[::]:health_port``: the kubelet probes the Pod IP, IPv4 or IPv6) on one event
+loop, the configuration watcher, and graceful shutdown: on SIGTERM or SIGINT the
 agent's GET streams are closed, both servers stop accepting and finish the calls in flight
 (within ``shutdown_grace_seconds``), then the timers stop and the upstream connections close.
 """
@@ -41,7 +42,7 @@ class BridgeSettings:
 
     config_path: Path
     health_port: int = 7801
-    health_host: str = "0.0.0.0"
+    health_host: str = process.ALL_ADDRESSES
     log_level: str = "INFO"
     relist_seconds: float = 300.0
     reload_seconds: float = 2.0
