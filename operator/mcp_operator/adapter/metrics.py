@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mcp_operator.adapter.records import CallSink
+from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS
 
 OTHER = "(other)"
 METHODS = frozenset(
@@ -45,24 +46,6 @@ METHODS = frozenset(
         "tasks/list",
         "tasks/cancel",
     }
-)
-LATENCY_BUCKETS = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-    60.0,
 )
 
 
@@ -133,7 +116,7 @@ class AdapterMetrics:
             "mcp_adapter_call_duration_seconds",
             "Time from forwarding a request to the child to its answer, by MCP method.",
             ["method"],
-            buckets=LATENCY_BUCKETS,
+            buckets=CALL_LATENCY_BUCKETS,
             registry=r,
         )
         polled = _Polled(sessions, inflight)

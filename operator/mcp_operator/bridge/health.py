@@ -10,9 +10,9 @@ MCP endpoint. What ready means is the core's to say.
 from __future__ import annotations
 
 from mcp_operator.bridge.core import BridgeCore
-from mcp_operator.bridge.metrics import CONTENT_TYPE
 from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
 from mcp_operator.serve.jsonrpc import dumps
+from mcp_operator.serve.metrics import CONTENT_TYPE
 
 
 class HealthApp:

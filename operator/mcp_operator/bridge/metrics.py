@@ -13,29 +13,11 @@ from __future__ import annotations
 import contextlib
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from mcp_operator.bridge.audit import AuditRecord
+from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS
 
 UNKNOWN = "(unknown)"
-LATENCY_BUCKETS = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-)
-CONTENT_TYPE = CONTENT_TYPE_LATEST
 
 
 class BridgeMetrics:
@@ -54,7 +36,7 @@ class BridgeMetrics:
             "mcp_bridge_call_duration_seconds",
             "Time from a tools/call's arrival to its answer, all pipeline steps included.",
             ["server"],
-            buckets=LATENCY_BUCKETS,
+            buckets=CALL_LATENCY_BUCKETS,
             registry=r,
         )
         self.upstream_up = Gauge(

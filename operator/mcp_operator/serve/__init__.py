@@ -11,4 +11,5 @@ Modules, one job each (none imports ``adapter``, ``bridge``, ``controller`` or `
 - ``process`` uvicorn on its fastest parts without its own signal handlers; the listening
   socket (dual-stack for ``::``); the event loop
 - ``deadlines`` header and body read deadlines on the HTTP protocol (slowloris)
+- ``metrics`` the call-latency buckets and content type of the Prometheus endpoints
 """
