@@ -4,8 +4,9 @@ A user who does not pick the bridge would put this gateway in front of the same 
 one gateway registered for the upstream, and a *virtual server* holding its ``echo`` tool,
 which clients reach at ``/servers/<id>/mcp`` with a bearer token. Run as its README's quick
 start does (one process, SQLite, in-memory cache, no Redis), with its own secrets generated
-per run, its SSRF guard told that the upstream on loopback is allowed, and logging at
-WARNING. Installed into the cache by ``hack/install-contextforge.sh`` (it needs Python
+per run, its SSRF guard told that the upstream on loopback is allowed, logging at WARNING,
+and its rate limiter off: by default it lets one client make 100 MCP requests a minute (then
+answers 429), which would measure the limiter rather than the forwarding. Installed into the cache by ``hack/install-contextforge.sh`` (it needs Python
 >= 3.12, which that script builds); :func:`installed` says whether it is there.
 """
 
@@ -66,6 +67,8 @@ def _environment(database: Path) -> dict[str, str]:
         "DEFAULT_USER_PASSWORD": f"Bb2-{strong()}",
         "SSRF_ALLOW_LOCALHOST": "true",
         "SSRF_ALLOW_PRIVATE_NETWORKS": "true",
+        "RATE_LIMITING_ENABLED": "false",
+        "RATE_LIMIT_LOCKOUT_ENABLED": "false",
     }
 
 
