@@ -6,8 +6,9 @@ which clients reach at ``/servers/<id>/mcp`` with a bearer token. Run as its REA
 start does (one process, SQLite, in-memory cache, no Redis), with its own secrets generated
 per run, its SSRF guard told that the upstream on loopback is allowed, logging at WARNING,
 and its rate limiter off: by default it lets one client make 100 MCP requests a minute (then
-answers 429), which would measure the limiter rather than the forwarding. Installed into the cache by ``hack/install-contextforge.sh`` (it needs Python
->= 3.12, which that script builds); :func:`installed` says whether it is there.
+answers 429), which would measure the limiter rather than the forwarding. Installed into
+the cache by ``hack/install-contextforge.sh`` (it needs Python >= 3.12, which that script
+builds); :func:`installed` says whether it is there.
 """
 
 from __future__ import annotations
