@@ -119,16 +119,57 @@ class NetnsHost:
         self._pods.clear()
 
 
+_NAMESPACE = re.compile(r"mcp-e2e-(\d+)-(\d+)$")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale_namespaces() -> None:
+    """Delete the namespaces of test processes that are gone (killed before their cleanup
+    ran, say); a veth pair goes with the namespace holding one of its ends."""
+    listing = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for line in listing.splitlines():
+        match = _NAMESPACE.match(line.split(" ", 1)[0])
+        if match and not _alive(int(match.group(1))):
+            _ip("netns", "del", match.group(0), check=False)
+
+
+def _claim() -> tuple[str, int]:
+    """A network namespace whose index no other is using: its veth pair ``mcpeN`` is
+    created here, so an index taken by anyone else (a leftover, a parallel run) is
+    skipped rather than fought over."""
+    _remove_stale_namespaces()
+    for _ in range(250):
+        index = next(_counter) % 250
+        name = f"mcp-e2e-{os.getpid()}-{index}"
+        veth = f"mcpe{index}"
+        if subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode:
+            continue
+        made = subprocess.run(
+            ["ip", "link", "add", veth, "type", "veth", "peer", "name", f"{veth}p"],
+            capture_output=True,
+        )
+        if made.returncode == 0:
+            return name, index
+        _ip("netns", "del", name, check=False)
+    raise RuntimeError("no free test network index in 10.251.0.0/16 (mcpe0..mcpe249)")
+
+
 @contextlib.contextmanager
 def netns_host() -> Iterator[NetnsHost]:
     """A fresh network namespace with a veth pair, removed afterwards."""
-    index = next(_counter) % 250
-    name = f"mcp-e2e-{os.getpid()}-{index}"
+    name, index = _claim()
     veth = f"mcpe{index}"
     host = NetnsHost(name, f"10.251.{index}.2", f"10.251.{index}.1")
-    _ip("netns", "add", name)
     try:
-        _ip("link", "add", veth, "type", "veth", "peer", "name", f"{veth}p")
         _ip("link", "set", f"{veth}p", "netns", name)
         _ip("addr", "add", f"{host.host_address}/30", "dev", veth)
         _ip("link", "set", veth, "up")
