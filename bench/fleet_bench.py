@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import statistics
 import subprocess
@@ -53,6 +54,80 @@ def rss_mib(pid: int, field: str = "VmHWM") -> float:
         if line.startswith(field + ":"):
             return int(line.split()[1]) / 1024
     return float("nan")
+
+
+def _processes() -> dict[int, tuple[int, str, float]]:
+    """Every process: its parent, a short name and its user + system CPU seconds."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    found = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            argv = (stat.parent / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue  # the process ended meanwhile
+        head, _, rest = text.rpartition(")")
+        fields = rest.split()
+        words = [a.decode(errors="replace") for a in argv[:3] if a]
+        name = head.partition("(")[2]
+        if name.startswith(("python", "node")) and len(words) > 2:
+            name = _program(words)
+        found[int(stat.parent.name)] = (
+            int(fields[1]),
+            name[:40],
+            (int(fields[11]) + int(fields[12])) / ticks,
+        )
+    return found
+
+
+def _program(argv: list[str]) -> str:
+    """`python -m mcp_operator` → mcp_operator; `python -c "...from mcp_server_time..."` →
+    mcp_server_time; `node .../server-everything/dist/index.js` → server-everything."""
+    if argv[1] == "-m":
+        return argv[2]
+    if argv[1] == "-c":
+        module = re.search(r"from (\w+)", argv[2])
+        return module.group(1) if module else "python -c"
+    script = [p for p in Path(argv[1]).parts if p not in ("dist", "build", "index.js")]
+    return script[-1] if script else argv[1]
+
+
+def cpu_seconds(root: int) -> float:
+    """User + system CPU seconds of process ``root`` and its descendants (py-spy's child)."""
+    found = _processes()
+    total = 0.0
+    for pid, (_, _, used) in found.items():
+        walk = pid
+        while walk not in (root, 0, 1) and walk in found:
+            walk = found[walk][0]
+        if walk == root:
+            total += used
+    return total
+
+
+class CpuShares:
+    """Which processes used the machine's CPU between :meth:`start` and :meth:`shares`."""
+
+    def start(self) -> None:
+        self._before = _processes()
+        self._began = time.monotonic()
+
+    def shares(self, top: int = 6) -> str:
+        seconds = time.monotonic() - self._began
+        used: dict[str, float] = {}
+        for pid, (_, name, now) in _processes().items():
+            before = self._before.get(pid)
+            spent = now - (before[2] if before else 0.0)
+            used[name] = used.get(name, 0.0) + spent
+        busiest = sorted(used.items(), key=lambda item: -item[1])[:top]
+        return ", ".join(f"{name} {spent / seconds:.0%}" for name, spent in busiest if spent)
+
+
+def _ready(item: dict) -> bool:  # type: ignore[type-arg]
+    return any(
+        c["type"] == "Ready" and c["status"] == "True"
+        for c in item.get("status", {}).get("conditions", [])
+    )
 
 
 class Api:
@@ -80,23 +155,50 @@ class Api:
         )
         answer.raise_for_status()
 
-    async def ready_names(self, namespace: str) -> set[str]:
-        answer = await self.client.get(f"{GROUP_PATH}/namespaces/{namespace}/mcpservers")
-        answer.raise_for_status()
-        ready = set()
-        for item in answer.json()["items"]:
-            for condition in item.get("status", {}).get("conditions", []):
-                if condition["type"] == "Ready" and condition["status"] == "True":
-                    ready.add(item["metadata"]["name"])
-        return ready
+    async def wait_ready(self, namespace: str, size: int, limit: float) -> None:
+        """Return once ``size`` MCPServers in ``namespace`` are Ready, watching them (a list
+        polled every fraction of a second would cost the API server more than the fleet)."""
+        ready: set[str] = set()
+        deadline = time.monotonic() + limit
+        while len(ready) < size:
+            answer = await self.client.get(f"{GROUP_PATH}/namespaces/{namespace}/mcpservers")
+            answer.raise_for_status()
+            listing = answer.json()
+            ready = {item["metadata"]["name"] for item in listing["items"] if _ready(item)}
+            version = listing["metadata"]["resourceVersion"]
+            params = {"watch": "1", "resourceVersion": version, "timeoutSeconds": "60"}
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(f"{size - len(ready)} of {size} servers not Ready in time")
+            with contextlib.suppress(httpx.ReadTimeout):
+                async with self.client.stream(
+                    "GET",
+                    f"{GROUP_PATH}/namespaces/{namespace}/mcpservers",
+                    params=params,
+                    timeout=httpx.Timeout(10, read=remaining),
+                ) as stream:
+                    async for line in stream.aiter_lines():
+                        event = json.loads(line)
+                        name = event["object"].get("metadata", {}).get("name")
+                        if event["type"] == "ERROR":
+                            break  # e.g. the resource version expired: list again
+                        if _ready(event["object"]) and event["type"] != "DELETED":
+                            ready.add(name)
+                        else:
+                            ready.discard(name)
+                        if len(ready) == size:
+                            return
 
     async def is_ready(self, namespace: str, name: str) -> bool:
+        """Whether the server is Ready; a failed probe ends the bench with its message."""
         answer = await self.client.get(f"{GROUP_PATH}/namespaces/{namespace}/mcpservers/{name}")
         answer.raise_for_status()
-        return any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in answer.json().get("status", {}).get("conditions", [])
-        )
+        for condition in answer.json().get("status", {}).get("conditions", []):
+            if condition["type"] == "Ready" and condition["status"] == "True":
+                return True
+            if condition["type"] == "Probed" and condition["status"] == "False":
+                raise RuntimeError(f"{namespace}/{name} failed: {condition.get('message')}")
+        return False
 
     async def floor_one(self, namespace: str, name: str, url: str) -> None:
         """What the operator must write for one server: create, a status patch, an Event."""
@@ -182,6 +284,28 @@ async def scraping(url: str, every: float, costs: list[float]) -> None:
             await asyncio.sleep(every)
 
 
+async def mean_seconds(metrics_url: str) -> str:
+    """The operator's own means so far: queue wait, probe and reconcile duration."""
+    async with httpx.AsyncClient(timeout=10) as client:
+        text = (await client.get(metrics_url)).text
+    sums: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        base = name.partition("{")[0]
+        if base.endswith(("_seconds_sum", "_seconds_count")):
+            sums[base] = sums.get(base, 0.0) + float(value)
+    shown = []
+    for label, metric in (
+        ("queue wait", "mcp_operator_queue_wait_seconds"),
+        ("probe", "mcp_operator_probe_duration_seconds"),
+        ("reconcile", "mcp_operator_reconcile_duration_seconds"),
+    ):
+        count = sums.get(f"{metric}_count", 0.0)
+        if count:
+            shown.append(f"{label} {sums[f'{metric}_sum'] / count * 1000:.0f} ms")
+    return ", ".join(shown)
+
+
 async def fleet(api: Api, urls: list[str], size: int) -> tuple[float, float]:
     """Create ``size`` servers at once; seconds until created and until all are Ready."""
     limit = 300.0 + size * 0.15
@@ -196,11 +320,8 @@ async def fleet(api: Api, urls: list[str], size: int) -> tuple[float, float]:
 
     await asyncio.gather(*(create(i) for i in range(size)))
     created = time.monotonic() - began
-    while time.monotonic() - began < limit:
-        if len(await api.ready_names(namespace)) == size:
-            return created, time.monotonic() - began
-        await asyncio.sleep(0.25)
-    raise RuntimeError(f"{size} servers not Ready within {limit:.0f}s")
+    await api.wait_ready(namespace, size, limit - created)
+    return created, time.monotonic() - began
 
 
 def run(args: argparse.Namespace) -> None:
@@ -228,6 +349,7 @@ def run(args: argparse.Namespace) -> None:
             "--liveness=none",
             f"--metrics={args.metrics_url}",
             "--no-leader-election",  # the only operator on this control plane
+            "--loopback-destinations=allowed",  # the MCP servers run on this machine
             # Not the floor's namespaces: the floor is measured with no operator involved.
             "--namespace=single",
             *(f"--namespace=fleet-{size}" for size in args.sizes),
@@ -273,11 +395,25 @@ async def measure(
         asyncio.create_task(scraping(args.metrics_url, args.scrape, costs)) if args.scrape else None
     )
     for size in args.sizes:
+        shares = CpuShares()
+        shares.start()
         base = await floor(api, urls, size, args.floor_concurrency)
         rows.append((f"{size} servers: floor (create + status + Event)", f"{base:.1f} s"))
+        rows.append((f"{size} servers: floor, CPU of one core by process", shares.shares()))
+        cpu_before = cpu_seconds(operator_pid)
+        shares.start()
         created, total = await fleet(api, urls, size)
+        cpu = cpu_seconds(operator_pid) - cpu_before
+        rows.append((f"{size} servers: fleet, CPU of one core by process", shares.shares()))
         rows.append((f"{size} servers: created / all Ready", f"{created:.1f} s / {total:.1f} s"))
         rows.append((f"{size} servers: operator / floor", f"{total / base:.2f}x"))
+        rows.append((f"operator's means after {size}", await mean_seconds(args.metrics_url)))
+        rows.append(
+            (
+                f"{size} servers: operator CPU (per server)",
+                f"{cpu:.1f} s ({cpu / size * 1000:.1f} ms)",
+            )
+        )
         current = rss_mib(operator_pid, "VmRSS")
         rows.append((f"operator RSS after {size} (current)", f"{current:.0f} MiB"))
     if scraper is not None:

@@ -208,7 +208,6 @@ def candidate_identity() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    import asyncio
     import logging
 
     import kopf
@@ -216,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
     import mcp_operator.controller.handlers  # noqa: F401  (registers the handlers)
     from mcp_operator.controller.metrics import OperatorMetrics
     from mcp_operator.controller.shards import parse_selector
+    from mcp_operator.serve.process import run_on_fastest_loop
 
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
     kopf.configure(verbose=args.verbose, debug=args.debug, log_format=log_format)
@@ -283,7 +283,7 @@ def run(args: argparse.Namespace) -> int:
             stop_flag=stop,
         )
 
-    return asyncio.run(_main(operate, election, endpoints, metrics))
+    return run_on_fastest_loop(_main(operate, election, endpoints, metrics))
 
 
 async def _main(

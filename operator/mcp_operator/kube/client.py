@@ -39,6 +39,12 @@ from mcp_operator.kube.tokens import (
 
 logger = logging.getLogger(__name__)
 
+CONNECTIONS = 20
+"""Requests to the API server at once, each on a kept-alive connection; twenty keep a 2-core
+API server busy. More wait their turn here rather than in httpx's pool, whose every
+hand-out checks every connection and every waiting request: with 50 connections, a fleet
+reconciling at once spent a sixth of the operator's CPU there."""
+
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
@@ -163,8 +169,9 @@ class Kube:
             timeout=REQUEST_TIMEOUT,
             # Keep every connection alive: a fleet reconciling at once would otherwise pay a
             # TLS handshake per request to the API server.
-            limits=httpx.Limits(max_connections=50, max_keepalive_connections=50),
+            limits=httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS),
         )
+        self._turns = asyncio.Semaphore(CONNECTIONS)
 
     @classmethod
     def connect(
@@ -255,9 +262,10 @@ class Kube:
         if content is not None:
             headers["Content-Type"] = content_type
         try:
-            return await self._client.request(
-                method, path, content=content, headers=headers, params=params
-            )
+            async with self._turns:
+                return await self._client.request(
+                    method, path, content=content, headers=headers, params=params
+                )
         except httpx.HTTPError:
             if self._on_error is not None:
                 self._on_error(method, None)

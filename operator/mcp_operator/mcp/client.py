@@ -182,9 +182,13 @@ def http_client(
     state: ProbeState,
     timeout: httpx2.Timeout | None = None,
     keep: Keep | None = None,
+    *,
+    standalone_stream: bool = True,
 ) -> httpx2.AsyncClient:
     """An httpx2 client for ``target`` that counts and bounds every response body in ``state``
-    and, given ``keep``, counts and cuts every tool list before the SDK sees it."""
+    and, given ``keep``, counts and cuts every tool list before the SDK sees it. Without
+    ``standalone_stream`` it never opens Streamable HTTP's GET stream (see
+    :class:`~mcp_operator.mcp.guard.GuardedTransport`)."""
     count = ToolCount(MAX_DISCOVERED_TOOLS)
 
     async def on_response(response: httpx2.Response) -> None:
@@ -208,7 +212,11 @@ def http_client(
         headers=headers,
         timeout=timeout or httpx2.Timeout(target.timeout_seconds),
         transport=GuardedTransport(
-            target.egress, state, verify=_tls(target.verify_tls), limits=PROBE_LIMITS
+            target.egress,
+            state,
+            verify=_tls(target.verify_tls),
+            limits=PROBE_LIMITS,
+            standalone_stream=standalone_stream,
         ),
         event_hooks={"response": [on_response]},
     )
@@ -222,10 +230,13 @@ async def connect(
     message_handler: Any = None,
     http_timeout: httpx2.Timeout | None = None,
     keep: Keep | None = None,
+    listen: bool = True,
 ) -> mcp.Client:
     """An SDK client after the handshake (2026 discovery first, then ``initialize``).
 
-    The client and its connections close with ``stack``.
+    Without ``listen``, a Streamable HTTP session opens no GET stream: nothing the server
+    sends on its own is wanted (a probe). The client and its connections close with
+    ``stack``.
     """
     transport: Any
     if target.transport == "sse":
@@ -240,7 +251,9 @@ async def connect(
             httpx_client_factory=factory,
         )
     else:
-        http = await stack.enter_async_context(http_client(target, state, http_timeout, keep))
+        http = await stack.enter_async_context(
+            http_client(target, state, http_timeout, keep, standalone_stream=listen)
+        )
         transport = streamable_http_client(
             target.url, http_client=http, max_sse_event_size=MAX_RESPONSE_BYTES
         )

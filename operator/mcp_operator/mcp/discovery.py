@@ -164,7 +164,7 @@ def scrubbed(discovery: Discovery, mask: Scrubber) -> Discovery:
 
 async def _discover(target: ProbeTarget, state: ProbeState, keep: Keep) -> Discovery:
     async with AsyncExitStack() as stack:
-        client = await connect(stack, target, state, keep=keep)
+        client = await connect(stack, target, state, keep=keep, listen=False)
         capabilities = client.server_capabilities
         info = client.server_info
         walk = Paginator()

@@ -14,6 +14,7 @@ destination. The policy itself is :mod:`~mcp_operator.mcp.egress`'s.
 
 from __future__ import annotations
 
+import ipaddress
 import socket
 from collections.abc import Iterable
 from typing import Any
@@ -47,14 +48,24 @@ async def allowed_addresses(policy: EgressPolicy, host: str, port: int) -> list[
     why = policy.host_refusal(host, port)
     if why is not None:
         raise Refused(host, why)
-    found = await anyio.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    addresses = _literal(host)
+    if not addresses:
+        found = await anyio.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
     allowed = [address for address in addresses if policy.refusal(address, port) is None]
     if allowed:
         return allowed
     first = addresses[0] if addresses else host
     shown = host if first == host.strip("[]") else f"{host} ({first})"
     raise Refused(shown, policy.refusal(first, port) or "it has no address")
+
+
+def _literal(host: str) -> list[str]:
+    """``[host]`` when the host is an IP address (nothing to resolve), else ``[]``."""
+    try:
+        return [str(ipaddress.ip_address(host.strip("[]")))]
+    except ValueError:
+        return []
 
 
 class GuardedBackend(AsyncNetworkBackend):
@@ -115,10 +126,21 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
 
     Proxies from the environment are not used: the policy judges the destination, which a
     proxy would hide behind its own address.
+
+    Without ``standalone_stream``, a GET is answered here with ``405 Method Not Allowed``
+    (what a server without the optional GET stream of Streamable HTTP answers) and never
+    sent: a probe lists tools and leaves, so the stream the SDK opens after the handshake
+    would cost the server and the operator a connection for nothing.
     """
 
     def __init__(
-        self, policy: EgressPolicy, state: ProbeState, *, verify: Any, limits: httpx2.Limits
+        self,
+        policy: EgressPolicy,
+        state: ProbeState,
+        *,
+        verify: Any,
+        limits: httpx2.Limits,
+        standalone_stream: bool = True,
     ) -> None:
         super().__init__(verify=verify, trust_env=False, limits=limits)
         ssl_context = httpx2.create_ssl_context(verify=verify, trust_env=False)
@@ -129,3 +151,9 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
             keepalive_expiry=limits.keepalive_expiry,
             network_backend=GuardedBackend(policy, state),
         )
+        self._standalone_stream = standalone_stream
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "GET" and not self._standalone_stream:
+            return httpx2.Response(405, headers={"allow": "POST, DELETE"}, request=request)
+        return await super().handle_async_request(request)
