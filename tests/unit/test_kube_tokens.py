@@ -20,15 +20,9 @@ import pytest
 import yaml
 
 from mcp_operator.kube.client import Kube, _load_credentials
+from mcp_operator.kube.exec_plugin import ExecToken, parse_exec_credential
 from mcp_operator.kube.resources import SECRETS
-from mcp_operator.kube.tokens import (
-    CredentialError,
-    ExecToken,
-    jwt_expiry,
-    kubeconfig_user,
-    parse_exec_credential,
-    still_fresh,
-)
+from mcp_operator.kube.tokens import CredentialError, jwt_expiry, kubeconfig_user, still_fresh
 
 NOW = datetime.datetime(2026, 12, 1, 10, 0, tzinfo=datetime.UTC)
 SKEW = datetime.timedelta(seconds=30)

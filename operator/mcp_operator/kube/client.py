@@ -27,9 +27,9 @@ from typing import Any
 import httpx
 
 from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
+from mcp_operator.kube.exec_plugin import ExecToken
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 from mcp_operator.kube.tokens import (
-    ExecToken,
     FileToken,
     ReloadedToken,
     StaticToken,
