@@ -19,7 +19,8 @@ import httpx
 import pytest
 import yaml
 
-from mcp_operator.kube.client import Kube, _load_credentials
+from mcp_operator.kube.client import Kube
+from mcp_operator.kube.credentials import load_credentials
 from mcp_operator.kube.exec_plugin import ExecToken, parse_exec_credential
 from mcp_operator.kube.resources import SECRETS
 from mcp_operator.kube.tokens import CredentialError, jwt_expiry, kubeconfig_user, still_fresh
@@ -174,7 +175,7 @@ async def test_after_a_401_the_client_runs_the_plugin_again_and_retries_once(
     path = kubeconfig(tmp_path, exec_spec(tmp_path))
     named = kubeconfig_user(str(path))
     assert named is not None and "exec" in named.user
-    credentials = _load_credentials(str(path))
+    credentials = load_credentials(str(path))
     kube = Kube(credentials)
     seen: list[str] = []
 

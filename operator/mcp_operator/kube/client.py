@@ -20,26 +20,16 @@ import socket
 import ssl
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
-from mcp_operator.kube.exec_plugin import ExecToken
+from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
-from mcp_operator.kube.tokens import (
-    FileToken,
-    ReloadedToken,
-    StaticToken,
-    TokenSource,
-    kubeconfig_user,
-)
 
 logger = logging.getLogger(__name__)
 
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 """Waits between attempts to post an Event while the API server or etcd is away (about 1 min)."""
@@ -79,78 +69,12 @@ def not_opted_in(namespace: str, name: str) -> SecretReferenceError:
     )
 
 
-@dataclass
-class _Credentials:
-    server: str
-    verify: ssl.SSLContext | bool
-    tokens: TokenSource
-    in_cluster: bool = False
-    cert: tuple[str, str] | None = None
-
-
-def _load_credentials(kubeconfig: str | None) -> _Credentials:
-    token_file = SERVICE_ACCOUNT_DIR / "token"
-    if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ and token_file.exists():
-        host = os.environ["KUBERNETES_SERVICE_HOST"]
-        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        if ":" in host:
-            host = f"[{host}]"
-        context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
-        return _Credentials(
-            server=f"https://{host}:{port}",
-            verify=context,
-            tokens=FileToken(token_file),
-            in_cluster=True,
-        )
-
-    from kubernetes import client, config
-
-    def load() -> client.Configuration:
-        configuration = client.Configuration()
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return configuration
-
-    configuration = load()
-    verify: ssl.SSLContext | bool = True
-    if not configuration.verify_ssl:
-        verify = False
-    elif configuration.ssl_ca_cert:
-        verify = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    cert = None
-    if configuration.cert_file and configuration.key_file:
-        cert = (configuration.cert_file, configuration.key_file)
-        if isinstance(verify, ssl.SSLContext):
-            verify.load_cert_chain(*cert)
-        else:
-            context = ssl.create_default_context()
-            context.load_cert_chain(*cert)
-            if verify is False:
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            verify = context
-
-    def bearer(configuration: client.Configuration) -> str | None:
-        api_key = configuration.api_key
-        token: str | None = api_key.get("authorization") or api_key.get("BearerToken")
-        return token[len("Bearer ") :] if token and token.startswith("Bearer ") else token
-
-    # Tokens that expire are renewed (kopf's own client does the same for its watches).
-    paths = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    named = kubeconfig_user(paths)
-    tokens: TokenSource = StaticToken(bearer(configuration))
-    if named is not None and "exec" in named.user:
-        tokens = ExecToken(named.user["exec"], named.cluster, base_dir=named.base_dir)
-    elif named is not None and "auth-provider" in named.user:
-        tokens = ReloadedToken(lambda: bearer(load()), bearer(configuration))
-    return _Credentials(server=configuration.host, verify=verify, tokens=tokens, cert=cert)
-
-
 class Kube:
     """An asynchronous client of one API server; create with :meth:`connect`."""
 
     def __init__(
         self,
-        credentials: _Credentials,
+        credentials: Credentials,
         *,
         on_error: Callable[[str, int | None], None] | None = None,
     ) -> None:
@@ -174,7 +98,7 @@ class Kube:
         on_error: Callable[[str, int | None], None] | None = None,
     ) -> Kube:
         """In-cluster credentials when running in a Pod, else the kubeconfig (``KUBECONFIG``)."""
-        return cls(_load_credentials(kubeconfig), on_error=on_error)
+        return cls(load_credentials(kubeconfig), on_error=on_error)
 
     @property
     def server(self) -> str:

@@ -1,0 +1,92 @@
+"""Who the operator is to the API server: the server's address, its TLS, and the credentials.
+
+Owns reading them once at start-up -- a Pod's service account, or the kubeconfig
+(``KUBECONFIG``, the current context) -- into :class:`Credentials`, choosing the
+source that renews each kind (:mod:`mcp_operator.kube.tokens`,
+:mod:`mcp_operator.kube.exec_plugin`). Sending requests with them is
+:mod:`mcp_operator.kube.client`'s job.
+"""
+
+from __future__ import annotations
+
+import os
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+from mcp_operator.kube.exec_plugin import ExecToken
+from mcp_operator.kube.tokens import (
+    FileToken,
+    ReloadedToken,
+    StaticToken,
+    TokenSource,
+    kubeconfig_user,
+)
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+@dataclass
+class Credentials:
+    server: str
+    verify: ssl.SSLContext | bool
+    tokens: TokenSource
+    in_cluster: bool = False
+    cert: tuple[str, str] | None = None
+
+
+def load_credentials(kubeconfig: str | None) -> Credentials:
+    token_file = SERVICE_ACCOUNT_DIR / "token"
+    if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ and token_file.exists():
+        host = os.environ["KUBERNETES_SERVICE_HOST"]
+        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
+        if ":" in host:
+            host = f"[{host}]"
+        context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
+        return Credentials(
+            server=f"https://{host}:{port}",
+            verify=context,
+            tokens=FileToken(token_file),
+            in_cluster=True,
+        )
+
+    from kubernetes import client, config
+
+    def load() -> client.Configuration:
+        configuration = client.Configuration()
+        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return configuration
+
+    configuration = load()
+    verify: ssl.SSLContext | bool = True
+    if not configuration.verify_ssl:
+        verify = False
+    elif configuration.ssl_ca_cert:
+        verify = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
+    cert = None
+    if configuration.cert_file and configuration.key_file:
+        cert = (configuration.cert_file, configuration.key_file)
+        if isinstance(verify, ssl.SSLContext):
+            verify.load_cert_chain(*cert)
+        else:
+            context = ssl.create_default_context()
+            context.load_cert_chain(*cert)
+            if verify is False:
+                context.check_hostname = False
+                context.verify_mode = ssl.CERT_NONE
+            verify = context
+
+    def bearer(configuration: client.Configuration) -> str | None:
+        api_key = configuration.api_key
+        token: str | None = api_key.get("authorization") or api_key.get("BearerToken")
+        return token[len("Bearer ") :] if token and token.startswith("Bearer ") else token
+
+    # Tokens that expire are renewed (kopf's own client does the same for its watches).
+    paths = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    named = kubeconfig_user(paths)
+    tokens: TokenSource = StaticToken(bearer(configuration))
+    if named is not None and "exec" in named.user:
+        tokens = ExecToken(named.user["exec"], named.cluster, base_dir=named.base_dir)
+    elif named is not None and "auth-provider" in named.user:
+        tokens = ReloadedToken(lambda: bearer(load()), bearer(configuration))
+    return Credentials(server=configuration.host, verify=verify, tokens=tokens, cert=cert)
