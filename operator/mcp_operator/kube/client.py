@@ -27,6 +27,7 @@ import httpx
 from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
+from mcp_operator.kube.tls import CertificateTransport
 
 logger = logging.getLogger(__name__)
 
@@ -81,13 +82,21 @@ class Kube:
         self._credentials = credentials
         self._on_error = on_error
         """Hears every failed request: its verb and HTTP status (``None``: no answer)."""
+        # Keep every connection alive: a fleet reconciling at once would otherwise pay a
+        # TLS handshake per request to the API server.
+        limits = httpx.Limits(max_connections=50, max_keepalive_connections=50)
+        self._transport = None
+        if credentials.plugin is not None and credentials.verification is not None:
+            # An exec plugin may hand out a new client certificate: new connections for it.
+            self._transport = CertificateTransport(
+                credentials.plugin.cached_certificate, credentials.verification, limits
+            )
         self._client = httpx.AsyncClient(
             base_url=credentials.server,
             verify=credentials.verify,
             timeout=REQUEST_TIMEOUT,
-            # Keep every connection alive: a fleet reconciling at once would otherwise pay a
-            # TLS handshake per request to the API server.
-            limits=httpx.Limits(max_connections=50, max_keepalive_connections=50),
+            limits=limits,
+            transport=self._transport,
         )
 
     @classmethod
@@ -114,7 +123,8 @@ class Kube:
         (with the token as last obtained: a request of this client renews it first)."""
         token = self._credentials.tokens.cached()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return headers, self._credentials.verify
+        context = self._transport.context if self._transport is not None else None
+        return headers, context or self._credentials.verify
 
     async def api_server_endpoints(self) -> frozenset[tuple[str, int | None]]:
         """The API server's IP addresses and ports as this client knows them: its URL's host
@@ -162,7 +172,11 @@ class Kube:
         if response.status_code >= 400:
             if self._on_error is not None:
                 self._on_error(method, response.status_code)
-            raise _error(response)
+            error = _error(response)
+            if response.status_code == 401 and self._credentials.plugin is not None:
+                refused = self._credentials.plugin.describe()  # names the user, no secret
+                raise KubeError(401, f"The API server refused the {refused}: {error}")
+            raise error
         if not response.content:
             return None
         return response.json()

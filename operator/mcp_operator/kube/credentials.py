@@ -9,14 +9,21 @@ source that renews each kind (:mod:`mcp_operator.kube.tokens`,
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import ssl
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from mcp_operator.kube.exec_plugin import ExecToken
+from mcp_operator.kube.exec_plugin import ExecPlugin
+from mcp_operator.kube.tls import ServerVerification, client_context
 from mcp_operator.kube.tokens import (
+    CredentialError,
     FileToken,
+    KubeconfigUser,
     ReloadedToken,
     StaticToken,
     TokenSource,
@@ -33,6 +40,10 @@ class Credentials:
     tokens: TokenSource
     in_cluster: bool = False
     cert: tuple[str, str] | None = None
+    plugin: ExecPlugin | None = None
+    """An exec plugin's credential (token, client certificate or both), renewed as it expires."""
+    verification: ServerVerification | None = None
+    """How to check the server when a renewed client certificate needs a new SSL context."""
 
 
 def load_credentials(kubeconfig: str | None) -> Credentials:
@@ -49,6 +60,13 @@ def load_credentials(kubeconfig: str | None) -> Credentials:
             tokens=FileToken(token_file),
             in_cluster=True,
         )
+
+    paths = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    named = kubeconfig_user(paths)
+    if named is not None and "exec" in named.user:
+        # Read without the kubernetes library, which would run the plugin itself (once more,
+        # at start-up) and write a certificate it handed out to files of its own.
+        return _exec_plugin_credentials(named)
 
     from kubernetes import client, config
 
@@ -82,11 +100,50 @@ def load_credentials(kubeconfig: str | None) -> Credentials:
         return token[len("Bearer ") :] if token and token.startswith("Bearer ") else token
 
     # Tokens that expire are renewed (kopf's own client does the same for its watches).
-    paths = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    named = kubeconfig_user(paths)
     tokens: TokenSource = StaticToken(bearer(configuration))
-    if named is not None and "exec" in named.user:
-        tokens = ExecToken(named.user["exec"], named.cluster, base_dir=named.base_dir)
-    elif named is not None and "auth-provider" in named.user:
+    if named is not None and "auth-provider" in named.user:
         tokens = ReloadedToken(lambda: bearer(load()), bearer(configuration))
     return Credentials(server=configuration.host, verify=verify, tokens=tokens, cert=cert)
+
+
+def _exec_plugin_credentials(named: KubeconfigUser) -> Credentials:
+    """A user that is an exec plugin, on the context's cluster."""
+    cluster = named.cluster
+    server = str(cluster.get("server") or "")
+    if not server:
+        raise CredentialError(f"the kubeconfig's cluster for user {named.name} names no server")
+    ca_pem = cluster_ca(cluster, named.cluster_dir or named.base_dir, named.name)
+    verification = ServerVerification(
+        ca_pem, insecure=bool(cluster.get("insecure-skip-tls-verify"))
+    )
+    plugin = ExecPlugin(
+        named.user["exec"],
+        cluster,
+        user=named.name,
+        base_dir=named.base_dir,
+        ca_pem=ca_pem.encode() if ca_pem else None,
+    )
+    return Credentials(
+        server=server.rstrip("/"),
+        verify=client_context(verification, None),
+        tokens=plugin,
+        plugin=plugin,
+        verification=verification,
+    )
+
+
+def cluster_ca(cluster: Mapping[str, Any], base_dir: Path, user: str) -> str | None:
+    """The PEM of a kubeconfig cluster's CA (``certificate-authority-data``, or the file
+    ``certificate-authority`` relative to the kubeconfig); ``None``: the system's."""
+    if data := cluster.get("certificate-authority-data"):
+        try:
+            return base64.b64decode(str(data), validate=True).decode()
+        except (binascii.Error, UnicodeDecodeError):
+            raise CredentialError(
+                f"the kubeconfig's cluster for user {user} has certificate-authority-data "
+                "that is not base64 of a PEM"
+            ) from None
+    if path := cluster.get("certificate-authority"):
+        file = Path(str(path)).expanduser()
+        return (file if file.is_absolute() else base_dir / file).read_text()
+    return None

@@ -161,19 +161,21 @@ class ReloadedToken:
 
 @dataclass(frozen=True)
 class KubeconfigUser:
-    """The current context's user and cluster entries, and the directory of the file that
-    named the user (relative plugin paths are resolved against it)."""
+    """The current context's user (its name and entry) and cluster entry, and the
+    directories of the files that named them (relative paths are resolved against them)."""
 
     user: Mapping[str, Any]
     cluster: Mapping[str, Any]
     base_dir: Path
+    name: str = ""
+    cluster_dir: Path | None = None
 
 
 def kubeconfig_user(paths: str) -> KubeconfigUser | None:
     """The current context's user of the kubeconfig files in ``paths`` (``:``-separated),
     merged by kubectl's rule: the first file that sets a name or the current context wins."""
     users: dict[str, tuple[Mapping[str, Any], Path]] = {}
-    clusters: dict[str, Mapping[str, Any]] = {}
+    clusters: dict[str, tuple[Mapping[str, Any], Path]] = {}
     contexts: dict[str, Mapping[str, Any]] = {}
     current = None
     import yaml
@@ -187,11 +189,12 @@ def kubeconfig_user(paths: str) -> KubeconfigUser | None:
         for item in document.get("users") or ():
             users.setdefault(item.get("name"), (item.get("user") or {}, path.parent))
         for item in document.get("clusters") or ():
-            clusters.setdefault(item.get("name"), item.get("cluster") or {})
+            clusters.setdefault(item.get("name"), (item.get("cluster") or {}, path.parent))
         for item in document.get("contexts") or ():
             contexts.setdefault(item.get("name"), item.get("context") or {})
     context = contexts.get(current or "")
     if context is None or context.get("user") not in users:
         return None
     user, base_dir = users[context["user"]]
-    return KubeconfigUser(user, clusters.get(str(context.get("cluster")), {}), base_dir)
+    cluster, cluster_dir = clusters.get(str(context.get("cluster")), ({}, None))
+    return KubeconfigUser(user, cluster, base_dir, str(context["user"]), cluster_dir)
