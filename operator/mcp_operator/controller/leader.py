@@ -9,7 +9,10 @@ bounded by what is left of the renew deadline.
 
 :func:`lead` is the life cycle of one process: follow until elected, then run
 the operator (kopf, the fleet) while holding the Lease; on a clean stop, stop
-the operator and release the Lease so a follower takes over at once; when
+the operator, keep renewing until it has quiesced (its reconciles stopped, its
+client closed: kopf's clean-up), and release the Lease right then -- not when
+kopf has finished shutting down, some seconds later -- so a follower takes over
+at once and never while this process may still write; when
 renewal fails, stop the operator and report that leadership was lost, and
 the caller exits (a Pod then restarts as a follower). Exiting rather than
 pausing is client-go's choice too: nothing of the old term (a probe in
