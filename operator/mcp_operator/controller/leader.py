@@ -216,8 +216,9 @@ async def lead(
     ``operate(operator_stop, quiesced)`` sets ``quiesced`` once it makes no more writes (its
     reconciles have stopped, its client is closed) though it may still be winding down.
     The Lease is renewed until then and released right then, so a follower takes over
-    without waiting for the rest of the shutdown (kopf gives stray tasks 5 s) and
-    never while this process may still write."""
+    without waiting for the rest of the shutdown and never while this process may still
+    write. ``operator_stop`` is set then too: kopf, stopped by SIGTERM itself, still has a
+    task waiting on that flag, and gives such leftover tasks 5 s before cancelling them."""
     if not await elector.acquire(stop):
         return True
     operator_stop, quiesced = asyncio.Event(), asyncio.Event()
