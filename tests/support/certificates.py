@@ -52,11 +52,11 @@ def issue(
     groups: tuple[str, ...] = (),
     not_before: datetime.datetime,
     not_after: datetime.datetime,
-    server_name: str | None = None,
+    server_names: tuple[str, ...] = (),
 ) -> tuple[str, str]:
     """A certificate for ``common_name`` (the user, to the API server) in ``groups`` (its
     organisations), signed by ``authority``: ``(certificate_pem, key_pem)``. With
-    ``server_name``, a serving certificate for that DNS name and 127.0.0.1 instead."""
+    ``server_names`` (DNS names or IP addresses), a serving certificate for them instead."""
     import ipaddress
 
     ca_certificate = x509.load_pem_x509_certificate(authority.certificate_pem.encode())
@@ -74,14 +74,16 @@ def issue(
         .not_valid_before(not_before)
         .not_valid_after(not_after)
     )
-    if server_name is None:
+    if not server_names:
         usage = ExtendedKeyUsageOID.CLIENT_AUTH
     else:
         usage = ExtendedKeyUsageOID.SERVER_AUTH
-        alternative: list[x509.GeneralName] = [
-            x509.DNSName(server_name),
-            x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        ]
+        alternative: list[x509.GeneralName] = []
+        for name in server_names:
+            try:
+                alternative.append(x509.IPAddress(ipaddress.ip_address(name)))
+            except ValueError:
+                alternative.append(x509.DNSName(name))
         builder = builder.add_extension(x509.SubjectAlternativeName(alternative), critical=False)
     certificate = builder.add_extension(x509.ExtendedKeyUsage([usage]), critical=False).sign(
         ca_key, hashes.SHA256()

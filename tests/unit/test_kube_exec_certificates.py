@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from mcp_operator.kube.credentials import cluster_ca, load_credentials
 from mcp_operator.kube.exec_plugin import (
     ExecPlugin,
     exec_info,
@@ -204,8 +205,9 @@ def test_a_pair_that_does_not_load_is_an_error_without_the_key(authority: Author
 
 @pytest.fixture
 async def server(authority: Authority, tmp_path: Path) -> AsyncIterator[str]:
-    """An HTTPS server that requires a client certificate and answers with its name."""
-    certificate, key = issue(authority, "localhost", server_name="localhost", **VALID)
+    """An HTTPS server that requires a client certificate and answers with its name; its
+    own certificate is for ``localhost`` and ``api.internal``, not for 127.0.0.1."""
+    certificate, key = issue(authority, "api", server_names=("localhost", "api.internal"), **VALID)
     (tmp_path / "server.crt").write_text(certificate)
     (tmp_path / "server.key").write_text(key)
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=authority.certificate_pem)
@@ -268,3 +270,60 @@ async def test_a_request_in_flight_finishes_on_the_old_certificate(
             assert old.transport._pool.connections, "the old pool stays open until done"
             assert (await streaming.aread()) == b"first"
         assert old.in_flight == 0 and not old.transport._pool.connections, "then it is closed"
+
+
+async def test_tls_server_name_is_the_name_checked_and_sent_instead_of_the_urls_host(
+    authority: Authority, server: str
+) -> None:
+    by_address = server.replace("localhost", "127.0.0.1")
+    alice = pair(authority, "alice")
+    for server_name, answer in ((None, None), ("api.internal", "alice")):
+        verification = ServerVerification(authority.certificate_pem, server_name=server_name)
+        transport = CertificateTransport(lambda: alice, verification, httpx.Limits())
+        async with httpx.AsyncClient(base_url=by_address, transport=transport) as client:
+            if answer is None:
+                with pytest.raises(httpx.ConnectError, match="IP address mismatch"):
+                    await client.get("/")
+            else:
+                assert (await client.get("/")).text == answer
+
+
+# -- reading the kubeconfig's cluster ----------------------------------------------------------
+
+
+def test_an_exec_users_cluster_is_read_without_running_the_plugin(
+    authority: Authority, tmp_path: Path
+) -> None:
+    (tmp_path / "certs").mkdir()
+    (tmp_path / "certs" / "ca.crt").write_text(authority.certificate_pem)
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "c",
+                "cluster": {
+                    "server": "https://127.0.0.1:6443/",
+                    "certificate-authority": "certs/ca.crt",
+                    "tls-server-name": "api.internal",
+                },
+            }
+        ],
+        "users": [{"name": "robot", "user": {"exec": {"apiVersion": V1, "command": "absent"}}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "robot"}}],
+        "current-context": "x",
+    }
+    path = tmp_path / "kubeconfig"
+    path.write_text(json.dumps(config))
+    credentials = load_credentials(str(path))
+    assert credentials.server == "https://127.0.0.1:6443"
+    assert credentials.verification == ServerVerification(
+        authority.certificate_pem, server_name="api.internal"
+    )
+    assert credentials.plugin is not None and credentials.plugin.user == "robot"
+    assert credentials.plugin.runs == 0, "the plugin runs at the first request, not before"
+
+
+def test_a_cluster_ca_that_is_not_base64_is_an_error_naming_the_user() -> None:
+    with pytest.raises(CredentialError, match="user robot has certificate-authority-data"):
+        cluster_ca({"certificate-authority-data": "not base64!"}, Path("/"), "robot")

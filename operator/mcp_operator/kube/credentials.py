@@ -114,7 +114,9 @@ def _exec_plugin_credentials(named: KubeconfigUser) -> Credentials:
         raise CredentialError(f"the kubeconfig's cluster for user {named.name} names no server")
     ca_pem = cluster_ca(cluster, named.cluster_dir or named.base_dir, named.name)
     verification = ServerVerification(
-        ca_pem, insecure=bool(cluster.get("insecure-skip-tls-verify"))
+        ca_pem,
+        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        server_name=str(cluster.get("tls-server-name") or "") or None,
     )
     plugin = ExecPlugin(
         named.user["exec"],

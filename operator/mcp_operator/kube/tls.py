@@ -44,10 +44,12 @@ class ClientCertificate:
 class ServerVerification:
     """How the API server's certificate is checked: against ``ca_pem`` (``None``: the
     system's trust store), or not at all (``insecure``, the kubeconfig's
-    ``insecure-skip-tls-verify``)."""
+    ``insecure-skip-tls-verify``); for the name ``server_name`` (the kubeconfig's
+    ``tls-server-name``, also sent as SNI) instead of the URL's host when given."""
 
     ca_pem: str | None = None
     insecure: bool = False
+    server_name: str | None = None
 
 
 def client_context(
@@ -151,6 +153,8 @@ class CertificateTransport(httpx.AsyncBaseTransport):
         return self._pool.context if self._pool is not None else None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self._verification.server_name:
+            request.extensions["sni_hostname"] = self._verification.server_name
         certificate = self._source()
         pool = self._pool
         if pool is None or (certificate is not None and certificate != self._certificate):
