@@ -5,7 +5,9 @@
 - ``credentials`` who the client is: server, TLS and credentials, read once at start-up
 - ``resources`` where each kind lives in the REST API
 - ``tokens``    the client's bearer tokens, renewed when they expire (service account files,
-  exec plugins, OIDC)
+  OIDC)
+- ``exec_plugin`` kubeconfig exec plugins: their tokens and client certificates, renewed
+- ``tls``       SSL contexts and connection pools for a client certificate that is renewed
 """
 
 from mcp_operator.kube.client import (
