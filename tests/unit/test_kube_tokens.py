@@ -19,16 +19,11 @@ import httpx
 import pytest
 import yaml
 
-from mcp_operator.kube.client import Kube, _load_credentials
+from mcp_operator.kube.client import Kube
+from mcp_operator.kube.credentials import load_credentials
+from mcp_operator.kube.exec_plugin import ExecPlugin, parse_exec_credential
 from mcp_operator.kube.resources import SECRETS
-from mcp_operator.kube.tokens import (
-    CredentialError,
-    ExecToken,
-    jwt_expiry,
-    kubeconfig_user,
-    parse_exec_credential,
-    still_fresh,
-)
+from mcp_operator.kube.tokens import CredentialError, jwt_expiry, kubeconfig_user, still_fresh
 
 NOW = datetime.datetime(2026, 12, 1, 10, 0, tzinfo=datetime.UTC)
 SKEW = datetime.timedelta(seconds=30)
@@ -107,7 +102,7 @@ def test_an_exec_credential_is_parsed_with_its_expiry_and_never_shows_the_token(
         (
             '{"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1",'
             ' "status": {}}',
-            "no status.token",
+            "neither status.token nor status.clientCertificateData",
         ),
     ],
 )
@@ -136,7 +131,7 @@ def test_the_expiry_of_an_oidc_id_token_is_read_from_its_exp_claim() -> None:
 
 
 async def test_the_plugin_runs_once_while_its_token_is_fresh(tmp_path: Path) -> None:
-    source = ExecToken(exec_spec(tmp_path), {"server": "https://api.example:6443"})
+    source = ExecPlugin(exec_spec(tmp_path), {"server": "https://api.example:6443"})
     assert await source.token() == "token-1:arg:https://api.example:6443"
     assert await source.token() == "token-1:arg:https://api.example:6443"
     assert runs(tmp_path) == 1
@@ -144,7 +139,7 @@ async def test_the_plugin_runs_once_while_its_token_is_fresh(tmp_path: Path) -> 
 
 async def test_an_expiring_token_is_renewed_before_use(tmp_path: Path) -> None:
     # The plugin's tokens live 10 s, inside the renewal margin: every use renews.
-    source = ExecToken(exec_spec(tmp_path, LIFETIME="10"), {})
+    source = ExecPlugin(exec_spec(tmp_path, LIFETIME="10"), {})
     assert (await source.token() or "").startswith("token-1")
     assert (await source.token() or "").startswith("token-2")
 
@@ -152,7 +147,7 @@ async def test_an_expiring_token_is_renewed_before_use(tmp_path: Path) -> None:
 async def test_a_failing_plugin_is_an_error_with_its_exit_code_and_last_line(
     tmp_path: Path,
 ) -> None:
-    source = ExecToken(exec_spec(tmp_path, PLUGIN_FAILS="1"), {})
+    source = ExecPlugin(exec_spec(tmp_path, PLUGIN_FAILS="1"), {})
     with pytest.raises(CredentialError, match=r"exited with code 3: login expired"):
         await source.token()
 
@@ -180,7 +175,7 @@ async def test_after_a_401_the_client_runs_the_plugin_again_and_retries_once(
     path = kubeconfig(tmp_path, exec_spec(tmp_path))
     named = kubeconfig_user(str(path))
     assert named is not None and "exec" in named.user
-    credentials = _load_credentials(str(path))
+    credentials = load_credentials(str(path))
     kube = Kube(credentials)
     seen: list[str] = []
 

@@ -208,7 +208,7 @@ async def test_lead_runs_the_operator_only_once_elected_and_releases_on_stop() -
     me = elector(store, "me", clock, [])
     started = asyncio.Event()
 
-    async def operate(operator_stop: asyncio.Event) -> None:
+    async def operate(operator_stop: asyncio.Event, _quiesced: asyncio.Event) -> None:
         started.set()
         await operator_stop.wait()
 
@@ -229,7 +229,7 @@ async def test_lead_stops_the_operator_and_reports_a_lost_leadership() -> None:
     me = elector(store, "me", clock, [])
     stopped = asyncio.Event()
 
-    async def operate(operator_stop: asyncio.Event) -> None:
+    async def operate(operator_stop: asyncio.Event, _quiesced: asyncio.Event) -> None:
         await operator_stop.wait()
         stopped.set()
 
@@ -240,3 +240,53 @@ async def test_lead_stops_the_operator_and_reports_a_lost_leadership() -> None:
     store._store(LeaseRecord("thief", 15, "a", "r", 1).manifest("mcp-operator", "ns"))
     assert await asyncio.wait_for(leading, timeout=2) is False
     assert stopped.is_set() and store.holder == "thief", "a lost Lease is not released"
+
+
+async def test_lead_releases_the_lease_once_the_operator_quiesced_not_when_it_returns() -> None:
+    store, clock = LeaseStore(), Clock()
+    me = elector(store, "me", clock, [])
+    winding_down = asyncio.Event()
+    finish = asyncio.Event()
+
+    async def operate(operator_stop: asyncio.Event, quiesced: asyncio.Event) -> None:
+        await operator_stop.wait()
+        await winding_down.wait()  # reconciles still stopping: the Lease must stay ours
+        quiesced.set()
+        await finish.wait()  # a slow end of the process after that (kopf's stray tasks)
+
+    stop = asyncio.Event()
+    leading = asyncio.create_task(lead(me, operate, stop))
+    await asyncio.sleep(0.05)
+    assert store.holder == "me"
+    stop.set()
+    await asyncio.sleep(0.05)
+    assert store.holder == "me", "released while the operator may still write"
+    winding_down.set()
+    for _ in range(100):
+        if store.holder is None:
+            break
+        await asyncio.sleep(0.01)
+    assert store.holder is None, "not released once the operator quiesced"
+    assert not leading.done(), "lead waits for the operator to return"
+    finish.set()
+    assert await asyncio.wait_for(leading, timeout=2) is True
+
+
+async def test_lead_releases_when_the_operator_quiesces_on_a_signal_of_its_own() -> None:
+    store, clock = LeaseStore(), Clock()
+    me = elector(store, "me", clock, [])
+    finish = asyncio.Event()
+
+    async def operate(_operator_stop: asyncio.Event, quiesced: asyncio.Event) -> None:
+        await asyncio.sleep(0.05)  # kopf got SIGTERM itself: ``stop`` is never set
+        quiesced.set()
+        await finish.wait()
+
+    leading = asyncio.create_task(lead(me, operate, asyncio.Event()))
+    for _ in range(100):
+        if store.body is not None and store.holder is None:
+            break
+        await asyncio.sleep(0.01)
+    assert store.body is not None and store.holder is None
+    finish.set()
+    assert await asyncio.wait_for(leading, timeout=2) is True

@@ -272,7 +272,8 @@ def run(args: argparse.Namespace) -> int:
         shard_selector=shard_selector,
     )
 
-    async def operate(stop: asyncio.Event) -> None:
+    async def operate(stop: asyncio.Event, quiesced: asyncio.Event) -> None:
+        memo.quiesced = quiesced  # set by the clean-up handler once nothing writes any more
         await kopf.operator(
             clusterwide=not args.namespace,
             namespaces=args.namespace,
@@ -287,7 +288,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _main(
-    operate: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+    operate: Callable[[asyncio.Event, asyncio.Event], Coroutine[Any, Any, None]],
     election: LeaderElectionSettings,
     endpoint_settings: EndpointSettings,
     metrics: OperatorMetrics,
@@ -305,7 +306,7 @@ async def _main(
     try:
         if not election.enabled:
             metrics.leading(True)
-            await operate(asyncio.Event())  # kopf stops itself on SIGTERM and SIGINT
+            await operate(asyncio.Event(), asyncio.Event())  # kopf stops on SIGTERM, SIGINT
             return 0
         # Until kopf runs (it installs its own handlers), a signal stops the follower.
         stop = asyncio.Event()

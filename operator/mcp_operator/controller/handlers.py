@@ -109,6 +109,11 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
     kube = getattr(memo, "kube", None)
     if kube is not None:
         await kube.close()
+    # Nothing of ours writes any more (kopf's watchers and handlers stopped before the
+    # clean-up): leader election may release the Lease now.
+    quiesced = getattr(memo, "quiesced", None)
+    if quiesced is not None:
+        quiesced.set()
 
 
 def _event_type(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo) -> str | None:

@@ -9,7 +9,10 @@ bounded by what is left of the renew deadline.
 
 :func:`lead` is the life cycle of one process: follow until elected, then run
 the operator (kopf, the fleet) while holding the Lease; on a clean stop, stop
-the operator and release the Lease so a follower takes over at once; when
+the operator, keep renewing until it has quiesced (its reconciles stopped, its
+client closed: kopf's clean-up), and release the Lease right then -- not when
+kopf has finished shutting down, some seconds later -- so a follower takes over
+at once and never while this process may still write; when
 renewal fails, stop the operator and report that leadership was lost, and
 the caller exits (a Pod then restarts as a follower). Exiting rather than
 pausing is client-go's choice too: nothing of the old term (a probe in
@@ -203,34 +206,46 @@ class Elector:
 
 async def lead(
     elector: Elector,
-    operate: Callable[[asyncio.Event], Coroutine[Any, Any, None]],
+    operate: Callable[[asyncio.Event, asyncio.Event], Coroutine[Any, Any, None]],
     stop: asyncio.Event,
 ) -> bool:
     """Follow, then run ``operate`` while leading. True: ended by ``stop`` or by ``operate``
     returning (the Lease is released); False: leadership was lost (``operate`` is stopped
-    through the event it was given, and the caller should exit)."""
+    through the event it was given, and the caller should exit).
+
+    ``operate(operator_stop, quiesced)`` sets ``quiesced`` once it makes no more writes (its
+    reconciles have stopped, its client is closed) though it may still be winding down.
+    The Lease is renewed until then and released right then, so a follower takes over
+    without waiting for the rest of the shutdown and never while this process may still
+    write. ``operator_stop`` is set then too: kopf, stopped by SIGTERM itself, still has a
+    task waiting on that flag, and gives such leftover tasks 5 s before cancelling them."""
     if not await elector.acquire(stop):
         return True
-    operator_stop = asyncio.Event()
-    operating = asyncio.create_task(operate(operator_stop), name="operator")
+    operator_stop, quiesced = asyncio.Event(), asyncio.Event()
+    operating = asyncio.create_task(operate(operator_stop, quiesced), name="operator")
     holding = asyncio.create_task(elector.hold(), name="leader-lease")
     stopping = asyncio.create_task(stop.wait(), name="stop-signal")
+    quieting = asyncio.create_task(quiesced.wait(), name="operator-quiesced")
     try:
-        done, _ = await asyncio.wait(
-            {operating, holding, stopping}, return_when=asyncio.FIRST_COMPLETED
+        # kopf handles SIGTERM itself (``stop`` is then never set): it quiesces, then returns.
+        await asyncio.wait(
+            {operating, holding, stopping, quieting}, return_when=asyncio.FIRST_COMPLETED
         )
+        operator_stop.set()
+        await asyncio.wait({operating, holding, quieting}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         operator_stop.set()
         stopping.cancel()
-    lost = holding in done and not operating.done()
+        quieting.cancel()
+    lost = holding.done()
     if lost:
         logger.error("Stopping the operator: leadership of Lease %s was lost", elector.lease)
     else:
         holding.cancel()
     try:
-        await operating
-    finally:
         await asyncio.gather(holding, return_exceptions=True)
         if not lost:
             await elector.release()
+    finally:
+        await operating
     return not lost

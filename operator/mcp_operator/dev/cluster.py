@@ -92,6 +92,7 @@ def _die_with_parent() -> None:
 @dataclass
 class _Certificates:
     ca_cert: Path
+    ca_key: Path
     serving_cert: Path
     serving_key: Path
     sa_key: Path
@@ -169,12 +170,15 @@ def _write_certificates(directory: Path) -> _Certificates:
 
     paths = _Certificates(
         ca_cert=directory / "ca.crt",
+        ca_key=directory / "ca.key",
         serving_cert=directory / "apiserver.crt",
         serving_key=directory / "apiserver.key",
         sa_key=directory / "sa.key",
         sa_pub=directory / "sa.pub",
     )
     paths.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    # Kept so that tests can issue client certificates the API server accepts (--client-ca-file).
+    paths.ca_key.write_bytes(pem_key(ca_key))
     paths.serving_cert.write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
     paths.serving_key.write_bytes(pem_key(serving_key))
     paths.sa_key.write_bytes(pem_key(sa_key))
@@ -183,7 +187,7 @@ def _write_certificates(directory: Path) -> _Certificates:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
     )
-    for secret_file in (paths.serving_key, paths.sa_key):
+    for secret_file in (paths.ca_key, paths.serving_key, paths.sa_key):
         secret_file.chmod(0o600)
     return paths
 

@@ -2,19 +2,22 @@
 
 - ``client``    :class:`Kube`: server-side apply, status patches, Secret reads, Events;
   HTTP status codes become exceptions here and nowhere else
+- ``credentials`` who the client is: server, TLS and credentials, read once at start-up
 - ``resources`` where each kind lives in the REST API
 - ``tokens``    the client's bearer tokens, renewed when they expire (service account files,
-  exec plugins, OIDC)
+  OIDC)
+- ``exec_plugin`` kubeconfig exec plugins: their tokens and client certificates, renewed
+- ``tls``       SSL contexts and connection pools for a client certificate that is renewed
 """
 
 from mcp_operator.kube.client import (
-    SERVICE_ACCOUNT_DIR,
     Kube,
     KubeError,
     NotFound,
     SecretReferenceError,
     opted_in,
 )
+from mcp_operator.kube.credentials import SERVICE_ACCOUNT_DIR
 from mcp_operator.kube.resources import (
     AGENTRUNS,
     CONFIGMAPS,

@@ -20,22 +20,14 @@ import socket
 import ssl
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
 from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
+from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
-from mcp_operator.kube.tokens import (
-    ExecToken,
-    FileToken,
-    ReloadedToken,
-    StaticToken,
-    TokenSource,
-    kubeconfig_user,
-)
+from mcp_operator.kube.tls import CertificateTransport
 
 logger = logging.getLogger(__name__)
 
@@ -44,8 +36,6 @@ CONNECTIONS = 20
 API server busy. More wait their turn here rather than in httpx's pool, whose every
 hand-out checks every connection and every waiting request: with 50 connections, a fleet
 reconciling at once spent a sixth of the operator's CPU there."""
-
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 """Waits between attempts to post an Event while the API server or etcd is away (about 1 min)."""
@@ -85,91 +75,33 @@ def not_opted_in(namespace: str, name: str) -> SecretReferenceError:
     )
 
 
-@dataclass
-class _Credentials:
-    server: str
-    verify: ssl.SSLContext | bool
-    tokens: TokenSource
-    in_cluster: bool = False
-    cert: tuple[str, str] | None = None
-
-
-def _load_credentials(kubeconfig: str | None) -> _Credentials:
-    token_file = SERVICE_ACCOUNT_DIR / "token"
-    if kubeconfig is None and "KUBERNETES_SERVICE_HOST" in os.environ and token_file.exists():
-        host = os.environ["KUBERNETES_SERVICE_HOST"]
-        port = os.environ.get("KUBERNETES_SERVICE_PORT", "443")
-        if ":" in host:
-            host = f"[{host}]"
-        context = ssl.create_default_context(cafile=str(SERVICE_ACCOUNT_DIR / "ca.crt"))
-        return _Credentials(
-            server=f"https://{host}:{port}",
-            verify=context,
-            tokens=FileToken(token_file),
-            in_cluster=True,
-        )
-
-    from kubernetes import client, config
-
-    def load() -> client.Configuration:
-        configuration = client.Configuration()
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return configuration
-
-    configuration = load()
-    verify: ssl.SSLContext | bool = True
-    if not configuration.verify_ssl:
-        verify = False
-    elif configuration.ssl_ca_cert:
-        verify = ssl.create_default_context(cafile=configuration.ssl_ca_cert)
-    cert = None
-    if configuration.cert_file and configuration.key_file:
-        cert = (configuration.cert_file, configuration.key_file)
-        if isinstance(verify, ssl.SSLContext):
-            verify.load_cert_chain(*cert)
-        else:
-            context = ssl.create_default_context()
-            context.load_cert_chain(*cert)
-            if verify is False:
-                context.check_hostname = False
-                context.verify_mode = ssl.CERT_NONE
-            verify = context
-
-    def bearer(configuration: client.Configuration) -> str | None:
-        api_key = configuration.api_key
-        token: str | None = api_key.get("authorization") or api_key.get("BearerToken")
-        return token[len("Bearer ") :] if token and token.startswith("Bearer ") else token
-
-    # Tokens that expire are renewed (kopf's own client does the same for its watches).
-    paths = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-    named = kubeconfig_user(paths)
-    tokens: TokenSource = StaticToken(bearer(configuration))
-    if named is not None and "exec" in named.user:
-        tokens = ExecToken(named.user["exec"], named.cluster, base_dir=named.base_dir)
-    elif named is not None and "auth-provider" in named.user:
-        tokens = ReloadedToken(lambda: bearer(load()), bearer(configuration))
-    return _Credentials(server=configuration.host, verify=verify, tokens=tokens, cert=cert)
-
-
 class Kube:
     """An asynchronous client of one API server; create with :meth:`connect`."""
 
     def __init__(
         self,
-        credentials: _Credentials,
+        credentials: Credentials,
         *,
         on_error: Callable[[str, int | None], None] | None = None,
     ) -> None:
         self._credentials = credentials
         self._on_error = on_error
         """Hears every failed request: its verb and HTTP status (``None``: no answer)."""
+        # Keep every connection alive: a fleet reconciling at once would otherwise pay a
+        # TLS handshake per request to the API server.
+        limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
+        self._transport = None
+        if credentials.plugin is not None and credentials.verification is not None:
+            # An exec plugin may hand out a new client certificate: new connections for it.
+            self._transport = CertificateTransport(
+                credentials.plugin.cached_certificate, credentials.verification, limits
+            )
         self._client = httpx.AsyncClient(
             base_url=credentials.server,
             verify=credentials.verify,
             timeout=REQUEST_TIMEOUT,
-            # Keep every connection alive: a fleet reconciling at once would otherwise pay a
-            # TLS handshake per request to the API server.
-            limits=httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS),
+            limits=limits,
+            transport=self._transport,
         )
         self._turns = asyncio.Semaphore(CONNECTIONS)
 
@@ -181,7 +113,7 @@ class Kube:
         on_error: Callable[[str, int | None], None] | None = None,
     ) -> Kube:
         """In-cluster credentials when running in a Pod, else the kubeconfig (``KUBECONFIG``)."""
-        return cls(_load_credentials(kubeconfig), on_error=on_error)
+        return cls(load_credentials(kubeconfig), on_error=on_error)
 
     @property
     def server(self) -> str:
@@ -197,7 +129,8 @@ class Kube:
         (with the token as last obtained: a request of this client renews it first)."""
         token = self._credentials.tokens.cached()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return headers, self._credentials.verify
+        context = self._transport.context if self._transport is not None else None
+        return headers, context or self._credentials.verify
 
     async def api_server_endpoints(self) -> frozenset[tuple[str, int | None]]:
         """The API server's IP addresses and ports as this client knows them: its URL's host
@@ -245,7 +178,11 @@ class Kube:
         if response.status_code >= 400:
             if self._on_error is not None:
                 self._on_error(method, response.status_code)
-            raise _error(response)
+            error = _error(response)
+            if response.status_code == 401 and self._credentials.plugin is not None:
+                refused = self._credentials.plugin.describe()  # names the user, no secret
+                raise KubeError(401, f"The API server refused the {refused}: {error}")
+            raise error
         if not response.content:
             return None
         return response.json()

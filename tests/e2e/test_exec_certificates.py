@@ -1,0 +1,156 @@
+"""Client certificates from a kubeconfig exec plugin, against a real kube-apiserver.
+
+The plugin (``tests/support/exec_cert_plugin.py``) issues a new pair on every run,
+signed by the control plane's CA (the API server's ``--client-ca-file``), for the
+user ``exec-user-<run>``: a SelfSubjectReview then shows which certificate the
+client presented on the wire, so a client that kept the old one after a renewal
+would be caught.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mcp_operator.kube import CONFIGMAPS, Kube, KubeError
+from mcp_operator.kube.tokens import EXPIRY_SKEW
+from tests.e2e.conftest import REPO, Cluster
+
+pytestmark = pytest.mark.e2e
+
+PLUGIN = REPO / "tests" / "support" / "exec_cert_plugin.py"
+GROUP = "mcp-exec-users"
+USER = "ci-robot"
+LIFETIME = int(EXPIRY_SKEW.total_seconds()) + 5
+"""Seconds a pair is valid: the client renews it 30 s before that, so after 5 s."""
+
+
+@pytest.fixture(scope="module")
+def exec_users_may_view(cluster: Cluster) -> Iterator[None]:
+    binding = "mcp-exec-users-view"
+    cluster.kubectl(
+        "create", "clusterrolebinding", binding, "--clusterrole=view", f"--group={GROUP}"
+    )
+    yield
+    cluster.kubectl("delete", "clusterrolebinding", binding, check=False)
+
+
+@pytest.fixture
+def private_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The temporary directory the ``ssl`` module's files would go to, watched by the test."""
+    directory = tmp_path / "tmp"
+    directory.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(directory))
+    return directory
+
+
+def kubeconfig(cluster: Cluster, directory: Path, mode: str) -> Path:
+    """The cluster's kubeconfig with its user replaced by the exec plugin."""
+    plane_directory = cluster.plane.directory
+    assert plane_directory is not None
+    config: dict[str, Any] = yaml.safe_load(cluster.kubeconfig.read_text())
+    variables = {
+        "CA_CERT": str(plane_directory / "ca.crt"),
+        "CA_KEY": str(plane_directory / "ca.key"),
+        "RUNS_FILE": str(directory / "runs"),
+        "LIFETIME": str(LIFETIME),
+        "MODE": mode,
+    }
+    config["users"] = [
+        {
+            "name": USER,
+            "user": {
+                "exec": {
+                    "apiVersion": "client.authentication.k8s.io/v1",
+                    "command": sys.executable,
+                    "args": [str(PLUGIN)],
+                    "env": [{"name": k, "value": v} for k, v in variables.items()],
+                    "interactiveMode": "Never",
+                    "provideClusterInfo": True,
+                }
+            },
+        }
+    ]
+    config["contexts"][0]["context"]["user"] = USER
+    path = directory / "kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def runs(directory: Path) -> int:
+    return int((directory / "runs").read_text())
+
+
+async def whoami(kube: Kube) -> str:
+    """The user the API server authenticated this request as."""
+    review = await kube.request(
+        "POST",
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        body={"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"},
+    )
+    return str(review["status"]["userInfo"]["username"])
+
+
+async def test_the_client_presents_the_plugins_certificate_and_a_renewed_one_after_expiry(
+    cluster: Cluster,
+    exec_users_may_view: None,
+    namespace: str,
+    tmp_path: Path,
+    private_tmp: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    cluster.kubectl("create", "configmap", "-n", namespace, "settings", "--from-literal=a=b")
+    kube = Kube.connect(str(kubeconfig(cluster, tmp_path, "valid")))
+    try:
+        assert await whoami(kube) == "exec-user-1"
+        listed = await kube.list(CONFIGMAPS, namespace)
+        assert "settings" in {item["metadata"]["name"] for item in listed}
+        assert runs(tmp_path) == 1, "a fresh certificate is reused, not issued per request"
+
+        await asyncio.sleep(LIFETIME - EXPIRY_SKEW.total_seconds() + 0.5)
+        assert await whoami(kube) == "exec-user-2", "the renewed certificate on the wire"
+        listed = await kube.list(CONFIGMAPS, namespace)
+        assert "settings" in {item["metadata"]["name"] for item in listed}
+        assert runs(tmp_path) == 2
+        assert kube._transport is not None and kube._transport.pools_opened == 2
+    finally:
+        await kube.close()
+    server = (tmp_path / "runs.server").read_text()
+    assert server == cluster.plane.server, "provideClusterInfo tells the plugin the server"
+    assert "PRIVATE KEY" not in caplog.text
+    assert "Obtained a client certificate for kubeconfig user ci-robot" in caplog.text
+    assert not any(private_tmp.iterdir()), "the files the ssl module read are removed"  # noqa: ASYNC240
+
+
+@pytest.mark.parametrize("mode", ["expired", "foreign"])
+async def test_a_pair_the_api_server_refuses_is_an_error_naming_the_user_without_the_key(
+    cluster: Cluster,
+    exec_users_may_view: None,
+    namespace: str,
+    tmp_path: Path,
+    private_tmp: Path,
+    caplog: pytest.LogCaptureFixture,
+    mode: str,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    kube = Kube.connect(str(kubeconfig(cluster, tmp_path, mode)))
+    try:
+        with pytest.raises(KubeError) as caught:
+            await kube.list(CONFIGMAPS, namespace)
+    finally:
+        await kube.close()
+    assert caught.value.status == 401
+    message = str(caught.value)
+    assert f"kubeconfig user {USER}" in message and "client certificate" in message, message
+    assert runs(tmp_path) == 2, "the plugin is run again once after the 401, then no more"
+    assert "PRIVATE KEY" not in message + repr(caught.value) + caplog.text
+    assert not any(private_tmp.iterdir())  # noqa: ASYNC240
