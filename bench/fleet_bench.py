@@ -354,6 +354,9 @@ def run(args: argparse.Namespace) -> None:
             "--namespace=single",
             *(f"--namespace=fleet-{size}" for size in args.sizes),
         ]
+        if args.trace_memory:
+            tracer = str(REPO / "bench" / "trace_memory.py")
+            command = [sys.executable, tracer, args.trace_memory, *command[1:]]
         if args.profile:
             spy = str(Path(sys.executable).with_name("py-spy"))
             command = [spy, "record", "--format", "raw", "-o", args.profile, "--", *command]
@@ -376,6 +379,17 @@ def run(args: argparse.Namespace) -> None:
         for name, value in rows:
             print(f"| {name.ljust(width)} | {value} |")
         print(json.dumps({"latencies_ms": [round(x * 1000) for x in latencies]}))
+
+
+async def trace_memory(pid: int, output: Path) -> None:
+    """Have the operator (under bench/trace_memory.py) write where its memory is held."""
+    before = output.stat().st_size if output.exists() else 0
+    os.kill(pid, signal.SIGUSR1)
+    for _ in range(600):  # a snapshot of a large heap takes a while
+        await asyncio.sleep(1)
+        if output.exists() and output.stat().st_size > before:
+            await asyncio.sleep(2)  # the rest of the write
+            return
 
 
 async def measure(
@@ -414,6 +428,8 @@ async def measure(
                 f"{cpu:.1f} s ({cpu / size * 1000:.1f} ms)",
             )
         )
+        if args.trace_memory:
+            await trace_memory(operator_pid, Path(args.trace_memory))
         current = rss_mib(operator_pid, "VmRSS")
         rows.append((f"operator RSS after {size} (current)", f"{current:.0f} MiB"))
     if scraper is not None:
@@ -452,6 +468,12 @@ def main() -> None:
         "--profile",
         metavar="FILE",
         help="record the operator with py-spy (raw format) into FILE (RSS rows then show py-spy)",
+    )
+    parser.add_argument(
+        "--trace-memory",
+        metavar="FILE",
+        help="run the operator under bench/trace_memory.py and write where its memory is held "
+        "after each size into FILE (slows it down several times)",
     )
     run(parser.parse_args())
 

@@ -11,7 +11,8 @@ A controller hands :class:`Worker` the objects it watches, keyed by uid, and one
 - a failed run backs off: doubling from the first delay, capped, spread by
   jitter; a wake that says the object changed starts the back-off over;
 - one global concurrency limit (:attr:`Worker.limit`), which ``run`` holds
-  around its expensive step (a probe), not around its API calls;
+  around its expensive steps (the MCPServer fleet: a probe and the status write
+  that reports it, so results never pile up waiting for the API server);
 - a run that raises :class:`~mcp_operator.kube.NotFound` ends the task: the
   object is gone. A task that ends for any reason leaves no entry behind, so
   the next event of the object starts a new one instead of waking a dead one;

@@ -20,6 +20,7 @@ reconcile. This module wires the parts, each of which owns one job:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -30,7 +31,7 @@ from mcp_operator.api import MCPServer
 from mcp_operator.controller.events import ObjectRef
 from mcp_operator.controller.mcpserver import reconcile
 from mcp_operator.controller.mcpserver.listeners import Listeners
-from mcp_operator.controller.mcpserver.status import events, status_patch
+from mcp_operator.controller.mcpserver.status import events, remembered, status_patch
 from mcp_operator.controller.mcpserver.wake import RolloutState, WakePolicy
 from mcp_operator.controller.metrics import OperatorMetrics, count_ready
 from mcp_operator.controller.parsing import InvalidSpec, parse
@@ -52,7 +53,8 @@ class _Server:
     parsed: MCPServer | InvalidSpec
     ref: ObjectRef
     status: Mapping[str, Any] | None
-    """The status as last written (or as it arrived), the base of the next patch."""
+    """What the next patch needs of the status as last written (or as it arrived):
+    :func:`~mcp_operator.controller.mcpserver.status.remembered`."""
 
 
 class Fleet:
@@ -103,7 +105,8 @@ class Fleet:
         if known is None:
             parsed = self._parse(body)
             self._wake.track(uid, parsed)
-            self._worker.start(uid, _Server(parsed, ObjectRef.of(body), body.get("status")))
+            status = remembered(body.get("status"))
+            self._worker.start(uid, _Server(parsed, ObjectRef.of(body), status))
             return
         known.ref = ObjectRef.of(body)
         if metadata.get("generation") != known.parsed.metadata.generation:
@@ -160,15 +163,37 @@ class Fleet:
         return asked
 
     async def _reconcile_once(self, server: _Server) -> tuple[Mapping[str, Any] | None, Next]:
+        # One slot covers the probe and the status write that reports it: a probe's result
+        # waits in memory for the write, so when the API server is the slower side, probes
+        # wait for writes instead of a fleet's worth of results piling up in the operator.
+        async with self._worker.limit:
+            result = await reconcile.mcpserver(
+                self.kube,
+                server.parsed,
+                probe_slots=contextlib.nullcontext(),  # held already
+                render_settings=self.settings.render,
+                registry=self._registry,
+                egress_settings=self.settings.egress,
+            )
+            written = await self._write(server, result)
+        if written is None:
+            return None, Next(None, failed=True)
+        if result.outcome.kind == "failed":
+            return written, Next(result.interval, failed=True)
+        if result.watch is not None:
+            uid = server.ref.uid
+            self._listeners.listen(
+                uid,
+                result.watch,
+                max_seconds=result.interval or 300.0,
+                name=str(server.ref),
+                on_change=lambda: self._worker.wake(uid),
+            )
+        return written, Next(result.interval)
+
+    async def _write(self, server: _Server, result: reconcile.Result) -> Mapping[str, Any] | None:
+        """Write the status the result calls for; the status as written, or ``None``."""
         parsed = server.parsed
-        result = await reconcile.mcpserver(
-            self.kube,
-            parsed,
-            probe_slots=self._worker.limit,
-            render_settings=self.settings.render,
-            registry=self._registry,
-            egress_settings=self.settings.egress,
-        )
         patch = status_patch(
             server.status,
             result.outcome,
@@ -184,18 +209,6 @@ class Fleet:
                 reason = "ToolsDiscoveredWithWarnings" if warned else "ToolsDiscovered"
             self.metrics.probed(probed, reason, result.probe_seconds)
         written = await self._status.write(server.ref, server.status, patch)
-        if written is None:
-            return None, Next(None, failed=True)
-        server.status = written
-        if result.outcome.kind == "failed":
-            return written, Next(result.interval, failed=True)
-        if result.watch is not None:
-            uid = server.ref.uid
-            self._listeners.listen(
-                uid,
-                result.watch,
-                max_seconds=result.interval or 300.0,
-                name=str(server.ref),
-                on_change=lambda: self._worker.wake(uid),
-            )
-        return written, Next(result.interval)
+        if written is not None:
+            server.status = remembered(written)
+        return written

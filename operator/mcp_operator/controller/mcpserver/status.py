@@ -108,6 +108,21 @@ def status_patch(
     return patch
 
 
+def remembered(status: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """What the fleet keeps of a status between reconciles: what :func:`status_patch`,
+    :func:`events` and the metrics read of the previous status (the conditions, the last
+    probe time, the tool names), not the tools' descriptions and annotations, which at
+    10,000 servers took most of the operator's memory."""
+    if status is None:
+        return None
+    kept = {
+        key: status[key] for key in ("conditions", "lastProbeTime", "toolCount") if key in status
+    }
+    if "tools" in status:
+        kept["tools"] = [{"name": tool.get("name")} for tool in status["tools"] or []]
+    return kept
+
+
 def _ready_after(deployed: WantedCondition | None, reason: str, message: str) -> WantedCondition:
     """Ready is True only when the Deployment (if any) is available too."""
     if deployed is not None and deployed.status != "True":
