@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import socket
 import ssl
@@ -298,3 +299,32 @@ def test_scrub_masks_echoed_header_values_whole_and_cut() -> None:
     assert "s3cr3t" not in masked.message
     assert masked.reason == "ServerError"
     assert scrub(ProbeError("Timeout", "clean"), {"Authorization": secret}).message == "clean"
+
+
+async def test_a_probe_whose_cancellation_came_back_as_an_error_ends_cancelled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK's task groups can answer our cancellation with anyio's BrokenResourceError;
+    discover must end cancelled, not with a ProbeError its caller would write to status."""
+    import anyio
+
+    from mcp_operator.mcp import discovery
+    from mcp_operator.mcp.egress import EgressPolicy
+    from mcp_operator.mcp.target import ProbeTarget
+
+    started = asyncio.Event()
+
+    async def swallowing(*_args: object) -> None:
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise anyio.BrokenResourceError from None
+
+    monkeypatch.setattr(discovery, "_discover", swallowing)
+    target = ProbeTarget("http://127.0.0.1:9/mcp", egress=EgressPolicy(allow_loopback=True))
+    task = asyncio.create_task(discovery.discover(target))
+    await started.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task

@@ -118,6 +118,30 @@ async def test_stop_cancels_every_worker() -> None:
     assert len(things) == 0 and all(task.done() for task in tasks)
 
 
+async def test_stop_ends_a_worker_whose_run_swallowed_the_cancellation() -> None:
+    """A library in the run may turn our cancellation into an error of its own (anyio's
+    closed streams do): the worker still ends instead of running again, so stop returns."""
+    clock = FakeClock()
+    started = asyncio.Event()
+    runs = 0
+
+    async def swallowing(thing: Thing) -> Next:
+        nonlocal runs
+        runs += 1
+        started.set()
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            raise RuntimeError("the stream was closed") from None  # as anyio's do
+        return Next(None)
+
+    things = worker(clock, run=swallowing, initial_backoff_seconds=0.0, jitter=0.0)
+    things.start("a", Thing("a"))
+    await started.wait()
+    await asyncio.wait_for(things.stop(), timeout=5)
+    assert runs == 1, "the worker ran again after it was cancelled"
+
+
 async def test_the_global_limit_is_one_semaphore_for_all_objects() -> None:
     clock = FakeClock()
     inside: list[str] = []

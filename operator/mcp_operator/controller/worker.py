@@ -16,7 +16,9 @@ A controller hands :class:`Worker` the objects it watches, keyed by uid, and one
 - a run that raises :class:`~mcp_operator.kube.NotFound` ends the task: the
   object is gone. A task that ends for any reason leaves no entry behind, so
   the next event of the object starts a new one instead of waking a dead one;
-- :meth:`Worker.stop` cancels every task.
+- :meth:`Worker.stop` cancels every task; a task ends after its run even when
+  something in the run swallowed the cancellation, so stopping never waits
+  for a task that keeps going.
 
 Time is injected (:class:`Clock`): tests run the schedule on a fake clock
 instead of sleeping. What a run does, which changes wake which object and what
@@ -47,6 +49,12 @@ from mcp_operator.kube import NotFound
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+
+def _cancelled() -> bool:
+    """Whether the current task was asked to stop (even if the CancelledError got lost)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 class Clock(Protocol):
@@ -191,6 +199,8 @@ class Worker(Generic[T]):
                         self._describe(entry.item),
                     )
                     asked = Next(None, failed=True)
+                if _cancelled():
+                    return  # a library in the run swallowed our cancellation: end anyway
                 await self.clock.wait(entry.wake, self._delay(entry, asked))
         finally:
             if self._entries.get(uid) is entry:

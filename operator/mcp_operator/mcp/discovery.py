@@ -29,7 +29,7 @@ import mcp
 from mcp_types import METHOD_NOT_FOUND
 
 from mcp_operator.mcp.client import connect, probe_state
-from mcp_operator.mcp.errors import ProbeError, ProbeState, scrub, translate
+from mcp_operator.mcp.errors import ProbeError, ProbeState, reraise_cancellation, scrub, translate
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
 from mcp_operator.mcp.scrub import Scrubber
@@ -127,6 +127,7 @@ async def discover(target: ProbeTarget, keep: Keep | None = None) -> Discovery:
         with anyio.fail_after(target.timeout_seconds):
             found = await _discover(target, state, keep or Keep())
     except Exception as error:  # boundary: every failure becomes one ProbeError
+        reraise_cancellation()
         raise scrub(translate(error, state), target.headers) from None
     return scrubbed(found, Scrubber(target.headers.values()))
 

@@ -13,6 +13,7 @@ connecting to :mod:`~mcp_operator.mcp.client` and the tool walk to
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import socket
 import ssl
@@ -353,6 +354,17 @@ def match(error: BaseException, state: ProbeState) -> tuple[Rule[Any], BaseExcep
         if leaf is not None and rule.when(leaf, state):
             return rule, leaf
     return None
+
+
+def reraise_cancellation() -> None:
+    """Raise ``CancelledError`` when the current task was cancelled and a library turned the
+    cancellation into an error of its own (anyio's closed streams in the SDK's task groups,
+    say). A cancelled probe must end cancelled: as a failure, its caller would write
+    ``ProbeFailed`` to status and carry on, and a shutdown would wait for it. The probe's own
+    deadline is not a cancellation of the task (anyio takes its cancel back)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
 def translate(error: BaseException, state: ProbeState) -> ProbeError:

@@ -17,7 +17,7 @@ from mcp_types import ToolListChangedNotification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_operator.mcp.client import connect, probe_state
-from mcp_operator.mcp.errors import scrub, translate
+from mcp_operator.mcp.errors import reraise_cancellation, scrub, translate
 from mcp_operator.mcp.target import ProbeTarget, check_target
 
 
@@ -71,4 +71,5 @@ async def watch_tools(target: ProbeTarget, *, max_seconds: float) -> bool:
             raise TimeoutError
         return False
     except Exception as error:  # boundary: every failure becomes one ProbeError
+        reraise_cancellation()
         raise scrub(translate(error, state), target.headers) from None
