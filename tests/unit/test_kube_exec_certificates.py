@@ -233,15 +233,22 @@ async def server(authority: Authority, tmp_path: Path) -> AsyncIterator[str]:
         listening.close()
 
 
-async def test_a_renewed_certificate_is_presented_on_new_connections(
-    authority: Authority, server: str
-) -> None:
-    current: list[ClientCertificate | None] = [pair(authority, "first")]
-    transport = CertificateTransport(
+def renewable(
+    authority: Authority, current: list[ClientCertificate | None]
+) -> CertificateTransport:
+    """A transport presenting ``current[0]``, which the test replaces to renew it."""
+    return CertificateTransport(
         lambda: current[0],
         ServerVerification(authority.certificate_pem),
         httpx.Limits(max_connections=4),
     )
+
+
+async def test_a_renewed_certificate_is_presented_on_new_connections(
+    authority: Authority, server: str
+) -> None:
+    current: list[ClientCertificate | None] = [pair(authority, "first")]
+    transport = renewable(authority, current)
     async with httpx.AsyncClient(base_url=server, transport=transport) as client:
         assert (await client.get("/")).text == "first"
         assert (await client.get("/")).text == "first", "the pool is reused"
@@ -257,11 +264,7 @@ async def test_a_request_in_flight_finishes_on_the_old_certificate(
     authority: Authority, server: str
 ) -> None:
     current: list[ClientCertificate | None] = [pair(authority, "first")]
-    transport = CertificateTransport(
-        lambda: current[0],
-        ServerVerification(authority.certificate_pem),
-        httpx.Limits(max_connections=4),
-    )
+    transport = renewable(authority, current)
     async with httpx.AsyncClient(base_url=server, transport=transport) as client:
         async with client.stream("GET", "/") as streaming:
             current[0] = pair(authority, "second")
