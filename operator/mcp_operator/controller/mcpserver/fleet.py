@@ -137,7 +137,9 @@ class Fleet:
         return len(self._worker)
 
     def _parse(self, body: Mapping[str, Any]) -> MCPServer | InvalidSpec:
-        parsed = parse(MCPServer, body)
+        # Without the status: the fleet keeps what it needs of that apart (``remembered``),
+        # and a parsed tool list per server would be most of the fleet's memory.
+        parsed = parse(MCPServer, {key: value for key, value in body.items() if key != "status"})
         if isinstance(parsed, InvalidSpec):
             logger.warning(
                 "MCPServer %s/%s is invalid: %s",
