@@ -381,13 +381,17 @@ def run(args: argparse.Namespace) -> None:
         print(json.dumps({"latencies_ms": [round(x * 1000) for x in latencies]}))
 
 
+def _size(path: Path) -> int:
+    return path.stat().st_size if path.exists() else 0
+
+
 async def trace_memory(pid: int, output: Path) -> None:
     """Have the operator (under bench/trace_memory.py) write where its memory is held."""
-    before = output.stat().st_size if output.exists() else 0
+    before = _size(output)
     os.kill(pid, signal.SIGUSR1)
     for _ in range(600):  # a snapshot of a large heap takes a while
         await asyncio.sleep(1)
-        if output.exists() and output.stat().st_size > before:
+        if _size(output) > before:
             await asyncio.sleep(2)  # the rest of the write
             return
 
