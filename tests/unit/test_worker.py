@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from mcp_operator.controller.settings import ScheduleSettings
-from mcp_operator.controller.worker import Next, Worker
+from mcp_operator.controller.worker import LoopClock, Next, Worker
 from mcp_operator.kube import NotFound
 from tests.unit.fakes import FakeClock
 
@@ -181,3 +181,19 @@ async def test_an_update_reaches_the_next_run_without_waking_it() -> None:
     await clock.advance(1)
     assert seen == ["first", "second"] and things.get("a") == Thing("second")
     await things.stop()
+
+
+async def test_the_real_clock_returns_on_its_timer_or_when_woken_with_no_task_of_its_own() -> None:
+    """One task per object, not two: the wait is a timer, not ``asyncio.wait_for``."""
+    clock = LoopClock()
+    wake = asyncio.Event()
+    before = len(asyncio.all_tasks())
+    waiting = asyncio.create_task(clock.wait(wake, 3600))
+    await asyncio.sleep(0.01)
+    assert len(asyncio.all_tasks()) == before + 1, "the wait started a task of its own"
+    wake.set()
+    await asyncio.wait_for(waiting, timeout=5)
+
+    wake.clear()
+    await asyncio.wait_for(clock.wait(wake, 0.01), timeout=5)  # the timer
+    assert wake.is_set()

@@ -34,7 +34,6 @@ per change) and would re-run on every status patch we make.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime
 import logging
 import random
@@ -76,8 +75,16 @@ class LoopClock:
         return datetime.datetime.now(datetime.UTC)
 
     async def wait(self, wake: asyncio.Event, delay: float | None) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wake.wait(), timeout=delay)
+        # A timer that sets ``wake``, not ``asyncio.wait_for``: that wraps the wait in a task
+        # of its own, a second task per object for as long as the fleet runs.
+        if delay is None:
+            await wake.wait()
+            return
+        timer = asyncio.get_running_loop().call_later(max(delay, 0.0), wake.set)
+        try:
+            await wake.wait()
+        finally:
+            timer.cancel()
 
 
 @dataclass(frozen=True)
