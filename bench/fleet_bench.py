@@ -284,6 +284,28 @@ async def scraping(url: str, every: float, costs: list[float]) -> None:
             await asyncio.sleep(every)
 
 
+async def api_requests(api: Api) -> dict[str, float]:
+    """The API server's own count of requests so far, by verb and resource (all clients)."""
+    text = (await api.client.get("/metrics")).text
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', line))
+        key = f"{labels.get('verb')} {labels.get('resource')}"
+        if labels.get("subresource"):
+            key += "/" + labels["subresource"]
+        counts[key] = counts.get(key, 0.0) + float(line.rpartition(" ")[2])
+    return counts
+
+
+def per_server(before: dict[str, float], after: dict[str, float], size: int) -> str:
+    """The requests made between two counts, per server, busiest first."""
+    spent = {key: after[key] - before.get(key, 0.0) for key in after}
+    busiest = sorted((item for item in spent.items() if item[1] >= size / 10), key=lambda i: -i[1])
+    return ", ".join(f"{key} {count / size:.2f}" for key, count in busiest)
+
+
 async def mean_seconds(metrics_url: str) -> str:
     """The operator's own means so far: queue wait, probe and reconcile duration."""
     async with httpx.AsyncClient(timeout=10) as client:
@@ -419,10 +441,17 @@ async def measure(
         rows.append((f"{size} servers: floor (create + status + Event)", f"{base:.1f} s"))
         rows.append((f"{size} servers: floor, CPU of one core by process", shares.shares()))
         cpu_before = cpu_seconds(operator_pid)
+        requests_before = await api_requests(api)
         shares.start()
         created, total = await fleet(api, urls, size)
         cpu = cpu_seconds(operator_pid) - cpu_before
         rows.append((f"{size} servers: fleet, CPU of one core by process", shares.shares()))
+        rows.append(
+            (
+                f"{size} servers: API requests per server (all clients)",
+                per_server(requests_before, await api_requests(api), size),
+            )
+        )
         rows.append((f"{size} servers: created / all Ready", f"{created:.1f} s / {total:.1f} s"))
         rows.append((f"{size} servers: operator / floor", f"{total / base:.2f}x"))
         rows.append((f"operator's means after {size}", await mean_seconds(args.metrics_url)))
