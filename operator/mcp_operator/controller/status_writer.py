@@ -56,10 +56,18 @@ class StatusWriter:
     async def write(
         self, about: ObjectRef, previous: Mapping[str, Any] | None, patch: Mapping[str, Any]
     ) -> Mapping[str, Any] | None:
-        """The status as stored after ``patch``, or ``None`` when the write failed (logged).
+        """The status as stored after ``patch``, or ``None`` when the write failed (logged);
+        the Events of the change are posted before it returns.
 
         Raises :class:`~mcp_operator.kube.NotFound` when the object is gone.
         """
+        status = await self.patch(about, patch)
+        if status is not None:
+            await self.announce(about, previous, status)
+        return status
+
+    async def patch(self, about: ObjectRef, patch: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """Only the patch of :meth:`write`: the caller owes :meth:`announce` of the change."""
         try:
             updated = await self.kube.patch_status(
                 self.resource, about.namespace, about.name, patch
@@ -70,5 +78,10 @@ class StatusWriter:
             logger.warning("Could not write status of %s %s: %s", about.kind, about, error)
             return None
         status: Mapping[str, Any] = (updated or {}).get("status") or patch
-        await self.events.post(about, self.transitions(previous, status))
         return status
+
+    async def announce(
+        self, about: ObjectRef, previous: Mapping[str, Any] | None, status: Mapping[str, Any]
+    ) -> None:
+        """Post the Events that the change from ``previous`` to ``status`` deserves."""
+        await self.events.post(about, self.transitions(previous, status))

@@ -165,9 +165,11 @@ class Fleet:
         return asked
 
     async def _reconcile_once(self, server: _Server) -> tuple[Mapping[str, Any] | None, Next]:
-        # One slot covers the probe and the status write that reports it: a probe's result
-        # waits in memory for the write, so when the API server is the slower side, probes
-        # wait for writes instead of a fleet's worth of results piling up in the operator.
+        # One slot covers the probe and the status patch that reports it: a probe's result
+        # waits in memory for the patch, so when the API server is the slower side, probes
+        # wait for patches instead of a fleet's worth of results piling up in the operator.
+        # The change's Events (a few hundred bytes each) are posted after the slot is free.
+        previous = server.status
         async with self._worker.limit:
             result = await reconcile.mcpserver(
                 self.kube,
@@ -180,6 +182,7 @@ class Fleet:
             written = await self._write(server, result)
         if written is None:
             return None, Next(None, failed=True)
+        await self._status.announce(server.ref, previous, written)
         if result.outcome.kind == "failed":
             return written, Next(result.interval, failed=True)
         if result.watch is not None:
@@ -194,7 +197,8 @@ class Fleet:
         return written, Next(result.interval)
 
     async def _write(self, server: _Server, result: reconcile.Result) -> Mapping[str, Any] | None:
-        """Write the status the result calls for; the status as written, or ``None``."""
+        """Patch the status the result calls for; the status as written, or ``None`` (its
+        Events are the caller's to announce)."""
         parsed = server.parsed
         patch = status_patch(
             server.status,
@@ -210,7 +214,7 @@ class Fleet:
                 warned = bool(result.outcome.warnings)
                 reason = "ToolsDiscoveredWithWarnings" if warned else "ToolsDiscovered"
             self.metrics.probed(probed, reason, result.probe_seconds)
-        written = await self._status.write(server.ref, server.status, patch)
+        written = await self._status.patch(server.ref, patch)
         if written is not None:
             server.status = remembered(written)
         return written
