@@ -49,9 +49,10 @@ from tests.support.bridge_run import bridge_config, run_bridge, server_entry  # 
 from tests.support.waiting import eventually  # noqa: E402
 
 from mcp_operator.api.bridge import BridgeConfig  # noqa: E402
-from mcp_operator.bridge.http1 import Http1Pool  # noqa: E402
+from mcp_operator.bridge.egress import BRIDGE_EGRESS  # noqa: E402
 from mcp_operator.bridge.upstream import Upstream  # noqa: E402
 from mcp_operator.bridge.upstreams import UpstreamPool  # noqa: E402
+from mcp_operator.mcp.http1 import Http1Pool  # noqa: E402
 
 LUA = Path(__file__).resolve().parent / "wrk_call.lua"
 VERSION = "2025-11-25"
@@ -222,7 +223,7 @@ async def _single(url: str, rounds: int) -> tuple[float, float]:
     """One upstream alone: median connect-and-list, and median list on the open session."""
     cold, warm = [], []
     for _ in range(rounds):
-        pool = Http1Pool()
+        pool = Http1Pool(egress=BRIDGE_EGRESS)
         upstream = Upstream("one", url, http1=pool)
         started = time.perf_counter()
         await upstream.list_tools(30)

@@ -7,8 +7,9 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from mcp_operator.bridge.http1 import Http1Pool
+from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstream import Upstream, UpstreamError
+from mcp_operator.mcp.http1 import Http1Pool
 from tests.support import peers
 
 
@@ -24,7 +25,7 @@ async def lean(request: pytest.FixtureRequest) -> AsyncIterator[Http1Pool | None
     if request.param == "httpx":
         yield None
         return
-    pool = Http1Pool()
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
     yield pool
     await pool.aclose()
 

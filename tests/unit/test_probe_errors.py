@@ -15,6 +15,7 @@ from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
 
 from mcp_operator.mcp.errors import (
     RULES,
+    HTTPStatus,
     ProbeError,
     ProbeState,
     ResponseTooLarge,
@@ -22,6 +23,7 @@ from mcp_operator.mcp.errors import (
     scrub,
     translate,
 )
+from mcp_operator.mcp.http1 import BrokenHTTP, ConnectFailed, ConnectionLost
 
 URL = "http://srv.example/mcp"
 MiB = 1024 * 1024
@@ -39,6 +41,14 @@ def connect_error(text: str, cause: BaseException | None = None) -> httpx2.Conne
     error = httpx2.ConnectError(text)
     error.__cause__ = cause
     return error
+
+
+def lean_connect_error(cause: BaseException) -> ConnectFailed:
+    """What the lean client's pool raises when it cannot connect (mcp/http1.py)."""
+    try:
+        raise ConnectFailed(f"could not connect: {cause}") from cause
+    except ConnectFailed as error:
+        return error
 
 
 def cert_error() -> ssl.SSLCertVerificationError:
@@ -185,6 +195,41 @@ CASES = [
         "HTTPError",
         f"{URL} answered HTTP 401 Unauthorized during the handshake",
         id="http-status",
+    ),
+    pytest.param(
+        HTTPStatus(503),
+        state(),
+        "HTTPError",
+        f"{URL} answered HTTP 503 Service Unavailable during the handshake",
+        id="http-status-lean",
+    ),
+    pytest.param(
+        lean_connect_error(ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused")),
+        state(),
+        "Unreachable",
+        f"{CANNOT} connection refused",
+        id="refused-lean",
+    ),
+    pytest.param(
+        lean_connect_error(cert_error()),
+        state(),
+        "TLSError",
+        f"{CANNOT} certificate verification failed (self-signed certificate)",
+        id="certificate-lean",
+    ),
+    pytest.param(
+        BrokenHTTP("the answer is not HTTP/1.1: invalid constant string"),
+        state(),
+        "ProtocolError",
+        f"{URL} broke the HTTP protocol during the handshake",
+        id="broken-http-lean",
+    ),
+    pytest.param(
+        ConnectionLost("the server closed the connection mid-answer"),
+        state(),
+        "Unreachable",
+        f"the connection to {URL} failed during the handshake (ConnectionLost)",
+        id="connection-lost-lean",
     ),
     pytest.param(
         mcp.MCPError(-32603, "the SDK's view of a 503"),

@@ -1,7 +1,7 @@
 """The bridge's httpx transport under the egress policy: where its GET streams may connect.
 
-The bridge's calls go through :mod:`~mcp_operator.bridge.http1`, which applies
-:data:`~mcp_operator.bridge.http1.BRIDGE_EGRESS` itself; its legacy GET streams
+The bridge's calls go through :mod:`~mcp_operator.mcp.http1`, which applies
+:data:`BRIDGE_EGRESS` itself; its legacy GET streams
 (``tools/list_changed``) use the shared ``httpx.AsyncClient``, whose connection pool is
 built here on a network backend that connects only to addresses the same policy allows
 (resolved at every connect, TLS still verifying the name). The rules are
@@ -16,8 +16,14 @@ from typing import Any
 import httpcore
 import httpx
 
-from mcp_operator.mcp.egress import EgressPolicy
-from mcp_operator.mcp.guard import Refused, allowed_addresses
+from mcp_operator.mcp.egress import EgressPolicy, Refused, allowed_addresses
+
+BRIDGE_EGRESS = EgressPolicy(allow_private=True, allow_loopback=True)
+"""Where the bridge's upstream calls may connect: its upstreams are in-cluster Services
+(private addresses) that the operator resolved from Ready MCPServers, whose probes judged
+them first; loopback is the agent's own Pod. Refused always: link-local and cloud metadata
+addresses, unspecified, multicast and reserved ones, whatever a name resolves to at call
+time (docs/security.md)."""
 
 
 class _GuardedBackend(httpcore.AsyncNetworkBackend):

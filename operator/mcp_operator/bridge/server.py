@@ -22,10 +22,9 @@ from prometheus_client import disable_created_metrics
 
 from mcp_operator.api.bridge import BridgeConfigError, load_bridge_config
 from mcp_operator.bridge.core import BridgeCore
-from mcp_operator.bridge.egress import guarded_transport
+from mcp_operator.bridge.egress import BRIDGE_EGRESS, guarded_transport
 from mcp_operator.bridge.front import BridgeFront
 from mcp_operator.bridge.health import HealthApp
-from mcp_operator.bridge.http1 import BRIDGE_EGRESS
 from mcp_operator.bridge.reload import ConfigWatcher
 from mcp_operator.serve import process
 from mcp_operator.serve.process import QuietServer

@@ -2,7 +2,7 @@
 
 Owns the live side of the configured servers: one
 :class:`~mcp_operator.bridge.upstream.Upstream` per server, all over one pool of keep-alive
-connections (:mod:`~mcp_operator.bridge.http1`; the shared ``httpx.AsyncClient`` holds the
+connections (:mod:`~mcp_operator.mcp.http1`; the shared ``httpx.AsyncClient`` holds the
 GET streams); the last tool listing of each server; the catalog built from those listings
 (:func:`~mcp_operator.bridge.catalog.build_catalog`); and the schedule of listings:
 
@@ -41,10 +41,11 @@ import httpx
 
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
+from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.errors import UpstreamRejected, UpstreamUnavailable
 from mcp_operator.bridge.follow import follow, wants_follower
-from mcp_operator.bridge.http1 import Http1Pool
 from mcp_operator.bridge.upstream import Upstream, UpstreamError
+from mcp_operator.mcp.http1 import Http1Pool
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class UpstreamPool:
         on_listed: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.client = client
-        self.http1 = Http1Pool()
+        self.http1 = Http1Pool(egress=BRIDGE_EGRESS)
         """The calls' and listings' connections (httpx ``client`` keeps the GET streams)."""
         self.on_change = on_change
         self.on_listed = on_listed

@@ -23,7 +23,7 @@ import functools
 import ssl
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, Protocol
 
 import httpx2
 import mcp
@@ -77,7 +77,15 @@ class _Reservation:
             self._held = 0
 
 
-class _BoundedBody(httpx2.AsyncByteStream):
+class Body(Protocol):
+    """A response body as :class:`BoundedBody` reads it (httpx2's, or the lean client's)."""
+
+    def __aiter__(self) -> AsyncIterator[bytes]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class BoundedBody(httpx2.AsyncByteStream):
     """A response body that fails past its byte bounds and has its tool lists cut on arrival.
 
     A JSON body is held whole, an SSE stream one event at a time, then passed on
@@ -88,7 +96,7 @@ class _BoundedBody(httpx2.AsyncByteStream):
 
     def __init__(
         self,
-        inner: httpx2.AsyncByteStream,
+        inner: Body,
         state: ProbeState,
         limit: int,
         *,
@@ -173,8 +181,20 @@ def _default_tls() -> ssl.SSLContext:
     return ssl.create_default_context()
 
 
-def _tls(verify: bool | ssl.SSLContext) -> bool | ssl.SSLContext:
-    return _default_tls() if verify is True else verify
+@functools.cache
+def _unverified_tls() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+def tls_context(verify: bool | ssl.SSLContext) -> ssl.SSLContext:
+    """The TLS context of a probe: the shared verifying one, one that verifies nothing
+    (``verify_tls: false``), or the caller's own."""
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    return _default_tls() if verify else _unverified_tls()
 
 
 def http_client(
@@ -202,7 +222,7 @@ def http_client(
         if isinstance(response.stream, httpx2.AsyncByteStream):
             media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
             kind = {"application/json": "json", "text/event-stream": "sse"}.get(media, "other")
-            response.stream = _BoundedBody(
+            response.stream = BoundedBody(
                 response.stream, state, MAX_RESPONSE_BYTES, kind=kind, keep=keep, count=count
             )
 
@@ -214,7 +234,7 @@ def http_client(
         transport=GuardedTransport(
             target.egress,
             state,
-            verify=_tls(target.verify_tls),
+            verify=tls_context(target.verify_tls),
             limits=PROBE_LIMITS,
             standalone_stream=standalone_stream,
         ),

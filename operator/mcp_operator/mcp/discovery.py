@@ -1,9 +1,12 @@
 """Discovery: handshake, then every page of ``tools/list``, as one :class:`Discovery`.
 
-:func:`discover` is the probe: it connects through :mod:`~mcp_operator.mcp.client`
-within one overall deadline, ``timeout_seconds``, and walks the tool list with a
-:class:`Paginator` (the cursor rules, without I/O). Every failure comes out as
-one :class:`~mcp_operator.mcp.errors.ProbeError`.
+:func:`discover` is the probe: it connects within one overall deadline,
+``timeout_seconds``, and walks the tool list with a :class:`Paginator` (the cursor rules,
+without I/O). Every failure comes out as
+one :class:`~mcp_operator.mcp.errors.ProbeError`. A Streamable HTTP server (either era) is
+probed by the lean client of :mod:`~mcp_operator.mcp.streamable`; the legacy HTTP+SSE
+transport by the SDK's client (:func:`~mcp_operator.mcp.client.connect`). Both offer what
+the walk reads, so it is one walk.
 
 Bounds: at most ``MAX_PAGES`` pages and ``MAX_DISCOVERED_TOOLS`` tools; a
 server past either bound fails the probe (``TooManyPages`` / ``TooManyTools``)
@@ -33,6 +36,7 @@ from mcp_operator.mcp.errors import ProbeError, ProbeState, reraise_cancellation
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
 from mcp_operator.mcp.scrub import Scrubber
+from mcp_operator.mcp.streamable import streamable
 
 __all__ = ["MAX_DISCOVERED_TOOLS", "DiscoveredTool", "Discovery", "Keep", "Paginator", "discover"]
 from mcp_operator.mcp.target import ProbeTarget, check_target
@@ -165,7 +169,11 @@ def scrubbed(discovery: Discovery, mask: Scrubber) -> Discovery:
 
 async def _discover(target: ProbeTarget, state: ProbeState, keep: Keep) -> Discovery:
     async with AsyncExitStack() as stack:
-        client = await connect(stack, target, state, keep=keep, listen=False)
+        client: Any
+        if target.transport == "streamable-http":
+            client = await stack.enter_async_context(streamable(target, state, keep))
+        else:
+            client = await connect(stack, target, state, keep=keep, listen=False)
         capabilities = client.server_capabilities
         info = client.server_info
         walk = Paginator()

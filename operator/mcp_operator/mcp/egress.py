@@ -25,8 +25,11 @@ and a Namespace label; the ``probe`` command: flags).
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+
+import anyio
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -131,3 +134,43 @@ def _embedded_ipv4(ip: Address) -> Address:
         if ip in _NAT64:
             return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return ip
+
+
+class Refused(Exception):
+    """A destination the policy refuses: ``host`` (with the address, when resolved) and why."""
+
+    def __init__(self, host: str, why: str) -> None:
+        super().__init__(f"{host} {why.removeprefix('it ')}")
+        self.host = host
+        self.why = why
+
+
+async def allowed_addresses(policy: EgressPolicy, host: str, port: int) -> list[str]:
+    """Resolve ``host`` and return the addresses ``policy`` allows for ``port`` (in the
+    resolver's order; at least one).
+
+    Raises:
+        Refused: the host name, or every address it resolves to, is refused.
+        OSError: the name does not resolve.
+    """
+    why = policy.host_refusal(host, port)
+    if why is not None:
+        raise Refused(host, why)
+    addresses = _literal(host)
+    if not addresses:
+        found = await anyio.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
+        addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
+    allowed = [address for address in addresses if policy.refusal(address, port) is None]
+    if allowed:
+        return allowed
+    first = addresses[0] if addresses else host
+    shown = host if first == host.strip("[]") else f"{host} ({first})"
+    raise Refused(shown, policy.refusal(first, port) or "it has no address")
+
+
+def _literal(host: str) -> list[str]:
+    """``[host]`` when the host is an IP address (nothing to resolve), else ``[]``."""
+    try:
+        return [str(ipaddress.ip_address(host.strip("[]")))]
+    except ValueError:
+        return []

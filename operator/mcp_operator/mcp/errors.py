@@ -26,6 +26,7 @@ import mcp
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
+from mcp_operator.mcp.http1 import BrokenHTTP, ConnectFailed, ConnectionLost
 from mcp_operator.mcp.naming import cut
 from mcp_operator.mcp.scrub import Scrubber
 
@@ -62,6 +63,16 @@ class ResponseTooLarge(Exception):
     def __init__(self, limit: int) -> None:
         super().__init__(f"more than {limit} bytes")
         self.limit = limit
+
+
+class HTTPStatus(Exception):
+    """The lean client's answer had an HTTP error status (``rpc``: the JSON-RPC error its
+    body carried, if any)."""
+
+    def __init__(self, status: int, rpc: Any = None) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.rpc = rpc
 
 
 class ProbeState:
@@ -139,7 +150,7 @@ class Rule(Generic[E]):
     """One row of :data:`RULES`: the first failure of type ``kind``, ``when`` the
     predicate holds for it, fails the probe with ``reason`` and ``message``."""
 
-    kind: type[E]
+    kind: type[E] | tuple[type[E], ...]
     reason: str
     message: Callable[[E, ProbeState], str]
     when: Callable[[E, ProbeState], bool] = _always
@@ -209,7 +220,8 @@ def _timed_out(_error: BaseException, state: ProbeState) -> str:
     )
 
 
-_CONNECT = httpx2.ConnectError
+# The SDK's client fails with httpx2's errors, the lean one with the pool's (mcp/http1.py).
+_CONNECT = (httpx2.ConnectError, ConnectFailed)
 _MCP = mcp.MCPError
 
 RULES: tuple[Rule[Any], ...] = (
@@ -284,7 +296,12 @@ RULES: tuple[Rule[Any], ...] = (
         when=_says("certificate", "ssl", "tls"),
     ),
     Rule(_CONNECT, "Unreachable", _not_connected(lambda _e: "connection failed")),
-    # An HTTP error status, seen by httpx2 or behind the SDK's JSON-RPC error.
+    # An HTTP error status, seen by httpx2, by the lean client, or behind the SDK's error.
+    Rule(
+        HTTPStatus,
+        "HTTPError",
+        lambda e, s: f"{s.url} answered {_http_label(e.status)} during {s.phase}",
+    ),
     Rule(
         httpx2.HTTPStatusError,
         "HTTPError",
@@ -328,12 +345,12 @@ RULES: tuple[Rule[Any], ...] = (
         ),
     ),
     Rule(
-        httpx2.RemoteProtocolError,
+        (httpx2.RemoteProtocolError, BrokenHTTP),
         "ProtocolError",
         lambda _e, s: f"{s.url} broke the HTTP protocol during {s.phase}",
     ),
     Rule(
-        httpx2.TransportError,
+        (httpx2.TransportError, ConnectionLost),
         "Unreachable",
         lambda e, s: f"the connection to {s.url} failed during {s.phase} ({type(e).__name__})",
     ),

@@ -14,8 +14,6 @@ destination. The policy itself is :mod:`~mcp_operator.mcp.egress`'s.
 
 from __future__ import annotations
 
-import ipaddress
-import socket
 from collections.abc import Iterable
 from typing import Any
 
@@ -24,48 +22,19 @@ import httpcore2
 import httpx2
 from httpcore2 import AnyIOBackend, AsyncNetworkBackend, AsyncNetworkStream
 
-from mcp_operator.mcp.egress import EgressPolicy
+from mcp_operator.mcp.egress import EgressPolicy, Refused, allowed_addresses
 from mcp_operator.mcp.errors import ProbeError, ProbeState
 
 
-class Refused(Exception):
-    """A destination the policy refuses: ``host`` (with the address, when resolved) and why."""
-
-    def __init__(self, host: str, why: str) -> None:
-        super().__init__(f"{host} {why.removeprefix('it ')}")
-        self.host = host
-        self.why = why
-
-
-async def allowed_addresses(policy: EgressPolicy, host: str, port: int) -> list[str]:
-    """Resolve ``host`` and return the addresses ``policy`` allows for ``port`` (in the
-    resolver's order; at least one).
-
-    Raises:
-        Refused: the host name, or every address it resolves to, is refused.
-        OSError: the name does not resolve.
-    """
-    why = policy.host_refusal(host, port)
-    if why is not None:
-        raise Refused(host, why)
-    addresses = _literal(host)
-    if not addresses:
-        found = await anyio.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-        addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
-    allowed = [address for address in addresses if policy.refusal(address, port) is None]
-    if allowed:
-        return allowed
-    first = addresses[0] if addresses else host
-    shown = host if first == host.strip("[]") else f"{host} ({first})"
-    raise Refused(shown, policy.refusal(first, port) or "it has no address")
-
-
-def _literal(host: str) -> list[str]:
-    """``[host]`` when the host is an IP address (nothing to resolve), else ``[]``."""
-    try:
-        return [str(ipaddress.ip_address(host.strip("[]")))]
-    except ValueError:
-        return []
+def refusal_error(state: ProbeState, refused: Refused) -> ProbeError:
+    """The probe's failure for a destination the policy refused (also kept in ``state``)."""
+    error = ProbeError(
+        "DestinationRefused",
+        f"{state.url} was not contacted: {refused} "
+        "(the operator's egress policy; see docs/security.md)",
+    )
+    state.failure = error
+    return error
 
 
 class GuardedBackend(AsyncNetworkBackend):
@@ -77,13 +46,7 @@ class GuardedBackend(AsyncNetworkBackend):
         self._inner = AnyIOBackend()
 
     def _refuse(self, refused: Refused) -> ProbeError:
-        error = ProbeError(
-            "DestinationRefused",
-            f"{self._state.url} was not contacted: {refused} "
-            "(the operator's egress policy; see docs/security.md)",
-        )
-        self._state.failure = error
-        return error
+        return refusal_error(self._state, refused)
 
     async def connect_tcp(
         self,

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.http1 import header_refusal
 
 Transport = Literal["streamable-http", "sse"]
 
@@ -78,6 +79,10 @@ def check_target(target: ProbeTarget) -> None:
         raise ProbeError(
             "InvalidTarget", f"{display_url(target.url)} has an invalid port"
         ) from None
+    for name, value in target.headers.items():
+        refusal = header_refusal(name, value)
+        if refusal is not None:
+            raise ProbeError("InvalidTarget", f"{refusal}, so it cannot be sent")
     why = target.egress.host_refusal(host, port)
     if why is not None:
         raise ProbeError(

@@ -1,28 +1,34 @@
-"""A lean HTTP/1.1 client for the bridge's calls upstream: keep-alive connections, one write.
+"""A lean HTTP/1.1 client: keep-alive connections, one write per request.
 
-Every ``tools/call`` of the agent becomes one POST upstream, so this client is on the hot
-path: httpx spends over a millisecond of CPU per request on the 2-core machine the bridge was
-measured on (bench/bridge_bench.py), more than the whole budget for the bridge's added
-latency. This one writes the request head and body in one ``write``, parses the answer with
+Two users: the bridge's calls upstream (every ``tools/call`` of an agent becomes one POST)
+and the operator's probe of a Streamable HTTP server (:mod:`~mcp_operator.mcp.streamable`,
+a few requests per probe and thousands of probes), both hot paths: httpx spends over a
+millisecond of CPU per request on the 2-core machine the bridge was measured on
+(bench/bridge_bench.py), more than the whole budget for the bridge's added latency. This
+one writes the request head and body in one ``write``, parses the answer with
 ``httptools`` (already the HTTP parser of the bridge's own server), and keeps connections
-open per origin (``http`` and ``https``; TLS through the default context).
+open per origin (``http`` and ``https``; TLS through the given context, else the default).
 
 It owns connections and bytes only: a :class:`Http1Response` gives the status, the headers
 (lowercase names), and the body as it arrives (``aiter_bytes``/``aiter_text``/``aread``),
-the interface :mod:`~mcp_operator.bridge.upstream` reads answers through. A connection goes
+the interface its users read answers through. A connection goes
 back to the pool only when its answer was read to the end and the server keeps it alive. A
 reused connection that the server had already closed (EOF before any byte of the answer) is
 retried once on a new connection: the server never read that request. Deadlines are the
-caller's (``asyncio.timeout``); failures are :class:`Http1Error` (``connect`` or ``lost``).
-Every new connection goes to an address the pool's egress policy allows
-(:mod:`~mcp_operator.mcp.egress`, ``BRIDGE_EGRESS`` by default): the name is resolved here
-and the connection made to the allowed address, with TLS still verifying the name.
+caller's (``asyncio.timeout``); failures are :class:`Http1Error`: :class:`ConnectFailed`
+(its cause says why: the refusal, the OS or the TLS error), :class:`ConnectionLost`, or
+:class:`BrokenHTTP` (the answer is not HTTP/1.1). Every new connection goes to an address
+the pool's egress policy allows (:mod:`~mcp_operator.mcp.egress`, given by the user): the
+name is resolved here and the connection made to the allowed address, with TLS still
+verifying the name. :meth:`Http1Pool.aclose` closes every connection the pool opened, in
+use or not.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
+import socket
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
@@ -31,8 +37,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from mcp_operator.mcp.egress import EgressPolicy
-from mcp_operator.mcp.guard import Refused, allowed_addresses
+from mcp_operator.mcp.egress import EgressPolicy, Refused, allowed_addresses
 
 MAX_IDLE_PER_ORIGIN = 64
 DRAIN_SECONDS = 5.0
@@ -47,9 +52,25 @@ Origin = tuple[str, str, int]
 class Http1Error(Exception):
     """The request failed below HTTP: ``connect`` (no connection) or ``lost`` (it broke)."""
 
-    def __init__(self, kind: Literal["connect", "lost"], message: str) -> None:
+    kind: Literal["connect", "lost"] = "lost"
+
+    def __init__(self, message: str) -> None:
         super().__init__(message)
-        self.kind = kind
+
+
+class ConnectFailed(Http1Error):
+    """No connection: refused by the egress policy (the cause is a
+    :class:`~mcp_operator.mcp.guard.Refused`), or the OS or TLS said no (the cause)."""
+
+    kind = "connect"
+
+
+class ConnectionLost(Http1Error):
+    """The connection broke before the answer ended."""
+
+
+class BrokenHTTP(ConnectionLost):
+    """The server's answer is not HTTP/1.1 (the connection is dropped)."""
 
 
 class _Parsed:
@@ -78,7 +99,7 @@ class _Parsed:
     def on_header(self, name: bytes, value: bytes) -> None:
         self.header_bytes += len(name) + len(value)
         if self.header_bytes > MAX_HEAD_BYTES:
-            raise Http1Error("lost", "the answer's head is too large")
+            raise BrokenHTTP("the answer's head is too large")
         self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
@@ -93,21 +114,27 @@ class _Parsed:
 
 
 class _Connection:
-    __slots__ = ("origin", "reader", "reused", "writer")
+    __slots__ = ("_open", "origin", "reader", "reused", "writer")
 
     def __init__(
-        self, origin: Origin, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        origin: Origin,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        open_connections: set[_Connection],
     ) -> None:
         self.origin = origin
         self.reader = reader
         self.writer = writer
         self.reused = False
+        self._open = open_connections
 
     def usable(self) -> bool:
         return not self.writer.is_closing() and not self.reader.at_eof()
 
     def close(self) -> None:
         self.writer.close()
+        self._open.discard(self)
 
 
 class Http1Response:
@@ -134,8 +161,16 @@ class Http1Response:
             data = await self._connection.reader.read(READ_CHUNK)
             if not data:
                 self._drop()
-                raise Http1Error("lost", "the server closed the connection mid-answer")
+                if self._ends_at_close():
+                    return  # an answer without a length ends where the connection does
+                raise ConnectionLost("the server closed the connection mid-answer")
             self._feed(data)
+
+    def _ends_at_close(self) -> bool:
+        """Whether the answer's length is the connection's (no Content-Length, not chunked)."""
+        headers = self._parsed.headers
+        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        return "content-length" not in headers and not chunked
 
     async def aiter_text(self) -> AsyncIterator[str]:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
@@ -182,10 +217,10 @@ class Http1Response:
             self._parser.feed_data(data)  # type: ignore[attr-defined]
         except httptools.HttpParserUpgrade:
             self._drop()
-            raise Http1Error("lost", "the server upgraded the connection") from None
+            raise BrokenHTTP("the server upgraded the connection") from None
         except httptools.HttpParserError as error:
             self._drop()
-            raise Http1Error("lost", f"the answer is not HTTP/1.1: {error}") from None
+            raise BrokenHTTP(f"the answer is not HTTP/1.1: {error}") from None
 
     def _release(self) -> None:
         connection, self._connection = self._connection, None
@@ -198,24 +233,26 @@ class Http1Response:
             connection.close()
 
 
-BRIDGE_EGRESS = EgressPolicy(allow_private=True, allow_loopback=True)
-"""Where the bridge's upstream calls may connect: its upstreams are in-cluster Services
-(private addresses) that the operator resolved from Ready MCPServers, whose probes judged
-them first; loopback is the agent's own Pod. Refused always: link-local and cloud metadata
-addresses, unspecified, multicast and reserved ones, whatever a name resolves to at call
-time (docs/security.md)."""
-
-
 class Http1Pool:
     """Keep-alive connections by origin."""
 
     def __init__(
-        self, ssl_context: ssl.SSLContext | None = None, egress: EgressPolicy = BRIDGE_EGRESS
+        self,
+        *,
+        egress: EgressPolicy | None,
+        ssl_context: ssl.SSLContext | None = None,
+        server_name: str | None = None,
     ) -> None:
+        """``egress``: where connections may go; ``None`` only for a destination the
+        operator's own configuration names (the API server). ``server_name``: the name TLS
+        verifies and sends, instead of the URL's host (a kubeconfig's ``tls-server-name``)."""
         self._idle: dict[Origin, list[_Connection]] = {}
         self._ssl = ssl_context
         self._egress = egress
+        self._server_name = server_name
         self._draining: set[asyncio.Task[None]] = set()
+        self._open: set[_Connection] = set()
+        """Every connection opened and not yet closed (idle, in use or draining)."""
         self.closed = False
 
     def _tls(self) -> ssl.SSLContext:
@@ -226,18 +263,42 @@ class Http1Pool:
     async def _connect(self, origin: Origin) -> _Connection:
         scheme, host, port = origin
         try:
-            address = (await allowed_addresses(self._egress, host, port))[0]
-            if scheme == "https":
-                reader, writer = await asyncio.open_connection(
-                    address, port, ssl=self._tls(), server_hostname=host.strip("[]")
-                )
-            else:
-                reader, writer = await asyncio.open_connection(address, port)
+            addresses = await self._addresses(host, port)
         except Refused as refused:
-            raise Http1Error("connect", f"refused to connect to {refused}") from None
-        except (OSError, ssl.SSLError) as error:
-            raise Http1Error("connect", f"could not connect: {error}") from None
-        return _Connection(origin, reader, writer)
+            raise ConnectFailed(f"refused to connect to {refused}") from refused
+        except OSError as error:
+            raise ConnectFailed(f"could not connect: {error}") from error
+        for index, address in enumerate(addresses):
+            try:
+                if scheme == "https":
+                    reader, writer = await asyncio.open_connection(
+                        address,
+                        port,
+                        ssl=self._tls(),
+                        server_hostname=self._server_name or host.strip("[]"),
+                    )
+                else:
+                    reader, writer = await asyncio.open_connection(address, port)
+                break
+            except (OSError, ssl.SSLError) as error:
+                if index == len(addresses) - 1:  # the next address, if any (IPv6, then IPv4)
+                    raise ConnectFailed(f"could not connect: {error}") from error
+        connection = _Connection(origin, reader, writer, self._open)
+        self._open.add(connection)
+        return connection
+
+    @property
+    def connections(self) -> int:
+        """Connections open now (idle, in use or draining)."""
+        return len(self._open)
+
+    async def _addresses(self, host: str, port: int) -> list[str]:
+        if self._egress is not None:
+            return await allowed_addresses(self._egress, host, port)
+        found = await asyncio.get_running_loop().getaddrinfo(
+            host.strip("[]"), port, type=socket.SOCK_STREAM
+        )
+        return list(dict.fromkeys(str(info[4][0]) for info in found))
 
     def _take(self, origin: Origin) -> _Connection | None:
         idle = self._idle.get(origin)
@@ -278,7 +339,11 @@ class Http1Pool:
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         host_header = parts.netloc.rsplit("@", 1)[-1]
         lines = [f"{method} {target} HTTP/1.1", f"host: {host_header}"]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
+        for name, value in headers.items():
+            why = header_refusal(name, value)
+            if why is not None:
+                raise ValueError(why)
+            lines.append(f"{name}: {value}")
         lines.append(f"content-length: {len(body)}")
         payload = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
         connection = self._take(origin)
@@ -303,11 +368,14 @@ class Http1Pool:
                     raise ConnectionResetError("closed before answering")
                 received = True
                 parser.feed_data(data)
-        except (OSError, httptools.HttpParserError) as error:
+        except httptools.HttpParserError as error:
+            connection.close()
+            raise BrokenHTTP(f"the answer is not HTTP/1.1: {error}") from None
+        except OSError as error:
             connection.close()
             if connection.reused and not received:
                 raise _Stale from None
-            raise Http1Error("lost", f"the connection failed: {error}") from None
+            raise ConnectionLost(f"the connection failed: {error}") from None
         except BaseException:
             connection.close()
             raise
@@ -318,10 +386,22 @@ class Http1Pool:
         self.closed = True
         for task in list(self._draining):
             task.cancel()
-        for idle in self._idle.values():
-            for connection in idle:
-                connection.close()
+        for connection in list(self._open):
+            connection.close()
         self._idle.clear()
+
+
+def header_refusal(name: str, value: str) -> str | None:
+    """Why a header cannot be sent as it is (it would break or forge the request's head), or
+    ``None``. The value is never shown: it may be a credential."""
+    if not name or any(c in _NOT_IN_NAMES or not c.isascii() or not c.isprintable() for c in name):
+        return f"the header name {name!r} is not a valid HTTP token"
+    if any(c in "\r\n\0" for c in value):
+        return f"the value of header {name!r} holds a line break or a NUL byte"
+    return None
+
+
+_NOT_IN_NAMES = frozenset(' "(),/:;<=>?@[\\]{}')
 
 
 class _Stale(Exception):

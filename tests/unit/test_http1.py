@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
-from mcp_operator.bridge.egress import guarded_transport
-from mcp_operator.bridge.http1 import BRIDGE_EGRESS, Http1Error, Http1Pool
+from mcp_operator.bridge.egress import BRIDGE_EGRESS, guarded_transport
 from mcp_operator.mcp.egress import EgressPolicy
+from mcp_operator.mcp.http1 import Http1Error, Http1Pool
 from tests.support.peers import free_port
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
@@ -76,7 +76,7 @@ async def test_answers_are_read_and_the_connection_is_kept_for_the_next_request(
             writer.write(_json(body))
 
     server = await serve(echo_forever)
-    pool = Http1Pool()
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
     for number in range(3):
         answer = await pool.request("POST", server.url, {"x-test": "1"}, b'{"n":%d}' % number)
         assert answer.status_code == 200
@@ -94,7 +94,7 @@ async def test_a_connection_the_server_closed_while_idle_is_replaced_without_fai
         await writer.drain()
 
     server = await serve(answer_once)
-    pool = Http1Pool()
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
     assert await (await pool.request("POST", server.url, {}, b"1")).aread() == b"1"
     await asyncio.sleep(0.1)
     assert await (await pool.request("POST", server.url, {}, b"2")).aread() == b"2"
@@ -119,7 +119,7 @@ async def test_a_chunked_event_stream_arrives_piece_by_piece(
         await writer.drain()
 
     server = await serve(stream)
-    pool = Http1Pool()
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
     answer = await pool.request("POST", server.url, {}, b"{}")
     pieces = answer.aiter_text()
     assert await anext(pieces) == "data: é1\n\n"  # before the stream ended
@@ -129,7 +129,7 @@ async def test_a_chunked_event_stream_arrives_piece_by_piece(
 
 
 async def test_a_server_that_is_not_there_is_a_connect_error() -> None:
-    pool = Http1Pool()
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
     with pytest.raises(Http1Error) as caught:
         await pool.request("POST", f"http://127.0.0.1:{free_port()}/mcp", {}, b"{}")
     assert caught.value.kind == "connect"
@@ -144,7 +144,7 @@ async def test_a_server_that_hangs_up_mid_answer_is_a_lost_connection(
         await writer.drain()
 
     server = await serve(cut)
-    pool = Http1Pool()
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
     answer = await pool.request("POST", server.url, {}, b"{}")
     with pytest.raises(Http1Error) as caught:
         await answer.aread()
@@ -167,7 +167,7 @@ async def test_a_stream_left_before_its_end_is_drained_and_its_connection_reused
             await writer.drain()
 
     server = await serve(streams)
-    pool = Http1Pool()
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
     for _ in range(3):
         answer = await pool.request("POST", server.url, {}, b"{}")
         assert await anext(answer.aiter_bytes()) == b"data: {}\n\n"
@@ -189,7 +189,7 @@ async def test_a_stream_left_before_its_end_is_drained_and_its_connection_reused
 async def test_the_bridge_never_connects_to_metadata_or_link_local_addresses(
     url: str, why: str
 ) -> None:
-    pool = Http1Pool()
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
     with pytest.raises(Http1Error) as caught:
         await pool.request("POST", url, {}, b"{}")
     assert caught.value.kind == "connect"
