@@ -237,11 +237,7 @@ def renewable(
     authority: Authority, current: list[ClientCertificate | None]
 ) -> CertificateTransport:
     """A transport presenting ``current[0]``, which the test replaces to renew it."""
-    return CertificateTransport(
-        lambda: current[0],
-        ServerVerification(authority.certificate_pem),
-        httpx.Limits(max_connections=4),
-    )
+    return CertificateTransport(lambda: current[0], ServerVerification(authority.certificate_pem))
 
 
 async def test_a_renewed_certificate_is_presented_on_new_connections(
@@ -270,9 +266,9 @@ async def test_a_request_in_flight_finishes_on_the_old_certificate(
             current[0] = pair(authority, "second")
             assert (await client.get("/")).text == "second"
             [old] = transport._retired
-            assert old.transport._pool.connections, "the old pool stays open until done"
+            assert old.transport.pool.connections, "the old pool stays open until done"
             assert (await streaming.aread()) == b"first"
-        assert old.in_flight == 0 and not old.transport._pool.connections, "then it is closed"
+        assert old.in_flight == 0 and not old.transport.pool.connections, "then it is closed"
 
 
 async def test_tls_server_name_is_the_name_checked_and_sent_instead_of_the_urls_host(
@@ -282,7 +278,7 @@ async def test_tls_server_name_is_the_name_checked_and_sent_instead_of_the_urls_
     alice = pair(authority, "alice")
     for server_name, answer in ((None, None), ("api.internal", "alice")):
         verification = ServerVerification(authority.certificate_pem, server_name=server_name)
-        transport = CertificateTransport(lambda: alice, verification, httpx.Limits())
+        transport = CertificateTransport(lambda: alice, verification)
         async with httpx.AsyncClient(base_url=by_address, transport=transport) as client:
             if answer is None:
                 with pytest.raises(httpx.ConnectError, match="IP address mismatch"):

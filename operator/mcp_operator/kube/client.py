@@ -28,14 +28,13 @@ from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 from mcp_operator.kube.tls import CertificateTransport
+from mcp_operator.kube.transport import Http1Transport
 
 logger = logging.getLogger(__name__)
 
 CONNECTIONS = 20
 """Requests to the API server at once, each on a kept-alive connection; twenty keep a 2-core
-API server busy. More wait their turn here rather than in httpx's pool, whose every
-hand-out checks every connection and every waiting request: with 50 connections, a fleet
-reconciling at once spent a sixth of the operator's CPU there."""
+API server busy. More wait their turn here."""
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 """Waits between attempts to post an Event while the API server or etcd is away (about 1 min)."""
@@ -87,21 +86,19 @@ class Kube:
         self._credentials = credentials
         self._on_error = on_error
         """Hears every failed request: its verb and HTTP status (``None``: no answer)."""
-        # Keep every connection alive: a fleet reconciling at once would otherwise pay a
-        # TLS handshake per request to the API server.
-        limits = httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS)
-        self._transport = None
+        # Connections are kept alive (a fleet reconciling at once would otherwise pay a TLS
+        # handshake per request), on the lean pool of kube/transport.py.
+        self._transport: CertificateTransport | Http1Transport
         if credentials.plugin is not None and credentials.verification is not None:
             # An exec plugin may hand out a new client certificate: new connections for it.
             self._transport = CertificateTransport(
-                credentials.plugin.cached_certificate, credentials.verification, limits
+                credentials.plugin.cached_certificate, credentials.verification
             )
+        else:
+            server_name = credentials.verification.server_name if credentials.verification else None
+            self._transport = Http1Transport(_context(credentials.verify), server_name=server_name)
         self._client = httpx.AsyncClient(
-            base_url=credentials.server,
-            verify=credentials.verify,
-            timeout=REQUEST_TIMEOUT,
-            limits=limits,
-            transport=self._transport,
+            base_url=credentials.server, timeout=REQUEST_TIMEOUT, transport=self._transport
         )
         self._turns = asyncio.Semaphore(CONNECTIONS)
 
@@ -129,8 +126,7 @@ class Kube:
         (with the token as last obtained: a request of this client renews it first)."""
         token = self._credentials.tokens.cached()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        context = self._transport.context if self._transport is not None else None
-        return headers, context or self._credentials.verify
+        return headers, self._transport.context or self._credentials.verify
 
     async def api_server_endpoints(self) -> frozenset[tuple[str, int | None]]:
         """The API server's IP addresses and ports as this client knows them: its URL's host
@@ -372,6 +368,18 @@ class Kube:
             if delay is not None:
                 await asyncio.sleep(delay)
         logger.warning("Could not post event %s for %s: %s", reason, metadata.get("name"), failure)
+
+
+def _context(verify: ssl.SSLContext | bool) -> ssl.SSLContext:
+    """The TLS context of credentials that say ``verify`` (a context, or whether to verify
+    against the system's trust store)."""
+    if isinstance(verify, ssl.SSLContext):
+        return verify
+    context = ssl.create_default_context()
+    if not verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def _error(response: httpx.Response) -> KubeError:

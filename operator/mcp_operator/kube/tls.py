@@ -26,6 +26,8 @@ from pathlib import Path
 
 import httpx
 
+from mcp_operator.kube.transport import Http1Transport
+
 logger = logging.getLogger(__name__)
 
 
@@ -92,9 +94,9 @@ def _private_file(path: Path, text: str) -> str:
 class _Pool:
     """One connection pool with the context of one certificate, and its requests in flight."""
 
-    def __init__(self, transport: httpx.AsyncHTTPTransport, context: ssl.SSLContext) -> None:
+    def __init__(self, transport: Http1Transport) -> None:
         self.transport = transport
-        self.context = context
+        self.context = transport.context
         self.in_flight = 0
         self.retired = False
 
@@ -136,11 +138,9 @@ class CertificateTransport(httpx.AsyncBaseTransport):
         self,
         source: Callable[[], ClientCertificate | None],
         verification: ServerVerification,
-        limits: httpx.Limits,
     ) -> None:
         self._source = source
         self._verification = verification
-        self._limits = limits
         self._certificate: ClientCertificate | None = None
         self._pool: _Pool | None = None
         self._retired: list[_Pool] = []
@@ -153,8 +153,6 @@ class CertificateTransport(httpx.AsyncBaseTransport):
         return self._pool.context if self._pool is not None else None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self._verification.server_name:
-            request.extensions["sni_hostname"] = self._verification.server_name
         certificate = self._source()
         pool = self._pool
         if pool is None or (certificate is not None and certificate != self._certificate):
@@ -175,7 +173,7 @@ class CertificateTransport(httpx.AsyncBaseTransport):
 
     async def _switch(self, certificate: ClientCertificate | None) -> _Pool:
         context = client_context(self._verification, certificate)
-        pool = _Pool(httpx.AsyncHTTPTransport(verify=context, limits=self._limits), context)
+        pool = _Pool(Http1Transport(context, server_name=self._verification.server_name))
         old, self._pool, self._certificate = self._pool, pool, certificate
         self.pools_opened += 1
         if old is not None:

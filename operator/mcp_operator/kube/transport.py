@@ -1,0 +1,115 @@
+"""The API client's httpx transport: httpx's interface on the lean keep-alive HTTP/1.1 pool.
+
+The operator writes a status patch and an Event for every server it probes, so its requests
+to the API server are a hot path of a fleet's reconcile. httpx's own transport (httpcore)
+checks every pooled connection for readability on each request and on each answer's end, a
+system call per idle connection: with the client's twenty connections that was the largest
+single cost of the operator at 1,000 servers (bench/fleet_bench.py). This transport hands
+the request to :class:`~mcp_operator.mcp.http1.Http1Pool` (the probe's and the bridge's
+client: keep-alive, one write per request, ``httptools`` parsing) and keeps httpx's
+interface above it, so the client, its tests' mock transports and the certificate
+rotation of :mod:`~mcp_operator.kube.tls` are unchanged.
+
+Time limits come from the request (httpx's ``timeout`` extension): the connect and read
+limits bound the wait for the answer's head, the read limit each read of its body.
+Failures are httpx's: ``ConnectError``, ``ReadError``, ``RemoteProtocolError`` and the
+timeouts, so callers catch ``httpx.HTTPError`` as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterator
+
+import httpx
+
+from mcp_operator.mcp.http1 import (
+    BrokenHTTP,
+    ConnectFailed,
+    Http1Error,
+    Http1Pool,
+    Http1Response,
+)
+
+_SET_BY_THE_POOL = frozenset({"host", "content-length", "connection", "transfer-encoding"})
+
+
+def _limit(request: httpx.Request, *names: str) -> float | None:
+    """The sum of the request's named time limits (``None``: one of them is unlimited)."""
+    timeout = request.extensions.get("timeout") or {}
+    total = 0.0
+    for name in names:
+        value = timeout.get(name)
+        if value is None:
+            return None
+        total += float(value)
+    return total
+
+
+def _translated(error: Http1Error, request: httpx.Request) -> httpx.TransportError:
+    if isinstance(error, ConnectFailed):
+        return httpx.ConnectError(str(error), request=request)
+    if isinstance(error, BrokenHTTP):
+        return httpx.RemoteProtocolError(str(error), request=request)
+    return httpx.ReadError(str(error), request=request)
+
+
+class _Body(httpx.AsyncByteStream):
+    def __init__(self, answer: Http1Response, request: httpx.Request) -> None:
+        self._answer = answer
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        chunks = self._answer.aiter_bytes()
+        read = _limit(self._request, "read")
+        while True:
+            try:
+                async with asyncio.timeout(read):
+                    chunk = await anext(chunks)
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise httpx.ReadTimeout(
+                    "the answer's body stalled", request=self._request
+                ) from None
+            except Http1Error as error:
+                raise _translated(error, self._request) from None
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._answer.aclose()
+
+
+class Http1Transport(httpx.AsyncBaseTransport):
+    """An httpx transport over one :class:`~mcp_operator.mcp.http1.Http1Pool`."""
+
+    def __init__(self, context: ssl.SSLContext, *, server_name: str | None = None) -> None:
+        self.context = context
+        self.pool = Http1Pool(egress=None, ssl_context=context, server_name=server_name)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        body = await request.aread()
+        headers = {
+            name: value
+            for name, value in request.headers.items()
+            if name.lower() not in _SET_BY_THE_POOL
+        }
+        try:
+            async with asyncio.timeout(_limit(request, "connect", "read")):
+                answer = await self.pool.request(request.method, str(request.url), headers, body)
+        except TimeoutError:
+            raise httpx.ReadTimeout(
+                "the API server did not answer in time", request=request
+            ) from None
+        except Http1Error as error:
+            raise _translated(error, request) from None
+        return httpx.Response(
+            answer.status_code,
+            headers=list(answer.headers.items()),
+            stream=_Body(answer, request),
+            request=request,
+        )
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
