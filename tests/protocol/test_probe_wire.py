@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from mcp_operator.mcp import streamable
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
@@ -105,7 +106,11 @@ async def scripted() -> AsyncIterator[Start]:
                     body = await reader.readexactly(int(headers.get("content-length", "0")))
                     seen = Seen(number, lines[0].split(" ")[0], headers, json.loads(body or "null"))
                     record.seen.append(seen)
-                    status, answer_headers, content = script(seen)
+                    try:
+                        status, answer_headers, content = script(seen)
+                    except _Hang:
+                        await asyncio.Event().wait()  # until the client gives up
+                        return
                     out = [f"HTTP/1.1 {status} Scripted", f"content-length: {len(content)}"]
                     out += [f"{name}: {value}" for name, value in answer_headers.items()]
                     writer.write(("\r\n".join(out) + "\r\n\r\n").encode() + content)
@@ -283,3 +288,129 @@ async def test_an_answer_for_another_request_is_a_protocol_error(
     with pytest.raises(ProbeError) as caught:
         await discover(ProbeTarget(server.url, egress=LOOPBACK))
     assert caught.value.reason == "ProtocolError"
+
+
+def events_server(framing: bytes) -> Script:
+    """A legacy server whose SSE answers end their lines with ``framing`` (CR, LF or CRLF)."""
+
+    def script(seen: Seen) -> Answer:
+        status, headers, body = legacy_server(seen)
+        if headers.get("content-type") == "text/event-stream":
+            body = body.replace(b"\n", framing)
+        return status, headers, body
+
+    return script
+
+
+@pytest.mark.parametrize("framing", [b"\r", b"\n", b"\r\n"], ids=["cr", "lf", "crlf"])
+async def test_sse_answers_are_read_whatever_their_line_breaks(
+    scripted: Start, framing: bytes
+) -> None:
+    server = await scripted(events_server(framing))
+    found = await discover(ProbeTarget(server.url, egress=LOOPBACK))
+    assert [tool.name for tool in found.tools] == ["echo"]
+
+
+async def test_a_legacy_session_ignores_2026_fields_and_a_negative_ttl_is_floored(
+    scripted: Start,
+) -> None:
+    def with_ttl(seen: Seen) -> Answer:
+        if seen.method == "tools/list":
+            return json_answer(result(seen, {"tools": [TOOL], "ttlMs": -1, "cacheScope": "?"}))
+        return legacy_server(seen)
+
+    server = await scripted(with_ttl)
+    found = await discover(ProbeTarget(server.url, egress=LOOPBACK))
+    assert [tool.name for tool in found.tools] == ["echo"]
+
+
+async def test_an_error_status_for_the_initialized_notification_is_no_failure(
+    scripted: Start,
+) -> None:
+    def grumpy(seen: Seen) -> Answer:
+        if seen.method == "notifications/initialized":
+            return 400, {"content-type": "text/plain"}, b"no"
+        return legacy_server(seen)
+
+    server = await scripted(grumpy)
+    found = await discover(ProbeTarget(server.url, egress=LOOPBACK))
+    assert [tool.name for tool in found.tools] == ["echo"]
+
+
+async def test_a_discover_left_unanswered_falls_back_to_the_handshake(
+    scripted: Start, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(streamable, "DISCOVER_SECONDS", 0.5)  # the SDK's bound is 10 s
+
+    def silent_on_discover(seen: Seen) -> Answer:
+        if seen.method == "server/discover":
+            raise _Hang
+        return legacy_server(seen)
+
+    server = await scripted(silent_on_discover)
+    found = await discover(ProbeTarget(server.url, egress=LOOPBACK, timeout_seconds=5))
+    assert found.protocol_version == "2025-11-25"
+    assert [seen.method for seen in server.seen][:2] == ["server/discover", "initialize"]
+    assert len({seen.connection for seen in server.seen}) == 2, "the stuck one was dropped"
+
+
+async def test_a_redirect_says_where_to_instead_of_following_it(scripted: Start) -> None:
+    def moved(seen: Seen) -> Answer:
+        return 307, {"location": "https://other.example/mcp?token=secret"}, b""
+
+    server = await scripted(moved)
+    with pytest.raises(ProbeError) as caught:
+        await discover(ProbeTarget(server.url, egress=LOOPBACK))
+    assert caught.value.reason == "ProtocolError"
+    assert "https://other.example/mcp" in caught.value.message
+    assert "secret" not in caught.value.message
+    assert len(server.seen) == 2, "discover, then initialize: neither followed"
+
+
+async def test_an_endless_head_is_refused_within_its_bound(scripted: Start) -> None:
+    def endless(seen: Seen) -> Answer:
+        return 200, {"x-big": "a" * (1024 * 1024)}, b""
+
+    server = await scripted(endless)
+    with pytest.raises(ProbeError) as caught:
+        await discover(ProbeTarget(server.url, egress=LOOPBACK))
+    assert caught.value.reason == "ProtocolError"
+    assert "broke the HTTP protocol" in caught.value.message
+
+
+@pytest.mark.parametrize("name", ["Content-Length", "transfer-encoding", "Connection"])
+async def test_a_header_that_would_reframe_the_request_is_refused(
+    scripted: Start, name: str
+) -> None:
+    server = await scripted(legacy_server)
+    with pytest.raises(ProbeError) as caught:
+        await discover(ProbeTarget(server.url, egress=LOOPBACK, headers={name: "0"}))
+    assert caught.value.reason == "InvalidTarget"
+    assert server.seen == []
+
+
+async def test_configured_headers_cannot_replace_the_protocols_own(scripted: Start) -> None:
+    server = await scripted(legacy_server)
+    headers = {"Accept": "text/html", "MCP-Session-Id": "forged", "Host": "virtual.example"}
+    await discover(ProbeTarget(server.url, egress=LOOPBACK, headers=headers))
+    for seen in server.seen:
+        assert seen.headers["accept"] == "application/json, text/event-stream"
+        assert seen.headers["host"] == "virtual.example", "Host may name a virtual host"
+    assert server.seen[3].headers["mcp-session-id"] == "s-1"
+
+
+class _Hang(Exception):
+    """Raised by a script: the server reads the request and never answers."""
+
+
+async def test_credentials_in_the_url_are_sent_as_basic_auth_unless_a_header_is_configured(
+    scripted: Start,
+) -> None:
+    server = await scripted(legacy_server)
+    with_userinfo = server.url.replace("http://", "http://probe:s%3Acret@")
+    await discover(ProbeTarget(with_userinfo, egress=LOOPBACK))
+    assert {seen.headers["authorization"] for seen in server.seen} == {"Basic cHJvYmU6czpjcmV0"}
+    server.seen.clear()
+    headers = {"Authorization": "Bearer configured"}
+    await discover(ProbeTarget(with_userinfo, egress=LOOPBACK, headers=headers))
+    assert {seen.headers["authorization"] for seen in server.seen} == {"Bearer configured"}

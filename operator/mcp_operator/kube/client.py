@@ -18,6 +18,8 @@ import logging
 import os
 import socket
 import ssl
+import urllib.parse
+import urllib.request
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -88,17 +90,23 @@ class Kube:
         """Hears every failed request: its verb and HTTP status (``None``: no answer)."""
         # Connections are kept alive (a fleet reconciling at once would otherwise pay a TLS
         # handshake per request), on the lean pool of kube/transport.py.
-        self._transport: CertificateTransport | Http1Transport
+        self._transport: CertificateTransport | Http1Transport | None = None
         if credentials.plugin is not None and credentials.verification is not None:
             # An exec plugin may hand out a new client certificate: new connections for it.
             self._transport = CertificateTransport(
                 credentials.plugin.cached_certificate, credentials.verification
             )
-        else:
+        elif not _proxied(credentials.server):
             server_name = credentials.verification.server_name if credentials.verification else None
             self._transport = Http1Transport(_context(credentials.verify), server_name=server_name)
+        # Else HTTPS_PROXY (and NO_PROXY) route the API server through a proxy: httpx's own
+        # transport, which speaks to proxies, as before.
         self._client = httpx.AsyncClient(
-            base_url=credentials.server, timeout=REQUEST_TIMEOUT, transport=self._transport
+            base_url=credentials.server,
+            verify=credentials.verify,
+            timeout=REQUEST_TIMEOUT,
+            transport=self._transport,
+            limits=httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS),
         )
         self._turns = asyncio.Semaphore(CONNECTIONS)
 
@@ -126,7 +134,8 @@ class Kube:
         (with the token as last obtained: a request of this client renews it first)."""
         token = self._credentials.tokens.cached()
         headers = {"Authorization": f"Bearer {token}"} if token else {}
-        return headers, self._transport.context or self._credentials.verify
+        context = self._transport.context if self._transport is not None else None
+        return headers, context or self._credentials.verify
 
     async def api_server_endpoints(self) -> frozenset[tuple[str, int | None]]:
         """The API server's IP addresses and ports as this client knows them: its URL's host
@@ -368,6 +377,17 @@ class Kube:
             if delay is not None:
                 await asyncio.sleep(delay)
         logger.warning("Could not post event %s for %s: %s", reason, metadata.get("name"), failure)
+
+
+def _proxied(url: str) -> bool:
+    """Whether the environment routes ``url`` through a proxy (``HTTPS_PROXY``/``HTTP_PROXY``/
+    ``ALL_PROXY`` and ``NO_PROXY``, read as httpx reads them)."""
+    proxies = urllib.request.getproxies_environment()
+    parts = urllib.parse.urlsplit(url)
+    if not (proxies.get(parts.scheme) or proxies.get("all")):
+        return False
+    bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
+    return not bypass(parts.hostname or "", proxies)
 
 
 def _context(verify: ssl.SSLContext | bool) -> ssl.SSLContext:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import ssl
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
@@ -121,7 +121,7 @@ class BoundedBody(httpx2.AsyncByteStream):
             self._state.probe_limit = MAX_PROBE_BYTES
             raise ResponseTooLarge(MAX_PROBE_BYTES)
 
-    async def __aiter__(self) -> AsyncIterator[bytes]:
+    async def __aiter__(self) -> AsyncGenerator[bytes, None]:
         try:
             if self._kind == "json":
                 async for piece in self._json():

@@ -44,7 +44,12 @@ DRAIN_SECONDS = 5.0
 DRAIN_BYTES = 1024 * 1024
 """An unfinished answer is read to its end in the background within these limits."""
 MAX_HEAD_BYTES = 64 * 1024
+"""An answer's head larger than this is refused (``BrokenHTTP``), however it arrives."""
 READ_CHUNK = 65536
+IDLE_SECONDS = 5.0
+"""A connection idle longer than this is closed instead of reused (as httpx's pools do): a
+peer that vanished without a FIN (a replaced node, a stale NAT entry) would otherwise hold
+the next request until its deadline."""
 
 Origin = tuple[str, str, int]
 
@@ -60,7 +65,7 @@ class Http1Error(Exception):
 
 class ConnectFailed(Http1Error):
     """No connection: refused by the egress policy (the cause is a
-    :class:`~mcp_operator.mcp.guard.Refused`), or the OS or TLS said no (the cause)."""
+    :class:`~mcp_operator.mcp.egress.Refused`), or the OS or TLS said no (the cause)."""
 
     kind = "connect"
 
@@ -114,7 +119,7 @@ class _Parsed:
 
 
 class _Connection:
-    __slots__ = ("_open", "origin", "reader", "reused", "writer")
+    __slots__ = ("_open", "idle_since", "origin", "reader", "reused", "writer")
 
     def __init__(
         self,
@@ -127,6 +132,7 @@ class _Connection:
         self.reader = reader
         self.writer = writer
         self.reused = False
+        self.idle_since = 0.0
         self._open = open_connections
 
     def usable(self) -> bool:
@@ -158,7 +164,11 @@ class Http1Response:
             if parsed.complete or self._connection is None:
                 self._release()
                 return
-            data = await self._connection.reader.read(READ_CHUNK)
+            try:
+                data = await self._connection.reader.read(READ_CHUNK)
+            except OSError as error:
+                self._drop()
+                raise ConnectionLost(f"the connection failed: {error}") from error
             if not data:
                 self._drop()
                 if self._ends_at_close():
@@ -302,9 +312,10 @@ class Http1Pool:
 
     def _take(self, origin: Origin) -> _Connection | None:
         idle = self._idle.get(origin)
+        now = asyncio.get_running_loop().time()
         while idle:
             connection = idle.pop()
-            if connection.usable():
+            if connection.usable() and now - connection.idle_since <= IDLE_SECONDS:
                 connection.reused = True
                 return connection
             connection.close()
@@ -323,6 +334,7 @@ class Http1Pool:
             and connection.usable()
             and len(idle) < MAX_IDLE_PER_ORIGIN
         ):
+            connection.idle_since = asyncio.get_running_loop().time()
             idle.append(connection)
         else:
             connection.close()
@@ -338,12 +350,16 @@ class Http1Pool:
         origin = (scheme, host, port)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
         host_header = parts.netloc.rsplit("@", 1)[-1]
-        lines = [f"{method} {target} HTTP/1.1", f"host: {host_header}"]
+        lines = [f"{method} {target} HTTP/1.1"]
         for name, value in headers.items():
             why = header_refusal(name, value)
             if why is not None:
                 raise ValueError(why)
-            lines.append(f"{name}: {value}")
+            if name.lower() == "host":
+                host_header = value  # the caller's virtual host (the connection is unchanged)
+            else:
+                lines.append(f"{name}: {value}")
+        lines.insert(1, f"host: {host_header}")
         lines.append(f"content-length: {len(body)}")
         payload = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
         connection = self._take(origin)
@@ -358,15 +374,17 @@ class Http1Pool:
         parsed = _Parsed()
         parser = httptools.HttpResponseParser(parsed)
         parsed.parser = parser
-        received = False
+        received = 0
         try:
             connection.writer.write(payload)
             await connection.writer.drain()
             while not parsed.headers_done:
+                if received > MAX_HEAD_BYTES:  # httptools holds a header until it ends
+                    raise BrokenHTTP("the answer's head is too large")
                 data = await connection.reader.read(READ_CHUNK)
                 if not data:
                     raise ConnectionResetError("closed before answering")
-                received = True
+                received += len(data)
                 parser.feed_data(data)
         except httptools.HttpParserError as error:
             connection.close()
@@ -392,13 +410,32 @@ class Http1Pool:
 
 
 def header_refusal(name: str, value: str) -> str | None:
-    """Why a header cannot be sent as it is (it would break or forge the request's head), or
-    ``None``. The value is never shown: it may be a credential."""
+    """Why a header cannot be sent as it is (it would break, forge or reframe the request's
+    head), or ``None``. The value is never shown: it may be a credential."""
     if not name or any(c in _NOT_IN_NAMES or not c.isascii() or not c.isprintable() for c in name):
         return f"the header name {name!r} is not a valid HTTP token"
-    if any(c in "\r\n\0" for c in value):
-        return f"the value of header {name!r} holds a line break or a NUL byte"
+    if name.lower() in FRAMING_HEADERS:
+        return f"the header {name!r} frames the request, which only the client may do"
+    if any(c != "\t" and (not c.isprintable() or ord(c) > 0xFF) for c in value):
+        return f"the value of header {name!r} holds a control character or non-Latin-1 text"
     return None
+
+
+FRAMING_HEADERS = frozenset(
+    {
+        "content-length",
+        "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "proxy-connection",
+    }
+)
+"""Headers that say how a request is framed: the pool writes its own, and a second one from a
+caller would let an intermediary read another request than the server. (``Host`` may be
+given: it replaces the URL's, once.)"""
 
 
 _NOT_IN_NAMES = frozenset(' "(),/:;<=>?@[\\]{}')

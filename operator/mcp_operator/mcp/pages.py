@@ -175,13 +175,36 @@ class SseSlimmer:
         return ready + rest
 
     def _event(self, event: bytes) -> bytes:
-        lines = _LINES.split(event)
-        data = [line[5:].removeprefix(b" ") for line in lines if line.startswith(b"data:")]
-        if not data:
+        _, body = event_fields(event)
+        if body is None:
             return event
-        body = b"\n".join(data)
         slimmed = slim_body(body, self._keep, self._count)
         if slimmed is body:
             return event
+        lines = _LINES.split(event)
         kept = [line for line in lines if line and not line.startswith(b"data:")]
         return b"".join(line + b"\n" for line in kept) + b"data: " + slimmed + b"\n\n"
+
+
+def split_events(data: bytes) -> tuple[list[bytes], bytes]:
+    """The complete SSE events at the start of ``data`` (each with its ending blank line), and
+    the bytes after them."""
+    events: list[bytes] = []
+    start = 0
+    for end in _EVENT_END.finditer(data):
+        events.append(data[start : end.end()])
+        start = end.end()
+    return events, data[start:]
+
+
+def event_fields(event: bytes) -> tuple[str | None, bytes | None]:
+    """An SSE event's type (its ``event:`` field, ``None`` when absent) and its data (the
+    ``data:`` lines joined by line feeds, ``None`` when it has none)."""
+    kind: str | None = None
+    data: list[bytes] = []
+    for line in _LINES.split(event):
+        if line.startswith(b"data:"):
+            data.append(line[5:].removeprefix(b" "))
+        elif line.startswith(b"event:"):
+            kind = line[6:].strip().decode("utf-8", "replace")
+    return kind, (b"\n".join(data) if data else None)

@@ -26,10 +26,13 @@ answers that are not MCP, and pydantic's ``ValidationError``.
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import contextlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Mapping
+import urllib.parse
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -59,10 +62,31 @@ from mcp_operator.mcp.egress import Refused
 from mcp_operator.mcp.errors import HTTPStatus, ProbeState, ResponseTooLarge
 from mcp_operator.mcp.guard import refusal_error
 from mcp_operator.mcp.http1 import ConnectFailed, Http1Error, Http1Pool, Http1Response
-from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, ToolCount
-from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.mcp.pages import (
+    MAX_DISCOVERED_TOOLS,
+    Keep,
+    ToolCount,
+    event_fields,
+    split_events,
+)
+from mcp_operator.mcp.target import ProbeTarget, display_url
 
 CLIENT_INFO = {"name": "mcp-operator-probe", "version": __version__}
+DISCOVER_SECONDS = 10.0
+"""``server/discover`` unanswered this long: a legacy server (the SDK's own bound)."""
+LATER_REVISION_FIELDS = ("ttlMs", "cacheScope", "resultType")
+"""2026-07-28's fields of a ``tools/list`` result, dropped in a legacy session (as the SDK)."""
+PROTOCOL_HEADERS = frozenset(
+    {
+        "content-type",
+        "accept",
+        "accept-encoding",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-session-id",
+    }
+)
+"""Headers the client sets itself: a server's configured headers cannot replace them."""
 CLOSE_SECONDS = 2.0
 """The session's ``DELETE`` waits at most this long: the tools are listed by then."""
 ERROR_BODY_BYTES = 64 * 1024
@@ -94,8 +118,11 @@ class StreamableClient:
         """Negotiate the era as the SDK's ``mode="auto"`` does."""
         version = LATEST_MODERN_VERSION
         for attempt in range(2):
+            raw: dict[str, Any] | None = None
             try:
-                raw = await self._request("server/discover", {}, modern=version)
+                # As the SDK: a server that never answers an unknown method is a legacy one.
+                with anyio.move_on_after(DISCOVER_SECONDS):
+                    raw = await self._request("server/discover", {}, modern=version)
             except (mcp.MCPError, HTTPStatus) as failure:
                 error = failure.rpc if isinstance(failure, HTTPStatus) else failure
                 if error is not None and error.code == UNSUPPORTED_PROTOCOL_VERSION:
@@ -109,8 +136,11 @@ class StreamableClient:
                         raise  # a modern-only server that shares no version with us
                 await self._initialize()  # any other rejection: a legacy server
                 return
+            if raw is None:  # no answer in time
+                await self._initialize()
+                return
             try:
-                result = types.DiscoverResult.model_validate(raw)
+                result = types.DiscoverResult.model_validate(_clamped(raw))
             except ValidationError:
                 await self._initialize()
                 return
@@ -145,7 +175,11 @@ class StreamableClient:
 
     async def list_tools(self, cursor: str | None = None) -> types.ListToolsResult:
         params = {} if cursor is None else {"cursor": cursor}
-        return types.ListToolsResult.model_validate(await self._request("tools/list", params))
+        raw = _clamped(await self._request("tools/list", params))
+        if not self.modern:  # 2026-07-28's fields are outside a legacy session's contract
+            for key in LATER_REVISION_FIELDS:
+                raw.pop(key, None)
+        return types.ListToolsResult.model_validate(raw)
 
     async def close(self) -> None:
         """End a legacy session (``DELETE``, briefly; a server that ignores it is no failure)."""
@@ -162,11 +196,17 @@ class StreamableClient:
     # -- the wire ----------------------------------------------------------------------
 
     def _headers(self, method: str, modern: str | None) -> dict[str, str]:
-        headers = {
-            **self._target.headers,
-            "content-type": "application/json",
-            "accept": "application/json, text/event-stream",
-        }
+        configured = {name.lower() for name in self._target.headers}
+        headers = {} if "authorization" in configured else _userinfo_auth(self._target.url)
+        headers.update(
+            (name, value)
+            for name, value in self._target.headers.items()
+            if name.lower() not in PROTOCOL_HEADERS  # the protocol's own win, once
+        )
+        headers["content-type"] = "application/json"
+        headers["accept"] = "application/json, text/event-stream"
+        # Identity: a compressed body could inflate past the bound after it was counted.
+        headers["accept-encoding"] = "identity"
         version = modern or self.protocol_version
         if version is not None:
             headers["mcp-protocol-version"] = version
@@ -203,6 +243,13 @@ class StreamableClient:
         body = json.dumps(message, separators=(",", ":")).encode()
         answer = await self._send("POST", self._headers(method, modern), body)
         try:
+            if 300 <= answer.status_code < 400 and answer.headers.get("location"):
+                where = display_url(answer.headers["location"])
+                raise mcp.MCPError(
+                    INVALID_REQUEST,
+                    f"HTTP {answer.status_code} redirect to {where}, which the probe does not "
+                    "follow: use that URL as the server's endpoint",
+                )
             if answer.status_code >= 300:
                 raise HTTPStatus(answer.status_code, await _rpc_error(answer))
             if method == "initialize":
@@ -215,11 +262,7 @@ class StreamableClient:
     async def _notify(self, method: str) -> None:
         body = json.dumps({"jsonrpc": "2.0", "method": method}).encode()
         answer = await self._send("POST", self._headers(method, None), body)
-        try:
-            if answer.status_code >= 300:
-                raise HTTPStatus(answer.status_code, None)
-        finally:
-            await answer.aclose()
+        await answer.aclose()  # an error status is no failure: nothing answers a notification
 
     async def _reply(self, answer: Http1Response, request_id: int) -> Mapping[str, Any]:
         """The JSON-RPC response to ``request_id``: a JSON body, or an event of an SSE stream."""
@@ -240,13 +283,15 @@ class StreamableClient:
             count=self._count,
         )
         if kind == "json":
-            message = _decode(b"".join([chunk async for chunk in body]))
-            if message.get("id") != request_id:
+            async with contextlib.aclosing(aiter(body)) as chunks:
+                message = _decode(b"".join([chunk async for chunk in chunks]))
+            if not _answers(message, request_id):
                 raise mcp.MCPError(INVALID_REQUEST, "the answer is not the response to the request")
             return message
-        async for message in _events(body):
-            if message.get("id") == request_id and ("result" in message or "error" in message):
-                return message
+        async with contextlib.aclosing(_events(body)) as messages:
+            async for message in messages:
+                if _answers(message, request_id):
+                    return message
         raise mcp.MCPError(CONNECTION_CLOSED, "the server ended the stream before answering")
 
 
@@ -263,9 +308,12 @@ async def streamable(
         await client.open()
         yield client
         state.phase = "closing the session"
-        await client.close()
     finally:
-        await pool.aclose()
+        try:
+            if not _cancelling():  # a failed probe ends its session too, a cancelled one not
+                await client.close()
+        finally:
+            await pool.aclose()
 
 
 class _Body:
@@ -281,21 +329,37 @@ class _Body:
         await self._answer.aclose()
 
 
-async def _events(body: BoundedBody) -> AsyncIterator[Mapping[str, Any]]:
-    """The JSON-RPC messages of an SSE stream (events without data are skipped)."""
-    buffer = b""
-    data: list[bytes] = []
-    async for chunk in body:
-        buffer += chunk
-        *lines, buffer = buffer.split(b"\n")
-        for raw in lines:
-            line = raw.rstrip(b"\r")
-            if line.startswith(b"data:"):
-                data.append(line[5:].removeprefix(b" "))
-            elif not line and data:
-                text, data = b"\n".join(data), []
-                if text.strip():  # a priming event carries an id for resumption, no message
-                    yield _decode(text)
+async def _events(body: BoundedBody) -> AsyncGenerator[Mapping[str, Any], None]:
+    """The JSON-RPC messages of an SSE stream: the data of each ``message`` event (events
+    without data, such as a priming event with only an id, are skipped). The bounded body
+    passes whole events on (``SseSlimmer``); a last one without its blank line is dropped,
+    as SSE says."""
+    rest = b""
+    async with contextlib.aclosing(aiter(body)) as chunks:
+        async for chunk in chunks:
+            events, rest = split_events(rest + chunk)
+            for event in events:
+                kind, data = event_fields(event)
+                if data is not None and data.strip() and kind in (None, "message"):
+                    yield _decode(data)
+
+
+def _answers(message: Mapping[str, Any], request_id: int) -> bool:
+    """Whether ``message`` is the response to ``request_id`` (``true`` is not ``1``)."""
+    answer_id = message.get("id")
+    return (
+        type(answer_id) is int
+        and answer_id == request_id
+        and ("result" in message or "error" in message)
+    )
+
+
+def _clamped(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with a negative ``ttlMs`` floored to 0, as the SDK does (a caching SHOULD)."""
+    ttl = raw.get("ttlMs")
+    if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
+        raw["ttlMs"] = 0
+    return raw
 
 
 def _decode(text: bytes) -> Mapping[str, Any]:
@@ -345,6 +409,23 @@ def _supported(data: Any) -> list[str] | None:
         return types.UnsupportedProtocolVersionErrorData.model_validate(data).supported
     except ValidationError:
         return None
+
+
+def _userinfo_auth(url: str) -> dict[str, str]:
+    """Basic credentials from the URL's userinfo (``https://user:secret@host/mcp``), as httpx
+    sends them; a configured ``Authorization`` header replaces them."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return {}
+    user = urllib.parse.unquote(parts.username)
+    secret = urllib.parse.unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
+    return {"authorization": f"Basic {token}"}
+
+
+def _cancelling() -> bool:
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _server_info(data: Any) -> types.Implementation | None:
