@@ -373,14 +373,20 @@ def match(error: BaseException, state: ProbeState) -> tuple[Rule[Any], BaseExcep
     return None
 
 
+def cancelling() -> bool:
+    """Whether the current task was asked to stop (even if a library swallowed the
+    ``CancelledError``)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
 def reraise_cancellation() -> None:
     """Raise ``CancelledError`` when the current task was cancelled and a library turned the
     cancellation into an error of its own (anyio's closed streams in the SDK's task groups,
     say). A cancelled probe must end cancelled: as a failure, its caller would write
     ``ProbeFailed`` to status and carry on, and a shutdown would wait for it. The probe's own
     deadline is not a cancellation of the task (anyio takes its cancel back)."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
+    if cancelling():
         raise asyncio.CancelledError
 
 

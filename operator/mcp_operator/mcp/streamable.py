@@ -26,7 +26,6 @@ answers that are not MCP, and pydantic's ``ValidationError``.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import itertools
@@ -59,7 +58,7 @@ from pydantic import ValidationError
 from mcp_operator import __version__
 from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, BoundedBody, tls_context
 from mcp_operator.mcp.egress import Refused
-from mcp_operator.mcp.errors import HTTPStatus, ProbeState, ResponseTooLarge
+from mcp_operator.mcp.errors import HTTPStatus, ProbeState, ResponseTooLarge, cancelling
 from mcp_operator.mcp.guard import refusal_error
 from mcp_operator.mcp.http1 import ConnectFailed, Http1Error, Http1Pool, Http1Response
 from mcp_operator.mcp.pages import (
@@ -310,7 +309,7 @@ async def streamable(
         state.phase = "closing the session"
     finally:
         try:
-            if not _cancelling():  # a failed probe ends its session too, a cancelled one not
+            if not cancelling():  # a failed probe ends its session too, a cancelled one not
                 await client.close()
         finally:
             await pool.aclose()
@@ -421,11 +420,6 @@ def _userinfo_auth(url: str) -> dict[str, str]:
     secret = urllib.parse.unquote(parts.password or "")
     token = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
     return {"authorization": f"Basic {token}"}
-
-
-def _cancelling() -> bool:
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 def _server_info(data: Any) -> types.Implementation | None:
