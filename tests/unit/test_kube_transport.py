@@ -10,11 +10,11 @@ import httpx
 import pytest
 
 from mcp_operator.kube import Kube
-from mcp_operator.kube.client import _context
 from mcp_operator.kube.credentials import Credentials
 from mcp_operator.kube.tokens import StaticToken
 from mcp_operator.kube.transport import Http1Transport
 from mcp_operator.mcp import http1
+from mcp_operator.mcp.client import tls_context
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -54,7 +54,7 @@ async def answer_ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
 
 
 def client(url: str, **timeouts: float) -> httpx.AsyncClient:
-    transport = Http1Transport(_context(True))
+    transport = Http1Transport(tls_context(True))
     timeout = httpx.Timeout(timeouts.get("read", 5.0), connect=timeouts.get("connect", 5.0))
     return httpx.AsyncClient(base_url=url, transport=transport, timeout=timeout)
 

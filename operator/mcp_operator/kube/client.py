@@ -31,6 +31,7 @@ from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 from mcp_operator.kube.tls import CertificateTransport
 from mcp_operator.kube.transport import Http1Transport
+from mcp_operator.mcp.client import tls_context
 
 logger = logging.getLogger(__name__)
 
@@ -98,7 +99,9 @@ class Kube:
             )
         elif not _proxied(credentials.server):
             server_name = credentials.verification.server_name if credentials.verification else None
-            self._transport = Http1Transport(_context(credentials.verify), server_name=server_name)
+            self._transport = Http1Transport(
+                tls_context(credentials.verify), server_name=server_name
+            )
         # Else HTTPS_PROXY (and NO_PROXY) route the API server through a proxy: httpx's own
         # transport, which speaks to proxies, as before.
         self._client = httpx.AsyncClient(
@@ -388,18 +391,6 @@ def _proxied(url: str) -> bool:
         return False
     bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
     return not bypass(parts.hostname or "", proxies)
-
-
-def _context(verify: ssl.SSLContext | bool) -> ssl.SSLContext:
-    """The TLS context of credentials that say ``verify`` (a context, or whether to verify
-    against the system's trust store)."""
-    if isinstance(verify, ssl.SSLContext):
-        return verify
-    context = ssl.create_default_context()
-    if not verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    return context
 
 
 def _error(response: httpx.Response) -> KubeError:
