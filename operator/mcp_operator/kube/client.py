@@ -30,14 +30,11 @@ from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 from mcp_operator.kube.tls import CertificateTransport
-from mcp_operator.kube.transport import Http1Transport
+from mcp_operator.kube.transport import CONNECTIONS, Http1Transport
 from mcp_operator.net.tls import tls_context
 
 logger = logging.getLogger(__name__)
 
-CONNECTIONS = 20
-"""Requests to the API server at once, each on a kept-alive connection; twenty keep a 2-core
-API server busy. More wait their turn here."""
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 """Waits between attempts to post an Event while the API server or etcd is away (about 1 min)."""
@@ -104,14 +101,19 @@ class Kube:
             )
         # Else HTTPS_PROXY (and NO_PROXY) route the API server through a proxy: httpx's own
         # transport, which speaks to proxies, as before.
-        self._client = httpx.AsyncClient(
-            base_url=credentials.server,
-            verify=credentials.verify,
-            timeout=REQUEST_TIMEOUT,
-            transport=self._transport,
-            limits=httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS),
-        )
-        self._turns = asyncio.Semaphore(CONNECTIONS)
+        if self._transport is not None:  # its pool caps connections at CONNECTIONS
+            self._client = httpx.AsyncClient(
+                base_url=credentials.server, timeout=REQUEST_TIMEOUT, transport=self._transport
+            )
+        else:
+            self._client = httpx.AsyncClient(
+                base_url=credentials.server,
+                verify=credentials.verify,
+                timeout=REQUEST_TIMEOUT,
+                limits=httpx.Limits(
+                    max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS
+                ),
+            )
 
     @classmethod
     def connect(
@@ -207,10 +209,9 @@ class Kube:
         if content is not None:
             headers["Content-Type"] = content_type
         try:
-            async with self._turns:
-                return await self._client.request(
-                    method, path, content=content, headers=headers, params=params
-                )
+            return await self._client.request(
+                method, path, content=content, headers=headers, params=params
+            )
         except httpx.HTTPError:
             if self._on_error is not None:
                 self._on_error(method, None)

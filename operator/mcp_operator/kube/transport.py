@@ -10,8 +10,10 @@ client: keep-alive, one write per request, ``httptools`` parsing) and keeps http
 interface above it, so the client, its tests' mock transports and the certificate
 rotation of :mod:`~mcp_operator.kube.tls` are unchanged.
 
-Time limits come from the request (httpx's ``timeout`` extension): the connect and read
-limits bound the wait for the answer's head, the read limit each read of its body.
+At most :data:`CONNECTIONS` are open at once (the pool's cap); a request past it waits for
+one. Time limits come from the request (httpx's ``timeout`` extension): the connect and read
+limits bound the wait for a connection and for the answer's head, the read limit each read
+of its body.
 Failures are httpx's: ``ConnectError``, ``ReadError``, ``RemoteProtocolError`` and the
 timeouts, so callers catch ``httpx.HTTPError`` as before.
 """
@@ -31,6 +33,11 @@ from mcp_operator.net.pool import (
     Http1Pool,
     Http1Response,
 )
+
+CONNECTIONS = 20
+"""Requests to the API server at once, each on a kept-alive connection (the pool's cap per
+origin); twenty keep a 2-core API server busy. More wait their turn in the pool, within their
+own time limit."""
 
 _SET_BY_THE_POOL = frozenset({"host", "content-length", "connection", "transfer-encoding"})
 
@@ -86,7 +93,9 @@ class Http1Transport(httpx.AsyncBaseTransport):
 
     def __init__(self, context: ssl.SSLContext, *, server_name: str | None = None) -> None:
         self.context = context
-        self.pool = Http1Pool(egress=None, ssl_context=context, server_name=server_name)
+        self.pool = Http1Pool(
+            egress=None, ssl_context=context, server_name=server_name, max_connections=CONNECTIONS
+        )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
