@@ -216,7 +216,7 @@ async def test_the_bridge_policy_is_judged_on_the_resolved_address() -> None:
 
 async def test_the_bridges_stream_client_refuses_the_same_destinations() -> None:
     """The GET streams go through httpx: its pool applies the same policy."""
-    transport = guarded_transport(BRIDGE_EGRESS, httpx.Limits(max_connections=2))
+    transport = guarded_transport(BRIDGE_EGRESS, max_connections=2)
     async with httpx.AsyncClient(transport=transport, timeout=5) as client:
         with pytest.raises(httpx.ConnectError) as caught:
             await client.get("http://169.254.169.254/latest/meta-data/")

@@ -32,7 +32,8 @@ from mcp_operator.serve.process import QuietServer
 logger = logging.getLogger("mcp_operator.bridge")
 
 UPSTREAM_CONNECTIONS = 100
-"""Connections kept open to the upstreams in all (keep-alive)."""
+"""Connections of the change-stream client open to one upstream at most (one stream per
+session the bridge follows there)."""
 
 
 @dataclass(frozen=True)
@@ -66,10 +67,7 @@ async def serve(settings: BridgeSettings) -> int:
     except (OSError, BridgeConfigError) as error:
         logger.error("Could not load the configuration: %s", error)
         return 2
-    limits = httpx.Limits(
-        max_connections=UPSTREAM_CONNECTIONS, max_keepalive_connections=UPSTREAM_CONNECTIONS
-    )
-    transport = guarded_transport(BRIDGE_EGRESS, limits)
+    transport = guarded_transport(BRIDGE_EGRESS, max_connections=UPSTREAM_CONNECTIONS)
     async with httpx.AsyncClient(transport=transport, timeout=30.0) as client:
         core = BridgeCore(config, client=client, relist_seconds=settings.relist_seconds)
         listen = config.listen

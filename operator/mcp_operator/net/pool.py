@@ -3,7 +3,7 @@
 Three users: the bridge's calls upstream (every ``tools/call`` of an agent becomes one POST),
 the operator's probe of a Streamable HTTP server (:mod:`~mcp_operator.mcp.streamable`, a few
 requests per probe and thousands of probes) and the API client (through
-:mod:`~mcp_operator.kube.transport`), all hot paths: httpx spends over a millisecond of CPU per
+:mod:`~mcp_operator.net.transport`), all hot paths: httpx spends over a millisecond of CPU per
 request on the 2-core machine the bridge was measured on (bench/bridge_bench.py). This one
 writes the request head and body in one ``write``, parses the answer with ``httptools``
 (already the HTTP parser of the bridge's own server), and keeps connections open per origin
