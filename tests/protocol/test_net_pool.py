@@ -98,7 +98,7 @@ async def test_after_a_dropped_post_the_next_one_goes_on_a_new_connection() -> N
 async def test_every_request_gets_its_own_answer_after_early_hints() -> None:
     """A 103 before every answer (CDNs send them): never taken as the answer, so the real
     one is not left unread on the connection for the next request."""
-    async with http_peer(Behaviour(interim=[EARLY_HINTS])) as peer:
+    async with http_peer(Behaviour(interim=[EARLY_HINTS], interim_pause=0.05)) as peer:
         pool = Http1Pool(egress=LOOPBACK)
         for number in range(5):
             body = b'{"id":%d}' % number
@@ -111,7 +111,8 @@ async def test_every_request_gets_its_own_answer_after_early_hints() -> None:
 
 
 async def test_several_interim_answers_arriving_apart_are_read_past() -> None:
-    async with http_peer(Behaviour(interim=[CONTINUE, EARLY_HINTS, EARLY_HINTS])) as peer:
+    behaviour = Behaviour(interim=[CONTINUE, EARLY_HINTS, EARLY_HINTS], interim_pause=0.05)
+    async with http_peer(behaviour) as peer:
         pool = Http1Pool(egress=LOOPBACK)
         for number in range(3):
             answer = await pool.request("POST", peer.url, {}, b"%d" % number)
