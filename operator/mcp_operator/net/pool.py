@@ -69,10 +69,12 @@ them twice is doing them once (RFC 9110 §9.2.2). Never ``POST``."""
 CLOSE_SECONDS = 1.0
 """:meth:`Http1Pool.aclose` waits this long at most for its connections to close."""
 READ_CHUNK = 65536
-IDLE_SECONDS = 5.0
-"""A connection idle longer than this is closed instead of reused (as httpx's pools do): a
-peer that vanished without a FIN (a replaced node, a stale NAT entry) would otherwise hold
-the next request until its deadline."""
+IDLE_SECONDS = 4.0
+"""A connection idle longer than this is closed instead of reused: a peer that vanished
+without a FIN (a replaced node, a stale NAT entry) would otherwise hold the next request
+until its deadline. Under the 5 s after which common servers (uvicorn, Node) close an idle
+connection themselves, so a POST rarely meets a server closing the connection it was just
+written to (which the pool cannot tell from a server that read it, and does not re-send)."""
 
 Origin = tuple[str, str, int]
 
