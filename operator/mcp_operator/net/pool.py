@@ -416,13 +416,18 @@ class Http1Pool:
             except BaseException:
                 if not waiter.done():
                     state.waiting.remove(waiter)
-                elif not waiter.cancelled():  # handed over as the caller gave up: pass it on
+                elif not waiter.cancelled() and waiter.exception() is None:
+                    # handed over as the caller gave up: pass it on
                     given = waiter.result()
                     if given is not None:
                         self.put_back(given, keep_alive=True)
                     else:
                         self._wake(state)
                 raise
+            if self.closed:
+                if handed is not None:
+                    handed.close()
+                raise NotSent("the pool was closed while the request waited")
             if handed is not None:
                 if not fresh:
                     handed.reused = True
@@ -561,14 +566,16 @@ class Http1Pool:
         self.closed = True
         for task in list(self._draining):
             task.cancel()
+        for state in self._origins.values():
+            while state.waiting:
+                waiter = state.waiting.popleft()
+                if not waiter.done():
+                    waiter.set_exception(NotSent("the pool was closed while the request waited"))
         closing = [connection.writer for connection in self._open]
         for connection in list(self._open):
             connection.close()
         for state in self._origins.values():
             state.idle.clear()
-            for waiter in state.waiting:
-                if not waiter.done():
-                    waiter.cancel()
         if closing:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CLOSE_SECONDS):
