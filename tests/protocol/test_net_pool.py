@@ -264,3 +264,26 @@ async def test_a_name_whose_every_address_is_refused_is_never_contacted() -> Non
         await pool.request("POST", "http://upstream.test:8080/", {}, b"{}")
     assert not caught.value.may_have_been_delivered
     await pool.aclose()
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "sent"),
+    [
+        ("x-api-key", "s3cr3t value\twith tab", True),
+        ("X-Caf\u00e9", "Tops3cret", False),  # not a token
+        ("x key", "Tops3cret", False),
+        ("x:key", "Tops3cret", False),
+        ("", "Tops3cret", False),
+        ("x-key", "a\r\nx-forged: 1", False),  # a second header smuggled in
+        ("x-key", "caf\u00e9", True),  # Latin-1 is sent as it is
+        ("x-key", "no\u00a0break", False),
+        ("x-key", "\u20ac", False),  # beyond Latin-1
+        ("Transfer-Encoding", "chunked", False),
+        ("Host", "upstream.internal", True),
+    ],
+)
+def test_which_headers_may_be_sent(name: str, value: str, sent: bool) -> None:
+    why = header_refusal(name, value)
+    assert (why is None) == sent
+    if why is not None:
+        assert value not in why  # a value is never shown: it may be a credential

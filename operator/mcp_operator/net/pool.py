@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
+import re
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
@@ -587,13 +588,14 @@ class Http1Pool:
 def header_refusal(name: str, value: str) -> str | None:
     """Why a header cannot be sent as it is (it would break, forge or reframe the request's
     head), or ``None``. The value is never shown: it may be a credential."""
-    if not name or any(c in _NOT_IN_NAMES or not c.isascii() or not c.isprintable() for c in name):
+    if _TOKEN.fullmatch(name) is None:
         return f"the header name {name!r} is not a valid HTTP token"
-    if name.lower() in FRAMING_HEADERS:
+    lowered = name.lower()
+    if lowered in FRAMING_HEADERS:
         return f"the header {name!r} frames the request, which only the client may do"
-    if name.lower() == "expect":
+    if lowered == "expect":
         return f"the header {name!r} asks for an interim answer, which the client never awaits"
-    if any(c != "\t" and (not c.isprintable() or ord(c) > 0xFF) for c in value):
+    if _VALUE.fullmatch(value) is None:
         return f"the value of header {name!r} holds a control character or non-Latin-1 text"
     return None
 
@@ -615,7 +617,11 @@ caller would let an intermediary read another request than the server. (``Host``
 given: it replaces the URL's, once.)"""
 
 
-_NOT_IN_NAMES = frozenset(' "(),/:;<=>?@[\\]{}')
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+"""An HTTP token (RFC 9110 §5.6.2): printable ASCII but for spaces and separators."""
+_VALUE = re.compile(r"[\t\x20-\x7e\xa1-\xac\xae-\xff]*")
+"""A header value the pool sends: tab and printable Latin-1 (no control characters, no
+non-breaking space or soft hyphen, nothing past U+00FF)."""
 
 
 class _Stale(Exception):
