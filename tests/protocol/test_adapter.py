@@ -25,7 +25,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from tests.support import needs
+from tests.support import needs, wire
 from tests.support.peers import INSPECTOR, SERVER_EVERYTHING, free_port
 from tests.support.waiting import eventually
 
@@ -35,16 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 TIME_SERVER = Path(sys.executable).parent / "mcp-server-time"
 EVERYTHING = ("node", str(SERVER_EVERYTHING), "stdio")
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
+INIT = wire.initialize()
 
 needs_node = needs.mark(needs.node_missing())
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from tests.support import needs, peers
+from tests.support import needs, peers, wire
 from tests.support.bridge_run import CountingProxy, RunningBridge, run_bridge, server_entry
 from tests.support.waiting import eventually
 
@@ -28,16 +28,7 @@ pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
 
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 EMAIL = "jane.doe@example.com"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
+INIT = wire.initialize()
 
 
 def _structured(result: Any) -> dict[str, Any]:
@@ -163,7 +154,9 @@ def test_health_and_metrics_report_the_calls(bridge: RunningBridge) -> None:
 
 def test_legacy_sessions_are_the_bridges_own(bridge: RunningBridge) -> None:
     with httpx.Client(timeout=10) as http:
-        answer = http.post(bridge.url, json=INIT, headers=ACCEPT)
+        # An older revision than the bridge's newest: the answer shows it was negotiated.
+        older = wire.initialize(version="2025-06-18")
+        answer = http.post(bridge.url, json=older, headers=ACCEPT)
         result = answer.json()["result"]
         assert result["protocolVersion"] == "2025-06-18"
         assert result["serverInfo"]["name"] == "mcp-operator-bridge"
