@@ -315,11 +315,7 @@ def test_a_child_that_never_answers_the_handshake_is_never_ready(tmp_path: Path)
     script.write_text(FAKE_SERVER)
     flags = ("--handshake-timeout-seconds", "1", "--max-restarts", "100")
     with adapter((sys.executable, str(script), "silent"), tmp_path, *flags, ready=False) as running:
-        time.sleep(1.5)
-        assert running.health("/readyz").status_code == 503
-        with httpx.Client(timeout=10) as http:
-            refused = http.post(running.url, json=INIT, headers=ACCEPT)
-        assert refused.status_code == 503
+        # Past the handshake's deadline (the log says so), the adapter is still not ready.
         eventually(
             "the log telling that the child did not answer",
             running.logs,
@@ -327,6 +323,10 @@ def test_a_child_that_never_answers_the_handshake_is_never_ready(tmp_path: Path)
             until=lambda log: "did not answer initialize" in log,
             interval=0.1,
         )
+        assert running.health("/readyz").status_code == 503
+        with httpx.Client(timeout=10) as http:
+            refused = http.post(running.url, json=INIT, headers=ACCEPT)
+        assert refused.status_code == 503
         assert "did not answer initialize within 1s" in running.logs()
 
 
