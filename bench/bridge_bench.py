@@ -52,7 +52,7 @@ from mcp_operator.api.bridge import BridgeConfig  # noqa: E402
 from mcp_operator.bridge.egress import BRIDGE_EGRESS  # noqa: E402
 from mcp_operator.bridge.upstream import Upstream  # noqa: E402
 from mcp_operator.bridge.upstreams import UpstreamPool  # noqa: E402
-from mcp_operator.mcp.http1 import Http1Pool  # noqa: E402
+from mcp_operator.net.pool import Http1Pool  # noqa: E402
 
 LUA = Path(__file__).resolve().parent / "wrk_call.lua"
 VERSION = wire.LEGACY_VERSION

@@ -30,9 +30,9 @@ from tests.support import peers  # noqa: E402
 
 from mcp_operator.mcp.client import connect, probe_state  # noqa: E402
 from mcp_operator.mcp.discovery import discover  # noqa: E402
-from mcp_operator.mcp.egress import EgressPolicy  # noqa: E402
 from mcp_operator.mcp.pages import Keep  # noqa: E402
 from mcp_operator.mcp.target import ProbeTarget  # noqa: E402
+from mcp_operator.net.egress import EgressPolicy  # noqa: E402
 from mcp_operator.serve.process import run_on_fastest_loop  # noqa: E402
 
 Probe = Callable[[ProbeTarget], Awaitable[int]]

@@ -9,7 +9,7 @@ import pytest
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstream import Upstream, UpstreamError
-from mcp_operator.mcp.http1 import Http1Pool
+from mcp_operator.net.pool import Http1Pool
 from tests.support import peers
 
 

@@ -16,9 +16,9 @@ import pytest
 
 from mcp_operator.mcp.client import http_client, probe_state
 from mcp_operator.mcp.discovery import discover
-from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.net.egress import EgressPolicy
 from tests.support import peers
 
 

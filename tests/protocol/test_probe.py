@@ -28,9 +28,9 @@ from mcp_operator.mcp.discovery import (
     Paginator,
     discover,
 )
-from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.net.egress import EgressPolicy
 from tests.support import peers
 
 SECRET = "Bearer s3cr3t-token-value-42"

@@ -9,10 +9,10 @@ import asyncio
 import pytest
 
 from mcp_operator.mcp.discovery import discover
-from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.mcp.watch import watch_tools
+from mcp_operator.net.egress import EgressPolicy
 from tests.support import peers
 
 ON_LOOPBACK = EgressPolicy(allow_loopback=True)

@@ -17,9 +17,9 @@ import pytest
 
 from mcp_operator.mcp import streamable
 from mcp_operator.mcp.discovery import discover
-from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.net.egress import EgressPolicy
 
 LOOPBACK = EgressPolicy(allow_loopback=True)
 TOOL = {"name": "echo", "inputSchema": {"type": "object"}}

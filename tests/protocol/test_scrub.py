@@ -22,8 +22,8 @@ from mcp_operator.commands import probe as probe_command
 from mcp_operator.controller.mcpserver import report
 from mcp_operator.mcp import naming
 from mcp_operator.mcp.discovery import discover
-from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.net.egress import EgressPolicy
 from tests.support import peers
 from tests.support.hostile_server import echoed_tools
 

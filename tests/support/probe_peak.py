@@ -26,7 +26,7 @@ def _peak_rss() -> int:
 
 def main(url: str) -> int:
     try:  # the egress policy (loopback refused by default) is newer than the memory bounds
-        from mcp_operator.mcp.egress import EgressPolicy
+        from mcp_operator.net.egress import EgressPolicy
 
         options: dict[str, Any] = {"egress": EgressPolicy(allow_loopback=True)}
     except ImportError:

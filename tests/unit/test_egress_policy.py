@@ -13,9 +13,9 @@ from mcp_operator.controller.parsing import parse
 from mcp_operator.controller.settings import EgressSettings, RenderSettings
 from mcp_operator.kube import NAMESPACES
 from mcp_operator.mcp.discovery import Discovery, Keep
-from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.net.egress import EgressPolicy
 from tests.unit.fakes import FakeKube
 
 DEFAULT = EgressPolicy()

@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS, guarded_transport
-from mcp_operator.mcp.egress import EgressPolicy
-from mcp_operator.mcp.http1 import Http1Error, Http1Pool
+from mcp_operator.net.egress import EgressPolicy
+from mcp_operator.net.pool import Http1Error, Http1Pool
 from tests.support.peers import free_port
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

@@ -13,8 +13,8 @@ from mcp_operator.kube import Kube
 from mcp_operator.kube.credentials import Credentials
 from mcp_operator.kube.tokens import StaticToken
 from mcp_operator.kube.transport import Http1Transport
-from mcp_operator.mcp import http1
-from mcp_operator.mcp.client import tls_context
+from mcp_operator.net import pool as http1
+from mcp_operator.net.tls import tls_context
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -23,7 +23,7 @@ from mcp_operator.mcp.errors import (
     scrub,
     translate,
 )
-from mcp_operator.mcp.http1 import BrokenHTTP, ConnectFailed, ConnectionLost
+from mcp_operator.net.pool import BrokenHTTP, ConnectFailed, ConnectionLost
 
 URL = "http://srv.example/mcp"
 MiB = 1024 * 1024
@@ -44,7 +44,7 @@ def connect_error(text: str, cause: BaseException | None = None) -> httpx2.Conne
 
 
 def lean_connect_error(cause: BaseException) -> ConnectFailed:
-    """What the lean client's pool raises when it cannot connect (mcp/http1.py)."""
+    """What the lean client's pool raises when it cannot connect (net/pool.py)."""
     try:
         raise ConnectFailed(f"could not connect: {cause}") from cause
     except ConnectFailed as error:
@@ -354,8 +354,8 @@ async def test_a_probe_whose_cancellation_came_back_as_an_error_ends_cancelled(
     import anyio
 
     from mcp_operator.mcp import discovery
-    from mcp_operator.mcp.egress import EgressPolicy
     from mcp_operator.mcp.target import ProbeTarget
+    from mcp_operator.net.egress import EgressPolicy
 
     started = asyncio.Event()
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from hypothesis import given
 from hypothesis import strategies as st
 
-from mcp_operator.mcp.egress import METADATA_ADDRESSES, PRIVATE_NETWORKS, EgressPolicy
 from mcp_operator.mcp.naming import (
     MAX_EXPOSED_NAME_CHARS,
     default_prefix,
@@ -23,6 +22,7 @@ from mcp_operator.mcp.naming import (
     matches,
     plan,
 )
+from mcp_operator.net.egress import METADATA_ADDRESSES, PRIVATE_NETWORKS, EgressPolicy
 
 NAME_CHARS = "abcXYZ019_.-"
 TOOL_NAMES = st.text(alphabet=NAME_CHARS, min_size=1, max_size=140)

@@ -17,7 +17,7 @@ The call pipeline and what it decides, pure (no sockets, no clock of its own):
 The program around it (``mcp-operator bridge``):
 
 - :mod:`~mcp_operator.bridge.upstream` — one upstream server over Streamable HTTP, both eras
-  (:mod:`~mcp_operator.mcp.http1`: the lean keep-alive client its calls use);
+  (:mod:`~mcp_operator.net.pool`: the lean keep-alive client its calls use);
 - :mod:`~mcp_operator.bridge.upstreams` and :mod:`~mcp_operator.bridge.follow` — every
   server of the run: listing, re-listing with back-off, following ``list_changed``;
 - :mod:`~mcp_operator.bridge.core` — the running state: configuration, catalog, pipeline;

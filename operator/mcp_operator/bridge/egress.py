@@ -1,11 +1,11 @@
 """The bridge's httpx transport under the egress policy: where its GET streams may connect.
 
-The bridge's calls go through :mod:`~mcp_operator.mcp.http1`, which applies
+The bridge's calls go through :mod:`~mcp_operator.net.pool`, which applies
 :data:`BRIDGE_EGRESS` itself; its legacy GET streams
 (``tools/list_changed``) use the shared ``httpx.AsyncClient``, whose connection pool is
 built here on a network backend that connects only to addresses the same policy allows
 (resolved at every connect, TLS still verifying the name). The rules are
-:mod:`~mcp_operator.mcp.egress`'s.
+:mod:`~mcp_operator.net.egress`'s.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any
 import httpcore
 import httpx
 
-from mcp_operator.mcp.egress import EgressPolicy, Refused, allowed_addresses
+from mcp_operator.net.egress import EgressPolicy, Refused, allowed_addresses
 
 BRIDGE_EGRESS = EgressPolicy(allow_private=True, allow_loopback=True)
 """Where the bridge's upstream calls may connect: its upstreams are in-cluster Services

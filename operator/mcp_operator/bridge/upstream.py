@@ -1,7 +1,7 @@
 """One upstream MCP server as the bridge uses it: a lean JSON-RPC client over Streamable HTTP.
 
 The bridge forwards every tool call, so this path stays lean: one pooled HTTP
-client (the bridge's own keep-alive :mod:`~mcp_operator.mcp.http1` when
+client (the bridge's own keep-alive :mod:`~mcp_operator.net.pool` when
 given, else httpx), the request body built as bytes, only the response's
 envelope parsed.
 The SDK client is not used here (it costs more per call than the whole bridge
@@ -38,7 +38,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, CLIENT_INFO_META_KEY, PROTOC
 from mcp_types.version import LATEST_HANDSHAKE_VERSION, MODERN_PROTOCOL_VERSIONS
 
 from mcp_operator import __version__
-from mcp_operator.mcp.http1 import Http1Error, Http1Pool
+from mcp_operator.net.pool import Http1Error, Http1Pool
 
 MAX_ANSWER_BYTES = 8 * 1024 * 1024
 """The largest answer (JSON body or SSE stream up to the response) read from an upstream."""
@@ -96,7 +96,7 @@ class Upstream:
     client: httpx.AsyncClient | None = field(default=None, repr=False)
     http1: Http1Pool | None = field(default=None, repr=False)
     """When set, requests go through this lean keep-alive client instead of ``client``
-    (:mod:`~mcp_operator.mcp.http1`: the bridge's hot path)."""
+    (:mod:`~mcp_operator.net.pool`: the bridge's hot path)."""
     protocol_hint: str | None = None
     """The protocol version the server's status reported (tried first when it is modern)."""
     protocol_version: str | None = None

@@ -2,7 +2,7 @@
 
 Owns the live side of the configured servers: one
 :class:`~mcp_operator.bridge.upstream.Upstream` per server, all over one pool of keep-alive
-connections (:mod:`~mcp_operator.mcp.http1`; the shared ``httpx.AsyncClient`` holds the
+connections (:mod:`~mcp_operator.net.pool`; the shared ``httpx.AsyncClient`` holds the
 GET streams); the last tool listing of each server; the catalog built from those listings
 (:func:`~mcp_operator.bridge.catalog.build_catalog`); and the schedule of listings:
 
@@ -45,7 +45,7 @@ from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.errors import UpstreamRejected, UpstreamUnavailable
 from mcp_operator.bridge.follow import follow, wants_follower
 from mcp_operator.bridge.upstream import Upstream, UpstreamError
-from mcp_operator.mcp.http1 import Http1Pool
+from mcp_operator.net.pool import Http1Pool
 
 logger = logging.getLogger(__name__)
 

@@ -125,10 +125,10 @@ def run(args: argparse.Namespace) -> int:
         warnings,
     )
     from mcp_operator.mcp.discovery import discover
-    from mcp_operator.mcp.egress import EgressPolicy
     from mcp_operator.mcp.errors import ProbeError
     from mcp_operator.mcp.naming import is_valid_prefix, plan
     from mcp_operator.mcp.target import ProbeTarget
+    from mcp_operator.net.egress import EgressPolicy
 
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     if not args.verbose:

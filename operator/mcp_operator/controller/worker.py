@@ -44,16 +44,11 @@ from typing import Generic, Protocol, TypeVar
 from mcp_operator.controller.settings import ScheduleSettings
 from mcp_operator.controller.slots import Slots
 from mcp_operator.kube import NotFound
+from mcp_operator.net.cancel import cancelling
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-
-def _cancelled() -> bool:
-    """Whether the current task was asked to stop (even if the CancelledError got lost)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 class Clock(Protocol):
@@ -206,7 +201,7 @@ class Worker(Generic[T]):
                         self._describe(entry.item),
                     )
                     asked = Next(None, failed=True)
-                if _cancelled():
+                if cancelling():
                     return  # a library in the run swallowed our cancellation: end anyway
                 await self.clock.wait(entry.wake, self._delay(entry, asked))
         finally:

@@ -31,7 +31,7 @@ from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 from mcp_operator.kube.tls import CertificateTransport
 from mcp_operator.kube.transport import Http1Transport
-from mcp_operator.mcp.client import tls_context
+from mcp_operator.net.tls import tls_context
 
 logger = logging.getLogger(__name__)
 

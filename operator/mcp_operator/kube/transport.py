@@ -5,7 +5,7 @@ to the API server are a hot path of a fleet's reconcile. httpx's own transport (
 checks every pooled connection for readability on each request and on each answer's end, a
 system call per idle connection: with the client's twenty connections that was the largest
 single cost of the operator at 1,000 servers (bench/fleet_bench.py). This transport hands
-the request to :class:`~mcp_operator.mcp.http1.Http1Pool` (the probe's and the bridge's
+the request to :class:`~mcp_operator.net.pool.Http1Pool` (the probe's and the bridge's
 client: keep-alive, one write per request, ``httptools`` parsing) and keeps httpx's
 interface above it, so the client, its tests' mock transports and the certificate
 rotation of :mod:`~mcp_operator.kube.tls` are unchanged.
@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from mcp_operator.mcp.http1 import (
+from mcp_operator.net.pool import (
     BrokenHTTP,
     ConnectFailed,
     Http1Error,
@@ -82,7 +82,7 @@ class _Body(httpx.AsyncByteStream):
 
 
 class Http1Transport(httpx.AsyncBaseTransport):
-    """An httpx transport over one :class:`~mcp_operator.mcp.http1.Http1Pool`."""
+    """An httpx transport over one :class:`~mcp_operator.net.pool.Http1Pool`."""
 
     def __init__(self, context: ssl.SSLContext, *, server_name: str | None = None) -> None:
         self.context = context

@@ -1,8 +1,6 @@
 """The MCP client side, shared by the probe and the bridge. One module per job:
 
 - :mod:`~mcp_operator.mcp.target` — where and how to connect; URLs safe to show;
-- :mod:`~mcp_operator.mcp.egress` — which addresses a connection may go to (pure policy);
-- :mod:`~mcp_operator.mcp.guard` — the transport that applies it to every connection;
 - :mod:`~mcp_operator.mcp.client` — the bounded HTTP client and the handshake, either era;
 - :mod:`~mcp_operator.mcp.pages` — tool lists counted and cut on the raw JSON;
 - :mod:`~mcp_operator.mcp.budget` — the byte budget shared by all probes;
@@ -12,5 +10,6 @@
 - :mod:`~mcp_operator.mcp.watch` — waiting for ``tools/list_changed``;
 - :mod:`~mcp_operator.mcp.naming` — exposed names and filters, as one plan.
 
-Nothing here imports ``kube`` or ``controller``.
+The wire (connections, egress policy, TLS) is :mod:`mcp_operator.net`'s. Nothing here
+imports ``kube`` or ``controller``.
 """

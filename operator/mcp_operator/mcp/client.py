@@ -20,7 +20,6 @@ session is left to :mod:`~mcp_operator.mcp.discovery` and
 from __future__ import annotations
 
 import functools
-import ssl
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
@@ -33,10 +32,11 @@ from mcp_types import Implementation
 
 from mcp_operator import __version__
 from mcp_operator.mcp.budget import ByteBudget, shared_budget
-from mcp_operator.mcp.errors import ProbeError, ProbeState, ResponseTooLarge
-from mcp_operator.mcp.guard import GuardedTransport
+from mcp_operator.mcp.errors import ProbeError, ProbeState, ResponseTooLarge, refusal_error
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, SseSlimmer, ToolCount, slim_body
 from mcp_operator.mcp.target import ProbeTarget, display_url
+from mcp_operator.net.guard import GuardedTransport
+from mcp_operator.net.tls import tls_context
 
 MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 """One HTTP response body (or SSE event) larger than this fails with ``ResponseTooLarge``: a
@@ -174,29 +174,6 @@ class BoundedBody(httpx2.AsyncByteStream):
         await self._inner.aclose()
 
 
-@functools.cache
-def _default_tls() -> ssl.SSLContext:
-    """One verifying TLS context for every probe: loading the CA bundle costs ~25 ms of CPU,
-    which a fleet of a thousand servers would otherwise pay on every probe."""
-    return ssl.create_default_context()
-
-
-@functools.cache
-def _unverified_tls() -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def tls_context(verify: bool | ssl.SSLContext) -> ssl.SSLContext:
-    """The TLS context of a probe: the shared verifying one, one that verifies nothing
-    (``verify_tls: false``), or the caller's own."""
-    if isinstance(verify, ssl.SSLContext):
-        return verify
-    return _default_tls() if verify else _unverified_tls()
-
-
 def http_client(
     target: ProbeTarget,
     state: ProbeState,
@@ -208,7 +185,7 @@ def http_client(
     """An httpx2 client for ``target`` that counts and bounds every response body in ``state``
     and, given ``keep``, counts and cuts every tool list before the SDK sees it. Without
     ``standalone_stream`` it never opens Streamable HTTP's GET stream (see
-    :class:`~mcp_operator.mcp.guard.GuardedTransport`)."""
+    :class:`~mcp_operator.net.guard.GuardedTransport`)."""
     count = ToolCount(MAX_DISCOVERED_TOOLS)
 
     async def on_response(response: httpx2.Response) -> None:
@@ -233,7 +210,7 @@ def http_client(
         timeout=timeout or httpx2.Timeout(target.timeout_seconds),
         transport=GuardedTransport(
             target.egress,
-            state,
+            functools.partial(refusal_error, state),
             verify=tls_context(target.verify_tls),
             limits=PROBE_LIMITS,
             standalone_stream=standalone_stream,

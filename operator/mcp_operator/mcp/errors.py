@@ -26,9 +26,11 @@ import mcp
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
-from mcp_operator.mcp.http1 import BrokenHTTP, ConnectFailed, ConnectionLost
 from mcp_operator.mcp.naming import cut
 from mcp_operator.mcp.scrub import Scrubber
+from mcp_operator.net.cancel import cancelling
+from mcp_operator.net.egress import Refused
+from mcp_operator.net.pool import BrokenHTTP, ConnectFailed, ConnectionLost
 
 MAX_SERVER_TEXT_CHARS = 200
 """Text chosen by the server (error messages) is cut to this length in a ``ProbeError``."""
@@ -220,7 +222,7 @@ def _timed_out(_error: BaseException, state: ProbeState) -> str:
     )
 
 
-# The SDK's client fails with httpx2's errors, the lean one with the pool's (mcp/http1.py).
+# The SDK's client fails with httpx2's errors, the lean one with the pool's (net/pool.py).
 _CONNECT = (httpx2.ConnectError, ConnectFailed)
 _MCP = mcp.MCPError
 
@@ -373,11 +375,15 @@ def match(error: BaseException, state: ProbeState) -> tuple[Rule[Any], BaseExcep
     return None
 
 
-def cancelling() -> bool:
-    """Whether the current task was asked to stop (even if a library swallowed the
-    ``CancelledError``)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
+def refusal_error(state: ProbeState, refused: Refused) -> ProbeError:
+    """The probe's failure for a destination the policy refused (also kept in ``state``)."""
+    error = ProbeError(
+        "DestinationRefused",
+        f"{state.url} was not contacted: {refused} "
+        "(the operator's egress policy; see docs/security.md)",
+    )
+    state.failure = error
+    return error
 
 
 def reraise_cancellation() -> None:

@@ -5,7 +5,7 @@ A probe is a few requests: ``server/discover``; for a server of the 2025 era or 
 session's ``DELETE``. A fleet's probes are most of the operator's work, and the SDK's
 client spends about 12 ms of CPU per probe on them (task groups, memory streams, a model
 per message, a connection per request); this one spends under 2 ms, over
-:mod:`~mcp_operator.mcp.http1`'s keep-alive connections (bench/probe_bench.py).
+:mod:`~mcp_operator.net.pool`'s keep-alive connections (bench/probe_bench.py).
 
 What it keeps of the SDK: the era policy of ``Client(mode="auto")`` (``server/discover``
 first at the newest modern version; any JSON-RPC or HTTP rejection of it, or a result
@@ -56,11 +56,8 @@ from mcp_types.version import (
 from pydantic import ValidationError
 
 from mcp_operator import __version__
-from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, BoundedBody, tls_context
-from mcp_operator.mcp.egress import Refused
-from mcp_operator.mcp.errors import HTTPStatus, ProbeState, ResponseTooLarge, cancelling
-from mcp_operator.mcp.guard import refusal_error
-from mcp_operator.mcp.http1 import ConnectFailed, Http1Error, Http1Pool, Http1Response
+from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, BoundedBody
+from mcp_operator.mcp.errors import HTTPStatus, ProbeState, ResponseTooLarge, refusal_error
 from mcp_operator.mcp.pages import (
     MAX_DISCOVERED_TOOLS,
     Keep,
@@ -69,6 +66,10 @@ from mcp_operator.mcp.pages import (
     split_events,
 )
 from mcp_operator.mcp.target import ProbeTarget, display_url
+from mcp_operator.net.cancel import cancelling
+from mcp_operator.net.egress import Refused
+from mcp_operator.net.pool import ConnectFailed, Http1Error, Http1Pool, Http1Response
+from mcp_operator.net.tls import tls_context
 
 CLIENT_INFO = {"name": "mcp-operator-probe", "version": __version__}
 DISCOVER_SECONDS = 10.0

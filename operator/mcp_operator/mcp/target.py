@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
-from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
-from mcp_operator.mcp.http1 import header_refusal
+from mcp_operator.net.egress import EgressPolicy
+from mcp_operator.net.pool import header_refusal
 
 Transport = Literal["streamable-http", "sse"]
 
@@ -33,7 +33,7 @@ class ProbeTarget:
     """``True``: the system CAs; ``False``: no verification; an ``SSLContext``: its CAs
     (e.g. the cluster CA, when probing through the API server's service proxy)."""
     egress: EgressPolicy = field(default_factory=EgressPolicy)
-    """Where connections may go (:mod:`~mcp_operator.mcp.egress`); the default refuses
+    """Where connections may go (:mod:`~mcp_operator.net.egress`); the default refuses
     loopback, link-local, metadata and private addresses."""
 
     def __repr__(self) -> str:

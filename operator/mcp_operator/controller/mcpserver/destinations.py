@@ -8,7 +8,7 @@ server's addresses stay refused. A managed server's probe goes to the Service
 the operator itself rendered (a private ClusterIP), or through the API server's
 service proxy from outside a cluster, so it gets private ranges (and, for the
 proxy, the API server) without any opt-in. Reading the Namespace is the
-reconciler's; the rules of addresses are :mod:`mcp_operator.mcp.egress`'s.
+reconciler's; the rules of addresses are :mod:`mcp_operator.net.egress`'s.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from mcp_operator.controller.settings import (
     EgressSettings,
     Permission,
 )
-from mcp_operator.mcp.egress import EgressPolicy
+from mcp_operator.net.egress import EgressPolicy
 
 OPTED_IN = "allowed"
 

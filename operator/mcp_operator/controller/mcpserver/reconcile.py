@@ -22,9 +22,9 @@ from mcp_operator.controller.settings import EgressSettings, RenderSettings
 from mcp_operator.kube import NAMESPACES, Kube, KubeError, SecretReferenceError
 from mcp_operator.mcp import naming
 from mcp_operator.mcp.discovery import discover
-from mcp_operator.mcp.egress import EgressPolicy
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.oci.auth import PullSecretError
 from mcp_operator.oci.client import RegistryClient, RegistryError
 from mcp_operator.oci.config import ImageConfigError

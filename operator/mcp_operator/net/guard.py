@@ -1,5 +1,5 @@
-"""The probe's HTTP transport, which applies an :class:`~mcp_operator.mcp.egress.EgressPolicy`
-to the address each connection actually goes to.
+"""An httpx2 transport that applies an :class:`~mcp_operator.net.egress.EgressPolicy` to the
+address each connection actually goes to (the probe's SDK paths).
 
 :class:`GuardedBackend` resolves the host itself, drops every address the
 policy refuses, and connects to the first allowed one by its IP address; TLS
@@ -8,13 +8,14 @@ URL's (httpcore takes both from the request, not from the connected address).
 So a name that resolves to a public address at one moment and to the metadata
 endpoint at the next (DNS rebinding) is judged at the moment of connecting, and
 every redirect opens its connection through the same check. A refusal is a
-``ProbeError("DestinationRefused")`` raised before any packet reaches the
-destination. The policy itself is :mod:`~mcp_operator.mcp.egress`'s.
+failure of the caller's making (``refuse``; the probe's is
+``ProbeError("DestinationRefused")``) raised before any packet reaches the destination. The
+policy itself is :mod:`~mcp_operator.net.egress`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
@@ -22,31 +23,19 @@ import httpcore2
 import httpx2
 from httpcore2 import AnyIOBackend, AsyncNetworkBackend, AsyncNetworkStream
 
-from mcp_operator.mcp.egress import EgressPolicy, Refused, allowed_addresses
-from mcp_operator.mcp.errors import ProbeError, ProbeState
+from mcp_operator.net.egress import EgressPolicy, Refused, allowed_addresses
 
-
-def refusal_error(state: ProbeState, refused: Refused) -> ProbeError:
-    """The probe's failure for a destination the policy refused (also kept in ``state``)."""
-    error = ProbeError(
-        "DestinationRefused",
-        f"{state.url} was not contacted: {refused} "
-        "(the operator's egress policy; see docs/security.md)",
-    )
-    state.failure = error
-    return error
+Refuse = Callable[[Refused], Exception]
+"""The caller's failure for a destination the policy refused."""
 
 
 class GuardedBackend(AsyncNetworkBackend):
     """A network backend that connects only to addresses ``policy`` allows."""
 
-    def __init__(self, policy: EgressPolicy, state: ProbeState) -> None:
+    def __init__(self, policy: EgressPolicy, refuse: Refuse) -> None:
         self._policy = policy
-        self._state = state
+        self._refuse = refuse
         self._inner = AnyIOBackend()
-
-    def _refuse(self, refused: Refused) -> ProbeError:
-        return refusal_error(self._state, refused)
 
     async def connect_tcp(
         self,
@@ -99,7 +88,7 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
     def __init__(
         self,
         policy: EgressPolicy,
-        state: ProbeState,
+        refuse: Refuse,
         *,
         verify: Any,
         limits: httpx2.Limits,
@@ -112,7 +101,7 @@ class GuardedTransport(httpx2.AsyncHTTPTransport):
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            network_backend=GuardedBackend(policy, state),
+            network_backend=GuardedBackend(policy, refuse),
         )
         self._standalone_stream = standalone_stream
 

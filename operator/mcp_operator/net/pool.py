@@ -18,7 +18,7 @@ retried once on a new connection: the server never read that request. Deadlines 
 caller's (``asyncio.timeout``); failures are :class:`Http1Error`: :class:`ConnectFailed`
 (its cause says why: the refusal, the OS or the TLS error), :class:`ConnectionLost`, or
 :class:`BrokenHTTP` (the answer is not HTTP/1.1). Every new connection goes to an address
-the pool's egress policy allows (:mod:`~mcp_operator.mcp.egress`, given by the user): the
+the pool's egress policy allows (:mod:`~mcp_operator.net.egress`, given by the user): the
 name is resolved here and the connection made to the allowed address, with TLS still
 verifying the name. :meth:`Http1Pool.aclose` closes every connection the pool opened, in
 use or not.
@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from mcp_operator.mcp.egress import EgressPolicy, Refused, allowed_addresses
+from mcp_operator.net.egress import EgressPolicy, Refused, allowed_addresses
 
 MAX_IDLE_PER_ORIGIN = 64
 DRAIN_SECONDS = 5.0
@@ -65,7 +65,7 @@ class Http1Error(Exception):
 
 class ConnectFailed(Http1Error):
     """No connection: refused by the egress policy (the cause is a
-    :class:`~mcp_operator.mcp.egress.Refused`), or the OS or TLS said no (the cause)."""
+    :class:`~mcp_operator.net.egress.Refused`), or the OS or TLS said no (the cause)."""
 
     kind = "connect"
 

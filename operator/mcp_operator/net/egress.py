@@ -15,8 +15,8 @@ the cloud's metadata endpoint). The policy says which addresses that may be:
 - allowed: every other (public) address.
 
 IPv4-mapped, 6to4 and NAT64 IPv6 addresses are judged by the IPv4 address inside.
-This module decides only; :mod:`~mcp_operator.mcp.client` applies the decision
-to the address each connection actually goes to (after name resolution, and on
+This module decides only; :mod:`~mcp_operator.net.pool` and :mod:`~mcp_operator.net.guard`
+apply the decision to the address each connection actually goes to (after name resolution, and on
 every redirect), so a name that resolves differently later (DNS rebinding) gains
 nothing. Who may allow what is the caller's business (the operator: a setting
 and a Namespace label; the ``probe`` command: flags).
