@@ -58,7 +58,7 @@ def initialize(
     params = {
         "protocolVersion": version,
         "capabilities": capabilities if capabilities is not None else {},
-        "clientInfo": CLIENT_INFO,
+        "clientInfo": dict(CLIENT_INFO),
     }
     return request("initialize", params, id=id)
 
