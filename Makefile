@@ -78,8 +78,12 @@ test-protocol: $(PY) node-tools image-tools ## Protocol tests against real MCP s
 test-e2e: $(PY) control-plane image-tools helm node-tools kstatus ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
+.PHONY: test-install
+test-install: $(PY) ## A fresh clone stays clean after `make venv node-tools` (about a minute, caches reused)
+	$(PY) -m pytest tests/install -q
+
 .PHONY: test
-test: tools lint ## Build what the tests need, lint, then unit, protocol and e2e tests (the CI command)
+test: tools lint ## Build what the tests need, lint, then unit, protocol, e2e and install tests (the CI command)
 	$(PY) -m pytest tests -q
 
 .PHONY: crds

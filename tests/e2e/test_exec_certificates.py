@@ -22,7 +22,7 @@ import yaml
 
 from mcp_operator.kube import CONFIGMAPS, Kube, KubeError
 from mcp_operator.kube.tokens import EXPIRY_SKEW
-from tests.e2e.conftest import REPO, Cluster
+from tests.support.cluster import REPO, Cluster
 
 pytestmark = pytest.mark.e2e
 

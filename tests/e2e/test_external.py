@@ -15,8 +15,8 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support import peers
+from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e

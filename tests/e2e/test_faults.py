@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -22,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.dev.cluster import ControlPlane, stop_process_group
-from tests.e2e.conftest import CRDS, Cluster
+from mcp_operator.dev.cluster import ControlPlane
 from tests.support import peers
+from tests.support.cluster import CRDS, Cluster, operator_process
 from tests.support.faults import restart
 from tests.support.objects import condition, eventually
 
@@ -49,32 +47,22 @@ def fleet(
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
     cluster.kubectl("create", "namespace", NAMESPACE)
     log_path = tmp_path_factory.mktemp("faults") / "operator.log"
-    with peers.mcp_server_time() as url, log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mcp_operator",
-                "run",
-                "--liveness=none",
-                "--metrics=none",
-                "--no-leader-election",
-                # The test server listens on loopback (refused unless the operator is told).
-                "--loopback-destinations=allowed",
-                *(["--verbose"] if os.environ.get("FAULT_VERBOSE") else []),
-            ],
+    with (
+        peers.mcp_server_time() as url,
+        operator_process(
+            "--liveness=none",
+            "--metrics=none",
+            "--no-leader-election",
+            # The test server listens on loopback (refused unless the operator is told).
+            "--loopback-destinations=allowed",
+            *(["--verbose"] if os.environ.get("FAULT_VERBOSE") else []),
             env=cluster.env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            apply_fleet(cluster, url, [])
-            eventually("the fleet Ready", lambda: converged(cluster, 1, 2), 90)
-            yield cluster, url
-        finally:
-            stop_process_group(process, grace=20, name="operator")
-            print("\n".join(log_path.read_text(errors="replace").splitlines()[-30:]))
+            log_path=log_path,
+        ),
+    ):
+        apply_fleet(cluster, url, [])
+        eventually("the fleet Ready", lambda: converged(cluster, 1, 2), 90)
+        yield cluster, url
 
 
 def apply_fleet(cluster: Cluster, url: str, allow: list[str]) -> None:

@@ -9,8 +9,6 @@ moved to Running by patching its status as a kubelet would.
 from __future__ import annotations
 
 import contextlib
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.dev.cluster import ControlPlane, stop_process_group
-from tests.e2e.conftest import CRDS, Cluster
+from mcp_operator.dev.cluster import ControlPlane
 from tests.support import needs, peers
+from tests.support.cluster import CRDS, Cluster, operator_process
 from tests.support.gitops import argocd_health, kstatus, kstatus_missing
 from tests.support.objects import condition, eventually
 
@@ -41,29 +39,16 @@ def plane() -> Iterator[Cluster]:
 
 @contextlib.contextmanager
 def operator(cluster: Cluster, log_path: Path) -> Iterator[None]:
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mcp_operator",
-                "run",
-                "--liveness=none",
-                "--metrics=none",
-                "--no-leader-election",
-                # The test server listens on loopback (refused unless the operator is told).
-                "--loopback-destinations=allowed",
-            ],
-            env=cluster.env(),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    with operator_process(
+        "--liveness=none",
+        "--metrics=none",
+        "--no-leader-election",
+        # The test server listens on loopback (refused unless the operator is told).
+        "--loopback-destinations=allowed",
+        env=cluster.env(),
+        log_path=log_path,
+    ):
         yield
-    finally:
-        stop_process_group(process, grace=20, name="operator")
-        print("\n".join(log_path.read_text(errors="replace").splitlines()[-20:]))
 
 
 def get(cluster: Cluster, kind: str, name: str) -> dict[str, Any]:

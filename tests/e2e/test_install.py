@@ -20,7 +20,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,9 +28,9 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator.dev.cluster import ControlPlane, kubectl_path, stop_process_group
-from tests.e2e.conftest import Cluster
+from mcp_operator.dev.cluster import ControlPlane, kubectl_path
 from tests.support import needs, peers
+from tests.support.cluster import Cluster, operator_process
 from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e
@@ -195,27 +194,9 @@ def operator_as(kubeconfig: Path, log_path: Path, *args: str) -> Iterator[None]:
     """``mcp-operator run`` with ``kubeconfig`` in a process group of its own."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE")}
     env.update(KUBECONFIG=str(kubeconfig), HOSTNAME="rbac-test-operator")
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            # Leader election stays on: the Role for the Lease is part of what is checked.
-            [
-                sys.executable,
-                "-m",
-                "mcp_operator",
-                "run",
-                "--liveness=none",
-                "--metrics=none",
-                *args,
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    # Leader election stays on: the Role for the Lease is part of what is checked.
+    with operator_process("--liveness=none", "--metrics=none", *args, env=env, log_path=log_path):
         yield
-    finally:
-        stop_process_group(process, grace=20, name="operator")
 
 
 @pytest.mark.parametrize("scope", ["all-namespaces", "one-namespace"])

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,9 +19,9 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator.dev.cluster import ControlPlane, stop_process_group
-from tests.e2e.conftest import CRDS, Cluster
+from mcp_operator.dev.cluster import ControlPlane
 from tests.support import needs, peers
+from tests.support.cluster import CRDS, Cluster, operator_process
 from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e
@@ -64,19 +63,10 @@ def operator(kubeconfig: Path, args: list[str], log_path: Path) -> Iterator[None
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE")}
     # As the chart's Pod: its namespace (the Lease's) and its name (its identity).
     env.update(KUBECONFIG=str(kubeconfig), POD_NAMESPACE=SYSTEM, POD_NAME="mcpo-0")
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "mcp_operator", *args, "--liveness=none", "--metrics=none"],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
+    command, *flags = args  # the chart's container args: "run", then its flags
+    assert command == "run", args
+    with operator_process(*flags, "--liveness=none", "--metrics=none", env=env, log_path=log_path):
         yield
-    finally:
-        stop_process_group(process, grace=20, name="operator")
-        print("\n".join(log_path.read_text(errors="replace").splitlines()[-25:]))
 
 
 def can(cluster: Cluster, *args: str) -> bool:

@@ -13,8 +13,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -26,9 +24,9 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.dev.cluster import ControlPlane, free_port, stop_process_group
-from tests.e2e.conftest import CRDS, Cluster
+from mcp_operator.dev.cluster import ControlPlane, free_port
 from tests.support import peers
+from tests.support.cluster import CRDS, Cluster, OperatorProcess, operator_process
 from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e
@@ -44,10 +42,8 @@ SERVERS = 6
 
 
 @dataclass
-class Candidate:
+class Candidate(OperatorProcess):
     name: str
-    process: subprocess.Popen[bytes]
-    log_path: Path
     metrics_port: int
     health_port: int
 
@@ -69,9 +65,6 @@ class Candidate:
         with urllib.request.urlopen(url, timeout=5) as answer:
             return bool(answer.status == 200)
 
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
 
 @pytest.fixture(scope="module")
 def plane() -> Iterator[Cluster]:
@@ -90,33 +83,18 @@ def candidate(cluster: Cluster, name: str, directory: Path, *extra: str) -> Iter
     # HOSTNAME names the Events' reportingInstance: who announced a transition.
     env = {**cluster.env(), "POD_NAME": name, "HOSTNAME": name}
     env.pop("POD_NAMESPACE", None)
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "mcp_operator",
-                "run",
-                f"--liveness=http://127.0.0.1:{health_port}/healthz",
-                f"--metrics=http://127.0.0.1:{metrics_port}/metrics",
-                f"--leader-election-namespace={LEASE_NAMESPACE}",
-                # The test servers listen on loopback (refused unless the operator is told).
-                "--loopback-destinations=allowed",
-                *extra,
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    running = Candidate(name, process, log_path, metrics_port, health_port)
-    try:
-        yield running
-    finally:
-        if process.poll() is None:
-            stop_process_group(process, grace=20, name=name)
-        print(f"\n--- {name} log (last 30 lines) ---")
-        print("\n".join(running.log().splitlines()[-30:]))
+    with operator_process(
+        f"--liveness=http://127.0.0.1:{health_port}/healthz",
+        f"--metrics=http://127.0.0.1:{metrics_port}/metrics",
+        f"--leader-election-namespace={LEASE_NAMESPACE}",
+        # The test servers listen on loopback (refused unless the operator is told).
+        "--loopback-destinations=allowed",
+        *extra,
+        env=env,
+        log_path=log_path,
+        name=name,
+    ) as running:
+        yield Candidate(running.process, running.log_path, name, metrics_port, health_port)
 
 
 def lease(cluster: Cluster) -> dict[str, Any]:

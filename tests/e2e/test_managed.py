@@ -13,7 +13,7 @@ import pytest
 
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.mcpserver import render
-from tests.e2e.conftest import Cluster, OperatorProcess
+from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 
 OPT_IN = "mcp-operator.dev/for-mcp-servers=true"

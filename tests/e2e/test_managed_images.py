@@ -21,8 +21,8 @@ import pytest
 
 from mcp_operator.controller.mcpserver.render import RenderSettings
 from mcp_operator.dev.cluster import BIN_DIR
-from tests.e2e.conftest import Cluster
 from tests.support import kubelet, needs, registry
+from tests.support.cluster import Cluster
 from tests.support.objects import condition, eventually
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.image_tools_missing())]

@@ -24,8 +24,8 @@ import pytest
 
 from mcp_operator.adapter import era
 from mcp_operator.controller.mcpserver.render import RenderSettings
-from tests.e2e.conftest import Cluster, OperatorProcess
-from tests.support import kubelet, needs, peers
+from tests.support import kubelet, needs, peers, wire
+from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 
 pytestmark = [
@@ -56,15 +56,8 @@ def stdio_tools(command: list[str]) -> set[str]:
                 return dict(answer)
 
     try:
-        call(
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": era.child_initialize_params(),
-            }
-        )
-        process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
+        call(wire.request("initialize", era.child_initialize_params()))
+        process.stdin.write(json.dumps(wire.initialized()).encode() + b"\n")
         names: set[str] = set()
         cursor = None
         for page in range(2, 100):

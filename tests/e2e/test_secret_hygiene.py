@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 import pytest
 
-from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.e2e.test_external import mcpserver, ready, wait_for
 from tests.support import peers
+from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e

@@ -20,24 +20,15 @@ import httpx
 import pytest
 from mcp import Client
 
-from tests.support import needs, peers
+from tests.support import needs, peers, wire
 from tests.support.bridge_run import CountingProxy, RunningBridge, run_bridge, server_entry
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, eventually_async
 
 pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
 
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 EMAIL = "jane.doe@example.com"
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "1"},
-    },
-}
+INIT = wire.initialize()
 
 
 def _structured(result: Any) -> dict[str, Any]:
@@ -163,7 +154,9 @@ def test_health_and_metrics_report_the_calls(bridge: RunningBridge) -> None:
 
 def test_legacy_sessions_are_the_bridges_own(bridge: RunningBridge) -> None:
     with httpx.Client(timeout=10) as http:
-        answer = http.post(bridge.url, json=INIT, headers=ACCEPT)
+        # An older revision than the bridge's newest: the answer shows it was negotiated.
+        older = wire.initialize(version="2025-06-18")
+        answer = http.post(bridge.url, json=older, headers=ACCEPT)
         result = answer.json()["result"]
         assert result["protocolVersion"] == "2025-06-18"
         assert result["serverInfo"]["name"] == "mcp-operator-bridge"
@@ -235,12 +228,18 @@ async def test_a_dead_upstream_leaves_the_others_working_and_its_return_is_notic
         time_server.__exit__(None, None, None)
 
 
-async def _stream_until_list_changed(url: str, session: str, got: asyncio.Event) -> None:
+async def _stream_until_list_changed(
+    url: str, session: str, got: asyncio.Event, opened: asyncio.Event
+) -> None:
+    """Follow the session's GET stream; ``opened`` once its 200 arrived (the bridge attaches
+    the stream to the session before it answers), ``got`` at the first ``list_changed``."""
     headers = {"accept": "text/event-stream", "mcp-session-id": session}
     async with (
         httpx.AsyncClient(timeout=None) as http,
         http.stream("GET", url, headers=headers) as s,
     ):
+        assert s.status_code == 200, s.status_code
+        opened.set()
         async for line in s.aiter_lines():
             if "notifications/tools/list_changed" in line:
                 got.set()
@@ -256,11 +255,13 @@ async def test_a_reload_adds_and_removes_a_server_without_a_restart(
             assert not any(t.name.startswith("time_") for t in (await client.list_tools()).tools)
             async with httpx.AsyncClient() as http:
                 init = await http.post(bridge.url, headers=ACCEPT, json=INIT)
-            changed = asyncio.Event()
+            changed, opened = asyncio.Event(), asyncio.Event()
             streaming = asyncio.create_task(
-                _stream_until_list_changed(bridge.url, init.headers["mcp-session-id"], changed)
+                _stream_until_list_changed(
+                    bridge.url, init.headers["mcp-session-id"], changed, opened
+                )
             )
-            await asyncio.sleep(0.3)
+            await asyncio.wait_for(opened.wait(), 10)
             added = dict(bridge.config)
             added["servers"] = [*bridge.config["servers"], server_entry("time", time_url)]
             bridge.rewrite(added)
@@ -271,7 +272,12 @@ async def test_a_reload_adds_and_removes_a_server_without_a_restart(
             assert "UTC" in _text(await client.call_tool("time_get_current_time",
                                                          {"timezone": "UTC"}))  # fmt: skip
             bridge.rewrite({**added, "servers": "not a list"})  # refused, the old one kept
-            await asyncio.sleep(1.0)
+
+            def refused() -> bool:
+                metrics = httpx.get(f"{bridge.health}/metrics").text
+                return 'mcp_bridge_config_reloads_total{result="invalid"} 1.0' in metrics
+
+            await asyncio.to_thread(eventually, "the bad config refused", refused, 20)
             assert "time_get_current_time" in {t.name for t in (await client.list_tools()).tools}
             bridge.rewrite({**added, "servers": added["servers"][:1]})
 
@@ -279,10 +285,7 @@ async def test_a_reload_adds_and_removes_a_server_without_a_restart(
                 listed = await client.list_tools()
                 return not any(t.name.startswith("time_") for t in listed.tools)
 
-            for _ in range(50):
-                if await removed():
-                    break
-                await asyncio.sleep(0.2)
+            await eventually_async("the time server's tools removed", removed, 10, interval=0.2)
             assert await removed()
         metrics = (await asyncio.to_thread(httpx.get, f"{bridge.health}/metrics")).text
         assert 'mcp_bridge_config_reloads_total{result="applied"} 2.0' in metrics
@@ -329,17 +332,17 @@ async def test_an_upstreams_list_changed_reaches_the_agent_with_the_new_tools() 
             async def following() -> bool:
                 return bool((await http.post(f"{base}/streams")).json()["open"])
 
-            for _ in range(100):
-                if await following():
-                    break
-                await asyncio.sleep(0.1)
-            assert await following(), "the bridge does not follow the server's GET stream"
-            init = await http.post(bridge.url, headers=ACCEPT, json=INIT)
-            changed = asyncio.Event()
-            streaming = asyncio.create_task(
-                _stream_until_list_changed(bridge.url, init.headers["mcp-session-id"], changed)
+            await eventually_async(
+                "the bridge following the server's GET stream", following, 10, interval=0.1
             )
-            await asyncio.sleep(0.3)
+            init = await http.post(bridge.url, headers=ACCEPT, json=INIT)
+            changed, opened = asyncio.Event(), asyncio.Event()
+            streaming = asyncio.create_task(
+                _stream_until_list_changed(
+                    bridge.url, init.headers["mcp-session-id"], changed, opened
+                )
+            )
+            await asyncio.wait_for(opened.wait(), 10)
             await http.post(f"{base}/change")
             await asyncio.wait_for(changed.wait(), 10)
             streaming.cancel()
@@ -356,11 +359,13 @@ async def test_a_2026_upstreams_list_changed_reaches_the_agent_through_its_liste
             assert [s["protocol"] for s in servers.values()] == ["2026-07-28"]
             assert [t.name for t in (await client.list_tools()).tools] == ["chg_grow"]
             init = await http.post(bridge.url, headers=ACCEPT, json=INIT)
-            changed = asyncio.Event()
+            changed, opened = asyncio.Event(), asyncio.Event()
             streaming = asyncio.create_task(
-                _stream_until_list_changed(bridge.url, init.headers["mcp-session-id"], changed)
+                _stream_until_list_changed(
+                    bridge.url, init.headers["mcp-session-id"], changed, opened
+                )
             )
-            await asyncio.sleep(0.3)
+            await asyncio.wait_for(opened.wait(), 10)
             assert _text(await client.call_tool("chg_grow", {})) == "grown"
             await asyncio.wait_for(changed.wait(), 10)
             streaming.cancel()
@@ -390,8 +395,4 @@ async def test_a_server_down_at_start_does_not_hold_readiness_and_joins_when_it_
                     listed = await client.list_tools()
                     return "time_get_current_time" in {tool.name for tool in listed.tools}
 
-                for _ in range(100):
-                    if await joined():
-                        break
-                    await asyncio.sleep(0.2)
-                assert await joined(), "the server's return was not noticed"
+                await eventually_async("the server's return noticed", joined, 20, interval=0.2)

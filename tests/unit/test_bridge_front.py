@@ -21,6 +21,7 @@ from mcp_operator.bridge.core import BridgeCore
 from mcp_operator.bridge.front import BridgeFront
 from mcp_operator.bridge.sessions import SessionLimitError, SessionTable
 from mcp_operator.serve.sse import SseStream
+from tests.support import wire
 
 URL = "http://127.0.0.1:7800/mcp"
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
@@ -29,11 +30,6 @@ META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
 }
-
-
-def _init(version: str = "2025-06-18") -> dict[str, Any]:
-    params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t"}}
-    return {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
 
 
 @pytest.fixture
@@ -54,7 +50,7 @@ async def http(core: BridgeCore) -> AsyncIterator[httpx.AsyncClient]:
 
 
 async def _session(http: httpx.AsyncClient) -> dict[str, str]:
-    answer = await http.post(URL, json=_init(), headers=ACCEPT)
+    answer = await http.post(URL, json=wire.initialize(), headers=ACCEPT)
     assert answer.status_code == 200
     return {**ACCEPT, "mcp-session-id": answer.headers["mcp-session-id"]}
 
@@ -70,7 +66,7 @@ async def test_initialize_opens_a_session_that_later_requests_must_name(
     missing = await http.post(URL, json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
                               headers=ACCEPT)  # fmt: skip
     assert missing.status_code == 400
-    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    note = wire.initialized()
     assert (await http.post(URL, json=note, headers=session)).status_code == 202
 
 
@@ -88,11 +84,11 @@ async def test_a_call_to_an_unknown_tool_is_a_structured_error_not_a_jsonrpc_err
 @pytest.mark.parametrize(
     ("headers", "body", "status"),
     [
-        ({**ACCEPT, "host": "evil.example"}, _init(), 421),
-        ({**ACCEPT, "origin": "http://evil.example"}, _init(), 403),
-        ({**ACCEPT, "content-type": "text/plain"}, _init(), 415),
-        ({"accept": "image/png", "content-type": "application/json"}, _init(), 406),
-        (ACCEPT, [_init()], 400),
+        ({**ACCEPT, "host": "evil.example"}, wire.initialize(), 421),
+        ({**ACCEPT, "origin": "http://evil.example"}, wire.initialize(), 403),
+        ({**ACCEPT, "content-type": "text/plain"}, wire.initialize(), 415),
+        ({"accept": "image/png", "content-type": "application/json"}, wire.initialize(), 406),
+        (ACCEPT, [wire.initialize()], 400),
     ],
 )
 async def test_requests_the_front_refuses(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from mcp_operator.controller.leader import ElectionError, Elector, lead
 from mcp_operator.controller.lease import LeaseRecord, decide, must_step_down, released
 from mcp_operator.controller.settings import LeaderElectionSettings
 from mcp_operator.kube import KubeError, Resource
+from tests.support.waiting import eventually_async
 
 NOW = datetime.datetime(2026, 12, 1, 9, 0, 0, tzinfo=datetime.UTC)
 SETTINGS = LeaderElectionSettings(
@@ -91,12 +93,14 @@ class LeaseStore:
         self.version = 0
         self.down = False
         self.namespace_exists = True
+        self.reads = 0  # how many times a candidate looked at the Lease
 
     def _check(self) -> None:
         if self.down:
             raise KubeError(503, "unavailable")
 
     async def get(self, _r: Resource, _ns: str, _name: str) -> Any:
+        self.reads += 1
         self._check()
         return copy.deepcopy(self.body)
 
@@ -132,6 +136,13 @@ class Clock:
 
     def __call__(self) -> float:
         return self.t
+
+
+def _holder_is(store: LeaseStore, holder: str | None) -> Callable[[], Awaitable[bool]]:
+    async def check() -> bool:
+        return store.holder == holder
+
+    return check
 
 
 def elector(store: LeaseStore, identity: str, clock: Clock, seen: list[bool]) -> Elector:
@@ -213,8 +224,16 @@ async def test_lead_runs_the_operator_only_once_elected_and_releases_on_stop() -
         await operator_stop.wait()
 
     stop = asyncio.Event()
+    looked = store.reads
     leading = asyncio.create_task(lead(me, operate, stop))
-    await asyncio.sleep(0.05)
+
+    # Three looks at the other's Lease: a follower that took it wrongly would have started
+    # the operator by its second, and one that is slow to look at all (no round within 2 s)
+    # fails this wait, where a fixed sleep would have let the negative pass unseen.
+    async def followed() -> bool:
+        return store.reads >= looked + 3
+
+    await eventually_async("the follower's third look at the Lease", followed, 2, interval=0.01)
     assert not started.is_set(), "a follower must not run the operator"
     await other.release()
     await asyncio.wait_for(started.wait(), timeout=2)
@@ -234,8 +253,7 @@ async def test_lead_stops_the_operator_and_reports_a_lost_leadership() -> None:
         stopped.set()
 
     leading = asyncio.create_task(lead(me, operate, asyncio.Event()))
-    await asyncio.sleep(0.05)
-    assert store.holder == "me"
+    await eventually_async("me elected", _holder_is(store, "me"), 2, interval=0.01)
     # Somebody else writes the Lease (as after a long pause of ours).
     store._store(LeaseRecord("thief", 15, "a", "r", 1).manifest("mcp-operator", "ns"))
     assert await asyncio.wait_for(leading, timeout=2) is False
@@ -248,24 +266,32 @@ async def test_lead_releases_the_lease_once_the_operator_quiesced_not_when_it_re
     winding_down = asyncio.Event()
     finish = asyncio.Event()
 
+    got_stop = asyncio.Event()
+
     async def operate(operator_stop: asyncio.Event, quiesced: asyncio.Event) -> None:
         await operator_stop.wait()
+        got_stop.set()
         await winding_down.wait()  # reconciles still stopping: the Lease must stay ours
         quiesced.set()
         await finish.wait()  # a slow end of the process after that (kopf's stray tasks)
 
     stop = asyncio.Event()
     leading = asyncio.create_task(lead(me, operate, stop))
-    await asyncio.sleep(0.05)
-    assert store.holder == "me"
+    await eventually_async("me elected", _holder_is(store, "me"), 2, interval=0.01)
     stop.set()
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(got_stop.wait(), timeout=2)
+    written = store.version
+
+    # Two renewals while the operator winds down (or a write that gave the Lease away): a
+    # release on ``stop`` would have come before the first, and an elector that stopped
+    # renewing fails this wait instead of passing the negative below unseen.
+    async def renewed_twice_or_released() -> bool:
+        return store.version >= written + 2 or store.holder != "me"
+
+    await eventually_async("two renewals", renewed_twice_or_released, 2, interval=0.01)
     assert store.holder == "me", "released while the operator may still write"
     winding_down.set()
-    for _ in range(100):
-        if store.holder is None:
-            break
-        await asyncio.sleep(0.01)
+    await eventually_async("the release", _holder_is(store, None), 2, interval=0.01)
     assert store.holder is None, "not released once the operator quiesced"
     assert not leading.done(), "lead waits for the operator to return"
     finish.set()
@@ -283,10 +309,11 @@ async def test_lead_releases_when_the_operator_quiesces_on_a_signal_of_its_own()
         await finish.wait()
 
     leading = asyncio.create_task(lead(me, operate, asyncio.Event()))
-    for _ in range(100):
-        if store.body is not None and store.holder is None:
-            break
-        await asyncio.sleep(0.01)
+
+    async def released_after_leading() -> bool:
+        return store.body is not None and store.holder is None
+
+    await eventually_async("the release", released_after_leading, 2, interval=0.01)
     assert store.body is not None and store.holder is None
     finish.set()
     assert await asyncio.wait_for(leading, timeout=2) is True
