@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.adapter import era
+from mcp_operator.adapter.core import child_initialize_params
 from mcp_operator.controller.mcpserver.render import RenderSettings
 from tests.e2e.conftest import Cluster, OperatorProcess
 from tests.support import kubelet, needs, peers
@@ -61,7 +61,7 @@ def stdio_tools(command: list[str]) -> set[str]:
                 "jsonrpc": "2.0",
                 "id": 1,
                 "method": "initialize",
-                "params": era.child_initialize_params(),
+                "params": child_initialize_params(),
             }
         )
         process.stdin.write(b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n')
