@@ -28,8 +28,7 @@ sessions.
 from __future__ import annotations
 
 import secrets
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -86,15 +85,23 @@ def _idle(session: LegacySession) -> bool:
     return session.stream is None and not session.in_call()
 
 
+def _least_recently_used(sessions: Iterable[S]) -> S | None:
+    return min(sessions, key=lambda session: session.last_active, default=None)
+
+
 class SessionTable(Generic[S]):
-    """Sessions by id, least recently used first per caller; bounded, fair, expiring."""
+    """Sessions by id and by caller; bounded, fair, expiring.
+
+    A lookup only stamps ``last_active``: the least recently used session is found when
+    one must make room (a full table), so the hot path keeps no order.
+    """
 
     def __init__(
         self, *, max_sessions: int, idle_seconds: float, replace_own_idle: bool = True
     ) -> None:
         self._sessions: dict[str, S] = {}
-        self._by_caller: dict[str, OrderedDict[str, S]] = {}
-        """Each caller's sessions, least recently used first."""
+        self._by_caller: dict[str, dict[str, S]] = {}
+        """Each caller's sessions by id."""
         self._max = max_sessions
         self._idle = idle_seconds
         self._replace_own_idle = replace_own_idle
@@ -139,7 +146,7 @@ class SessionTable(Generic[S]):
         session.caller = caller
         session.last_active = now
         self._sessions[session.id] = session
-        self._by_caller.setdefault(caller, OrderedDict())[session.id] = session
+        self._by_caller.setdefault(caller, {})[session.id] = session
         return session, evicted
 
     def can_admit(self) -> bool:
@@ -155,7 +162,6 @@ class SessionTable(Generic[S]):
             self._drop(session)
             return None
         session.last_active = now
-        self._by_caller[session.caller].move_to_end(session_id)
         return session
 
     def remove(self, session_id: str) -> S | None:
@@ -197,20 +203,20 @@ class SessionTable(Generic[S]):
         if self.count(caller) >= share:
             if not self._replace_own_idle:
                 return None
-            return next((s for s in self._by_caller[caller].values() if _idle(s)), None)
+            return _least_recently_used(filter(_idle, self._by_caller[caller].values()))
         over = sorted(
             (own for key, own in self._by_caller.items() if len(own) > share and key != caller),
             key=len,
             reverse=True,
         )
         for own in over:
-            victim = next((s for s in own.values() if not s.in_call()), None)
+            victim = _least_recently_used(s for s in own.values() if not s.in_call())
             if victim is not None:
                 return victim
         return None
 
     def _idle_too_long(self, session: S, now: float) -> bool:
-        return _idle(session) and now - session.last_active > self._idle
+        return now - session.last_active > self._idle and _idle(session)
 
     def _drop(self, session: S) -> None:
         self._sessions.pop(session.id, None)
