@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.adapter import era
+from mcp_operator.adapter.core import child_initialize_params
 from mcp_operator.controller.mcpserver.render import RenderSettings
 from tests.support import kubelet, needs, peers, wire
 from tests.support.cluster import Cluster, OperatorProcess
@@ -56,7 +56,7 @@ def stdio_tools(command: list[str]) -> set[str]:
                 return dict(answer)
 
     try:
-        call(wire.request("initialize", era.child_initialize_params()))
+        call(wire.request("initialize", child_initialize_params()))
         process.stdin.write(json.dumps(wire.initialized()).encode() + b"\n")
         names: set[str] = set()
         cursor = None

@@ -10,7 +10,8 @@ Every server→client request it sends mid-call (sampling, elicitation, roots)
 carries, in ``params._meta``:
 
 - ``progressToken``: the token of the call that caused it, so that the adapter
-  attributes the request to that call exactly (its attribution rule);
+  attributes the request to that call exactly (its attribution rule); its log
+  messages carry it too;
 - ``mcp-operator.dev/inputKey``: the key under which a 2026-07-28 caller sees the
   request in an ``input_required`` result's ``inputRequests`` (the scenarios name
   their keys: ``user_name``, ``capital_question``, …).
@@ -184,6 +185,17 @@ class ConformanceServer:
         dumped: dict[str, Any] = result.model_dump(by_alias=True, mode="json", exclude_none=True)
         return dumped
 
+    async def log(self, ctx: ServerRequestContext[Any], text: str) -> None:
+        """An info log message about the current call, carrying its progress token."""
+        params: dict[str, Any] = {"level": "info", "data": text, "logger": "conformance"}
+        token = _progress_token(ctx)
+        if token is not None:
+            params["_meta"] = {"progressToken": token}
+        notification = types.LoggingMessageNotification(
+            params=types.LoggingMessageNotificationParams.model_validate(params)
+        )
+        await ctx.session.send_notification(notification)
+
     async def elicit(
         self, ctx: ServerRequestContext[Any], key: str, message: str, **fields: str
     ) -> dict[str, Any]:
@@ -227,7 +239,7 @@ class ConformanceServer:
                 "Tool processing data",
                 "Tool execution completed",
             ):
-                await ctx.session.send_log_message(level="info", data=step, logger="conformance")
+                await self.log(ctx, step)
                 await anyio.sleep(0.05)
             return _text("Tool with logging executed successfully")
         if name == "test_tool_with_progress":

@@ -8,7 +8,8 @@ import pytest
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types import methods as _methods
 
-from mcp_operator.adapter import config, era
+from mcp_operator.adapter import config
+from mcp_operator.serve import era
 
 CHILD = {
     "protocolVersion": "2025-06-18",

@@ -6,7 +6,7 @@ from typing import Any
 
 from mcp_operator.adapter.listeners import Listener, honored
 from mcp_operator.adapter.router import Router
-from mcp_operator.adapter.sessions import SessionTable
+from mcp_operator.serve.sessions import SessionTable
 
 CHILD = {"tools": {"listChanged": True}, "resources": {"subscribe": True}, "prompts": {}}
 

@@ -28,7 +28,7 @@ from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front import HttpFront
 from mcp_operator.adapter.oversized import EDGE_BYTES, response_id
-from mcp_operator.adapter.sessions import ROUTED_CAPABILITIES, declared_capabilities
+from mcp_operator.adapter.sessions import ROUTED_CAPABILITIES, declared_capabilities, open_session
 from mcp_operator.serve.jsonrpc import read_json
 
 EXAMPLES = settings(max_examples=150, deadline=None)
@@ -126,7 +126,9 @@ def test_a_body_over_the_limit_is_413_whether_or_not_its_length_was_declared(
 
 CORE = AdapterCore(AdapterConfig(command=("true",), max_body_bytes=2000))
 FRONT = HttpFront(CORE)
-SESSION, _ = CORE.sessions.create(protocol_version="2025-06-18", declared=frozenset(), now=0)
+SESSION, _ = open_session(
+    CORE.sessions, caller="a", protocol_version="2025-06-18", declared=frozenset(), now=0
+)
 
 
 @EXAMPLES

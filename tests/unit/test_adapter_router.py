@@ -9,7 +9,7 @@ import pytest
 
 from mcp_operator.adapter.records import Session
 from mcp_operator.adapter.router import REQUEST_CANCELLED, Router, RouterFullError
-from mcp_operator.adapter.sessions import SessionTable, declared_capabilities
+from mcp_operator.adapter.sessions import AdapterSessions, declared_capabilities, open_session
 
 
 class Sink:
@@ -55,25 +55,29 @@ def request(request_id: Any, method: str = "tools/call", **params: Any) -> dict[
 
 
 @pytest.fixture
-def table() -> SessionTable:
-    return SessionTable(max_sessions=10, idle_seconds=60)
+def table() -> AdapterSessions:
+    return AdapterSessions(max_sessions=10, idle_seconds=60)
 
 
 @pytest.fixture
-def router(table: SessionTable) -> Router:
+def router(table: AdapterSessions) -> Router:
     return Router(table, max_inflight=100)
 
 
-def session(table: SessionTable, **caps: Any) -> Session:
-    new, _evicted = table.create(
-        protocol_version="2025-11-25", declared=declared_capabilities(caps), now=0
+def session(table: AdapterSessions, **caps: Any) -> Session:
+    new, _evicted = open_session(
+        table,
+        caller="a",
+        protocol_version="2025-11-25",
+        declared=declared_capabilities(caps),
+        now=0,
     )
     new.stream = Stream()
     return new
 
 
 def test_two_sessions_with_the_same_request_id_get_their_own_answers(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a, b = session(table), session(table)
     sink_a, sink_b = Sink(), Sink()
@@ -90,7 +94,7 @@ def test_two_sessions_with_the_same_request_id_get_their_own_answers(
     assert not router.pending and not a.calls and not b.calls
 
 
-def test_string_ids_survive_the_round_trip(router: Router, table: SessionTable) -> None:
+def test_string_ids_survive_the_round_trip(router: Router, table: AdapterSessions) -> None:
     sink = Sink()
     _, data = router.forward_request(request("abc-1"), session(table), sink)
     router.from_child(
@@ -100,7 +104,7 @@ def test_string_ids_survive_the_round_trip(router: Router, table: SessionTable) 
 
 
 def test_progress_reaches_the_call_that_carried_the_token_with_its_own_token(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a, b = session(table), session(table)
     sink_a, sink_b = Sink(), Sink()
@@ -124,7 +128,7 @@ def test_progress_reaches_the_call_that_carried_the_token_with_its_own_token(
 
 
 def test_progress_falls_back_to_the_session_stream_when_the_call_cannot_stream(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a = session(table)
     _, data = router.forward_request(
@@ -142,7 +146,7 @@ def test_progress_falls_back_to_the_session_stream_when_the_call_cannot_stream(
     assert a.stream.messages[0]["params"]["progressToken"] == "t"
 
 
-def test_list_changed_goes_to_every_session(router: Router, table: SessionTable) -> None:
+def test_list_changed_goes_to_every_session(router: Router, table: AdapterSessions) -> None:
     sessions = [session(table) for _ in range(3)]
     router.from_child({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
     for each in sessions:
@@ -150,7 +154,7 @@ def test_list_changed_goes_to_every_session(router: Router, table: SessionTable)
         assert [m["method"] for m in each.stream.messages] == ["notifications/tools/list_changed"]
 
 
-def test_resource_updates_go_to_subscribers_only(router: Router, table: SessionTable) -> None:
+def test_resource_updates_go_to_subscribers_only(router: Router, table: AdapterSessions) -> None:
     a, b = session(table), session(table)
     _, data = router.forward_request(request(1, "resources/subscribe", uri="test://1"), a, Sink())
     router.from_child({"jsonrpc": "2.0", "id": line(data)["id"], "result": {}})
@@ -165,7 +169,7 @@ def test_resource_updates_go_to_subscribers_only(router: Router, table: SessionT
 
 
 def test_a_client_cancel_is_forwarded_with_the_child_id_and_ends_the_call(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a = session(table)
     sink = Sink()
@@ -185,7 +189,9 @@ def test_a_client_cancel_is_forwarded_with_the_child_id_and_ends_the_call(
     assert not router.pending
 
 
-def test_a_session_cannot_cancel_another_sessions_call(router: Router, table: SessionTable) -> None:
+def test_a_session_cannot_cancel_another_sessions_call(
+    router: Router, table: AdapterSessions
+) -> None:
     a, b = session(table), session(table)
     sink = Sink()
     router.forward_request(request(5), a, sink)
@@ -194,7 +200,7 @@ def test_a_session_cannot_cancel_another_sessions_call(router: Router, table: Se
     assert sink.final is None
 
 
-def test_initialized_from_clients_is_not_forwarded(router: Router, table: SessionTable) -> None:
+def test_initialized_from_clients_is_not_forwarded(router: Router, table: AdapterSessions) -> None:
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     assert router.forward_notification(note, session(table)) is None
 
@@ -218,7 +224,7 @@ def sampling(request_id: Any, token: Any = None) -> dict[str, Any]:
 
 
 def test_every_call_that_may_ask_carries_a_token_the_child_can_name_it_by(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a = session(table)
     _, data = router.forward_request(request(1, name="x"), a, Sink())
@@ -228,7 +234,7 @@ def test_every_call_that_may_ask_carries_a_token_the_child_can_name_it_by(
 
 
 def test_progress_for_a_token_the_caller_did_not_ask_for_is_dropped(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a = session(table)
     sink = Sink()
@@ -240,7 +246,7 @@ def test_progress_for_a_token_the_caller_did_not_ask_for_is_dropped(
 
 
 def test_a_request_carrying_a_calls_token_goes_to_that_call_among_many(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a, b = session(table, sampling={}), session(table, sampling={})
     sink_a, sink_b = Sink(), Sink()
@@ -255,20 +261,46 @@ def test_a_request_carrying_a_calls_token_goes_to_that_call_among_many(
     assert router.forward_response({"jsonrpc": "2.0", "id": visible_id, "result": {}}, b) is None
 
 
-def test_a_request_without_a_token_goes_to_the_only_call_open(
-    router: Router, table: SessionTable
+def test_a_request_without_a_token_goes_to_the_only_session_when_it_has_a_call_open(
+    router: Router, table: AdapterSessions
 ) -> None:
+    a = session(table, sampling={})
+    sink = Sink()
+    router.forward_request(request(1, "tools/list"), a, Sink())  # cannot cause a request
+    router.forward_request(request(2), a, sink)
+    assert router.from_child(sampling(7)) == []
+    assert len(sink.events) == 1 and router.unattributed["request"] == 0
+
+
+def test_a_request_without_a_token_reaches_nobody_while_another_session_exists(
+    router: Router, table: AdapterSessions
+) -> None:
+    """The review's repro: B had the only call open and got A's late sampling prompt."""
     a, b = session(table, sampling={}), session(table, sampling={})
     sink_b = Sink()
     router.forward_request(request(1, "tools/list"), a, Sink())  # cannot cause a request
     router.forward_request(request(1), b, sink_b)
-    assert router.from_child(sampling(7)) == []
-    assert len(sink_b.events) == 1
-    assert isinstance(a.stream, Stream) and a.stream.messages == []
+    out = router.from_child(sampling(7))
+    assert len(out) == 1 and line(out[0])["error"]["code"] == -32603
+    assert sink_b.events == [] and router.unattributed["request"] == 1
+    assert isinstance(a.stream, Stream) and isinstance(b.stream, Stream)
+    assert a.stream.messages == [] and b.stream.messages == []
+
+
+def test_a_request_without_a_token_reaches_nobody_while_a_2026_caller_has_a_call_open(
+    router: Router, table: AdapterSessions
+) -> None:
+    a = session(table, sampling={})
+    sink_a, modern = Sink(), AskingSink()
+    router.forward_request(request(1), a, sink_a)
+    router.forward_request(request(2), None, modern, capabilities=frozenset({"sampling"}))
+    out = router.from_child(sampling(7))
+    assert len(out) == 1 and line(out[0])["error"]["code"] == -32603
+    assert sink_a.events == [] and modern.asked == []
 
 
 def test_a_request_without_a_token_among_two_open_calls_is_refused_not_guessed(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a, b = session(table, sampling={}), session(table, sampling={})
     sink_a, sink_b = Sink(), Sink()
@@ -282,7 +314,7 @@ def test_a_request_without_a_token_among_two_open_calls_is_refused_not_guessed(
 
 
 def test_a_request_for_a_finished_call_or_with_no_call_open_reaches_nobody(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a = session(table, sampling={}, roots={})
     _, data = router.forward_request(request(1), a, Sink())
@@ -295,31 +327,30 @@ def test_a_request_for_a_finished_call_or_with_no_call_open_reaches_nobody(
     assert isinstance(a.stream, Stream) and a.stream.messages == []
 
 
-def test_log_messages_go_to_their_call_or_the_one_session_that_set_a_level(
-    router: Router, table: SessionTable
+def test_a_log_without_a_token_reaches_a_session_only_when_it_is_the_only_one_with_a_call(
+    router: Router, table: AdapterSessions
 ) -> None:
+    """B, with the only call open, no longer gets A's late log; nor does the session that set
+    a level get logs that are not attributable to it."""
     a, b = session(table), session(table)
     log = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info"}}
-    sink = Sink()
-    router.forward_request(request(1), b, sink)
+    sink_b = Sink()
+    _, data_b = router.forward_request(request(1), b, sink_b)
     router.from_child(dict(log))
-    assert len(sink.events) == 1  # the only call open
-    router.from_child(
-        {
-            "jsonrpc": "2.0",
-            "id": line(
-                router.forward_request(request(2, "logging/setLevel", level="info"), a, Sink())[1]
-            )["id"],
-            "result": {},
-        }
-    )
-    router.from_child({"jsonrpc": "2.0", "id": 1, "result": {}})
+    assert sink_b.events == [] and router.unattributed["log"] == 1  # A exists: could be A's
+    set_level = router.forward_request(request(2, "logging/setLevel", level="info"), a, Sink())
+    router.from_child({"jsonrpc": "2.0", "id": line(set_level[1])["id"], "result": {}})
     router.from_child(dict(log))
     assert isinstance(a.stream, Stream) and isinstance(b.stream, Stream)
-    assert len(a.stream.messages) == 1 and b.stream.messages == []
-    b.log_level = "debug"  # two sessions listening: nobody can tell which → nowhere
+    assert a.stream.messages == [] and b.stream.messages == [] and sink_b.events == []
+    assert router.unattributed["log"] == 2
+    tagged = {**log, "params": {"level": "info", "_meta": {"progressToken": child_token(data_b)}}}
+    router.from_child(tagged)
+    assert len(sink_b.events) == 1 and a.stream.messages == []  # B's token: B's log
+    router.end_session(a, "gone")
+    table.remove(a.id)
     router.from_child(dict(log))
-    assert len(a.stream.messages) == 1 and b.stream.messages == []
+    assert len(sink_b.events) == 2  # B is the only session and has a call open
 
 
 class AskingSink(Sink):
@@ -352,8 +383,10 @@ def test_a_modern_caller_without_the_capability_gets_the_child_refused_with_3202
     router: Router,
 ) -> None:
     sink = AskingSink()
-    router.forward_request(request(1), None, sink, capabilities=frozenset({"elicitation"}))
-    out = router.from_child(sampling(42))
+    _, data = router.forward_request(
+        request(1), None, sink, capabilities=frozenset({"elicitation"})
+    )
+    out = router.from_child(sampling(42, child_token(data)))
     error = line(out[0])["error"]
     assert error["code"] == -32021
     assert error["data"] == {"requiredCapabilities": {"sampling": {}}}
@@ -362,15 +395,15 @@ def test_a_modern_caller_without_the_capability_gets_the_child_refused_with_3202
 
 def test_a_modern_call_that_may_not_ask_gets_the_child_refused(router: Router) -> None:
     sink = AskingSink()
-    router.forward_request(
+    _, data = router.forward_request(
         request(1, "completion/complete"), None, sink, capabilities=frozenset({"sampling"})
     )
-    out = router.from_child(sampling(42))
+    out = router.from_child(sampling(42, child_token(data)))
     assert line(out[0])["error"]["code"] == -32601 and sink.asked == []
 
 
 def test_a_server_request_the_client_cannot_answer_is_refused_to_the_child(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a = session(table)  # no capabilities
     router.forward_request(request(1), a, Sink())
@@ -386,7 +419,7 @@ def test_ping_from_the_child_is_answered_by_the_adapter(router: Router) -> None:
 
 
 def test_a_dead_child_fails_every_call_with_its_callers_id(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     sinks = [Sink() for _ in range(5)]
     for number, sink in enumerate(sinks):
@@ -402,7 +435,7 @@ def test_a_dead_child_fails_every_call_with_its_callers_id(
 
 
 def test_ending_a_session_cancels_its_calls_and_refuses_its_server_requests(
-    router: Router, table: SessionTable
+    router: Router, table: AdapterSessions
 ) -> None:
     a = session(table, roots={})
     sink = Sink()
@@ -418,7 +451,7 @@ def test_ending_a_session_cancels_its_calls_and_refuses_its_server_requests(
     assert sink.final is not None
 
 
-def test_too_many_calls_in_flight_are_refused(table: SessionTable) -> None:
+def test_too_many_calls_in_flight_are_refused(table: AdapterSessions) -> None:
     router = Router(table, max_inflight=2)
     router.forward_request(request(1), None, Sink())
     router.forward_request(request(2), None, Sink())

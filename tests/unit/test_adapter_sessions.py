@@ -1,16 +1,13 @@
-"""The adapter's session table: bounded (evicting the least recently used idle session),
-expiring, resettable, and keeping only the capability names that routing needs."""
+"""The one session table as the adapter uses it: bounded (evicting the least recently used
+idle session), expiring, resettable, and keeping only the capability names that routing needs."""
 
 from __future__ import annotations
 
 import pytest
 
 from mcp_operator.adapter.records import Session
-from mcp_operator.adapter.sessions import (
-    SessionLimitError,
-    SessionTable,
-    declared_capabilities,
-)
+from mcp_operator.adapter.sessions import declared_capabilities, open_session
+from mcp_operator.serve.sessions import SessionLimitError, SessionTable
 
 
 class Stream:
@@ -23,8 +20,10 @@ class Stream:
         self.closed = True
 
 
-def make(table: SessionTable, now: float = 0.0) -> Session:
-    session, _evicted = table.create(protocol_version="2025-06-18", declared=frozenset(), now=now)
+def make(table: SessionTable[Session], now: float = 0.0) -> Session:
+    session, _evicted = open_session(
+        table, caller="a", protocol_version="2025-06-18", declared=frozenset(), now=now
+    )
     return session
 
 
@@ -58,7 +57,9 @@ def test_a_full_table_evicts_the_least_recently_used_idle_session() -> None:
     table = SessionTable(max_sessions=3, idle_seconds=1800)
     first, second, third = make(table, 0), make(table, 1), make(table, 2)
     assert table.get(first.id, 3) is first  # first is now the most recently used
-    fourth, evicted = table.create(protocol_version="2025-06-18", declared=frozenset(), now=4)
+    fourth, evicted = open_session(
+        table, caller="a", protocol_version="2025-06-18", declared=frozenset(), now=4
+    )
     assert evicted == [second] and second.closed
     assert table.get(second.id, 5) is None
     assert {s.id for s in table} == {first.id, third.id, fourth.id}
@@ -83,7 +84,9 @@ def test_busy_sessions_are_never_evicted_and_a_table_of_busy_ones_refuses() -> N
         make(table, 2)
     calling.open_requests = 0
     assert table.can_admit()
-    _new, evicted = table.create(protocol_version="2025-06-18", declared=frozenset(), now=3)
+    _new, evicted = open_session(
+        table, caller="a", protocol_version="2025-06-18", declared=frozenset(), now=3
+    )
     assert evicted == [calling] and not streaming.closed
 
 
@@ -111,8 +114,12 @@ def test_only_the_capability_names_routing_needs_are_kept() -> None:
         "roots.listChanged",
     }
     assert declared_capabilities(["sampling"]) == frozenset()
-    session, _ = SessionTable(max_sessions=1, idle_seconds=1).create(
-        protocol_version="2025-11-25", declared=declared_capabilities(capabilities), now=0
+    session, _ = open_session(
+        SessionTable(max_sessions=1, idle_seconds=1),
+        caller="a",
+        protocol_version="2025-11-25",
+        declared=declared_capabilities(capabilities),
+        now=0,
     )
     assert session.can("sampling") and not session.can("tasks")
 

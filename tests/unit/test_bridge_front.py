@@ -16,10 +16,10 @@ import httpx
 import pytest
 
 from mcp_operator.api.bridge import BridgeConfig
-from mcp_operator.bridge import answers
 from mcp_operator.bridge.core import BridgeCore
 from mcp_operator.bridge.front import BridgeFront
-from mcp_operator.bridge.sessions import SessionLimitError, SessionTable
+from mcp_operator.serve import era
+from mcp_operator.serve.sessions import LegacySession, SessionLimitError, SessionTable
 from mcp_operator.serve.sse import SseStream
 from tests.support import wire
 
@@ -130,24 +130,33 @@ async def test_delete_ends_a_session_and_its_stream(
 
 
 def test_versions_are_negotiated_and_results_shaped() -> None:
-    assert answers.negotiate_version("2025-03-26") == "2025-03-26"
-    assert answers.negotiate_version("2099-01-01") == "2025-11-25"
-    assert answers.negotiate_version(None) == "2025-11-25"
-    shaped = answers.modern_result("tools/list", {"tools": [], "_meta": {"k": 1}})
+    assert era.negotiate_version("2025-03-26") == "2025-03-26"
+    assert era.negotiate_version("2099-01-01") == "2025-11-25"
+    assert era.negotiate_version(None) == "2025-11-25"
+    shaped = era.modern_result("tools/list", "2026-07-28", {"tools": [], "_meta": {"k": 1}}, None)
     assert shaped["ttlMs"] == 0 and shaped["cacheScope"] == "private"
     assert shaped["resultType"] == "complete" and shaped["_meta"]["k"] == 1
-    called = answers.modern_result("tools/call", {"content": []})
+    called = era.modern_result("tools/call", "2026-07-28", {"content": []}, None)
     assert "ttlMs" not in called and called["resultType"] == "complete"
 
 
 def test_the_session_table_is_bounded_expires_idle_sessions_and_closes_streams() -> None:
-    table = SessionTable(max_sessions=2, idle_seconds=10)
-    first = table.create("2025-06-18", now=0)
-    second = table.create("2025-06-18", now=0)
+    table: SessionTable[LegacySession] = SessionTable(
+        max_sessions=2, idle_seconds=10, replace_own_idle=False
+    )
+
+    def create(now: float) -> LegacySession:
+        def build(session_id: str) -> LegacySession:
+            return LegacySession(id=session_id, protocol_version="2025-06-18", last_active=now)
+
+        return table.create(build, caller="agent", now=now)[0]
+
+    first = create(0)
+    second = create(0)
     second.stream = SseStream(4)
     with pytest.raises(SessionLimitError):
-        table.create("2025-06-18", now=5)
-    third = table.create("2025-06-18", now=11)  # the first expired, the streaming one stays
+        create(5)
+    third = create(11)  # the first expired, the streaming one stays
     assert table.get(first.id, now=11) is None and table.get(second.id, now=11) is second
     stream = second.stream
     assert table.remove(second.id) is second and stream.closed

@@ -66,8 +66,9 @@ class AdapterConfig:
     """Largest accepted line on the child's stdout; a longer answer fails its call at once."""
 
     max_sessions: int = 10_000
-    """Most concurrent legacy sessions (about 1 KiB each); beyond that a new session takes
-    the place of the least recently used idle one, and only when all are busy gets 503."""
+    """Most concurrent legacy sessions (about 1 KiB each), shared fairly among callers; beyond
+    that a caller's new session takes the place of its own least recently used idle one, or
+    of one of a caller over its share (``serve.sessions``), else gets 503."""
 
     max_inflight: int = 1000
     """Most calls in flight to the child at once; more get 503 (bounded queue)."""

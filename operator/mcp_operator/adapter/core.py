@@ -14,13 +14,14 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 from mcp_types import methods as _methods
 from mcp_types.jsonrpc import INTERNAL_ERROR, UNSUPPORTED_PROTOCOL_VERSION
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from mcp_operator.adapter import era
+from mcp_operator import __version__
 from mcp_operator.adapter.child import (
     ChildProcess,
     ChildUnavailableError,
@@ -32,11 +33,31 @@ from mcp_operator.adapter.metrics import AdapterMetrics
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
 from mcp_operator.adapter.rounds import ParkedCall, RoundStore
 from mcp_operator.adapter.router import Router
-from mcp_operator.adapter.sessions import SessionTable
+from mcp_operator.adapter.sessions import AdapterSessions
 
 logger = logging.getLogger(__name__)
 
 CHILD_EXITED = "The MCP server process exited; the call was not answered"
+
+ADAPTER_CLIENT_CAPABILITIES: Final[dict[str, Any]] = {
+    "roots": {"listChanged": True},
+    "sampling": {},
+    "elicitation": {},
+}
+"""What the adapter declares to the child: the union of what its clients may answer.
+
+Each server→client request is then routed only to a session whose client
+declared the capability, and refused otherwise.
+"""
+
+
+def child_initialize_params() -> dict[str, Any]:
+    """The ``initialize`` params the adapter sends its child, once per child start."""
+    return {
+        "protocolVersion": LATEST_HANDSHAKE_VERSION,
+        "capabilities": ADAPTER_CLIENT_CAPABILITIES,
+        "clientInfo": {"name": "mcp-operator-adapter", "version": __version__},
+    }
 
 
 class _FutureSink:
@@ -63,7 +84,7 @@ class AdapterCore:
         self, config: AdapterConfig, *, on_fatal: Callable[[], None] | None = None
     ) -> None:
         self.config = config
-        self.sessions = SessionTable(
+        self.sessions = AdapterSessions(
             max_sessions=config.max_sessions, idle_seconds=config.session_idle_seconds
         )
         self.router = Router(self.sessions, max_inflight=config.max_inflight)
@@ -89,6 +110,7 @@ class AdapterCore:
             sessions=lambda: len(self.sessions),
             inflight=lambda: self.inflight,
             restarts=lambda: self.supervisor.restart_count,
+            unattributed=lambda: self.router.unattributed,
         )
         self.init_result: dict[str, Any] | None = None
         """The child's InitializeResult, once its handshake is done (None: not ready)."""
@@ -166,7 +188,7 @@ class AdapterCore:
         sink = _FutureSink()
         try:
             await child.write(
-                self.router.internal_request("initialize", era.child_initialize_params(), sink)
+                self.router.internal_request("initialize", child_initialize_params(), sink)
             )
             answer = await asyncio.wait_for(sink.future, self.config.handshake_timeout_seconds)
         except TimeoutError:

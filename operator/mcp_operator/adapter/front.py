@@ -44,6 +44,7 @@ from mcp_operator.serve.asgi import (
 from mcp_operator.serve.endpoint import route
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
+from mcp_operator.serve.sessions import CallerKey, client_address
 
 BUDGET_SPENT = dumps(
     error_response(None, INTERNAL_ERROR, "Too many request bytes in flight; retry later")
@@ -53,9 +54,11 @@ BUDGET_SPENT = dumps(
 class HttpFront:
     """The ASGI application."""
 
-    def __init__(self, core: AdapterCore) -> None:
+    def __init__(self, core: AdapterCore, caller_key: CallerKey = client_address) -> None:
+        """``caller_key`` names who asks, the key sessions are counted by (``serve.sessions``)."""
         self.core = core
         self.config = core.config
+        self._caller_key = caller_key
         self.policy = HostPolicy(core.config.allowed_hosts, core.config.allowed_origins)
         self._path = core.config.path
         self._sse_paths = (
@@ -64,7 +67,7 @@ class HttpFront:
         forwarder = CallForwarder(core)
         self._legacy = SessionEndpoint(core, forwarder)
         self._modern = StatelessEndpoint(core, forwarder)
-        self._sse = SseTransport(core)
+        self._sse = SseTransport(core, caller_key)
         self.budget = BodyBudget(
             limit_bytes=core.config.max_inflight_bytes,
             max_body_bytes=core.config.max_body_bytes,
@@ -138,6 +141,7 @@ class HttpFront:
             policy=self.policy,
             stateless=self._stateless,
             sessions=self._sessions,
+            caller_key=self._caller_key,
         )
 
     async def _stateless(
@@ -173,7 +177,7 @@ class HttpFront:
         if await self.policy.refused(headers, send):
             return
         if path == self.config.sse_path and scope["method"] == "GET":
-            await self._sse.stream(scope, receive, send)
+            await self._sse.stream(scope, headers, receive, send)
         elif path == self.config.messages_path and scope["method"] == "POST":
             await self.admitted(
                 headers, send, lambda: self._sse.message(scope, headers, receive, send)
@@ -193,14 +197,16 @@ class _BudgetedSessions:
         self._front = front
         self._budget = front.budget
 
-    async def post(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
+    async def post(
+        self, headers: dict[bytes, str], receive: Receive, send: Send, caller: str
+    ) -> None:
         budget = self._budget
         cost = budget.cost(headers.get(b"content-length"))
         if cost is None or not budget.reserve(cost):
             await self._front.refuse(cost, send)
             return
         try:
-            await self._endpoint.post(headers, receive, send)
+            await self._endpoint.post(headers, receive, send, caller)
         finally:
             budget.release(cost)
 

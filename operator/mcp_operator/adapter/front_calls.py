@@ -1,32 +1,33 @@
 """Answering one forwarded request over HTTP: JSON, or SSE once something streams first.
 
 Owns a POSTed call's life after it has been accepted by an endpoint (legacy
-session or 2026-07-28): the sink the router answers into, the wait for the
+session or 2026-07-28): the wait for the
 answer within the request timeout, the choice between ``application/json``
 and an upgrade to ``text/event-stream`` when the child says something about
 the call before answering it, and cancellation on a timeout or a disconnect.
 For a 2026-07-28 call that may ask its caller something, the wait also ends
 when the child asks: ``front_rounds`` then turns the questions into this
 round's ``input_required`` reply. Leaves the checks that come before
-(session, headers, body) to the endpoints.
+(session, headers, body) to the endpoints, and the sink the router answers
+into to ``http_call``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
 from typing import Any
 
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types.jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT
 
-from mcp_operator.adapter import era
 from mcp_operator.adapter.child import ChildUnavailableError
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_rounds import Envelope, InputRounds, RoundOfCall
+from mcp_operator.adapter.http_call import HttpCall
 from mcp_operator.adapter.records import PendingCall, Session
 from mcp_operator.adapter.router import INPUT_REQUIRED_METHODS, RouterFullError
+from mcp_operator.serve import era
 from mcp_operator.serve.asgi import (
     ClientGoneError,
     Receive,
@@ -36,67 +37,7 @@ from mcp_operator.serve.asgi import (
     watch_disconnect,
 )
 from mcp_operator.serve.jsonrpc import dumps, error_response
-from mcp_operator.serve.sse import (
-    KEEPALIVE_FRAME,
-    KEEPALIVE_SECONDS,
-    SSE_HEADERS,
-    Waitable,
-    sse_event,
-)
-
-
-class HttpCall(Waitable):
-    """The sink of one POSTed request: its final answer, and related messages if it may stream.
-
-    A 2026-07-28 call that may ask its caller something (``interactive``) also
-    collects the child's server requests (``asks``); such a sink outlives one
-    HTTP request and serves every input-required round of its call.
-    """
-
-    __slots__ = ("asks", "events", "final", "gone", "limit", "provisional")
-
-    def __init__(self, *, can_stream: bool, limit: int, interactive: bool = False) -> None:
-        super().__init__()
-        self.gone = False
-        self.final: dict[str, Any] | None = None
-        self.events: deque[dict[str, Any]] | None = deque() if can_stream else None
-        self.asks: deque[dict[str, Any]] | None = deque() if interactive else None
-        self.limit = limit
-        self.provisional = False
-        """``final`` is this round's ``input_required`` reply, not the child's answer."""
-
-    def respond(self, message: dict[str, Any]) -> None:
-        if self.final is None or self.provisional:
-            self.final = message
-            self.provisional = False
-            self.wake()
-
-    def related(self, message: dict[str, Any]) -> bool:
-        if self.events is None or self.final is not None or len(self.events) >= self.limit:
-            return False
-        self.events.append(message)
-        self.wake()
-        return True
-
-    def ask(self, message: dict[str, Any]) -> bool:
-        if self.asks is None or len(self.asks) >= self.limit:
-            return False
-        self.asks.append(message)
-        self.wake()
-        return True
-
-    def reopen(self, *, can_stream: bool) -> None:
-        """The caller retried: serve the next round on a new HTTP request."""
-        self.gone = False
-        self.events = deque() if can_stream else None
-        if self.provisional:
-            self.final = None
-            self.provisional = False
-
-    def hang_up(self) -> None:
-        """The client went away: stop waiting for the answer."""
-        self.gone = True
-        self.wake()
+from mcp_operator.serve.sse import KEEPALIVE_FRAME, KEEPALIVE_SECONDS, SSE_HEADERS, sse_event
 
 
 async def unavailable(

@@ -20,13 +20,14 @@ from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from mcp_operator.adapter import era
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder, unavailable
-from mcp_operator.adapter.sessions import SessionLimitError, declared_capabilities
+from mcp_operator.adapter.sessions import declared_capabilities, open_session
+from mcp_operator.serve import era
 from mcp_operator.serve.asgi import Receive, Send, respond_json, respond_plain
 from mcp_operator.serve.endpoint import session_stream
 from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
+from mcp_operator.serve.sessions import SessionLimitError
 
 logger = logging.getLogger(__name__)
 
@@ -41,7 +42,9 @@ class SessionEndpoint:
         self.config = core.config
         self._forwarder = forwarder
 
-    async def post(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
+    async def post(
+        self, headers: dict[bytes, str], receive: Receive, send: Send, caller: str
+    ) -> None:
         accept = headers.get(b"accept", "*/*")
         json_ok = "application/json" in accept or "*/*" in accept
         sse_ok = "text/event-stream" in accept
@@ -63,7 +66,7 @@ class SessionEndpoint:
             return
         method = message.get("method")
         if method == "initialize":
-            await self._initialize(message, headers, send)
+            await self._initialize(message, caller, send)
             return
         session_id = headers.get(b"mcp-session-id")
         if session_id is None:
@@ -116,9 +119,7 @@ class SessionEndpoint:
             session.open_requests -= 1
             session.last_active = time.monotonic()
 
-    async def _initialize(
-        self, message: dict[str, Any], headers: dict[bytes, str], send: Send
-    ) -> None:
+    async def _initialize(self, message: dict[str, Any], caller: str, send: Send) -> None:
         request_id = message.get("id")
         params = message.get("params")
         if request_id is None or not isinstance(params, dict):
@@ -142,7 +143,9 @@ class SessionEndpoint:
             return
         result = era.initialize_result(child_result, requested)
         try:
-            session, evicted = self.core.sessions.create(
+            session, evicted = open_session(
+                self.core.sessions,
+                caller=caller,
                 protocol_version=result["protocolVersion"],
                 declared=declared_capabilities(params.get("capabilities")),
                 now=time.monotonic(),

@@ -17,19 +17,17 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp_types import SERVER_INFO_META_KEY
 from mcp_types.jsonrpc import INVALID_PARAMS
 
 from mcp_operator.adapter.core import AdapterCore
+from mcp_operator.adapter.http_call import HttpCall
 from mcp_operator.adapter.records import PendingCall
 from mcp_operator.adapter.rounds import Ask, ParkedCall, ask_from_child, request_target
 from mcp_operator.serve.asgi import Send, respond_json
 from mcp_operator.serve.jsonrpc import RequestId, dumps, error_response
-
-if TYPE_CHECKING:
-    from mcp_operator.adapter.front_calls import HttpCall
 
 SETTLE_SECONDS = 0.01
 """How long to wait for more questions of the child before answering with the ones so far."""
@@ -119,8 +117,7 @@ class RoundOfCall:
         info = core.init_result.get("serverInfo") if core.init_result else None
         if isinstance(info, dict):
             result["_meta"] = {SERVER_INFO_META_KEY: info}
-        self.sink.provisional = True
-        self.sink.final = {"jsonrpc": "2.0", "id": call.client_id, "result": result}
+        self.sink.reply_input_required({"jsonrpc": "2.0", "id": call.client_id, "result": result})
 
 
 class InputRounds:

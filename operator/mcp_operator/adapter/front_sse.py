@@ -17,12 +17,13 @@ from urllib.parse import parse_qs
 
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST
 
-from mcp_operator.adapter import era
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.router import RouterFullError
-from mcp_operator.adapter.sessions import SessionLimitError, declared_capabilities
+from mcp_operator.adapter.sessions import declared_capabilities, open_session
+from mcp_operator.serve import era
 from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
 from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
+from mcp_operator.serve.sessions import CallerKey, SessionLimitError
 from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
 
 
@@ -51,15 +52,22 @@ class _StreamCall:
 class SseTransport:
     """The legacy HTTP+SSE transport's two paths: the stream and the message endpoint."""
 
-    def __init__(self, core: AdapterCore) -> None:
+    def __init__(self, core: AdapterCore, caller_key: CallerKey) -> None:
         self.core = core
         self.config = core.config
+        self._caller_key = caller_key
 
-    async def stream(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def stream(
+        self, scope: Scope, headers: dict[bytes, str], receive: Receive, send: Send
+    ) -> None:
         core = self.core
         try:
-            session, evicted = core.sessions.create(
-                protocol_version="2024-11-05", declared=frozenset(), now=time.monotonic()
+            session, evicted = open_session(
+                core.sessions,
+                caller=self._caller_key(scope, headers),
+                protocol_version="2024-11-05",
+                declared=frozenset(),
+                now=time.monotonic(),
             )
         except SessionLimitError:
             await respond_plain(send, 503, b"Too many sessions")

@@ -3,7 +3,8 @@
 Owns the metric names, their labels and help texts (each is documented in
 docs/metrics.md), the per-call timing wrapper and the exposition text. The
 core wraps each forwarded call's sink (:meth:`AdapterMetrics.timed`); the
-gauges (sessions, calls in flight, child restarts) are read from the core at
+gauges (sessions, calls in flight, child restarts) and the count of messages
+no call could be attributed to are read from the core at
 scrape time, so the hot path pays for one clock read and one histogram
 observation per call, nothing more. The HTTP front serves ``/metrics``.
 
@@ -14,11 +15,11 @@ anything else counts as ``(other)``; ``outcome`` is ``result`` or ``error``.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mcp_operator.adapter.records import CallSink
@@ -75,8 +76,9 @@ class _Polled(Collector):
         self._sessions = sessions
         self._inflight = inflight
         self.restarts: Callable[[], int] = lambda: 0
+        self.unattributed: Callable[[], Mapping[str, int]] = dict
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         yield GaugeMetricFamily(
             "mcp_adapter_sessions", "Legacy-era HTTP sessions open.", value=self._sessions()
         )
@@ -91,6 +93,15 @@ class _Polled(Collector):
             "Times the stdio child was started again after it exited.",
             value=self.restarts(),
         )
+        unattributed = CounterMetricFamily(
+            "mcp_adapter_unattributed_messages",
+            "Messages of the child that could not be attributed to one call: log messages "
+            "dropped, server requests refused to the child.",
+            labels=["kind"],
+        )
+        for kind, count in sorted(self.unattributed().items()):
+            unattributed.add_metric([kind], count)
+        yield unattributed
 
 
 class AdapterMetrics:
@@ -102,6 +113,7 @@ class AdapterMetrics:
         sessions: Callable[[], int],
         inflight: Callable[[], int],
         restarts: Callable[[], int],
+        unattributed: Callable[[], Mapping[str, int]] = dict,
         registry: CollectorRegistry | None = None,
     ) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
@@ -121,6 +133,7 @@ class AdapterMetrics:
         )
         polled = _Polled(sessions, inflight)
         polled.restarts = restarts
+        polled.unattributed = unattributed
         r.register(polled)
 
     def timed(self, message: dict[str, Any], sink: CallSink) -> CallSink:

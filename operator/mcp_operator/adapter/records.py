@@ -1,11 +1,11 @@
 """The records that the router and the session table share, and the sinks they point at.
 
-Owns the shapes only: a legacy HTTP ``Session``, a ``PendingCall`` (a request
-forwarded to the child and not answered yet), and the two sink protocols
-the HTTP side implements (where one call's answer goes; where a session's
-stream goes). Leaves the bookkeeping of sessions to ``sessions`` and the
-routing of calls to ``router``; both import from here, neither from the other
-for these types.
+Owns the shapes only: the adapter's legacy HTTP ``Session`` (the one session table's
+``serve.sessions.LegacySession`` with what routing needs), a ``PendingCall`` (a request
+forwarded to the child and not answered yet), and the sink protocol the HTTP side
+implements for one call's answer (a session's stream is ``serve.sessions.StreamSink``).
+Leaves the bookkeeping of sessions to ``serve.sessions`` and the routing of calls to
+``router``; both import from here, neither from the other for these types.
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcp_operator.serve.jsonrpc import RequestId
+from mcp_operator.serve.sessions import LegacySession, StreamSink
+
+__all__ = ["CallSink", "PendingCall", "Session", "StreamSink"]
 
 
 class CallSink(Protocol):
@@ -33,29 +36,13 @@ class CallSink(Protocol):
         ...
 
 
-class StreamSink(Protocol):
-    """Where messages for a session go outside any one call: its GET (or legacy SSE) stream."""
+@dataclass(eq=False, slots=True, kw_only=True)
+class Session(LegacySession):
+    """One legacy HTTP session of the adapter."""
 
-    def push(self, message: dict[str, Any]) -> bool:
-        """Queue ``message``; False when the stream is closed or full (the message is dropped)."""
-        ...
-
-    def close(self) -> None:
-        """End the stream (the session ended or the child restarted)."""
-        ...
-
-
-@dataclass(eq=False, slots=True)
-class Session:
-    """One legacy HTTP session."""
-
-    id: str
-    protocol_version: str
     declared: frozenset[str]
     """The client capabilities routing needs to know of (``sessions.declared_capabilities``):
     names such as ``sampling`` or ``elicitation.url``; the client's own objects are not kept."""
-    last_active: float
-    stream: StreamSink | None = None
     calls: dict[RequestId, PendingCall] = field(default_factory=dict)
     """Calls in flight, by the id the client gave them."""
     subscriptions: set[str] = field(default_factory=set)
@@ -63,11 +50,12 @@ class Session:
     server_requests: dict[int, RequestId] = field(default_factory=dict)
     """Server→client requests routed here: the id this session saw → the child's id."""
     next_server_request_id: int = 0
-    open_requests: int = 0
-    """HTTP requests being served for this session right now (keeps it from idling out)."""
-    closed: bool = False
     log_level: str | None = None
     """The level this session's client set with ``logging/setLevel`` (None: never set)."""
+
+    def in_call(self) -> bool:
+        """A request being served or a call in flight: never evicted, never idle."""
+        return self.open_requests > 0 or bool(self.calls)
 
     def can(self, capability: str) -> bool:
         """Whether the client declared ``capability`` (sampling, elicitation, roots)."""

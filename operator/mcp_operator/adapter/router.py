@@ -13,8 +13,9 @@ are handed to sinks that the caller supplies.
 - **Notifications from the child.** Progress goes to the call whose request
   carried the token (and nowhere if its caller asked for none);
   ``resources/updated`` to the sessions that subscribed to the URI; log
-  messages to the call they are attributed to, else to the one session that
-  set a log level, else nowhere; list changes to every session's stream.
+  messages to the call they are attributed to (``attribution``), else nowhere
+  (dropped and counted in ``unattributed``); list changes to every session's
+  stream.
 - **Cancellation.** A client's ``notifications/cancelled`` (or a disconnect,
   a timeout, a DELETE) becomes ``notifications/cancelled`` with the child's id.
 - **Server→client requests** (sampling, elicitation, roots) go to the call
@@ -23,7 +24,8 @@ are handed to sinks that the caller supplies.
   its GET stream) if its client declared the capability; a 2026-07-28 caller
   gets it through its sink's ``ask`` (an input-required round) if its
   envelope declared the capability (else ``-32021``). What cannot be
-  attributed or delivered is refused to the child, never sent to a bystander.
+  attributed or delivered is refused to the child (and counted), never sent to
+  a bystander.
   ``ping`` is answered here.
 """
 
@@ -39,7 +41,7 @@ from mcp_operator.adapter.attribution import CAUSING_METHODS, attribute
 from mcp_operator.adapter.listeners import Listener
 from mcp_operator.adapter.param_headers import ToolHeaderSchemas
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
-from mcp_operator.adapter.sessions import SessionTable
+from mcp_operator.adapter.sessions import AdapterSessions
 from mcp_operator.serve.jsonrpc import RequestId, error_response
 
 logger = logging.getLogger(__name__)
@@ -72,7 +74,7 @@ def encode(message: dict[str, Any]) -> bytes:
 class Router:
     """Pending calls, id and token remapping, and routing of what the child says."""
 
-    def __init__(self, sessions: SessionTable, *, max_inflight: int) -> None:
+    def __init__(self, sessions: AdapterSessions, *, max_inflight: int) -> None:
         self.sessions = sessions
         self.pending: dict[int, PendingCall] = {}
         self._max_inflight = max_inflight
@@ -87,6 +89,9 @@ class Router:
         """Open 2026-07-28 ``subscriptions/listen`` streams."""
         self.tool_headers = ToolHeaderSchemas()
         """The child's ``x-mcp-header`` schemas, learnt from its ``tools/list`` results."""
+        self.unattributed = {"log": 0, "request": 0}
+        """Messages of the child that no call could be attributed to since start: log
+        messages dropped, server→client requests refused to the child."""
 
     # ----------------------------------------------------------------- client -> child
 
@@ -320,20 +325,17 @@ class Router:
             )
 
     def _log(self, message: dict[str, Any], params: dict[str, Any]) -> None:
-        """A log message: to its call's caller, else to the one session that set a level."""
-        call = attribute(message, self._progress, self.pending.values())
-        if call is not None:
-            if call.session is not None:
-                if not call.sink.related(message):
-                    self._push(call.session, message)
-            elif call.log_level is not None and _at_least(params.get("level"), call.log_level):
-                call.sink.related(message)
+        """A log message: to the caller of the call it is attributed to, else nowhere."""
+        call = attribute(message, self._progress, self.pending.values(), self.sessions)
+        if call is None:
+            self.unattributed["log"] += 1
+            logger.debug("Dropped a log message that could not be attributed to one call")
             return
-        listening = [s for s in self.sessions if s.log_level is not None]
-        if len(listening) == 1 and _at_least(params.get("level"), listening[0].log_level):
-            self._push(listening[0], message)
-        else:
-            logger.debug("Dropped a log message that no single caller asked for")
+        if call.session is not None:
+            if not call.sink.related(message):
+                self._push(call.session, message)
+        elif call.log_level is not None and _at_least(params.get("level"), call.log_level):
+            call.sink.related(message)
 
     def answer_asked(self, child_request_id: RequestId, result: dict[str, Any]) -> bytes | None:
         """A 2026-07-28 caller's result for a request its call asked; the line for the child
@@ -346,8 +348,9 @@ class Router:
         child_request_id: RequestId = message["id"]
         if method == "ping":
             return encode({"jsonrpc": "2.0", "id": child_request_id, "result": {}})
-        call = attribute(message, self._progress, self.pending.values())
+        call = attribute(message, self._progress, self.pending.values(), self.sessions)
         if call is None:
+            self.unattributed["request"] += 1
             text = f"{method} could not be attributed to one call in flight"
             return encode(error_response(child_request_id, INTERNAL_ERROR, text))
         if call.session is None:

@@ -21,9 +21,9 @@ The program around it (``mcp-operator bridge``):
 - :mod:`~mcp_operator.bridge.upstreams` and :mod:`~mcp_operator.bridge.follow` — every
   server of the run: listing, re-listing with back-off, following ``list_changed``;
 - :mod:`~mcp_operator.bridge.core` — the running state: configuration, catalog, pipeline;
-- :mod:`~mcp_operator.bridge.front`, :mod:`~mcp_operator.bridge.front_legacy`,
-  :mod:`~mcp_operator.bridge.sessions`, :mod:`~mcp_operator.bridge.answers` — the agent's
-  endpoint in both eras, on :mod:`mcp_operator.serve`;
+- :mod:`~mcp_operator.bridge.front`, :mod:`~mcp_operator.bridge.front_legacy` — the agent's
+  endpoint in both eras, on :mod:`mcp_operator.serve` (its session table and per-era
+  answers);
 - :mod:`~mcp_operator.bridge.reload` — re-reading the mounted configuration;
 - :mod:`~mcp_operator.bridge.health`, :mod:`~mcp_operator.bridge.metrics` — ``/healthz``,
   ``/readyz``, ``/metrics`` on the health port;

@@ -17,22 +17,46 @@ import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import httpx
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
+from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
+from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig
 from mcp_operator.bridge.audit import AuditRecord
 from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.hooks import Hook, default_hooks
 from mcp_operator.bridge.metrics import BridgeMetrics
 from mcp_operator.bridge.pipeline import CallPipeline
-from mcp_operator.bridge.sessions import SessionTable
 from mcp_operator.bridge.upstreams import UpstreamPool
 from mcp_operator.serve.jsonrpc import RequestId, error_response
+from mcp_operator.serve.sessions import LegacySession, SessionTable
 
 logger = logging.getLogger(__name__)
+
+SERVER_INFO: Final[dict[str, str]] = {"name": "mcp-operator-bridge", "version": __version__}
+INSTRUCTIONS: Final = (
+    "Tools of several MCP servers, named <prefix>_<tool>. A failed call returns a structured "
+    "error with a code and a hint that says what to change."
+)
+INITIALIZE_RESULT: Final[dict[str, Any]] = {
+    "protocolVersion": LATEST_HANDSHAKE_VERSION,
+    "capabilities": {"tools": {"listChanged": True}},
+    "serverInfo": SERVER_INFO,
+    "instructions": INSTRUCTIONS,
+}
+"""The bridge's own identity as a server, as a legacy session's ``initialize`` gets it (at
+the version negotiated per client, ``serve.era.initialize_result``)."""
+DISCOVERED: Final[dict[str, Any]] = {**INITIALIZE_RESULT, "capabilities": {"tools": {}}}
+"""What ``server/discover`` is derived from: no list-changed stream in 2026-07-28 (no
+``subscriptions/listen``)."""
+
+MAX_SESSIONS = 256
+"""Most concurrent legacy sessions of the agent (shared fairly among callers)."""
+IDLE_SECONDS = 3600.0
+"""A session without a GET stream that is not used for this long is dropped."""
 
 LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
 
@@ -90,7 +114,10 @@ class BridgeCore:
     ) -> None:
         self.config = config
         self.metrics = metrics or BridgeMetrics()
-        self.sessions = SessionTable()
+        self.sessions: SessionTable[LegacySession] = SessionTable(
+            max_sessions=MAX_SESSIONS, idle_seconds=IDLE_SECONDS, replace_own_idle=False
+        )
+        """The agent's legacy sessions; a caller at its share waits for its own to expire."""
         self.pool = UpstreamPool(
             client,
             on_change=self._catalog_changed,

@@ -22,8 +22,7 @@ from __future__ import annotations
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
 
-from mcp_operator.bridge import answers
-from mcp_operator.bridge.core import BridgeCore
+from mcp_operator.bridge.core import DISCOVERED, SERVER_INFO, BridgeCore
 from mcp_operator.bridge.front_legacy import SessionEndpoint
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import (
@@ -90,7 +89,7 @@ class BridgeFront:
             return
         request_id, method = outcome.request_id, outcome.method
         if method == "server/discover":
-            result = answers.discover_result(outcome.protocol_version)
+            result = era.discover_result(DISCOVERED, outcome.protocol_version)
             message = {"jsonrpc": "2.0", "id": request_id, "result": result}
         elif method in ("initialize", "subscriptions/listen") or method.startswith(
             "notifications/"
@@ -105,7 +104,7 @@ class BridgeFront:
             return
         plain = message["result"]
         assert isinstance(plain, dict)
-        message["result"] = answers.modern_result(method, plain)
+        message["result"] = era.modern_result(method, outcome.protocol_version, plain, SERVER_INFO)
         await respond_json(send, 200, dumps(message))
 
 

@@ -1,7 +1,8 @@
 """The legacy Streamable HTTP session endpoint of the bridge: POST, GET and DELETE.
 
 Owns the handshake-era wire towards the agent: ``initialize`` answered by the bridge itself
-(:func:`~mcp_operator.bridge.answers.initialize_result`) with a new ``Mcp-Session-Id``; that
+(:func:`~mcp_operator.serve.era.initialize_result` of the bridge's own identity) with a new
+``Mcp-Session-Id`` in the one session table (:mod:`~mcp_operator.serve.sessions`); that
 header on every later request (400 without it, 404 for an unknown session); notifications
 and answers accepted with 202; requests answered by
 :meth:`~mcp_operator.bridge.core.BridgeCore.answer` as ``application/json``; one GET stream
@@ -18,12 +19,12 @@ from typing import Any
 
 from mcp_types.jsonrpc import INVALID_REQUEST
 
-from mcp_operator.bridge import answers
-from mcp_operator.bridge.core import BridgeCore
-from mcp_operator.bridge.sessions import SessionLimitError
+from mcp_operator.bridge.core import INITIALIZE_RESULT, BridgeCore
+from mcp_operator.serve import era
 from mcp_operator.serve.asgi import Receive, Send, respond_json, respond_plain
 from mcp_operator.serve.endpoint import session_stream
 from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
+from mcp_operator.serve.sessions import LegacySession, SessionLimitError
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +44,9 @@ class SessionEndpoint:
         self.core = core
         self.max_body_bytes = max_body_bytes
 
-    async def post(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
+    async def post(
+        self, headers: dict[bytes, str], receive: Receive, send: Send, caller: str
+    ) -> None:
         accept = headers.get(b"accept", "*/*")
         if not any(kind in accept for kind in ("application/json", "*/*", "text/event-stream")):
             await respond_plain(
@@ -60,7 +63,7 @@ class SessionEndpoint:
         method = message.get("method")
         request_id = message.get("id")
         if method == "initialize":
-            await self._initialize(request_id, message.get("params"), send)
+            await self._initialize(request_id, message.get("params"), caller, send)
             return
         session_id = headers.get(SESSION_HEADER)
         if session_id is None:
@@ -81,16 +84,29 @@ class SessionEndpoint:
         ):
             await _invalid(send, 400, None, "Invalid method or request id")
             return
-        response = await self.core.answer(request_id, method, message.get("params"))
+        session.open_requests += 1
+        try:
+            response = await self.core.answer(request_id, method, message.get("params"))
+        finally:
+            session.open_requests -= 1
+            session.last_active = time.monotonic()
         await respond_json(send, 200, dumps(response))
 
-    async def _initialize(self, request_id: Any, params: Any, send: Send) -> None:
+    async def _initialize(self, request_id: Any, params: Any, caller: str, send: Send) -> None:
         if request_id is None or not isinstance(params, dict):
             await _invalid(send, 400, request_id, "Invalid initialize")
             return
-        result = answers.initialize_result(params.get("protocolVersion"))
+        result = era.initialize_result(INITIALIZE_RESULT, params.get("protocolVersion"))
         try:
-            session = self.core.sessions.create(result["protocolVersion"], time.monotonic())
+            now = time.monotonic()
+            version = result["protocolVersion"]
+            session, _expired = self.core.sessions.create(
+                lambda session_id: LegacySession(
+                    id=session_id, protocol_version=version, last_active=now
+                ),
+                caller=caller,
+                now=now,
+            )
         except SessionLimitError:
             body = dumps(error_response(request_id, INVALID_REQUEST, "Too many sessions"))
             await respond_json(send, 503, body, [(b"retry-after", b"1")])

@@ -5,8 +5,9 @@ for the adapter and the bridge (and the legacy GET stream of a session, which bo
 alike): a refused Host or Origin is answered here (421/403);
 a request whose ``MCP-Protocol-Version`` names the stateless 2026-07-28 era goes to the
 stateless handler whatever its method; the rest is the legacy session protocol, by
-method (POST, GET, DELETE; anything else 405). Leaves what each handler answers to
-the program that serves the endpoint.
+method (POST, GET, DELETE; anything else 405), a POST naming its caller (the key the
+session table counts sessions by, ``serve.sessions.CallerKey``). Leaves what each handler
+answers to the program that serves the endpoint.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mcp_operator.serve.asgi import Receive, Scope, Send, request_headers, respo
 from mcp_operator.serve.era import is_modern
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import read_json
+from mcp_operator.serve.sessions import CallerKey, client_address
 from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
 
 Headers = dict[bytes, str]
@@ -28,7 +30,9 @@ StatelessHandler = Callable[[Scope, Headers, Receive, Send], Awaitable[None]]
 class SessionHandlers(Protocol):
     """The legacy session protocol's three methods."""
 
-    async def post(self, headers: Headers, receive: Receive, send: Send) -> None: ...
+    async def post(self, headers: Headers, receive: Receive, send: Send, caller: str) -> None:
+        """A POST from ``caller`` (the key its sessions are counted by)."""
+        ...
 
     async def get(self, headers: Headers, receive: Receive, send: Send) -> None: ...
 
@@ -43,6 +47,7 @@ async def route(
     policy: HostPolicy,
     stateless: StatelessHandler,
     sessions: SessionHandlers,
+    caller_key: CallerKey = client_address,
 ) -> None:
     """Answer one request to the MCP endpoint through the handler it is for."""
     headers = request_headers(scope)
@@ -52,7 +57,7 @@ async def route(
     if is_modern(headers.get(b"mcp-protocol-version")):
         await stateless(scope, headers, receive, send)
     elif method == "POST":
-        await sessions.post(headers, receive, send)
+        await sessions.post(headers, receive, send, caller_key(scope, headers))
     elif method == "GET":
         await sessions.get(headers, receive, send)
     elif method == "DELETE":

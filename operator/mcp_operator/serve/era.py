@@ -1,7 +1,8 @@
-"""Which protocol era an incoming MCP request speaks, and whether a 2026 request is well formed.
+"""Protocol eras as our servers serve them: which era a request speaks, and what we answer.
 
-Owns two decisions that every server side (adapter, bridge) makes the same
-way, as the SDK's own server makes them:
+The one module of per-era knowledge that every server side (adapter, bridge) shares, so
+that both answer alike, as the SDK's own server does (its version registry, inbound
+ladder and result surfaces are called, not copied). It owns:
 
 - **the era**: an ``MCP-Protocol-Version`` header that names no handshake-era
   version selects the stateless 2026-07-28 entry; everything else is the
@@ -11,17 +12,24 @@ way, as the SDK's own server makes them:
   inbound ladder passes (envelope in ``params._meta``, headers that agree
   with the body, a served version). The outcome is a value, not a response:
   an accepted call, an accepted notification, or a refusal with its HTTP
-  status (``classify_modern``). Pure: no I/O.
+  status (``classify_modern``);
+- **our own answers**: a legacy session's ``initialize`` result from the server's own
+  InitializeResult (the adapter's child's, the bridge's) at the version negotiated per
+  client (``negotiate_version``, ``initialize_result``), the 2026-07-28
+  ``server/discover`` result derived from it (``discover_result``), and a result shaped
+  for a 2026-07-28 caller (``modern_result``: ``resultType``, ``ttlMs``/``cacheScope``,
+  the ``serverInfo`` stamp, the per-version field sieve);
+- **the 2026 envelope** taken off a request for a legacy server (``strip_envelope``).
 
-Leaves what each era answers (``initialize``, ``server/discover``, results)
-to the server that serves it.
+Pure: no I/O. Leaves who the server is (its InitializeResult) to the server.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
@@ -30,10 +38,36 @@ from mcp.shared.inbound import (
     find_duplicated_routing_header,
     unsupported_protocol_version_rejection,
 )
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    LOG_LEVEL_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+)
+from mcp_types import methods as _methods
 from mcp_types.jsonrpc import HEADER_MISMATCH, INVALID_REQUEST
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    KNOWN_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
+from pydantic import ValidationError
 
 from mcp_operator.serve.jsonrpc import RequestId, error_response
+
+logger = logging.getLogger(__name__)
+
+_RESERVED_META_KEYS: Final = frozenset(
+    {
+        PROTOCOL_VERSION_META_KEY,
+        CLIENT_INFO_META_KEY,
+        CLIENT_CAPABILITIES_META_KEY,
+        LOG_LEVEL_META_KEY,
+    }
+)
+_CACHEABLE: Final = _methods.CACHEABLE_METHODS
 
 
 def is_modern(version: str | None) -> bool:
@@ -124,3 +158,95 @@ def refusal(rejection: InboundLadderRejection, request_id: RequestId | None) -> 
 def _invalid_body() -> Refusal:
     text = "Body must be a single JSON-RPC request or notification object"
     return Refusal(400, error_response(None, INVALID_REQUEST, text))
+
+
+# ---------------------------------------------------------------- our own answers
+
+
+def negotiate_version(requested: Any, speaks: str = LATEST_HANDSHAKE_VERSION) -> str:
+    """The version to answer a client's ``initialize`` with, for a server that ``speaks`` one.
+
+    The client's version when the server speaks it or something newer (legacy
+    revisions are wire-compatible for what we forward); otherwise the server's, so
+    that we never claim more than the server speaks (the adapter passes its child's
+    version; the bridge speaks the latest).
+    """
+    if (
+        isinstance(requested, str)
+        and requested in HANDSHAKE_PROTOCOL_VERSIONS
+        and speaks in KNOWN_PROTOCOL_VERSIONS
+        and KNOWN_PROTOCOL_VERSIONS.index(requested) <= KNOWN_PROTOCOL_VERSIONS.index(speaks)
+    ):
+        return requested
+    return speaks if speaks in HANDSHAKE_PROTOCOL_VERSIONS else LATEST_HANDSHAKE_VERSION
+
+
+def initialize_result(server_result: dict[str, Any], requested: Any) -> dict[str, Any]:
+    """A session's InitializeResult: the server's own, at the version negotiated for this client.
+
+    Sieved through the SDK's result surface for that version, so that fields
+    the negotiated revision does not know are not sent.
+    """
+    version = negotiate_version(requested, str(server_result.get("protocolVersion", "")))
+    result = {**server_result, "protocolVersion": version}
+    try:
+        return _methods.serialize_server_result("initialize", version, result)
+    except (ValidationError, KeyError, ValueError):
+        logger.debug("An InitializeResult did not fit the %s surface; sent as is", version)
+        return result
+
+
+def discover_result(server_result: dict[str, Any], version: str) -> dict[str, Any]:
+    """The 2026-07-28 ``server/discover`` result, derived from the server's InitializeResult
+    (its capabilities, instructions and ``serverInfo``)."""
+    result: dict[str, Any] = {
+        "supportedVersions": list(MODERN_PROTOCOL_VERSIONS),
+        "capabilities": server_result.get("capabilities") or {},
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "resultType": "complete",
+    }
+    if isinstance(server_result.get("instructions"), str):
+        result["instructions"] = server_result["instructions"]
+    return modern_result("server/discover", version, result, server_result.get("serverInfo"))
+
+
+def strip_envelope(params: Any) -> Any:
+    """A 2026 request's params without the per-request envelope keys, for a legacy server."""
+    if not isinstance(params, dict):
+        return params
+    meta = params.get("_meta")
+    if not isinstance(meta, dict) or not _RESERVED_META_KEYS.intersection(meta):
+        return params
+    kept = {k: v for k, v in meta.items() if k not in _RESERVED_META_KEYS}
+    stripped = {k: v for k, v in params.items() if k != "_meta"}
+    if kept:
+        stripped["_meta"] = kept
+    return stripped
+
+
+def modern_result(method: str, version: str, result: Any, server_info: Any) -> dict[str, Any]:
+    """Shape a (legacy) result the way the SDK's 2026 server shapes its own.
+
+    Cache hints default to the SDK's (``ttlMs`` 0, ``private``) where the
+    method's result carries them; ``resultType`` defaults to ``complete``;
+    the result is sieved through the 2026 surface when it fits; the
+    server's ``serverInfo`` is stamped into ``_meta``. ``result`` is not changed.
+    """
+    shaped: dict[str, Any] = dict(result) if isinstance(result, dict) else {}
+    if method in _CACHEABLE:
+        shaped.setdefault("ttlMs", 0)
+        shaped.setdefault("cacheScope", "private")
+    shaped.setdefault("resultType", "complete")
+    if method in _methods.SPEC_CLIENT_METHODS:
+        try:
+            shaped = _methods.serialize_server_result(method, version, shaped)
+        except (ValidationError, KeyError, ValueError):
+            logger.debug("A result for %s did not fit the %s surface; sent as is", method, version)
+    if isinstance(server_info, dict):
+        meta = shaped.get("_meta")
+        if meta is None:
+            shaped["_meta"] = {SERVER_INFO_META_KEY: server_info}
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
+            shaped["_meta"] = {**meta, SERVER_INFO_META_KEY: server_info}
+    return shaped
