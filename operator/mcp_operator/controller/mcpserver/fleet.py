@@ -21,7 +21,6 @@ wired here, each part owning one job:
 from __future__ import annotations
 
 import contextlib
-import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,8 +36,6 @@ from mcp_operator.controller.settings import FleetSettings
 from mcp_operator.controller.worker import Clock, Next
 from mcp_operator.kube import MCPSERVERS, Kube
 from mcp_operator.oci.client import RegistryClient
-
-logger = logging.getLogger(__name__)
 
 
 class Fleet(KindController[MCPServer]):
