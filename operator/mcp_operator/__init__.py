@@ -4,8 +4,8 @@ One room per job; the arrows run one way (import-linter contracts in ``make lint
 
 - ``api``        pydantic models of the custom resources (parse at the boundary)
 - ``kube``       the one door to the Kubernetes API (server-side apply, status patches)
-- ``controller`` kopf handlers, settings, conditions, the per-object worker;
-  ``controller.mcpserver`` reconciles MCPServers, ``controller.agentrun`` AgentRuns
+- ``controller`` kopf handlers, settings, conditions, the per-object worker, the controller
+  of one kind; ``controller.mcpserver`` reconciles MCPServers, ``controller.agentrun`` AgentRuns
 - ``mcp``        the MCP client side shared by probe and bridge (target, discovery, naming)
 - ``serve``      the MCP server side shared by adapter and bridge (ASGI, SSE, Host/Origin)
 - ``adapter``    the stdio -> Streamable HTTP adapter

@@ -22,7 +22,9 @@ import yaml
 
 from mcp_operator.kube import CONFIGMAPS, Kube, KubeError
 from mcp_operator.kube.tokens import EXPIRY_SKEW
-from tests.support.cluster import REPO, Cluster
+from tests.support import peers
+from tests.support.cluster import REPO, Cluster, operator_process
+from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -154,3 +156,52 @@ async def test_a_pair_the_api_server_refuses_is_an_error_naming_the_user_without
     assert runs(tmp_path) == 2, "the plugin is run again once after the 401, then no more"
     assert "PRIVATE KEY" not in message + repr(caught.value) + caplog.text
     assert not any(private_tmp.iterdir())  # noqa: ASYNC240
+
+
+def test_the_operators_watches_are_the_plugins_user_too(
+    cluster: Cluster, crds: None, namespace: str, tmp_path: Path
+) -> None:
+    """kopf's watches log in with the credential the operator's own client has (a client
+    certificate from the plugin here): an MCPServer is seen, probed and reported Ready by an
+    operator whose kubeconfig knows no other user."""
+    binding = f"mcp-exec-users-operate-{namespace}"
+    cluster.kubectl(
+        "create", "clusterrolebinding", binding, "--clusterrole=cluster-admin", f"--group={GROUP}"
+    )
+    environment = {**cluster.env(), "KUBECONFIG": str(kubeconfig(cluster, tmp_path, "valid"))}
+    log_path = tmp_path / "operator.log"
+    try:
+        with (
+            peers.mcp_server_time() as url,
+            operator_process(
+                "--verbose",
+                "--liveness=none",
+                "--metrics=none",
+                "--no-leader-election",
+                "--loopback-destinations=allowed",
+                f"--namespace={namespace}",
+                env=environment,
+                log_path=log_path,
+            ),
+        ):
+            server = {
+                "apiVersion": "mcp-operator.dev/v1alpha1",
+                "kind": "MCPServer",
+                "metadata": {"name": "time"},
+                "spec": {"mode": "external", "url": url},
+            }
+            cluster.apply(namespace, server)
+            eventually(
+                "mcpserver/time Ready through an operator that is the plugin's user",
+                lambda: cluster.get_json("-n", namespace, "mcpserver/time"),
+                60,
+                until=lambda obj: condition(obj, "Ready").get("status") == "True",
+                interval=0.5,
+            )
+    finally:
+        cluster.kubectl("delete", "clusterrolebinding", binding, check=False)
+    text = log_path.read_text(errors="replace")
+    assert "Activity 'authenticate' succeeded" in text, text[-3000:]
+    assert "Obtained a client certificate for kubeconfig user ci-robot" in text
+    assert "PRIVATE KEY" not in text
+    assert runs(tmp_path) >= 2, "the operator's client and kopf's login each ran the plugin"

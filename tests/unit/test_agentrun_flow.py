@@ -12,6 +12,7 @@ import pytest
 
 from mcp_operator.controller.agentrun.runs import Runs
 from mcp_operator.controller.conditions import find
+from mcp_operator.controller.metrics import OperatorMetrics
 from mcp_operator.kube import AGENTRUNS, CONFIGMAPS, MCPSERVERS
 from tests.unit.fakes import FakeClock, FakeKube, settle
 
@@ -127,6 +128,28 @@ async def test_the_pods_phase_becomes_the_runs_status_and_the_ttl_deletes_the_ru
     await clock.run_until(lambda: bool(kube.deleted), within=120)
     assert kube.deleted == [("agentruns", "triage")]
     assert clock.time >= 60, "deleted before ttlSecondsAfterFinished had passed"
+
+
+async def test_a_run_deleted_after_its_ttl_ends_its_worker_as_a_reconcile_not_an_error(
+    kube: FakeKube, clock: FakeClock
+) -> None:
+    metrics = OperatorMetrics()
+    runs = Runs(kube, clock=clock, metrics=metrics)  # type: ignore[arg-type]
+    kube.put(MCPSERVERS, ready_server())
+    kube.put(AGENTRUNS, run_body(ttlSecondsAfterFinished=0))
+    kube.objects[("pods", "ns", "triage")] = {
+        "metadata": {"name": "triage", "namespace": "ns"},
+        "status": {"phase": "Succeeded"},
+    }
+    runs.observe("ADDED", run_body(ttlSecondsAfterFinished=0))
+    await clock.run_until(lambda: len(runs) == 0, within=5)
+    assert kube.deleted == [("agentruns", "triage")]
+    value = metrics.registry.get_sample_value
+    labels = {"kind": "AgentRun", "outcome": "not-ready", "reason": "Completed"}
+    assert value("mcp_operator_reconciles_total", labels) == 1
+    errors = {"kind": "AgentRun", "outcome": "error", "reason": ""}
+    assert value("mcp_operator_reconciles_total", errors) is None
+    await runs.stop()
 
 
 async def test_an_invalid_run_says_why_and_creates_nothing(runs: Runs, kube: FakeKube) -> None:

@@ -106,6 +106,20 @@ async def test_a_run_that_finds_its_object_gone_leaves_no_entry() -> None:
     await things.stop()
 
 
+async def test_a_run_that_asks_to_end_leaves_no_entry_and_runs_no_more() -> None:
+    """An object the controller deleted itself (an AgentRun after its TTL) ends its worker
+    by the run's answer, not by an exception."""
+    clock = FakeClock()
+    ended: list[str] = []
+    things = worker(clock, on_end=ended.append)
+    thing = Thing("a", [Next(1.0, ended=True)])
+    things.start("a", thing)
+    await clock.run_until(lambda: len(things) == 0)
+    await clock.advance(10)
+    assert ended == ["a"] and thing.runs == [0.0]
+    await things.stop()
+
+
 async def test_stop_cancels_every_worker() -> None:
     clock = FakeClock()
     things = worker(clock)

@@ -3,16 +3,21 @@
 A condition's ``lastTransitionTime`` moves only when its ``status`` flips; a new
 reason or message with the same status keeps the old transition time, so that
 "since when" questions (since when is this server failing?) have an answer.
+Also the one format of the times that status holds (:func:`timestamp`), and the
+one ``Ready`` condition of an object whose spec does not parse (:func:`invalid_spec`).
 """
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 Status = Literal["True", "False", "Unknown"]
 MAX_MESSAGE = 32768
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+"""``metav1.Time`` as status holds it: UTC, whole seconds."""
 
 
 @dataclass(frozen=True)
@@ -26,6 +31,16 @@ class WantedCondition:
     status: Status
     reason: str
     message: str
+
+
+def timestamp(now: datetime.datetime) -> str:
+    """``now`` as status holds times (:data:`TIME_FORMAT`)."""
+    return now.strftime(TIME_FORMAT)
+
+
+def invalid_spec(message: str) -> WantedCondition:
+    """``Ready`` of an object whose spec is invalid, for every kind: ``InvalidSpec`` and why."""
+    return WantedCondition("Ready", "False", "InvalidSpec", message)
 
 
 def merge(

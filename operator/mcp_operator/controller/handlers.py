@@ -28,8 +28,31 @@ from mcp_operator.controller.render import MANAGED_BY
 from mcp_operator.controller.settings import AgentRunSettings, FleetSettings
 from mcp_operator.controller.shards import owns
 from mcp_operator.kube import PODS, Kube, KubeError
+from mcp_operator.kube.credentials import load_credentials, login
 
 logger = logging.getLogger(__name__)
+
+
+@kopf.on.login()
+async def authenticate(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
+    """kopf's watches are the same identity as the operator's own API client, renewed the
+    same way (``kube.credentials``): without this, kopf would look for a client library of
+    its own (the operator has none: README, Development) and fall back to reading a token.
+    kopf calls it again when its credential is refused or has expired: then it is renewed."""
+    renew = hasattr(memo, "login_credentials")
+    if not renew:
+        memo.login_credentials = load_credentials(None)
+    current = await login(memo.login_credentials, renew=renew)
+    return kopf.ConnectionInfo(
+        server=current.server,
+        ca_data=current.ca_pem,
+        insecure=current.insecure or None,
+        token=current.token,
+        scheme="Bearer" if current.token else None,
+        certificate_data=current.certificate.certificate_pem if current.certificate else None,
+        private_key_data=current.certificate.key_pem if current.certificate else None,
+        expiration=current.expires_at,
+    )
 
 
 @kopf.on.startup()

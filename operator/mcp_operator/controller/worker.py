@@ -13,9 +13,11 @@ A controller hands :class:`Worker` the objects it watches, keyed by uid, and one
 - one global concurrency limit (:attr:`Worker.limit`), which ``run`` holds
   around its expensive steps (the MCPServer fleet: a probe and the status write
   that reports it, so results never pile up waiting for the API server);
-- a run that raises :class:`~mcp_operator.kube.NotFound` ends the task: the
-  object is gone. A task that ends for any reason leaves no entry behind, so
-  the next event of the object starts a new one instead of waking a dead one;
+- a run that asks to end (:attr:`Next.ended`: the controller deleted the object,
+  an AgentRun after its TTL) ends the task, and so does a run that raises
+  :class:`~mcp_operator.kube.NotFound` (the object is gone). A task that ends for
+  any reason leaves no entry behind, so the next event of the object starts a
+  new one instead of waking a dead one;
 - :meth:`Worker.stop` cancels every task; a task ends after its run even when
   something in the run swallowed the cancellation, so stopping never waits
   for a task that keeps going.
@@ -91,6 +93,8 @@ class Next:
     cap of the back-off (``None``: the settings' cap)."""
     failed: bool = False
     """Back off: the next run comes after the doubling retry delay."""
+    ended: bool = False
+    """The object's life here is over (the run deleted it): no next run, the task ends."""
 
 
 @dataclass
@@ -203,6 +207,8 @@ class Worker(Generic[T]):
                     asked = Next(None, failed=True)
                 if cancelling():
                     return  # a library in the run swallowed our cancellation: end anyway
+                if asked.ended:
+                    return
                 await self.clock.wait(entry.wake, self._delay(entry, asked))
         finally:
             if self._entries.get(uid) is entry:

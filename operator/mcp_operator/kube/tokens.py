@@ -7,12 +7,13 @@ and when each is renewed:
 - :class:`FileToken`: a Pod's projected service-account token, which the kubelet
   rotates: re-read now and then;
 - an exec plugin (EKS ``aws eks get-token``, ...): :mod:`mcp_operator.kube.exec_plugin`;
-- :class:`ReloadedToken`: a kubeconfig ``auth-provider`` (OIDC): the kubeconfig
-  is loaded again by the kubernetes library, which refreshes an expired ID
-  token with its refresh token, when the token's own ``exp`` has passed or on 401.
+- :class:`OidcToken`: a kubeconfig ``auth-provider`` (OIDC): its ID token, refreshed
+  with its refresh token at the issuer's token endpoint (OpenID Connect discovery)
+  when the token's own ``exp`` has passed or on 401, as client-go's OIDC provider
+  does (the refreshed tokens are kept in memory; the kubeconfig file is not written).
 
-Deciding freshness is pure (the caller passes ``now``); file reads and loading the
-kubeconfig again are the only I/O. Where the
+Deciding freshness is pure (the caller passes ``now``); file reads and the OIDC
+refresh are the only I/O. Where the
 tokens go (headers, retries) is :mod:`mcp_operator.kube.client`'s business.
 """
 
@@ -24,11 +25,14 @@ import datetime
 import json
 import logging
 import os
+import ssl
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
+
+import httpx
 
 logger = logging.getLogger(__name__)
 
@@ -120,40 +124,117 @@ def jwt_expiry(token: str) -> datetime.datetime | None:
         return None
 
 
-class ReloadedToken:
-    """A token that loading the kubeconfig again renews (an ``auth-provider`` such as OIDC,
-    which the kubernetes library refreshes with its refresh token when loading)."""
+OIDC_TIMEOUT_SECONDS = 10.0
+
+
+class OidcToken:
+    """An ``auth-provider`` named ``oidc``: its ID token, refreshed when it has expired."""
 
     def __init__(
         self,
-        load: Callable[[], str | None],
-        token: str | None,
+        config: Mapping[str, Any],
         *,
+        user: str,
+        ca_pem: str | None,
         now: Callable[[], datetime.datetime] = utc_now,
     ) -> None:
-        self._load = load
-        self._token = token
+        self._id_token: str | None = str(config.get("id-token") or "") or None
+        self._refresh_token = str(config.get("refresh-token") or "") or None
+        self._client_id = str(config.get("client-id") or "")
+        self._client_secret = str(config.get("client-secret") or "")
+        self._issuer = str(config.get("idp-issuer-url") or "").rstrip("/")
+        self._user = user
+        self._ca_pem = ca_pem
         self._now = now
         self._lock = asyncio.Lock()
 
+    def __repr__(self) -> str:  # never show a token or the client secret
+        return f"OidcToken(user={self._user!r}, issuer={self._issuer!r})"
+
     async def token(self) -> str | None:
-        if self._token is not None and still_fresh(
-            jwt_expiry(self._token), self._now(), EXPIRY_SKEW
-        ):
-            return self._token
+        if self._fresh():
+            return self._id_token
         async with self._lock:
-            if self._token is None or not still_fresh(
-                jwt_expiry(self._token), self._now(), EXPIRY_SKEW
-            ):
-                self._token = await asyncio.to_thread(self._load)
-        return self._token
+            if not self._fresh():
+                await self._refresh()
+        return self._id_token
 
     def cached(self) -> str | None:
-        return self._token
+        return self._id_token
 
     def invalidate(self) -> bool:
-        self._token = None
+        if self._refresh_token is None:
+            return False
+        self._id_token = None
         return True
+
+    def _fresh(self) -> bool:
+        return self._id_token is not None and still_fresh(
+            jwt_expiry(self._id_token), self._now(), EXPIRY_SKEW
+        )
+
+    async def _refresh(self) -> None:
+        where = f"the OIDC issuer {self._issuer or '(none)'} of kubeconfig user {self._user}"
+        if self._refresh_token is None or not self._issuer:
+            raise CredentialError(
+                f"the ID token of kubeconfig user {self._user} has expired and the "
+                "auth-provider has no refresh-token and idp-issuer-url to renew it"
+            )
+        verify = ssl.create_default_context(cadata=self._ca_pem)
+        try:
+            async with httpx.AsyncClient(verify=verify, timeout=OIDC_TIMEOUT_SECONDS) as client:
+                discovery = await client.get(f"{self._issuer}/.well-known/openid-configuration")
+                discovery.raise_for_status()
+                endpoint = str(discovery.json()["token_endpoint"])
+                answer = await client.post(
+                    endpoint,
+                    data={
+                        "grant_type": "refresh_token",
+                        "refresh_token": self._refresh_token,
+                        "client_id": self._client_id,
+                        "client_secret": self._client_secret,
+                    },
+                )
+                answer.raise_for_status()
+                tokens = answer.json()
+                id_token = str(tokens["id_token"])
+        except httpx.HTTPStatusError as error:
+            raise CredentialError(
+                f"refreshing the ID token at {where} failed: HTTP {error.response.status_code}"
+            ) from None
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as error:
+            raise CredentialError(
+                f"refreshing the ID token at {where} failed: {type(error).__name__}"
+            ) from None
+        self._id_token = id_token
+        self._refresh_token = str(tokens.get("refresh_token") or self._refresh_token)
+        logger.info("Refreshed the ID token of kubeconfig user %s at %s", self._user, self._issuer)
+
+
+def oidc_token(provider: Mapping[str, Any], base_dir: Path, user: str) -> OidcToken:
+    """The token source of a kubeconfig ``auth-provider`` (only ``oidc``: client-go
+    dropped the others, whose clusters now use exec plugins)."""
+    name = provider.get("name")
+    if name != "oidc":
+        raise CredentialError(
+            f"the kubeconfig's user {user} uses auth-provider {name!r}; only oidc is "
+            "supported (the others are exec plugins now, such as gke-gcloud-auth-plugin "
+            "and kubelogin)"
+        )
+    config: Mapping[str, Any] = provider.get("config") or {}
+    ca_pem: str | None = None
+    if data := config.get("idp-certificate-authority-data"):
+        try:
+            ca_pem = base64.b64decode(str(data), validate=True).decode()
+        except (ValueError, UnicodeDecodeError):
+            raise CredentialError(
+                f"the kubeconfig's user {user} has idp-certificate-authority-data that is "
+                "not base64 of a PEM"
+            ) from None
+    elif path := config.get("idp-certificate-authority"):
+        file = Path(str(path)).expanduser()
+        ca_pem = (file if file.is_absolute() else base_dir / file).read_text()
+    return OidcToken(config, user=user, ca_pem=ca_pem)
 
 
 # -- which user the kubeconfig names --------------------------------------------------------

@@ -29,6 +29,7 @@ import pydantic
 from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.controller.agentrun import render, resolve
 from mcp_operator.controller.agentrun.status import BridgeState, Observed, status_patch
+from mcp_operator.controller.conditions import timestamp
 from mcp_operator.controller.settings import AgentRenderSettings
 from mcp_operator.kube import CONFIGMAPS, MCPSERVERS, PODS, SECRETS, Kube, KubeError, opted_in
 
@@ -133,7 +134,7 @@ async def reconcile(
         apply_error=apply_error,
         pod_lost=pod_lost,
     )
-    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    stamp = timestamp(now)
     patch = status_patch(previous, observed, generation=run.metadata.generation, now=stamp)
     return Pass(patch, *_next(run, observed, patch, now))
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from mcp_operator.controller.conditions import WantedCondition, find, merge
+from mcp_operator.controller.conditions import WantedCondition, find, invalid_spec, merge
 from mcp_operator.controller.events import Event
 
 SERVER_INFO_KEYS = ("name", "version", "protocolVersion")
@@ -39,6 +39,14 @@ class Outcome:
     ready_reason: str = "ProbeFailed"
     """The ``Ready`` reason of a failure: ``ProbeFailed``, or what stopped us before probing
     (``SecretNotFound``, ``ApplyFailed``, ...)."""
+
+
+def probed_reason(outcome: Outcome) -> str:
+    """The ``Probed`` reason of a probe's outcome, decided here alone (the condition and the
+    probe metrics say the same): ``ToolsDiscovered`` (``...WithWarnings``) or the failure's."""
+    if outcome.kind == "probed":
+        return "ToolsDiscoveredWithWarnings" if outcome.warnings else "ToolsDiscovered"
+    return outcome.reason
 
 
 def status_patch(
@@ -73,8 +81,7 @@ def status_patch(
         message = f"Discovered {discovered} tools, {exposed} exposed after filters"
         if outcome.warnings:
             message += "; " + "; ".join(outcome.warnings)
-        reason = "ToolsDiscovered" if not outcome.warnings else "ToolsDiscoveredWithWarnings"
-        wanted.append(WantedCondition("Probed", "True", reason, message))
+        wanted.append(WantedCondition("Probed", "True", probed_reason(outcome), message))
         wanted.append(_ready_after(outcome.deployed, "Ready", f"Serving {exposed} tools"))
     elif outcome.kind == "failed":
         probed_before = find(previous.get("conditions"), "Probed")
@@ -88,10 +95,10 @@ def status_patch(
                 f"; keeping {kept} tools from the last successful probe at "
                 f"{previous['lastProbeTime']}"
             )
-        wanted.append(WantedCondition("Probed", "False", outcome.reason, message))
+        wanted.append(WantedCondition("Probed", "False", probed_reason(outcome), message))
         wanted.append(WantedCondition("Ready", "False", outcome.ready_reason, message))
     elif outcome.kind == "invalid":
-        wanted.append(WantedCondition("Ready", "False", "InvalidSpec", outcome.message))
+        wanted.append(invalid_spec(outcome.message))
     elif outcome.kind == "suspended":
         wanted.append(WantedCondition("Probed", "Unknown", "Suspended", "Probing is suspended"))
         wanted.append(WantedCondition("Ready", "False", "Suspended", "spec.suspend is true"))
