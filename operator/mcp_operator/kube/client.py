@@ -1,7 +1,8 @@
 """The one door to the Kubernetes API server.
 
 Everything the operator reads or writes outside kopf's own watching goes
-through :class:`Kube`: server-side apply of owned objects (one field manager),
+through :class:`Kube`: server-side apply of owned objects (one field manager; an object of
+the name that the owner does not control is refused, :mod:`.ownership`),
 merge patches of the ``status`` subresource, reads of Secrets referenced by a
 spec, and Events. HTTP status codes are mapped to exceptions here and nowhere
 else. The client is asynchronous (httpx) so nothing blocks kopf's event loop;
@@ -27,6 +28,7 @@ from typing import Any
 import httpx
 
 from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
+from mcp_operator.kube import ownership
 from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 from mcp_operator.kube.tls import CertificateTransport
@@ -53,6 +55,17 @@ class KubeError(RuntimeError):
 
 class NotFound(KubeError):
     pass
+
+
+class NameConflict(KubeError):
+    """A child's name is taken by an object its owner does not control; nothing was written.
+
+    The message names the object and its controller (:mod:`mcp_operator.kube.ownership`)."""
+
+    reason = "NameConflict"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(409, message)
 
 
 class SecretReferenceError(RuntimeError):
@@ -234,15 +247,62 @@ class Kube:
         return list((answer or {}).get("items") or [])
 
     async def apply(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
-        """Server-side apply with our field manager; ``force`` takes fields we render."""
+        """Apply a child of one of our objects, only if the name is free or already its own.
+
+        The manifest's controller ownerReference names the owner (only children are applied
+        here). The object of that name is read first and judged by
+        :func:`~mcp_operator.kube.ownership.decide`:
+
+        - taken by anything the owner does not control: nothing is written,
+          :class:`NameConflict` names the object and its controller;
+        - absent: created by a server-side apply that fails on an existing object (the
+          manifest carries a ``resourceVersion`` no stored object has, so an object someone
+          created between our read and our write is a 409, never a merge);
+        - owned: server-side apply with ``force``. The object is ours (only we put this
+          owner's UID in a controller reference, and never on an object we did not create),
+          and the rendered fields are the owner's spec: a controller repairs drift in the
+          fields it renders rather than stopping on it (as Kubernetes' guidance for
+          controllers says), while fields it does not render stay with whoever set them.
+          The manifest carries the UID we read, so an object deleted and re-created by
+          someone else in between is refused by the API server, not overwritten.
+
+        A 409 of either write means the object changed hands in between: read and judge
+        once more.
+        """
         metadata = manifest["metadata"]
-        return await self.request(
-            "PATCH",
-            resource.path(metadata.get("namespace"), metadata["name"]),
-            body=manifest,
-            content_type="application/apply-patch+yaml",
-            params={"fieldManager": FIELD_MANAGER, "force": "true"},
-        )
+        namespace, name = metadata.get("namespace"), metadata["name"]
+        owner = ownership.controller_reference(manifest)
+        if owner is None or not owner.get("uid"):
+            raise ValueError(f"{manifest.get('kind')} {name} has no controller ownerReference")
+        for attempt in (1, 2):
+            existing = await self.get(resource, namespace, name)
+            verdict = ownership.decide(existing, str(owner["uid"]))
+            if isinstance(verdict, ownership.Foreign):
+                holder = f"{owner.get('kind')}/{owner.get('name')}"
+                raise NameConflict(
+                    ownership.conflict_message(
+                        str(manifest.get("kind")), namespace, name, holder, verdict
+                    )
+                )
+            if verdict == ownership.ABSENT:
+                body = _with_metadata(manifest, resourceVersion=ownership.NO_OBJECT_VERSION)
+                params = {"fieldManager": FIELD_MANAGER}
+            else:
+                uid = str(((existing or {}).get("metadata") or {}).get("uid") or "")
+                body = _with_metadata(manifest, uid=uid)
+                params = {"fieldManager": FIELD_MANAGER, "force": "true"}
+            try:
+                return await self.request(
+                    "PATCH",
+                    resource.path(namespace, name),
+                    body=body,
+                    content_type="application/apply-patch+yaml",
+                    params=params,
+                )
+            except KubeError as error:
+                if error.status != 409 or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     async def create(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
         """Create an object; 409 (:class:`KubeError`) when it exists already."""
@@ -380,6 +440,11 @@ class Kube:
             if delay is not None:
                 await asyncio.sleep(delay)
         logger.warning("Could not post event %s for %s: %s", reason, metadata.get("name"), failure)
+
+
+def _with_metadata(manifest: Mapping[str, Any], **fields: str) -> dict[str, Any]:
+    """A copy of ``manifest`` with more ``metadata`` fields (the rest shared, not copied)."""
+    return {**manifest, "metadata": {**manifest["metadata"], **fields}}
 
 
 def _proxied(url: str) -> bool:
