@@ -100,6 +100,7 @@ async def test_a_managed_server_whose_service_name_is_taken_touches_nothing_and_
     assert kube.objects[("services", "ns", "srv")] == before
     assert ("deployments", "ns", "srv") not in kube.objects
     assert probe.targets == []
+    assert result.url is None, "the Service of that name is not the server's endpoint"
 
     patch = status_patch(None, outcome, generation=1, url=None, now="2026-01-01T00:00:00Z")
     ready = next(c for c in patch["conditions"] if c["type"] == "Ready")
@@ -178,6 +179,7 @@ async def test_a_run_whose_configmap_name_is_taken_starts_no_pod_and_leaves_it_a
     assert "ConfigMap ns/app-bridge" in message and "AgentRun/app" in message
     assert kube.objects[("configmaps", "ns", "app-bridge")] == before
     assert ("pods", "ns", "app") not in kube.objects
+    assert "configMapName" not in done.patch, "the admin's ConfigMap is not the run's"
     assert done.delay is not None, "the run tries again (the name may be freed)"
 
 

@@ -81,7 +81,7 @@ def status_patch(
     else:
         patch["servers"] = []
         patch["toolCount"] = 0
-    if observed.config_map_name is not None and not observed.blocked:
+    if observed.config_map_name is not None and not observed.blocked and not observed.refused:
         patch["configMapName"] = observed.config_map_name
     pod = observed.pod
     if pod is not None:

@@ -139,7 +139,8 @@ async def mcpserver(
             outcome = Outcome(
                 "failed", error.reason, message, deployed=deployed, ready_reason=error.reason
             )
-            return Result(outcome, url, interval)
+            # No url: the Service of that name is not this server's.
+            return Result(outcome, None, interval)
         except KubeError as error:
             message = f"Applying the Deployment or Service failed: HTTP {error.status}: {error}"
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, message)
