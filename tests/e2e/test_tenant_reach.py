@@ -311,3 +311,46 @@ async def test_an_object_created_between_the_read_and_the_write_is_refused_not_m
         await kube.close()
     assert reads == ["late", "late"], "the 409 of the create-only write made it read again"
     assert get(cluster, namespace, "configmap/late") == before
+
+
+async def test_an_own_object_replaced_by_someone_elses_in_between_is_refused_not_overwritten(
+    cluster: Cluster, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other race: the operator read its own object, someone else's took its place."""
+    owner = {
+        "apiVersion": GROUP_VERSION,
+        "kind": "AgentRun",
+        "name": "swap",
+        "uid": "6c1d0f0e-0000-4000-8000-000000000002",
+        "controller": True,
+    }
+    cluster.apply(
+        namespace,
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "swap"}, "data": {"a": "1"}},
+    )
+    before = get(cluster, namespace, "configmap/swap")
+    assert before is not None
+    stale = {**before, "metadata": {**before["metadata"], "ownerReferences": [owner]}}
+    stale["metadata"]["uid"] = "6c1d0f0e-0000-4000-8000-0000000000ff"  # the one deleted since
+    child = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "swap", "namespace": namespace, "ownerReferences": [owner]},
+        "data": {"b": "2"},
+    }
+    kube = Kube.connect(str(cluster.kubeconfig))
+    reads: list[str] = []
+    real_get = Kube.get
+
+    async def first_read_is_stale(self: Kube, *args: Any) -> Any:
+        reads.append(args[-1])
+        return stale if len(reads) == 1 else await real_get(self, *args)
+
+    monkeypatch.setattr(Kube, "get", first_read_is_stale)
+    try:
+        with pytest.raises(NameConflict, match=f"ConfigMap {namespace}/swap already exists"):
+            await kube.apply(CONFIGMAPS, child)
+    finally:
+        await kube.close()
+    assert reads == ["swap", "swap"], "the refused write made it read again"
+    assert get(cluster, namespace, "configmap/swap") == before

@@ -46,11 +46,13 @@ EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
 
 class KubeError(RuntimeError):
-    """The API server refused a request; ``status`` is the HTTP status code."""
+    """The API server refused a request; ``status`` is the HTTP status code, ``fields`` the
+    fields its answer names as the causes (``details.causes[].field``)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, fields: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.status = status
+        self.fields = fields
 
 
 class NotFound(KubeError):
@@ -264,10 +266,11 @@ class Kube:
           fields it renders rather than stopping on it (as Kubernetes' guidance for
           controllers says), while fields it does not render stay with whoever set them.
           The manifest carries the UID we read, so an object deleted and re-created by
-          someone else in between is refused by the API server, not overwritten.
+          someone else in between is refused by the API server (422: ``metadata.uid`` is
+          immutable), not overwritten.
 
-        A 409 of either write means the object changed hands in between: read and judge
-        once more.
+        A 409 of either write (or the 422 of a changed ``metadata.uid``) means the object
+        changed hands in between: read and judge once more.
         """
         metadata = manifest["metadata"]
         namespace, name = metadata.get("namespace"), metadata["name"]
@@ -300,7 +303,10 @@ class Kube:
                     params=params,
                 )
             except KubeError as error:
-                if error.status != 409 or attempt == 2:
+                changed_hands = error.status == 409 or (
+                    error.status == 422 and "metadata.uid" in error.fields
+                )
+                if not changed_hands or attempt == 2:
                     raise
         raise AssertionError("unreachable")
 
@@ -459,10 +465,16 @@ def _proxied(url: str) -> bool:
 
 
 def _error(response: httpx.Response) -> KubeError:
+    fields: tuple[str, ...] = ()
     try:
-        message = str(response.json().get("message", response.text))
-    except ValueError:
+        answer = response.json()
+        message = str(answer.get("message", response.text))
+        causes = (answer.get("details") or {}).get("causes") or ()
+        fields = tuple(
+            str(c.get("field")) for c in causes if isinstance(c, dict) and c.get("field")
+        )
+    except (ValueError, AttributeError):
         message = response.text[:500]
     if response.status_code == 404:
         return NotFound(404, message)
-    return KubeError(response.status_code, message)
+    return KubeError(response.status_code, message, fields)
