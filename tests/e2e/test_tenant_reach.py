@@ -10,7 +10,10 @@ attacks of the review, each reproduced and now harmless:
   hers and the garbage collector has processed the deletion;
 - her AgentRun would have mounted an unlabelled Secret, run as a ServiceAccount not opted in,
   or replaced the bridge by an image of hers. Now each is refused with its reason and no Pod,
-  and the allowed paths (labelled Secret and account, the operator's own bridge image) run.
+  and the allowed paths (labelled Secret and account, the operator's own bridge image) run;
+- the two races of a read-then-write: a name taken between the operator's read and its
+  create, and an own object replaced by someone else's in between, are both refused by the
+  API server and read again, never merged or overwritten.
 """
 
 from __future__ import annotations
