@@ -201,3 +201,12 @@ async def test_a_run_reconciled_again_keeps_its_own_children() -> None:
     assert ("pods", "ns", "app") in kube.objects
     done = await reconcile_run(kube, agent_run())
     assert condition(done.patch, "Ready")[1] == "PodPending"
+
+
+def test_the_conflict_message_names_the_object_its_controller_and_a_few_managers() -> None:
+    found = ownership.Foreign("Workload/x", tuple(f"m{i}" for i in range(8)))
+    message = ownership.conflict_message("Service", "ns", "db", "MCPServer/db", found)
+    assert message.startswith("Service ns/db already exists and is not controlled by MCPServer/db")
+    assert "its controller: Workload/x" in message
+    assert "m0, m1, m2, m3, m4 and 3 more" in message and "m5" not in message
+    assert "give the MCPServer another name" in message
