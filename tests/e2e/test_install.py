@@ -307,6 +307,11 @@ ALLOWED = [
     ("watch", "customresourcedefinitions.apiextensions.k8s.io", None),
     ("create", "pods", None),
     ("create", "configmaps", None),
+    # Every child is read before it is applied (an object the owner does not control is
+    # never written: NameConflict).
+    ("get", "configmaps", None),
+    ("get", "services", None),
+    ("get", "deployments.apps", None),
     ("delete", "agentruns.mcp-operator.dev", None),
     ("patch", "agentruns.mcp-operator.dev", "status"),
 ]
@@ -323,7 +328,6 @@ DENIED = [
     ("delete", "deployments.apps", None),
     ("delete", "pods", None),
     ("delete", "configmaps", None),
-    ("get", "configmaps", None),
     ("update", "agentruns.mcp-operator.dev", None),
     ("patch", "agentruns.mcp-operator.dev", None),
     ("create", "pods", "exec"),

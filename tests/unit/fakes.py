@@ -2,7 +2,8 @@
 
 :class:`FakeKube` keeps objects in a dict and answers the verbs the controllers
 use (get, list, apply, patch_status, read_secret_key, post_event) the way the
-real client does, errors included. :class:`FakeClock` is the worker's
+real client does, errors included (an apply over an object the owner does not control is
+refused with the real client's own ownership rule). :class:`FakeClock` is the worker's
 :class:`~mcp_operator.controller.worker.Clock` on virtual time: tests move it
 forward instead of sleeping.
 """
@@ -18,7 +19,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp_operator import OPT_IN_LABEL, OPT_IN_VALUE
-from mcp_operator.kube import NotFound, Resource, SecretReferenceError, opted_in
+from mcp_operator.kube import (
+    NameConflict,
+    NotFound,
+    Resource,
+    SecretReferenceError,
+    opted_in,
+    ownership,
+)
 from mcp_operator.kube.client import not_opted_in
 from mcp_operator.kube.resources import SECRETS
 
@@ -75,10 +83,22 @@ class FakeKube:
         ]
 
     async def apply(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
+        """As the real client: an object of the name that the owner does not control is
+        refused with :class:`NameConflict` and left as it is (:mod:`.ownership`)."""
         metadata = manifest["metadata"]
         key = (resource.plural, metadata.get("namespace"), metadata["name"])
-        self.applied.append((resource.plural, metadata["name"]))
         old = self.objects.get(key)
+        owner = ownership.controller_reference(manifest)
+        assert owner is not None, "only children with a controller ownerReference are applied"
+        found = ownership.decide(old, str(owner.get("uid") or ""))
+        if isinstance(found, ownership.Foreign):
+            holder = f"{owner.get('kind')}/{owner.get('name')}"
+            kind = str(manifest.get("kind"))
+            message = ownership.conflict_message(
+                kind, metadata.get("namespace"), metadata["name"], holder, found
+            )
+            raise NameConflict(message)
+        self.applied.append((resource.plural, metadata["name"]))
         stored = copy.deepcopy(dict(manifest))
         generation = 1
         if old is not None:

@@ -183,6 +183,10 @@ SET = {
         "ghcr.io,*.example",
     ),
     "insecure_registries": (["--set", "insecureRegistries={registry:5000}"], "registry:5000"),
+    "bridge_images": (
+        ["--set", "bridgeImages={registry.example/bridge:*}"],
+        "registry.example/bridge:*",
+    ),
     "private_destinations": (["--set", "privateDestinations=labelled"], "labelled"),
     "loopback_destinations": (["--set", "loopbackDestinations=allowed"], "allowed"),
     "namespace_scoped": (

@@ -45,3 +45,32 @@ async def test_outside_a_pod_there_is_no_own_image(monkeypatch: pytest.MonkeyPat
     kube = PodReader(POD)
     assert await own_image(kube) is None  # type: ignore[arg-type]
     assert kube.asked == []
+
+
+async def test_a_tagged_image_is_pinned_to_the_digest_the_node_pulled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("POD_NAME", "mcp-operator-0")
+    monkeypatch.setenv("POD_NAMESPACE", "mcp-operator-system")
+    digest = "sha256:" + "c" * 64
+    pod = {
+        "spec": {"containers": [{"name": "operator", "image": "registry.example/op:1.2"}]},
+        "status": {
+            "containerStatuses": [
+                {"name": "operator", "imageID": f"registry.example/op@{digest}"},
+            ]
+        },
+    }
+    assert await own_image(PodReader(pod)) == f"registry.example/op:1.2@{digest}"  # type: ignore[arg-type]
+
+
+async def test_without_a_pulled_digest_the_image_is_used_as_named(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("POD_NAME", "mcp-operator-0")
+    monkeypatch.setenv("POD_NAMESPACE", "mcp-operator-system")
+    pod = {
+        "spec": {"containers": [{"name": "operator", "image": "registry.example/op:1.2"}]},
+        "status": {"containerStatuses": [{"name": "operator", "imageID": ""}]},
+    }
+    assert await own_image(PodReader(pod)) == "registry.example/op:1.2"  # type: ignore[arg-type]

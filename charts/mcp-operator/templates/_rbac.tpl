@@ -22,14 +22,16 @@ modes cannot drift apart; every rule says why (tests/unit/test_install_manifests
     verbs: [patch]
   # Managed MCPServers: the Deployment is server-side applied; kopf watches
   # Deployments (labelled app.kubernetes.io/managed-by=mcp-operator; RBAC cannot
-  # narrow by label) so that a rollout wakes its MCPServer.
+  # narrow by label) so that a rollout wakes its MCPServer. Every child is read
+  # (get) before it is applied: one of its name that the owner does not control
+  # is left alone (NameConflict).
   - apiGroups: [apps]
     resources: [deployments]
-    verbs: [list, watch, create, patch]
-  # Managed MCPServers' Services: server-side applied.
+    verbs: [get, list, watch, create, patch]
+  # Managed MCPServers' Services: read, then server-side applied when free or own.
   - apiGroups: [""]
     resources: [services]
-    verbs: [create, patch]
+    verbs: [get, create, patch]
   # A managed server's Pods are listed (by label) to explain a rollout in its
   # Deployed condition; the operator reads its own Pod to learn its own image.
   # An AgentRun's Pod is server-side applied once and watched (labelled
@@ -38,11 +40,11 @@ modes cannot drift apart; every rule says why (tests/unit/test_install_manifests
   - apiGroups: [""]
     resources: [pods]
     verbs: [get, list, watch, create, patch]
-  # An AgentRun's bridge configuration: server-side applied on every reconcile,
-  # never read back. It holds no secret value.
+  # An AgentRun's bridge configuration: read (is the name free, or the run's
+  # own?), then server-side applied on every reconcile. It holds no secret value.
   - apiGroups: [""]
     resources: [configmaps]
-    verbs: [create, patch]
+    verbs: [get, create, patch]
   # Secrets named by spec.headers / spec.deployment.env are read for the probe
   # and the Pod template checksum, and used only when labelled
   # mcp-operator.dev/for-mcp-servers=true; kopf watches only Secrets with that

@@ -79,6 +79,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="probes running at once across all servers (default %(default)s)",
     )
     parser.add_argument(
+        "--bridge-images",
+        default=os.environ.get("MCP_OPERATOR_BRIDGE_IMAGES"),
+        help="comma-separated image references (* and ? globs) that AgentRuns may name in "
+        "spec.bridge.image besides the operator's own bridge image (env "
+        "MCP_OPERATOR_BRIDGE_IMAGES); a run naming any other image is refused with "
+        "BridgeImageNotAllowed (default: none)",
+    )
+    parser.add_argument(
         "--bridge-enabled",
         choices=["true", "false"],
         default=os.environ.get("MCP_ENABLED", "true").strip().lower(),
@@ -243,7 +251,10 @@ def run(args: argparse.Namespace) -> int:
         render = RenderSettings(
             adapter_image=args.adapter_image, cluster_domain=args.cluster_domain
         )
-    bridge = AgentRenderSettings(bridge_enabled=args.bridge_enabled == "true")
+    bridge = AgentRenderSettings(
+        bridge_enabled=args.bridge_enabled == "true",
+        bridge_images=tuple(i.strip() for i in (args.bridge_images or "").split(",") if i.strip()),
+    )
     if args.adapter_image:
         bridge = dataclasses.replace(bridge, bridge_image=args.adapter_image)
     metrics = OperatorMetrics()

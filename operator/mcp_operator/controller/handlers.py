@@ -22,6 +22,7 @@ from mcp_operator import GROUP, OPT_IN_LABEL, OPT_IN_VALUE, VERSION
 from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
 from mcp_operator.controller.agentrun.runs import Runs
 from mcp_operator.controller.mcpserver.fleet import Fleet
+from mcp_operator.controller.mcpserver.render import pinned_image
 from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
 from mcp_operator.controller.metrics import OperatorMetrics
 from mcp_operator.controller.render import MANAGED_BY
@@ -108,7 +109,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
 
 
 async def own_image(kube: Kube) -> str | None:
-    """The image this operator runs from, read from its own Pod (``None`` outside a Pod)."""
+    """The image this operator runs from, read from its own Pod (``None`` outside a Pod),
+    pinned to the digest the node pulled (the container's ``imageID``) when the Pod names a
+    tag: the bridge and the adapters then run exactly the operator's bytes, whatever the tag
+    points to later."""
     name, namespace = os.environ.get("POD_NAME"), os.environ.get("POD_NAMESPACE")
     if not name or not namespace:
         return None
@@ -119,9 +123,15 @@ async def own_image(kube: Kube) -> str | None:
         return None
     containers = (pod or {}).get("spec", {}).get("containers") or []
     image = next((c.get("image") for c in containers if c.get("name") == "operator"), None)
-    if image:
-        logger.info("Using the operator's own image %s for stdio adapters and the bridge", image)
-    return image
+    if not image:
+        return None
+    statuses = (pod or {}).get("status", {}).get("containerStatuses") or []
+    pulled = next((s.get("imageID") for s in statuses if s.get("name") == "operator"), None)
+    digest = str(pulled or "").rpartition("@")[2]
+    if digest.startswith("sha256:") and len(digest) == len("sha256:") + 64:
+        image = pinned_image(image, digest)
+    logger.info("Using the operator's own image %s for stdio adapters and the bridge", image)
+    return str(image)
 
 
 @kopf.on.cleanup()

@@ -110,6 +110,11 @@ class AgentRenderSettings:
     bridge_image_pull_policy: str = "IfNotPresent"
     """Pull policy of that image."""
 
+    bridge_images: tuple[str, ...] = ()
+    """Other images a run may name in ``spec.bridge.image`` (``*``/``?`` globs): the bridge
+    mounts the servers' header Secrets and enforces the filters and policy, so its image is
+    the platform's choice. Empty: only :attr:`bridge_image`."""
+
     bridge_enabled: bool = True
     """The operator-wide switch: False renders every run without the bridge (no sidecar, no
     ``MCP_BRIDGE_URL``), whatever the run asks."""

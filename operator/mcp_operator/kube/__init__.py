@@ -2,6 +2,7 @@
 
 - ``client``    :class:`Kube`: server-side apply, status patches, Secret reads, Events;
   HTTP status codes become exceptions here and nowhere else
+- ``ownership`` whether an existing object of a child's name is the owner's own (pure)
 - ``credentials`` who the client is: server, TLS and credentials, read once at start-up
 - ``resources`` where each kind lives in the REST API
 - ``tokens``    the client's bearer tokens, renewed when they expire (service account files,
@@ -13,6 +14,7 @@
 from mcp_operator.kube.client import (
     Kube,
     KubeError,
+    NameConflict,
     NotFound,
     SecretReferenceError,
     opted_in,
@@ -48,6 +50,7 @@ __all__ = [
     "SERVICE_ACCOUNT_DIR",
     "Kube",
     "KubeError",
+    "NameConflict",
     "NotFound",
     "Resource",
     "SecretReferenceError",

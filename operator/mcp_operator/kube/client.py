@@ -1,7 +1,8 @@
 """The one door to the Kubernetes API server.
 
 Everything the operator reads or writes outside kopf's own watching goes
-through :class:`Kube`: server-side apply of owned objects (one field manager),
+through :class:`Kube`: server-side apply of owned objects (one field manager; an object of
+the name that the owner does not control is refused, :mod:`.ownership`),
 merge patches of the ``status`` subresource, reads of Secrets referenced by a
 spec, and Events. HTTP status codes are mapped to exceptions here and nowhere
 else. The client is asynchronous (httpx) so nothing blocks kopf's event loop;
@@ -27,6 +28,7 @@ from typing import Any
 import httpx
 
 from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
+from mcp_operator.kube import ownership
 from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 from mcp_operator.kube.tls import CertificateTransport
@@ -45,15 +47,28 @@ EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
 
 class KubeError(RuntimeError):
-    """The API server refused a request; ``status`` is the HTTP status code."""
+    """The API server refused a request; ``status`` is the HTTP status code, ``fields`` the
+    fields its answer names as the causes (``details.causes[].field``)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, fields: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.status = status
+        self.fields = fields
 
 
 class NotFound(KubeError):
     pass
+
+
+class NameConflict(KubeError):
+    """A child's name is taken by an object its owner does not control; nothing was written.
+
+    The message names the object and its controller (:mod:`mcp_operator.kube.ownership`)."""
+
+    reason = "NameConflict"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(409, message)
 
 
 class SecretReferenceError(RuntimeError):
@@ -244,15 +259,66 @@ class Kube:
         return list((answer or {}).get("items") or [])
 
     async def apply(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
-        """Server-side apply with our field manager; ``force`` takes fields we render."""
+        """Apply a child of one of our objects, only if the name is free or already its own.
+
+        The manifest's controller ownerReference names the owner (only children are applied
+        here). The object of that name is read first and judged by
+        :func:`~mcp_operator.kube.ownership.decide`:
+
+        - taken by anything the owner does not control: nothing is written,
+          :class:`NameConflict` names the object and its controller;
+        - absent: created by a server-side apply that fails on an existing object (the
+          manifest carries a ``resourceVersion`` no stored object has, so an object someone
+          created between our read and our write is a 409, never a merge);
+        - owned: server-side apply with ``force``. The object is ours (only we put this
+          owner's UID in a controller reference, and never on an object we did not create),
+          and the rendered fields are the owner's spec: a controller repairs drift in the
+          fields it renders rather than stopping on it (as Kubernetes' guidance for
+          controllers says), while fields it does not render stay with whoever set them.
+          The manifest carries the UID we read, so an object deleted and re-created by
+          someone else in between is refused by the API server (422: ``metadata.uid`` is
+          immutable), not overwritten.
+
+        A 409 of either write (or the 422 of a changed ``metadata.uid``) means the object
+        changed hands in between: read and judge once more.
+        """
         metadata = manifest["metadata"]
-        return await self.request(
-            "PATCH",
-            resource.path(metadata.get("namespace"), metadata["name"]),
-            body=manifest,
-            content_type="application/apply-patch+yaml",
-            params={"fieldManager": FIELD_MANAGER, "force": "true"},
-        )
+        namespace, name = metadata.get("namespace"), metadata["name"]
+        owner = ownership.controller_reference(manifest)
+        if owner is None or not owner.get("uid"):
+            raise ValueError(f"{manifest.get('kind')} {name} has no controller ownerReference")
+        for attempt in (1, 2):
+            existing = await self.get(resource, namespace, name)
+            verdict = ownership.decide(existing, str(owner["uid"]))
+            if isinstance(verdict, ownership.Foreign):
+                holder = f"{owner.get('kind')}/{owner.get('name')}"
+                raise NameConflict(
+                    ownership.conflict_message(
+                        str(manifest.get("kind")), namespace, name, holder, verdict
+                    )
+                )
+            if verdict == ownership.ABSENT:
+                body = _with_metadata(manifest, resourceVersion=ownership.NO_OBJECT_VERSION)
+                params = {"fieldManager": FIELD_MANAGER}
+            else:
+                uid = str(((existing or {}).get("metadata") or {}).get("uid") or "")
+                body = _with_metadata(manifest, uid=uid)
+                params = {"fieldManager": FIELD_MANAGER, "force": "true"}
+            try:
+                return await self.request(
+                    "PATCH",
+                    resource.path(namespace, name),
+                    body=body,
+                    content_type="application/apply-patch+yaml",
+                    params=params,
+                )
+            except KubeError as error:
+                changed_hands = error.status == 409 or (
+                    error.status == 422 and "metadata.uid" in error.fields
+                )
+                if not changed_hands or attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     async def create(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
         """Create an object; 409 (:class:`KubeError`) when it exists already."""
@@ -392,6 +458,11 @@ class Kube:
         logger.warning("Could not post event %s for %s: %s", reason, metadata.get("name"), failure)
 
 
+def _with_metadata(manifest: Mapping[str, Any], **fields: str) -> dict[str, Any]:
+    """A copy of ``manifest`` with more ``metadata`` fields (the rest shared, not copied)."""
+    return {**manifest, "metadata": {**manifest["metadata"], **fields}}
+
+
 def _proxied(url: str) -> bool:
     """Whether the environment routes ``url`` through a proxy (``HTTPS_PROXY``/``HTTP_PROXY``/
     ``ALL_PROXY`` and ``NO_PROXY``, read as httpx reads them)."""
@@ -404,10 +475,16 @@ def _proxied(url: str) -> bool:
 
 
 def _error(response: httpx.Response) -> KubeError:
+    fields: tuple[str, ...] = ()
     try:
-        message = str(response.json().get("message", response.text))
-    except ValueError:
+        answer = response.json()
+        message = str(answer.get("message", response.text))
+        causes = (answer.get("details") or {}).get("causes") or ()
+        fields = tuple(
+            str(c.get("field")) for c in causes if isinstance(c, dict) and c.get("field")
+        )
+    except (ValueError, AttributeError):
         message = response.text[:500]
     if response.status_code == 404:
         return NotFound(404, message)
-    return KubeError(response.status_code, message)
+    return KubeError(response.status_code, message, fields)

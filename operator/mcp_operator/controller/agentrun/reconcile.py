@@ -13,6 +13,10 @@ missed event costs a delay, never a wrong state.
   already): the run fails with ``PodLost``.
 - Nothing is created while a required server is missing or not Ready or while
   tool names collide: the run waits (and is retried), with the reason in status.
+- Nothing is created either while the run is refused (:func:`refusal`): a Secret of the
+  agent's environment or its ServiceAccount not opted in, a bridge image the operator does
+  not allow, or a child's name taken by an object the run does not control (NameConflict;
+  that object is never written, :mod:`mcp_operator.kube.ownership`).
 - ``ttlSecondsAfterFinished`` deletes the AgentRun (its children follow by garbage
   collection) that long after the run finished.
 """
@@ -27,16 +31,30 @@ from typing import Any
 import pydantic
 
 from mcp_operator.api import AgentRun, MCPServer
+from mcp_operator.controller import opt_in
 from mcp_operator.controller.agentrun import render, resolve
 from mcp_operator.controller.agentrun.status import BridgeState, Observed, status_patch
 from mcp_operator.controller.conditions import timestamp
 from mcp_operator.controller.settings import AgentRenderSettings
-from mcp_operator.kube import CONFIGMAPS, MCPSERVERS, PODS, SECRETS, Kube, KubeError, opted_in
+from mcp_operator.kube import (
+    CONFIGMAPS,
+    MCPSERVERS,
+    PODS,
+    SECRETS,
+    Kube,
+    KubeError,
+    NameConflict,
+    SecretReferenceError,
+    opted_in,
+    ownership,
+)
 
 logger = logging.getLogger(__name__)
 
 WAIT_FOR_SERVERS_SECONDS = 15.0
 """Retry delay while the run waits for servers (their own events usually wake it sooner)."""
+BRIDGE_IMAGE_NOT_ALLOWED = "BridgeImageNotAllowed"
+"""The reason of a run whose ``spec.bridge.image`` is not among the allowed bridge images."""
 RESYNC_SECONDS = 300.0
 """Regular re-reconcile of a run whose Pod exists, in case a Pod event was missed."""
 
@@ -89,6 +107,41 @@ async def opted_in_secrets(
     return found
 
 
+async def refusal(
+    kube: Kube, run: AgentRun, settings: AgentRenderSettings
+) -> tuple[str, str] | None:
+    """Why the run must not start as written (reason, message), or ``None``.
+
+    The agent runs an image of the run author's choosing, so what it would read or act as
+    must be opted in like an MCPServer's (:mod:`mcp_operator.controller.opt_in`): every
+    Secret of ``spec.agent.env`` and the named ``spec.agent.serviceAccountName``. The bridge
+    holds the servers' header Secrets, so its image is the platform's choice
+    (:func:`~mcp_operator.controller.agentrun.render.bridge_image_allowed`). Messages name
+    objects and images, never a value.
+    """
+    namespace = run.metadata.namespace or ""
+    if render.bridge_enabled(run, settings) and not render.bridge_image_allowed(run, settings):
+        return (
+            BRIDGE_IMAGE_NOT_ALLOWED,
+            f"spec.bridge.image {run.spec.bridge.image} is not among the bridge images the "
+            "operator allows (--bridge-images); leave it unset for the operator's own bridge",
+        )
+    try:
+        for name in render.agent_secrets(run):
+            await opt_in.require_secret(kube, namespace, name, reader="the agent")
+        account = run.spec.agent.service_account_name
+        if account is not None:
+            await opt_in.require_service_account(kube, namespace, account, runs="agents")
+    except SecretReferenceError as error:
+        return (error.reason, str(error))
+    return None
+
+
+def _conflict(run: AgentRun, kind: str, name: str, found: ownership.Foreign) -> str:
+    owner = f"AgentRun/{run.metadata.name}"
+    return ownership.conflict_message(kind, run.metadata.namespace, name, owner, found)
+
+
 async def reconcile(
     kube: Kube,
     run: AgentRun,
@@ -104,10 +157,18 @@ async def reconcile(
     resolution = resolve.resolve(run, servers, await opted_in_secrets(kube, servers))
     may_start = bridge != "enabled" or resolution.ready
     pod = await kube.get(PODS, namespace, render.pod_name(run))
+    refused: tuple[str, str] | None = None
+    found = ownership.decide(pod, run.metadata.uid or "")
+    if isinstance(found, ownership.Foreign):
+        # A Pod of the run's name that is not the run's: never read as the run's own.
+        refused = (NameConflict.reason, _conflict(run, "Pod", render.pod_name(run), found))
+        pod = None
     # A run starts its agent once: a Pod that existed and is gone is not started again
     # (the agent may have acted already); the run fails with PodLost.
-    pod_lost = pod is None and bool((previous or {}).get("podName"))
-    may_start = may_start and not pod_lost
+    pod_lost = refused is None and pod is None and bool((previous or {}).get("podName"))
+    if pod is None and not pod_lost and refused is None:
+        refused = await refusal(kube, run, settings)
+    may_start = may_start and not pod_lost and refused is None
     apply_error: str | None = None
     try:
         if bridge == "enabled" and may_start:
@@ -121,8 +182,14 @@ async def reconcile(
                 render.pod_name(run),
                 run.metadata.name,
             )
+    except NameConflict as error:
+        # The ConfigMap's or Pod's name is taken: that object is left as it is, no Pod runs.
+        refused = (error.reason, str(error)[:1024])
     except KubeError as error:
         apply_error = f"Applying the ConfigMap or Pod failed: HTTP {error.status}: {error}"[:1024]
+    if refused is not None:
+        logger.warning("AgentRun %s/%s: %s", namespace, run.metadata.name, refused[1])
+    if apply_error is not None:
         logger.warning("AgentRun %s/%s: %s", namespace, run.metadata.name, apply_error)
     observed = Observed(
         resolution=resolution,
@@ -132,6 +199,7 @@ async def reconcile(
         config_map_name=render.config_map_name(run) if bridge == "enabled" else None,
         bridge_url=render.bridge_url(run),
         apply_error=apply_error,
+        refused=refused,
         pod_lost=pod_lost,
     )
     stamp = timestamp(now)
@@ -144,7 +212,11 @@ def _next(
 ) -> tuple[float | None, bool]:
     if observed.pod_lost:
         return None, False
-    if observed.apply_error is not None or (observed.pod is None and observed.blocked):
+    if (
+        observed.apply_error is not None
+        or observed.refused is not None
+        or (observed.pod is None and observed.blocked)
+    ):
         return WAIT_FOR_SERVERS_SECONDS, False
     completion = patch.get("completionTime")
     if completion is None:

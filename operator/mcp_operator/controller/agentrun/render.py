@@ -24,6 +24,7 @@ bridge container only.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import hashlib
 from collections.abc import Mapping
 from typing import Any
@@ -62,6 +63,32 @@ BRIDGE_RESOURCES = {
 def bridge_enabled(run: AgentRun, settings: AgentRenderSettings) -> bool:
     """Whether this run's Pod gets the bridge (the operator-wide switch and the run's own)."""
     return settings.bridge_enabled and run.spec.bridge.enabled
+
+
+def bridge_image(run: AgentRun, settings: AgentRenderSettings) -> str:
+    """The bridge's image: the run's ``spec.bridge.image`` if set, else the operator's."""
+    return run.spec.bridge.image or settings.bridge_image
+
+
+def bridge_image_allowed(run: AgentRun, settings: AgentRenderSettings) -> bool:
+    """Whether the run's bridge image is the platform's choice: unset, the operator's own, or
+    matched by a pattern of ``settings.bridge_images`` (``*`` and ``?`` globs, which match
+    any character, ``/`` and ``:`` included, as ``--allowed-registries`` does)."""
+    image = run.spec.bridge.image
+    if image is None or image == settings.bridge_image:
+        return True
+    return any(fnmatch.fnmatchcase(image, pattern) for pattern in settings.bridge_images)
+
+
+def agent_secrets(run: AgentRun) -> list[str]:
+    """Names of the Secrets the agent container reads (``env[].valueFrom.secretKeyRef``)."""
+    return sorted(
+        {
+            var.value_from.secret_key_ref.name
+            for var in run.spec.agent.env or ()
+            if var.value_from is not None and var.value_from.secret_key_ref is not None
+        }
+    )
 
 
 def labels(run: AgentRun) -> dict[str, str]:
@@ -288,7 +315,7 @@ def _bridge_container(
         mounts.append({"name": "audit", "mountPath": AUDIT_DIR})
     return {
         "name": BRIDGE_CONTAINER,
-        "image": run.spec.bridge.image or settings.bridge_image,
+        "image": bridge_image(run, settings),
         "imagePullPolicy": settings.bridge_image_pull_policy,
         # A native sidecar: started before the agent, kept running until the agent ends.
         "restartPolicy": "Always",

@@ -15,7 +15,9 @@ Conditions:
   ``BridgeDisabled`` when the bridge is off (the run does not use the servers).
 - ``Bridge``: True (``Enabled``) or False (``Disabled``: by the run or operator-wide).
 - ``Ready``: True while the agent Pod runs; False with the reason that keeps it
-  from running, or ``Completed`` / ``Failed`` once it ended.
+  from running (a refusal first: ``SecretNotOptedIn``, ``ServiceAccountNotOptedIn``,
+  ``BridgeImageNotAllowed``, ``NameConflict``, ...), or ``Completed`` / ``Failed`` once it
+  ended.
 - ``Succeeded`` / ``Failed``: set once, when the Pod ends.
 """
 
@@ -46,6 +48,9 @@ class Observed:
     bridge_url: str
     apply_error: str | None = None
     """Why creating the Pod or ConfigMap failed, if it did."""
+    refused: tuple[str, str] | None = None
+    """Why the run is not started (reason, message): a Secret or ServiceAccount not opted
+    in, a bridge image not allowed, a child's name taken by another object."""
     pod_lost: bool = False
     """The Pod existed once and is gone: the run is not started again."""
 
@@ -76,7 +81,7 @@ def status_patch(
     else:
         patch["servers"] = []
         patch["toolCount"] = 0
-    if observed.config_map_name is not None and not observed.blocked:
+    if observed.config_map_name is not None and not observed.blocked and not observed.refused:
         patch["configMapName"] = observed.config_map_name
     pod = observed.pod
     if pod is not None:
@@ -93,6 +98,8 @@ def status_patch(
         patch["completionTime"] = previous.get("completionTime") or now
         wanted.append(WantedCondition("Ready", "False", "PodLost", message))
         wanted.append(WantedCondition("Failed", "True", "PodLost", message))
+    elif observed.refused is not None:
+        wanted.append(WantedCondition("Ready", "False", *observed.refused))
     elif observed.blocked:
         blocking = _servers_resolved(observed)
         wanted.append(WantedCondition("Ready", "False", blocking.reason, blocking.message))

@@ -19,21 +19,11 @@ from urllib.parse import unquote
 
 import httpx
 
-from mcp_operator import OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.api import MCPServer
+from mcp_operator.controller import opt_in
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import images, render
-from mcp_operator.kube import (
-    DEPLOYMENTS,
-    PODS,
-    SECRETS,
-    SERVICEACCOUNTS,
-    SERVICES,
-    Kube,
-    SecretReferenceError,
-    opted_in,
-)
-from mcp_operator.kube.client import not_opted_in
+from mcp_operator.kube import DEPLOYMENTS, PODS, SERVICES, Kube
 from mcp_operator.oci.client import RegistryClient
 
 
@@ -50,13 +40,7 @@ async def secrets_version(kube: Kube, server: MCPServer) -> str:
     namespace = server.metadata.namespace or ""
     versions: dict[str, str] = {}
     for name in names:
-        secret = await kube.get(SECRETS, namespace, name)
-        if secret is None:
-            raise SecretReferenceError(
-                "SecretNotFound", f"Secret {namespace}/{name} (read by the Pod) was not found"
-            )
-        if not opted_in(secret):
-            raise not_opted_in(namespace, name)
+        secret = await opt_in.require_secret(kube, namespace, name, reader="the Pod")
         meta = secret.get("metadata", {})
         versions[name] = f"{meta.get('uid', 'missing')}/{meta.get('resourceVersion', '')}"
     return render.secrets_checksum(versions)
@@ -75,18 +59,9 @@ async def check_service_account(kube: Kube, server: MCPServer) -> None:
     name = spec.service_account_name if spec is not None else None
     if name is None:
         return
-    namespace = server.metadata.namespace or ""
-    account = await kube.get(SERVICEACCOUNTS, namespace, name)
-    if account is None:
-        raise SecretReferenceError(
-            "ServiceAccountNotFound", f"ServiceAccount {namespace}/{name} was not found"
-        )
-    if not opted_in(account):
-        raise SecretReferenceError(
-            "ServiceAccountNotOptedIn",
-            f"ServiceAccount {namespace}/{name} is not labelled {OPT_IN_LABEL}={OPT_IN_VALUE}: "
-            "managed servers run only as identities opted in for them",
-        )
+    await opt_in.require_service_account(
+        kube, server.metadata.namespace or "", name, runs="managed servers"
+    )
 
 
 async def deploy(
@@ -104,6 +79,8 @@ async def deploy(
 
     Raises:
         SecretReferenceError: a Secret or the ServiceAccount is not usable (nothing applied).
+        NameConflict: the Service or Deployment's name is taken by an object this server
+            does not control (that object is left untouched).
     """
     await check_service_account(kube, server)
     image = None

@@ -19,7 +19,7 @@ from mcp_operator.controller.mcpserver import destinations, managed, render, rep
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.controller.parsing import InvalidSpec
 from mcp_operator.controller.settings import EgressSettings, RenderSettings
-from mcp_operator.kube import NAMESPACES, Kube, KubeError, SecretReferenceError
+from mcp_operator.kube import NAMESPACES, Kube, KubeError, NameConflict, SecretReferenceError
 from mcp_operator.mcp import naming
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
@@ -130,6 +130,17 @@ async def mcpserver(
                 "failed", error.reason, str(error), deployed=deployed, ready_reason=error.reason
             )
             return Result(outcome, url, interval)
+        except NameConflict as error:
+            # A Service or Deployment of the name that this server does not control: left
+            # untouched (no takeover), and said in both conditions and a Warning Event.
+            logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, error)
+            message = str(error)[:1024]
+            deployed = WantedCondition("Deployed", "False", NameConflict.reason, message)
+            outcome = Outcome(
+                "failed", error.reason, message, deployed=deployed, ready_reason=error.reason
+            )
+            # No url: the Service of that name is not this server's.
+            return Result(outcome, None, interval)
         except KubeError as error:
             message = f"Applying the Deployment or Service failed: HTTP {error.status}: {error}"
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, message)

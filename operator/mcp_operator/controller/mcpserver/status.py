@@ -171,5 +171,8 @@ def events(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[E
         old_state != "False"
         or (old_probed and old_probed.get("reason") != new_probed.get("reason"))
     ):
-        result.append(Event("Warning", "ProbeFailed", str(new_probed.get("message"))))
+        # What stopped the server before any probe is named as itself (a taken name is not
+        # the server's failure); a probe's own failures are ProbeFailed.
+        reason = "NameConflict" if new_probed.get("reason") == "NameConflict" else "ProbeFailed"
+        result.append(Event("Warning", reason, str(new_probed.get("message"))))
     return result
