@@ -25,7 +25,7 @@ import pytest
 
 from mcp_operator.controller.settings import AgentRenderSettings
 from mcp_operator.kube import CONFIGMAPS, Kube, NameConflict
-from tests.e2e.conftest import Cluster, OperatorProcess
+from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 
 pytestmark = pytest.mark.e2e
