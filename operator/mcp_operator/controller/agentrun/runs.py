@@ -77,7 +77,9 @@ class Runs:
             states=lambda: count_ready(run.status for run in self._worker.items()),
             queue_depth=lambda: self._worker.limit.waiting,
         )
-        self._status = StatusWriter(kube, AGENTRUNS, events)
+        self._status = StatusWriter(
+            kube, AGENTRUNS, events, stamp={"admission": self.settings.admission}
+        )
         self._servers: dict[str, frozenset[resolve.ServerKey]] = {}
         """Run uid → the MCPServers it references (a change of one wakes the run)."""
 

@@ -87,7 +87,9 @@ class Fleet:
         )
         self._wake = WakePolicy()
         self._listeners = Listeners(self.settings.listeners)
-        self._status = StatusWriter(kube, MCPSERVERS, events)
+        self._status = StatusWriter(
+            kube, MCPSERVERS, events, stamp={"admission": self.settings.admission}
+        )
         self._registry = RegistryClient(self.settings.registry)
 
     # -- kopf side -------------------------------------------------------------------
