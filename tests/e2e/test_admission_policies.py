@@ -199,6 +199,8 @@ def admitted(result: subprocess.CompletedProcess[str]) -> None:
 # -- tenants -------------------------------------------------------------------------------
 
 SECRET_REF = {"secretKeyRef": {"name": "db-pass", "key": "password"}}
+NO_PROBE = {"enabled": False}
+"""For servers that the operator of the last tests must not try to reach (no network here)."""
 
 
 def mcpserver(name: str, **spec: Any) -> dict[str, Any]:
@@ -232,6 +234,7 @@ REFERENCING_THE_SECRET = {
         mode="external",
         url="https://mcp.example/mcp",
         headers=[{"name": "Authorization", "valueFrom": SECRET_REF}],
+        probe=NO_PROBE,
     ),
     "MCPServer deployment.env": managed("env", env=[{"name": "DB", "valueFrom": SECRET_REF}]),
     "MCPServer imagePullSecrets": managed("pull", imagePullSecrets=[{"name": "db-pass"}]),
@@ -302,7 +305,7 @@ def owners(cluster: Cluster) -> dict[str, dict[str, Any]]:
     """A real AgentRun and MCPServer (as admin), for ownerReferences with their UIDs."""
     for obj in (
         agentrun("owner-run"),
-        mcpserver("owner-server", mode="external", url="https://x.example/"),
+        mcpserver("owner-server", mode="external", url="https://x.example/", probe=NO_PROBE),
     ):
         cluster.apply(TENANT, obj)
     found = {}
@@ -337,7 +340,7 @@ def agent_pod(owner: dict[str, Any]) -> dict[str, Any]:
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": "owner-run-agent",
+            "name": "shape-check",
             "labels": {
                 "app.kubernetes.io/managed-by": "mcp-operator",
                 "mcp-operator.dev/agent-run": owner["name"],
@@ -458,7 +461,7 @@ def test_the_operators_identity_is_refused_a_pod(cluster: Cluster, shape: str) -
     pod = agent_pod(owners(cluster)["AgentRun"])
     change(pod)
     message = refused(create_as(cluster, OPERATOR, pod), "guard rail", words)
-    assert f"Pod {TENANT}/owner-run-agent" in message
+    assert f"Pod {TENANT}/shape-check" in message
 
 
 @pytest.mark.parametrize(
@@ -576,7 +579,7 @@ def test_the_operator_reconciles_under_the_guard_rails_and_reports_the_policy_la
             cluster.apply(TENANT, mcpserver("time", mode="external", url=url))
             # A managed server: the operator applies its Deployment and Service, which the
             # guard rails admit (the shapes it renders are ours).
-            cluster.apply(TENANT, changed(managed("served"), "spec.probe", {"enabled": False}))
+            cluster.apply(TENANT, changed(managed("served"), "spec.probe", NO_PROBE))
 
             def ready() -> dict[str, Any] | None:
                 found: dict[str, Any] = cluster.get_json("mcpserver/time", "-n", TENANT)

@@ -15,9 +15,16 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator.controller.admission import enforced
+from mcp_operator.controller.admission import admission_layer, enforced
 from mcp_operator.dev.cluster import kubectl_path
+from mcp_operator.kube import (
+    VALIDATING_ADMISSION_POLICIES,
+    VALIDATING_ADMISSION_POLICY_BINDINGS,
+    KubeError,
+    Resource,
+)
 from tests.support import needs
+from tests.unit.fakes import FakeKube
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "mcp-operator"
@@ -161,3 +168,36 @@ def test_a_tenant_policy_counts_only_with_a_binding_of_it_that_denies(
 ) -> None:
     assert enforced(POLICY, binding) is expected
     assert enforced(None, binding) is False
+
+
+# -- the operator's look at start ----------------------------------------------------------
+
+
+def fake_with(*objects: tuple[Any, dict[str, Any]]) -> FakeKube:
+    kube = FakeKube()
+    for resource, body in objects:
+        kube.put(resource, body)
+    return kube
+
+
+DENYING = {"metadata": {"name": "mcpo-tenants"}, "spec": {"policyName": "mcpo-tenants"}}
+DENYING["spec"]["validationActions"] = ["Deny"]
+
+
+async def test_the_operator_reports_the_policy_layer_only_when_policy_and_binding_exist() -> None:
+    both = fake_with(
+        (VALIDATING_ADMISSION_POLICIES, POLICY), (VALIDATING_ADMISSION_POLICY_BINDINGS, DENYING)
+    )
+    assert await admission_layer(both, "mcpo-tenants") == "PolicyAndLabels"  # type: ignore[arg-type]
+    assert await admission_layer(both, None) == "Labels"  # type: ignore[arg-type]
+    assert await admission_layer(both, "another") == "Labels"  # type: ignore[arg-type]
+    unbound = fake_with((VALIDATING_ADMISSION_POLICIES, POLICY))
+    assert await admission_layer(unbound, "mcpo-tenants") == "Labels"  # type: ignore[arg-type]
+
+
+async def test_a_policy_the_operator_may_not_read_is_reported_as_absent() -> None:
+    class Forbidden(FakeKube):
+        async def get(self, resource: Resource, namespace: str | None, name: str) -> Any:
+            raise KubeError(403, "forbidden")
+
+    assert await admission_layer(Forbidden(), "mcpo-tenants") == "Labels"  # type: ignore[arg-type]
