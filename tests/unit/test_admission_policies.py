@@ -147,7 +147,9 @@ def test_deploy_holds_the_policies_of_the_charts_defaults(helm: str) -> None:
     for key, obj in charted.items():
         # (kustomize also sets its namespace on them, not knowing the kind to be
         # cluster-scoped; the API server drops it.)
-        assert deployed[key]["spec"] == obj["spec"], f"deploy/ differs from the chart: {key}"
+        assert deployed[key]["spec"] == obj["spec"], (
+            f"deploy/ differs from the chart: {key}; run `make admission-policies`"
+        )
 
 
 POLICY = {"metadata": {"name": "mcpo-tenants"}}
