@@ -413,6 +413,9 @@ def test_the_operators_identity_may_write_the_shapes_it_renders(cluster: Cluster
     )
 
 
+PRIVILEGED = {"privileged": True}
+
+
 def set_label(value: str) -> Callable[[dict[str, Any]], None]:
     def change(pod: dict[str, Any]) -> None:
         pod["metadata"]["labels"]["mcp-operator.dev/agent-run"] = value
@@ -437,7 +440,8 @@ FORBIDDEN_PODS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
         set_label("someone-else"),
         "controller ownerReference",
     ),
-    "privileged": (set_path("spec.containers.0.securityContext.privileged", True), "privileged"),
+    # (allowPrivilegeEscalation false contradicts privileged: the API server refuses that pair)
+    "privileged": (set_path("spec.containers.0.securityContext", PRIVILEGED), "privileged"),
     "with an added capability": (
         set_path("spec.containers.0.securityContext.capabilities.add", ["NET_ADMIN"]),
         "adds capabilities",
@@ -487,7 +491,7 @@ def test_the_operators_identity_is_refused_deployments_not_of_its_servers(cluste
     for path, value, words in (
         ("metadata.ownerReferences", "-", "controller ownerReference"),
         ("spec.template.spec.hostNetwork", True, "host network"),
-        ("spec.template.spec.containers.0.securityContext.privileged", True, "privileged"),
+        ("spec.template.spec.containers.0.securityContext", PRIVILEGED, "privileged"),
         ("spec.template.spec.volumes", [{"name": "r", "hostPath": {"path": "/"}}], "hostPath"),
     ):
         refused(create_as(cluster, OPERATOR, changed(deployment, path, value)), words)
@@ -503,7 +507,7 @@ def test_the_operators_identity_cannot_take_over_an_object_it_does_not_control(
             "apiVersion": "v1",
             "kind": "Service",
             "metadata": {"name": "db"},
-            "spec": {"selector": {"app": "postgres"}, "ports": [{"port": 5432}]},
+            "spec": {"selector": {"app": "postgres"}, "ports": [{"name": "db", "port": 5432}]},
         },
     )
     takeover = {
@@ -517,7 +521,10 @@ def test_the_operators_identity_cannot_take_over_an_object_it_does_not_control(
             },
             "ownerReferences": [owner],
         },
-        "spec": {"selector": {"mcp-operator.dev/server": owner["name"]}, "ports": [{"port": 8080}]},
+        "spec": {
+            "selector": {"mcp-operator.dev/server": owner["name"]},
+            "ports": [{"name": "db", "port": 5432}],
+        },
     }
     result = cluster.kubectl(
         "--as", OPERATOR, "-n", TENANT, "apply", "--server-side", "--force-conflicts",
@@ -590,10 +597,21 @@ def test_the_operator_reconciles_under_the_guard_rails_and_reports_the_policy_la
                 "the managed server's Deployment", exists(cluster, TENANT, "deployment/served"), 60
             )
             cluster.get_json("service/served", "-n", TENANT)
+            # An AgentRun: its ConfigMap and its Pod, both admitted by the guard rails.
+            cluster.apply(TENANT, agentrun("served-run"))
+
+            def run_pod() -> dict[str, Any] | None:
+                run: dict[str, Any] = cluster.get_json("agentrun/served-run", "-n", TENANT)
+                name = run.get("status", {}).get("podName")
+                return run if name and exists(cluster, TENANT, f"pod/{name}")() else None
+
+            run = eventually("the AgentRun's Pod", run_pod, 60)
+            cluster.get_json(f"configmap/{run['status']['configMapName']}", "-n", TENANT)
         finally:
             stop_process_group(process, grace=20, name="operator")
             print("\n".join(log_path.read_text(errors="replace").splitlines()[-25:]))
     assert server["status"]["admission"] == "PolicyAndLabels"
+    assert run["status"]["admission"] == "PolicyAndLabels"
     log = log_path.read_text(errors="replace")
     assert "guard rail" not in log, log[-3000:]
 
