@@ -119,6 +119,9 @@ def tenant_setup(cluster: Cluster) -> None:
             "stringData": {"password": "not-for-alice"},
         },
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "robot"}},
+        role("read-most", [rule("", ["secrets"], ["get"], names=MANY[:15])]),
+        role("read-last", [rule("", ["secrets"], ["get"], names=MANY[15:])]),
+        *({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name}} for name in MANY),
     ]
     for document in documents:
         cluster.apply(TENANT, document)
@@ -135,6 +138,8 @@ def exists(cluster: Cluster, namespace: str, what: str = "serviceaccount/default
 
 
 ALL_VERBS = ["get", "list", "watch", "create", "update", "patch", "delete"]
+MANY = [f"s-{i}" for i in range(17)]
+"""One Secret more than an object may reference where the tenant policy is installed."""
 
 
 def rule(group: str, resources: list[str], verbs: list[str], names: list[str] | None = None) -> Any:
@@ -268,6 +273,32 @@ def test_a_tenant_creates_for_real_what_she_may_reference_and_the_policy_reads_n
         "--as", ALICE, "-n", TENANT, "label", "mcpserver/stored", "team=a", check=False
     )
     refused(label, "Secret db-pass")
+
+
+def test_every_secret_of_the_largest_object_is_checked_and_more_are_refused(
+    cluster: Cluster,
+) -> None:
+    # 32 headers, 128 environment variables and 16 pull Secrets (the CRD's bounds), naming
+    # 16 Secrets in all, each checked; the API server's budget for authorization checks
+    # per request allows no more (docs/security.md).
+    def ref(i: int) -> dict[str, Any]:
+        return {"secretKeyRef": {"name": MANY[i % 16], "key": "k"}}
+
+    largest = managed(
+        "largest",
+        env=[{"name": f"E{i}", "valueFrom": ref(i)} for i in range(128)],
+        imagePullSecrets=[{"name": name} for name in MANY[:16]],
+    )
+    largest["spec"]["headers"] = [{"name": f"H{i}", "valueFrom": ref(i)} for i in range(32)]
+    largest["spec"]["probe"] = NO_PROBE
+    refused(create_as(cluster, ALICE, largest), "may not get Secret s-0 ")
+    with granted(cluster, "read-most"):
+        refused(create_as(cluster, ALICE, largest), "may not get Secret s-15 ")
+        with granted(cluster, "read-last"):
+            admitted(create_as(cluster, ALICE, largest))
+            extra = {"secretKeyRef": {"name": "s-16", "key": "k"}}
+            one_more = changed(largest, "spec.deployment.env.0.valueFrom", extra)
+            refused(create_as(cluster, ALICE, one_more), "references 17 Secrets", "at most 16")
 
 
 @pytest.mark.parametrize(
