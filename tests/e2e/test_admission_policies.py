@@ -168,14 +168,35 @@ def binding(name: str) -> dict[str, Any]:
     }
 
 
+GRANTS = {
+    # Role: what alice can do once it is bound (how a test knows the binding took effect)
+    "read-db-pass": ("get", "secrets/db-pass"),
+    "use-robot": ("impersonate", "serviceaccounts/robot"),
+    "create-pods": ("create", "pods"),
+    "read-most": ("get", "secrets/s-0"),
+    "read-last": ("get", "secrets/s-15"),
+}
+
+
+def alice_can(cluster: Cluster, name: str) -> bool:
+    verb, resource = GRANTS[name]
+    answer = cluster.kubectl(
+        "auth", "can-i", verb, resource, f"--as={ALICE}", "-n", TENANT, check=False
+    )
+    return answer.stdout.strip() == "yes"
+
+
 @contextlib.contextmanager
 def granted(cluster: Cluster, name: str) -> Iterator[None]:
-    """alice holds the Role ``name`` in ``tenant`` inside the block."""
+    """alice holds the Role ``name`` in ``tenant`` inside the block (the API server's
+    authorizer, which the policy asks, has seen the binding come and go)."""
     cluster.apply(TENANT, binding(name))
+    eventually(f"alice holds {name}", lambda: alice_can(cluster, name), 30)
     try:
         yield
     finally:
         cluster.kubectl("delete", "rolebinding", name, "-n", TENANT)
+        eventually(f"alice no longer holds {name}", lambda: not alice_can(cluster, name), 30)
 
 
 def create_as(
