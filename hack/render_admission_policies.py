@@ -37,9 +37,9 @@ HEADER = """\
 
 def main(helm: str) -> None:
     shown = [arg for template in TEMPLATES for arg in ("--show-only", template)]
+    chart = str(REPO / "charts" / "mcp-operator")
     rendered = subprocess.run(
-        [helm, "template", "mcp-operator", str(REPO / "charts" / "mcp-operator")]
-        + ["--namespace", "mcp-operator-system", *shown],
+        [helm, "template", "mcp-operator", chart, "--namespace", "mcp-operator-system", *shown],
         capture_output=True,
         text=True,
         timeout=60,
