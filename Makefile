@@ -90,6 +90,10 @@ test: tools lint ## Build what the tests need, lint, then unit, protocol, e2e an
 crds: ## Copy crds/ into deploy/, the Helm chart and the demo's package data (crds/ is the source of truth)
 	bash hack/sync-crds.sh
 
+.PHONY: admission-policies
+admission-policies: $(PY) helm ## Render deploy/admission-policies.yaml from the chart's policy templates (a unit test fails on drift)
+	$(PY) hack/render_admission_policies.py
+
 .PHONY: api-reference
 api-reference: $(PY) ## Generate docs/api-reference.md from the CRDs (a unit test fails on drift)
 	$(PY) hack/api_reference.py

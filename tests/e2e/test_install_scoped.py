@@ -148,7 +148,9 @@ def test_the_namespace_scoped_chart_identity_reconciles_and_is_refused_the_rest(
             found: dict[str, Any] = cluster.get_json("mcpserver/time", "-n", WATCHED)
             return found if condition(found, "Ready").get("status") == "True" else None
 
-        eventually("the watched namespace's server Ready", ready, 60)
+        server = eventually("the watched namespace's server Ready", ready, 60)
+        # Not told of the chart's tenant policy (it could not read it): the labels alone.
+        assert server["status"]["admission"] == "Labels"
         events = cluster.get_json("events", "-n", WATCHED)["items"]
         assert any(e["reason"] == "ToolsDiscovered" for e in events)
         lease = cluster.get_json(f"lease/{RELEASE}-mcp-operator", "-n", SYSTEM)

@@ -19,7 +19,12 @@ import yaml
 from tests.support import needs
 
 CHART = Path(__file__).resolve().parents[2] / "charts" / "mcp-operator"
-CLUSTER_SCOPED = {("apiextensions.k8s.io", "customresourcedefinitions"), ("", "namespaces")}
+CLUSTER_SCOPED = {
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("", "namespaces"),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicybindings"),
+}
 
 
 @pytest.fixture(scope="module")
@@ -189,6 +194,7 @@ SET = {
     ),
     "private_destinations": (["--set", "privateDestinations=labelled"], "labelled"),
     "loopback_destinations": (["--set", "loopbackDestinations=allowed"], "allowed"),
+    "tenant_admission_policy": ([], "mcpo-mcp-operator-tenants"),
     "namespace_scoped": (
         ["--set", "namespaceScoped=true", "--set", "watchNamespaces={team-a}"],
         True,

@@ -58,3 +58,19 @@ async def test_a_refused_write_returns_none_and_posts_nothing() -> None:
     kube = Refusing()
     assert await writer(kube).write(REF, None, {"phase": "Up"}) is None
     assert kube.events == []
+
+
+async def test_the_stamp_goes_with_every_patch_and_the_patch_wins_a_clash() -> None:
+    kube = FakeKube()
+    kube.put(MCPSERVERS, BODY)
+    stamped = StatusWriter(
+        kube,  # type: ignore[arg-type]
+        MCPSERVERS,
+        phase_changes,
+        stamp={"admission": "PolicyAndLabels"},
+    )
+    assert await stamped.write(REF, None, {"phase": "Up"}) == {
+        "admission": "PolicyAndLabels",
+        "phase": "Up",
+    }
+    assert await stamped.patch(REF, {"admission": None, "phase": "Down"}) == {"phase": "Down"}

@@ -14,6 +14,7 @@ from pydantic.alias_generators import to_camel
 from mcp_operator.api.common import (
     PREFIX_MAX_LENGTH,
     REASON_PATTERN,
+    AdmissionLayer,
     Arguments,
     CallPolicySpec,
     Commands,
@@ -113,6 +114,7 @@ class ServerBinding(StatusModel):
 class AgentRunStatus(StatusModel):
     """Observed state of an agent run, written by the operator."""
 
+    admission: AdmissionLayer | None = None
     observed_generation: Generation | None = None
     pod_name: Annotated[str, StringConstraints(max_length=253)] | None = None
     config_map_name: Annotated[str, StringConstraints(max_length=253)] | None = None

@@ -72,6 +72,9 @@ Image = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 Quantity = int | Annotated[str, StringConstraints(pattern=QUANTITY_PATTERN)]
 Generation = Annotated[int, Field(ge=0, le=MAX_INT64_JSON)]
 Counter = Annotated[int, Field(ge=0, le=1_000_000)]
+AdmissionLayer = Literal["PolicyAndLabels", "Labels"]
+"""``status.admission``: the tenant ValidatingAdmissionPolicy and the opt-in labels, or the
+labels alone (docs/security.md, "Admission policies")."""
 
 Globs = Annotated[list[Glob], Field(max_length=64)]
 Commands = Annotated[list[Argument], Field(max_length=64)]

@@ -18,6 +18,7 @@ from mcp_operator.api.common import (
     PREFIX_PATTERN,
     QUANTITY_PATTERN,
     URL_PATTERN,
+    AdmissionLayer,
     Arguments,
     CallPolicySpec,
     Commands,
@@ -242,6 +243,7 @@ class ServerInfo(StatusModel):
 class MCPServerStatus(StatusModel):
     """Observed state of an MCP server, written by the operator."""
 
+    admission: AdmissionLayer | None = None
     observed_generation: Generation | None = None
     url: Annotated[str, StringConstraints(max_length=2048)] | None = None
     tools: Annotated[list[ToolStatus], Field(max_length=256)] | None = None

@@ -182,6 +182,13 @@ def add_high_availability_arguments(parser: argparse.ArgumentParser) -> None:
         "Deployment and Lease (default: all)",
     )
     parser.add_argument(
+        "--tenant-admission-policy",
+        default=None,
+        help="name of the installation's tenant ValidatingAdmissionPolicy (and of its "
+        "binding); looked for at start, status.admission says whether it guards tenants' "
+        "objects besides the opt-in labels (docs/security.md); default: none",
+    )
+    parser.add_argument(
         "--namespace-scoped",
         action="store_true",
         help="run with Roles in the watched namespaces only (no ClusterRole): neither list nor "
@@ -281,6 +288,7 @@ def run(args: argparse.Namespace) -> int:
         # start-up in the listed namespaces, without warning about the missing permission.
         scanning=not args.namespace_scoped,
         shard_selector=shard_selector,
+        tenant_admission_policy=args.tenant_admission_policy,
     )
 
     async def operate(stop: asyncio.Event, quiesced: asyncio.Event) -> None:

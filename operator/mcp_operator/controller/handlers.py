@@ -19,6 +19,7 @@ from typing import Any
 import kopf
 
 from mcp_operator import GROUP, OPT_IN_LABEL, OPT_IN_VALUE, VERSION
+from mcp_operator.controller.admission import admission_layer
 from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
 from mcp_operator.controller.agentrun.runs import Runs
 from mcp_operator.controller.mcpserver.fleet import Fleet
@@ -104,6 +105,10 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         egress.private_destinations,
         egress.loopback_destinations,
     )
+    # Which admission layer guards tenants' objects, for status.admission.
+    layer = await admission_layer(memo.kube, getattr(memo, "tenant_admission_policy", None))
+    fleet_settings = dataclasses.replace(fleet_settings, admission=layer)
+    run_settings = dataclasses.replace(run_settings, admission=layer)
     memo.fleet = Fleet(memo.kube, fleet_settings, metrics=metrics)
     memo.runs = Runs(memo.kube, run_settings, metrics=metrics)
 

@@ -99,7 +99,10 @@ class KindController(abc.ABC, Generic[M]):
         schedule: ScheduleSettings,
         clock: Clock | None = None,
         metrics: OperatorMetrics | None = None,
+        stamp: Mapping[str, Any] | None = None,
     ) -> None:
+        """``stamp``: status fields written with every status patch (which admission layer
+        applied, say)."""
         self.kube = kube
         self.kind = kind
         self.resource = resource
@@ -118,7 +121,7 @@ class KindController(abc.ABC, Generic[M]):
             states=lambda: count_ready(known.status for known in self._worker.items()),
             queue_depth=lambda: self._worker.limit.waiting,
         )
-        self._status = StatusWriter(kube, resource, transitions)
+        self._status = StatusWriter(kube, resource, transitions, stamp=stamp)
 
     # -- what each kind supplies ---------------------------------------------------------
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from mcp_operator.api.common import AdmissionLayer
 from mcp_operator.oci.settings import RegistrySettings
 
 Permission = Literal["refused", "labelled", "allowed"]
@@ -97,6 +98,9 @@ class FleetSettings:
     registry: RegistrySettings = field(default_factory=RegistrySettings)
     """How image configurations are read from registries (platform, plain-HTTP hosts)."""
     egress: EgressSettings = field(default_factory=EgressSettings)
+
+    admission: AdmissionLayer = "Labels"
+    """The admission layer that status reports (found at start, controller.admission)."""
     """Where probes of external servers may connect."""
 
 
@@ -132,6 +136,9 @@ class AgentRunSettings:
     """When each run is reconciled again after a failure (its Pod and servers wake it too)."""
 
     render: AgentRenderSettings = field(default_factory=AgentRenderSettings)
+
+    admission: AdmissionLayer = "Labels"
+    """The admission layer that status reports (found at start, controller.admission)."""
     """How runs' Pods and ConfigMaps are rendered (bridge image, the operator-wide switch)."""
 
 

@@ -47,10 +47,19 @@ class EventPoster:
 class StatusWriter:
     """Patches the status of one kind of object and announces its transitions."""
 
-    def __init__(self, kube: Kube, resource: Resource, transitions: Transitions) -> None:
+    def __init__(
+        self,
+        kube: Kube,
+        resource: Resource,
+        transitions: Transitions,
+        *,
+        stamp: Mapping[str, Any] | None = None,
+    ) -> None:
         self.kube = kube
         self.resource = resource
         self.transitions = transitions
+        self.stamp: Mapping[str, Any] = dict(stamp or {})
+        """Fields written with every patch, the same for every object (``admission``)."""
         self.events = EventPoster(kube)
 
     async def write(
@@ -68,6 +77,7 @@ class StatusWriter:
 
     async def patch(self, about: ObjectRef, patch: Mapping[str, Any]) -> Mapping[str, Any] | None:
         """Only the patch of :meth:`write`: the caller owes :meth:`announce` of the change."""
+        patch = {**self.stamp, **patch}
         try:
             updated = await self.kube.patch_status(
                 self.resource, about.namespace, about.name, patch

@@ -32,6 +32,8 @@ from mcp_operator.kube.resources import (
     SECRETS,
     SERVICEACCOUNTS,
     SERVICES,
+    VALIDATING_ADMISSION_POLICIES,
+    VALIDATING_ADMISSION_POLICY_BINDINGS,
     Resource,
 )
 
@@ -48,6 +50,8 @@ __all__ = [
     "SERVICEACCOUNTS",
     "SERVICES",
     "SERVICE_ACCOUNT_DIR",
+    "VALIDATING_ADMISSION_POLICIES",
+    "VALIDATING_ADMISSION_POLICY_BINDINGS",
     "Kube",
     "KubeError",
     "NameConflict",

@@ -38,3 +38,9 @@ CONFIGMAPS = Resource("", "v1", "configmaps")
 MCPSERVERS = Resource(GROUP, VERSION, "mcpservers")
 AGENTRUNS = Resource(GROUP, VERSION, "agentruns")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
+VALIDATING_ADMISSION_POLICIES = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"
+)
+VALIDATING_ADMISSION_POLICY_BINDINGS = Resource(
+    "admissionregistration.k8s.io", "v1", "validatingadmissionpolicybindings"
+)

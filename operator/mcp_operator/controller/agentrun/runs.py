@@ -48,6 +48,7 @@ class Runs(KindController[AgentRun]):
             schedule=self.settings.schedule,
             clock=clock,
             metrics=metrics,
+            stamp={"admission": self.settings.admission},
         )
         self._servers: dict[str, frozenset[resolve.ServerKey]] = {}
         """Run uid → the MCPServers it references (a change of one wakes the run)."""

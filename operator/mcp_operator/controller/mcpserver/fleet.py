@@ -58,6 +58,7 @@ class Fleet(KindController[MCPServer]):
             schedule=self.settings.schedule,
             clock=clock,
             metrics=metrics,
+            stamp={"admission": self.settings.admission},
         )
         self._wake = WakePolicy()
         self._listeners = Listeners(self.settings.listeners)

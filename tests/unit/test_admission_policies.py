@@ -1,0 +1,205 @@
+"""The chart's ValidatingAdmissionPolicies as rendered, and deploy/'s copy of them.
+
+What the policies refuse is shown on a real API server (tests/e2e/test_admission_policies.py);
+here: which policies each value renders, for which identity and which namespaces, that
+deploy/ holds the same policies as the chart's defaults, and the pure part of the
+operator's look for its tenant policy at start (``controller.admission``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from mcp_operator.controller.admission import admission_layer, enforced
+from mcp_operator.dev.cluster import kubectl_path
+from mcp_operator.kube import (
+    VALIDATING_ADMISSION_POLICIES,
+    VALIDATING_ADMISSION_POLICY_BINDINGS,
+    KubeError,
+    Resource,
+)
+from tests.support import needs
+from tests.unit.fakes import FakeKube
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "charts" / "mcp-operator"
+POLICY_KINDS = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+
+
+@pytest.fixture(scope="module")
+def helm() -> str:
+    return needs.helm()
+
+
+def render(helm: str, *values: str, release: str = "mcpo", namespace: str = "ops") -> Any:
+    result = subprocess.run(
+        [helm, "template", release, str(CHART), "--namespace", namespace, *values],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def policies(objects: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objects if o["kind"] in POLICY_KINDS}
+
+
+def args(objects: list[dict[str, Any]]) -> list[str]:
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    found: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    return found
+
+
+def expressions(policy: dict[str, Any]) -> list[str]:
+    return [v["expression"] for v in policy["spec"]["validations"]]
+
+
+def test_the_defaults_render_three_policies_each_with_a_binding_that_denies(helm: str) -> None:
+    found = policies(render(helm))
+    names = {"mcpo-mcp-operator-tenants", "mcpo-mcp-operator-owned-children"}
+    names.add("mcpo-mcp-operator-pod-shape")
+    assert set(found) == {(kind, name) for kind in POLICY_KINDS for name in names}
+    for name in names:
+        binding = found[("ValidatingAdmissionPolicyBinding", name)]["spec"]
+        assert binding == {"policyName": name, "validationActions": ["Deny"]}
+        assert found[("ValidatingAdmissionPolicy", name)]["spec"]["failurePolicy"] == "Fail"
+
+
+def test_the_guard_rails_match_the_charts_service_account_alone(helm: str) -> None:
+    for values, account in (
+        ([], "system:serviceaccount:ops:mcpo-mcp-operator"),
+        (["--set", "serviceAccount.name=robot"], "system:serviceaccount:ops:robot"),
+    ):
+        found = policies(render(helm, *values))
+        for name in ("owned-children", "pod-shape"):
+            policy = found[("ValidatingAdmissionPolicy", f"mcpo-mcp-operator-{name}")]
+            expression = f'request.userInfo.username == "{account}"'
+            assert policy["spec"]["matchConditions"] == [
+                {"name": "by-the-operator", "expression": expression}
+            ]
+    tenants = found[("ValidatingAdmissionPolicy", "mcpo-mcp-operator-tenants")]
+    assert "matchConditions" not in tenants["spec"], "the tenant policy is for every user"
+
+
+def test_the_guard_rails_hold_the_operator_to_the_watched_namespaces(helm: str) -> None:
+    def namespace_rules(*values: str) -> list[str]:
+        owned = policies(render(helm, *values))[
+            ("ValidatingAdmissionPolicy", "mcpo-mcp-operator-owned-children")
+        ]
+        return [e for e in expressions(owned) if "request.namespace in" in e]
+
+    assert namespace_rules() == [
+        '!(request.namespace in ["kube-system","kube-public","kube-node-lease"])'
+    ]
+    assert namespace_rules("--set", "watchNamespaces={team-a,team-b}")[1:] == [
+        'request.namespace in ["team-a","team-b"]'
+    ]
+    assert namespace_rules("--set", "admissionPolicies.deniedNamespaces={infra}") == [
+        '!(request.namespace in ["infra"])'
+    ]
+
+
+def test_each_set_of_policies_can_be_turned_off(helm: str) -> None:
+    no_tenants = render(helm, "--set", "admissionPolicies.tenants=false")
+    assert {name for _, name in policies(no_tenants)} == {
+        "mcpo-mcp-operator-owned-children",
+        "mcpo-mcp-operator-pod-shape",
+    }
+    assert not [a for a in args(no_tenants) if a.startswith("--tenant-admission-policy")]
+    no_rails = render(helm, "--set", "admissionPolicies.guardRails=false")
+    assert {name for _, name in policies(no_rails)} == {"mcpo-mcp-operator-tenants"}
+    assert "--tenant-admission-policy=mcpo-mcp-operator-tenants" in args(no_rails)
+    assert not policies(
+        render(
+            helm,
+            "--set",
+            "admissionPolicies.tenants=false",
+            "--set",
+            "admissionPolicies.guardRails=false",
+        )
+    )
+
+
+def test_a_namespace_scoped_operator_is_not_told_of_a_policy_it_cannot_read(helm: str) -> None:
+    scoped = render(helm, "--set", "namespaceScoped=true", "--set", "watchNamespaces={team-a}")
+    assert ("ValidatingAdmissionPolicy", "mcpo-mcp-operator-tenants") in policies(scoped)
+    assert not [a for a in args(scoped) if a.startswith("--tenant-admission-policy")]
+
+
+def test_deploy_holds_the_policies_of_the_charts_defaults(helm: str) -> None:
+    result = subprocess.run(
+        [kubectl_path(), "kustomize", str(REPO / "deploy")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    deployed = policies([doc for doc in yaml.safe_load_all(result.stdout) if doc])
+    charted = policies(render(helm, release="mcp-operator", namespace="mcp-operator-system"))
+    assert set(deployed) == set(charted)
+    for key, obj in charted.items():
+        # (kustomize also sets its namespace on them, not knowing the kind to be
+        # cluster-scoped; the API server drops it.)
+        assert deployed[key]["spec"] == obj["spec"], (
+            f"deploy/ differs from the chart: {key}; run `make admission-policies`"
+        )
+
+
+POLICY = {"metadata": {"name": "mcpo-tenants"}}
+
+
+@pytest.mark.parametrize(
+    ("binding", "expected"),
+    [
+        ({"spec": {"policyName": "mcpo-tenants", "validationActions": ["Deny"]}}, True),
+        ({"spec": {"policyName": "mcpo-tenants", "validationActions": ["Warn", "Audit"]}}, False),
+        ({"spec": {"policyName": "another", "validationActions": ["Deny"]}}, False),
+        (None, False),
+    ],
+    ids=["denies", "only-warns", "binds-another-policy", "no-binding"],
+)
+def test_a_tenant_policy_counts_only_with_a_binding_of_it_that_denies(
+    binding: dict[str, Any] | None, expected: bool
+) -> None:
+    assert enforced(POLICY, binding) is expected
+    assert enforced(None, binding) is False
+
+
+# -- the operator's look at start ----------------------------------------------------------
+
+
+def fake_with(*objects: tuple[Any, dict[str, Any]]) -> FakeKube:
+    kube = FakeKube()
+    for resource, body in objects:
+        kube.put(resource, body)
+    return kube
+
+
+DENYING = {"metadata": {"name": "mcpo-tenants"}, "spec": {"policyName": "mcpo-tenants"}}
+DENYING["spec"]["validationActions"] = ["Deny"]
+
+
+async def test_the_operator_reports_the_policy_layer_only_when_policy_and_binding_exist() -> None:
+    both = fake_with(
+        (VALIDATING_ADMISSION_POLICIES, POLICY), (VALIDATING_ADMISSION_POLICY_BINDINGS, DENYING)
+    )
+    assert await admission_layer(both, "mcpo-tenants") == "PolicyAndLabels"  # type: ignore[arg-type]
+    assert await admission_layer(both, None) == "Labels"  # type: ignore[arg-type]
+    assert await admission_layer(both, "another") == "Labels"  # type: ignore[arg-type]
+    unbound = fake_with((VALIDATING_ADMISSION_POLICIES, POLICY))
+    assert await admission_layer(unbound, "mcpo-tenants") == "Labels"  # type: ignore[arg-type]
+
+
+async def test_a_policy_the_operator_may_not_read_is_reported_as_absent() -> None:
+    class Forbidden(FakeKube):
+        async def get(self, resource: Resource, namespace: str | None, name: str) -> Any:
+            raise KubeError(403, "forbidden")
+
+    assert await admission_layer(Forbidden(), "mcpo-tenants") == "Labels"  # type: ignore[arg-type]
