@@ -137,8 +137,14 @@ async def test_a_run_deleted_after_its_ttl_ends_its_worker_as_a_reconcile_not_an
     runs = Runs(kube, clock=clock, metrics=metrics)  # type: ignore[arg-type]
     kube.put(MCPSERVERS, ready_server())
     kube.put(AGENTRUNS, run_body(ttlSecondsAfterFinished=0))
-    kube.objects[("pods", "ns", "triage")] = {
-        "metadata": {"name": "triage", "namespace": "ns"},
+    kube.objects[("pods", "ns", "triage")] = {  # the run's own Pod, which has finished
+        "metadata": {
+            "name": "triage",
+            "namespace": "ns",
+            "ownerReferences": [
+                {"kind": "AgentRun", "name": "triage", "uid": "uid-run", "controller": True}
+            ],
+        },
         "status": {"phase": "Succeeded"},
     }
     runs.observe("ADDED", run_body(ttlSecondsAfterFinished=0))
