@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 import httpx
-from mcp_types.jsonrpc import METHOD_NOT_FOUND
+from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from mcp_operator.api.bridge import BridgeConfig
 from mcp_operator.bridge.audit import AuditRecord
@@ -96,6 +96,7 @@ class BridgeCore:
             on_change=self._catalog_changed,
             relist_seconds=relist_seconds,
             on_listed=self.metrics.observe_listing,
+            on_problem=self.metrics.observe_problem,
         )
         self.pipeline = CallPipeline(
             config,
@@ -110,6 +111,8 @@ class BridgeCore:
         self.listing_result: dict[str, Any] = {"tools": []}
         self.started = False
         self.inflight = 0
+        self.audited = 0
+        """Audit lines written so far (the front audits a refusal no call step audited)."""
 
     def _audit_writer(self, config: BridgeConfig) -> AuditWriter:
         stdout = self._audit_stdout if config.audit.stdout else None
@@ -146,6 +149,7 @@ class BridgeCore:
         self.config = config
         self.pipeline.reconfigure(config, self.pipeline.catalog)
         await self.pool.configure(config)
+        self.pipeline.scrubber = self.pool.scrubber
         self.pipeline.reconfigure(config, self.pool.catalog)
         for key in gone:
             self.metrics.forget_server(key)
@@ -171,6 +175,11 @@ class BridgeCore:
         ``tools/call`` through the pipeline, ``tools/list`` from the catalog, ``ping``; any
         other method -32601."""
         if method == "tools/call":
+            problem = _unreadable_call(params)
+            if problem is not None:
+                sent = params.get("name") if isinstance(params, dict) else params
+                self.record(self.pipeline.unreadable(sent))
+                return error_response(request_id, INVALID_PARAMS, f"Invalid params: {problem}")
             result = await self.call_tool(params)
         elif method == "tools/list":
             result = self.listing_result
@@ -180,18 +189,33 @@ class BridgeCore:
             return error_response(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
-    async def call_tool(self, params: Any) -> dict[str, Any]:
+    async def call_tool(self, params: dict[str, Any]) -> dict[str, Any]:
         """A ``tools/call`` through the pipeline; the ``CallToolResult`` for the agent."""
-        if not isinstance(params, dict):
-            params = {}
-        name = params.get("name")
         self.inflight += 1
         try:
-            report = await self.pipeline.call(
-                name if isinstance(name, str) else "", params.get("arguments")
-            )
+            report = await self.pipeline.call(params["name"], params.get("arguments"))
         finally:
             self.inflight -= 1
-        self.audit.write(report.audit)
-        self.metrics.observe_call(report.audit)
+        self.record(report.audit)
         return report.result
+
+    def record(self, audit: AuditRecord) -> None:
+        """Write one audit line and count it in the metrics."""
+        self.audited += 1
+        self.audit.write(audit)
+        self.metrics.observe_call(audit)
+
+    def record_refused(self, status: int) -> None:
+        """Audit a request the front refused before any call step saw it (bad JSON, a body
+        too large, a wrong content type, a missing session header)."""
+        self.record(self.pipeline.unreadable(f"HTTP {status}"))
+
+
+def _unreadable_call(params: Any) -> str | None:
+    """Why ``params`` cannot be a ``tools/call`` (the arguments' shape is the pipeline's to
+    judge, with a hint), or ``None``."""
+    if not isinstance(params, dict):
+        return "params must be an object"
+    if not isinstance(params.get("name"), str):
+        return "params.name must be a string"
+    return None

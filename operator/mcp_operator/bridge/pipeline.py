@@ -11,7 +11,12 @@ decides what happens to a call. It yields the result for the agent (the upstream
    (``timeout``), the server's circuit breaker (``circuit_open``) and the retry rules
    (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no);
 4. **after-hooks**, always (PII on the result);
-5. **normalise-error**: any failure becomes :meth:`ToolError.to_result`.
+5. **normalise-error**: any failure becomes :meth:`ToolError.to_result`, with every header
+   value in use masked (:class:`~mcp_operator.mcp.scrub.Scrubber`, the probe's; the pool
+   gives it, :attr:`CallPipeline.scrubber`): whatever the upstream client below put in a
+   failure, and the text of a ``CallToolResult`` that says ``isError``, reach neither the
+   agent nor the audit with a credential in them. The audit record names only catalog tools
+   (a made-up name is ``(unknown)`` with :func:`~mcp_operator.bridge.audit.tool_digest`).
 
 No sockets and no clock of its own: the caller injects the upstream call, a :class:`Clock`
 (monotonic time, wall time, sleep) and the random source of the retry jitter. Upstream
@@ -29,7 +34,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
-from mcp_operator.bridge.audit import AuditRecord, arguments_digest
+from mcp_operator.bridge.audit import UNKNOWN_TOOL, AuditRecord, arguments_digest, tool_digest
 from mcp_operator.bridge.breaker import CircuitBreaker
 from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.errors import (
@@ -37,12 +42,14 @@ from mcp_operator.bridge.errors import (
     OutcomeCode,
     ToolError,
     UpstreamFailure,
+    UpstreamMisconfigured,
     UpstreamRejected,
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
 from mcp_operator.bridge.retry import next_delay, retry_safe
 from mcp_operator.bridge.validate import ArgumentValidator, invalid_arguments
 from mcp_operator.mcp.naming import cut, quoted
+from mcp_operator.mcp.scrub import Scrubber
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +109,8 @@ class CallPipeline:
         self.hooks = list(hooks)
         self.validator = validator or ArgumentValidator()
         self.breakers: dict[str, CircuitBreaker] = {}
+        self.scrubber = Scrubber(())
+        """Masks the header values in use (set by whoever reads them: the upstream pool)."""
         self.reconfigure(config, catalog)
 
     def reconfigure(self, config: BridgeConfig, catalog: Catalog) -> None:
@@ -206,6 +215,11 @@ class CallPipeline:
                 breaker.record_success(self.clock.monotonic())
                 outcome.error = self._rejected(call, error)
                 return
+            except UpstreamMisconfigured as error:
+                breaker.release()
+                outcome.attempts -= 1  # nothing was sent
+                outcome.error = self._misconfigured(call, error)
+                return
             except Exception as error:
                 now = self.clock.monotonic()
                 breaker.record_failure(now)
@@ -253,7 +267,7 @@ class CallPipeline:
     def _rejected(self, call: Call, error: UpstreamRejected) -> ToolError:
         server = call.entry.server if call.entry else "?"
         code = f" (JSON-RPC error {error.code})" if error.code is not None else ""
-        message = cut(str(error) or "no message", MAX_UPSTREAM_MESSAGE)
+        message = cut(self.scrubber(str(error)) or "no message", MAX_UPSTREAM_MESSAGE)
         hint = f"Server {server} refused {call.exposed_name}{code}: {message}"
         if call.schema_problem is not None:
             hint += (
@@ -261,6 +275,17 @@ class CallPipeline:
                 f"schema is broken ({call.schema_problem}); compare them with its description."
             )
         return ToolError("upstream_error", hint, {"server": server, "rpcCode": error.code})
+
+    def _misconfigured(self, call: Call, error: UpstreamMisconfigured) -> ToolError:
+        server = call.entry.server if call.entry else "?"
+        reason = cut(self.scrubber(str(error)), MAX_UPSTREAM_MESSAGE)
+        return ToolError(
+            "upstream_unavailable",
+            f"Server {server} cannot be called: {reason}. The call was not sent; calling "
+            "again will not help until its configuration is fixed. Tools of other servers "
+            "keep working.",
+            {"server": server, "attempts": 0, "misconfigured": True},
+        )
 
     def _unavailable(
         self,
@@ -272,7 +297,7 @@ class CallPipeline:
     ) -> ToolError:
         entry = call.entry
         assert entry is not None
-        reason = cut(str(error) or type(error).__name__, MAX_UPSTREAM_MESSAGE)
+        reason = cut(self.scrubber(str(error)) or type(error).__name__, MAX_UPSTREAM_MESSAGE)
         if not isinstance(error, UpstreamFailure):
             reason = f"{type(error).__name__}: {reason}"
         tries = "once" if attempts == 1 else f"{attempts} times"
@@ -307,16 +332,20 @@ class CallPipeline:
 
         code: OutcomeCode
         if outcome.error is not None:
-            result = outcome.error.to_result()
+            result = outcome.error.masked(self.scrubber).to_result()
             code = outcome.error.code
         else:
             result = dict(outcome.result or {})
             code = "upstream_error" if result.get("isError") is True else "ok"
+            if code == "upstream_error":
+                result = self.scrubber.json(result)
+        known = self.catalog.get(exposed_name) is not None
         audit = AuditRecord(
             time=arrived,
             run=self.run,
             server=call.entry.server if call.entry else None,
-            tool=cut(exposed_name, 128),
+            tool=exposed_name if known else UNKNOWN_TOOL,
+            tool_sha256=None if known else tool_digest(exposed_name),
             original_tool=call.entry.original_name if call.entry else None,
             outcome=code,
             duration_ms=(self.clock.monotonic() - started) * 1000.0,
@@ -327,14 +356,29 @@ class CallPipeline:
         )
         return CallReport(result=result, audit=audit)
 
+    def unreadable(self, sent: Any) -> AuditRecord:
+        """The audit record of a request that could not be read as a call (bad JSON, wrong
+        types, a refused HTTP request): ``invalid_request``, with a hash of what was sent."""
+        return AuditRecord(
+            time=self.clock.now(),
+            run=self.run,
+            server=None,
+            tool=UNKNOWN_TOOL,
+            tool_sha256=tool_digest(sent),
+            original_tool=None,
+            outcome="invalid_request",
+            duration_ms=0.0,
+            attempts=0,
+            arguments_sha256=None,
+        )
+
 
 def _hook_failed(hook: Hook, call: Call, error: Exception, when: str) -> ToolError:
     """A crashing hook fails closed: the call (or its result) is stopped, as by a policy, with
     a code of its own (a fault of the bridge is not the agent's personal data)."""
     name = getattr(hook, "name", type(hook).__name__)
-    logger.error(
-        "Bridge hook %s failed %s %s: %s", name, when, call.exposed_name, type(error).__name__
-    )
+    tool = call.entry.exposed_name if call.entry is not None else UNKNOWN_TOOL
+    logger.error("Bridge hook %s failed %s %s: %s", name, when, tool, type(error).__name__)
     code: ErrorCode = "hook_failed"
     stopped = "the call was not sent" if when == "before" else "its result was withheld"
     return ToolError(
