@@ -22,7 +22,7 @@ from mcp_operator.bridge.errors import (
     UpstreamUnavailable,
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, PiiHook
-from mcp_operator.bridge.pii import PiiScanner, builtin_detectors
+from mcp_operator.bridge.pii import MAX_SCAN_CHARS, PiiScanner, builtin_detectors
 from mcp_operator.bridge.pipeline import CallPipeline, CallReport
 
 MARKER = "alice@example.com"
@@ -461,6 +461,7 @@ async def test_every_error_code_is_reachable_and_no_audit_line_holds_a_value() -
         ("gh_create_issue", {"title": MARKER}),
         ("gh_create_issue", {"title": MARKER}),
         ("mail_send", {"to": "team"}),
+        ("mail_send", {"to": "x" * (MAX_SCAN_CHARS + 1)}),
     ]
     outcomes = set()
     for name, arguments in calls:

@@ -73,6 +73,8 @@ class AuditRecord:
     """The tool's schema was broken, so the arguments went unchecked."""
     tool_sha256: str | None = None
     """:func:`tool_digest` of the name sent, when ``tool`` is ``(unknown)``."""
+    pii_unscanned: tuple[str, ...] = ()
+    """Directions too large to scan whole for PII (only their first part was scanned)."""
 
     def to_dict(self) -> dict[str, Any]:
         when = self.time.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -90,6 +92,8 @@ class AuditRecord:
         }
         if self.tool_sha256 is not None:
             record["toolSha256"] = self.tool_sha256
+        if self.pii_unscanned:
+            record["piiUnscanned"] = list(self.pii_unscanned)
         if self.schema_unchecked:
             record["schemaUnchecked"] = True
         return record

@@ -7,6 +7,7 @@ decides what happens to a call. It yields the result for the agent (the upstream
 1. **validate**: the exposed name must be in the catalog and pass the server's filter layers
    (``not_allowlisted``), the arguments must match the tool's schema (``invalid_arguments``);
 2. **before-hooks**, always, even when validation refused the call (PII on the arguments);
+   a hook that says a value is large (``offload``) runs in a worker thread for it;
 3. **call**, unless refused: the injected upstream call function, under the call's deadline
    (``timeout``), the server's circuit breaker (``circuit_open``) and the retry rules
    (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no);
@@ -172,19 +173,25 @@ class CallPipeline:
         if verdict.schema_problem is not None and call.refusal is None:
             logger.warning("Forwarded %s unchecked: %s", entry.exposed_name, verdict.schema_problem)
 
-    def _before(self, call: Call) -> None:
+    async def _before(self, call: Call) -> None:
         for hook in self.hooks:
             try:
-                refusal = hook.before_call(call)
+                if _offloaded(hook, call.arguments):
+                    refusal = await asyncio.to_thread(hook.before_call, call)
+                else:
+                    refusal = hook.before_call(call)
             except Exception as error:
                 refusal = _hook_failed(hook, call, error, "before")
             if call.refusal is None:
                 call.refusal = refusal
 
-    def _after(self, call: Call, outcome: CallOutcome) -> None:
+    async def _after(self, call: Call, outcome: CallOutcome) -> None:
         for hook in self.hooks:
             try:
-                hook.after_call(call, outcome)
+                if _offloaded(hook, outcome.result):
+                    await asyncio.to_thread(hook.after_call, call, outcome)
+                else:
+                    hook.after_call(call, outcome)
             except Exception as error:
                 outcome.result = None
                 outcome.error = _hook_failed(hook, call, error, "after")
@@ -323,12 +330,12 @@ class CallPipeline:
         digest = arguments_digest(arguments)
         call = Call(run=self.run, exposed_name=exposed_name, arguments=arguments)
         self._validate(call)
-        self._before(call)
+        await self._before(call)
         outcome = CallOutcome(error=call.refusal)
         if call.refusal is None:
             deadline = started + call.policy.timeout_seconds
             await self._send(call, outcome, deadline)
-        self._after(call, outcome)
+        await self._after(call, outcome)
 
         code: OutcomeCode
         if outcome.error is not None:
@@ -353,6 +360,7 @@ class CallPipeline:
             arguments_sha256=digest,
             pii={direction: dict(counts) for direction, counts in call.pii.items()},
             schema_unchecked=call.schema_problem is not None,
+            pii_unscanned=tuple(call.pii_unscanned),
         )
         return CallReport(result=result, audit=audit)
 
@@ -371,6 +379,13 @@ class CallPipeline:
             attempts=0,
             arguments_sha256=None,
         )
+
+
+def _offloaded(hook: Hook, value: Any) -> bool:
+    """Whether the hook asks for a worker thread for this value (a large scan must not stall
+    the calls of other sessions on the event loop)."""
+    offload = getattr(hook, "offload", None)
+    return value is not None and callable(offload) and bool(offload(value))
 
 
 def _hook_failed(hook: Hook, call: Call, error: Exception, when: str) -> ToolError:
