@@ -541,3 +541,31 @@ async def test_a_server_that_cannot_be_called_as_configured_is_refused_without_a
     assert content["code"] == "upstream_unavailable" and content["misconfigured"] is True
     assert "control character" in content["hint"] and "not sent" in content["hint"]
     assert report.audit.attempts == 0 and setup.clock.sleeps == []  # read-only, yet no retry
+
+
+async def test_a_hook_that_asks_for_it_runs_in_a_worker_thread_for_a_large_value() -> None:
+    import threading
+
+    seen: list[int] = []
+
+    class Heavy:
+        name = "heavy"
+
+        def offload(self, value: Any) -> bool:
+            return "big" in json.dumps(value)
+
+        def before_call(self, call: Call) -> ToolError | None:
+            seen.append(threading.get_ident())
+            return None
+
+        def after_call(self, call: Call, outcome: CallOutcome) -> None:
+            seen.append(threading.get_ident())
+
+    setup = Setup()
+    setup.pipeline.hooks = [Heavy()]
+    await setup.call("gh_get_issue", {"q": "small"})
+    assert seen == [threading.get_ident()] * 2
+    seen.clear()
+    setup.upstream.script["get_issue"] = [ok("big")]
+    await setup.call("gh_get_issue", {"q": "big"})
+    assert len(seen) == 2 and threading.get_ident() not in seen

@@ -10,15 +10,28 @@ keyword), ``es_dni`` / ``es_nie`` (control letter), ``ipv4``, ``ipv6``.
 
 More detectors come from the entry point group ``mcp_operator.pii_detectors``: an entry
 point names a detector object or a zero-argument factory of one (a Presidio wrapper, say).
-:class:`PiiScanner` walks strings (and keys, and integers as their digits) in nested
-dicts and lists and reports kinds and counts only, never the values; with ``redact`` it
-returns the value rewritten (``[REDACTED:email]``). What to do with a finding (the modes
-``off | detect | redact | block``) is :mod:`mcp_operator.bridge.hooks`' job.
+
+:class:`PiiScanner` makes a value hard to walk around: it scans every string leaf and key,
+numbers as their decimal text (floats included), and a resource's ``blob`` or an image's or
+audio's ``data`` when it decodes to text; each text after :func:`normalise` (NFKC, digits of
+every script as ASCII, zero-width and format characters removed, dashes, dots and spaces of
+other scripts folded), so that a look-alike character cannot hide a value from the patterns;
+small base64 runs inside a string decoded and scanned; and the *seams* between adjacent
+strings (their ends joined directly and with a space), so that a value split across fields is
+found where the pieces meet. The work per call is bounded (``max_chars`` per direction; the
+report says ``unscanned`` when the value was larger) and linear in the input: long texts are
+scanned a window at a time, which also lets a scan in a worker thread give the event loop
+back often. It reports kinds and counts only, never the values; with ``redact`` it returns
+the value rewritten (``[REDACTED:email]``, mapped back onto the original characters; a
+redacted blob stays base64). What to do with a finding (the modes ``off | detect | redact |
+block``) is :mod:`mcp_operator.bridge.hooks`' job. What it does not catch is listed in
+docs/security.md.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import ipaddress
 import re
 import unicodedata
@@ -321,7 +334,7 @@ def _origins(text: str) -> list[int]:
 
 # -- the scanner -----------------------------------------------------------------------------
 
-MAX_SCAN_CHARS = 4 * 1024 * 1024
+MAX_SCAN_CHARS = 2 * 1024 * 1024
 """Characters scanned per direction of one call (strings, keys, numbers and decoded blobs);
 what lies beyond is *unscanned*, and the policy decides what that means."""
 
@@ -334,6 +347,11 @@ MAX_BASE64_RUN = 4096
 text (an address encoded to slip past the patterns)."""
 
 MIN_BASE64_RUN = 12
+
+CHUNK_CHARS = 32 * 1024
+"""A longer text is scanned a window at a time (:meth:`PiiScanner._chunked`)."""
+CHUNK_CONTEXT = 512
+"""Characters of context either side of a window: more than any finding is long."""
 
 SEAM_CHARS = 128
 """Of each string, this many characters at either end take part in the seam scan: a value
@@ -401,13 +419,15 @@ class _Leaf:
     """Whether it takes part in the seam scan (strings and keys; not numbers or blobs)."""
     key: bool = False
     """A mapping key (the values-only seam chain leaves keys out)."""
+    rest: str = ""
+    """What did not fit in the scan's budget: kept as it is, after ``original``."""
     findings: list[Finding] = field(default_factory=list)
     """What was found in it, alone or at a seam with its neighbours (``text``'s
     coordinates)."""
 
     def redacted(self) -> str:
         if not self.findings:
-            return self.original
+            return self.original + self.rest
         origins = _origins(self.original) if self.text is not self.original else None
         pieces: list[str] = []
         position = 0
@@ -420,6 +440,7 @@ class _Leaf:
             pieces.append(redaction(kind))
             position = end
         pieces.append(self.original[position:])
+        pieces.append(self.rest)
         return "".join(pieces)
 
 
@@ -453,17 +474,22 @@ class _Walk:
         self.remaining = budget
         self.unscanned = False
 
-    def _take(self, text: str, seam: bool, key: bool = False) -> int | None:
+    def _take(self, text: str, seam: bool, key: bool = False, partial: bool = False) -> int | None:
+        """The index of a new leaf for ``text``; ``None`` when the budget is spent. A string
+        that does not fit is scanned in its first part (``partial``), the rest kept as is."""
+        rest = ""
         if len(text) > self.remaining:
             self.unscanned = True
-            self.remaining = 0
-            return None
+            if not partial or not self.remaining:
+                self.remaining = 0
+                return None
+            text, rest = text[: self.remaining], text[self.remaining :]
         self.remaining -= len(text)
-        self.leaves.append(_Leaf(text, normalise(text), seam, key))
+        self.leaves.append(_Leaf(text, normalise(text), seam, key, rest=rest))
         return len(self.leaves) - 1
 
     def text(self, text: str, key: bool = False) -> Any:
-        index = self._take(text, seam=True, key=key)
+        index = self._take(text, seam=True, key=key, partial=True)
         return text if index is None else _Slot(index, "text")
 
     def number(self, number: int | float) -> Any:
@@ -577,20 +603,41 @@ class PiiScanner:
     def find(self, text: str, *, decode: bool = True) -> list[Finding]:
         """Findings in an already normalised ``text``, and in the small base64 runs in it
         that decode to text (such a run counts as one finding per finding inside it)."""
-        found = self.spans(text)
+        found = self.spans(text) if len(text) <= CHUNK_CHARS else self._chunked(text)
         if not decode or len(text) < MIN_BASE64_RUN:
             return found
         extra: list[Finding] = []
+        ends = [end for _, end, _ in found]  # sorted: the findings do not overlap
         for match in _BASE64_RUN.finditer(text):
             start, end = match.span()
-            if end - start > MAX_BASE64_RUN or any(s < end and start < e for s, e, _ in found):
+            if end - start > MAX_BASE64_RUN:
                 continue
+            before = bisect.bisect_right(ends, start)  # the first finding ending after start
+            if before < len(found) and found[before][0] < end:
+                continue  # the run overlaps a finding
             decoded = _decoded_text(match.group())
             if decoded is None:
                 continue
             inner = self.find(normalise(decoded[0]), decode=False)
             extra.extend((start, end, kind) for _, _, kind in inner)
         return sorted(found + extra) if extra else found
+
+    def _chunked(self, text: str) -> list[Finding]:
+        """:meth:`spans` of a long text, a window at a time: each window is a chunk with
+        ``CHUNK_CONTEXT`` characters either side, and keeps the findings that start in its
+        chunk. Each regular-expression pass is then short, so a scan in a worker thread
+        gives the event loop the interpreter back often (a pass over megabytes would hold it
+        for as long as it runs)."""
+        found: list[Finding] = []
+        for chunk in range(0, len(text), CHUNK_CHARS):
+            origin = max(0, chunk - CHUNK_CONTEXT)
+            window = text[origin : chunk + CHUNK_CHARS + CHUNK_CONTEXT]
+            for start, end, kind in self.spans(window):
+                if chunk <= origin + start < chunk + CHUNK_CHARS:
+                    finding = (origin + start, origin + end, kind)
+                    if not found or finding[0] >= found[-1][1]:
+                        found.append(finding)
+        return found
 
     def _seams(self, leaves: list[_Leaf]) -> list[str]:
         """Find values split across adjacent strings: scan the ends of neighbouring strings
