@@ -264,7 +264,7 @@ class UpstreamPool:
 
     async def _rebuild(self) -> None:
         listed = {key: state.tools for key, state in self.states.items() if state.tools is not None}
-        catalog = build_catalog(self.servers, listed)
+        catalog = build_catalog(self.servers, listed, previous=self.catalog)
         for collision in catalog.collisions:
             logger.warning("Left out a colliding tool: %s", collision)
         shown = json.dumps(catalog.listing(), sort_keys=True, default=repr)
