@@ -150,6 +150,9 @@ class BridgeCore:
         self.pipeline.reconfigure(config, self.pipeline.catalog)
         await self.pool.configure(config)
         self.pipeline.scrubber = self.pool.scrubber
+        self.pipeline.problems = {
+            key: state.problem for key, state in self.pool.states.items() if state.problem
+        }
         self.pipeline.reconfigure(config, self.pool.catalog)
         for key in gone:
             self.metrics.forget_server(key)
@@ -161,7 +164,8 @@ class BridgeCore:
 
     def _catalog_changed(self, catalog: Catalog) -> None:
         self.pipeline.reconfigure(self.config, catalog)
-        self.listing_result = {"tools": catalog.listing()}
+        # A server can echo the header values it was sent into its tools' texts.
+        self.listing_result = {"tools": self.pool.scrubber.json(catalog.listing())}
         self.metrics.catalog_tools.set(len(catalog.entries))
         logger.info("Listed %d tools of %d servers", len(catalog.entries), len(self.config.servers))
         if self.started:

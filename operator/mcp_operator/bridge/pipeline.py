@@ -112,6 +112,9 @@ class CallPipeline:
         self.breakers: dict[str, CircuitBreaker] = {}
         self.scrubber = Scrubber(())
         """Masks the header values in use (set by whoever reads them: the upstream pool)."""
+        self.problems: dict[str, str] = {}
+        """Why a server cannot be called at all, by server key (set from the upstream pool);
+        named in the hint of a refused call that names one of its tools."""
         self.reconfigure(config, catalog)
 
     def reconfigure(self, config: BridgeConfig, catalog: Catalog) -> None:
@@ -139,6 +142,14 @@ class CallPipeline:
         head = exposed_name.split("_", 1)[0] + "_"
         return [name for name in names if name.startswith(head)] or names
 
+    def _broken_servers(self, exposed_name: str) -> list[str]:
+        """The servers that cannot be called whose prefix ``exposed_name`` starts with."""
+        return sorted(
+            key
+            for key, server in self.servers.items()
+            if key in self.problems and exposed_name.startswith(f"{server.prefix}_")
+        )
+
     def _validate(self, call: Call) -> None:
         """Resolve and check the call; set ``call.refusal`` (and ``call.schema_problem``)."""
         entry = self.catalog.get(call.exposed_name)
@@ -156,11 +167,19 @@ class CallPipeline:
                 )
             else:
                 listing = " This agent may call no tools right now."
+            broken = self._broken_servers(call.exposed_name)
+            details: dict[str, Any] = {"similar": similar, "allowed": shown}
+            if broken:
+                listing += "".join(
+                    f" Server {key} cannot be called: {self.scrubber(self.problems[key])}."
+                    for key in broken
+                )
+                details["misconfigured"] = broken
             call.refusal = ToolError(
                 "not_allowlisted",
                 f"The tool {quoted(call.exposed_name)} is not available to this agent; the "
                 f"call was not sent.{listing}",
-                {"similar": similar, "allowed": shown},
+                details,
             )
             return
         call.entry, call.server = entry, server
