@@ -646,8 +646,10 @@ class PiiScanner:
         kinds: list[str] = []
         every = [leaf for leaf in leaves if leaf.seam and leaf.text]
         values = [leaf for leaf in every if not leaf.key]
-        chains = [every] if len(values) == len(every) else [values, every]
-        for chain, joiner in ((c, j) for c in chains if len(c) > 1 for j in SEAM_JOINERS):
+        # Two passes: every string joined directly (an address split anywhere, keys included),
+        # and the values alone joined with a space (digits split across a mapping's values).
+        passes = [(every, SEAM_JOINERS[0]), (values, SEAM_JOINERS[1])]
+        for chain, joiner in ((c, j) for c, j in passes if len(c) > 1):
             pieces: list[str] = []
             places: list[tuple[int, int, _Leaf, int]] = []  # seam start, end, leaf, leaf offset
             position = 0
@@ -668,8 +670,11 @@ class PiiScanner:
                     places.append((position, position + len(part), leaf, offset))
                     position += len(part)
             seam = "".join(pieces)
+            starts = [place[0] for place in places]
             for start, end, kind in self.find(seam, decode=False):
-                touched = [p for p in places if p[0] < end and start < p[1]]
+                first = max(0, bisect.bisect_right(starts, start) - 1)
+                last = bisect.bisect_left(starts, end)
+                touched = [p for p in places[first:last] if p[0] < end and start < p[1]]
                 if len(touched) < 2:
                     continue
                 ranges = [
