@@ -130,8 +130,9 @@ def test_a_run_with_two_servers_gets_its_configmap_and_pod_with_the_bridge_sidec
         {"allow": ["echo", "get-sum"]},
         {"deny": ["get-sum"]},
     ]
-    assert by_name["everything"]["tools"] == ["everything_echo"]
-    assert by_name["time"]["tools"] == ["clock_convert_time", "clock_get_current_time"]
+    # The pins are original names (issue 17: keyed by server and original name).
+    assert by_name["everything"]["tools"] == ["echo"]
+    assert by_name["time"]["tools"] == ["convert_time", "get_current_time"]
 
     pod = get(cluster, namespace, "pod", "triage")
     assert pod is not None
@@ -195,14 +196,14 @@ def test_a_change_of_a_servers_tools_reaches_the_configmap(
     wait_ready_server(cluster, namespace, "ev")
     cluster.apply(namespace, agentrun("follows", {"name": "ev"}))
     eventually("the Pod", lambda: get(cluster, namespace, "pod", "follows"))
-    assert bridge_config(cluster, namespace, "follows")["servers"][0]["tools"] == ["ev_echo"]
+    assert bridge_config(cluster, namespace, "follows")["servers"][0]["tools"] == ["echo"]
 
     cluster.apply(namespace, mcpserver("ev", everything, toolsAllow=["echo", "get-sum"]))
     eventually(
         "the new tool in the ConfigMap",
         lambda: (
             bridge_config(cluster, namespace, "follows")["servers"][0].get("tools")
-            == ["ev_echo", "ev_get-sum"]
+            == ["echo", "get-sum"]
         ),
         timeout=60,
     )

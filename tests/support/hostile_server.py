@@ -9,7 +9,8 @@ protocol in ways a real framework would not let it:
 ==============  =============================================================
 mode            behaviour
 ==============  =============================================================
-ok              a valid server with three tools
+ok              a valid server with three tools; ``tools/call`` of ``echo``
+                answers with its ``message`` argument
 hang            accepts connections, reads the request, never answers
 garbage         answers every request with bytes that are not JSON
 many-tools      ``--tools`` tools (default 10,000), ``--page-size`` per page;
@@ -25,7 +26,10 @@ status          answers every POST with HTTP ``--status`` (default 500)
 echo            a valid server that echoes the ``--echo-header`` header's value
                 (default ``Authorization``) into tool descriptions, titles and
                 ``serverInfo``: plain, upper-case, base64, percent- and
-                JSON-encoded, and cut off at the end of a long description
+                JSON-encoded, and cut off at the end of a long description; and
+                into its answers to ``tools/call``: ``plain`` fails with a
+                JSON-RPC error quoting it, ``b64`` returns an ``isError`` result
+                with it base64-encoded, any other tool says it upper-cased
 changing        a valid server with one tool, ``tool_v<N>``, and a GET stream:
                 ``POST /change`` bumps N and sends
                 ``notifications/tools/list_changed`` on every open stream;
@@ -191,6 +195,16 @@ def echoed_tools(value: str) -> list[dict[str, Any]]:
     ]
 
 
+def echoed_call(name: Any, value: str) -> dict[str, Any]:
+    """A careless server's answer to a call: its error quotes the credential it was sent."""
+    if name == "plain":
+        raise _Error(-32001, f"Unauthorized: the token {value} is not valid for this call")
+    if name == "b64":
+        encoded = base64.b64encode(f"Authorization: {value}".encode()).decode()
+        return {"content": [{"type": "text", "text": f"rejected {encoded}"}], "isError": True}
+    return {"content": [{"type": "text", "text": f"REJECTED {value.upper()}"}], "isError": True}
+
+
 def tools_list(options: Options, cursor: str | None) -> dict[str, Any]:
     """The ``tools/list`` result of a mode, for the page named by ``cursor``."""
     mode = options.mode
@@ -249,6 +263,11 @@ def handle_rpc(
             result = {}
         elif method == "tools/list" and options.mode == "echo":
             result = {"tools": echoed_tools(echoed)}
+        elif method == "tools/call" and options.mode == "echo":
+            result = echoed_call(params.get("name"), echoed)
+        elif method == "tools/call" and options.mode == "ok" and params.get("name") == "echo":
+            text = str((params.get("arguments") or {}).get("message", ""))
+            result = {"content": [{"type": "text", "text": text}], "isError": False}
         elif method == "tools/list":
             result = tools_list(options, params.get("cursor"))
         else:

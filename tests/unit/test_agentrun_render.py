@@ -259,7 +259,8 @@ def test_the_bridge_configmap_matches_its_golden_file_and_holds_no_secret_value(
     assert docs["policy"]["pii"] == {"arguments": "block", "results": "redact"}
     assert docs["policy"]["timeoutSeconds"] == 20
     parsed = parse_bridge_config(config_map["data"]["config.yaml"], "config.yaml")
-    assert [server.tools for server in parsed.servers] == [["docs_search"], ["git_log"]]
+    # The pins are original names (issue 17: keyed by server and original name).
+    assert [server.tools for server in parsed.servers] == [["search"], ["log"]]
 
 
 def test_the_bridge_sidecar_is_native_and_starts_before_the_agent() -> None:

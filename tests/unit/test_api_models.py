@@ -83,6 +83,18 @@ def test_an_external_server_defaults_to_streamable_http() -> None:
             {
                 "mode": "external",
                 "url": "http://x",
+                "headers": [{"name": "A", "value": "ok\r\nX-Forged: 1"}],
+            },
+            "must not contain control characters other than tab",
+        ),
+        (
+            {"mode": "external", "url": "http://x", "headers": [{"name": "A", "value": "a\x00"}]},
+            "must not contain control characters other than tab",
+        ),
+        (
+            {
+                "mode": "external",
+                "url": "http://x",
                 "headers": [
                     {
                         "name": "A",

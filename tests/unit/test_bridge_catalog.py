@@ -63,16 +63,17 @@ def test_a_collision_across_servers_keeps_the_first_and_is_reported() -> None:
 
 def test_run_layers_narrow_without_renaming_what_remains() -> None:
     # 'a.b' and 'a_b' both want s_a_b: the first by original name keeps it, the other is
-    # renamed. A run that removes the holder must not hand its name to the other tool.
+    # refused. A run that removes the holder must not hand its name to the other tool.
     listed = {"tools/s": [tool("a.b"), tool("a_b")]}
     whole = build_catalog([upstream("s", "s")], listed)
     narrowed = build_catalog([upstream("s", "s", FilterLayer(), FilterLayer(deny=["a.b"]))], listed)
-    (renamed,) = [n for n, e in whole.entries.items() if e.original_name == "a_b"]
-    assert narrowed.names() == [renamed]
+    assert [e.original_name for e in whole.entries.values()] == ["a.b"]
+    assert len(whole.collisions) == 1 and "'a_b' is left out" in whole.collisions[0]
+    assert narrowed.names() == []
 
 
 def test_pinned_tools_are_one_more_allowlist() -> None:
-    pinned = upstream("s", "s").model_copy(update={"tools": ["s_old"]})
+    pinned = upstream("s", "s").model_copy(update={"tools": ["old"]})
     catalog = build_catalog([pinned], {"tools/s": [tool("old"), tool("added_later")]})
     assert catalog.names() == ["s_old"]
 
@@ -114,3 +115,25 @@ def test_the_listing_keeps_each_tool_as_sent_under_its_exposed_name() -> None:
     assert [t["name"] for t in listing] == ["gh_a", "gh_search_code"]
     assert listing[1] == sent | {"name": "gh_search_code"}
     assert sent["name"] == "search.code"  # the server's listing is not changed
+
+
+def test_pins_are_keyed_by_original_name_so_a_later_tool_never_takes_a_pinned_name() -> None:
+    # Issue 17: the probe saw search_docs (docs_search_docs); the server then added
+    # search.docs, which maps to the same name and sorts first.
+    later = {"tools/s": [tool("search.docs"), tool("search_docs")]}
+    pinned = upstream("s", "docs").model_copy(update={"tools": ["search_docs"]})
+    catalog = build_catalog([pinned], later)
+    entry = catalog.get("docs_search_docs")
+    assert catalog.names() == ["docs_search_docs"]
+    assert entry is not None and entry.original_name == "search_docs"
+
+
+def test_without_pins_the_previous_catalog_keeps_its_names_against_a_newcomer() -> None:
+    server = upstream("s", "docs")
+    before = build_catalog([server], {"tools/s": [tool("search_docs")]})
+    after = build_catalog([server], {"tools/s": [tool("search.docs"), tool("search_docs")]},
+                          previous=before)  # fmt: skip
+    entry = after.get("docs_search_docs")
+    assert entry is not None and entry.original_name == "search_docs"
+    assert after.names() == ["docs_search_docs"]
+    assert len(after.collisions) == 1 and "'search.docs' is left out" in after.collisions[0]

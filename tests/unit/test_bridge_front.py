@@ -7,6 +7,7 @@ helpers it uses (version negotiation, result shaping, the session table).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 from collections.abc import AsyncIterator
@@ -161,3 +162,111 @@ def test_the_session_table_is_bounded_expires_idle_sessions_and_closes_streams()
     stream = second.stream
     assert table.remove(second.id) is second and stream.closed
     assert table.get(third.id, now=12) is third
+
+
+# -- malformed requests: a JSON-RPC error, an audit line, never a 500 (issue 17) ---------------
+
+INVENTED = "ssn 123-45-6789 of john.doe@example.com"
+
+
+def _call(name: Any, arguments: Any = None, request_id: int = 7) -> bytes:
+    params = {"name": name} if arguments is None else {"name": name, "arguments": arguments}
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                       "params": params}).encode()  # fmt: skip
+
+
+@pytest.fixture
+async def audited() -> AsyncIterator[tuple[httpx.AsyncClient, io.BytesIO]]:
+    """The front over a core whose audit goes to a strict UTF-8 stream, as stdout is."""
+    config = BridgeConfig.model_validate({"run": {"name": "r", "namespace": "default"}})
+    raw = io.BytesIO()
+    sink = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", write_through=True)
+    async with httpx.AsyncClient() as client:
+        bridge = BridgeCore(config, client=client, hooks=[], audit_stdout=sink)
+        await bridge.start()
+        transport = httpx.ASGITransport(app=BridgeFront(bridge), raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7800") as c:
+            yield c, raw
+        await bridge.stop()
+
+
+def _lines(raw: io.BytesIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in raw.getvalue().decode().splitlines()]
+
+
+@pytest.mark.parametrize(
+    ("body", "content_type", "error_code"),
+    [
+        (_call("x\ud800y"), "application/json", None),  # a lone surrogate in the name
+        (
+            b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a\\udc00"}}',
+            "application/json",
+            None,
+        ),
+        (
+            b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {',
+            "application/json",
+            -32700,
+        ),
+        (_call(5), "application/json", -32602),
+        (_call(["ssn", "123-45-6789"]), "application/json", -32602),
+        (
+            b'{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"x"}',
+            "application/json",
+            -32602,
+        ),
+        (b'{"jsonrpc":"2.0","id":[7],"method":"tools/call"}', "application/json", -32600),
+        (b'{"jsonrpc":"2.0","id":7,"method":5}', "application/json", -32600),
+        (b"\xff\xfe not even UTF-8", "application/json", -32700),
+        (_call("x"), "text/plain", None),
+    ],
+)
+@pytest.mark.parametrize("modern", [False, True])
+async def test_a_malformed_request_gets_an_error_and_an_audit_line_and_never_a_500(
+    audited: tuple[httpx.AsyncClient, io.BytesIO],
+    body: bytes,
+    content_type: str,
+    error_code: int | None,
+    modern: bool,
+) -> None:
+    http, raw = audited
+    if modern:
+        headers = {**MODERN, "content-type": content_type, "mcp-method": "tools/call"}
+        decoded: Any = None
+        with contextlib.suppress(ValueError):
+            decoded = json.loads(body)
+        if isinstance(decoded, dict):  # the 2026 envelope, so that the request reaches us
+            decoded.setdefault("params", {})
+            if isinstance(decoded["params"], dict):
+                decoded["params"]["_meta"] = META
+                if isinstance(decoded["params"].get("name"), str):
+                    headers["mcp-name"] = "x"
+            body = json.dumps(decoded).encode()
+    else:
+        session = await _session(http)
+        headers = {**session, "content-type": content_type}
+    before = len(_lines(raw))
+    answer = await http.post(URL, content=body, headers=headers)
+    assert answer.status_code < 500, answer.text
+    lines = _lines(raw)[before:]
+    assert len(lines) == 1, lines
+    assert lines[0]["tool"] == "(unknown)" and len(lines[0]["toolSha256"]) == 16
+    if content_type == "application/json" and answer.status_code != 415:
+        message = answer.json()
+        if error_code is None and "result" in message:
+            assert message["result"]["structuredContent"]["code"] == "not_allowlisted"
+        elif error_code is not None and not modern:
+            assert message["error"]["code"] == error_code
+
+
+async def test_a_tool_name_the_agent_made_up_never_reaches_the_audit_line(
+    audited: tuple[httpx.AsyncClient, io.BytesIO],
+) -> None:
+    http, raw = audited
+    session = await _session(http)
+    answer = await http.post(URL, content=_call(INVENTED, {}), headers=session)
+    assert answer.json()["result"]["structuredContent"]["code"] == "not_allowlisted"
+    text = raw.getvalue().decode()
+    (line,) = _lines(raw)
+    assert line["tool"] == "(unknown)" and line["outcome"] == "not_allowlisted"
+    assert "123-45-6789" not in text and "john.doe" not in text and "ssn" not in text

@@ -142,3 +142,51 @@ def test_the_default_hooks_are_the_pii_hook_then_the_plugins() -> None:
     hooks = default_hooks([point(f"{__name__}:Recorder")])
     assert isinstance(hooks[0], PiiHook) and isinstance(hooks[1], Recorder)
     assert len(hooks) == 2
+
+
+# -- bounded work per call (issue 17) -----------------------------------------------------------
+
+SMALL = PiiHook(PiiScanner(builtin_detectors(), max_chars=100))
+LARGE = f"{EMAIL} " + "x" * 200
+
+
+def test_block_refuses_arguments_too_large_to_scan_and_says_why() -> None:
+    c = call({"q": LARGE}, arguments_mode="block")
+    refusal = SMALL.before_call(c)
+    assert refusal is not None and refusal.code == "pii_unscannable"
+    assert "100 characters" in refusal.hint and "not sent" in refusal.hint
+    assert refusal.details == {"direction": "arguments", "maxChars": 100}
+    assert c.pii_unscanned == ["arguments"]
+
+
+def test_block_withholds_a_result_too_large_to_scan() -> None:
+    c = call({}, results_mode="block")
+    outcome = CallOutcome(result=result("x" * 200))
+    SMALL.after_call(c, outcome)
+    assert outcome.result is None and outcome.error is not None
+    assert outcome.error.code == "pii_unscannable" and "executed" in outcome.error.hint
+
+
+def test_redact_redacts_what_it_scanned_of_a_large_result_and_says_so() -> None:
+    c = call({}, results_mode="redact")
+    outcome = CallOutcome(result=result(LARGE + f" {EMAIL}"))
+    SMALL.after_call(c, outcome)
+    assert outcome.error is None and outcome.result is not None
+    content = outcome.result["content"]
+    assert content[0]["text"].startswith("[REDACTED:email] xxx")
+    assert "only the first 100 characters" in content[-1]["text"]
+    assert "only the first 100" in outcome.result["_meta"]["dev.mcp-operator/pii"]
+    assert c.pii_unscanned == ["results"] and c.pii == {"results": {"email": 1}}
+
+
+def test_detect_lets_a_large_value_through_and_only_records_it() -> None:
+    c = call({"q": LARGE}, arguments_mode="detect")
+    assert SMALL.before_call(c) is None and c.arguments == {"q": LARGE}
+    assert c.pii_unscanned == ["arguments"]
+
+
+def test_the_pii_hook_asks_for_a_thread_only_for_large_values() -> None:
+    from mcp_operator.bridge.pii import OFFLOAD_CHARS
+
+    assert not HOOK.offload({"q": "small"})
+    assert HOOK.offload({"a": ["x" * (OFFLOAD_CHARS // 2)] * 2})

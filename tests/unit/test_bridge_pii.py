@@ -1,9 +1,15 @@
 """PII detectors and the JSON scanner (mcp_operator.bridge.pii): table tests for each kind,
-false positives that checksums keep out, and property tests with a bounded budget."""
+false positives that checksums keep out, property tests with a bounded budget, the bypass
+corpus of issue 17 and linear time."""
+
+# The corpus is made of look-alike characters on purpose (fullwidth digits, dashes, dots).
+# ruff: noqa: RUF001
 
 from __future__ import annotations
 
+import base64
 import string
+import time
 from importlib.metadata import EntryPoint
 from typing import Any
 
@@ -13,11 +19,13 @@ from hypothesis import strategies as st
 
 from mcp_operator.bridge.checksums import DNI_LETTERS, iban_valid, luhn_valid, nl_bsn_valid
 from mcp_operator.bridge.pii import (
+    CHUNK_CHARS,
     DetectorPluginError,
     PiiScanner,
     builtin_detectors,
     default_scanner,
     load_plugin_detectors,
+    normalise,
 )
 
 SCANNER = PiiScanner(builtin_detectors())
@@ -132,7 +140,7 @@ def test_keys_are_scanned_and_redacted_without_losing_entries() -> None:
     assert all("example.com" not in key for key in report.value)
 
 
-def test_image_and_audio_payloads_and_blobs_are_not_scanned() -> None:
+def test_binary_image_and_audio_payloads_and_blobs_are_not_scanned_as_text() -> None:
     result = {
         "content": [
             {"type": "image", "mimeType": "image/png", "data": "+31612345678"},
@@ -295,3 +303,137 @@ def test_any_json_value_scans_and_redaction_leaves_nothing_to_find(value: Any) -
     redacted = SCANNER.scan(value, redact=True)
     assert redacted.counts == detected.counts
     assert SCANNER.scan(redacted.value).counts == {}
+
+
+# -- the bypass corpus of issue 17: each one was missed in block mode, each is caught now ------
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+BYPASSES: list[tuple[str, Any, str]] = [
+    ("resource-blob-text", {"type": "resource", "resource": {
+        "uri": "file:///a.txt", "mimeType": "text/plain",
+        "blob": _b64("mail john.doe@example.com")}}, "email"),
+    ("resource-blob-no-mime-type", {"type": "resource", "resource": {
+        "uri": "x:", "blob": _b64("ssn 123-45-6789")}}, "us_ssn"),
+    ("image-data-that-is-text", {"type": "image", "mimeType": "image/png",
+                                 "data": _b64("card 4111 1111 1111 1111")}, "card"),
+    ("audio-data-that-is-text", {"type": "audio", "mimeType": "audio/wav",
+                                 "data": _b64("+31612345678")}, "phone"),
+    ("float", {"n": 4111111111111111.0}, "card"),
+    ("float-with-fraction", [4111111111111111.5], "card"),
+    ("fullwidth-digits", "ssn １２３-４５-６７８９", "us_ssn"),
+    ("arabic-indic-digits", "ssn ١٢٣-٤٥-٦٧٨٩", "us_ssn"),
+    ("devanagari-digits", "card ४१११ ११११ ११११ ११११", "card"),
+    ("fullwidth-at", "john.doe＠example.com", "email"),
+    ("small-commercial-at", "john.doe﹫example.com", "email"),
+    ("fullwidth-dots", "john．doe@example．com", "email"),
+    ("dots-ssn", "ssn 123.45.6789", "us_ssn"),
+    ("dots-phone", "call 415.555.0132", "phone"),
+    ("dots-card", "4111.1111.1111.1111", "card"),
+    ("en-dash-ssn", "ssn 123–45–6789", "us_ssn"),
+    ("em-dash-phone", "+1 415—555—0132", "phone"),
+    ("minus-sign-card", "5555−5555−5555−4444", "card"),
+    ("zero-width-space-email", "john\u200b.doe@exa\u200bmple.com", "email"),
+    ("zero-width-joiner-ssn", "123-\u200d45-6789", "us_ssn"),
+    ("soft-hyphen-iban", "NL91\u00adABNA0417164300", "iban"),
+    ("word-joiner-phone", "+316\u20601234\u20605678", "phone"),
+    ("base64", "token " + _b64("john.doe@example.com"), "email"),
+    ("base64-url-safe", base64.urlsafe_b64encode(b"ssn 123-45-6789 ~~??").decode(),
+     "us_ssn"),
+    ("split-email", {"user": "john.doe", "domain": "@example.com"}, "email"),
+    ("split-ssn", ["123", "45", "6789"], "us_ssn"),
+    ("split-card", {"a": "4111 1111", "b": "1111 1111"}, "card"),
+    ("split-key-and-value", {"john.doe": "@example.com"}, "email"),
+    ("split-after-a-long-text", ["x" * 5000 + " john.doe", "@example.com"], "email"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("value", "kind"), [c[1:] for c in BYPASSES], ids=[c[0] for c in BYPASSES])
+def test_each_bypass_of_the_corpus_is_found_and_redacted(value: Any, kind: str) -> None:
+    report = SCANNER.scan(value)
+    assert report.counts == {kind: 1}
+    redacted = SCANNER.scan(value, redact=True)
+    assert redacted.counts == {kind: 1}
+    assert SCANNER.scan(redacted.value).counts == {}, redacted.value
+
+
+def test_a_redacted_blob_is_still_base64_of_the_redacted_text() -> None:
+    blob = _b64("mail john.doe@example.com please")
+    value = {"type": "resource", "resource": {"uri": "x:", "mimeType": "text/plain", "blob": blob}}
+    redacted = SCANNER.scan(value, redact=True).value["resource"]["blob"]
+    assert base64.b64decode(redacted).decode() == "mail [REDACTED:email] please"
+
+
+def test_redaction_maps_normalised_findings_back_onto_the_original_text() -> None:
+    report = SCANNER.scan({"m": "a john\u200b.doe＠example.com b ١٢٣-٤٥-٦٧٨٩ c"}, redact=True)
+    assert report.value == {"m": "a [REDACTED:email] b [REDACTED:us_ssn] c"}
+
+
+def test_normalisation_folds_what_the_patterns_read_and_keeps_ascii_as_it_is() -> None:
+    ascii_text = "plain ascii 123"
+    assert normalise(ascii_text) is ascii_text
+    assert normalise("１٢३＠．–—\u200b\u00ad。") == "123@.--."
+
+
+def test_adjacent_fields_that_only_look_alike_are_not_findings() -> None:
+    assert kinds(["alice@example.com", "bob@example.com"]) == {"email": 2}  # not a third
+    assert SCANNER.scan({"title": "Order", "id": "A-1"}).counts == {}
+    assert SCANNER.scan([123, 45, 6789]).counts == {}  # numbers do not join (documented)
+
+
+def test_over_the_budget_the_scan_stops_and_says_so_and_redacts_what_it_scanned() -> None:
+    small = PiiScanner(builtin_detectors(), max_chars=1000)
+    head = "mail a@example.com "
+    value = {"text": head + "x" * 2000 + " b@example.com"}
+    report = small.scan(value, redact=True)
+    assert report.unscanned and report.counts == {"email": 1}
+    assert report.value["text"].startswith("mail [REDACTED:email] xxx")
+    assert report.value["text"].endswith(" b@example.com")  # beyond the budget: as it was
+    assert not small.scan({"text": "a@example.com"}).unscanned
+
+
+def test_a_long_text_is_scanned_in_windows_with_the_same_findings() -> None:
+    piece = "x" * (CHUNK_CHARS - 7) + " 4111 1111 1111 1111 and a.b@example.com "
+    text = piece * 3
+    whole = PiiScanner(builtin_detectors()).spans(text)
+    assert SCANNER.find(text) == whole and len(whole) == 6
+
+
+@pytest.mark.parametrize("unit", ["1 ", "1-", "a@", "a@b.", "1:", "Aa0+", "bsn ", "\u200b1."])
+def test_scanning_time_is_linear_in_the_input(unit: str) -> None:
+    def best(chars: int) -> float:
+        """Seconds per scan, from rounds of at least 50 ms (a short scan alone is noise)."""
+        text = unit * (chars // len(unit))
+        times = []
+        for _ in range(2):
+            started, rounds = time.perf_counter(), 0
+            while (spent := time.perf_counter() - started) < 0.05 or not rounds:
+                SCANNER.scan({"v": text})
+                rounds += 1
+            times.append(spent / rounds)
+        return min(times)
+
+    # Both sizes are scanned in windows (CHUNK_CHARS), so the ratio compares like with like:
+    # 8 times the input is 8 times the time when linear, 64 when quadratic (a busy machine
+    # adds noise, hence the margin).
+    small, large = best(CHUNK_CHARS + 16_000), best(8 * (CHUNK_CHARS + 16_000))
+    assert large < 40 * small and large < 10, (small, large)
+
+
+def test_scanning_time_is_linear_in_the_number_of_fields() -> None:
+    def best(rows: int) -> float:
+        value = [{"mail": f"user{i}@example.com", "note": "ok", "n": i} for i in range(rows)]
+        times = []
+        for _ in range(3):
+            started = time.perf_counter()
+            SCANNER.scan(value, redact=True)
+            times.append(time.perf_counter() - started)
+        return min(times)
+
+    small, large = best(400), best(3200)
+    # 8 times the fields: linear is 8 times the time, quadratic 64 (a busy machine and the
+    # garbage collector add noise, hence the margin)
+    assert large < 40 * max(small, 1e-4), (small, large)

@@ -22,7 +22,7 @@ from mcp_operator.bridge.errors import (
     UpstreamUnavailable,
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, PiiHook
-from mcp_operator.bridge.pii import PiiScanner, builtin_detectors
+from mcp_operator.bridge.pii import MAX_SCAN_CHARS, PiiScanner, builtin_detectors
 from mcp_operator.bridge.pipeline import CallPipeline, CallReport
 
 MARKER = "alice@example.com"
@@ -461,15 +461,111 @@ async def test_every_error_code_is_reachable_and_no_audit_line_holds_a_value() -
         ("gh_create_issue", {"title": MARKER}),
         ("gh_create_issue", {"title": MARKER}),
         ("mail_send", {"to": "team"}),
+        ("mail_send", {"to": "x" * (MAX_SCAN_CHARS + 1)}),
     ]
     outcomes = set()
     for name, arguments in calls:
         report = await setup.call(name, arguments)
         line = report.audit.to_json_line()
         assert MARKER not in line and "alice" not in line
-        assert json.loads(line)["tool"] == name
+        # Only catalog names reach the audit: a made-up one is "(unknown)" (issue 17).
+        known = setup.pipeline.catalog.get(name) is not None
+        assert json.loads(line)["tool"] == (name if known else "(unknown)")
         outcomes.add(report.audit.outcome)
     setup.pipeline.hooks.append(Crashing("before"))
     report = await setup.call("mail_send", {"to": "team"})
     outcomes.add(report.audit.outcome)
     assert outcomes == set(ERROR_CODES) | {"ok"}
+
+
+# -- upstream failures are masked; made-up names stay out of the audit (issue 17) --------------
+
+TOKEN = "Bearer ghp_1234567890abcdefghijklmnopqrstuvwxyzAB"
+
+
+async def test_an_upstream_echoing_a_header_value_reaches_neither_the_agent_nor_the_audit(
+    setup: Setup,
+) -> None:
+    import base64
+
+    from mcp_operator.mcp.scrub import Scrubber
+
+    setup.pipeline.scrubber = Scrubber([TOKEN])
+    bare = TOKEN.split()[1]
+    echoed = base64.b64encode(f"Authorization: {TOKEN}".encode()).decode()
+    setup.upstream.script["get_issue"] = [UpstreamRejected(f"401: token {TOKEN} was refused")]
+    setup.upstream.script["create_issue"] = [UpstreamUnavailable(f"502 from proxy: {echoed}")]
+    setup.upstream.script["close_issue"] = [
+        {"content": [{"type": "text", "text": f"bad {bare.upper()}"}], "isError": True}
+    ]
+    reports = [
+        await setup.call("gh_get_issue", {}),
+        await setup.call("gh_create_issue", {"title": "t"}),
+        await setup.call("gh_close_issue", {}),
+    ]
+    for report in reports:
+        shown = json.dumps(report.result) + report.audit.to_json_line()
+        assert bare not in shown and bare.lower() not in shown.lower(), shown
+        assert echoed[8:40] not in shown
+        assert "***" in json.dumps(report.result)
+    outcomes = [r.audit.outcome for r in reports]
+    assert outcomes == ["upstream_error", "upstream_unavailable", "upstream_error"]
+
+
+async def test_a_made_up_tool_name_is_unknown_in_the_audit_with_a_short_hash(
+    setup: Setup,
+) -> None:
+    invented = "ssn 123-45-6789 of john.doe@example.com"
+    report = await setup.call(invented, {})
+    line = report.audit.to_json_line()
+    record = json.loads(line)
+    assert record["tool"] == "(unknown)" and record["outcome"] == "not_allowlisted"
+    assert len(record["toolSha256"]) == 16
+    assert "123-45-6789" not in line and "john.doe" not in line
+    again = json.loads((await setup.call(invented, {})).audit.to_json_line())
+    assert again["toolSha256"] == record["toolSha256"]  # repeated attempts can be grouped
+    known = json.loads((await setup.call("gh_get_issue", {})).audit.to_json_line())
+    assert known["tool"] == "gh_get_issue" and "toolSha256" not in known
+
+
+async def test_a_server_that_cannot_be_called_as_configured_is_refused_without_a_send(
+    setup: Setup,
+) -> None:
+    from mcp_operator.bridge.errors import UpstreamMisconfigured
+
+    setup.upstream.script["get_issue"] = [
+        UpstreamMisconfigured("the value of header 'X' holds a control character")
+    ]
+    report = await setup.call("gh_get_issue", {})
+    content = structured(report)
+    assert content["code"] == "upstream_unavailable" and content["misconfigured"] is True
+    assert "control character" in content["hint"] and "not sent" in content["hint"]
+    assert report.audit.attempts == 0 and setup.clock.sleeps == []  # read-only, yet no retry
+
+
+async def test_a_hook_that_asks_for_it_runs_in_a_worker_thread_for_a_large_value() -> None:
+    import threading
+
+    seen: list[int] = []
+
+    class Heavy:
+        name = "heavy"
+
+        def offload(self, value: Any) -> bool:
+            return "big" in json.dumps(value)
+
+        def before_call(self, call: Call) -> ToolError | None:
+            seen.append(threading.get_ident())
+            return None
+
+        def after_call(self, call: Call, outcome: CallOutcome) -> None:
+            seen.append(threading.get_ident())
+
+    setup = Setup()
+    setup.pipeline.hooks = [Heavy()]
+    await setup.call("gh_get_issue", {"q": "small"})
+    assert seen == [threading.get_ident()] * 2
+    seen.clear()
+    setup.upstream.script["get_issue"] = [ok("big")]
+    await setup.call("gh_get_issue", {"q": "big"})
+    assert len(seen) == 2 and threading.get_ident() not in seen

@@ -244,3 +244,31 @@ async def test_a_missing_pull_secret_fails_before_the_registry_is_asked(probe: P
     assert (result.outcome.kind, result.outcome.reason) == ("failed", "SecretNotFound")
     assert "Secret ns/pull" in result.outcome.message
     assert registry.requests == 0
+
+
+async def test_a_tool_the_server_adds_later_never_takes_the_name_status_shows(
+    probe: Probe,
+) -> None:
+    # Issue 17: status shows search_docs as srv_search_docs; the server then adds search.docs,
+    # which sorts first and maps to the same name. The tool in status keeps it.
+    probe.discovery = Discovery(
+        server_name="tools",
+        server_version="1.0",
+        protocol_version="2025-11-25",
+        tools=[RawTool("search.docs", "new", None), RawTool("search_docs", "old", None)],
+        list_changed=False,
+    )
+    parsed = server(**EXTERNAL)
+    assert isinstance(parsed, MCPServer)
+    fresh = await run(FakeKube(), parsed)
+    shown = [(t["name"], t["originalName"]) for t in fresh.outcome.probe_fields["tools"]]
+    assert shown == [("srv_search_docs", "search.docs")]  # no memory: the first by name
+    body = parsed.model_dump(by_alias=True, exclude_none=True, mode="json")
+    body["status"] = {"tools": [{"name": "srv_search_docs", "originalName": "search_docs"}]}
+    shown_before = parse(MCPServer, body)
+    assert isinstance(shown_before, MCPServer) and shown_before.status is not None
+    assert [t.original_name for t in shown_before.status.tools or ()] == ["search_docs"]
+    again = await run(FakeKube(), shown_before)
+    shown = [(t["name"], t["originalName"]) for t in again.outcome.probe_fields["tools"]]
+    assert shown == [("srv_search_docs", "search_docs")]
+    assert any("'search.docs' is not exposed" in w for w in again.outcome.warnings)

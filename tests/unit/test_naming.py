@@ -12,7 +12,7 @@ from mcp_operator.controller.mcpserver.report import StatusTools, status_tools
 from mcp_operator.mcp.discovery import DiscoveredTool as RawTool
 from mcp_operator.mcp.naming import (
     Dropped,
-    Renamed,
+    Refused,
     ToolPlan,
     default_prefix,
     exposed_name,
@@ -195,16 +195,17 @@ def test_tools_are_sorted_by_exposed_name_and_keep_their_original_name() -> None
     ]
 
 
-def test_collision_keeps_the_first_by_original_name_and_hashes_the_second() -> None:
+def test_collision_keeps_the_first_by_original_name_and_refuses_the_second() -> None:
+    # Issue 17: a renamed second tool let a newcomer take a name over; now it is refused.
     forward = select_tools([tool("a.b"), tool("a_b")], prefix="srv")
     backward = select_tools([tool("a_b"), tool("a.b")], prefix="srv")
     assert forward == backward  # the server's order does not matter
     names = {t.original_name: t.name for t in forward.tools}
-    assert names == {"a.b": "srv_a_b", "a_b": f"srv_a_b_{sha8('a_b')}"}
+    assert names == {"a.b": "srv_a_b"}
     assert forward.collisions == [
-        f"'a.b' and 'a_b' both map to srv_a_b; the second is exposed as srv_a_b_{sha8('a_b')}"
+        "'a.b' and 'a_b' both map to srv_a_b; 'a.b' keeps it and 'a_b' is not exposed"
     ]
-    assert forward.selected == 2
+    assert forward.selected == 1
 
 
 def test_collision_of_long_names_with_the_same_start_is_resolved() -> None:
@@ -215,13 +216,23 @@ def test_collision_of_long_names_with_the_same_start_is_resolved() -> None:
     assert all(len(name) <= 64 for name in names)
 
 
-def test_a_hashed_name_that_is_already_taken_is_not_reused() -> None:
-    hashed_original = f"a_b_{sha8('a_b')}"  # exposes exactly as the hash form of a_b
-    selection = select_tools([tool("a.b"), tool("a_b"), tool(hashed_original)], prefix="srv")
-    names = [t.name for t in selection.tools]
-    assert len(names) == 3
-    assert len(set(names)) == 3
-    assert len(selection.collisions) == 2
+def test_a_tool_added_later_never_takes_over_the_name_of_an_incumbent() -> None:
+    # The probe saw search_docs as docs_search_docs; the server then adds search.docs, which
+    # sorts first and maps to the same name. The incumbent keeps it; the newcomer is refused.
+    before = plan([tool("search_docs")], prefix="docs")
+    assert exposed_by_original(before) == {"search_docs": "docs_search_docs"}
+    after = plan([tool("search.docs"), tool("search_docs")], prefix="docs",
+                 incumbents=["search_docs"])  # fmt: skip
+    assert exposed_by_original(after) == {"search_docs": "docs_search_docs"}
+    assert after.refused == (Refused("search.docs", "docs_search_docs", "search_docs"),)
+    assert Dropped("search.docs", "Collision") in after.dropped
+    # Without that memory the first by original name would win: the takeover of issue 17.
+    assert (
+        exposed_by_original(plan([tool("search.docs"), tool("search_docs")], prefix="docs"))[
+            "search.docs"
+        ]
+        == "docs_search_docs"
+    )
 
 
 def test_a_tool_listed_twice_is_exposed_once_and_reported() -> None:
@@ -258,7 +269,7 @@ def test_the_plan_maps_exposed_names_to_the_tools_as_listed() -> None:
     result = plan(listed, prefix="srv")
     assert list(result.exposed) == ["srv_echo", "srv_search_docs"]
     assert result.exposed["srv_search_docs"] is listed[0]  # kept whole: nothing is cut
-    assert (result.discovered, result.dropped, result.renamed) == (2, (), ())
+    assert (result.discovered, result.dropped, result.refused) == (2, (), ())
 
 
 def test_the_plan_gives_a_reason_for_every_tool_it_leaves_out() -> None:
@@ -282,14 +293,8 @@ def test_the_plan_is_not_bounded() -> None:
 
 def test_a_collision_is_recorded_with_both_names() -> None:
     result = plan([tool("a_b"), tool("a.b")], prefix="srv")
-    assert result.renamed == (
-        Renamed(
-            original_name="a_b",
-            wanted="srv_a_b",
-            holder="a.b",
-            exposed=f"srv_a_b_{sha8('a_b')}",
-        ),
-    )
+    assert result.refused == (Refused(original_name="a_b", wanted="srv_a_b", holder="a.b"),)
+    assert result.dropped == (Dropped("a_b", "Collision"),)
 
 
 COLLIDING = ["a.b", "a_b", "a-b", "a b", "x" * 80 + ".q", "x" * 80 + "_q", "dup", "dup", "solo"]
@@ -303,17 +308,17 @@ def test_collisions_are_resolved_the_same_whatever_the_order_of_the_list() -> No
         shuffler.shuffle(names)
         again = plan([tool(n) for n in names], prefix="srv")
         assert exposed_by_original(again) == exposed_by_original(expected)
-        assert (again.renamed, again.dropped) == (expected.renamed, expected.dropped)
+        assert (again.refused, again.dropped) == (expected.refused, expected.dropped)
         assert list(again.exposed) == list(expected.exposed)
 
 
-def test_narrowing_keeps_the_name_a_collision_gave_even_without_the_other_tool() -> None:
+def test_narrowing_never_hands_a_refused_tool_the_name_of_the_one_it_removed() -> None:
     listed = [tool("a.b"), tool("a_b"), tool("other")]
     server = plan(listed, prefix="srv")
     run = server.narrowed(deny=["a.b"])
-    assert exposed_by_original(run) == {"a_b": f"srv_a_b_{sha8('a_b')}", "other": "srv_other"}
-    assert Dropped("a.b", "Denied") in run.dropped
-    assert [r.original_name for r in run.renamed] == ["a_b"]
+    assert exposed_by_original(run) == {"other": "srv_other"}
+    assert Dropped("a.b", "Denied") in run.dropped and Dropped("a_b", "Collision") in run.dropped
+    assert [r.original_name for r in run.refused] == ["a_b"]
     # A server-level filter, by contrast, is part of the plan that status shows (as before).
     assert exposed_by_original(plan(listed, prefix="srv", deny=["a.b"]))["a_b"] == "srv_a_b"
 

@@ -194,14 +194,16 @@ class UpstreamServer(ConfigModel):
     """The effective call policy for this server in this run."""
     tools: (
         Annotated[
-            list[Annotated[str, StringConstraints(min_length=1, max_length=64)]],
+            list[Annotated[str, StringConstraints(min_length=1, max_length=128)]],
             Field(max_length=5000),
         ]
         | None
     ) = None
-    """The exposed names the operator's probe listed (after every filter layer), when its
-    status listed them all: one more allowlist, so that a tool the server adds later is
-    exposed only after the operator has seen it. Unset: the filter layers alone decide."""
+    """The pins: the original names of the tools the operator's probe listed (after every
+    filter layer), when its status listed them all. Only these are planned, and they keep
+    their exposed names in a collision, so that a tool the server adds later is exposed only
+    after the operator has seen it and never takes over a name. Unset: the filter layers
+    alone decide."""
 
     @model_validator(mode="after")
     def _unique_headers(self) -> UpstreamServer:

@@ -15,6 +15,7 @@ tests catch an invalid object without a cluster.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Literal
@@ -28,6 +29,9 @@ DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
 DNS_LABEL_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
 SECRET_KEY_PATTERN = r"^[-._a-zA-Z0-9]+$"
 HEADER_NAME_PATTERN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$"
+HEADER_VALUE_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x80-\x9f]")
+"""A character a header value must not hold: a control character other than tab (the CRD's
+CEL rule on ``headers[].value`` says the same, in the same words)."""
 """An HTTP header field name: an RFC 9110 token."""
 ENV_NAME_PATTERN = r"^[ -<>-~]+$"
 """Printable ASCII except ``=`` (what Kubernetes accepts for environment variable names)."""

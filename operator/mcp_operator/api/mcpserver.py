@@ -8,12 +8,20 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from mcp_operator.api.common import (
     ENDPOINT_PATH_PATTERN,
     HEADER_NAME_PATTERN,
+    HEADER_VALUE_CONTROL,
     PREFIX_MAX_LENGTH,
     PREFIX_PATTERN,
     QUANTITY_PATTERN,
@@ -68,6 +76,13 @@ class HeaderSpec(SpecModel):
     ]
     value: Annotated[str, StringConstraints(max_length=8192)] | None = None
     value_from: HeaderValueFrom | None = None
+
+    @field_validator("value")
+    @classmethod
+    def _no_control_characters(cls, value: str | None) -> str | None:
+        if value is not None and HEADER_VALUE_CONTROL.search(value):
+            raise ValueError("must not contain control characters other than tab")
+        return value
 
     @model_validator(mode="after")
     def _exactly_one(self) -> HeaderSpec:

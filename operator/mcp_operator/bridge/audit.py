@@ -1,10 +1,13 @@
 """The audit trail: one JSON line per call, with outcome and facts, never a value.
 
-A record names the time, run, server, exposed and original tool, the outcome code (``ok`` or
-one of :data:`~mcp_operator.bridge.errors.ERROR_CODES`), duration, attempts, the PII kinds and
-counts found in each direction, and a SHA-256 of the canonical JSON of the arguments (to match
-a call across logs without storing it). Argument and result values, hints and upstream
-messages are never part of it. Writing the lines to stdout or a file is the front's job.
+A record names the time, run, server, exposed and original tool, the outcome code (``ok``,
+one of :data:`~mcp_operator.bridge.errors.ERROR_CODES`, or ``invalid_request`` for a request
+that was not a readable call), duration, attempts, the PII kinds and counts found in each
+direction, and a SHA-256 of the canonical JSON of the arguments (to match a call across logs
+without storing it). Argument and result values, hints and upstream messages are never part
+of it, and neither is a name the agent made up: ``tool`` is a catalog name or ``(unknown)``,
+with a short hash of what was sent (``toolSha256``). Writing the lines to stdout or a file is
+the front's job.
 """
 
 from __future__ import annotations
@@ -17,6 +20,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mcp_operator.bridge.errors import OutcomeCode
+
+UNKNOWN_TOOL = "(unknown)"
+"""The ``tool`` of a record whose name is not in the catalog (the name is never written)."""
+
+TOOL_HASH_CHARS = 16
+"""Hex digits of the SHA-256 of an unknown tool name kept in ``toolSha256``."""
 
 
 def canonical_json(value: Any) -> str:
@@ -31,6 +40,12 @@ def arguments_digest(arguments: Any) -> str:
     return hashlib.sha256(canonical_json(arguments).encode("utf-8", "surrogatepass")).hexdigest()
 
 
+def tool_digest(sent: Any) -> str:
+    """The short hash of a tool name (or whatever stood in its place) that is not a catalog
+    name: enough to group repeated attempts, never the name itself."""
+    return arguments_digest(sent)[:TOOL_HASH_CHARS]
+
+
 @dataclass(frozen=True)
 class AuditRecord:
     """The audit facts of one call."""
@@ -42,19 +57,24 @@ class AuditRecord:
     server: str | None
     """``namespace/name`` of the server, when the exposed name resolved to one."""
     tool: str
-    """The exposed name the agent called."""
+    """The exposed name the agent called when it is a catalog name, else ``(unknown)``."""
     original_tool: str | None
     """The server's name for it, when resolved."""
     outcome: OutcomeCode
     duration_ms: float
     attempts: int
     """Calls sent upstream (0 when refused before the call)."""
-    arguments_sha256: str
+    arguments_sha256: str | None
+    """``None`` when the request could not be read as a call."""
     pii: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
     """``{"arguments": {kind: count}, "results": {kind: count}}``; directions with nothing
     found are left out."""
     schema_unchecked: bool = False
     """The tool's schema was broken, so the arguments went unchecked."""
+    tool_sha256: str | None = None
+    """:func:`tool_digest` of the name sent, when ``tool`` is ``(unknown)``."""
+    pii_unscanned: tuple[str, ...] = ()
+    """Directions too large to scan whole for PII (only their first part was scanned)."""
 
     def to_dict(self) -> dict[str, Any]:
         when = self.time.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -70,10 +90,14 @@ class AuditRecord:
             "argumentsSha256": self.arguments_sha256,
             "pii": {direction: dict(counts) for direction, counts in self.pii.items() if counts},
         }
+        if self.tool_sha256 is not None:
+            record["toolSha256"] = self.tool_sha256
+        if self.pii_unscanned:
+            record["piiUnscanned"] = list(self.pii_unscanned)
         if self.schema_unchecked:
             record["schemaUnchecked"] = True
         return record
 
     def to_json_line(self) -> str:
-        """One line of JSON, newline-terminated."""
-        return json.dumps(self.to_dict(), separators=(",", ":"), ensure_ascii=False) + "\n"
+        """One line of JSON, newline-terminated, ASCII only (whatever a sink's encoding)."""
+        return json.dumps(self.to_dict(), separators=(",", ":")) + "\n"

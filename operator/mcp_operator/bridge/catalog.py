@@ -3,19 +3,23 @@
 Built from the configuration's servers and the tools each one listed, through the shared
 naming plan: :func:`mcp_operator.mcp.naming.plan` with the server's own filters (the first
 layer), narrowed by the run's (the later layers), so that the names equal the servers'
-``status.tools`` whatever the run removed; then the ``tools`` the operator pinned, when the
-configuration lists them. The catalog is the allowlist: a name that is not in it is not
-callable. Collisions across servers are reported and the first server in the
-configuration's order keeps the name. Listing tools and talking to servers is left to others.
+``status.tools`` whatever the run removed. **Pins** are keyed by server and original name: when
+the configuration lists a server's ``tools`` (the original names the operator's probe saw),
+only those are planned, and they are the plan's incumbents, so a tool the server adds later
+(``search.docs`` next to a probed ``search_docs``, both ``docs_search_docs``) is neither
+listed nor able to take the name over. Without pins the tools of the previous catalog are the
+incumbents. A collision is never a takeover: the later tool is left out and reported. The
+catalog is the allowlist: a name that is not in it is not callable. Collisions across servers
+are reported and the first server in the configuration's order keeps the name. Listing tools
+and talking to servers is left to others.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,36 +106,47 @@ class _Listed:
 
 
 def plan_server(
-    server: UpstreamServer, tools: Iterable[Mapping[str, Any]]
+    server: UpstreamServer,
+    tools: Iterable[Mapping[str, Any]],
+    incumbents: Collection[str] = (),
 ) -> naming.ToolPlan[_Listed]:
-    """The server's tools through its filter layers and the pinned list, named by the plan."""
+    """The server's tools, only the pinned ones when it has pins, through its filter layers,
+    named by the plan (pins, else ``incumbents``, keep their names in a collision)."""
     listed = [_Listed(str(t["name"]), t) for t in tools if isinstance(t.get("name"), str)]
-    first, *later = server.filters or [FilterLayer()]
-    planned = naming.plan(listed, prefix=server.prefix, allow=first.allow, deny=first.deny)
-    for layer in later:
-        planned = planned.narrowed(allow=layer.allow, deny=layer.deny)
     if server.tools is not None:
         pinned = set(server.tools)
-        planned = dataclasses.replace(
-            planned, exposed={k: v for k, v in planned.exposed.items() if k in pinned}
-        )
+        listed = [tool for tool in listed if tool.name in pinned]
+        incumbents = pinned
+    first, *later = server.filters or [FilterLayer()]
+    planned = naming.plan(
+        listed, prefix=server.prefix, allow=first.allow, deny=first.deny, incumbents=incumbents
+    )
+    for layer in later:
+        planned = planned.narrowed(allow=layer.allow, deny=layer.deny)
     return planned
 
 
 def build_catalog(
-    servers: Sequence[UpstreamServer], listed: Mapping[str, Iterable[Mapping[str, Any]]]
+    servers: Sequence[UpstreamServer],
+    listed: Mapping[str, Iterable[Mapping[str, Any]]],
+    previous: Catalog | None = None,
 ) -> Catalog:
     """The catalog of ``servers`` given the tools each listed (``listed[server_key]``, the
-    tools as the server sent them; a server missing from ``listed`` contributes nothing)."""
+    tools as the server sent them; a server missing from ``listed`` contributes nothing).
+    The tools of ``previous`` keep their names in a collision with a newcomer."""
     entries: dict[str, CatalogEntry] = {}
     collisions: list[str] = []
+    held: dict[str, set[str]] = {}
+    for entry in previous.entries.values() if previous is not None else ():
+        held.setdefault(entry.server, set()).add(entry.original_name)
     for server in servers:
         key = server_key(server)
-        planned = plan_server(server, listed.get(key, ()))
+        planned = plan_server(server, listed.get(key, ()), held.get(key, set()))
         collisions.extend(
             f"{key}: {naming.quoted(r.holder)} and {naming.quoted(r.original_name)} both map "
-            f"to {r.wanted}; the second is exposed as {r.exposed}"
-            for r in planned.renamed
+            f"to {r.wanted}; {naming.quoted(r.holder)} keeps it and "
+            f"{naming.quoted(r.original_name)} is left out"
+            for r in planned.refused
         )
         for exposed_name, listed_tool in planned.exposed.items():
             tool = listed_tool.tool

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import IO, Any, Final
 
 import httpx
-from mcp_types.jsonrpc import METHOD_NOT_FOUND
+from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from mcp_operator import __version__
@@ -123,6 +123,7 @@ class BridgeCore:
             on_change=self._catalog_changed,
             relist_seconds=relist_seconds,
             on_listed=self.metrics.observe_listing,
+            on_problem=self.metrics.observe_problem,
         )
         self.pipeline = CallPipeline(
             config,
@@ -137,6 +138,8 @@ class BridgeCore:
         self.listing_result: dict[str, Any] = {"tools": []}
         self.started = False
         self.inflight = 0
+        self.audited = 0
+        """Audit lines written so far (the front audits a refusal no call step audited)."""
 
     def _audit_writer(self, config: BridgeConfig) -> AuditWriter:
         stdout = self._audit_stdout if config.audit.stdout else None
@@ -173,6 +176,10 @@ class BridgeCore:
         self.config = config
         self.pipeline.reconfigure(config, self.pipeline.catalog)
         await self.pool.configure(config)
+        self.pipeline.scrubber = self.pool.scrubber
+        self.pipeline.problems = {
+            key: state.problem for key, state in self.pool.states.items() if state.problem
+        }
         self.pipeline.reconfigure(config, self.pool.catalog)
         for key in gone:
             self.metrics.forget_server(key)
@@ -184,7 +191,8 @@ class BridgeCore:
 
     def _catalog_changed(self, catalog: Catalog) -> None:
         self.pipeline.reconfigure(self.config, catalog)
-        self.listing_result = {"tools": catalog.listing()}
+        # A server can echo the header values it was sent into its tools' texts.
+        self.listing_result = {"tools": self.pool.scrubber.json(catalog.listing())}
         self.metrics.catalog_tools.set(len(catalog.entries))
         logger.info("Listed %d tools of %d servers", len(catalog.entries), len(self.config.servers))
         if self.started:
@@ -198,6 +206,11 @@ class BridgeCore:
         ``tools/call`` through the pipeline, ``tools/list`` from the catalog, ``ping``; any
         other method -32601."""
         if method == "tools/call":
+            problem = _unreadable_call(params)
+            if problem is not None:
+                sent = params.get("name") if isinstance(params, dict) else params
+                self.record(self.pipeline.unreadable(sent))
+                return error_response(request_id, INVALID_PARAMS, f"Invalid params: {problem}")
             result = await self.call_tool(params)
         elif method == "tools/list":
             result = self.listing_result
@@ -207,18 +220,33 @@ class BridgeCore:
             return error_response(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
-    async def call_tool(self, params: Any) -> dict[str, Any]:
+    async def call_tool(self, params: dict[str, Any]) -> dict[str, Any]:
         """A ``tools/call`` through the pipeline; the ``CallToolResult`` for the agent."""
-        if not isinstance(params, dict):
-            params = {}
-        name = params.get("name")
         self.inflight += 1
         try:
-            report = await self.pipeline.call(
-                name if isinstance(name, str) else "", params.get("arguments")
-            )
+            report = await self.pipeline.call(params["name"], params.get("arguments"))
         finally:
             self.inflight -= 1
-        self.audit.write(report.audit)
-        self.metrics.observe_call(report.audit)
+        self.record(report.audit)
         return report.result
+
+    def record(self, audit: AuditRecord) -> None:
+        """Write one audit line and count it in the metrics."""
+        self.audited += 1
+        self.audit.write(audit)
+        self.metrics.observe_call(audit)
+
+    def record_refused(self, status: int) -> None:
+        """Audit a request the front refused before any call step saw it (bad JSON, a body
+        too large, a wrong content type, a missing session header)."""
+        self.record(self.pipeline.unreadable(f"HTTP {status}"))
+
+
+def _unreadable_call(params: Any) -> str | None:
+    """Why ``params`` cannot be a ``tools/call`` (the arguments' shape is the pipeline's to
+    judge, with a hint), or ``None``."""
+    if not isinstance(params, dict):
+        return "params must be an object"
+    if not isinstance(params.get("name"), str):
+        return "params.name must be a string"
+    return None

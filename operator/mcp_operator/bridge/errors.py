@@ -14,10 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from mcp_operator.mcp.scrub import Scrubber
+
 ErrorCode = Literal[
     "not_allowlisted",
     "invalid_arguments",
     "pii_blocked",
+    "pii_unscannable",
     "hook_failed",
     "upstream_unavailable",
     "upstream_error",
@@ -29,6 +32,7 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
     "not_allowlisted",
     "invalid_arguments",
     "pii_blocked",
+    "pii_unscannable",
     "hook_failed",
     "upstream_unavailable",
     "upstream_error",
@@ -37,7 +41,9 @@ ERROR_CODES: tuple[ErrorCode, ...] = (
 )
 """Every code a failed call can carry; with ``ok`` they are the audit outcomes."""
 
-OutcomeCode = Literal["ok"] | ErrorCode
+OutcomeCode = Literal["ok", "invalid_request"] | ErrorCode
+"""An audit outcome: ``ok``, a failed call's code, or ``invalid_request`` for a request the
+bridge could not read as a call (bad JSON, wrong types), answered with a JSON-RPC error."""
 
 MAX_HINT_CHARS = 2000
 """A hint is cut to this many characters (it goes into a model's context)."""
@@ -51,6 +57,13 @@ class ToolError:
     hint: str
     details: Mapping[str, Any] = field(default_factory=dict)
     """Extra machine-readable facts (``fields``, ``retryAfterSeconds``, ``similar``, …)."""
+
+    def masked(self, scrubber: Scrubber) -> ToolError:
+        """This error with every header value in use masked in its hint and details (an
+        upstream can echo the credential it was sent into the message it fails with)."""
+        if not scrubber:
+            return self
+        return ToolError(self.code, scrubber(self.hint), scrubber.json(dict(self.details)))
 
     def to_result(self) -> dict[str, Any]:
         """The MCP ``CallToolResult``: ``isError``, the text for models that read only
@@ -66,7 +79,8 @@ class ToolError:
 
 class UpstreamFailure(Exception):
     """How an upstream call function says a call failed (base class; carries a short reason
-    that may be shown to the agent, so never a secret)."""
+    for the agent, which the pipeline masks with the header values in use before showing it:
+    the reason may quote what the server said)."""
 
     transient = False
     """Whether trying again may succeed (only such failures are retried)."""
@@ -77,6 +91,11 @@ class UpstreamUnavailable(UpstreamFailure):
     502/503/504, a lost session. Transient; counts against the circuit breaker."""
 
     transient = True
+
+
+class UpstreamMisconfigured(UpstreamFailure):
+    """The bridge cannot call the server as configured (a header value it must not send):
+    nothing was sent, and repeating the call cannot help until the configuration changes."""
 
 
 class UpstreamRejected(UpstreamFailure):

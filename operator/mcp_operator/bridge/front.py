@@ -15,17 +15,25 @@ the ``_meta`` envelope and the routing headers), else the legacy session endpoin
 
 The hot path parses the JSON-RPC envelope with ``json`` and never builds SDK models. Health,
 readiness and metrics are served on another port (:mod:`~mcp_operator.bridge.health`).
+
+A request refused before any call step saw it (bad JSON, a wrong content type, a body too
+large, a missing session header: a 4xx other than 404/409) still gets an audit line
+(``invalid_request``); one the bridge fails on is answered with a JSON-RPC error, never a
+500, and audited the same way.
 """
 
 from __future__ import annotations
 
+import logging
+
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types.jsonrpc import METHOD_NOT_FOUND
+from mcp_types.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND
 
 from mcp_operator.bridge.core import DISCOVERED, SERVER_INFO, BridgeCore
 from mcp_operator.bridge.front_legacy import SessionEndpoint
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import (
+    Message,
     Receive,
     Scope,
     Send,
@@ -36,8 +44,14 @@ from mcp_operator.serve.endpoint import route, stateless_body
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
 
+logger = logging.getLogger(__name__)
+
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest request body the bridge reads (a tool call's arguments included)."""
+
+NOT_REFUSALS = (404, 409)
+"""4xx answers that are ordinary life, not a malformed request (a lost session, a second
+GET stream): not audited."""
 
 
 class BridgeFront:
@@ -62,14 +76,34 @@ class BridgeFront:
             await _lifespan(receive, send)
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await route(
-            scope,
-            receive,
-            send,
-            policy=self.policy,
-            stateless=self._modern,
-            sessions=self._legacy,
-        )
+        status = 0
+        audited = self.core.audited
+
+        async def watched(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await route(
+                scope,
+                receive,
+                watched,
+                policy=self.policy,
+                stateless=self._modern,
+                sessions=self._legacy,
+            )
+        except Exception as error:
+            # Whatever broke, the agent gets a JSON-RPC error and the audit its line.
+            logger.error("Could not answer a request: %s", type(error).__name__)
+            if status:
+                raise
+            status = 400
+            refusal = error_response(None, INVALID_REQUEST, "Invalid Request")
+            await respond_json(send, status, dumps(refusal))
+        if 400 <= status < 500 and status not in NOT_REFUSALS and self.core.audited == audited:
+            self.core.record_refused(status)
 
     async def _modern(
         self, scope: Scope, headers: dict[bytes, str], receive: Receive, send: Send

@@ -2,7 +2,9 @@
 
 ``/healthz`` answers 200 while the process serves; ``/readyz`` 200 once the configuration is
 loaded and every server's first listing is done, successful or not (an optional server that
-is down must not keep the run from starting), else 503; ``/metrics`` the Prometheus
+is down must not keep the run from starting), else 503; both list every server (listed, up,
+protocol, tools, and ``problem``: why a server cannot be called at all, such as a header value
+it must not send); ``/metrics`` the Prometheus
 exposition. This port listens on every address (the kubelet probes the Pod IP), unlike the
 MCP endpoint. What ready means is the core's to say.
 """
@@ -50,17 +52,19 @@ class HealthApp:
         core = self.core
         ok = True if path == "/healthz" else core.ready
         states = core.pool.states
+        servers: dict[str, dict[str, object]] = {}
+        for key, state in states.items():
+            servers[key] = {
+                "listed": state.listed_once,
+                "up": state.up,
+                "protocol": state.upstream.protocol_version,
+                "tools": len(state.tools or ()),
+            }
+            if state.problem is not None:
+                servers[key]["problem"] = state.problem
         body = {
             "status": "ok" if ok else "unavailable",
-            "servers": {
-                key: {
-                    "listed": state.listed_once,
-                    "up": state.up,
-                    "protocol": state.upstream.protocol_version,
-                    "tools": len(state.tools or ()),
-                }
-                for key, state in states.items()
-            },
+            "servers": servers,
             "tools": len(core.pipeline.catalog.entries),
             "sessions": len(core.sessions),
             "inflight": core.inflight,

@@ -5,7 +5,9 @@ also one refused by validation (``call.refusal`` is then set, and no hook can li
 before-hook may rewrite ``call.arguments`` or refuse the call by returning a
 :class:`~mcp_operator.bridge.errors.ToolError`; an after-hook may rewrite ``outcome.result`` or
 replace it by setting ``outcome.error``. Hooks run on the event loop in order, so they must be
-quick and must not block; they see values, and must not log them.
+quick and must not block; they see values, and must not log them. A hook whose work grows with
+the value may say so with ``offload(value) -> bool``: when it answers true, the pipeline runs
+that step in a worker thread (so the hook must not touch the event loop).
 
 Hooks come from the entry point group ``mcp_operator.bridge_hooks`` (an object, or a
 zero-argument factory of one). PII scanning is the built-in :class:`PiiHook`, through this
@@ -24,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 from mcp_operator.api.bridge import CallPolicy, PiiMode, UpstreamServer
 from mcp_operator.bridge.catalog import CatalogEntry
 from mcp_operator.bridge.errors import ToolError
-from mcp_operator.bridge.pii import PiiScanner, default_scanner
+from mcp_operator.bridge.pii import OFFLOAD_CHARS, PiiScanner, default_scanner, text_size
 
 HOOK_GROUP = "mcp_operator.bridge_hooks"
 """Entry point group of pluggable hooks."""
@@ -50,6 +52,8 @@ class Call:
     """Why the tool's schema could not be applied (the arguments then went unchecked)."""
     pii: dict[str, Counter[str]] = field(default_factory=dict)
     """PII kinds and counts found per direction (``arguments``, ``results``), for the audit."""
+    pii_unscanned: list[str] = field(default_factory=list)
+    """Directions too large to scan whole (only their first part was scanned)."""
 
     @property
     def policy(self) -> CallPolicy:
@@ -92,54 +96,111 @@ def _counted(counts: Mapping[str, int]) -> str:
 
 class PiiHook:
     """PII scanning in both directions, by the server's effective policy (``pii.arguments``
-    before the call, ``pii.results`` after it)."""
+    before the call, ``pii.results`` after it).
+
+    A direction larger than the scanner's budget is scanned only in part: ``block`` then
+    refuses it (``pii_unscannable``: what was not scanned cannot be let through), ``redact``
+    redacts what it scanned and says so (the audit's ``piiUnscanned``, and for a result a note
+    in its ``_meta`` and ``content``), ``detect`` only records it. Large values are scanned
+    off the event loop (:meth:`offload`).
+    """
 
     name = "pii"
 
     def __init__(self, scanner: PiiScanner) -> None:
         self.scanner = scanner
 
-    def _scan(self, call: Call, direction: str, mode: PiiMode, value: Any) -> tuple[Any, bool]:
-        """Scan ``value``; return it (redacted when the mode says so) and whether to block."""
+    def offload(self, value: Any) -> bool:
+        """Whether scanning ``value`` is worth a worker thread."""
+        return text_size(value, OFFLOAD_CHARS) >= OFFLOAD_CHARS
+
+    def _scan(
+        self, call: Call, direction: str, mode: PiiMode, value: Any
+    ) -> tuple[Any, ToolError | None]:
+        """Scan ``value``; return it (redacted when the mode says so) and the refusal."""
         if mode == "off":
-            return value, False
+            return value, None
         report = self.scanner.scan(value, redact=mode == "redact")
         if report.found:
             call.pii.setdefault(direction, Counter()).update(report.counts)
-        return report.value, mode == "block" and report.found
+        if report.unscanned:
+            call.pii_unscanned.append(direction)
+        if mode != "block":
+            return report.value, None
+        if report.unscanned:
+            return report.value, self._unscannable(call, direction)
+        return report.value, self._blocked(call, direction) if report.found else None
 
-    def before_call(self, call: Call) -> ToolError | None:
-        mode = call.policy.pii.arguments
-        value, block = self._scan(call, "arguments", mode, call.arguments)
-        call.arguments = value
-        if not block:
-            return None
-        counts = call.pii["arguments"]
+    def _unscannable(self, call: Call, direction: str) -> ToolError:
+        limit = self.scanner.max_chars
+        what = "arguments" if direction == "arguments" else "result"
+        after = (
+            "the call was not sent"
+            if direction == "arguments"
+            else "it was withheld. The call itself was executed: do not repeat it to get the "
+            "result; ask for less (a page, a filter) instead"
+        )
         return ToolError(
-            "pii_blocked",
-            f"The arguments of {call.exposed_name} contain personal data ({_counted(counts)}), "
-            f"which the policy of server {_server_name(call)} does not let leave the Pod. "
-            "Remove or anonymise it and call again; the call was not sent.",
-            {"direction": "arguments", "kinds": dict(counts)},
+            "pii_unscannable",
+            f"The {what} of {call.exposed_name} is larger than the {limit} characters the "
+            f"bridge scans for personal data, and the policy of server {_server_name(call)} "
+            f"lets through only what was scanned, so {after}.",
+            {"direction": direction, "maxChars": limit},
         )
 
-    def after_call(self, call: Call, outcome: CallOutcome) -> None:
-        if outcome.result is None:
-            return
-        mode = call.policy.pii.results
-        value, block = self._scan(call, "results", mode, outcome.result)
-        outcome.result = value
-        if not block:
-            return
-        counts = call.pii["results"]
-        outcome.result = None
-        outcome.error = ToolError(
+    def _blocked(self, call: Call, direction: str) -> ToolError:
+        counts = call.pii[direction]
+        if direction == "arguments":
+            return ToolError(
+                "pii_blocked",
+                f"The arguments of {call.exposed_name} contain personal data "
+                f"({_counted(counts)}), which the policy of server {_server_name(call)} does "
+                "not let leave the Pod. Remove or anonymise it and call again; the call was "
+                "not sent.",
+                {"direction": "arguments", "kinds": dict(counts)},
+            )
+        return ToolError(
             "pii_blocked",
             f"The result of {call.exposed_name} contained personal data ({_counted(counts)}), "
             f"which the policy of server {_server_name(call)} does not let through, so it was "
             "withheld. The call itself was executed: do not repeat it to get the result.",
             {"direction": "results", "kinds": dict(counts)},
         )
+
+    def before_call(self, call: Call) -> ToolError | None:
+        value, refusal = self._scan(call, "arguments", call.policy.pii.arguments, call.arguments)
+        call.arguments = value
+        return refusal
+
+    def after_call(self, call: Call, outcome: CallOutcome) -> None:
+        if outcome.result is None:
+            return
+        mode = call.policy.pii.results
+        value, refusal = self._scan(call, "results", mode, outcome.result)
+        if refusal is not None:
+            outcome.result, outcome.error = None, refusal
+            return
+        if mode == "redact" and "results" in call.pii_unscanned and isinstance(value, dict):
+            value = _noted(value, self.scanner.max_chars)
+        outcome.result = value
+
+
+def _noted(result: dict[str, Any], limit: int) -> dict[str, Any]:
+    """A redacted result that was too large to scan whole, saying so to the agent."""
+    note = (
+        f"[mcp-bridge: only the first {limit} characters of this result were scanned for "
+        "personal data and redacted; the rest was not scanned]"
+    )
+    meta = result.get("_meta")
+    noted = {**result, "_meta": {**(meta if isinstance(meta, dict) else {}), PII_META: note}}
+    content = result.get("content")
+    if isinstance(content, list):
+        noted["content"] = [*content, {"type": "text", "text": note}]
+    return noted
+
+
+PII_META = "dev.mcp-operator/pii"
+"""The ``_meta`` key of a result's note that it was scanned only in part."""
 
 
 def _server_name(call: Call) -> str:

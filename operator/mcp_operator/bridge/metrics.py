@@ -45,6 +45,13 @@ class BridgeMetrics:
             ["server"],
             registry=r,
         )
+        self.misconfigured = Gauge(
+            "mcp_bridge_upstream_misconfigured",
+            "1 while the server cannot be called as configured (reason InvalidHeader: a "
+            "header value with a control character); the bridge never contacts it.",
+            ["server", "reason"],
+            registry=r,
+        )
         self.listings = Counter(
             "mcp_bridge_upstream_listings",
             "tools/list rounds sent to a server, by result (ok, failed).",
@@ -71,10 +78,18 @@ class BridgeMetrics:
         self.listings.labels(server, "ok" if ok else "failed").inc()
         self.upstream_up.labels(server).set(1 if ok else 0)
 
+    def observe_problem(self, server: str, problem: str | None) -> None:
+        """A server was configured: whether it can be called at all."""
+        self.misconfigured.labels(server, "InvalidHeader").set(0 if problem is None else 1)
+        if problem is not None:
+            self.upstream_up.labels(server).set(0)
+
     def forget_server(self, server: str) -> None:
         """A server left the configuration: drop its availability series."""
         with contextlib.suppress(KeyError):
             self.upstream_up.remove(server)
+        with contextlib.suppress(KeyError):
+            self.misconfigured.remove(server, "InvalidHeader")
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -7,11 +7,17 @@ decides what happens to a call. It yields the result for the agent (the upstream
 1. **validate**: the exposed name must be in the catalog and pass the server's filter layers
    (``not_allowlisted``), the arguments must match the tool's schema (``invalid_arguments``);
 2. **before-hooks**, always, even when validation refused the call (PII on the arguments);
+   a hook that says a value is large (``offload``) runs in a worker thread for it;
 3. **call**, unless refused: the injected upstream call function, under the call's deadline
    (``timeout``), the server's circuit breaker (``circuit_open``) and the retry rules
    (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no);
 4. **after-hooks**, always (PII on the result);
-5. **normalise-error**: any failure becomes :meth:`ToolError.to_result`.
+5. **normalise-error**: any failure becomes :meth:`ToolError.to_result`, with every header
+   value in use masked (:class:`~mcp_operator.mcp.scrub.Scrubber`, the probe's; the pool
+   gives it, :attr:`CallPipeline.scrubber`): whatever the upstream client below put in a
+   failure, and the text of a ``CallToolResult`` that says ``isError``, reach neither the
+   agent nor the audit with a credential in them. The audit record names only catalog tools
+   (a made-up name is ``(unknown)`` with :func:`~mcp_operator.bridge.audit.tool_digest`).
 
 No sockets and no clock of its own: the caller injects the upstream call, a :class:`Clock`
 (monotonic time, wall time, sleep) and the random source of the retry jitter. Upstream
@@ -29,7 +35,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
-from mcp_operator.bridge.audit import AuditRecord, arguments_digest
+from mcp_operator.bridge.audit import UNKNOWN_TOOL, AuditRecord, arguments_digest, tool_digest
 from mcp_operator.bridge.breaker import CircuitBreaker
 from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.errors import (
@@ -37,12 +43,14 @@ from mcp_operator.bridge.errors import (
     OutcomeCode,
     ToolError,
     UpstreamFailure,
+    UpstreamMisconfigured,
     UpstreamRejected,
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
 from mcp_operator.bridge.retry import next_delay, retry_safe
 from mcp_operator.bridge.validate import ArgumentValidator, invalid_arguments
 from mcp_operator.mcp.naming import cut, quoted
+from mcp_operator.mcp.scrub import Scrubber
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +110,11 @@ class CallPipeline:
         self.hooks = list(hooks)
         self.validator = validator or ArgumentValidator()
         self.breakers: dict[str, CircuitBreaker] = {}
+        self.scrubber = Scrubber(())
+        """Masks the header values in use (set by whoever reads them: the upstream pool)."""
+        self.problems: dict[str, str] = {}
+        """Why a server cannot be called at all, by server key (set from the upstream pool);
+        named in the hint of a refused call that names one of its tools."""
         self.reconfigure(config, catalog)
 
     def reconfigure(self, config: BridgeConfig, catalog: Catalog) -> None:
@@ -129,6 +142,14 @@ class CallPipeline:
         head = exposed_name.split("_", 1)[0] + "_"
         return [name for name in names if name.startswith(head)] or names
 
+    def _broken_servers(self, exposed_name: str) -> list[str]:
+        """The servers that cannot be called whose prefix ``exposed_name`` starts with."""
+        return sorted(
+            key
+            for key, server in self.servers.items()
+            if key in self.problems and exposed_name.startswith(f"{server.prefix}_")
+        )
+
     def _validate(self, call: Call) -> None:
         """Resolve and check the call; set ``call.refusal`` (and ``call.schema_problem``)."""
         entry = self.catalog.get(call.exposed_name)
@@ -146,11 +167,19 @@ class CallPipeline:
                 )
             else:
                 listing = " This agent may call no tools right now."
+            broken = self._broken_servers(call.exposed_name)
+            details: dict[str, Any] = {"similar": similar, "allowed": shown}
+            if broken:
+                listing += "".join(
+                    f" Server {key} cannot be called: {self.scrubber(self.problems[key])}."
+                    for key in broken
+                )
+                details["misconfigured"] = broken
             call.refusal = ToolError(
                 "not_allowlisted",
                 f"The tool {quoted(call.exposed_name)} is not available to this agent; the "
                 f"call was not sent.{listing}",
-                {"similar": similar, "allowed": shown},
+                details,
             )
             return
         call.entry, call.server = entry, server
@@ -163,19 +192,25 @@ class CallPipeline:
         if verdict.schema_problem is not None and call.refusal is None:
             logger.warning("Forwarded %s unchecked: %s", entry.exposed_name, verdict.schema_problem)
 
-    def _before(self, call: Call) -> None:
+    async def _before(self, call: Call) -> None:
         for hook in self.hooks:
             try:
-                refusal = hook.before_call(call)
+                if _offloaded(hook, call.arguments):
+                    refusal = await asyncio.to_thread(hook.before_call, call)
+                else:
+                    refusal = hook.before_call(call)
             except Exception as error:
                 refusal = _hook_failed(hook, call, error, "before")
             if call.refusal is None:
                 call.refusal = refusal
 
-    def _after(self, call: Call, outcome: CallOutcome) -> None:
+    async def _after(self, call: Call, outcome: CallOutcome) -> None:
         for hook in self.hooks:
             try:
-                hook.after_call(call, outcome)
+                if _offloaded(hook, outcome.result):
+                    await asyncio.to_thread(hook.after_call, call, outcome)
+                else:
+                    hook.after_call(call, outcome)
             except Exception as error:
                 outcome.result = None
                 outcome.error = _hook_failed(hook, call, error, "after")
@@ -205,6 +240,11 @@ class CallPipeline:
             except UpstreamRejected as error:
                 breaker.record_success(self.clock.monotonic())
                 outcome.error = self._rejected(call, error)
+                return
+            except UpstreamMisconfigured as error:
+                breaker.release()
+                outcome.attempts -= 1  # nothing was sent
+                outcome.error = self._misconfigured(call, error)
                 return
             except Exception as error:
                 now = self.clock.monotonic()
@@ -253,7 +293,7 @@ class CallPipeline:
     def _rejected(self, call: Call, error: UpstreamRejected) -> ToolError:
         server = call.entry.server if call.entry else "?"
         code = f" (JSON-RPC error {error.code})" if error.code is not None else ""
-        message = cut(str(error) or "no message", MAX_UPSTREAM_MESSAGE)
+        message = cut(self.scrubber(str(error)) or "no message", MAX_UPSTREAM_MESSAGE)
         hint = f"Server {server} refused {call.exposed_name}{code}: {message}"
         if call.schema_problem is not None:
             hint += (
@@ -261,6 +301,17 @@ class CallPipeline:
                 f"schema is broken ({call.schema_problem}); compare them with its description."
             )
         return ToolError("upstream_error", hint, {"server": server, "rpcCode": error.code})
+
+    def _misconfigured(self, call: Call, error: UpstreamMisconfigured) -> ToolError:
+        server = call.entry.server if call.entry else "?"
+        reason = cut(self.scrubber(str(error)), MAX_UPSTREAM_MESSAGE)
+        return ToolError(
+            "upstream_unavailable",
+            f"Server {server} cannot be called: {reason}. The call was not sent; calling "
+            "again will not help until its configuration is fixed. Tools of other servers "
+            "keep working.",
+            {"server": server, "attempts": 0, "misconfigured": True},
+        )
 
     def _unavailable(
         self,
@@ -272,7 +323,7 @@ class CallPipeline:
     ) -> ToolError:
         entry = call.entry
         assert entry is not None
-        reason = cut(str(error) or type(error).__name__, MAX_UPSTREAM_MESSAGE)
+        reason = cut(self.scrubber(str(error)) or type(error).__name__, MAX_UPSTREAM_MESSAGE)
         if not isinstance(error, UpstreamFailure):
             reason = f"{type(error).__name__}: {reason}"
         tries = "once" if attempts == 1 else f"{attempts} times"
@@ -298,25 +349,29 @@ class CallPipeline:
         digest = arguments_digest(arguments)
         call = Call(run=self.run, exposed_name=exposed_name, arguments=arguments)
         self._validate(call)
-        self._before(call)
+        await self._before(call)
         outcome = CallOutcome(error=call.refusal)
         if call.refusal is None:
             deadline = started + call.policy.timeout_seconds
             await self._send(call, outcome, deadline)
-        self._after(call, outcome)
+        await self._after(call, outcome)
 
         code: OutcomeCode
         if outcome.error is not None:
-            result = outcome.error.to_result()
+            result = outcome.error.masked(self.scrubber).to_result()
             code = outcome.error.code
         else:
             result = dict(outcome.result or {})
             code = "upstream_error" if result.get("isError") is True else "ok"
+            if code == "upstream_error":
+                result = self.scrubber.json(result)
+        known = self.catalog.get(exposed_name) is not None
         audit = AuditRecord(
             time=arrived,
             run=self.run,
             server=call.entry.server if call.entry else None,
-            tool=cut(exposed_name, 128),
+            tool=exposed_name if known else UNKNOWN_TOOL,
+            tool_sha256=None if known else tool_digest(exposed_name),
             original_tool=call.entry.original_name if call.entry else None,
             outcome=code,
             duration_ms=(self.clock.monotonic() - started) * 1000.0,
@@ -324,17 +379,40 @@ class CallPipeline:
             arguments_sha256=digest,
             pii={direction: dict(counts) for direction, counts in call.pii.items()},
             schema_unchecked=call.schema_problem is not None,
+            pii_unscanned=tuple(call.pii_unscanned),
         )
         return CallReport(result=result, audit=audit)
+
+    def unreadable(self, sent: Any) -> AuditRecord:
+        """The audit record of a request that could not be read as a call (bad JSON, wrong
+        types, a refused HTTP request): ``invalid_request``, with a hash of what was sent."""
+        return AuditRecord(
+            time=self.clock.now(),
+            run=self.run,
+            server=None,
+            tool=UNKNOWN_TOOL,
+            tool_sha256=tool_digest(sent),
+            original_tool=None,
+            outcome="invalid_request",
+            duration_ms=0.0,
+            attempts=0,
+            arguments_sha256=None,
+        )
+
+
+def _offloaded(hook: Hook, value: Any) -> bool:
+    """Whether the hook asks for a worker thread for this value (a large scan must not stall
+    the calls of other sessions on the event loop)."""
+    offload = getattr(hook, "offload", None)
+    return value is not None and callable(offload) and bool(offload(value))
 
 
 def _hook_failed(hook: Hook, call: Call, error: Exception, when: str) -> ToolError:
     """A crashing hook fails closed: the call (or its result) is stopped, as by a policy, with
     a code of its own (a fault of the bridge is not the agent's personal data)."""
     name = getattr(hook, "name", type(hook).__name__)
-    logger.error(
-        "Bridge hook %s failed %s %s: %s", name, when, call.exposed_name, type(error).__name__
-    )
+    tool = call.entry.exposed_name if call.entry is not None else UNKNOWN_TOOL
+    logger.error("Bridge hook %s failed %s %s: %s", name, when, tool, type(error).__name__)
     code: ErrorCode = "hook_failed"
     stopped = "the call was not sent" if when == "before" else "its result was withheld"
     return ToolError(

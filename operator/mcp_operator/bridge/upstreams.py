@@ -20,7 +20,12 @@ is down and for how long, which a model can act on; a tool that silently vanishe
 explained. A server that was never listed contributes no tools until its first listing.
 
 ``on_change`` is called with the new catalog whenever the listing the agent sees changes.
-Header values from ``valueFile`` are read when a server is configured and never logged.
+Header values from ``valueFile`` are read when a server is configured and never logged; every
+value in use masks the call pipeline's failures (:attr:`UpstreamPool.scrubber`). **A header
+value that cannot be sent** (a control character such as CR/LF, which would forge the
+request's head) fails that one server: it is never contacted, it is down with the reason in
+``/readyz``, the metrics (``mcp_bridge_upstream_misconfigured``) and the hint of every call to
+it, and the other servers keep working.
 Calling a tool through the pipeline is :meth:`UpstreamPool.call`; what a failure means for
 the agent is the pipeline's job.
 """
@@ -31,6 +36,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -42,10 +48,11 @@ import httpx
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
-from mcp_operator.bridge.errors import UpstreamRejected, UpstreamUnavailable
+from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamRejected, UpstreamUnavailable
 from mcp_operator.bridge.follow import follow, wants_follower
 from mcp_operator.bridge.upstream import Upstream, UpstreamError
-from mcp_operator.net.pool import Http1Pool
+from mcp_operator.mcp.scrub import Scrubber
+from mcp_operator.net.pool import Http1Pool, header_refusal
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +85,20 @@ def read_headers(server: UpstreamServer) -> dict[str, str]:
     return headers
 
 
+def header_problem(server: UpstreamServer, headers: Mapping[str, str]) -> str | None:
+    """Why the server cannot be called with these headers (the probe's rule: a value must not
+    forge the request's head), in a sentence for ``/readyz``, logs and hints; never the
+    value."""
+    for name, value in headers.items():
+        refusal = header_refusal(name, value)
+        if refusal is not None:
+            return (
+                f"{refusal}, so the bridge does not call server {server_key(server)} "
+                "(fix the header's value or its Secret)"
+            )
+    return None
+
+
 def backoff_seconds(failures: int) -> float:
     """The wait before listing a down server again after ``failures`` failed listings."""
     return float(min(MAX_BACKOFF_SECONDS, FIRST_BACKOFF_SECONDS * 2 ** max(0, failures - 1)))
@@ -94,6 +115,8 @@ class ServerState:
     """The last listing it gave (kept while the server is down)."""
     listed_once: bool = False
     """Its first listing was tried (successful or not): readiness waits for this."""
+    problem: str | None = None
+    """Why it cannot be called at all (:func:`header_problem`): never listed nor called."""
     up: bool = False
     failures: int = 0
     """Failed listings in a row."""
@@ -124,12 +147,17 @@ class UpstreamPool:
         on_change: Callable[[Catalog], Awaitable[None] | None],
         relist_seconds: float = 300.0,
         on_listed: Callable[[str, bool], None] | None = None,
+        on_problem: Callable[[str, str | None], None] | None = None,
     ) -> None:
         self.client = client
         self.http1 = Http1Pool(egress=BRIDGE_EGRESS)
         """The calls' and listings' connections (httpx ``client`` keeps the GET streams)."""
         self.on_change = on_change
         self.on_listed = on_listed
+        self.on_problem = on_problem
+        """Called with a server's key and its :attr:`ServerState.problem` on each configure."""
+        self.scrubber = Scrubber(())
+        """Masks every header value of the configured servers (in every form it knows)."""
         self.relist_seconds = relist_seconds
         self.states: dict[str, ServerState] = {}
         self.servers: list[UpstreamServer] = []
@@ -144,26 +172,37 @@ class UpstreamPool:
         drop the removed; list the new ones; rebuild the catalog."""
         states: dict[str, ServerState] = {}
         fresh: list[ServerState] = []
+        secrets: list[str] = []
         for server in config.servers:
             key = server_key(server)
             headers = read_headers(server)
+            secrets.extend(headers.values())
             signature = _connection_signature(server, headers)
             state = self.states.get(key)
             if state is not None and state.headers_signature == signature:
                 state.server = server
                 states[key] = state
                 continue
+            problem = header_problem(server, headers)
             upstream = Upstream(
                 key,
                 server.url,
-                headers=headers,
+                headers={} if problem is not None else headers,
                 client=self.client,
                 http1=self.http1,
                 protocol_hint=server.protocol_version,
             )
             state = ServerState(server=server, upstream=upstream, headers_signature=signature)
             states[key] = state
-            fresh.append(state)
+            if problem is None:
+                fresh.append(state)
+            else:
+                logger.error("Could not use server %s: %s", key, problem)
+                state.problem, state.listed_once, state.due = problem, True, math.inf
+        self.scrubber = Scrubber(secrets)
+        if self.on_problem is not None:
+            for key, state in states.items():
+                self.on_problem(key, state.problem)
         for key, old in self.states.items():
             if states.get(key) is not old:
                 for task in old.tasks():
@@ -182,6 +221,8 @@ class UpstreamPool:
 
     async def _list(self, state: ServerState) -> bool:
         """List one server's tools now; returns whether its listing changed."""
+        if state.problem is not None:
+            return False
         key = server_key(state.server)
         try:
             tools = await state.upstream.list_tools(LIST_TIMEOUT_SECONDS)
@@ -223,7 +264,7 @@ class UpstreamPool:
 
     async def _rebuild(self) -> None:
         listed = {key: state.tools for key, state in self.states.items() if state.tools is not None}
-        catalog = build_catalog(self.servers, listed)
+        catalog = build_catalog(self.servers, listed, previous=self.catalog)
         for collision in catalog.collisions:
             logger.warning("Left out a colliding tool: %s", collision)
         shown = json.dumps(catalog.listing(), sort_keys=True, default=repr)
@@ -283,6 +324,8 @@ class UpstreamPool:
         state = self.states.get(server_key(server))
         if state is None:
             raise UpstreamUnavailable(f"server {server_key(server)} is no longer configured")
+        if state.problem is not None:
+            raise UpstreamMisconfigured(state.problem)
         try:
             result = await state.upstream.call_tool(
                 tool, arguments, float(server.policy.timeout_seconds)

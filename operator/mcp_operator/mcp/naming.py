@@ -9,7 +9,13 @@ I/O, no clock, no randomness):
   and kept within 64 characters by a deterministic hash suffix;
 - :func:`matches` — the ``toolsAllow`` / ``toolsDeny`` globs (``*`` and ``?`` only);
 - :func:`plan` — allow, then deny, then names and collisions: the exposed name of
-  every tool that remains and the reason for every tool that does not. Unbounded:
+  every tool that remains and the reason for every tool that does not. Two tools that
+  map to one exposed name never share or swap it: the one that held it before (an
+  *incumbent*: status and the bridge pass the tools they exposed last) keeps it, else
+  the first by original name, and the other is refused (:class:`Refused`), so a tool a
+  server adds later never takes over the name of one an agent already calls. The
+  exposed name of a tool is therefore a function of its prefix and original name alone,
+  the same in status and in every bridge. Unbounded:
   how much of the plan fits in ``status.tools`` is the MCPServer status's business
   (``controller/mcpserver/report.py``); :meth:`ToolPlan.narrowed` applies a run's
   further filters without renaming anything.
@@ -19,7 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Generic, Literal, Protocol, TypeVar
@@ -53,9 +59,10 @@ class Named(Protocol):
 
 T = TypeVar("T", bound=Named)
 
-DropReason = Literal["NotAllowlisted", "Denied", "InvalidName", "Duplicate"]
+DropReason = Literal["NotAllowlisted", "Denied", "InvalidName", "Duplicate", "Collision"]
 """Why a listed tool is not exposed: no allow pattern matches it; a deny pattern
-matches it; its name is not a valid MCP tool name; the server listed the name before."""
+matches it; its name is not a valid MCP tool name; the server listed the name before;
+another tool has its exposed name (:class:`Refused`)."""
 
 
 @dataclass(frozen=True)
@@ -67,16 +74,16 @@ class Dropped:
 
 
 @dataclass(frozen=True)
-class Renamed:
-    """A tool whose exposed name was taken by another one: it got the hash form instead."""
+class Refused:
+    """A tool whose exposed name another tool has: it is not exposed (never renamed, so that
+    no name ever moves from one tool to another)."""
 
     original_name: str
     wanted: str
     """The exposed name the rule gives it (:func:`exposed_name`)."""
     holder: str
-    """The original name of the tool that has ``wanted`` (first by original name)."""
-    exposed: str
-    """The name it is exposed as: ``wanted`` cut, ``_`` and a hash of the original name."""
+    """The original name of the tool that has ``wanted`` (the incumbent, else the first by
+    original name)."""
 
 
 @dataclass(frozen=True)
@@ -89,8 +96,8 @@ class ToolPlan(Generic[T]):
     the filters and has a valid name, once."""
     dropped: tuple[Dropped, ...]
     """Every listed tool that is not exposed, in order of original name (then reason)."""
-    renamed: tuple[Renamed, ...]
-    """The exposed-name collisions and how each was resolved, in order of original name."""
+    refused: tuple[Refused, ...]
+    """The exposed-name collisions: each tool left out for one, in order of original name."""
     unmatched_allow: tuple[str, ...]
     """``toolsAllow`` patterns that match no listed tool (a typo guard), in the given order."""
     discovered: int
@@ -113,7 +120,7 @@ class ToolPlan(Generic[T]):
         return ToolPlan(
             exposed=exposed,
             dropped=_in_order(dropped),
-            renamed=tuple(r for r in self.renamed if r.exposed in exposed),
+            refused=self.refused,
             unmatched_allow=tuple(
                 dict.fromkeys((*self.unmatched_allow, *_unmatched(allow, listed)))
             ),
@@ -150,11 +157,10 @@ def _short_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
 
 
-def _hashed(sanitised: str, original: str, attempt: int = 0) -> str:
+def _hashed(sanitised: str, original: str) -> str:
     """``sanitised`` cut to leave room for ``_`` and the hash of ``original``."""
     keep = MAX_EXPOSED_NAME_CHARS - 1 - HASH_CHARS
-    seed = original if attempt == 0 else f"{original}#{attempt}"
-    return f"{sanitised[:keep]}_{_short_hash(seed)}"
+    return f"{sanitised[:keep]}_{_short_hash(original)}"
 
 
 def exposed_name(prefix: str, original: str) -> str:
@@ -213,31 +219,22 @@ def _in_order(dropped: list[Dropped]) -> tuple[Dropped, ...]:
     return tuple(sorted(dropped, key=lambda d: (d.original_name, d.reason)))
 
 
-def _free_hashed_name(prefix: str, original: str, taken: Mapping[str, object]) -> str:
-    """The hash form of ``original``'s exposed name, re-seeded until no tool has it."""
-    sanitised = _NOT_EXPOSABLE.sub("_", f"{prefix}_{original}")
-    attempt = 0
-    candidate = _hashed(sanitised, original)
-    while candidate in taken:
-        attempt += 1
-        candidate = _hashed(sanitised, original, attempt)
-    return candidate
-
-
 def plan(
     tools: Sequence[T],
     *,
     prefix: str,
     allow: Sequence[str] = (),
     deny: Sequence[str] = (),
+    incumbents: Collection[str] = (),
 ) -> ToolPlan[T]:
     """Apply ``allow`` (empty = all), then ``deny``, then the exposed names.
 
     Tools with invalid names are dropped. Two tools that map to one exposed name
-    never overwrite each other: in order of original name, the first keeps the
-    name and each later one gets the hash-suffix form (:class:`Renamed`). A name
-    listed twice is exposed once (the first listed). Nothing is cut or counted
-    out: bounds for status are applied by its caller.
+    never overwrite each other: the one in ``incumbents`` (original names exposed
+    before) keeps the name, else the first by original name, and the other is
+    dropped (``Collision``, recorded in :class:`Refused`). A name listed twice is
+    exposed once (the first listed). Nothing is cut or counted out: bounds for
+    status are applied by its caller.
     """
     dropped: list[Dropped] = []
     wanted: list[T] = []
@@ -249,9 +246,11 @@ def plan(
             dropped.append(Dropped(tool.name, reason))
 
     exposed: dict[str, T] = {}
-    renamed: list[Renamed] = []
+    refused: list[Refused] = []
     kept: set[str] = set()
-    for tool in sorted(wanted, key=lambda t: t.name):  # stable: the first listed stays first
+    held = set(incumbents)
+    # Incumbents first, then by original name; stable: the first listed stays first.
+    for tool in sorted(wanted, key=lambda t: (t.name not in held, t.name)):
         if not is_valid_tool_name(tool.name):
             dropped.append(Dropped(tool.name, "InvalidName"))
             continue
@@ -261,15 +260,15 @@ def plan(
         kept.add(tool.name)
         name = exposed_name(prefix, tool.name)
         if name in exposed:
-            free = _free_hashed_name(prefix, tool.name, exposed)
-            renamed.append(Renamed(tool.name, name, exposed[name].name, free))
-            name = free
+            refused.append(Refused(tool.name, name, exposed[name].name))
+            dropped.append(Dropped(tool.name, "Collision"))
+            continue
         exposed[name] = tool
 
     return ToolPlan(
         exposed=dict(sorted(exposed.items())),
         dropped=_in_order(dropped),
-        renamed=tuple(renamed),
+        refused=tuple(sorted(refused, key=lambda r: r.original_name)),
         unmatched_allow=tuple(_unmatched(allow, [tool.name for tool in tools])),
         discovered=len(tools),
     )

@@ -8,9 +8,11 @@ value itself and each long token in it (``Bearer s3cr3t`` → also ``s3cr3t``),
 matched case-insensitively, and in the forms a server would naturally echo:
 base64 (standard and URL-safe, at any alignment inside a longer base64 text),
 percent-encoding and JSON string escaping. A value cut off where the text was
-cut (ending in ``…``) is masked too. What to scrub is the caller's choice
+cut (ending in ``…``) is masked too; :meth:`Scrubber.json` masks every string (keys
+included) of a JSON value. What to scrub is the caller's choice
 (:mod:`~mcp_operator.mcp.discovery` scrubs every discovered string,
-:mod:`~mcp_operator.mcp.errors` every failure message).
+:mod:`~mcp_operator.mcp.errors` every failure message, the bridge's call pipeline every
+upstream failure before the agent or the audit sees it).
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import quote, quote_plus
 
 MASK = "***"
@@ -87,6 +90,21 @@ class Scrubber:
             return text
         text = self._pattern.sub(MASK, text)
         return self._mask_cut(text) if "…" in text else text
+
+    def json(self, value: Any) -> Any:
+        """``value`` with every string in it masked (mapping keys too); other leaves kept."""
+        if self._pattern is None:
+            return value
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, Mapping):
+            return {
+                (self(key) if isinstance(key, str) else key): self.json(item)
+                for key, item in value.items()
+            }
+        if isinstance(value, list | tuple):
+            return [self.json(item) for item in value]
+        return value
 
     def _mask_cut(self, text: str) -> str:
         """Mask a value's first characters where the text was cut right after them (``…``)."""

@@ -28,7 +28,12 @@ RequestId = str | int
 
 
 def dumps(message: Any) -> bytes:
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact UTF-8 JSON; a text holding a lone surrogate (which JSON can carry but UTF-8
+    cannot) is written with ``\\u`` escapes instead of failing the answer."""
+    try:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":")).encode()
 
 
 def error_response(request_id: RequestId | None, code: int, message: str) -> dict[str, Any]:

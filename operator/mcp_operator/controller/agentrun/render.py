@@ -187,9 +187,10 @@ def _server_config(run: AgentRun, binding: Binding, mounts: Mapping[str, str]) -
     if status.server_info is not None and status.server_info.protocol_version:
         config["protocolVersion"] = status.server_info.protocol_version
     if status.tools is not None and status.tool_count == len(status.tools):
-        # The tools the operator has seen, as one more allowlist: a tool the server adds
-        # later reaches the agent only after the next probe has listed it here.
-        config["tools"] = sorted(tool.name for tool in binding.tools)
+        # The pins: the tools the operator has seen, by original name, as one more allowlist
+        # (a tool the server adds later reaches the agent only after the next probe has
+        # listed it here) and as the incumbents of the naming plan (it never takes a name).
+        config["tools"] = sorted(tool.original_name for tool in binding.tools)
     return config
 
 

@@ -206,6 +206,10 @@ async def mcpserver(
             prefix=server.effective_prefix,
             allow=spec.tools_allow or (),
             deny=spec.tools_deny or (),
+            # The tools status shows now keep their names when a newcomer collides.
+            incumbents=[
+                t.original_name for t in (server.status.tools if server.status else None) or ()
+            ],
         )
     )
     outcome = Outcome(

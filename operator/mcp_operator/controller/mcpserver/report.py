@@ -104,16 +104,17 @@ def _status_tool(name: str, tool: DiscoveredTool) -> StatusTool:
 
 
 def _collisions(plan: ToolPlan[DiscoveredTool]) -> list[str]:
-    """One sentence per rename or repeated name, in order of original name (a rename
-    before the repeats of the same name), as the plan met them."""
+    """One sentence per refused collision or repeated name, in order of original name (a
+    collision before the repeats of the same name), as the plan met them."""
     found = [
         (
             r.original_name,
             0,
             f"{quoted(r.holder)} and {quoted(r.original_name)} both map to "
-            f"{r.wanted}; the second is exposed as {r.exposed}",
+            f"{r.wanted}; {quoted(r.holder)} keeps it and {quoted(r.original_name)} is not "
+            "exposed",
         )
-        for r in plan.renamed
+        for r in plan.refused
     ]
     found += [
         (
