@@ -206,6 +206,11 @@ class Http1Response:
         else:
             self._pool.drain_later(self)
 
+    def discard(self) -> None:
+        """Done with the answer, and with its connection: closed, never reused (an answer
+        that is out of step with its request, or a stream given up before its end)."""
+        self._drop()
+
     async def drain(self) -> None:
         """Read the answer to its end (within the limits), then release or drop."""
         received = 0
