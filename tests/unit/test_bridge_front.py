@@ -39,11 +39,10 @@ def _init(version: str = "2025-06-18") -> dict[str, Any]:
 @pytest.fixture
 async def core() -> AsyncIterator[BridgeCore]:
     config = BridgeConfig.model_validate({"run": {"name": "r", "namespace": "default"}})
-    async with httpx.AsyncClient() as client:
-        bridge = BridgeCore(config, client=client, hooks=[], audit_stdout=io.StringIO())
-        await bridge.start()
-        yield bridge
-        await bridge.stop()
+    bridge = BridgeCore(config, hooks=[], audit_stdout=io.StringIO())
+    await bridge.start()
+    yield bridge
+    await bridge.stop()
 
 
 @pytest.fixture

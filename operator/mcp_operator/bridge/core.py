@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import IO, Any
 
-import httpx
 from mcp_types.jsonrpc import METHOD_NOT_FOUND
 
 from mcp_operator.api.bridge import BridgeConfig
@@ -82,7 +81,6 @@ class BridgeCore:
         self,
         config: BridgeConfig,
         *,
-        client: httpx.AsyncClient,
         relist_seconds: float = 300.0,
         hooks: Sequence[Hook] | None = None,
         metrics: BridgeMetrics | None = None,
@@ -92,7 +90,6 @@ class BridgeCore:
         self.metrics = metrics or BridgeMetrics()
         self.sessions = SessionTable()
         self.pool = UpstreamPool(
-            client,
             on_change=self._catalog_changed,
             relist_seconds=relist_seconds,
             on_listed=self.metrics.observe_listing,

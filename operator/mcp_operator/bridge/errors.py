@@ -3,7 +3,7 @@
 A failure is never a bare JSON-RPC error or a stack trace: it is a ``CallToolResult`` with
 ``isError: true`` whose ``structuredContent`` carries a stable ``code`` (exactly the audit
 outcome codes) and a ``hint`` a model can act on. This module owns the codes, the error type,
-its rendering, and the exceptions by which an upstream call function reports how it failed.
+its rendering, and the failure type by which an upstream call function reports how it failed.
 Writing the hints for each situation is the job of the step that fails (validation, hooks,
 the pipeline).
 """
@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from mcp_operator.mcp.session import McpFailure
 
 ErrorCode = Literal[
     "not_allowlisted",
@@ -64,24 +66,24 @@ class ToolError:
         }
 
 
-class UpstreamFailure(Exception):
-    """How an upstream call function says a call failed (base class; carries a short reason
-    that may be shown to the agent, so never a secret)."""
-
-    transient = False
-    """Whether trying again may succeed (only such failures are retried)."""
-
-
-class UpstreamUnavailable(UpstreamFailure):
-    """The server could not be reached or lost the call: refused or reset connection, a
-    502/503/504, a lost session. Transient; counts against the circuit breaker."""
-
-    transient = True
+UpstreamFailure = McpFailure
+"""How an upstream call function says a call failed: the session's one failure type
+(:class:`~mcp_operator.mcp.session.McpFailure`), passed on as the wire gave it. Its message
+may be shown to the agent, so it never holds a secret; ``transient`` says whether trying
+again may succeed (only such failures are retried); ``code`` is the JSON-RPC error code
+when the server answered with one."""
 
 
-class UpstreamRejected(UpstreamFailure):
+class UpstreamUnavailable(McpFailure):
+    """The server could not be reached or lost the call (how a test's fake upstream says
+    it): transient; counts against the circuit breaker."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("connection", message)
+
+
+class UpstreamRejected(McpFailure):
     """The server answered the call with a JSON-RPC error (it is up, but said no)."""
 
     def __init__(self, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__("rpc", message, code=code)

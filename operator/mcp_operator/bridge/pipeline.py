@@ -37,7 +37,6 @@ from mcp_operator.bridge.errors import (
     OutcomeCode,
     ToolError,
     UpstreamFailure,
-    UpstreamRejected,
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
 from mcp_operator.bridge.retry import next_delay, retry_safe
@@ -202,11 +201,11 @@ class CallPipeline:
                 breaker.record_failure(self.clock.monotonic())
                 outcome.error = self._timeout(call)
                 return
-            except UpstreamRejected as error:
-                breaker.record_success(self.clock.monotonic())
-                outcome.error = self._rejected(call, error)
-                return
             except Exception as error:
+                if isinstance(error, UpstreamFailure) and not error.transient:
+                    breaker.record_success(self.clock.monotonic())  # it answered: it is up
+                    outcome.error = self._rejected(call, error)
+                    return
                 now = self.clock.monotonic()
                 breaker.record_failure(now)
                 delay = next_delay(
@@ -250,7 +249,7 @@ class CallPipeline:
             {"server": server, "timeoutSeconds": seconds},
         )
 
-    def _rejected(self, call: Call, error: UpstreamRejected) -> ToolError:
+    def _rejected(self, call: Call, error: UpstreamFailure) -> ToolError:
         server = call.entry.server if call.entry else "?"
         code = f" (JSON-RPC error {error.code})" if error.code is not None else ""
         message = cut(str(error) or "no message", MAX_UPSTREAM_MESSAGE)

@@ -187,6 +187,10 @@ def capped(limit: int, name: str) -> BodyReader:
     return read
 
 
+Pool = Http1Pool
+"""The keep-alive connections sessions share (:mod:`~mcp_operator.net.pool`)."""
+
+
 def session_pool(egress: EgressPolicy) -> Http1Pool:
     """A pool of keep-alive connections for sessions, under ``egress`` (the bridge's)."""
     return Http1Pool(egress=egress)
