@@ -32,7 +32,13 @@ from mcp_types import Implementation
 
 from mcp_operator import __version__
 from mcp_operator.mcp.budget import ByteBudget, shared_budget
-from mcp_operator.mcp.errors import ProbeError, ProbeState, ResponseTooLarge, refusal_error
+from mcp_operator.mcp.errors import (
+    ProbeError,
+    ProbeState,
+    ResponseTooLarge,
+    refusal_error,
+    release,
+)
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, SseSlimmer, ToolCount, slim_body
 from mcp_operator.mcp.target import ProbeTarget, display_url
 from mcp_operator.net.guard import GuardedTransport
@@ -137,6 +143,7 @@ class BoundedBody(httpx2.AsyncByteStream):
                     yield chunk
         except ProbeError as error:
             self._state.failure = error
+            release(error)  # the page it was read from, before its share of the budget
             raise
         finally:
             self._reservation.give_back()

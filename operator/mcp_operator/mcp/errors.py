@@ -17,6 +17,7 @@ import asyncio
 import errno
 import socket
 import ssl
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -416,6 +417,19 @@ def refusal_error(state: ProbeState, refused: Refused) -> ProbeError:
     )
     state.failure = error
     return error
+
+
+def release(failure: BaseException) -> None:
+    """Let the finished frames of ``failure``'s traceback (and of its causes') drop their
+    locals. A failure found while a page was being read (``TooManyTools``) holds that page,
+    parsed, in those frames for as long as the failure lives; released, it holds only its
+    words."""
+    seen: set[int] = set()
+    current: BaseException | None = failure
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        current = current.__cause__ or current.__context__
 
 
 def reraise_cancellation() -> None:

@@ -22,7 +22,6 @@ the SDK's client stays for the legacy HTTP+SSE transport. Failures are
 from __future__ import annotations
 
 import contextlib
-import traceback
 from collections.abc import AsyncIterable, AsyncIterator
 
 import mcp_types as types
@@ -30,7 +29,7 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_operator import __version__
 from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, BoundedBody
-from mcp_operator.mcp.errors import ProbeState, ResponseTooLarge
+from mcp_operator.mcp.errors import ProbeState, ResponseTooLarge, release
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, ToolCount
 from mcp_operator.mcp.session import CLOSE_SECONDS, McpSession, clamped
 from mcp_operator.mcp.target import ProbeTarget
@@ -139,17 +138,6 @@ async def streamable(
             await pool.aclose()
 
 
-def release(failure: BaseException) -> None:
-    """Let the finished frames of ``failure``'s traceback (and of its causes') drop their
-    locals: the parsed pages they were reading."""
-    seen: set[int] = set()
-    current: BaseException | None = failure
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        traceback.clear_frames(current.__traceback__)
-        current = current.__cause__ or current.__context__
-
-
 class _Body:
     """An answer's body as :class:`~mcp_operator.mcp.client.BoundedBody` reads one."""
 
@@ -161,6 +149,3 @@ class _Body:
 
     async def aclose(self) -> None:
         await self._answer.aclose()
-
-
-__all__ = ["CLIENT_INFO", "DISCOVER_SECONDS", "StreamableClient", "release", "streamable"]
