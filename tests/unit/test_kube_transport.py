@@ -1,4 +1,4 @@
-"""The API client's transport (kube/transport.py) on real sockets: httpx's errors and limits
+"""The API client's transport (net/transport.py) on real sockets: httpx's errors and limits
 over the lean pool, idle connections expiring, and the proxy fallback (kube/client.py)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from mcp_operator.kube import Kube
 from mcp_operator.kube.credentials import Credentials
 from mcp_operator.kube.tokens import StaticToken
-from mcp_operator.kube.transport import Http1Transport
 from mcp_operator.net import pool as http1
 from mcp_operator.net.tls import tls_context
+from mcp_operator.net.transport import Http1Transport
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -54,7 +54,7 @@ async def answer_ok(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) 
 
 
 def client(url: str, **timeouts: float) -> httpx.AsyncClient:
-    transport = Http1Transport(tls_context(True))
+    transport = Http1Transport(tls_context(True), egress=None)
     timeout = httpx.Timeout(timeouts.get("read", 5.0), connect=timeouts.get("connect", 5.0))
     return httpx.AsyncClient(base_url=url, transport=transport, timeout=timeout)
 

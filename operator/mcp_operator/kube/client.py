@@ -30,14 +30,15 @@ from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 from mcp_operator.kube.tls import CertificateTransport
-from mcp_operator.kube.transport import Http1Transport
 from mcp_operator.net.tls import tls_context
+from mcp_operator.net.transport import Http1Transport
 
 logger = logging.getLogger(__name__)
 
 CONNECTIONS = 20
-"""Requests to the API server at once, each on a kept-alive connection; twenty keep a 2-core
-API server busy. More wait their turn here."""
+"""Requests to the API server at once, each on a kept-alive connection (the pool's cap);
+twenty keep a 2-core API server busy. More wait their turn in the pool, within their own
+time limit."""
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 """Waits between attempts to post an Event while the API server or etcd is away (about 1 min)."""
@@ -90,28 +91,38 @@ class Kube:
         self._on_error = on_error
         """Hears every failed request: its verb and HTTP status (``None``: no answer)."""
         # Connections are kept alive (a fleet reconciling at once would otherwise pay a TLS
-        # handshake per request), on the lean pool of kube/transport.py.
+        # handshake per request), on the lean pool of net/transport.py.
         self._transport: CertificateTransport | Http1Transport | None = None
         if credentials.plugin is not None and credentials.verification is not None:
             # An exec plugin may hand out a new client certificate: new connections for it.
             self._transport = CertificateTransport(
-                credentials.plugin.cached_certificate, credentials.verification
+                credentials.plugin.cached_certificate,
+                credentials.verification,
+                max_connections=CONNECTIONS,
             )
         elif not _proxied(credentials.server):
             server_name = credentials.verification.server_name if credentials.verification else None
             self._transport = Http1Transport(
-                tls_context(credentials.verify), server_name=server_name
+                tls_context(credentials.verify),
+                egress=None,
+                server_name=server_name,
+                max_connections=CONNECTIONS,
             )
         # Else HTTPS_PROXY (and NO_PROXY) route the API server through a proxy: httpx's own
         # transport, which speaks to proxies, as before.
-        self._client = httpx.AsyncClient(
-            base_url=credentials.server,
-            verify=credentials.verify,
-            timeout=REQUEST_TIMEOUT,
-            transport=self._transport,
-            limits=httpx.Limits(max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS),
-        )
-        self._turns = asyncio.Semaphore(CONNECTIONS)
+        if self._transport is not None:  # its pool caps connections at CONNECTIONS
+            self._client = httpx.AsyncClient(
+                base_url=credentials.server, timeout=REQUEST_TIMEOUT, transport=self._transport
+            )
+        else:
+            self._client = httpx.AsyncClient(
+                base_url=credentials.server,
+                verify=credentials.verify,
+                timeout=REQUEST_TIMEOUT,
+                limits=httpx.Limits(
+                    max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS
+                ),
+            )
 
     @classmethod
     def connect(
@@ -207,10 +218,9 @@ class Kube:
         if content is not None:
             headers["Content-Type"] = content_type
         try:
-            async with self._turns:
-                return await self._client.request(
-                    method, path, content=content, headers=headers, params=params
-                )
+            return await self._client.request(
+                method, path, content=content, headers=headers, params=params
+            )
         except httpx.HTTPError:
             if self._on_error is not None:
                 self._on_error(method, None)

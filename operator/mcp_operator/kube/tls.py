@@ -26,7 +26,8 @@ from pathlib import Path
 
 import httpx
 
-from mcp_operator.kube.transport import Http1Transport
+from mcp_operator.net.pool import MAX_CONNECTIONS_PER_ORIGIN
+from mcp_operator.net.transport import Http1Transport
 
 logger = logging.getLogger(__name__)
 
@@ -138,8 +139,11 @@ class CertificateTransport(httpx.AsyncBaseTransport):
         self,
         source: Callable[[], ClientCertificate | None],
         verification: ServerVerification,
+        *,
+        max_connections: int = MAX_CONNECTIONS_PER_ORIGIN,
     ) -> None:
         self._source = source
+        self._max_connections = max_connections
         self._verification = verification
         self._certificate: ClientCertificate | None = None
         self._pool: _Pool | None = None
@@ -173,7 +177,14 @@ class CertificateTransport(httpx.AsyncBaseTransport):
 
     async def _switch(self, certificate: ClientCertificate | None) -> _Pool:
         context = client_context(self._verification, certificate)
-        pool = _Pool(Http1Transport(context, server_name=self._verification.server_name))
+        pool = _Pool(
+            Http1Transport(
+                context,
+                egress=None,
+                server_name=self._verification.server_name,
+                max_connections=self._max_connections,
+            )
+        )
         old, self._pool, self._certificate = self._pool, pool, certificate
         self.pools_opened += 1
         if old is not None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 import anyio
@@ -145,9 +145,14 @@ class Refused(Exception):
         self.why = why
 
 
-async def allowed_addresses(policy: EgressPolicy, host: str, port: int) -> list[str]:
-    """Resolve ``host`` and return the addresses ``policy`` allows for ``port`` (in the
-    resolver's order; at least one).
+async def allowed_addresses(
+    policy: EgressPolicy,
+    host: str,
+    port: int,
+    resolver: Callable[[str, int], Awaitable[list[str]]] | None = None,
+) -> list[str]:
+    """Resolve ``host`` (with ``resolver``, else the system's) and return the addresses
+    ``policy`` allows for ``port`` (in the resolver's order; at least one).
 
     Raises:
         Refused: the host name, or every address it resolves to, is refused.
@@ -157,7 +162,9 @@ async def allowed_addresses(policy: EgressPolicy, host: str, port: int) -> list[
     if why is not None:
         raise Refused(host, why)
     addresses = _literal(host)
-    if not addresses:
+    if not addresses and resolver is not None:
+        addresses = await resolver(host, port)
+    elif not addresses:
         found = await anyio.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
         addresses = list(dict.fromkeys(str(info[4][0]) for info in found))
     allowed = [address for address in addresses if policy.refusal(address, port) is None]

@@ -1,16 +1,16 @@
 """An httpx2 transport that applies an :class:`~mcp_operator.net.egress.EgressPolicy` to the
 address each connection actually goes to (the probe's SDK paths).
 
-:class:`GuardedBackend` resolves the host itself, drops every address the
-policy refuses, and connects to the first allowed one by its IP address; TLS
-still verifies and sends SNI for the host name, and the Host header is the
-URL's (httpcore takes both from the request, not from the connected address).
-So a name that resolves to a public address at one moment and to the metadata
-endpoint at the next (DNS rebinding) is judged at the moment of connecting, and
-every redirect opens its connection through the same check. A refusal is a
-failure of the caller's making (``refuse``; the probe's is
-``ProbeError("DestinationRefused")``) raised before any packet reaches the destination. The
-policy itself is :mod:`~mcp_operator.net.egress`'s.
+:class:`GuardedBackend` connects through :func:`~mcp_operator.net.dial.dial`, the pool's own
+way: the host resolved here, every address the policy refuses dropped, the allowed ones
+tried with Happy Eyeballs by IP address; TLS still verifies and sends SNI for the host name,
+and the Host header is the URL's (httpcore takes both from the request, not from the
+connected address). So a name that resolves to a public address at one moment and to the
+metadata endpoint at the next (DNS rebinding) is judged at the moment of connecting, and
+every redirect opens its connection through the same check. A refusal is a failure of the
+caller's making (``refuse``; the probe's is ``ProbeError("DestinationRefused")``) raised
+before any packet reaches the destination. The policy itself is
+:mod:`~mcp_operator.net.egress`'s.
 """
 
 from __future__ import annotations
@@ -19,11 +19,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpcore2
 import httpx2
 from httpcore2 import AnyIOBackend, AsyncNetworkBackend, AsyncNetworkStream
+from httpcore2._backends.anyio import AnyIOStream  # its stream over a connected socket
 
-from mcp_operator.net.egress import EgressPolicy, Refused, allowed_addresses
+from mcp_operator.net.dial import dial
+from mcp_operator.net.egress import EgressPolicy, Refused
 
 Refuse = Callable[[Refused], Exception]
 """The caller's failure for a destination the policy refused."""
@@ -47,19 +50,16 @@ class GuardedBackend(AsyncNetworkBackend):
     ) -> AsyncNetworkStream:
         try:
             with anyio.fail_after(timeout):
-                addresses = await allowed_addresses(self._policy, host, port)
+                sock = await dial(host, port, egress=self._policy)
         except Refused as refused:
             raise self._refuse(refused) from None
-        for address in addresses[:-1]:
-            try:
-                return await self._inner.connect_tcp(
-                    address, port, timeout, local_address, socket_options
-                )
-            except httpcore2.ConnectError:
-                continue  # the next address (IPv6 first, then IPv4, for instance)
-        return await self._inner.connect_tcp(
-            addresses[-1], port, timeout, local_address, socket_options
-        )
+        except TimeoutError as error:
+            raise httpcore2.ConnectTimeout(str(error)) from error
+        except (OSError, RuntimeError) as error:  # uvloop may raise RuntimeError
+            raise httpcore2.ConnectError(str(error)) from error
+        for option in socket_options or ():
+            sock.setsockopt(*option)
+        return AnyIOStream(await anyio.abc.SocketStream.from_socket(sock))
 
     async def connect_unix_socket(
         self,

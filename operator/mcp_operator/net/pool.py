@@ -1,34 +1,45 @@
 """A lean HTTP/1.1 client: keep-alive connections, one write per request.
 
-Two users: the bridge's calls upstream (every ``tools/call`` of an agent becomes one POST)
-and the operator's probe of a Streamable HTTP server (:mod:`~mcp_operator.mcp.streamable`,
-a few requests per probe and thousands of probes), both hot paths: httpx spends over a
-millisecond of CPU per request on the 2-core machine the bridge was measured on
-(bench/bridge_bench.py), more than the whole budget for the bridge's added latency. This
-one writes the request head and body in one ``write``, parses the answer with
-``httptools`` (already the HTTP parser of the bridge's own server), and keeps connections
-open per origin (``http`` and ``https``; TLS through the given context, else the default).
+Three users: the bridge's calls upstream (every ``tools/call`` of an agent becomes one POST),
+the operator's probe of a Streamable HTTP server (:mod:`~mcp_operator.mcp.streamable`, a few
+requests per probe and thousands of probes) and the API client (through
+:mod:`~mcp_operator.net.transport`), all hot paths: httpx spends over a millisecond of CPU per
+request on the 2-core machine the bridge was measured on (bench/bridge_bench.py). This one
+writes the request head and body in one ``write``, parses the answer with ``httptools``
+(already the HTTP parser of the bridge's own server), and keeps connections open per origin
+(``http`` and ``https``; TLS through the given context, else the default).
 
 It owns connections and bytes only: a :class:`Http1Response` gives the status, the headers
-(lowercase names), and the body as it arrives (``aiter_bytes``/``aiter_text``/``aread``),
-the interface its users read answers through. A connection goes
-back to the pool only when its answer was read to the end and the server keeps it alive. A
-reused connection that the server had already closed (EOF before any byte of the answer) is
-retried once on a new connection: the server never read that request. Deadlines are the
-caller's (``asyncio.timeout``); failures are :class:`Http1Error`: :class:`ConnectFailed`
-(its cause says why: the refusal, the OS or the TLS error), :class:`ConnectionLost`, or
-:class:`BrokenHTTP` (the answer is not HTTP/1.1). Every new connection goes to an address
-the pool's egress policy allows (:mod:`~mcp_operator.net.egress`, given by the user): the
-name is resolved here and the connection made to the allowed address, with TLS still
-verifying the name. :meth:`Http1Pool.aclose` closes every connection the pool opened, in
-use or not.
+(lowercase names), and the body as it arrives (``aiter_bytes``/``aiter_text``/``aread``).
+Interim answers (``100 Continue``, ``103 Early Hints``) are read past, at most
+:data:`MAX_INTERIM_ANSWERS` of them and within the head's byte bound, never taken as the
+answer; ``Expect`` cannot be sent. A connection goes back to the pool only when its answer
+was read to the end and the server keeps it alive. At most ``max_connections`` are open per
+origin (idle, in use or draining); a request past that waits for one, within the caller's
+deadline.
+
+**A request is never sent twice unless that is harmless.** A reused connection that breaks
+before the first byte of the answer may have broken after the server read the request (a
+Pod killed mid-call): only an idempotent method (:data:`IDEMPOTENT_METHODS`) goes again on a
+new connection; any other fails with :class:`ConnectionLost`, whose
+``may_have_been_delivered`` is true, and retrying it is the caller's decision. A request goes
+again without asking only when it provably never left (the connection was found closed
+before the write).
+
+Deadlines are the caller's (``asyncio.timeout``); failures are :class:`Http1Error`:
+:class:`NotSent` (never left; :class:`ConnectFailed` when no connection could be made, its
+cause says why: the refusal, the OS or the TLS error) or :class:`ConnectionLost` (may have
+been delivered; :class:`BrokenHTTP` when the answer is not HTTP/1.1). New connections are
+made by :func:`~mcp_operator.net.dial.dial`: every address judged by the pool's egress policy,
+Happy Eyeballs between them, TLS still verifying the name. :meth:`Http1Pool.aclose` closes
+every connection the pool opened, in use or not, and waits until they are closed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
-import socket
+import contextlib
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
@@ -37,14 +48,26 @@ from urllib.parse import urlsplit
 
 import httptools
 
-from mcp_operator.net.egress import EgressPolicy, Refused, allowed_addresses
+from mcp_operator.net.dial import Resolver, dial
+from mcp_operator.net.egress import EgressPolicy, Refused
 
+MAX_CONNECTIONS_PER_ORIGIN = 64
+"""Connections open at once to one origin (idle, in use or draining), unless the pool is
+given another cap; requests past it wait for one."""
 MAX_IDLE_PER_ORIGIN = 64
 DRAIN_SECONDS = 5.0
 DRAIN_BYTES = 1024 * 1024
 """An unfinished answer is read to its end in the background within these limits."""
 MAX_HEAD_BYTES = 64 * 1024
-"""An answer's head larger than this is refused (``BrokenHTTP``), however it arrives."""
+"""An answer's head larger than this is refused (``BrokenHTTP``), however it arrives; the
+interim answers before it count towards it."""
+MAX_INTERIM_ANSWERS = 8
+"""Interim (1xx) answers read past before the answer; more is a :class:`BrokenHTTP`."""
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
+"""Methods sent again on a new connection when a reused one broke before any answer: doing
+them twice is doing them once (RFC 9110 §9.2.2). Never ``POST``."""
+CLOSE_SECONDS = 1.0
+""":meth:`Http1Pool.aclose` waits this long at most for its connections to close."""
 READ_CHUNK = 65536
 IDLE_SECONDS = 5.0
 """A connection idle longer than this is closed instead of reused (as httpx's pools do): a
@@ -55,23 +78,36 @@ Origin = tuple[str, str, int]
 
 
 class Http1Error(Exception):
-    """The request failed below HTTP: ``connect`` (no connection) or ``lost`` (it broke)."""
+    """The request failed below HTTP. ``kind``: ``connect`` (no connection), ``unsent`` (a
+    connection, but the request never left) or ``lost`` (it broke after the request may have
+    reached the server: see ``may_have_been_delivered``)."""
 
-    kind: Literal["connect", "lost"] = "lost"
+    kind: Literal["connect", "unsent", "lost"] = "lost"
+    may_have_been_delivered = True
+    """Whether the server may have read (and acted on) the request: a caller that retries
+    only what is safe to repeat must not repeat this one blindly."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
 
 
-class ConnectFailed(Http1Error):
+class NotSent(Http1Error):
+    """The request never left: sending it again cannot make it happen twice."""
+
+    kind: Literal["connect", "unsent", "lost"] = "unsent"
+    may_have_been_delivered = False
+
+
+class ConnectFailed(NotSent):
     """No connection: refused by the egress policy (the cause is a
     :class:`~mcp_operator.net.egress.Refused`), or the OS or TLS said no (the cause)."""
 
-    kind = "connect"
+    kind: Literal["connect", "unsent", "lost"] = "connect"
 
 
 class ConnectionLost(Http1Error):
-    """The connection broke before the answer ended."""
+    """The connection broke after the request was written, before the answer ended: the
+    server may have read it."""
 
 
 class BrokenHTTP(ConnectionLost):
@@ -79,7 +115,7 @@ class BrokenHTTP(ConnectionLost):
 
 
 class _Parsed:
-    """httptools callbacks: the head, then body chunks, then the end."""
+    """httptools callbacks: interim answers skipped, then the head, body chunks, the end."""
 
     __slots__ = (
         "body",
@@ -87,6 +123,8 @@ class _Parsed:
         "header_bytes",
         "headers",
         "headers_done",
+        "interim",
+        "interim_seen",
         "keep_alive",
         "parser",
     )
@@ -97,7 +135,11 @@ class _Parsed:
         """Read when the answer ends (httptools forgets it after the callback)."""
         self.headers: dict[str, str] = {}
         self.header_bytes = 0
+        """Bytes of header names and values so far, interim answers' included."""
         self.headers_done = False
+        self.interim = False
+        """The message being parsed is an interim (1xx) answer."""
+        self.interim_seen = 0
         self.body: deque[bytes] = deque()
         self.complete = False
 
@@ -108,39 +150,66 @@ class _Parsed:
         self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
 
     def on_headers_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if 100 <= status < 200 and status != 101:  # 101 is an upgrade: httptools refuses it
+            self.interim_seen += 1
+            if self.interim_seen > MAX_INTERIM_ANSWERS:
+                raise BrokenHTTP("the server sent too many interim (1xx) answers")
+            self.interim = True
+            self.headers = {}
+            return
         self.headers_done = True
 
     def on_body(self, body: bytes) -> None:
         self.body.append(bytes(body))
 
     def on_message_complete(self) -> None:
+        if self.interim:  # the answer is the next message on the connection
+            self.interim = False
+            return
         self.complete = True
         self.keep_alive = bool(self.parser.should_keep_alive())
 
 
 class _Connection:
-    __slots__ = ("_open", "idle_since", "origin", "reader", "reused", "writer")
+    __slots__ = ("closed", "idle_since", "origin", "pool", "reader", "reused", "writer")
 
     def __init__(
         self,
         origin: Origin,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
-        open_connections: set[_Connection],
+        pool: Http1Pool,
     ) -> None:
         self.origin = origin
         self.reader = reader
         self.writer = writer
         self.reused = False
         self.idle_since = 0.0
-        self._open = open_connections
+        self.pool = pool
+        self.closed = False
 
     def usable(self) -> bool:
         return not self.writer.is_closing() and not self.reader.at_eof()
 
     def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
         self.writer.close()
-        self._open.discard(self)
+        self.pool.closed_one(self)
+
+
+class _OriginState:
+    """One origin's connections: how many are open, the idle ones, the callers waiting."""
+
+    __slots__ = ("idle", "open", "waiting")
+
+    def __init__(self) -> None:
+        self.open = 0
+        self.idle: list[_Connection] = []
+        self.waiting: deque[asyncio.Future[_Connection | None]] = deque()
+        """A caller's future gets an idle connection, or ``None``: room for a new one."""
 
 
 class Http1Response:
@@ -249,7 +318,7 @@ class Http1Response:
 
 
 class Http1Pool:
-    """Keep-alive connections by origin."""
+    """Keep-alive connections by origin, at most ``max_connections`` open to each."""
 
     def __init__(
         self,
@@ -257,14 +326,21 @@ class Http1Pool:
         egress: EgressPolicy | None,
         ssl_context: ssl.SSLContext | None = None,
         server_name: str | None = None,
+        max_connections: int = MAX_CONNECTIONS_PER_ORIGIN,
+        resolver: Resolver | None = None,
     ) -> None:
         """``egress``: where connections may go; ``None`` only for a destination the
         operator's own configuration names (the API server). ``server_name``: the name TLS
-        verifies and sends, instead of the URL's host (a kubeconfig's ``tls-server-name``)."""
-        self._idle: dict[Origin, list[_Connection]] = {}
+        verifies and sends, instead of the URL's host (a kubeconfig's ``tls-server-name``).
+        ``resolver``: host names to addresses, instead of the system's resolver."""
+        if max_connections < 1:
+            raise ValueError("max_connections must be at least 1")
+        self._origins: dict[Origin, _OriginState] = {}
         self._ssl = ssl_context
         self._egress = egress
         self._server_name = server_name
+        self._max_connections = max_connections
+        self._resolver = resolver
         self._draining: set[asyncio.Task[None]] = set()
         self._open: set[_Connection] = set()
         """Every connection opened and not yet closed (idle, in use or draining)."""
@@ -278,27 +354,27 @@ class Http1Pool:
     async def _connect(self, origin: Origin) -> _Connection:
         scheme, host, port = origin
         try:
-            addresses = await self._addresses(host, port)
+            sock = await dial(host, port, egress=self._egress, resolver=self._resolver)
         except Refused as refused:
             raise ConnectFailed(f"refused to connect to {refused}") from refused
-        except OSError as error:
+        except (OSError, ValueError) as error:
             raise ConnectFailed(f"could not connect: {error}") from error
-        for index, address in enumerate(addresses):
-            try:
-                if scheme == "https":
-                    reader, writer = await asyncio.open_connection(
-                        address,
-                        port,
-                        ssl=self._tls(),
-                        server_hostname=self._server_name or host.strip("[]"),
-                    )
-                else:
-                    reader, writer = await asyncio.open_connection(address, port)
-                break
-            except (OSError, ssl.SSLError) as error:
-                if index == len(addresses) - 1:  # the next address, if any (IPv6, then IPv4)
-                    raise ConnectFailed(f"could not connect: {error}") from error
-        connection = _Connection(origin, reader, writer, self._open)
+        try:
+            if scheme == "https":
+                reader, writer = await asyncio.open_connection(
+                    sock=sock,
+                    ssl=self._tls(),
+                    server_hostname=self._server_name or host.strip("[]"),
+                )
+            else:
+                reader, writer = await asyncio.open_connection(sock=sock)
+        except (OSError, ssl.SSLError) as error:
+            sock.close()
+            raise ConnectFailed(f"could not connect: {error}") from error
+        except BaseException:
+            sock.close()
+            raise
+        connection = _Connection(origin, reader, writer, self)
         self._open.add(connection)
         return connection
 
@@ -307,16 +383,14 @@ class Http1Pool:
         """Connections open now (idle, in use or draining)."""
         return len(self._open)
 
-    async def _addresses(self, host: str, port: int) -> list[str]:
-        if self._egress is not None:
-            return await allowed_addresses(self._egress, host, port)
-        found = await asyncio.get_running_loop().getaddrinfo(
-            host.strip("[]"), port, type=socket.SOCK_STREAM
-        )
-        return list(dict.fromkeys(str(info[4][0]) for info in found))
+    def _state(self, origin: Origin) -> _OriginState:
+        state = self._origins.get(origin)
+        if state is None:
+            state = self._origins[origin] = _OriginState()
+        return state
 
-    def _take(self, origin: Origin) -> _Connection | None:
-        idle = self._idle.get(origin)
+    def _take(self, state: _OriginState) -> _Connection | None:
+        idle = state.idle
         now = asyncio.get_running_loop().time()
         while idle:
             connection = idle.pop()
@@ -326,21 +400,82 @@ class Http1Pool:
             connection.close()
         return None
 
+    async def _acquire(self, origin: Origin, *, fresh: bool = False) -> _Connection:
+        """An idle connection to ``origin`` (unless ``fresh``), else a new one once fewer
+        than the cap are open; waiting ends with the caller's deadline."""
+        state = self._state(origin)
+        if fresh:
+            for connection in state.idle[:]:  # the server dropped one: the rest likely too
+                connection.close()
+        else:
+            idle = self._take(state)
+            if idle is not None:
+                return idle
+        while state.open >= self._max_connections:
+            waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+            state.waiting.append(waiter)
+            try:
+                handed = await waiter
+            except BaseException:
+                if not waiter.done():
+                    state.waiting.remove(waiter)
+                elif not waiter.cancelled():  # handed over as the caller gave up: pass it on
+                    given = waiter.result()
+                    if given is not None:
+                        self.put_back(given, keep_alive=True)
+                    else:
+                        self._wake(state)
+                raise
+            if handed is not None:
+                if not fresh:
+                    handed.reused = True
+                    return handed
+                handed.close()
+        state.open += 1
+        try:
+            return await self._connect(origin)
+        except BaseException:
+            state.open -= 1
+            self._wake(state)
+            raise
+
+    def _wake(self, state: _OriginState) -> None:
+        """Room for one more connection: tell the first caller still waiting."""
+        while state.waiting:
+            waiter = state.waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    def closed_one(self, connection: _Connection) -> None:
+        """Bookkeeping of a connection that was just closed."""
+        self._open.discard(connection)
+        state = self._origins.get(connection.origin)
+        if state is not None:
+            if connection in state.idle:
+                state.idle.remove(connection)
+            state.open -= 1
+            self._wake(state)
+
     def drain_later(self, response: Http1Response) -> None:
         task = asyncio.get_running_loop().create_task(response.drain())
         self._draining.add(task)
         task.add_done_callback(self._draining.discard)
 
     def put_back(self, connection: _Connection, keep_alive: bool) -> None:
-        idle = self._idle.setdefault(connection.origin, [])
-        if (
-            keep_alive
-            and not self.closed
-            and connection.usable()
-            and len(idle) < MAX_IDLE_PER_ORIGIN
-        ):
+        """A connection whose answer ended: to a waiting caller, idle, or closed."""
+        state = self._state(connection.origin)
+        if not keep_alive or self.closed or not connection.usable():
+            connection.close()
+            return
+        while state.waiting:
+            waiter = state.waiting.popleft()
+            if not waiter.done():
+                waiter.set_result(connection)
+                return
+        if len(state.idle) < MAX_IDLE_PER_ORIGIN:
             connection.idle_since = asyncio.get_running_loop().time()
-            idle.append(connection)
+            state.idle.append(connection)
         else:
             connection.close()
 
@@ -367,15 +502,26 @@ class Http1Pool:
         lines.insert(1, f"host: {host_header}")
         lines.append(f"content-length: {len(body)}")
         payload = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
-        connection = self._take(origin)
-        if connection is not None:
-            try:
-                return await self._exchange(connection, payload)
-            except _Stale:
-                pass  # the server had closed it while idle: it never read this request
-        return await self._exchange(await self._connect(origin), payload)
+        idempotent = method.upper() in IDEMPOTENT_METHODS
+        connection = await self._acquire(origin)
+        try:
+            return await self._exchange(connection, payload, idempotent=idempotent)
+        except _Unsent:
+            pass  # found closed before the write: it never left
+        except _Stale:
+            pass  # an idempotent request on a connection that broke before any answer
+        connection = await self._acquire(origin, fresh=True)
+        try:
+            return await self._exchange(connection, payload, idempotent=idempotent)
+        except _Unsent:
+            raise NotSent("the connection closed before the request was written") from None
 
-    async def _exchange(self, connection: _Connection, payload: bytes) -> Http1Response:
+    async def _exchange(
+        self, connection: _Connection, payload: bytes, *, idempotent: bool
+    ) -> Http1Response:
+        if not connection.usable():
+            connection.close()
+            raise _Unsent
         parsed = _Parsed()
         parser = httptools.HttpResponseParser(parsed)
         parsed.parser = parser
@@ -393,11 +539,19 @@ class Http1Pool:
                 parser.feed_data(data)
         except httptools.HttpParserError as error:
             connection.close()
+            cause = error.__context__ if isinstance(error.__context__, BrokenHTTP) else None
+            if cause is not None:
+                raise BrokenHTTP(str(cause)) from None
             raise BrokenHTTP(f"the answer is not HTTP/1.1: {error}") from None
         except OSError as error:
             connection.close()
             if connection.reused and not received:
-                raise _Stale from None
+                if idempotent:
+                    raise _Stale from None
+                raise ConnectionLost(
+                    "the server closed a kept-alive connection before answering: the request "
+                    "may have been delivered, so it was not sent again"
+                ) from None
             raise ConnectionLost(f"the connection failed: {error}") from None
         except BaseException:
             connection.close()
@@ -406,12 +560,24 @@ class Http1Pool:
         return Http1Response(self, connection, parsed, status, parser)
 
     async def aclose(self) -> None:
+        """Close every connection, in use or not, and wait (briefly) until they are."""
         self.closed = True
         for task in list(self._draining):
             task.cancel()
+        closing = [connection.writer for connection in self._open]
         for connection in list(self._open):
             connection.close()
-        self._idle.clear()
+        for state in self._origins.values():
+            state.idle.clear()
+            for waiter in state.waiting:
+                if not waiter.done():
+                    waiter.cancel()
+        if closing:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CLOSE_SECONDS):
+                    await asyncio.gather(
+                        *(writer.wait_closed() for writer in closing), return_exceptions=True
+                    )
 
 
 def header_refusal(name: str, value: str) -> str | None:
@@ -421,6 +587,8 @@ def header_refusal(name: str, value: str) -> str | None:
         return f"the header name {name!r} is not a valid HTTP token"
     if name.lower() in FRAMING_HEADERS:
         return f"the header {name!r} frames the request, which only the client may do"
+    if name.lower() == "expect":
+        return f"the header {name!r} asks for an interim answer, which the client never awaits"
     if any(c != "\t" and (not c.isprintable() or ord(c) > 0xFF) for c in value):
         return f"the value of header {name!r} holds a control character or non-Latin-1 text"
     return None
@@ -447,4 +615,8 @@ _NOT_IN_NAMES = frozenset(' "(),/:;<=>?@[\\]{}')
 
 
 class _Stale(Exception):
-    """A reused connection was closed by the server before it answered."""
+    """A reused connection broke before any byte of the answer to an idempotent request."""
+
+
+class _Unsent(Exception):
+    """The connection was found closed before the request was written."""

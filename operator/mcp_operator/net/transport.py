@@ -1,18 +1,21 @@
-"""The API client's httpx transport: httpx's interface on the lean keep-alive HTTP/1.1 pool.
+"""httpx's interface on the lean keep-alive HTTP/1.1 pool: :class:`Http1Transport`.
 
-The operator writes a status patch and an Event for every server it probes, so its requests
-to the API server are a hot path of a fleet's reconcile. httpx's own transport (httpcore)
-checks every pooled connection for readability on each request and on each answer's end, a
-system call per idle connection: with the client's twenty connections that was the largest
-single cost of the operator at 1,000 servers (bench/fleet_bench.py). This transport hands
-the request to :class:`~mcp_operator.net.pool.Http1Pool` (the probe's and the bridge's
-client: keep-alive, one write per request, ``httptools`` parsing) and keeps httpx's
-interface above it, so the client, its tests' mock transports and the certificate
-rotation of :mod:`~mcp_operator.kube.tls` are unchanged.
+For the httpx clients the operator and the bridge keep: the API client (it writes a status
+patch and an Event for every server it probes, a hot path of a fleet's reconcile) and the
+bridge's client of upstream change streams. httpx's own transport (httpcore) checks every
+pooled connection for readability on each request and on each answer's end, a system call
+per idle connection: with the API client's twenty connections that was the largest single
+cost of the operator at 1,000 servers (bench/fleet_bench.py). This transport hands the
+request to :class:`~mcp_operator.net.pool.Http1Pool` (keep-alive, one write per request,
+``httptools`` parsing, the cap on connections, the egress policy applied to every address it
+connects to) and keeps httpx's interface above it, so the callers, their tests' mock
+transports and the certificate rotation of :mod:`~mcp_operator.kube.tls` are unchanged. It
+is also the one way such a client connects: no second guard, no proxy from the environment.
 
 Time limits come from the request (httpx's ``timeout`` extension): the connect and read
-limits bound the wait for the answer's head, the read limit each read of its body.
-Failures are httpx's: ``ConnectError``, ``ReadError``, ``RemoteProtocolError`` and the
+limits together bound the wait for a connection and the answer's head (the connect limit
+alone when reads are unbounded, as on an event stream), the read limit each read of its
+body. Failures are httpx's: ``ConnectError``, ``ReadError``, ``RemoteProtocolError`` and the
 timeouts, so callers catch ``httpx.HTTPError`` as before.
 """
 
@@ -24,7 +27,9 @@ from collections.abc import AsyncIterator
 
 import httpx
 
+from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.pool import (
+    MAX_CONNECTIONS_PER_ORIGIN,
     BrokenHTTP,
     ConnectFailed,
     Http1Error,
@@ -45,6 +50,14 @@ def _limit(request: httpx.Request, *names: str) -> float | None:
             return None
         total += float(value)
     return total
+
+
+def _head_limit(request: httpx.Request) -> float | None:
+    """How long a connection and the answer's head may take: connect and read together, or
+    the connect limit alone when reads are unbounded (an event stream)."""
+    if _limit(request, "read") is None:
+        return _limit(request, "connect")
+    return _limit(request, "connect", "read")
 
 
 def _translated(error: Http1Error, request: httpx.Request) -> httpx.TransportError:
@@ -84,9 +97,23 @@ class _Body(httpx.AsyncByteStream):
 class Http1Transport(httpx.AsyncBaseTransport):
     """An httpx transport over one :class:`~mcp_operator.net.pool.Http1Pool`."""
 
-    def __init__(self, context: ssl.SSLContext, *, server_name: str | None = None) -> None:
+    def __init__(
+        self,
+        context: ssl.SSLContext | None,
+        *,
+        egress: EgressPolicy | None,
+        server_name: str | None = None,
+        max_connections: int = MAX_CONNECTIONS_PER_ORIGIN,
+    ) -> None:
+        """``egress``: as the pool's (``None`` only for the API server, which the operator's
+        own configuration names)."""
         self.context = context
-        self.pool = Http1Pool(egress=None, ssl_context=context, server_name=server_name)
+        self.pool = Http1Pool(
+            egress=egress,
+            ssl_context=context,
+            server_name=server_name,
+            max_connections=max_connections,
+        )
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         body = await request.aread()
@@ -96,12 +123,10 @@ class Http1Transport(httpx.AsyncBaseTransport):
             if name.lower() not in _SET_BY_THE_POOL
         }
         try:
-            async with asyncio.timeout(_limit(request, "connect", "read")):
+            async with asyncio.timeout(_head_limit(request)):
                 answer = await self.pool.request(request.method, str(request.url), headers, body)
         except TimeoutError:
-            raise httpx.ReadTimeout(
-                "the API server did not answer in time", request=request
-            ) from None
+            raise httpx.ReadTimeout("the server did not answer in time", request=request) from None
         except Http1Error as error:
             raise _translated(error, request) from None
         return httpx.Response(
