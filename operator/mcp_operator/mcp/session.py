@@ -557,6 +557,7 @@ class McpSession:
         headers = self._request_headers(method, modern, params)
         had_session = self.session_id is not None and modern is None
         answer = await self._send("POST", headers, body)
+        answer.hold()  # its connection carries nothing else until the answer is checked
         try:
             status = answer.status_code
             if 300 <= status < 400 and answer.headers.get("location"):

@@ -224,6 +224,13 @@ class Http1Response:
         self._parser = parser
         self.status_code = status
         self.headers: Mapping[str, str] = parsed.headers
+        self._held = False
+
+    def hold(self) -> None:
+        """Keep the connection with this answer past the end of its body, until
+        :meth:`aclose` (back to the pool) or :meth:`discard` (closed): for a caller that
+        checks an answer before its connection may carry another request."""
+        self._held = True
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         parsed = self._parsed
@@ -231,7 +238,8 @@ class Http1Response:
             while parsed.body:
                 yield parsed.body.popleft()
             if parsed.complete or self._connection is None:
-                self._release()
+                if not self._held:
+                    self._release()
                 return
             try:
                 data = await self._connection.reader.read(READ_CHUNK)
