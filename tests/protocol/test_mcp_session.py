@@ -8,18 +8,22 @@ is checked through both users: the bridge's session (bridge/upstreams.py) and th
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstreams import list_tools, upstream_session
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
-from mcp_operator.mcp.session import McpFailure, Pool, session_pool
+from mcp_operator.mcp.session import McpFailure, Pool, follow, session_pool
 from mcp_operator.mcp.target import ProbeTarget
+from mcp_operator.mcp.watch import watch_tools
 from tests.protocol.test_probe_wire import (
     INITIALIZED,
     LOOPBACK,
@@ -35,6 +39,7 @@ from tests.support import peers
 
 __all__ = ["scripted"]  # the fixture, used by name
 
+POLL_SECONDS = 0.05
 TOOLS = [{"name": f"tool_{i}", "inputSchema": {"type": "object"}} for i in range(4)]
 
 
@@ -227,3 +232,65 @@ async def test_an_unsupported_version_is_renegotiated_once_for_the_bridge_too(
         "server/discover",
         "tools/list",
     ]
+
+
+# ------------------------------------------------------------------ change streams
+
+
+async def _open_streams(url: str) -> int:
+    async with httpx.AsyncClient() as http:
+        answer = await http.post(url.replace("/mcp", "/streams"))
+    return int(answer.json()["open"])
+
+
+async def test_the_probes_watch_returns_on_a_change_announced_on_the_sessions_stream() -> None:
+    with peers.hostile_server("changing") as url:
+        target = ProbeTarget(url, egress=LOOPBACK, timeout_seconds=5)
+        watching = asyncio.create_task(watch_tools(target, max_seconds=30))
+        await eventually_async("the watch's stream open", lambda: _open_streams(url), 10)
+        assert not watching.done()
+        async with httpx.AsyncClient() as http:
+            await http.post(url.replace("/mcp", "/change"))
+        assert await asyncio.wait_for(watching, 10) is True
+        quiet = await watch_tools(target, max_seconds=0.5)
+    assert quiet is False  # nothing announced within max_seconds
+
+
+async def test_the_bridges_follower_relists_on_a_change_and_hangs_up_when_stopped(
+    pool: Pool,
+) -> None:
+    changes = asyncio.Queue[None]()
+
+    async def on_changed() -> None:
+        changes.put_nowait(None)
+
+    with peers.hostile_server("changing") as url:
+        session = upstream_session("changing", url, pool)
+        await session.connect()
+        assert session.announces_changes
+        following = asyncio.create_task(follow(session, on_changed, reopen_seconds=0.1))
+        try:
+            await eventually_async("the stream open", lambda: _open_streams(url), 10)
+            async with httpx.AsyncClient() as http:
+                await http.post(url.replace("/mcp", "/change"))
+            await asyncio.wait_for(changes.get(), 10)
+        finally:
+            following.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await following
+        await eventually_async("the stream closed", lambda: _closed(url), 10)
+
+
+async def _closed(url: str) -> bool:
+    return await _open_streams(url) == 0
+
+
+async def eventually_async(what: str, check: Any, seconds: float) -> Any:
+    """Wait until ``await check()`` is truthy (polling an observable count, not sleeping
+    for a guessed time)."""
+    for _ in range(round(seconds / POLL_SECONDS)):
+        value = await check()
+        if value:
+            return value
+        await asyncio.sleep(POLL_SECONDS)
+    raise AssertionError(f"not within {seconds:g}s: {what}")

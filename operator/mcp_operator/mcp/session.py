@@ -95,6 +95,9 @@ MAX_ITEMS = 5000
 """A listing of more items than this fails with ``TooManyTools``."""
 MAX_EVENT_BYTES = 1024 * 1024
 """One event of a change stream larger than this ends the stream."""
+OPEN_STREAM_SECONDS = 10.0
+"""A change stream's head is awaited this long; after it, a quiet stream is not bounded
+(changes are rare)."""
 REOPEN_SECONDS = 2.0
 """A change stream that ended or could not be opened is opened again after this pause."""
 LIST_CHANGED = "notifications/tools/list_changed"
@@ -465,18 +468,14 @@ class McpSession:
         """
         if not self.connected:
             await self.connect()
-        if self.modern:
-            request_id = next(self._ids)
-            params = self._stamped({"notifications": {"toolsListChanged": True}}, None)
-            body = _body(request_id, "subscriptions/listen", params)
-            answer = await self._send(
-                "POST", self._request_headers("subscriptions/listen", None), body
-            )
-        else:
-            headers = self._request_headers("", None)
-            headers["accept"] = "text/event-stream"
-            del headers["content-type"]
-            answer = await self._send("GET", headers, b"")
+        try:
+            async with asyncio.timeout(OPEN_STREAM_SECONDS):
+                answer = await self._open_changes()
+        except TimeoutError:
+            raise McpFailure(
+                "timeout",
+                f"{self.name} did not open a change stream within {OPEN_STREAM_SECONDS:g}s",
+            ) from None
         try:
             media = _media(answer)
             if answer.status_code != 200 or media != "text/event-stream":
@@ -494,6 +493,19 @@ class McpSession:
             return  # the stream ended: the follower opens it again
         finally:
             answer.discard()
+
+    async def _open_changes(self) -> Http1Response:
+        """The request whose answer carries the change notifications, in the era."""
+        if self.modern:
+            request_id = next(self._ids)
+            params = self._stamped({"notifications": {"toolsListChanged": True}}, None)
+            body = _body(request_id, "subscriptions/listen", params)
+            headers = self._request_headers("subscriptions/listen", None)
+            return await self._send("POST", headers, body)
+        headers = self._request_headers("", None)
+        headers["accept"] = "text/event-stream"
+        del headers["content-type"]
+        return await self._send("GET", headers, b"")
 
     # -- the wire --------------------------------------------------------------------------
 
