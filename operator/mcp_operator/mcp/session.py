@@ -166,7 +166,11 @@ class McpFailure(Exception):
 
 
 class _SessionLost(Exception):
-    """A legacy server said our session is gone: handshake again."""
+    """A legacy server said the session ``session_id`` is gone: handshake again."""
+
+    def __init__(self, session_id: str | None) -> None:
+        super().__init__("session lost")
+        self.session_id = session_id
 
 
 BodyReader = Callable[[Http1Response, Literal["json", "sse"]], AsyncIterable[bytes]]
@@ -409,8 +413,9 @@ class McpSession:
             await self.connect()
         try:
             return await self._exchange(method, params)
-        except _SessionLost:
-            self.reset()
+        except _SessionLost as lost:
+            if self.session_id == lost.session_id:  # not yet replaced by a concurrent request
+                self.reset()
             await self.connect()
             try:
                 return await self._exchange(method, params)
@@ -567,7 +572,7 @@ class McpSession:
         request_id = next(self._ids)
         body = _body(request_id, method, params)
         headers = self._request_headers(method, modern, params)
-        had_session = self.session_id is not None and modern is None
+        session_id = self.session_id if modern is None else None
         answer = await self._send("POST", headers, body)
         answer.hold()  # its connection carries nothing else until the answer is checked
         try:
@@ -580,7 +585,7 @@ class McpSession:
                     "as the server's endpoint",
                 )
             if status >= 300:
-                await self._refusal(answer, method, had_session)
+                await self._refusal(answer, method, session_id)
             if method == "initialize":
                 self.session_id = answer.headers.get("mcp-session-id")
             reply = await self._reply(answer, request_id)
@@ -592,7 +597,7 @@ class McpSession:
             await answer.aclose()
         return self._result(method, reply)
 
-    async def _refusal(self, answer: Http1Response, method: str, had_session: bool) -> None:
+    async def _refusal(self, answer: Http1Response, method: str, session_id: str | None) -> None:
         """Raise what an HTTP error status means: a lost session, or an ``http`` failure
         with the JSON-RPC error its body carried."""
         status = answer.status_code
@@ -601,8 +606,10 @@ class McpSession:
             body += chunk
             if len(body) > ERROR_BODY_BYTES:
                 break
-        if had_session and (status == 404 or (status == 400 and b"session" in body.lower())):
-            raise _SessionLost
+        if session_id is not None and (
+            status == 404 or (status == 400 and b"session" in body.lower())
+        ):
+            raise _SessionLost(session_id)
         code: int | None = None
         data: Any = None
         detail: str | None = None
