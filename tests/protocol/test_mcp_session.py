@@ -19,9 +19,13 @@ import pytest
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstreams import list_tools, upstream_session
+from mcp_operator.mcp.budget import shared_budget
+from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, probe_state
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.pages import Keep
 from mcp_operator.mcp.session import McpFailure, Pool, follow, session_pool
+from mcp_operator.mcp.streamable import streamable
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.mcp.watch import watch_tools
 from tests.protocol.test_probe_wire import (
@@ -294,3 +298,30 @@ async def eventually_async(what: str, check: Any, seconds: float) -> Any:
             return value
         await asyncio.sleep(POLL_SECONDS)
     raise AssertionError(f"not within {seconds:g}s: {what}")
+
+
+# ------------------------------------------------------------------ the probe's byte budget
+
+
+@pytest.mark.parametrize("framing", ["json", "sse"])
+async def test_a_large_pages_budget_share_is_held_until_the_page_is_let_go(
+    scripted: Start, framing: str
+) -> None:
+    big = [{"name": f"t{i}", "description": "d" * 200, "inputSchema": {}} for i in range(500)]
+
+    def listing(seen: Seen) -> Answer:
+        message = result(seen, {"tools": big})
+        return json_answer(message) if framing == "json" else as_sse(message)
+
+    server = await scripted(legacy(listing))
+    target = ProbeTarget(server.url, egress=LOOPBACK)
+    budget = shared_budget()
+    async with streamable(target, probe_state(target), Keep()) as client:
+        page = await client.list_tools()
+        assert len(page.tools) == 500
+        assert budget.held == MAX_RESPONSE_BYTES  # the parsed page is covered ...
+        del page
+        client.let_go()
+        assert budget.held == 0  # ... until it is let go
+        await client.list_tools()
+    assert budget.held == 0  # and never past the session

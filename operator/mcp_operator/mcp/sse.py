@@ -56,13 +56,20 @@ def event_fields(event: bytes) -> tuple[str | None, bytes | None]:
 async def messages(
     chunks: AsyncIterable[bytes], max_event_bytes: int | None = None
 ) -> AsyncGenerator[bytes, None]:
-    """The data of every ``message`` event of the stream, in order (undecoded JSON)."""
+    """The data of every ``message`` event of the stream, in order (undecoded JSON). Closing
+    this reader closes the chunks' iterator too (a bounded body gives back what it holds)."""
     rest = b""
-    async for chunk in chunks:
-        events, rest = split_events(rest + chunk)
-        if max_event_bytes is not None and len(rest) > max_event_bytes:
-            raise EventTooLarge(max_event_bytes)
-        for event in events:
-            kind, data = event_fields(event)
-            if data is not None and data.strip() and kind in (None, "message"):
-                yield data
+    iterator = aiter(chunks)
+    try:
+        async for chunk in iterator:
+            events, rest = split_events(rest + chunk)
+            if max_event_bytes is not None and len(rest) > max_event_bytes:
+                raise EventTooLarge(max_event_bytes)
+            for event in events:
+                kind, data = event_fields(event)
+                if data is not None and data.strip() and kind in (None, "message"):
+                    yield data
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            await close()

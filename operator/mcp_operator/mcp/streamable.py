@@ -28,7 +28,7 @@ import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_operator import __version__
-from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, BoundedBody
+from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, BoundedBody, Reservation
 from mcp_operator.mcp.errors import ProbeState, ResponseTooLarge, release
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, ToolCount
 from mcp_operator.mcp.session import CLOSE_SECONDS, McpSession, clamped
@@ -51,6 +51,8 @@ class StreamableClient:
         self._state = state
         self._keep = keep
         self._count = ToolCount(MAX_DISCOVERED_TOOLS)
+        self._page_share: Reservation | None = None
+        """The byte budget's share of the last large page, held while it may be alive."""
         self.session = McpSession(
             target.url,
             pool,
@@ -82,6 +84,10 @@ class StreamableClient:
         await self.session.connect()
 
     async def list_tools(self, cursor: str | None = None) -> types.ListToolsResult:
+        """One page, validated. Its share of the byte budget (when it was large) is held
+        until the next page is asked for or the session ends: the caller lets go of a page
+        before it asks for the next (:mod:`~mcp_operator.mcp.discovery` does)."""
+        self.let_go()
         params = {} if cursor is None else {"cursor": cursor}
         raw = clamped(await self.session.request("tools/list", params))
         if not self.modern:  # 2026-07-28's fields are outside a legacy session's contract
@@ -91,7 +97,18 @@ class StreamableClient:
 
     async def close(self) -> None:
         """End a legacy session, within its own short deadline."""
+        self.let_go()
         await self.session.close(CLOSE_SECONDS)
+
+    def let_go(self) -> None:
+        """Give back the last large page's share of the byte budget."""
+        share, self._page_share = self._page_share, None
+        if share is not None:
+            share.give_back()
+
+    def _hand_over(self, share: Reservation) -> None:
+        self.let_go()
+        self._page_share = share
 
     def _bounded(self, answer: Http1Response, kind: str) -> AsyncIterable[bytes]:
         """An answer's body under the probe's bounds, its tool lists counted and cut."""
@@ -106,6 +123,7 @@ class StreamableClient:
             kind=kind,
             keep=self._keep,
             count=self._count,
+            handover=self._hand_over,
         )
 
 
@@ -131,6 +149,7 @@ async def streamable(
         release(failure)
         raise
     finally:
+        client.let_go()
         try:
             if not cancelling():  # a failed probe ends its session too, a cancelled one not
                 await client.close()
