@@ -114,7 +114,7 @@ def run(settings: BridgeSettings) -> int:
     """Configure logging, pick the event loop, serve."""
     # One line per upstream request would drown the audit trail (and cost on every call).
     level = logging.getLevelName(settings.log_level.upper())
-    for noisy in ("httpx", "httpcore"):  # uvicorn's and the SDK's dependencies
+    for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, level))
     disable_created_metrics()  # type: ignore[no-untyped-call]
     return process.run(serve(settings), settings.log_level)
