@@ -20,6 +20,7 @@ from mcp_operator.net.pool import (
     ConnectFailed,
     ConnectionLost,
     Http1Pool,
+    NotSent,
     header_refusal,
 )
 from tests.support.http_peer import Behaviour, black_hole, http_peer
@@ -98,7 +99,7 @@ async def test_after_a_dropped_post_the_next_one_goes_on_a_new_connection() -> N
 async def test_every_request_gets_its_own_answer_after_early_hints() -> None:
     """A 103 before every answer (CDNs send them): never taken as the answer, so the real
     one is not left unread on the connection for the next request."""
-    async with http_peer(Behaviour(interim=[EARLY_HINTS])) as peer:
+    async with http_peer(Behaviour(interim=[EARLY_HINTS], interim_pause=0.05)) as peer:
         pool = Http1Pool(egress=LOOPBACK)
         for number in range(5):
             body = b'{"id":%d}' % number
@@ -111,7 +112,8 @@ async def test_every_request_gets_its_own_answer_after_early_hints() -> None:
 
 
 async def test_several_interim_answers_arriving_apart_are_read_past() -> None:
-    async with http_peer(Behaviour(interim=[CONTINUE, EARLY_HINTS, EARLY_HINTS])) as peer:
+    behaviour = Behaviour(interim=[CONTINUE, EARLY_HINTS, EARLY_HINTS], interim_pause=0.05)
+    async with http_peer(behaviour) as peer:
         pool = Http1Pool(egress=LOOPBACK)
         for number in range(3):
             answer = await pool.request("POST", peer.url, {}, b"%d" % number)
@@ -160,6 +162,25 @@ async def test_open_connections_per_origin_are_capped_and_waiters_bounded_by_dea
         assert peer.connections == 2
         assert b"late" not in [request.body for request in peer.requests]
         await pool.aclose()
+
+
+async def test_a_caller_waiting_for_a_connection_when_the_pool_closes_learns_it_was_not_sent() -> (
+    None
+):
+    hold = asyncio.Event()
+    async with http_peer(Behaviour(hold=hold)) as peer:
+        pool = Http1Pool(egress=LOOPBACK, max_connections=1)
+        busy = asyncio.get_running_loop().create_task(pool.request("POST", peer.url, {}, b"1"))
+        await asyncio.wait_for(peer.received(1), 5)
+        waiting = asyncio.get_running_loop().create_task(pool.request("POST", peer.url, {}, b"2"))
+        await asyncio.sleep(0)  # it queues for the one connection
+        await pool.aclose()
+        with pytest.raises(NotSent) as caught:
+            await waiting
+        assert not caught.value.may_have_been_delivered
+        assert [request.body for request in peer.requests] == [b"1"]
+        busy.cancel()
+        hold.set()
 
 
 async def test_close_waits_until_every_connection_is_closed() -> None:

@@ -2,11 +2,11 @@
 
 :class:`HttpPeer` is an asyncio server on ``127.0.0.1`` (or another loopback address) that
 reads each request to its end (head and ``Content-Length`` body), records it, and answers as
-its :class:`Behaviour` says: a JSON echo of the body, optionally after interim (1xx) answers,
-held until released, or not at all (the connection dropped after the request was read, as a
-Pod killed mid-call). :func:`black_hole` is a listening socket whose backlog is full, so the
-kernel drops every further SYN: a connection attempt to it never completes, like a
-black-holed address.
+its :class:`Behaviour` says: a JSON echo of the body or what its ``respond`` script returns,
+optionally after interim (1xx) answers, held until released, or not at all (the connection
+dropped after the request was read, as a Pod killed mid-call). :func:`black_hole` is a
+listening socket whose backlog is full, so the kernel drops every further SYN: a connection
+attempt to it never completes, like a black-holed address.
 """
 
 from __future__ import annotations
@@ -14,8 +14,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
+
+Answer = tuple[int, dict[str, str], bytes]
+"""Status, headers and body of an answer."""
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Lowercase names."""
+    body: bytes
+    connection: int
+    """Which accepted connection (1, 2, ...) it arrived on."""
 
 
 @dataclass
@@ -24,20 +38,16 @@ class Behaviour:
 
     interim: list[bytes] = field(default_factory=list)
     """Interim answers written (each flushed on its own) before every answer."""
+    interim_pause: float = 0.0
+    """Seconds between the interim answers and the answer (a CDN's hints come early)."""
     drops: int = 0
     """The next this many requests are read to their end, recorded, and their connection
     closed without a byte of answer (then decremented)."""
     hold: asyncio.Event | None = None
     """When set, every answer waits for this event."""
-
-
-@dataclass
-class Request:
-    method: str
-    path: str
-    body: bytes
-    connection: int
-    """Which accepted connection (1, 2, ...) it arrived on."""
+    respond: Callable[[Request], Answer | None] | None = None
+    """The answer to a request; ``None`` drops the connection without one (after reading the
+    request). Unset: a JSON echo of the body."""
 
 
 class HttpPeer:
@@ -78,29 +88,37 @@ class HttpPeer:
                     return
                 lines = head.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
-                length = 0
+                headers = {}
                 for line in lines[1:]:
-                    name, _, value = line.partition(":")
-                    if name.strip().lower() == "content-length":
-                        length = int(value)
-                body = await reader.readexactly(length)
-                self.requests.append(Request(method, path, body, number))
+                    if line:
+                        name, _, value = line.partition(":")
+                        headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                request = Request(method, path, headers, body, number)
+                self.requests.append(request)
                 async with self._arrived:
                     self._arrived.notify_all()
                 behaviour = self.behaviour
                 if behaviour.drops > 0:
                     behaviour.drops -= 1
                     return
+                if behaviour.respond is not None:
+                    answer = behaviour.respond(request)
+                    if answer is None:
+                        return
+                else:
+                    answer = (200, {"content-type": "application/json"}, body or b"{}")
                 for interim in behaviour.interim:
                     writer.write(interim)
                     await writer.drain()
+                if behaviour.interim and behaviour.interim_pause:
+                    await asyncio.sleep(behaviour.interim_pause)
                 if behaviour.hold is not None:
                     await behaviour.hold.wait()
-                answer = body or b"{}"
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
-                    b"content-length: %d\r\n\r\n%s" % (len(answer), answer)
-                )
+                status, answer_headers, content = answer
+                out = [f"HTTP/1.1 {status} Peer", f"content-length: {len(content)}"]
+                out += [f"{name}: {value}" for name, value in answer_headers.items()]
+                writer.write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + content)
                 await writer.drain()
         except ConnectionError:
             pass

@@ -10,11 +10,13 @@ import httpx
 import pytest
 
 from mcp_operator.kube import Kube
+from mcp_operator.kube.client import CONNECTIONS
 from mcp_operator.kube.credentials import Credentials
 from mcp_operator.kube.tokens import StaticToken
 from mcp_operator.net import pool as http1
 from mcp_operator.net.tls import tls_context
 from mcp_operator.net.transport import Http1Transport
+from tests.support.http_peer import Behaviour, http_peer
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -113,3 +115,25 @@ def test_an_api_server_behind_a_proxy_keeps_httpxs_own_transport(
     assert Kube(credentials)._transport is None, "httpx speaks to the proxy"
     monkeypatch.setenv("NO_PROXY", "10.0.0.1")
     assert isinstance(Kube(credentials)._transport, Http1Transport)
+
+
+async def test_the_api_client_opens_at_most_its_connections_and_the_rest_wait() -> None:
+    """The pool's cap is the API client's only limit (it had a semaphore of its own): with
+    every answer held, no more than CONNECTIONS requests reach the server; all get answers."""
+    hold = asyncio.Event()
+    async with http_peer(Behaviour(hold=hold)) as peer:
+        credentials = Credentials(
+            server=f"http://127.0.0.1:{peer.port}", verify=True, tokens=StaticToken("t")
+        )
+        kube = Kube(credentials)
+        calls = [
+            asyncio.get_running_loop().create_task(kube.request("GET", f"/api/v1/n{number}"))
+            for number in range(CONNECTIONS + 10)
+        ]
+        await asyncio.wait_for(peer.received(CONNECTIONS), 10)
+        await asyncio.sleep(0.3)  # bounded: time for a request past the cap to arrive
+        assert len(peer.requests) == CONNECTIONS
+        hold.set()
+        assert len(await asyncio.gather(*calls)) == CONNECTIONS + 10
+        assert peer.peak_connections == CONNECTIONS
+        await kube.close()

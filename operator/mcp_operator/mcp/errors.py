@@ -32,7 +32,7 @@ from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.net.cancel import cancelling
 from mcp_operator.net.egress import Refused
-from mcp_operator.net.pool import BrokenHTTP, ConnectFailed, ConnectionLost
+from mcp_operator.net.pool import BrokenHTTP, ConnectFailed, ConnectionLost, NotSent
 
 MAX_SERVER_TEXT_CHARS = 200
 """Text chosen by the server (error messages) is cut to this length in a ``ProbeError``."""
@@ -385,7 +385,7 @@ RULES: tuple[Rule[Any], ...] = (
         lambda _e, s: f"{s.url} broke the HTTP protocol during {s.phase}",
     ),
     Rule(
-        (httpx2.TransportError, ConnectionLost),
+        (httpx2.TransportError, ConnectionLost, NotSent),
         "Unreachable",
         lambda e, s: f"the connection to {s.url} failed during {s.phase} ({type(e).__name__})",
     ),

@@ -3,10 +3,15 @@
 One module per job:
 
 - :mod:`~mcp_operator.net.pool` — the lean keep-alive HTTP/1.1 client (probe, bridge, API
-  server);
+  server): a cap per origin, interim answers read past, nothing sent twice that may have
+  been read;
+- :mod:`~mcp_operator.net.transport` — httpx's interface on that pool (the API client, the
+  bridge's change streams);
 - :mod:`~mcp_operator.net.egress` — which addresses a connection may go to (pure policy);
-- :mod:`~mcp_operator.net.guard` — the httpx2 transport that applies that policy to every
-  connection it opens;
+- :mod:`~mcp_operator.net.dial` — the one way a TCP connection is opened: every address
+  judged by that policy, Happy Eyeballs between the allowed ones;
+- :mod:`~mcp_operator.net.guard` — the httpx2 transport (the SDK's paths of the probe) on
+  the same dial;
 - :mod:`~mcp_operator.net.tls` — the shared TLS client contexts;
 - :mod:`~mcp_operator.net.cancel` — whether the current task was asked to stop.
 

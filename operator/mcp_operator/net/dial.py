@@ -16,7 +16,6 @@ Both the lean pool (:mod:`~mcp_operator.net.pool`) and the httpx2 transport
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import socket
 from collections.abc import Awaitable, Callable
 
@@ -61,7 +60,7 @@ async def dial(
 
 
 def _address_info(address: str, port: int) -> aiohappyeyeballs.AddrInfoType:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if ip.version == 6:
+    """``address`` is an IP address (the resolver's or the URL's literal)."""
+    if ":" in address:
         return (socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port, 0, 0))
     return (socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (address, port))

@@ -69,10 +69,12 @@ them twice is doing them once (RFC 9110 §9.2.2). Never ``POST``."""
 CLOSE_SECONDS = 1.0
 """:meth:`Http1Pool.aclose` waits this long at most for its connections to close."""
 READ_CHUNK = 65536
-IDLE_SECONDS = 5.0
-"""A connection idle longer than this is closed instead of reused (as httpx's pools do): a
-peer that vanished without a FIN (a replaced node, a stale NAT entry) would otherwise hold
-the next request until its deadline."""
+IDLE_SECONDS = 4.0
+"""A connection idle longer than this is closed instead of reused: a peer that vanished
+without a FIN (a replaced node, a stale NAT entry) would otherwise hold the next request
+until its deadline. Under the 5 s after which common servers (uvicorn, Node) close an idle
+connection themselves, so a POST rarely meets a server closing the connection it was just
+written to (which the pool cannot tell from a server that read it, and does not re-send)."""
 
 Origin = tuple[str, str, int]
 
@@ -427,13 +429,18 @@ class Http1Pool:
             except BaseException:
                 if not waiter.done():
                     state.waiting.remove(waiter)
-                elif not waiter.cancelled():  # handed over as the caller gave up: pass it on
+                elif not waiter.cancelled() and waiter.exception() is None:
+                    # handed over as the caller gave up: pass it on
                     given = waiter.result()
                     if given is not None:
                         self.put_back(given, keep_alive=True)
                     else:
                         self._wake(state)
                 raise
+            if self.closed:
+                if handed is not None:
+                    handed.close()
+                raise NotSent("the pool was closed while the request waited")
             if handed is not None:
                 if not fresh:
                     handed.reused = True
@@ -572,20 +579,22 @@ class Http1Pool:
         self.closed = True
         for task in list(self._draining):
             task.cancel()
+        for state in self._origins.values():
+            while state.waiting:
+                waiter = state.waiting.popleft()
+                if not waiter.done():
+                    waiter.set_exception(NotSent("the pool was closed while the request waited"))
         closing = [connection.writer for connection in self._open]
         for connection in list(self._open):
             connection.close()
         for state in self._origins.values():
             state.idle.clear()
-            for waiter in state.waiting:
-                if not waiter.done():
-                    waiter.cancel()
         if closing:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CLOSE_SECONDS):
-                    await asyncio.gather(
-                        *(writer.wait_closed() for writer in closing), return_exceptions=True
-                    )
+                    for writer in closing:  # one after the other: all close in the same turn
+                        with contextlib.suppress(OSError, ssl.SSLError):
+                            await writer.wait_closed()
 
 
 def header_refusal(name: str, value: str) -> str | None:

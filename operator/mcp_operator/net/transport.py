@@ -31,10 +31,10 @@ from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.pool import (
     MAX_CONNECTIONS_PER_ORIGIN,
     BrokenHTTP,
-    ConnectFailed,
     Http1Error,
     Http1Pool,
     Http1Response,
+    NotSent,
 )
 
 _SET_BY_THE_POOL = frozenset({"host", "content-length", "connection", "transfer-encoding"})
@@ -61,7 +61,7 @@ def _head_limit(request: httpx.Request) -> float | None:
 
 
 def _translated(error: Http1Error, request: httpx.Request) -> httpx.TransportError:
-    if isinstance(error, ConnectFailed):
+    if isinstance(error, NotSent):  # no connection, or the request never left: ConnectError
         return httpx.ConnectError(str(error), request=request)
     if isinstance(error, BrokenHTTP):
         return httpx.RemoteProtocolError(str(error), request=request)
