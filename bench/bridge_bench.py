@@ -50,8 +50,7 @@ from tests.support.waiting import eventually  # noqa: E402
 
 from mcp_operator.api.bridge import BridgeConfig  # noqa: E402
 from mcp_operator.bridge.egress import BRIDGE_EGRESS  # noqa: E402
-from mcp_operator.bridge.upstream import Upstream  # noqa: E402
-from mcp_operator.bridge.upstreams import UpstreamPool  # noqa: E402
+from mcp_operator.bridge.upstreams import UpstreamPool, list_tools, upstream_session  # noqa: E402
 from mcp_operator.net.pool import Http1Pool  # noqa: E402
 
 LUA = Path(__file__).resolve().parent / "wrk_call.lua"
@@ -217,13 +216,13 @@ async def _single(url: str, rounds: int) -> tuple[float, float]:
     cold, warm = [], []
     for _ in range(rounds):
         pool = Http1Pool(egress=BRIDGE_EGRESS)
-        upstream = Upstream("one", url, http1=pool)
+        upstream = upstream_session("one", url, pool)
         started = time.perf_counter()
-        await upstream.list_tools(30)
+        await list_tools(upstream, 30)
         cold.append(time.perf_counter() - started)
         for _ in range(3):
             started = time.perf_counter()
-            await upstream.list_tools(30)
+            await list_tools(upstream, 30)
             warm.append(time.perf_counter() - started)
         await pool.aclose()
     return statistics.median(cold), statistics.median(warm)
@@ -235,20 +234,19 @@ async def _pooled(config: BridgeConfig, rounds: int) -> tuple[float, float, floa
     the bridge's own CPU time in a re-listing round (the rest is the upstreams' and the
     wait for a core)."""
     cold, warm, cpu = [], [], []
-    async with httpx.AsyncClient() as client:
-        for _ in range(rounds):
-            pool = UpstreamPool(client, on_change=lambda catalog: None)
-            started = time.perf_counter()
-            await pool.configure(config)
-            cold.append(time.perf_counter() - started)
-            if not all(state.up for state in pool.states.values()):
-                raise RuntimeError("an upstream failed to list")
-            for _ in range(3):
-                started, used = time.perf_counter(), time.process_time()
-                await pool.relist(*pool.states)
-                warm.append(time.perf_counter() - started)
-                cpu.append(time.process_time() - used)
-            await pool.stop()
+    for _ in range(rounds):
+        pool = UpstreamPool(on_change=lambda catalog: None)
+        started = time.perf_counter()
+        await pool.configure(config)
+        cold.append(time.perf_counter() - started)
+        if not all(state.up for state in pool.states.values()):
+            raise RuntimeError("an upstream failed to list")
+        for _ in range(3):
+            started, used = time.perf_counter(), time.process_time()
+            await pool.relist(*pool.states)
+            warm.append(time.perf_counter() - started)
+            cpu.append(time.process_time() - used)
+        await pool.stop()
     return statistics.median(cold), statistics.median(warm), statistics.median(cpu)
 
 

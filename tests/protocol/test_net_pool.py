@@ -14,6 +14,7 @@ import time
 import pytest
 
 from mcp_operator.net.egress import EgressPolicy
+from mcp_operator.net.headers import header_refusal
 from mcp_operator.net.pool import (
     MAX_INTERIM_ANSWERS,
     BrokenHTTP,
@@ -21,7 +22,6 @@ from mcp_operator.net.pool import (
     ConnectionLost,
     Http1Pool,
     NotSent,
-    header_refusal,
 )
 from tests.support.http_peer import Behaviour, black_hole, http_peer
 

@@ -13,9 +13,11 @@ from typing import Any
 import pytest
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
-from mcp_operator.bridge.upstream import Upstream, UpstreamError
+from mcp_operator.bridge.upstreams import list_tools, upstream_session
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.session import McpFailure as UpstreamError
+from mcp_operator.mcp.session import McpSession
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.pool import Http1Pool
@@ -71,6 +73,21 @@ def legacy_bank(*, drop: str | None = None) -> Callable[[Request], Answer | None
         return _json({"jsonrpc": "2.0", "id": ident, "error": {"code": -32601, "message": "?"}})
 
     return respond
+
+
+class Upstream:
+    """One upstream as the bridge's pool makes it (bridge/upstreams.py): listed and called."""
+
+    def __init__(self, name: str, url: str, *, http1: Http1Pool) -> None:
+        self.session: McpSession = upstream_session(name, url, http1)
+
+    async def list_tools(self, seconds: float) -> list[dict[str, Any]]:
+        return await list_tools(self.session, seconds)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], seconds: float) -> Any:
+        return await self.session.request(
+            "tools/call", {"name": name, "arguments": arguments}, seconds
+        )
 
 
 def _calls(requests: list[Request], method: str) -> list[Request]:

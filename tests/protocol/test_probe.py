@@ -29,6 +29,7 @@ from mcp_operator.mcp.discovery import (
     discover,
 )
 from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.session import CLOSE_SECONDS
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.net.egress import EgressPolicy
 from tests.support import peers
@@ -265,11 +266,11 @@ async def test_the_whole_probe_reads_at_most_32_mib() -> None:
 PROBE_PEAK = Path(__file__).resolve().parents[1] / "support" / "probe_peak.py"
 
 
-def _probe_in_a_fresh_process(url: str) -> dict[str, Any]:
-    """One status probe in its own process: what it found, and how much its RSS grew."""
-    done = subprocess.run(
-        [sys.executable, str(PROBE_PEAK), url], capture_output=True, text=True, timeout=120
-    )
+def _probe_in_a_fresh_process(url: str, *count: int) -> dict[str, Any]:
+    """One status probe (or ``count`` at once) in its own process: what it found, and how much
+    its RSS grew."""
+    argv = [sys.executable, str(PROBE_PEAK), url, *map(str, count)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
     result: dict[str, Any] = json.loads(done.stdout)
     return result
@@ -302,6 +303,27 @@ async def test_a_12_mb_page_is_refused_before_it_is_parsed() -> None:
     assert probed.get("reason") == "ResponseTooLarge", probed
     assert "larger than 2 MiB during tools/list (page 1)" in probed["message"]
     assert probed["grown"] < 32 * MiB, f"RSS grew by {probed['grown'] / MiB:.0f} MiB"
+
+
+async def test_64_probes_failing_at_once_with_a_stalled_delete_stay_under_200_mib() -> None:
+    # The attack as found: every probe's page fails TooManyTools at the same moment and the
+    # server never answers the session's DELETE. Each probe let go of its parsed page only
+    # after the DELETE's deadline: 64 pages alive at once (113 MiB to 775 MiB in the operator).
+    args = ["--tools", "15000", "--page-size", "15000", "--session", "--stall-delete"]
+    with peers.hostile_server("many-tools", *args, "--together", "64") as url:
+        probed = _probe_in_a_fresh_process(url, 64)
+    assert probed["reasons"] == {"TooManyTools": 64}, probed
+    assert probed["peak"] < 200 * MiB, f"peak RSS {probed['peak'] / MiB:.0f} MiB"
+
+
+async def test_a_stalled_delete_is_bounded_by_its_own_short_deadline() -> None:
+    args = ["--tools", "10", "--page-size", "10", "--session", "--stall-delete"]
+    with peers.hostile_server("many-tools", *args) as url:
+        started = time.monotonic()
+        found = await discover(local(url, timeout_seconds=30))
+        took = time.monotonic() - started
+    assert len(found.tools) == 10  # the tools are listed: the DELETE is no failure
+    assert CLOSE_SECONDS <= took < CLOSE_SECONDS + 3, f"{took:.1f} s"
 
 
 async def test_https_to_a_plain_http_server_is_a_tls_error(everything_url: str) -> None:

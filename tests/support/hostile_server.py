@@ -38,6 +38,10 @@ changing        a valid server with one tool, ``tool_v<N>``, and a GET stream:
 
 ``--require-header 'Name: value'`` makes every mode answer 401 to requests
 without that exact header (how tests prove that headers reach the server).
+``--session`` gives every ``initialize`` an ``Mcp-Session-Id`` (so clients end it
+with ``DELETE``), ``--stall-delete`` never answers a ``DELETE``, and
+``--together N`` holds every ``tools/list`` answer until N of them are waiting
+(N probes fail or succeed at the same moment).
 ``server/discover`` gets JSON-RPC "method not found", as from a legacy server.
 """
 
@@ -102,6 +106,9 @@ class Options:
     content_length: bool = False
     require_header: tuple[str, str] | None = None
     echo_header: str = "Authorization"
+    session: bool = False
+    stall_delete: bool = False
+    together: int = 0
 
 
 def _tool(name: str, description: str = "A tool of the hostile test server") -> dict[str, Any]:
@@ -341,6 +348,23 @@ async def _read_request(
     return method, path, headers, body
 
 
+class _Together:
+    """The ``--together`` barrier: answers wait until enough requests are waiting."""
+
+    def __init__(self) -> None:
+        self.waiting = 0
+        self.released = asyncio.Event()
+
+    async def wait(self, count: int) -> None:
+        self.waiting += 1
+        if self.waiting >= count:
+            self.released.set()
+        await self.released.wait()
+
+
+_together = _Together()
+
+
 async def handle_connection(
     options: Options, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
@@ -363,7 +387,7 @@ async def handle_connection(
             if path == "/streams":
                 await _respond(writer, 200, json.dumps({"open": len(_changing.streams)}).encode())
                 return
-        if options.mode == "hang":
+        if options.mode == "hang" or (method == "DELETE" and options.stall_delete):
             await asyncio.Event().wait()
         if options.require_header is not None:
             name, value = options.require_header
@@ -389,12 +413,17 @@ async def handle_connection(
         if options.mode == "garbage":
             await _respond(writer, 200, b"\x00\xff this is {not JSON")
             return
+        if options.together and message.get("method") == "tools/list":
+            await _together.wait(options.together)
         if options.mode == "huge" and message.get("method") == "tools/list":
             size = options.size if options.size is not None else 4 * 1024 * 1024
             await _respond_huge(writer, message, size, options.content_length)
             return
         answer = json.dumps(handle_rpc(options, message, headers)).encode()
-        session = ["Mcp-Session-Id: hostile-session"] if options.mode == "changing" else []
+        with_session = options.mode == "changing" or (
+            options.session and message.get("method") == "initialize"
+        )
+        session = ["Mcp-Session-Id: hostile-session"] if with_session else []
         await _respond(writer, 200, answer, extra=session)
     except (ConnectionError, asyncio.IncompleteReadError):
         pass
@@ -433,6 +462,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
     )
     parser.add_argument("--require-header", metavar="'NAME: VALUE'")
     parser.add_argument("--echo-header", default="Authorization", help="echo: which header")
+    parser.add_argument("--session", action="store_true", help="initialize gives a session")
+    parser.add_argument("--stall-delete", action="store_true", help="never answer DELETE")
+    parser.add_argument("--together", type=int, default=0, help="tools/list waits for N")
     args = parser.parse_args(argv)
     required = None
     if args.require_header:
@@ -451,6 +483,9 @@ def parse_args(argv: Sequence[str] | None = None) -> Options:
         content_length=args.content_length,
         require_header=required,
         echo_header=args.echo_header,
+        session=args.session,
+        stall_delete=args.stall_delete,
+        together=args.together,
     )
 
 

@@ -4,6 +4,8 @@
 the process's peak RSS grew by during the probe, after every import was done),
 and ``tools`` or ``reason`` and ``message``. RSS, not Python allocations: the
 SDK's validation allocates in pydantic-core, which ``tracemalloc`` does not see.
+``URL N`` runs N probes of it at once (as the operator's probe slots do) and adds
+``peak`` (the process's peak RSS in bytes) and ``reasons`` (how many ended how).
 """
 
 from __future__ import annotations
@@ -24,7 +26,18 @@ def _peak_rss() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def main(url: str) -> int:
+async def _probes(target: ProbeTarget, count: int) -> list[str]:
+    async def one() -> str:
+        try:
+            await discover(target, STATUS_KEEP)
+        except ProbeError as error:
+            return error.reason
+        return "Probed"
+
+    return list(await asyncio.gather(*(one() for _ in range(count))))
+
+
+def main(url: str, count: int = 1) -> int:
     try:  # the egress policy (loopback refused by default) is newer than the memory bounds
         from mcp_operator.net.egress import EgressPolicy
 
@@ -33,6 +46,13 @@ def main(url: str) -> int:
         options = {}
     before = _peak_rss()
     result: dict[str, object] = {}
+    if count > 1:
+        reasons = asyncio.run(_probes(ProbeTarget(url, timeout_seconds=60, **options), count))
+        result["reasons"] = {reason: reasons.count(reason) for reason in sorted(set(reasons))}
+        result["grown"] = _peak_rss() - before
+        result["peak"] = _peak_rss()
+        print(json.dumps(result))
+        return 0
     try:
         found = asyncio.run(discover(ProbeTarget(url, timeout_seconds=60, **options), STATUS_KEEP))
         result["tools"] = len(found.tools)
@@ -44,4 +64,4 @@ def main(url: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    sys.exit(main(sys.argv[1], *(int(arg) for arg in sys.argv[2:3])))

@@ -36,11 +36,10 @@ META = {
 @pytest.fixture
 async def core() -> AsyncIterator[BridgeCore]:
     config = BridgeConfig.model_validate({"run": {"name": "r", "namespace": "default"}})
-    async with httpx.AsyncClient() as client:
-        bridge = BridgeCore(config, client=client, hooks=[], audit_stdout=io.StringIO())
-        await bridge.start()
-        yield bridge
-        await bridge.stop()
+    bridge = BridgeCore(config, hooks=[], audit_stdout=io.StringIO())
+    await bridge.start()
+    yield bridge
+    await bridge.stop()
 
 
 @pytest.fixture

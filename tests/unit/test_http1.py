@@ -6,10 +6,11 @@ import asyncio
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
-import httpx
 import pytest
 
-from mcp_operator.bridge.egress import BRIDGE_EGRESS, guarded_transport
+from mcp_operator.bridge.egress import BRIDGE_EGRESS
+from mcp_operator.bridge.upstreams import upstream_session
+from mcp_operator.mcp.session import McpFailure
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.pool import Http1Error, Http1Pool
 from tests.support.peers import free_port
@@ -215,9 +216,12 @@ async def test_the_bridge_policy_is_judged_on_the_resolved_address() -> None:
 
 
 async def test_the_bridges_stream_client_refuses_the_same_destinations() -> None:
-    """The GET streams go through httpx: its pool applies the same policy."""
-    transport = guarded_transport(BRIDGE_EGRESS, max_connections=2)
-    async with httpx.AsyncClient(transport=transport, timeout=5) as client:
-        with pytest.raises(httpx.ConnectError) as caught:
-            await client.get("http://169.254.169.254/latest/meta-data/")
-    assert "cloud metadata address" in str(caught.value)
+    """The change streams are requests of the upstream's session on the same pool."""
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
+    session = upstream_session("meta", "http://169.254.169.254/latest/meta-data/", pool)
+    session.protocol_version = "2025-11-25"  # as if connected: straight to the GET stream
+    with pytest.raises(McpFailure) as caught:
+        async for _ in session.changes():
+            pass
+    await pool.aclose()
+    assert "cloud metadata address" in str(caught.value.__cause__)

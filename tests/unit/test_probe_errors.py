@@ -23,6 +23,7 @@ from mcp_operator.mcp.errors import (
     scrub,
     translate,
 )
+from mcp_operator.mcp.session import McpFailure
 from mcp_operator.net.pool import BrokenHTTP, ConnectFailed, ConnectionLost
 
 URL = "http://srv.example/mcp"
@@ -265,6 +266,42 @@ CASES = [
         "ServerError",
         f"{URL} answered the handshake with error -32001: denied: " + "z" * 191 + "…",
         id="json-rpc-error",
+    ),
+    pytest.param(
+        McpFailure("timeout", "the server did not answer tools/list within 5s"),
+        state(),
+        "Timeout",
+        f"{URL} did not complete the probe within 2s (stuck in the handshake)",
+        id="session-timeout",
+    ),
+    pytest.param(
+        McpFailure("json", "the server answered with a body that is not JSON"),
+        state(),
+        "ProtocolError",
+        f"{URL} answered the handshake with a body that is not valid JSON-RPC",
+        id="session-not-json",
+    ),
+    pytest.param(
+        McpFailure("mismatch", "the answer is not the response to the request"),
+        state(),
+        "ProtocolError",
+        f"{URL} gave an answer that is not MCP during the handshake: "
+        "the answer is not the response to the request",
+        id="session-answer-to-another-request",
+    ),
+    pytest.param(
+        McpFailure("rpc", "x", code=INVALID_REQUEST, detail="wrong\n   request"),
+        state(),
+        "ProtocolError",
+        f"{URL} gave an answer that is not MCP during the handshake: wrong request",
+        id="session-invalid-request",
+    ),
+    pytest.param(
+        McpFailure("rpc", "x", code=-32001, detail="denied"),
+        state(),
+        "ServerError",
+        f"{URL} answered the handshake with error -32001: denied",
+        id="session-json-rpc-error",
     ),
     pytest.param(
         validation_error(),

@@ -16,10 +16,9 @@ The call pipeline and what it decides, pure (no sockets, no clock of its own):
 
 The program around it (``mcp-operator bridge``):
 
-- :mod:`~mcp_operator.bridge.upstream` — one upstream server over Streamable HTTP, both eras
-  (:mod:`~mcp_operator.net.pool`: the lean keep-alive client its calls use);
-- :mod:`~mcp_operator.bridge.upstreams` and :mod:`~mcp_operator.bridge.follow` — every
-  server of the run: listing, re-listing with back-off, following ``list_changed``;
+- :mod:`~mcp_operator.bridge.upstreams` — every server of the run, each one session of
+  :mod:`mcp_operator.mcp.session` (the MCP client the probe uses too: the bridge has no
+  client of its own): listing, re-listing with back-off, following ``list_changed``;
 - :mod:`~mcp_operator.bridge.core` — the running state: configuration, catalog, pipeline;
 - :mod:`~mcp_operator.bridge.front`, :mod:`~mcp_operator.bridge.front_legacy` — the agent's
   endpoint in both eras, on :mod:`mcp_operator.serve` (its session table and per-era

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import IO, Any, Final
 
-import httpx
 from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
@@ -106,7 +105,6 @@ class BridgeCore:
         self,
         config: BridgeConfig,
         *,
-        client: httpx.AsyncClient,
         relist_seconds: float = 300.0,
         hooks: Sequence[Hook] | None = None,
         metrics: BridgeMetrics | None = None,
@@ -119,7 +117,6 @@ class BridgeCore:
         )
         """The agent's legacy sessions; a caller at its share waits for its own to expire."""
         self.pool = UpstreamPool(
-            client,
             on_change=self._catalog_changed,
             relist_seconds=relist_seconds,
             on_listed=self.metrics.observe_listing,

@@ -3,7 +3,7 @@
 A failure is never a bare JSON-RPC error or a stack trace: it is a ``CallToolResult`` with
 ``isError: true`` whose ``structuredContent`` carries a stable ``code`` (exactly the audit
 outcome codes) and a ``hint`` a model can act on. This module owns the codes, the error type,
-its rendering, and the exceptions by which an upstream call function reports how it failed.
+its rendering, and the failure type by which an upstream call function reports how it failed.
 Writing the hints for each situation is the job of the step that fails (validation, hooks,
 the pipeline).
 """
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from mcp_operator.mcp.scrub import Scrubber
+from mcp_operator.mcp.session import McpFailure
 
 ErrorCode = Literal[
     "not_allowlisted",
@@ -77,30 +78,33 @@ class ToolError:
         }
 
 
-class UpstreamFailure(Exception):
-    """How an upstream call function says a call failed (base class; carries a short reason
-    for the agent, which the pipeline masks with the header values in use before showing it:
-    the reason may quote what the server said)."""
-
-    transient = False
-    """Whether trying again may succeed (only such failures are retried)."""
-
-
-class UpstreamUnavailable(UpstreamFailure):
-    """The server could not be reached or lost the call: refused or reset connection, a
-    502/503/504, a lost session. Transient; counts against the circuit breaker."""
-
-    transient = True
+UpstreamFailure = McpFailure
+"""How an upstream call function says a call failed: the session's one failure type
+(:class:`~mcp_operator.mcp.session.McpFailure`), passed on as the wire gave it. Its message
+may quote the server, so the pipeline masks it with the header values in use before the
+agent sees it; ``transient`` says whether trying again may succeed (only such failures are
+retried); ``code`` is the JSON-RPC error code when the server answered with one."""
 
 
-class UpstreamMisconfigured(UpstreamFailure):
+class UpstreamUnavailable(McpFailure):
+    """The server could not be reached or lost the call (how a test's fake upstream says
+    it): transient; counts against the circuit breaker."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("connection", message)
+
+
+class UpstreamMisconfigured(McpFailure):
     """The bridge cannot call the server as configured (a header value it must not send):
-    nothing was sent, and repeating the call cannot help until the configuration changes."""
+    nothing was sent, and repeating the call cannot help until the configuration changes
+    (the pipeline catches it before any retry decision)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("connect", message)
 
 
-class UpstreamRejected(UpstreamFailure):
+class UpstreamRejected(McpFailure):
     """The server answered the call with a JSON-RPC error (it is up, but said no)."""
 
     def __init__(self, message: str, code: int | None = None) -> None:
-        super().__init__(message)
-        self.code = code
+        super().__init__("rpc", message, code=code)

@@ -44,7 +44,6 @@ from mcp_operator.bridge.errors import (
     ToolError,
     UpstreamFailure,
     UpstreamMisconfigured,
-    UpstreamRejected,
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
 from mcp_operator.bridge.retry import next_delay, retry_safe
@@ -237,16 +236,16 @@ class CallPipeline:
                 breaker.record_failure(self.clock.monotonic())
                 outcome.error = self._timeout(call)
                 return
-            except UpstreamRejected as error:
-                breaker.record_success(self.clock.monotonic())
-                outcome.error = self._rejected(call, error)
-                return
             except UpstreamMisconfigured as error:
                 breaker.release()
                 outcome.attempts -= 1  # nothing was sent
                 outcome.error = self._misconfigured(call, error)
                 return
             except Exception as error:
+                if isinstance(error, UpstreamFailure) and not error.transient:
+                    breaker.record_success(self.clock.monotonic())  # it answered: it is up
+                    outcome.error = self._rejected(call, error)
+                    return
                 now = self.clock.monotonic()
                 breaker.record_failure(now)
                 delay = next_delay(
@@ -290,7 +289,7 @@ class CallPipeline:
             {"server": server, "timeoutSeconds": seconds},
         )
 
-    def _rejected(self, call: Call, error: UpstreamRejected) -> ToolError:
+    def _rejected(self, call: Call, error: UpstreamFailure) -> ToolError:
         server = call.entry.server if call.entry else "?"
         code = f" (JSON-RPC error {error.code})" if error.code is not None else ""
         message = cut(self.scrubber(str(error)) or "no message", MAX_UPSTREAM_MESSAGE)

@@ -1,7 +1,7 @@
 """Runs the bridge: its settings, the two HTTP servers, reloads, SIGTERM, the exit code.
 
 Owns the process: the typed settings the command line builds (:class:`BridgeSettings`),
-logging, one shared ``httpx.AsyncClient`` for every upstream, uvicorn serving the agent's MCP
+logging, uvicorn serving the agent's MCP
 endpoint (``listen`` of the configuration) and the health port (on every address of both
 families, ``[::]:health_port``: the kubelet probes the Pod IP, IPv4 or IPv6) on one event
 loop, the configuration watcher, and graceful shutdown: on SIGTERM or SIGINT the
@@ -17,12 +17,10 @@ import signal
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 from prometheus_client import disable_created_metrics
 
 from mcp_operator.api.bridge import BridgeConfigError, load_bridge_config
 from mcp_operator.bridge.core import BridgeCore
-from mcp_operator.bridge.egress import BRIDGE_EGRESS, guarded_transport
 from mcp_operator.bridge.front import BridgeFront
 from mcp_operator.bridge.health import HealthApp
 from mcp_operator.bridge.reload import ConfigWatcher
@@ -30,10 +28,6 @@ from mcp_operator.serve import process
 from mcp_operator.serve.process import QuietServer
 
 logger = logging.getLogger("mcp_operator.bridge")
-
-UPSTREAM_CONNECTIONS = 100
-"""Connections of the change-stream client open to one upstream at most (one stream per
-session the bridge follows there)."""
 
 
 @dataclass(frozen=True)
@@ -67,53 +61,51 @@ async def serve(settings: BridgeSettings) -> int:
     except (OSError, BridgeConfigError) as error:
         logger.error("Could not load the configuration: %s", error)
         return 2
-    transport = guarded_transport(BRIDGE_EGRESS, max_connections=UPSTREAM_CONNECTIONS)
-    async with httpx.AsyncClient(transport=transport, timeout=30.0) as client:
-        core = BridgeCore(config, client=client, relist_seconds=settings.relist_seconds)
-        listen = config.listen
-        front = _server(BridgeFront(core), listen.host, listen.port, settings)
-        health = _server(HealthApp(core), settings.health_host, settings.health_port, settings)
-        watcher = ConfigWatcher(
-            settings.config_path,
-            core.apply,
-            seen=seen,
-            poll_seconds=settings.reload_seconds,
-            on_result=lambda ok: core.metrics.config_reloads.labels(
-                "applied" if ok else "invalid"
-            ).inc(),
-        )
+    core = BridgeCore(config, relist_seconds=settings.relist_seconds)
+    listen = config.listen
+    front = _server(BridgeFront(core), listen.host, listen.port, settings)
+    health = _server(HealthApp(core), settings.health_host, settings.health_port, settings)
+    watcher = ConfigWatcher(
+        settings.config_path,
+        core.apply,
+        seen=seen,
+        poll_seconds=settings.reload_seconds,
+        on_result=lambda ok: core.metrics.config_reloads.labels(
+            "applied" if ok else "invalid"
+        ).inc(),
+    )
 
-        def stop() -> None:
-            logger.info("Stopping: finishing %d calls in flight", core.inflight)
-            core.sessions.close_streams()
-            front.should_exit = True
-            health.should_exit = True
+    def stop() -> None:
+        logger.info("Stopping: finishing %d calls in flight", core.inflight)
+        core.sessions.close_streams()
+        front.should_exit = True
+        health.should_exit = True
 
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop)
-        logger.info(
-            "Serving AgentRun %s/%s on http://%s:%d%s, health on %s:%d",
-            config.run.namespace,
-            config.run.name,
-            listen.host,
-            listen.port,
-            listen.path,
-            settings.health_host,
-            settings.health_port,
-        )
-        servers = [loop.create_task(front.serve()), loop.create_task(health.serve())]
-        watching: asyncio.Task[None] | None = None
-        try:
-            await core.start()
-            watching = loop.create_task(watcher.run())
-            await asyncio.gather(*servers)
-        finally:
-            if watching is not None:
-                watching.cancel()
-            stop()
-            await asyncio.gather(*servers, return_exceptions=True)
-            await core.stop()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    logger.info(
+        "Serving AgentRun %s/%s on http://%s:%d%s, health on %s:%d",
+        config.run.namespace,
+        config.run.name,
+        listen.host,
+        listen.port,
+        listen.path,
+        settings.health_host,
+        settings.health_port,
+    )
+    servers = [loop.create_task(front.serve()), loop.create_task(health.serve())]
+    watching: asyncio.Task[None] | None = None
+    try:
+        await core.start()
+        watching = loop.create_task(watcher.run())
+        await asyncio.gather(*servers)
+    finally:
+        if watching is not None:
+            watching.cancel()
+        stop()
+        await asyncio.gather(*servers, return_exceptions=True)
+        await core.stop()
     failed = not front.started or not health.started
     return 1 if failed else 0
 

@@ -1,14 +1,14 @@
 """The run's upstream servers: one session each, their tool listings, and when to list again.
 
-Owns the live side of the configured servers: one
-:class:`~mcp_operator.bridge.upstream.Upstream` per server, all over one pool of keep-alive
-connections (:mod:`~mcp_operator.net.pool`; the shared ``httpx.AsyncClient`` holds the
-GET streams); the last tool listing of each server; the catalog built from those listings
+Owns the live side of the configured servers: one MCP session per server
+(:class:`~mcp_operator.mcp.session.McpSession`, the client the probe uses too; the bridge has
+no client of its own), all over one pool of keep-alive connections; the last tool listing of
+each server; the catalog built from those listings
 (:func:`~mcp_operator.bridge.catalog.build_catalog`); and the schedule of listings:
 
 - every server is listed when it is configured (at start and when a reload adds or changes
-  it), when it says ``notifications/tools/list_changed`` on its legacy GET stream
-  (:mod:`~mcp_operator.bridge.follow`), and every ``relist_seconds`` while it is up;
+  it), when it says ``notifications/tools/list_changed`` on its change stream
+  (:func:`~mcp_operator.mcp.session.follow`), and every ``relist_seconds`` while it is up;
 - a server that cannot be listed, or whose call could not reach it, is *down*: it is listed
   again on a timer with exponential back-off (1 s doubling to 60 s), and its return is noticed
   by the first listing that succeeds.
@@ -43,21 +43,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
+from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
-from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamRejected, UpstreamUnavailable
-from mcp_operator.bridge.follow import follow, wants_follower
-from mcp_operator.bridge.upstream import Upstream, UpstreamError
+from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamUnavailable
 from mcp_operator.mcp.scrub import Scrubber
-from mcp_operator.net.pool import Http1Pool, header_refusal
+from mcp_operator.mcp.session import (
+    McpFailure,
+    McpSession,
+    Pool,
+    capped,
+    follow,
+    session_pool,
+)
+from mcp_operator.net.headers import header_refusal
 
 logger = logging.getLogger(__name__)
 
 LIST_TIMEOUT_SECONDS = 10.0
 """Deadline of one server's ``tools/list`` (all pages)."""
+CLIENT_INFO = {"name": "mcp-operator-bridge", "version": __version__}
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+"""The largest answer (JSON body or SSE stream up to the response) read from an upstream."""
 FIRST_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
 TICK_SECONDS = 0.5
@@ -109,7 +117,7 @@ class ServerState:
     """One configured server as the bridge knows it now."""
 
     server: UpstreamServer
-    upstream: Upstream
+    upstream: McpSession
     headers_signature: str
     tools: list[dict[str, Any]] | None = None
     """The last listing it gave (kept while the server is down)."""
@@ -124,7 +132,7 @@ class ServerState:
     """Monotonic time of its next listing."""
     listing: asyncio.Task[None] | None = field(default=None, repr=False)
     follower: asyncio.Task[None] | None = field(default=None, repr=False)
-    """Follows the server's ``tools/list_changed`` (:mod:`~mcp_operator.bridge.follow`)."""
+    """Follows the server's ``tools/list_changed`` (:func:`~mcp_operator.mcp.session.follow`)."""
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return [task for task in (self.listing, self.follower) if task is not None]
@@ -142,16 +150,14 @@ class UpstreamPool:
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
         *,
         on_change: Callable[[Catalog], Awaitable[None] | None],
         relist_seconds: float = 300.0,
         on_listed: Callable[[str, bool], None] | None = None,
         on_problem: Callable[[str, str | None], None] | None = None,
     ) -> None:
-        self.client = client
-        self.http1 = Http1Pool(egress=BRIDGE_EGRESS)
-        """The calls' and listings' connections (httpx ``client`` keeps the GET streams)."""
+        self.http1 = session_pool(BRIDGE_EGRESS)
+        """The connections of every server's calls, listings and change streams."""
         self.on_change = on_change
         self.on_listed = on_listed
         self.on_problem = on_problem
@@ -184,14 +190,9 @@ class UpstreamPool:
                 states[key] = state
                 continue
             problem = header_problem(server, headers)
-            upstream = Upstream(
-                key,
-                server.url,
-                headers={} if problem is not None else headers,
-                client=self.client,
-                http1=self.http1,
-                protocol_hint=server.protocol_version,
-            )
+            hint = server.protocol_version
+            sent = {} if problem is not None else headers
+            upstream = upstream_session(key, server.url, self.http1, sent, hint)
             state = ServerState(server=server, upstream=upstream, headers_signature=signature)
             states[key] = state
             if problem is None:
@@ -225,8 +226,8 @@ class UpstreamPool:
             return False
         key = server_key(state.server)
         try:
-            tools = await state.upstream.list_tools(LIST_TIMEOUT_SECONDS)
-        except UpstreamError as error:
+            tools = await list_tools(state.upstream, LIST_TIMEOUT_SECONDS)
+        except McpFailure as error:
             state.listed_once = True
             was_up = state.up
             self._mark_down(state)
@@ -240,9 +241,9 @@ class UpstreamPool:
         changed = tools != state.tools
         state.tools, state.listed_once, state.up, state.failures = tools, True, True, 0
         state.due = time.monotonic() + self.relist_seconds
-        if state.follower is None and wants_follower(state.upstream):
+        if state.follower is None and state.upstream.announces_changes:
             state.follower = asyncio.get_running_loop().create_task(
-                follow(state.upstream, self.client, lambda: self.relist(key))
+                follow(state.upstream, lambda: self.relist(key))
             )
         if self.on_listed is not None:
             self.on_listed(key, True)
@@ -317,9 +318,10 @@ class UpstreamPool:
     ) -> Mapping[str, Any]:
         """The pipeline's upstream call: ``tools/call`` on the server's session.
 
-        A transport failure marks the server down (so the timer notices its return) and is
-        :class:`UpstreamUnavailable`; a server's refusal is :class:`UpstreamRejected`; running
-        out of time is ``TimeoutError`` (the pipeline owns the deadline).
+        A failure is the session's :class:`~mcp_operator.mcp.session.McpFailure` as it came
+        off the wire (the pipeline makes the agent's tool error of it, ``rpcCode``
+        included); one that means the server is unreachable also marks it down, so the timer
+        notices its return. Running out of time is the pipeline's deadline.
         """
         state = self.states.get(server_key(server))
         if state is None:
@@ -327,20 +329,50 @@ class UpstreamPool:
         if state.problem is not None:
             raise UpstreamMisconfigured(state.problem)
         try:
-            result = await state.upstream.call_tool(
-                tool, arguments, float(server.policy.timeout_seconds)
+            result = await state.upstream.request(
+                "tools/call", {"name": tool, "arguments": arguments}
             )
-        except UpstreamError as error:
-            if error.kind == "timeout":
-                raise TimeoutError(error.message) from None
-            if error.kind == "unavailable":
-                if state.up:
-                    logger.warning("Lost server %s: %s", state.upstream.name, error.message)
-                    self._mark_down(state)
-                    if self.on_listed is not None:
-                        self.on_listed(state.upstream.name, False)
-                raise UpstreamUnavailable(error.message) from None
-            raise UpstreamRejected(error.message) from None
+        except McpFailure as error:
+            if error.kind == "unavailable" and state.up:
+                logger.warning("Lost server %s: %s", state.upstream.name, error.message)
+                self._mark_down(state)
+                if self.on_listed is not None:
+                    self.on_listed(state.upstream.name, False)
+            raise
         if not state.up:
             state.due = 0.0  # it answered: list it again at once to notice its return
         return result
+
+
+def upstream_session(
+    name: str,
+    url: str,
+    pool: Pool,
+    headers: Mapping[str, str] | None = None,
+    protocol_hint: str | None = None,
+) -> McpSession:
+    """The session of one upstream server (``protocol_hint``: the version its status gave)."""
+    return McpSession(
+        url,
+        pool,
+        name=name,
+        headers=headers,
+        client_info=CLIENT_INFO,
+        protocol_hint=protocol_hint,
+        read_body=capped(MAX_ANSWER_BYTES, name),
+    )
+
+
+async def list_tools(session: McpSession, seconds: float) -> list[dict[str, Any]]:
+    """Every tool of every page, within ``seconds`` for them all (the one pagination rule:
+    a bound passed fails the listing, it is never cut short)."""
+    tools: list[dict[str, Any]] = []
+    try:
+        async with asyncio.timeout(seconds):
+            async for page in session.pages("tools/list", "tools"):
+                tools.extend(tool for tool in page if isinstance(tool, dict))
+    except TimeoutError:
+        raise McpFailure(
+            "timeout", f"{session.name} did not answer tools/list within {seconds:g}s"
+        ) from None
+    return tools

@@ -20,7 +20,7 @@ session is left to :mod:`~mcp_operator.mcp.discovery` and
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any, Protocol
 
@@ -32,7 +32,13 @@ from mcp_types import Implementation
 
 from mcp_operator import __version__
 from mcp_operator.mcp.budget import ByteBudget, shared_budget
-from mcp_operator.mcp.errors import ProbeError, ProbeState, ResponseTooLarge, refusal_error
+from mcp_operator.mcp.errors import (
+    ProbeError,
+    ProbeState,
+    ResponseTooLarge,
+    refusal_error,
+    release,
+)
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, SseSlimmer, ToolCount, slim_body
 from mcp_operator.mcp.target import ProbeTarget, display_url
 from mcp_operator.net.guard import GuardedTransport
@@ -59,21 +65,25 @@ def probe_state(target: ProbeTarget) -> ProbeState:
     return ProbeState(display_url(target.url), target.timeout_seconds)
 
 
-class _Reservation:
+class Reservation:
     """This body's share of the shared budget: none while small, a whole page once large."""
 
     def __init__(self, budget: ByteBudget) -> None:
-        self._budget = budget
+        self.budget = budget
         self._held = 0
+
+    @property
+    def held(self) -> int:
+        return self._held
 
     async def hold(self, pending: int) -> None:
         if pending > FREE_BYTES and not self._held:
-            await self._budget.reserve(MAX_RESPONSE_BYTES)
+            await self.budget.reserve(MAX_RESPONSE_BYTES)
             self._held = MAX_RESPONSE_BYTES
 
     def give_back(self) -> None:
         if self._held:
-            self._budget.release(self._held)
+            self.budget.release(self._held)
             self._held = 0
 
 
@@ -91,7 +101,9 @@ class BoundedBody(httpx2.AsyncByteStream):
     A JSON body is held whole, an SSE stream one event at a time, then passed on
     through :mod:`~mcp_operator.mcp.pages` (counted, and cut to ``keep``); any
     other body streams through. Holding more than ``FREE_BYTES`` takes a share of
-    the process's :class:`~mcp_operator.mcp.budget.ByteBudget` until passed on.
+    the process's :class:`~mcp_operator.mcp.budget.ByteBudget` until passed on; given
+    ``handover``, a large body's share outlives the body and goes to ``handover``, whose
+    caller gives it back once the page parsed from it is released.
     """
 
     def __init__(
@@ -103,14 +115,16 @@ class BoundedBody(httpx2.AsyncByteStream):
         kind: str,
         keep: Keep | None,
         count: ToolCount,
+        handover: Callable[[Reservation], None] | None = None,
     ) -> None:
+        self._handover = handover
         self._inner = inner
         self._state = state
         self._limit = limit
         self._kind = kind if keep is not None else "other"
         self._keep = keep or Keep()
         self._count = count
-        self._reservation = _Reservation(shared_budget())
+        self._reservation = Reservation(shared_budget())
 
     def _counted(self, chunk: bytes, received: int) -> None:
         self._state.received += len(chunk)
@@ -137,9 +151,22 @@ class BoundedBody(httpx2.AsyncByteStream):
                     yield chunk
         except ProbeError as error:
             self._state.failure = error
+            release(error)  # the page it was read from, before its share of the budget
             raise
+        except GeneratorExit:  # the reader has what it wanted (an SSE answer's event)
+            self._hand_over()
+            raise
+        else:
+            self._hand_over()
         finally:
             self._reservation.give_back()
+
+    def _hand_over(self) -> None:
+        """A large body's share goes to ``handover``: the page parsed from it holds as
+        much."""
+        if self._handover is not None and self._reservation.held:
+            self._handover(self._reservation)
+            self._reservation = Reservation(self._reservation.budget)
 
     async def _json(self) -> AsyncIterator[bytes]:
         body = bytearray()
@@ -161,6 +188,8 @@ class BoundedBody(httpx2.AsyncByteStream):
                 raise ResponseTooLarge(self._limit)
             if events.pending:
                 await self._reservation.hold(events.pending)
+            elif len(ready) > FREE_BYTES and self._handover is not None:
+                await self._reservation.hold(len(ready))  # for the page parsed from it
             else:
                 self._reservation.give_back()
             if ready:

@@ -22,7 +22,6 @@ Header values (credentials) never appear in messages, logs or reprs.
 
 from __future__ import annotations
 
-import hashlib
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -31,17 +30,19 @@ import anyio
 import mcp
 from mcp_types import METHOD_NOT_FOUND
 
+from mcp_operator.mcp import session
 from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.errors import ProbeError, ProbeState, reraise_cancellation, scrub, translate
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
 from mcp_operator.mcp.scrub import Scrubber
+from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.streamable import streamable
 
 __all__ = ["MAX_DISCOVERED_TOOLS", "DiscoveredTool", "Discovery", "Keep", "Paginator", "discover"]
 from mcp_operator.mcp.target import ProbeTarget, check_target
 
-MAX_PAGES = 100
+MAX_PAGES = session.MAX_PAGES
 """A ``tools/list`` walk longer than this fails with ``TooManyPages``."""
 
 
@@ -76,46 +77,15 @@ class Discovery:
     """The server advertises ``tools.listChanged`` (it will notify when its tools change)."""
 
 
-class Paginator:
-    """The ``tools/list`` cursor walk, without I/O.
-
-    After each page call :meth:`advance` with the page's ``nextCursor`` and its
-    number of tools; it returns the cursor for the next request, or ``None``
-    when the listing is complete. Only an absent cursor ends the walk: ``""`` is
-    a real cursor (2026-07-28 allows it), so callers must test ``is None``.
-    """
-
-    def __init__(self, max_pages: int = MAX_PAGES, max_tools: int = MAX_DISCOVERED_TOOLS) -> None:
-        self.max_pages = max_pages
-        self.max_tools = max_tools
-        self.pages = 0
-        self.tools = 0
-        self._seen: set[bytes] = set()  # digests: a hostile cursor may be large
+class Paginator(session.Paginator):
+    """The session's one pagination rule (:class:`~mcp_operator.mcp.session.Paginator`),
+    its bounds failing the probe as a :class:`~mcp_operator.mcp.errors.ProbeError`."""
 
     def advance(self, next_cursor: str | None, page_tools: int) -> str | None:
-        self.pages += 1
-        self.tools += page_tools
-        if self.tools > self.max_tools:
-            raise ProbeError(
-                "TooManyTools",
-                f"the server lists more than {self.max_tools} tools "
-                f"({self.tools} in the first {self.pages} pages)",
-            )
-        if next_cursor is None:
-            return None
-        digest = hashlib.sha256(next_cursor.encode("utf-8", "surrogatepass")).digest()
-        if digest in self._seen:
-            raise ProbeError(
-                "PaginationLoop",
-                f"the server returned a tools/list cursor it had returned before "
-                f"(page {self.pages})",
-            )
-        if self.pages >= self.max_pages:
-            raise ProbeError(
-                "TooManyPages", f"the server's tool list runs past {self.max_pages} pages"
-            )
-        self._seen.add(digest)
-        return next_cursor
+        try:
+            return super().advance(next_cursor, page_tools)
+        except McpFailure as failure:
+            raise ProbeError(failure.limit or "ProbeFailed", failure.message) from None
 
 
 async def discover(target: ProbeTarget, keep: Keep | None = None) -> Discovery:
@@ -183,12 +153,14 @@ async def _discover(target: ProbeTarget, state: ProbeState, keep: Keep) -> Disco
             state.phase = f"tools/list (page {walk.pages + 1})"
             try:
                 page = await client.list_tools(cursor=cursor)
-            except mcp.MCPError as error:
+            except (mcp.MCPError, McpFailure) as error:
                 if error.code == METHOD_NOT_FOUND and capabilities.tools is None and not tools:
                     break  # a server without the tools capability: no tools, not a failure
                 raise
             tools.extend(_discovered_tool(tool, keep) for tool in page.tools)
-            cursor = walk.advance(page.next_cursor, len(page.tools))
+            next_cursor, count = page.next_cursor, len(page.tools)
+            del page  # the parsed page is released before anything else can fail
+            cursor = walk.advance(next_cursor, count)
             if cursor is None:
                 break
         discovery = Discovery(

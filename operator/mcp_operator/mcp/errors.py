@@ -17,6 +17,7 @@ import asyncio
 import errno
 import socket
 import ssl
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -28,6 +29,7 @@ from pydantic import ValidationError
 
 from mcp_operator.mcp.naming import cut
 from mcp_operator.mcp.scrub import Scrubber
+from mcp_operator.mcp.session import McpFailure
 from mcp_operator.net.cancel import cancelling
 from mcp_operator.net.egress import Refused
 from mcp_operator.net.pool import BrokenHTTP, ConnectFailed, ConnectionLost, NotSent
@@ -67,14 +69,11 @@ class ResponseTooLarge(Exception):
         self.limit = limit
 
 
-class HTTPStatus(Exception):
-    """The lean client's answer had an HTTP error status (``rpc``: the JSON-RPC error its
-    body carried, if any)."""
+class HTTPStatus(McpFailure):
+    """An HTTP error status as the session reports one (an ``http`` :class:`McpFailure`)."""
 
-    def __init__(self, status: int, rpc: Any = None) -> None:
-        super().__init__(f"HTTP {status}")
-        self.status = status
-        self.rpc = rpc
+    def __init__(self, status: int) -> None:
+        super().__init__("http", f"HTTP {status}", status=status)
 
 
 class ProbeState:
@@ -99,10 +98,13 @@ class ProbeState:
 
 
 def _leaves(error: BaseException) -> Iterator[BaseException]:
-    """The exceptions inside (nested) exception groups, or ``error`` itself."""
+    """The exceptions inside (nested) exception groups, or ``error`` itself; a session's
+    failure that wraps a lower error (the pool's, pydantic's) is explained by that error."""
     if isinstance(error, BaseExceptionGroup):
         for inner in error.exceptions:
             yield from _leaves(inner)
+    elif isinstance(error, McpFailure) and error.__cause__ is not None:
+        yield from _leaves(error.__cause__)
     else:
         yield error
 
@@ -298,11 +300,12 @@ RULES: tuple[Rule[Any], ...] = (
         when=_says("certificate", "ssl", "tls"),
     ),
     Rule(_CONNECT, "Unreachable", _not_connected(lambda _e: "connection failed")),
-    # An HTTP error status, seen by httpx2, by the lean client, or behind the SDK's error.
+    # An HTTP error status, seen by httpx2, by the session, or behind the SDK's error.
     Rule(
-        HTTPStatus,
+        McpFailure,
         "HTTPError",
         lambda e, s: f"{s.url} answered {_http_label(e.status)} during {s.phase}",
+        when=lambda e, _s: e.status is not None,
     ),
     Rule(
         httpx2.HTTPStatusError,
@@ -314,6 +317,36 @@ RULES: tuple[Rule[Any], ...] = (
         "HTTPError",
         lambda _e, s: f"{s.url} answered {_http_label(s.error_status or 0)} during {s.phase}",
         when=lambda _e, s: s.error_status is not None,
+    ),
+    # The session's failures: a timeout of its own, a body that is not JSON, an answer that
+    # is not MCP (or not to this request), a JSON-RPC error.
+    Rule(McpFailure, "Timeout", _timed_out, when=lambda e, _s: e.fault == "timeout"),
+    Rule(
+        McpFailure,
+        "ProtocolError",
+        lambda _e, s: f"{s.url} answered {s.phase} with a body that is not valid JSON-RPC",
+        when=lambda e, _s: e.fault == "json",
+    ),
+    Rule(
+        McpFailure,
+        "ProtocolError",
+        lambda e, s: (
+            f"{s.url} gave an answer that is not MCP during {s.phase}: {_one_line(e.message)}"
+        ),
+        when=lambda e, _s: e.fault != "rpc",
+    ),
+    Rule(
+        McpFailure,
+        "ProtocolError",
+        lambda e, s: (
+            f"{s.url} gave an answer that is not MCP during {s.phase}: {_one_line(e.detail or '')}"
+        ),
+        when=lambda e, _s: e.code in (INVALID_REQUEST, CONNECTION_CLOSED),
+    ),
+    Rule(
+        McpFailure,
+        "ServerError",
+        lambda e, s: f"{s.url} answered {s.phase} with error {e.code}: {_one_line(e.detail or '')}",
     ),
     # JSON-RPC errors.
     Rule(
@@ -386,6 +419,19 @@ def refusal_error(state: ProbeState, refused: Refused) -> ProbeError:
     return error
 
 
+def release(failure: BaseException) -> None:
+    """Let the finished frames of ``failure``'s traceback (and of its causes') drop their
+    locals. A failure found while a page was being read (``TooManyTools``) holds that page,
+    parsed, in those frames for as long as the failure lives; released, it holds only its
+    words."""
+    seen: set[int] = set()
+    current: BaseException | None = failure
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        traceback.clear_frames(current.__traceback__)
+        current = current.__cause__ or current.__context__
+
+
 def reraise_cancellation() -> None:
     """Raise ``CancelledError`` when the current task was cancelled and a library turned the
     cancellation into an error of its own (anyio's closed streams in the SDK's task groups,
@@ -404,6 +450,11 @@ def translate(error: BaseException, state: ProbeState) -> ProbeError:
         return already
     if state.failure is not None:
         return state.failure
+    for leaf in leaves:
+        if isinstance(leaf, McpFailure) and leaf.limit is not None:
+            return ProbeError(leaf.limit, leaf.message)
+        if isinstance(leaf, ConnectFailed) and isinstance(leaf.__cause__, Refused):
+            return refusal_error(state, leaf.__cause__)
     found = match(error, state)
     if found is not None:
         rule, leaf = found

@@ -13,14 +13,15 @@ bounding them is :mod:`~mcp_operator.mcp.client`'s job.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
+from mcp_operator.mcp.session import MAX_ITEMS
+from mcp_operator.mcp.sse import EVENT_END, LINES, event_fields
 
-MAX_DISCOVERED_TOOLS = 5000
+MAX_DISCOVERED_TOOLS = MAX_ITEMS
 """A server listing more tools than this fails the probe with ``TooManyTools``."""
 
 BOOLEAN_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
@@ -131,11 +132,6 @@ def slim_body(body: bytes, keep: Keep, count: ToolCount) -> bytes:
     return json.dumps(message, ensure_ascii=False).encode() if changed else body
 
 
-_LINE_BREAK = rb"(?:\r\n|\r(?!\n)|\n)"
-_EVENT_END = re.compile(_LINE_BREAK + _LINE_BREAK)
-_LINES = re.compile(_LINE_BREAK)
-
-
 class SseSlimmer:
     """Cuts the ``tools/list`` results inside a stream of SSE events, one event at a time.
 
@@ -160,7 +156,7 @@ class SseSlimmer:
             # A lone \r at the end may be the first half of \r\n: wait for the next byte.
             waits = self._buffer.endswith(b"\r") and not final
             search_end = len(self._buffer) - (1 if waits else 0)
-            end = _EVENT_END.search(self._buffer, 0, search_end)
+            end = EVENT_END.search(self._buffer, 0, search_end)
             if end is None:
                 break
             event, self._buffer = self._buffer[: end.end()], self._buffer[end.end() :]
@@ -181,30 +177,6 @@ class SseSlimmer:
         slimmed = slim_body(body, self._keep, self._count)
         if slimmed is body:
             return event
-        lines = _LINES.split(event)
+        lines = LINES.split(event)
         kept = [line for line in lines if line and not line.startswith(b"data:")]
         return b"".join(line + b"\n" for line in kept) + b"data: " + slimmed + b"\n\n"
-
-
-def split_events(data: bytes) -> tuple[list[bytes], bytes]:
-    """The complete SSE events at the start of ``data`` (each with its ending blank line), and
-    the bytes after them."""
-    events: list[bytes] = []
-    start = 0
-    for end in _EVENT_END.finditer(data):
-        events.append(data[start : end.end()])
-        start = end.end()
-    return events, data[start:]
-
-
-def event_fields(event: bytes) -> tuple[str | None, bytes | None]:
-    """An SSE event's type (its ``event:`` field, ``None`` when absent) and its data (the
-    ``data:`` lines joined by line feeds, ``None`` when it has none)."""
-    kind: str | None = None
-    data: list[bytes] = []
-    for line in _LINES.split(event):
-        if line.startswith(b"data:"):
-            data.append(line[5:].removeprefix(b" "))
-        elif line.startswith(b"event:"):
-            kind = line[6:].strip().decode("utf-8", "replace")
-    return kind, (b"\n".join(data) if data else None)

@@ -15,8 +15,11 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.session import display_url
 from mcp_operator.net.egress import EgressPolicy
-from mcp_operator.net.pool import header_refusal
+from mcp_operator.net.headers import header_refusal
+
+__all__ = ["ProbeTarget", "Transport", "check_target", "display_url"]
 
 Transport = Literal["streamable-http", "sse"]
 
@@ -43,16 +46,6 @@ class ProbeTarget:
             f"headers={sorted(self.headers)!r}, timeout_seconds={self.timeout_seconds!r}, "
             f"verify_tls={verify!r})"
         )
-
-
-def display_url(url: str) -> str:
-    """``url`` without userinfo, query and fragment: safe to show in messages and logs."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return "<invalid URL>"
-    host = parts.netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{host}{parts.path}"
 
 
 def check_target(target: ProbeTarget) -> None:

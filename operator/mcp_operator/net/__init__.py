@@ -7,6 +7,8 @@ One module per job:
   been read;
 - :mod:`~mcp_operator.net.transport` — httpx's interface on that pool (the API client, the
   bridge's change streams);
+- :mod:`~mcp_operator.net.headers` — which configured headers may be sent (the one rule,
+  checked where a header is configured and again by the pool);
 - :mod:`~mcp_operator.net.egress` — which addresses a connection may go to (pure policy);
 - :mod:`~mcp_operator.net.dial` — the one way a TCP connection is opened: every address
   judged by that policy, Happy Eyeballs between the allowed ones;

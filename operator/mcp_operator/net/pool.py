@@ -40,7 +40,6 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import re
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Mapping
@@ -51,6 +50,7 @@ import httptools
 
 from mcp_operator.net.dial import Resolver, dial
 from mcp_operator.net.egress import EgressPolicy, Refused
+from mcp_operator.net.headers import header_refusal
 
 MAX_CONNECTIONS_PER_ORIGIN = 64
 """Connections open at once to one origin (idle, in use or draining), unless the pool is
@@ -227,6 +227,13 @@ class Http1Response:
         self._parser = parser
         self.status_code = status
         self.headers: Mapping[str, str] = parsed.headers
+        self._held = False
+
+    def hold(self) -> None:
+        """Keep the connection with this answer past the end of its body, until
+        :meth:`aclose` (back to the pool) or :meth:`discard` (closed): for a caller that
+        checks an answer before its connection may carry another request."""
+        self._held = True
 
     async def aiter_bytes(self) -> AsyncIterator[bytes]:
         parsed = self._parsed
@@ -234,7 +241,8 @@ class Http1Response:
             while parsed.body:
                 yield parsed.body.popleft()
             if parsed.complete or self._connection is None:
-                self._release()
+                if not self._held:
+                    self._release()
                 return
             try:
                 data = await self._connection.reader.read(READ_CHUNK)
@@ -277,6 +285,11 @@ class Http1Response:
             self._release()
         else:
             self._pool.drain_later(self)
+
+    def discard(self) -> None:
+        """Done with the answer, and with its connection: closed, never reused (an answer
+        that is out of step with its request, or a stream given up before its end)."""
+        self._drop()
 
     async def drain(self) -> None:
         """Read the answer to its end (within the limits), then release or drop."""
@@ -583,45 +596,6 @@ class Http1Pool:
                     for writer in closing:  # one after the other: all close in the same turn
                         with contextlib.suppress(OSError, ssl.SSLError):
                             await writer.wait_closed()
-
-
-def header_refusal(name: str, value: str) -> str | None:
-    """Why a header cannot be sent as it is (it would break, forge or reframe the request's
-    head), or ``None``. The value is never shown: it may be a credential."""
-    if _TOKEN.fullmatch(name) is None:
-        return f"the header name {name!r} is not a valid HTTP token"
-    lowered = name.lower()
-    if lowered in FRAMING_HEADERS:
-        return f"the header {name!r} frames the request, which only the client may do"
-    if lowered == "expect":
-        return f"the header {name!r} asks for an interim answer, which the client never awaits"
-    if _VALUE.fullmatch(value) is None:
-        return f"the value of header {name!r} holds a control character or non-Latin-1 text"
-    return None
-
-
-FRAMING_HEADERS = frozenset(
-    {
-        "content-length",
-        "transfer-encoding",
-        "connection",
-        "keep-alive",
-        "te",
-        "trailer",
-        "upgrade",
-        "proxy-connection",
-    }
-)
-"""Headers that say how a request is framed: the pool writes its own, and a second one from a
-caller would let an intermediary read another request than the server. (``Host`` may be
-given: it replaces the URL's, once.)"""
-
-
-_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-"""An HTTP token (RFC 9110 §5.6.2): printable ASCII but for spaces and separators."""
-_VALUE = re.compile(r"[\t\x20-\x7e\xa1-\xac\xae-\xff]*")
-"""A header value the pool sends: tab and printable Latin-1 (no control characters, no
-non-breaking space or soft hyphen, nothing past U+00FF)."""
 
 
 class _Stale(Exception):

@@ -1,0 +1,782 @@
+"""One MCP client session over Streamable HTTP, in either era: the probe's and the bridge's.
+
+The probe (:mod:`~mcp_operator.mcp.streamable`, for :mod:`~mcp_operator.mcp.discovery`) and
+the bridge (:mod:`~mcp_operator.bridge.upstreams`) speak to MCP servers through this one
+:class:`McpSession`, over the keep-alive pool; so they agree on every rule of the wire:
+
+- **Era**: ``server/discover`` first at the newest modern version (or straight to the
+  handshake when the server's status said it speaks a legacy one); ``-32022`` naming a
+  mutual modern version is retried once at that version, naming only modern versions we do
+  not share fails; any other rejection, no answer within ``discover_seconds``, or a result
+  without a mutual modern version falls back to ``initialize`` (the SDK's ``mode="auto"``).
+- **Answers** are JSON or an SSE stream (one reader, :mod:`~mcp_operator.mcp.sse`). Every
+  answer's id is checked against its request, strictly by type and value (``true`` and
+  ``"1"`` are not ``1``), for JSON and SSE alike: a response to another request means the
+  connection is out of step, so it is dropped and the call fails; it is never a result.
+- **A lost legacy session** (404, or a 400 that names the session, as many deployed servers
+  answer) is established again once per request.
+- **Pages** follow one rule (:class:`Paginator`): only an absent ``nextCursor`` ends a
+  listing, ``""`` is a cursor in every era; a loop, too many pages or too many items is an
+  error, never a silently shortened list.
+- **Change streams** (:meth:`McpSession.changes`): the legacy session's GET stream, or the
+  answer to 2026-07-28's ``subscriptions/listen``; :func:`follow` keeps one open.
+- **Failures** are one type, :class:`McpFailure`: a ``fault`` (what broke), the ``kind`` a
+  caller acts on (``unavailable``, ``timeout``, ``error``), and the JSON-RPC ``code`` and
+  ``data`` when the server answered with a JSON-RPC error. The probe turns it into a reason
+  (:mod:`~mcp_operator.mcp.errors`), the bridge into the agent's tool error.
+
+How an answer's body is read is the caller's (``read_body``): the probe counts and cuts its
+pages on arrival under its byte budget, the bridge caps each answer's bytes (:func:`capped`).
+
+The SDK stays where it earns its place: its constants and its models validate what the
+session reads (``DiscoverResult``, ``InitializeResult``), and its own client serves the
+legacy HTTP+SSE transport (:func:`~mcp_operator.mcp.client.connect`), which this session
+does not speak.
+
+Header values (credentials) never appear in messages or reprs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import hashlib
+import itertools
+import json
+import logging
+import urllib.parse
+from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+import mcp_types as types
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    LATEST_MODERN_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
+from pydantic import ValidationError
+
+from mcp_operator.mcp import sse
+from mcp_operator.net.egress import EgressPolicy
+from mcp_operator.net.pool import Http1Error, Http1Pool, Http1Response
+
+logger = logging.getLogger(__name__)
+
+Fault = Literal[
+    "connect", "connection", "mismatch", "http", "rpc", "json", "mcp", "timeout", "limit"
+]
+"""What broke: no connection; the connection failed or ended mid-answer; an answer to another
+request; an HTTP error status; a JSON-RPC error; a body that is not JSON; an answer that is
+not MCP; the caller's deadline; one of the session's bounds."""
+Kind = Literal["unavailable", "timeout", "error"]
+"""What a caller does with a failure: ``unavailable`` and ``timeout`` may pass (the server
+could not be reached, lost the call, or a gateway said 502/503/504); ``error``: the server
+answered, but not with a result."""
+
+TRANSIENT_HTTP = frozenset({502, 503, 504})
+DISCOVER_SECONDS = 10.0
+"""``server/discover`` unanswered this long: a legacy server (the SDK's own bound)."""
+CLOSE_SECONDS = 2.0
+"""A session's ``DELETE`` waits at most this long: its own deadline, never the caller's."""
+ERROR_BODY_BYTES = 64 * 1024
+"""Of an HTTP error's body, this much is read (a JSON-RPC error, a session complaint)."""
+MAX_PAGES = 100
+"""A listing longer than this many pages fails with ``TooManyPages``."""
+MAX_ITEMS = 5000
+"""A listing of more items than this fails with ``TooManyTools``."""
+MAX_EVENT_BYTES = 1024 * 1024
+"""One event of a change stream larger than this ends the stream."""
+OPEN_STREAM_SECONDS = 10.0
+"""A change stream's head is awaited this long; after it, a quiet stream is not bounded
+(changes are rare)."""
+REOPEN_SECONDS = 2.0
+"""A change stream that ended or could not be opened is opened again after this pause."""
+LIST_CHANGED = "notifications/tools/list_changed"
+PROTOCOL_HEADERS = frozenset(
+    {
+        "content-type",
+        "accept",
+        "accept-encoding",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+        "mcp-session-id",
+    }
+)
+"""Headers the session sets itself: a server's configured headers cannot replace them."""
+
+
+class McpFailure(Exception):
+    """A request that produced no result. ``fault`` says what broke, ``kind`` what it means
+    for the caller; ``code`` and ``data`` are the JSON-RPC error's when the server sent one
+    (else ``None``), ``status`` the HTTP status when the answer had an error status, and
+    ``detail`` the server's own words (its error message), when it gave any. ``limit``
+    names a listing bound that was passed (``TooManyPages``, ``PaginationLoop``,
+    ``TooManyTools``). The message never holds a header value."""
+
+    def __init__(
+        self,
+        fault: Fault,
+        message: str,
+        *,
+        code: int | None = None,
+        data: Any = None,
+        status: int | None = None,
+        detail: str | None = None,
+        limit: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.fault = fault
+        self.message = message
+        self.code = code
+        self.data = data
+        self.status = status
+        self.detail = detail
+        self.limit = limit
+
+    @property
+    def kind(self) -> Kind:
+        if self.fault in ("connect", "connection", "mismatch"):
+            return "unavailable"
+        if self.fault == "timeout":
+            return "timeout"
+        if self.fault == "http" and self.status in TRANSIENT_HTTP:
+            return "unavailable"
+        return "error"
+
+    @property
+    def transient(self) -> bool:
+        """Whether repeating the request may help (connection trouble, a gateway, time)."""
+        return self.kind in ("unavailable", "timeout")
+
+    def __str__(self) -> str:
+        return self.message
+
+    def __repr__(self) -> str:
+        return f"McpFailure(fault={self.fault!r}, code={self.code!r}, message={self.message!r})"
+
+
+class _SessionLost(Exception):
+    """A legacy server said the session ``session_id`` is gone: handshake again."""
+
+    def __init__(self, session_id: str | None) -> None:
+        super().__init__("session lost")
+        self.session_id = session_id
+
+
+BodyReader = Callable[[Http1Response, Literal["json", "sse"]], AsyncIterable[bytes]]
+"""How a caller reads an answer's body (``json`` or ``sse``): bounded, counted, cut."""
+
+
+def capped(limit: int, name: str) -> BodyReader:
+    """A reader that fails an answer past ``limit`` bytes (up to the response it wanted)."""
+
+    async def read(answer: Http1Response, _kind: str) -> AsyncGenerator[bytes, None]:
+        length = answer.headers.get("content-length", "")
+        if length.isdigit() and int(length) > limit:
+            raise McpFailure("limit", f"{name} sent more than {limit} bytes")
+        received = 0
+        async for chunk in answer.aiter_bytes():
+            received += len(chunk)
+            if received > limit:
+                raise McpFailure("limit", f"{name} sent more than {limit} bytes")
+            yield chunk
+
+    return read
+
+
+Pool = Http1Pool
+"""The keep-alive connections sessions share (:mod:`~mcp_operator.net.pool`)."""
+
+
+def session_pool(egress: EgressPolicy) -> Http1Pool:
+    """A pool of keep-alive connections for sessions, under ``egress`` (the bridge's)."""
+    return Http1Pool(egress=egress)
+
+
+class Paginator:
+    """The cursor walk of a listing, without I/O: the one pagination rule.
+
+    After each page call :meth:`advance` with the page's ``nextCursor`` and its number of
+    items; it returns the cursor for the next request, or ``None`` when the listing is
+    complete. Only an absent cursor ends the walk: ``""`` is a real cursor (2026-07-28 allows
+    it, and no era gives it another meaning), so callers must test ``is None``. A bound
+    passed is an :class:`McpFailure` naming it, never a shortened list.
+    """
+
+    def __init__(self, max_pages: int = MAX_PAGES, max_tools: int = MAX_ITEMS) -> None:
+        self.max_pages = max_pages
+        self.max_tools = max_tools
+        self.pages = 0
+        self.tools = 0
+        self._seen: set[bytes] = set()  # digests: a hostile cursor may be large
+
+    def advance(self, next_cursor: str | None, page_tools: int) -> str | None:
+        self.pages += 1
+        self.tools += page_tools
+        if self.tools > self.max_tools:
+            raise McpFailure(
+                "limit",
+                f"the server lists more than {self.max_tools} tools "
+                f"({self.tools} in the first {self.pages} pages)",
+                limit="TooManyTools",
+            )
+        if next_cursor is None:
+            return None
+        digest = hashlib.sha256(next_cursor.encode("utf-8", "surrogatepass")).digest()
+        if digest in self._seen:
+            raise McpFailure(
+                "limit",
+                f"the server returned a tools/list cursor it had returned before "
+                f"(page {self.pages})",
+                limit="PaginationLoop",
+            )
+        if self.pages >= self.max_pages:
+            raise McpFailure(
+                "limit",
+                f"the server's tool list runs past {self.max_pages} pages",
+                limit="TooManyPages",
+            )
+        self._seen.add(digest)
+        return next_cursor
+
+
+class McpSession:
+    """One server's session: its URL and headers, the negotiated era, the legacy session id.
+
+    ``name`` is how messages call the server (never a header value); ``client_info`` how
+    the session introduces itself. Requests may run concurrently; connecting happens once
+    at a time.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        pool: Http1Pool,
+        *,
+        name: str = "the server",
+        headers: Mapping[str, str] | None = None,
+        client_info: Mapping[str, str],
+        protocol_hint: str | None = None,
+        read_body: BodyReader | None = None,
+        discover_seconds: float = DISCOVER_SECONDS,
+    ) -> None:
+        self.url = url
+        self.name = name
+        self._pool = pool
+        self._headers = dict(headers or {})
+        self._client_info = dict(client_info)
+        self.protocol_hint = protocol_hint
+        """The protocol version the server's status reported (a legacy one skips discovery)."""
+        self._read_body = read_body or capped(8 * 1024 * 1024, name)
+        self.discover_seconds = discover_seconds
+        self._ids = itertools.count(1)
+        self._connecting = asyncio.Lock()
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self.capabilities = types.ServerCapabilities()
+        self.server_info: types.Implementation | None = None
+
+    def __repr__(self) -> str:
+        return f"McpSession(name={self.name!r}, url={display_url(self.url)!r})"
+
+    @property
+    def modern(self) -> bool:
+        return self.protocol_version in MODERN_PROTOCOL_VERSIONS
+
+    @property
+    def connected(self) -> bool:
+        return self.protocol_version is not None
+
+    @property
+    def announces_changes(self) -> bool:
+        """Whether the server said it announces tool list changes."""
+        tools = self.capabilities.tools
+        return self.connected and tools is not None and tools.list_changed is True
+
+    def reset(self) -> None:
+        """Forget the negotiated era and session (the next request connects anew)."""
+        self.protocol_version = None
+        self.session_id = None
+
+    # -- connecting ------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Negotiate the era, once at a time (a no-op when connected)."""
+        async with self._connecting:
+            if self.connected:
+                return
+            legacy_hint = self.protocol_hint is not None and (
+                self.protocol_hint not in MODERN_PROTOCOL_VERSIONS
+            )
+            if legacy_hint:
+                await self._initialize()
+            else:
+                await self._negotiate()
+
+    async def _negotiate(self) -> None:
+        """``server/discover`` as the SDK's ``mode="auto"`` does; else the handshake."""
+        version = LATEST_MODERN_VERSION
+        for attempt in range(2):
+            raw: dict[str, Any] | None = None
+            try:
+                # As the SDK: a server that never answers an unknown method is a legacy one.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.discover_seconds):
+                        raw = await self._exchange("server/discover", {}, modern=version)
+            except McpFailure as failure:
+                if failure.fault in ("connect", "timeout", "limit") or failure.__cause__:
+                    raise  # no answer at all (or too much of one): not a legacy server's sign
+                if failure.code == UNSUPPORTED_PROTOCOL_VERSION:
+                    supported = _supported(failure.data)
+                    mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in (supported or ())]
+                    if mutual and attempt == 0:
+                        version = mutual[-1]
+                        continue
+                    legacy = set(supported or ()) & {*HANDSHAKE_PROTOCOL_VERSIONS}
+                    if supported is not None and not legacy:
+                        raise  # a modern-only server that shares no version with us
+                await self._initialize()  # any other rejection: a legacy server
+                return
+            if raw is None:  # no answer in time
+                await self._initialize()
+                return
+            try:
+                result = types.DiscoverResult.model_validate(clamped(raw))
+            except ValidationError:
+                await self._initialize()
+                return
+            mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in result.supported_versions]
+            if not mutual:  # a discover-answering server that advertises only legacy versions
+                await self._initialize()
+                return
+            self.session_id = None
+            self.protocol_version = mutual[-1]
+            self.capabilities = result.capabilities
+            self.server_info = _implementation((result.meta or {}).get(SERVER_INFO_META_KEY))
+            return
+
+    async def _initialize(self) -> None:
+        self.session_id = None
+        params = {
+            "protocolVersion": LATEST_HANDSHAKE_VERSION,
+            "capabilities": {},
+            "clientInfo": self._client_info,
+        }
+        raw = await self._exchange("initialize", params)
+        try:
+            result = types.InitializeResult.model_validate(raw)
+        except ValidationError as error:
+            raise McpFailure(
+                "mcp", f"{self.name} answered initialize with a result that is not MCP"
+            ) from error
+        if result.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+            raise McpFailure(
+                "mcp",
+                f"the server chose protocol version {result.protocol_version}, "
+                "which this client does not speak",
+            )
+        self.protocol_version = result.protocol_version
+        self.capabilities = result.capabilities
+        self.server_info = result.server_info
+        await self._notify("notifications/initialized")
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def request(
+        self, method: str, params: Mapping[str, Any], seconds: float | None = None
+    ) -> dict[str, Any]:
+        """One request in the negotiated era (connecting first if need be); a lost legacy
+        session is established again once. ``seconds`` bounds it all (a ``timeout``
+        failure); without it the caller's own deadline does."""
+        if seconds is None:
+            return await self._request(method, params)
+        try:
+            async with asyncio.timeout(seconds):
+                return await self._request(method, params)
+        except TimeoutError:
+            raise McpFailure(
+                "timeout", f"{self.name} did not answer {method} within {seconds:g}s"
+            ) from None
+
+    async def _request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        if not self.connected:
+            await self.connect()
+        try:
+            return await self._exchange(method, params)
+        except _SessionLost as lost:
+            if self.session_id == lost.session_id:  # not yet replaced by a concurrent request
+                self.reset()
+            await self.connect()
+            try:
+                return await self._exchange(method, params)
+            except _SessionLost:
+                raise McpFailure(
+                    "connection", f"{self.name} lost the session again at once"
+                ) from None
+
+    async def pages(
+        self, method: str, key: str, seconds: float | None = None
+    ) -> AsyncGenerator[list[Any], None]:
+        """The items (under ``key``) of every page of a listing, page by page, walked by the
+        :class:`Paginator`; ``seconds`` bounds each page."""
+        walk = Paginator()
+        cursor: str | None = None
+        while True:
+            params = {} if cursor is None else {"cursor": cursor}
+            result = await self.request(method, params, seconds)
+            items = result.get(key)
+            if not isinstance(items, list):
+                raise McpFailure("mcp", f"{self.name} answered {method} without a list of {key}")
+            next_cursor = result.get("nextCursor")
+            if next_cursor is not None and not isinstance(next_cursor, str):
+                raise McpFailure("mcp", f"{self.name} answered {method} with a cursor not text")
+            del result
+            cursor = walk.advance(next_cursor, len(items))
+            yield items
+            if cursor is None:
+                return
+
+    async def close(self, seconds: float = CLOSE_SECONDS) -> None:
+        """End a legacy session (``DELETE``) within ``seconds`` of its own; a server that
+        ignores it, stalls it or fails it is no failure (its session ends on its clock)."""
+        if self.session_id is None or self.modern:
+            return
+        headers = self._request_headers("", None)
+        try:
+            async with asyncio.timeout(seconds):
+                answer = await self._send("DELETE", headers, b"")
+                await answer.aclose()
+        except (TimeoutError, McpFailure, OSError):
+            pass
+        self.session_id = None
+
+    # -- change streams --------------------------------------------------------------------
+
+    async def changes(self) -> AsyncGenerator[bool, None]:
+        """Open the stream the server announces tool list changes on (the legacy session's
+        GET stream, or the answer to 2026-07-28's ``subscriptions/listen``): yield ``False``
+        once it is open, then ``True`` per ``notifications/tools/list_changed``; ends when
+        the stream does.
+
+        Raises:
+            McpFailure: the stream could not be opened (not connected, a refusal).
+        """
+        if not self.connected:
+            await self.connect()
+        try:
+            async with asyncio.timeout(OPEN_STREAM_SECONDS):
+                answer = await self._open_changes()
+        except TimeoutError:
+            raise McpFailure(
+                "timeout",
+                f"{self.name} did not open a change stream within {OPEN_STREAM_SECONDS:g}s",
+            ) from None
+        try:
+            media = _media(answer)
+            if answer.status_code != 200 or media != "text/event-stream":
+                raise McpFailure(
+                    "http",
+                    f"{self.name} did not open a change stream (HTTP {answer.status_code})",
+                    status=answer.status_code,
+                )
+            yield False
+            async for data in sse.messages(answer.aiter_bytes(), MAX_EVENT_BYTES):
+                message = _loads(data)
+                if isinstance(message, dict) and message.get("method") == LIST_CHANGED:
+                    yield True
+        except (Http1Error, OSError, sse.EventTooLarge):
+            return  # the stream ended: the follower opens it again
+        finally:
+            answer.discard()
+
+    async def _open_changes(self) -> Http1Response:
+        """The request whose answer carries the change notifications, in the era."""
+        if self.modern:
+            request_id = next(self._ids)
+            params = self._stamped({"notifications": {"toolsListChanged": True}}, None)
+            body = _body(request_id, "subscriptions/listen", params)
+            headers = self._request_headers("subscriptions/listen", None)
+            return await self._send("POST", headers, body)
+        headers = self._request_headers("", None)
+        headers["accept"] = "text/event-stream"
+        del headers["content-type"]
+        return await self._send("GET", headers, b"")
+
+    # -- the wire --------------------------------------------------------------------------
+
+    def _request_headers(
+        self, method: str, modern: str | None, params: Mapping[str, Any] | None = None
+    ) -> dict[str, str]:
+        configured = {name.lower() for name in self._headers}
+        headers = {} if "authorization" in configured else _userinfo_auth(self.url)
+        headers.update(
+            (name, value)
+            for name, value in self._headers.items()
+            if name.lower() not in PROTOCOL_HEADERS  # the protocol's own win, once
+        )
+        headers["content-type"] = "application/json"
+        headers["accept"] = "application/json, text/event-stream"
+        # Identity: a compressed body could inflate past its bound after it was counted.
+        headers["accept-encoding"] = "identity"
+        version = modern or self.protocol_version
+        if version is not None:
+            headers["mcp-protocol-version"] = version
+        if version in MODERN_PROTOCOL_VERSIONS:
+            headers["mcp-method"] = method
+            name = (params or {}).get("name") if method == "tools/call" else None
+            if isinstance(name, str) and name.isascii() and name.isprintable():
+                headers["mcp-name"] = name
+        elif self.session_id is not None:
+            headers["mcp-session-id"] = self.session_id
+        return headers
+
+    def _stamped(self, params: Mapping[str, Any], modern: str | None) -> dict[str, Any]:
+        """``params`` with 2026-07-28's per-request ``_meta`` when the era (or ``modern``)
+        asks for it."""
+        version = modern or (self.protocol_version if self.modern else None)
+        if version is None:
+            return dict(params)
+        meta = dict(params.get("_meta") or {})
+        meta[PROTOCOL_VERSION_META_KEY] = version
+        meta[CLIENT_INFO_META_KEY] = self._client_info
+        meta[CLIENT_CAPABILITIES_META_KEY] = {}
+        return {**params, "_meta": meta}
+
+    async def _send(self, verb: str, headers: Mapping[str, str], body: bytes) -> Http1Response:
+        try:
+            return await self._pool.request(verb, self.url, headers, body)
+        except Http1Error as error:
+            fault: Fault = "connect" if error.kind == "connect" else "connection"
+            what = (
+                f"could not connect to {self.name}"
+                if fault == "connect"
+                else (f"the connection to {self.name} failed ({error})")
+            )
+            raise McpFailure(fault, what) from error
+
+    async def _exchange(
+        self, method: str, params: Mapping[str, Any], *, modern: str | None = None
+    ) -> dict[str, Any]:
+        """One request on the wire; its result, or the failure it got."""
+        params = self._stamped(params, modern)
+        request_id = next(self._ids)
+        body = _body(request_id, method, params)
+        headers = self._request_headers(method, modern, params)
+        session_id = self.session_id if modern is None else None
+        answer = await self._send("POST", headers, body)
+        answer.hold()  # its connection carries nothing else until the answer is checked
+        try:
+            status = answer.status_code
+            if 300 <= status < 400 and answer.headers.get("location"):
+                where = display_url(answer.headers["location"])
+                raise McpFailure(
+                    "mcp",
+                    f"HTTP {status} redirect to {where}, which is not followed: use that URL "
+                    "as the server's endpoint",
+                )
+            if status >= 300:
+                await self._refusal(answer, method, session_id)
+            if method == "initialize":
+                self.session_id = answer.headers.get("mcp-session-id")
+            reply = await self._reply(answer, request_id)
+        except Http1Error as error:
+            raise McpFailure(
+                "connection", f"the connection to {self.name} failed ({error})"
+            ) from error
+        finally:
+            await answer.aclose()
+        return self._result(method, reply)
+
+    async def _refusal(self, answer: Http1Response, method: str, session_id: str | None) -> None:
+        """Raise what an HTTP error status means: a lost session, or an ``http`` failure
+        with the JSON-RPC error its body carried."""
+        status = answer.status_code
+        body = b""
+        async for chunk in answer.aiter_bytes():
+            body += chunk
+            if len(body) > ERROR_BODY_BYTES:
+                break
+        if session_id is not None and (
+            status == 404 or (status == 400 and b"session" in body.lower())
+        ):
+            raise _SessionLost(session_id)
+        code: int | None = None
+        data: Any = None
+        detail: str | None = None
+        if _media(answer) == "application/json" and len(body) <= ERROR_BODY_BYTES:
+            error = _loads(body)
+            error = error.get("error") if isinstance(error, dict) else None
+            if isinstance(error, dict) and type(error.get("code")) is int:
+                code, data = error["code"], error.get("data")
+                detail = str(error.get("message", ""))
+        raise McpFailure(
+            "http",
+            f"{self.name} answered {method} with HTTP {status}",
+            status=status,
+            code=code,
+            data=data,
+            detail=detail,
+        )
+
+    async def _notify(self, method: str) -> None:
+        body = json.dumps({"jsonrpc": "2.0", "method": method}).encode()
+        answer = await self._send("POST", self._request_headers(method, None), body)
+        await answer.aclose()  # an error status is no failure: nothing answers a notification
+
+    async def _reply(self, answer: Http1Response, request_id: int) -> Mapping[str, Any]:
+        """The JSON-RPC response to ``request_id``: a JSON body, or an event of an SSE
+        stream (messages before it that are not responses are skipped)."""
+        media = _media(answer)
+        if media not in ("application/json", "text/event-stream"):
+            raise McpFailure("mcp", f"unexpected content type {media or 'none'!r}")
+        if media == "application/json":
+            chunks = self._read_body(answer, "json")
+            async with contextlib.aclosing(aiter(chunks)) as reading:  # type: ignore[type-var]
+                message = self._decode(b"".join([chunk async for chunk in reading]))
+            if not _answers(message, request_id):
+                answer.discard()
+                raise McpFailure("mismatch", "the answer is not the response to the request")
+            return message
+        events = sse.messages(self._read_body(answer, "sse"))
+        async with contextlib.aclosing(events):
+            async for data in events:
+                message = self._decode(data)
+                if _answers(message, request_id):
+                    return message
+                if "method" not in message:  # a response, but to another request
+                    answer.discard()
+                    raise McpFailure("mismatch", "the answer is not the response to the request")
+        raise McpFailure("connection", f"{self.name} ended the stream before answering")
+
+    def _decode(self, text: bytes) -> dict[str, Any]:
+        message = _loads(text)
+        if message is _NOT_JSON:
+            raise McpFailure("json", f"{self.name} answered with a body that is not JSON")
+        if not isinstance(message, dict):
+            raise McpFailure("mcp", "the answer is not a JSON-RPC message")
+        return message
+
+    def _result(self, method: str, message: Mapping[str, Any]) -> dict[str, Any]:
+        result = message.get("result")
+        if isinstance(result, dict):
+            return result
+        error = message.get("error")
+        if isinstance(error, dict):
+            code = error.get("code")
+            text = str(error.get("message", ""))
+            raise McpFailure(
+                "rpc",
+                f"{self.name} answered {method} with error {code}: {' '.join(text.split())[:256]}",
+                code=code if type(code) is int else None,
+                data=error.get("data"),
+                detail=text,
+            )
+        raise McpFailure("mcp", "the answer has neither a result nor an error")
+
+
+async def follow(
+    session: McpSession,
+    on_changed: Callable[[], Awaitable[None]],
+    reopen_seconds: float = REOPEN_SECONDS,
+) -> None:
+    """Keep the server's change stream open until cancelled, calling ``on_changed`` for every
+    change it announces. A stream that ends (the server restarted, the session was
+    established again, the connection dropped) is opened again after ``reopen_seconds``;
+    neither era replays what was sent while it was closed, so every re-opened stream is
+    followed by one ``on_changed`` (a change may have been missed)."""
+    opened_before = False
+    while True:
+        if session.announces_changes:
+            try:
+                async for changed in session.changes():
+                    if changed or opened_before:
+                        await on_changed()
+                    opened_before = True
+            except McpFailure as failure:
+                logger.debug("Could not follow the tool list of %s: %s", session.name, failure)
+        await asyncio.sleep(reopen_seconds)
+
+
+_NOT_JSON = object()
+
+
+def _loads(text: bytes) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _media(answer: Http1Response) -> str:
+    return answer.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def _body(request_id: int, method: str, params: Mapping[str, Any]) -> bytes:
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+    return json.dumps(message, separators=(",", ":")).encode()
+
+
+def _answers(message: Mapping[str, Any], request_id: int) -> bool:
+    """Whether ``message`` is the response to ``request_id``: the same type and value
+    (``true`` and ``"1"`` are not ``1``)."""
+    answer_id = message.get("id")
+    return (
+        type(answer_id) is int
+        and answer_id == request_id
+        and ("result" in message or "error" in message)
+    )
+
+
+def display_url(url: str) -> str:
+    """``url`` without userinfo, query and fragment: safe to show in messages and logs."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError:
+        return "<invalid URL>"
+    host = parts.netloc.rpartition("@")[2]
+    return f"{parts.scheme}://{host}{parts.path}"
+
+
+def clamped(raw: dict[str, Any]) -> dict[str, Any]:
+    """``raw`` with a negative ``ttlMs`` floored to 0, as the SDK does (a caching SHOULD)."""
+    ttl = raw.get("ttlMs")
+    if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
+        raw["ttlMs"] = 0
+    return raw
+
+
+def _supported(data: Any) -> list[str] | None:
+    """``supported`` of a -32022 error's data, if it has one."""
+    try:
+        return types.UnsupportedProtocolVersionErrorData.model_validate(data).supported
+    except ValidationError:
+        return None
+
+
+def _implementation(data: Any) -> types.Implementation | None:
+    try:
+        return types.Implementation.model_validate(data) if data is not None else None
+    except ValidationError:
+        return None
+
+
+def _userinfo_auth(url: str) -> dict[str, str]:
+    """Basic credentials from the URL's userinfo (``https://user:secret@host/mcp``), as httpx
+    sends them; a configured ``Authorization`` header replaces them."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None:
+        return {}
+    user = urllib.parse.unquote(parts.username)
+    secret = urllib.parse.unquote(parts.password or "")
+    token = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
+    return {"authorization": f"Basic {token}"}
