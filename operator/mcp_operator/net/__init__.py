@@ -5,8 +5,8 @@ One module per job:
 - :mod:`~mcp_operator.net.pool` — the lean keep-alive HTTP/1.1 client (probe, bridge, API
   server): a cap per origin, interim answers read past, nothing sent twice that may have
   been read;
-- :mod:`~mcp_operator.net.transport` — httpx's interface on that pool (the API client, the
-  bridge's change streams);
+- :mod:`~mcp_operator.net.transport` — httpx's interface on that pool (the Kubernetes API
+  client);
 - :mod:`~mcp_operator.net.headers` — which configured headers may be sent (the one rule,
   checked where a header is configured and again by the pool);
 - :mod:`~mcp_operator.net.egress` — which addresses a connection may go to (pure policy);
