@@ -180,13 +180,12 @@ async def audited() -> AsyncIterator[tuple[httpx.AsyncClient, io.BytesIO]]:
     config = BridgeConfig.model_validate({"run": {"name": "r", "namespace": "default"}})
     raw = io.BytesIO()
     sink = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", write_through=True)
-    async with httpx.AsyncClient() as client:
-        bridge = BridgeCore(config, client=client, hooks=[], audit_stdout=sink)
-        await bridge.start()
-        transport = httpx.ASGITransport(app=BridgeFront(bridge), raise_app_exceptions=False)
-        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7800") as c:
-            yield c, raw
-        await bridge.stop()
+    bridge = BridgeCore(config, hooks=[], audit_stdout=sink)
+    await bridge.start()
+    transport = httpx.ASGITransport(app=BridgeFront(bridge), raise_app_exceptions=False)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7800") as c:
+        yield c, raw
+    await bridge.stop()
 
 
 def _lines(raw: io.BytesIO) -> list[dict[str, Any]]:
