@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from mcp_operator.bridge.audit import tool_digest
 from mcp_operator.controller.settings import AgentRenderSettings
 from tests.support import kubelet, needs, peers
 from tests.support.cluster import Cluster, OperatorProcess
@@ -197,7 +198,10 @@ def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
 
     audit = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
     outcomes = [(a["tool"], a["outcome"]) for a in audit if "outcome" in a]
-    assert ("ev_echo", "ok") in outcomes and ("ev_get-sum", "not_allowlisted") in outcomes
+    # A name outside the run's catalog is never written, only its digest (issue 17's audit rule).
+    assert ("ev_echo", "ok") in outcomes and ("(unknown)", "not_allowlisted") in outcomes
+    unknown = next(a for a in audit if a.get("tool") == "(unknown)")
+    assert unknown["toolSha256"] == tool_digest("ev_get-sum") and "ev_get-sum" not in str(audit)
     assert ("ev_echo", "invalid_arguments") in outcomes and ("ev_echo", "pii_blocked") in outcomes
     refused = [a for a in audit if a.get("outcome") not in (None, "ok")]
     assert refused and all(a["attempts"] == 0 for a in refused), "a refusal reached its upstream"
