@@ -77,7 +77,8 @@ async def test_a_json_rpc_error_reaches_the_agent_with_the_upstreams_code() -> N
     with peers.hostile_server("ok") as url:
         async with bridge_of([server_entry("hostile", url)]) as bridge:
             async with Client(bridge.url, mode="legacy") as agent:
-                answer = await agent.call_tool("hostile_echo", {})
+                # It lists `add` but answers a call of it with -32601 (only `echo` is served).
+                answer = await agent.call_tool("hostile_add", {})
             lines = eventually("the audit line", bridge.audit_lines, 10, until=len)
     assert answer.is_error
     structured = answer.structured_content
