@@ -186,7 +186,8 @@ def test_the_operators_watches_are_the_plugins_user_too(
                 log_path=log_path,
             ) as running,
         ):
-            watching = f"Starting the watch-stream for mcpservers.v1alpha1.mcp-operator.dev in '{namespace}'"
+            stream = "Starting the watch-stream for mcpservers.v1alpha1.mcp-operator.dev"
+            watching = f"{stream} in '{namespace}'"
             eventually(
                 "the operator logged in as the plugin's user and watches its namespace",
                 running.log,
