@@ -10,7 +10,7 @@ import ipaddress
 import random
 from dataclasses import dataclass
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from mcp_operator.mcp.naming import (
@@ -67,16 +67,27 @@ def test_the_default_prefix_of_any_name_is_a_valid_prefix(metadata_name: str) ->
 
 
 @given(PREFIXES, st.lists(TOOL_NAMES, max_size=30), st.randoms(use_true_random=False))
-def test_the_plan_exposes_every_valid_name_once_under_one_name_in_any_order(
+@example("a", [".", "_"], random.Random(0))  # both become a__: one exposed, one refused
+def test_the_plan_exposes_every_valid_name_once_or_refuses_its_collision_in_any_order(
     prefix: str, names: list[str], shuffle: random.Random
 ) -> None:
     tools = [Tool(n) for n in names]
     result = plan(tools, prefix=prefix)
     valid = {n for n in names if is_valid_tool_name(n)}
-    assert sorted(t.name for t in result.exposed.values()) == sorted(valid)
+    exposed = [t.name for t in result.exposed.values()]
+    refused = [r.original_name for r in result.refused]
+    # A collision refuses the later tool (never renames it): every valid name is exposed once
+    # or refused, never both, and a refused one names the exposed tool that holds its name.
+    assert sorted(exposed + refused) == sorted(valid)
+    assert all(
+        r.holder in exposed and result.exposed[r.wanted].name == r.holder for r in result.refused
+    )
     assert len(set(result.exposed)) == len(result.exposed)
     shuffle.shuffle(tools)
-    assert list(plan(tools, prefix=prefix).exposed) == list(result.exposed)
+    again = plan(tools, prefix=prefix)
+    assert {n: t.name for n, t in again.exposed.items()} == {
+        n: t.name for n, t in result.exposed.items()
+    }
 
 
 @given(st.ip_addresses(), st.booleans(), st.booleans())
