@@ -124,6 +124,17 @@ class ObjectMeta(BaseModel):
     annotations: dict[str, str] | None = None
 
 
+class KindObject(BaseModel):
+    """An object of one of the operator's kinds as the API server stores it: group version,
+    kind and metadata; each kind's model names its ``kind`` and adds its spec and status."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    api_version: Literal["mcp-operator.dev/v1alpha1"] = "mcp-operator.dev/v1alpha1"
+    kind: str
+    metadata: ObjectMeta
+
+
 class KeySelector(SpecModel):
     """A key of a Secret or ConfigMap (``secretKeyRef`` / ``configMapKeyRef`` of an EnvVar)."""
 
