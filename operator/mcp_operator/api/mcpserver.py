@@ -40,6 +40,7 @@ from mcp_operator.api.common import (
     SpecModel,
     StatusModel,
     check_env,
+    check_exactly_one,
     check_globs,
     check_unique,
 )
@@ -83,8 +84,7 @@ class HeaderSpec(SpecModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> HeaderSpec:
-        if (self.value is None) == (self.value_from is None):
-            raise ValueError("must set exactly one of value or valueFrom")
+        check_exactly_one(self, "value", "value_from")
         return self
 
 
