@@ -338,11 +338,8 @@ class Supervisor:
 
     def __init__(
         self,
-        command: Sequence[str],
+        new_child: Callable[[], ChildProcess],
         *,
-        env: Mapping[str, str],
-        max_line_bytes: int,
-        on_message: Callable[[dict[str, Any]], None],
         on_started: Callable[[ChildProcess], Awaitable[None]],
         on_exited: Callable[[int | None], None],
         backoff: float,
@@ -351,11 +348,11 @@ class Supervisor:
         grace: float,
         fifo_dir: str | None = None,
     ) -> None:
+        """``new_child`` makes each run's child (a :class:`ChildProcess`, or a
+        :class:`FifoChild` in ``fifo_dir``): what it runs is its maker's, when and how often
+        it runs is the supervisor's."""
+        self._new_child = new_child
         self._fifo_dir = fifo_dir
-        self._command = tuple(command)
-        self._env = env
-        self._max_line = max_line_bytes
-        self._on_message = on_message
         self._on_started = on_started
         self._on_exited = on_exited
         self._backoff = backoff
@@ -370,30 +367,19 @@ class Supervisor:
     async def run(self) -> None:
         """Run the child until ``stop``; raises CrashLoopError when restarts exceed the guard."""
         while not self._stopping:
-            child: ChildProcess
-            if self._fifo_dir is not None:
-                child = FifoChild(
-                    self._fifo_dir, max_line_bytes=self._max_line, on_message=self._on_message
-                )
-            else:
-                child = ChildProcess(
-                    self._command,
-                    env=self._env,
-                    max_line_bytes=self._max_line,
-                    on_message=self._on_message,
-                )
+            child = self._new_child()
             returncode: int | None = None
             try:
                 await child.start()
             except OSError as error:
-                logger.error("Failed to start the MCP server %s: %s", self._command[0], error)
+                logger.error("Failed to start the MCP server %s: %s", child.command[0], error)
             else:
                 self.child = child
                 if self._fifo_dir is not None:
                     logger.info("Connected to the MCP server through FIFOs in %s", self._fifo_dir)
                 else:
                     logger.info(
-                        "Started the MCP server (pid %d): %s", child.pid, " ".join(self._command)
+                        "Started the MCP server (pid %d): %s", child.pid, " ".join(child.command)
                     )
                 started: asyncio.Task[None] = asyncio.ensure_future(self._on_started(child))
                 try:

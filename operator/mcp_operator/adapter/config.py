@@ -151,6 +151,13 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("body_timeout_seconds", "--body-timeout-seconds", float, "request body read timeout"),
 )
 
+# (field, flag, metavar, help) — the repeatable flags: every use adds one entry; without the
+# flag, ``MCP_ADAPTER_<FIELD>`` holds the entries comma-separated.
+_LIST_FLAGS: tuple[tuple[str, str, str, str], ...] = (
+    ("allowed_hosts", "--allowed-host", "NAME", "accept this Host too, * globs"),
+    ("allowed_origins", "--allowed-origin", "ORIGIN", "accept this Origin too"),
+)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the adapter's flags; defaults are ``None`` so that env and defaults can apply."""
@@ -159,22 +166,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             flag, dest=name, type=kind, default=None, help=f"{help_text} [{env_name}]"
         )
-    parser.add_argument(
-        "--allowed-host",
-        dest="allowed_hosts",
-        action="append",
-        default=None,
-        metavar="NAME",
-        help="accept this Host too (repeatable; * globs) [MCP_ADAPTER_ALLOWED_HOSTS, a,b]",
-    )
-    parser.add_argument(
-        "--allowed-origin",
-        dest="allowed_origins",
-        action="append",
-        default=None,
-        metavar="ORIGIN",
-        help="accept this Origin too (repeatable) [MCP_ADAPTER_ALLOWED_ORIGINS, comma-separated]",
-    )
+    for name, flag, metavar, help_text in _LIST_FLAGS:
+        env_name = ENV_PREFIX + name.upper()
+        parser.add_argument(
+            flag,
+            dest=name,
+            action="append",
+            default=None,
+            metavar=metavar,
+            help=f"{help_text} (repeatable) [{env_name}, comma-separated]",
+        )
     parser.add_argument(
         "--sse",
         dest="sse",
@@ -212,8 +213,9 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
                 raise ValueError(f"{ENV_PREFIX}{name.upper()}: {error}") from None
         if value is not None:
             values[name] = value
-    hosts = args.allowed_hosts or _env_list(environ.get(ENV_PREFIX + "ALLOWED_HOSTS", ""))
-    origins = args.allowed_origins or _env_list(environ.get(ENV_PREFIX + "ALLOWED_ORIGINS", ""))
+    for name, _flag, _metavar, _help in _LIST_FLAGS:
+        entries = getattr(args, name, None) or _env_list(environ.get(ENV_PREFIX + name.upper(), ""))
+        values[name] = tuple(entries)
     sse = args.sse if args.sse is not None else environ.get(ENV_PREFIX + "SSE", "") in ("1", "true")
     command: Sequence[str] = list(args.child_command or ())
     if command and command[0] == "--":
@@ -224,8 +226,6 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
         raise ValueError("no server command: pass it after --, e.g. -- npx -y SERVER")
     config = AdapterConfig(
         command=tuple(command),
-        allowed_hosts=tuple(hosts),
-        allowed_origins=tuple(origins),
         sse=bool(sse),
         **values,  # type: ignore[arg-type]
     )

@@ -26,6 +26,7 @@ from mcp_operator.adapter.child import (
     ChildProcess,
     ChildUnavailableError,
     CrashLoopError,
+    FifoChild,
     Supervisor,
 )
 from mcp_operator.adapter.config import AdapterConfig
@@ -94,10 +95,7 @@ class AdapterCore:
         """2026-07-28 calls waiting for their callers' input: at most half the calls in flight
         (callers that never retry cannot take every slot), each for one request timeout."""
         self.supervisor = Supervisor(
-            config.command,
-            env=config.env,
-            max_line_bytes=config.max_line_bytes,
-            on_message=self._on_child_message,
+            self._new_child,
             on_started=self._handshake,
             on_exited=self._on_child_exited,
             backoff=config.restart_backoff_seconds,
@@ -239,6 +237,22 @@ class AdapterCore:
             info.get("name"),
             info.get("version"),
             version,
+        )
+
+    def _new_child(self) -> ChildProcess:
+        """The child of the next run: the configured command, or the FIFOs of a managed Pod."""
+        config = self.config
+        if config.stdio_fifo_dir is not None:
+            return FifoChild(
+                config.stdio_fifo_dir,
+                max_line_bytes=config.max_line_bytes,
+                on_message=self._on_child_message,
+            )
+        return ChildProcess(
+            config.command,
+            env=config.env,
+            max_line_bytes=config.max_line_bytes,
+            on_message=self._on_child_message,
         )
 
     def _on_child_message(self, message: dict[str, Any]) -> None:

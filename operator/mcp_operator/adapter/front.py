@@ -40,6 +40,7 @@ from mcp_operator.serve.asgi import (
     request_headers,
     respond_json,
     respond_plain,
+    serve_lifespan,
 )
 from mcp_operator.serve.endpoint import route
 from mcp_operator.serve.hosts import HostPolicy
@@ -92,22 +93,7 @@ class HttpFront:
             else:
                 await respond_plain(send, 404, b"Not Found")
         elif kind == "lifespan":
-            await self._lifespan(receive, send)
-
-    async def _lifespan(self, receive: Receive, send: Send) -> None:
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                try:
-                    await self.core.start()
-                except Exception as error:
-                    await send({"type": "lifespan.startup.failed", "message": str(error)})
-                    return
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await self.core.stop()
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+            await serve_lifespan(receive, send, start=self.core.start, stop=self.core.stop)
 
     async def _health(self, path: str, send: Send) -> None:
         core = self.core

@@ -7,7 +7,8 @@ and an upgrade to ``text/event-stream`` when the child says something about
 the call before answering it, and cancellation on a timeout or a disconnect.
 For a 2026-07-28 call that may ask its caller something, the wait also ends
 when the child asks: ``front_rounds`` then turns the questions into this
-round's ``input_required`` reply. Leaves the checks that come before
+round's ``input_required`` reply. Both endpoints reach it through their
+one base, :class:`ForwardingEndpoint`. Leaves the checks that come before
 (session, headers, body) to the endpoints, and the sink the router answers
 into to ``http_call``.
 """
@@ -196,3 +197,13 @@ class CallForwarder:
         server_info = self.core.init_result.get("serverInfo") if self.core.init_result else None
         final["result"] = era.modern_result(method, modern, final.get("result"), server_info)
         return 200, dumps(final)
+
+
+class ForwardingEndpoint:
+    """An MCP endpoint whose calls go to the child through the front's one
+    :class:`CallForwarder`: the legacy session endpoint and the 2026-07-28 stateless one."""
+
+    def __init__(self, core: AdapterCore, forwarder: CallForwarder) -> None:
+        self.core = core
+        self.config = core.config
+        self._forwarder = forwarder

@@ -20,8 +20,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS, INVALID_REQUEST
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
-from mcp_operator.adapter.core import AdapterCore
-from mcp_operator.adapter.front_calls import CallForwarder, unavailable
+from mcp_operator.adapter.front_calls import ForwardingEndpoint, unavailable
 from mcp_operator.adapter.sessions import declared_capabilities, open_session
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import Receive, Send, respond_json, respond_plain
@@ -34,13 +33,8 @@ logger = logging.getLogger(__name__)
 SESSION_HEADER = b"mcp-session-id"
 
 
-class SessionEndpoint:
+class SessionEndpoint(ForwardingEndpoint):
     """The handshake-era MCP endpoint: one session per ``initialize``."""
-
-    def __init__(self, core: AdapterCore, forwarder: CallForwarder) -> None:
-        self.core = core
-        self.config = core.config
-        self._forwarder = forwarder
 
     async def post(
         self, headers: dict[bytes, str], receive: Receive, send: Send, caller: str

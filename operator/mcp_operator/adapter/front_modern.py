@@ -21,8 +21,7 @@ from mcp_types import methods as _methods
 from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from mcp_operator.adapter import listeners
-from mcp_operator.adapter.core import AdapterCore
-from mcp_operator.adapter.front_calls import CallForwarder, unavailable
+from mcp_operator.adapter.front_calls import ForwardingEndpoint, unavailable
 from mcp_operator.adapter.front_rounds import Envelope, input_responses
 from mcp_operator.adapter.rounds import request_target
 from mcp_operator.adapter.sessions import declared_capabilities
@@ -34,13 +33,8 @@ from mcp_operator.serve.jsonrpc import dumps, error_response
 from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
 
 
-class StatelessEndpoint:
+class StatelessEndpoint(ForwardingEndpoint):
     """The 2026-07-28 MCP endpoint."""
-
-    def __init__(self, core: AdapterCore, forwarder: CallForwarder) -> None:
-        self.core = core
-        self.config = core.config
-        self._forwarder = forwarder
 
     async def handle(
         self, scope: Scope, headers: dict[bytes, str], receive: Receive, send: Send

@@ -18,12 +18,12 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mcp_operator.adapter.records import CallSink
-from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS
+from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS, Metrics
 
 OTHER = "(other)"
 METHODS = frozenset(
@@ -104,7 +104,7 @@ class _Polled(Collector):
         yield unattributed
 
 
-class AdapterMetrics:
+class AdapterMetrics(Metrics):
     """Every metric of one adapter process."""
 
     def __init__(
@@ -116,25 +116,22 @@ class AdapterMetrics:
         unattributed: Callable[[], Mapping[str, int]] = dict,
         registry: CollectorRegistry | None = None,
     ) -> None:
-        self.registry = registry or CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.calls = Counter(
+        super().__init__(registry)
+        self.calls = self.counter(
             "mcp_adapter_calls",
             "Requests forwarded to the child, by MCP method and outcome (result, error).",
             ["method", "outcome"],
-            registry=r,
         )
-        self.call_seconds = Histogram(
+        self.call_seconds = self.histogram(
             "mcp_adapter_call_duration_seconds",
             "Time from forwarding a request to the child to its answer, by MCP method.",
             ["method"],
-            buckets=CALL_LATENCY_BUCKETS,
-            registry=r,
+            CALL_LATENCY_BUCKETS,
         )
         polled = _Polled(sessions, inflight)
         polled.restarts = restarts
         polled.unattributed = unattributed
-        r.register(polled)
+        self.registry.register(polled)
 
     def timed(self, message: dict[str, Any], sink: CallSink) -> CallSink:
         """``sink`` wrapped so that the call's answer is counted and timed."""
@@ -147,6 +144,3 @@ class AdapterMetrics:
             self.call_seconds.labels(label).observe(seconds)
 
         return _TimedSink(sink, done)
-
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)

@@ -8,8 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, StringConstraints, model_validator
 
 from mcp_operator.api.common import (
     PREFIX_MAX_LENGTH,
@@ -26,7 +25,7 @@ from mcp_operator.api.common import (
     Generation,
     Globs,
     Image,
-    ObjectMeta,
+    KindObject,
     ResourceRequirements,
     SpecModel,
     StatusModel,
@@ -125,14 +124,10 @@ class AgentRunStatus(StatusModel):
     conditions: Conditions | None = None
 
 
-class AgentRun(BaseModel):
+class AgentRun(KindObject):
     """An AgentRun object as the API server stores it."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-    api_version: Literal["mcp-operator.dev/v1alpha1"] = "mcp-operator.dev/v1alpha1"
     kind: Literal["AgentRun"] = "AgentRun"
-    metadata: ObjectMeta
     spec: AgentRunSpec
     status: AgentRunStatus | None = Field(
         # The CRD's default: observedGeneration 0 until the operator has seen the object.

@@ -43,6 +43,7 @@ from mcp_operator.api.common import (
     DnsLabel,
     DnsSubdomain,
     Globs,
+    check_exactly_one,
 )
 from mcp_operator.mcp.naming import matches
 
@@ -117,8 +118,7 @@ class Header(ConfigModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> Header:
-        if (self.value is None) == (self.value_file is None):
-            raise ValueError("must set exactly one of value or valueFile")
+        check_exactly_one(self, "value", "value_file")
         return self
 
 

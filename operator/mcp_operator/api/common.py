@@ -124,6 +124,17 @@ class ObjectMeta(BaseModel):
     annotations: dict[str, str] | None = None
 
 
+class KindObject(BaseModel):
+    """An object of one of the operator's kinds as the API server stores it: group version,
+    kind and metadata; each kind's model names its ``kind`` and adds its spec and status."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+    api_version: Literal["mcp-operator.dev/v1alpha1"] = "mcp-operator.dev/v1alpha1"
+    kind: str
+    metadata: ObjectMeta
+
+
 class KeySelector(SpecModel):
     """A key of a Secret or ConfigMap (``secretKeyRef`` / ``configMapKeyRef`` of an EnvVar)."""
 
@@ -157,17 +168,9 @@ class EnvVarSource(SpecModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> EnvVarSource:
-        sources = [
-            self.secret_key_ref,
-            self.config_map_key_ref,
-            self.field_ref,
-            self.resource_field_ref,
-        ]
-        if sum(source is not None for source in sources) != 1:
-            raise ValueError(
-                "must set exactly one of secretKeyRef, configMapKeyRef, fieldRef or "
-                "resourceFieldRef"
-            )
+        check_exactly_one(
+            self, "secret_key_ref", "config_map_key_ref", "field_ref", "resource_field_ref"
+        )
         return self
 
 
@@ -196,6 +199,14 @@ class ResourceRequirements(SpecModel):
 
     requests: Amounts | None = None
     limits: Amounts | None = None
+
+
+def check_exactly_one(model: BaseModel, *fields: str) -> None:
+    """Refuse ``model`` unless exactly one of ``fields`` (attribute names) is set; the
+    message names them as on the wire (camelCase)."""
+    if sum(getattr(model, name) is not None for name in fields) != 1:
+        wire = [to_camel(name) for name in fields]
+        raise ValueError(f"must set exactly one of {', '.join(wire[:-1])} or {wire[-1]}")
 
 
 def check_env(env: list[EnvVar] | None) -> None:

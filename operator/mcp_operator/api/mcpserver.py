@@ -9,14 +9,11 @@ from datetime import datetime
 from typing import Annotated, Literal, NamedTuple
 
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     StringConstraints,
     field_validator,
     model_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from mcp_operator.api.common import (
     ENDPOINT_PATH_PATTERN,
@@ -37,12 +34,13 @@ from mcp_operator.api.common import (
     Generation,
     Globs,
     Image,
-    ObjectMeta,
+    KindObject,
     ResourceRequirements,
     SecretKey,
     SpecModel,
     StatusModel,
     check_env,
+    check_exactly_one,
     check_globs,
     check_unique,
 )
@@ -86,8 +84,7 @@ class HeaderSpec(SpecModel):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> HeaderSpec:
-        if (self.value is None) == (self.value_from is None):
-            raise ValueError("must set exactly one of value or valueFrom")
+        check_exactly_one(self, "value", "value_from")
         return self
 
 
@@ -283,14 +280,10 @@ class SecretUse(NamedTuple):
     key: str
 
 
-class MCPServer(BaseModel):
+class MCPServer(KindObject):
     """An MCPServer object as the API server stores it."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
-
-    api_version: Literal["mcp-operator.dev/v1alpha1"] = "mcp-operator.dev/v1alpha1"
     kind: Literal["MCPServer"] = "MCPServer"
-    metadata: ObjectMeta
     spec: MCPServerSpec
     status: MCPServerStatus | None = Field(
         # The CRD's default: observedGeneration 0 until the operator has seen the object.

@@ -8,6 +8,7 @@ The call pipeline and what it decides, pure (no sockets, no clock of its own):
 - :mod:`~mcp_operator.bridge.pii` — PII detectors and the JSON scanner (detect, redact, block);
 - :mod:`~mcp_operator.bridge.checksums` — the checksums that make a PII candidate count;
 - :mod:`~mcp_operator.bridge.hooks` — the before/after-call hook interface, PII as built-ins;
+- :mod:`~mcp_operator.bridge.plugins` — loading hook and detector plugins from entry points;
 - :mod:`~mcp_operator.bridge.breaker` — a circuit breaker per server;
 - :mod:`~mcp_operator.bridge.retry` — which failures are retried, and after how long;
 - :mod:`~mcp_operator.bridge.audit` — one JSON line per call, never a value;

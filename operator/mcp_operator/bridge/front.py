@@ -39,6 +39,7 @@ from mcp_operator.serve.asgi import (
     Send,
     respond_json,
     respond_plain,
+    serve_lifespan,
 )
 from mcp_operator.serve.endpoint import route, stateless_body
 from mcp_operator.serve.hosts import HostPolicy
@@ -73,7 +74,8 @@ class BridgeFront:
             else:
                 await respond_plain(send, 404, b"Not Found")
         elif kind == "lifespan":
-            await _lifespan(receive, send)
+            # The core is started and stopped by the process, not by uvicorn's lifespan.
+            await serve_lifespan(receive, send)
 
     async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
         status = 0
@@ -140,14 +142,3 @@ class BridgeFront:
         assert isinstance(plain, dict)
         message["result"] = era.modern_result(method, outcome.protocol_version, plain, SERVER_INFO)
         await respond_json(send, 200, dumps(message))
-
-
-async def _lifespan(receive: Receive, send: Send) -> None:
-    """The core is started and stopped by the process, not by uvicorn's lifespan."""
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return

@@ -12,7 +12,14 @@ MCP endpoint. What ready means is the core's to say.
 from __future__ import annotations
 
 from mcp_operator.bridge.core import BridgeCore
-from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
+from mcp_operator.serve.asgi import (
+    Receive,
+    Scope,
+    Send,
+    respond_json,
+    respond_plain,
+    serve_lifespan,
+)
 from mcp_operator.serve.jsonrpc import dumps
 from mcp_operator.serve.metrics import CONTENT_TYPE
 
@@ -25,13 +32,7 @@ class HealthApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
-            while True:
-                message = await receive()
-                if message["type"] == "lifespan.startup":
-                    await send({"type": "lifespan.startup.complete"})
-                elif message["type"] == "lifespan.shutdown":
-                    await send({"type": "lifespan.shutdown.complete"})
-                    return
+            await serve_lifespan(receive, send)
         if scope["type"] != "http":
             return
         path = scope["path"]

@@ -20,13 +20,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Protocol, runtime_checkable
+from importlib.metadata import EntryPoint
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 from mcp_operator.api.bridge import CallPolicy, PiiMode, UpstreamServer
 from mcp_operator.bridge.catalog import CatalogEntry
 from mcp_operator.bridge.errors import ToolError
 from mcp_operator.bridge.pii import OFFLOAD_CHARS, PiiScanner, default_scanner, text_size
+from mcp_operator.bridge.plugins import load_plugins
 
 HOOK_GROUP = "mcp_operator.bridge_hooks"
 """Entry point group of pluggable hooks."""
@@ -218,20 +219,16 @@ class HookPluginError(RuntimeError):
 
 def load_plugin_hooks(points: Iterable[EntryPoint] | None = None) -> list[Hook]:
     """The hooks of the ``mcp_operator.bridge_hooks`` entry points (or of ``points``)."""
-    hooks: list[Hook] = []
-    for point in entry_points(group=HOOK_GROUP) if points is None else points:
-        try:
-            loaded = point.load()
-            is_instance = isinstance(loaded, Hook) and not isinstance(loaded, type)
-            hook = loaded if is_instance else loaded()
-        except Exception as error:
-            raise HookPluginError(
-                f"Bridge hook plugin {point.name} ({point.value}) failed to load: {error}"
-            ) from error
-        if not isinstance(hook, Hook):
-            raise HookPluginError(
-                f"Bridge hook plugin {point.name} ({point.value}) is not a hook: it needs "
-                "name, before_call(call) and after_call(call, outcome)"
-            )
-        hooks.append(hook)
-    return hooks
+    return load_plugins(
+        HOOK_GROUP,
+        points,
+        interface=Hook,
+        accepts=_is_hook,
+        what="Bridge hook plugin",
+        needs="a hook: it needs name, before_call(call) and after_call(call, outcome)",
+        error=HookPluginError,
+    )
+
+
+def _is_hook(plugin: object) -> TypeGuard[Hook]:
+    return isinstance(plugin, Hook)

@@ -12,60 +12,53 @@ from __future__ import annotations
 
 import contextlib
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry
 
 from mcp_operator.bridge.audit import AuditRecord
-from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS
+from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS, Metrics
 
 UNKNOWN = "(unknown)"
 
 
-class BridgeMetrics:
+class BridgeMetrics(Metrics):
     """Every metric of one bridge process."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.calls = Counter(
+        super().__init__(registry)
+        self.calls = self.counter(
             "mcp_bridge_calls",
             "Tool calls by server, exposed tool and outcome code.",
             ["server", "tool", "outcome"],
-            registry=r,
         )
-        self.call_seconds = Histogram(
+        self.call_seconds = self.histogram(
             "mcp_bridge_call_duration_seconds",
             "Time from a tools/call's arrival to its answer, all pipeline steps included.",
             ["server"],
-            buckets=CALL_LATENCY_BUCKETS,
-            registry=r,
+            CALL_LATENCY_BUCKETS,
         )
-        self.upstream_up = Gauge(
+        self.upstream_up = self.gauge(
             "mcp_bridge_upstream_up",
             "1 when the server's last listing or call reached it, 0 while it is down.",
             ["server"],
-            registry=r,
         )
-        self.misconfigured = Gauge(
+        self.misconfigured = self.gauge(
             "mcp_bridge_upstream_misconfigured",
             "1 while the server cannot be called as configured (reason InvalidHeader: a "
             "header value with a control character); the bridge never contacts it.",
             ["server", "reason"],
-            registry=r,
         )
-        self.listings = Counter(
+        self.listings = self.counter(
             "mcp_bridge_upstream_listings",
             "tools/list rounds sent to a server, by result (ok, failed).",
             ["server", "result"],
-            registry=r,
         )
-        self.catalog_tools = Gauge(
-            "mcp_bridge_catalog_tools", "Tools the agent's tools/list shows.", registry=r
+        self.catalog_tools = self.gauge(
+            "mcp_bridge_catalog_tools", "Tools the agent's tools/list shows."
         )
-        self.config_reloads = Counter(
+        self.config_reloads = self.counter(
             "mcp_bridge_config_reloads",
             "Configuration file changes seen, by result (applied, invalid).",
             ["result"],
-            registry=r,
         )
 
     def observe_call(self, audit: AuditRecord) -> None:
@@ -90,6 +83,3 @@ class BridgeMetrics:
             self.upstream_up.remove(server)
         with contextlib.suppress(KeyError):
             self.misconfigured.remove(server, "InvalidHeader")
-
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)

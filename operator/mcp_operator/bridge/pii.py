@@ -38,8 +38,8 @@ import unicodedata
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib.metadata import EntryPoint, entry_points
-from typing import Any, Literal, Protocol, runtime_checkable
+from importlib.metadata import EntryPoint
+from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 from mcp_operator.bridge.checksums import (
     IBAN_LENGTHS,
@@ -50,6 +50,7 @@ from mcp_operator.bridge.checksums import (
     nl_bsn_valid,
     us_ssn_valid,
 )
+from mcp_operator.bridge.plugins import load_plugins
 
 DETECTOR_GROUP = "mcp_operator.pii_detectors"
 """Entry point group of pluggable detectors."""
@@ -257,23 +258,19 @@ def load_plugin_detectors(
     points: Iterable[EntryPoint] | None = None,
 ) -> list[Detector]:
     """The detectors of the ``mcp_operator.pii_detectors`` entry points (or of ``points``)."""
-    found: list[Detector] = []
-    for point in entry_points(group=DETECTOR_GROUP) if points is None else points:
-        try:
-            loaded = point.load()
-            is_instance = isinstance(loaded, Detector) and not isinstance(loaded, type)
-            detector = loaded if is_instance else loaded()
-        except Exception as error:
-            raise DetectorPluginError(
-                f"PII detector plugin {point.name} ({point.value}) failed to load: {error}"
-            ) from error
-        if not isinstance(detector, Detector) or not isinstance(detector.kind, str):
-            raise DetectorPluginError(
-                f"PII detector plugin {point.name} ({point.value}) is not a detector: "
-                "it needs a str attribute kind and a method find(text)"
-            )
-        found.append(detector)
-    return found
+    return load_plugins(
+        DETECTOR_GROUP,
+        points,
+        interface=Detector,
+        accepts=_is_detector,
+        what="PII detector plugin",
+        needs="a detector: it needs a str attribute kind and a method find(text)",
+        error=DetectorPluginError,
+    )
+
+
+def _is_detector(plugin: object) -> TypeGuard[Detector]:
+    return isinstance(plugin, Detector) and isinstance(plugin.kind, str)
 
 
 # -- normalisation ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import argparse
 import dataclasses
 import os
 from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from mcp_operator.controller.settings import (
     AgentRenderSettings,
@@ -25,6 +25,7 @@ from mcp_operator.controller.settings import (
     FleetSettings,
     LeaderElectionSettings,
     ListenerSettings,
+    Permission,
     RenderSettings,
     ScheduleSettings,
 )
@@ -93,26 +94,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="give AgentRun Pods the mcp-bridge sidecar (env MCP_ENABLED); 'false' runs every "
         "agent without it and without the bridge's URL (default %(default)s)",
     )
-    parser.add_argument(
-        "--private-destinations",
-        choices=["refused", "labelled", "allowed"],
-        default=os.environ.get(
-            "MCP_OPERATOR_PRIVATE_DESTINATIONS", EgressSettings.private_destinations
-        ),
-        help="may probes of external servers connect to private addresses (cluster Services, "
-        "nodes)? 'labelled': only for servers in Namespaces labelled "
-        "mcp-operator.dev/private-destinations=allowed (env MCP_OPERATOR_PRIVATE_DESTINATIONS; "
-        "default %(default)s)",
+    _add_destinations_argument(
+        parser,
+        "private",
+        "MCP_OPERATOR_PRIVATE_DESTINATIONS",
+        EgressSettings.private_destinations,
+        "private addresses (cluster Services, nodes)",
     )
-    parser.add_argument(
-        "--loopback-destinations",
-        choices=["refused", "labelled", "allowed"],
-        default=os.environ.get(
-            "MCP_OPERATOR_LOOPBACK_DESTINATIONS", EgressSettings.loopback_destinations
-        ),
-        help="may probes connect to loopback addresses (the operator's own Pod or machine)? "
-        "'labelled': only for Namespaces labelled mcp-operator.dev/loopback-destinations=allowed "
-        "(env MCP_OPERATOR_LOOPBACK_DESTINATIONS; default %(default)s)",
+    _add_destinations_argument(
+        parser,
+        "loopback",
+        "MCP_OPERATOR_LOOPBACK_DESTINATIONS",
+        EgressSettings.loopback_destinations,
+        "loopback addresses (the operator's own Pod or machine)",
     )
     parser.add_argument(
         "--insecure-registries",
@@ -127,6 +121,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "may read image configurations from (env MCP_OPERATOR_ALLOWED_REGISTRIES; default any)",
     )
     add_high_availability_arguments(parser)
+
+
+def _add_destinations_argument(
+    parser: argparse.ArgumentParser, which: str, env: str, default: str, addresses: str
+) -> None:
+    """The ``--<which>-destinations`` flag: may probes of external servers connect to one class
+    of address the egress policy guards (refused, labelled, allowed)? Every class has the same
+    form: its environment variable ``env`` and, for ``labelled``, its Namespace label
+    ``mcp-operator.dev/<which>-destinations=allowed``."""
+    parser.add_argument(
+        f"--{which}-destinations",
+        choices=list(get_args(Permission)),
+        default=os.environ.get(env, default),
+        help=f"may probes of external servers connect to {addresses}? 'labelled': only for "
+        f"servers in Namespaces labelled mcp-operator.dev/{which}-destinations=allowed "
+        f"(env {env}; default %(default)s)",
+    )
 
 
 def add_high_availability_arguments(parser: argparse.ArgumentParser) -> None:

@@ -18,8 +18,9 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from mcp_operator.controller.metrics import CONTENT_TYPE, OperatorMetrics
+from mcp_operator.controller.metrics import OperatorMetrics
 from mcp_operator.controller.settings import EndpointSettings
+from mcp_operator.serve.metrics import CONTENT_TYPE
 
 logger = logging.getLogger(__name__)
 

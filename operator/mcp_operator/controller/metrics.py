@@ -18,12 +18,12 @@ from collections import Counter as Tally
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.registry import Collector
 
-CONTENT_TYPE = CONTENT_TYPE_LATEST
+from mcp_operator.serve.metrics import Metrics
+
 PROBE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 WAIT_BUCKETS = (0.001, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0)
 RECONCILE_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0)
@@ -65,59 +65,51 @@ class _Polled(Collector):
         yield queue
 
 
-class OperatorMetrics:
+class OperatorMetrics(Metrics):
     """Every metric of one operator process (leader or follower)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
-        self.registry = registry or CollectorRegistry(auto_describe=True)
-        r = self.registry
-        self.reconciles = Counter(
+        super().__init__(registry)
+        self.reconciles = self.counter(
             "mcp_operator_reconciles",
             "Reconciles by kind, outcome (ready, not-ready, unknown, error) and Ready reason.",
             ["kind", "outcome", "reason"],
-            registry=r,
         )
-        self.reconcile_seconds = Histogram(
+        self.reconcile_seconds = self.histogram(
             "mcp_operator_reconcile_duration_seconds",
             "Time of one reconcile, its probe and status write included.",
             ["kind"],
-            buckets=RECONCILE_BUCKETS,
-            registry=r,
+            RECONCILE_BUCKETS,
         )
-        self.probes = Counter(
+        self.probes = self.counter(
             "mcp_operator_probes",
             "MCPServer probes by result (ok, failed) and reason (the Probed condition's).",
             ["result", "reason"],
-            registry=r,
         )
-        self.probe_seconds = Histogram(
+        self.probe_seconds = self.histogram(
             "mcp_operator_probe_duration_seconds",
             "Time of one probe (handshake and every tools/list page), by result.",
             ["result"],
-            buckets=PROBE_BUCKETS,
-            registry=r,
+            PROBE_BUCKETS,
         )
-        self.queue_wait_seconds = Histogram(
+        self.queue_wait_seconds = self.histogram(
             "mcp_operator_queue_wait_seconds",
             "Time a reconcile waited for a slot of the global concurrency limit.",
             ["kind"],
-            buckets=WAIT_BUCKETS,
-            registry=r,
+            WAIT_BUCKETS,
         )
-        self.api_errors = Counter(
+        self.api_errors = self.counter(
             "mcp_operator_api_request_errors",
             "The operator's own API server requests that failed, by verb and HTTP status code "
             "(transport: no answer). kopf's watches are not counted.",
             ["verb", "code"],
-            registry=r,
         )
-        self.leader = Gauge(
+        self.leader = self.gauge(
             "mcp_operator_leader",
             "1 while this process holds the leader Lease (or runs without election), else 0.",
-            registry=r,
         )
         self._polled = _Polled()
-        r.register(self._polled)
+        self.registry.register(self._polled)
 
     # -- what the callers observe --------------------------------------------------------
 
@@ -156,9 +148,6 @@ class OperatorMetrics:
         """Read a controller's objects by Ready status and its queue depth at each scrape."""
         self._polled.objects[kind] = states
         self._polled.queues[kind] = queue_depth
-
-    def exposition(self) -> bytes:
-        return generate_latest(self.registry)
 
 
 def count_ready(statuses: Iterator[Mapping[str, Any] | None]) -> Tally[str]:

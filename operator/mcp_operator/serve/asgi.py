@@ -1,10 +1,11 @@
-"""ASGI plumbing for the MCP endpoints: types, bounded bodies, responses, disconnects.
+"""ASGI plumbing for the MCP endpoints: types, lifespan, bounded bodies, responses, disconnects.
 
-Owns the bytes-level conversation with the ASGI server: which request headers
-are read, how a body is read within a size limit, how a plain-text or JSON
-response is sent, how a streamed chunk is written and how a disconnect is
-noticed. Leaves what the bodies mean (JSON-RPC, SSE framing, MCP eras) to
-``jsonrpc``, ``sse`` and ``era``, and routing to the front that uses it.
+Owns the bytes-level conversation with the ASGI server: how the lifespan
+protocol is answered, which request headers are read, how a body is read
+within a size limit, how a plain-text or JSON response is sent, how a
+streamed chunk is written and how a disconnect is noticed. Leaves what the
+bodies mean (JSON-RPC, SSE framing, MCP eras) to ``jsonrpc``, ``sse`` and
+``era``, and routing to the front that uses it.
 """
 
 from __future__ import annotations
@@ -30,6 +31,35 @@ MCP_REQUEST_HEADERS = frozenset(
     }
 )
 """The request headers an MCP endpoint reads (the rest are not decoded)."""
+
+
+async def serve_lifespan(
+    receive: Receive,
+    send: Send,
+    *,
+    start: Callable[[], Awaitable[None]] | None = None,
+    stop: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Answer the ASGI lifespan protocol until shutdown, running ``start`` and ``stop`` if given.
+
+    A ``start`` that raises is reported as ``lifespan.startup.failed`` with its message (the
+    ASGI server then exits); without callbacks the app is started and stopped by its process.
+    """
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            if start is not None:
+                try:
+                    await start()
+                except Exception as error:
+                    await send({"type": "lifespan.startup.failed", "message": str(error)})
+                    return
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            if stop is not None:
+                await stop()
+            await send({"type": "lifespan.shutdown.complete"})
+            return
 
 
 class BodyTooLargeError(Exception):

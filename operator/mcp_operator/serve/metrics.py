@@ -1,5 +1,7 @@
-"""What the adapter's and the bridge's Prometheus endpoints share: the latency buckets of
-their per-call histograms and the exposition's content type.
+"""What the Prometheus endpoints of the operator, the adapter and the bridge share: one
+registry per process with its metric declarations and exposition text (:class:`Metrics`),
+the latency buckets of the adapter's and the bridge's per-call histograms and the
+exposition's content type.
 
 One set of buckets, so that a dashboard can put the adapter's and the bridge's latency of the
 same calls side by side: from half a millisecond (a call answered by a local stdio server)
@@ -8,6 +10,9 @@ to a minute (the longest request timeout).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 CALL_LATENCY_BUCKETS = (
@@ -29,3 +34,34 @@ CALL_LATENCY_BUCKETS = (
     60.0,
 )
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+
+class Metrics:
+    """One process's metrics on a registry of its own (a test passes its own registry).
+
+    The subclasses (the operator's, the adapter's, the bridge's) own their names, labels and
+    help texts and declare them with :meth:`counter`, :meth:`gauge` and :meth:`histogram`;
+    what they share is where the metrics live and how they are exposed.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry(auto_describe=True)
+
+    def counter(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Counter:
+        return Counter(name, documentation, labels, registry=self.registry)
+
+    def gauge(self, name: str, documentation: str, labels: Sequence[str] = ()) -> Gauge:
+        return Gauge(name, documentation, labels, registry=self.registry)
+
+    def histogram(
+        self,
+        name: str,
+        documentation: str,
+        labels: Sequence[str],
+        buckets: Sequence[float],
+    ) -> Histogram:
+        return Histogram(name, documentation, labels, buckets=buckets, registry=self.registry)
+
+    def exposition(self) -> bytes:
+        """The registry's metrics in Prometheus' text format."""
+        return generate_latest(self.registry)
