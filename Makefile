@@ -84,8 +84,7 @@ test-install: $(PY) ## A fresh clone stays clean after `make venv node-tools` (a
 
 .PHONY: test
 test: tools lint ## Build what the tests need, lint, then unit, protocol, e2e and install tests (the CI command)
-	@# In this order, in one run: the fast layers first, and the protocol tests' memory bounds
-	@# measured before the e2e session's control plane and operator run beside them.
+	@# In the README's order, in one run: the fast layers first.
 	$(PY) -m pytest tests/unit tests/protocol tests/e2e tests/install -q
 
 .PHONY: crds

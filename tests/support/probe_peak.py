@@ -23,7 +23,14 @@ from mcp_operator.mcp.target import ProbeTarget
 
 
 def _peak_rss() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    """This process's peak RSS, of its own memory alone: ``VmHWM`` of /proc/self/status.
+    Not ``getrusage``'s ``ru_maxrss``, which Linux carries over an ``exec``: a child that
+    ``subprocess`` started from a large test process would report the parent's peak."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # not Linux
 
 
 async def _probes(target: ProbeTarget, count: int) -> list[str]:
