@@ -16,11 +16,11 @@ import argparse
 import asyncio
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import Any
 
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge.catalog import build_catalog
+from mcp_operator.bridge.core import SystemClock
 from mcp_operator.bridge.hooks import PiiHook
 from mcp_operator.bridge.pii import PiiScanner, builtin_detectors
 from mcp_operator.bridge.pipeline import CallPipeline
@@ -29,17 +29,6 @@ LINE = (
     "Order 12345 shipped to alice@example.com on 2024-01-15, tracking 1Z999AA10123456784, "
     "call 415-555-0132.\n"
 )
-
-
-class Clock:
-    def monotonic(self) -> float:
-        return time.monotonic()
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
 
 
 class OnTheLoop(PiiHook):
@@ -75,7 +64,7 @@ async def measure(hook: PiiHook, result: dict[str, Any]) -> tuple[float, float, 
         config,
         build_catalog(config.servers, tools),
         upstream=upstream,
-        clock=Clock(),
+        clock=SystemClock(),
         random=lambda: 0.5,
         hooks=[hook],
     )
