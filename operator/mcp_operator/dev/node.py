@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib
 import json
 import logging
 import os
@@ -209,7 +210,7 @@ class AddOn(Protocol):
 def default_add_ons() -> list[AddOn]:
     """The add-ons of ``mcp_operator.dev.node_addons``, or none while that module is absent."""
     try:
-        from mcp_operator.dev import node_addons  # type: ignore[attr-defined,unused-ignore]
+        node_addons = importlib.import_module("mcp_operator.dev.node_addons")
     except ModuleNotFoundError as error:
         if error.name != "mcp_operator.dev.node_addons":
             raise
