@@ -5,10 +5,11 @@
 # the node's traffic guard, kube-proxy's nftables mode, the cleanup of both),
 # iptables and ipset (what the NetworkPolicy enforcer and the CNI portmap
 # plugin program), conntrack (kube-proxy clears stale UDP entries with it) and
-# iproute2 (`ip`: the cluster bridge and the Service route).
+# iproute2 (`ip`: the cluster bridge and the Service route); busybox-static
+# (one static binary: the e2e tests make a small image with a shell from it).
 # Skipped when every package is installed; needs root (the node needs it too).
 set -euo pipefail
-PACKAGES=(runc nftables iptables ipset conntrack iproute2)
+PACKAGES=(runc nftables iptables ipset conntrack iproute2 busybox-static)
 
 missing=()
 for package in "${PACKAGES[@]}"; do
