@@ -77,7 +77,7 @@ def node_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
 @pytest.fixture(scope="session")
 def node_images(node_cluster: Cluster) -> dict[str, str]:
     """The project's images (``make images``) pushed into the node's registry: name ->
-    pullable reference ``127.0.0.1:PORT/name@sha256:...``."""
+    pullable reference ``10.244.0.1:PORT/name@sha256:...``."""
     try:
         images = importlib.import_module("mcp_operator.dev.images")
     except ModuleNotFoundError:

@@ -10,7 +10,7 @@ ReplicaSet -> Pod, service-account tokens), writes a kubeconfig and waits for
 is the real API server.
 
 ``ControlPlane(node=True)`` also runs one real node (:mod:`mcp_operator.dev.node`:
-containerd, the kubelet, kube-proxy, a registry on loopback) and kube-scheduler;
+containerd, the kubelet, kube-proxy, a registry on the cluster bridge) and kube-scheduler;
 the API server then authorizes with ``Node,RBAC``, admits with
 ``NodeRestriction``, dials the kubelet by its bridge address with a client
 certificate, and listens on that address (so Pods reach it) instead of loopback;
@@ -212,7 +212,7 @@ class ControlPlane:
     ``directory`` holds certificates, etcd data, logs and the kubeconfig; a
     temporary directory is used (and removed at stop) when none is given.
     ``node=True`` also starts the one real node of this machine (:attr:`node`) and
-    its registry (:attr:`registry`, ``127.0.0.1:PORT``); it needs root and ``make node``.
+    its registry (:attr:`registry`, ``10.244.0.1:PORT``); it needs root and ``make node``.
     """
 
     def __init__(
@@ -238,7 +238,7 @@ class ControlPlane:
 
     @property
     def registry(self) -> str:
-        """The node's plain-HTTP registry (``127.0.0.1:PORT``); empty without a node."""
+        """The node's plain-HTTP registry (``10.244.0.1:PORT``); empty without a node."""
         return self.node.registry if self.node else ""
 
     @property

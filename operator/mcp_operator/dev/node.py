@@ -10,12 +10,13 @@ starts next to the API server, in two steps:
    (:func:`mcp_operator.dev.node_host.clean_host`), record the kernel settings, and make
    the cluster bridge with the node's address (the API server listens there too, so that
    Pods reach it), the Service range routed to it, and the traffic guard;
-2. :meth:`Node.start`, once the API server answers: certificates from the cluster CA, a
-   plain-HTTP registry on loopback (``crane registry serve``: :attr:`Node.registry`) with
-   the sandbox image in it, containerd with a private root, state and socket, the kubelet
-   (webhook authentication and authorization, cgroupfs on cgroup v1), then kube-proxy in
-   nftables mode once the node is Ready, then the add-ons (:class:`AddOn`: cluster DNS and
-   the NetworkPolicy enforcer live in ``mcp_operator.dev.node_addons``).
+2. :meth:`Node.start`, once the API server answers: certificates from the cluster CA;
+   a plain-HTTP registry on the bridge address (``crane registry serve``,
+   :attr:`Node.registry`) with the sandbox image in it; containerd with a private root,
+   state and socket; the kubelet (webhook authentication and authorization, cgroupfs
+   on cgroup v1); kube-proxy in nftables mode once the node is Ready; then the add-ons
+   (:class:`AddOn`: cluster DNS and the NetworkPolicy enforcer live in
+   ``mcp_operator.dev.node_addons``).
 
 Every process runs in its own process group with a parent-death signal and is recorded
 (pid and start time) in :data:`mcp_operator.dev.node_host.STATE_PATH` as it starts;
@@ -249,7 +250,7 @@ class Node:
     cluster_cidr: str = field(init=False, default=CLUSTER_CIDR)
     service_cidr: str = field(init=False, default=SERVICE_CIDR)
     registry: str = field(init=False, default="")
-    """``127.0.0.1:PORT``: the plain-HTTP registry containerd pulls from."""
+    """``10.244.0.1:PORT``: the plain-HTTP registry containerd pulls from (and Pods reach)."""
     server: str = field(init=False, default="")
     ca_cert: Path = field(init=False)
     admin_kubeconfig: Path = field(init=False)
@@ -566,8 +567,9 @@ class Node:
         )
 
     def _start_registry(self) -> None:
-        port = free_port()
-        self.registry = f"127.0.0.1:{port}"
+        # On the bridge address: containerd (on the host) and Pods (the in-cluster operator
+        # reading image configurations) reach it by the same name.
+        self.registry = f"{NODE_IP}:{free_port()}"
         self.spawn(
             "registry", [str(BIN_DIR / "crane"), "registry", "serve", f"--address={self.registry}"]
         )
