@@ -214,13 +214,13 @@ def test_the_kubelet_api_refuses_anonymous_requests_and_serves_the_api_server(
     node_cluster: Cluster,
 ) -> None:
     url = f"https://{NODE_IP}:{KUBELET_PORT}/pods"
-    anonymous = ssl.create_default_context(cafile=str(node_cluster.plane.directory / "ca.crt"))
+    directory = node_cluster.plane.directory
+    assert directory is not None
+    anonymous = ssl.create_default_context(cafile=str(directory / "ca.crt"))
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(url, timeout=5, context=anonymous)
     assert refused.value.code == 401
 
-    directory = node_cluster.plane.directory
-    assert directory is not None
     api_server = ssl.create_default_context(cafile=str(directory / "ca.crt"))
     api_server.load_cert_chain(
         directory / "apiserver-kubelet-client.crt", directory / "apiserver-kubelet-client.key"
