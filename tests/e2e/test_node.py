@@ -208,7 +208,7 @@ def test_run_as_non_root_is_met_by_the_images_numeric_user_and_refused_for_root(
         status = node_cluster.get_json("-n", node_namespace, "pod", "root").get("status", {})
         for container in status.get("containerStatuses", []):
             waiting = container.get("state", {}).get("waiting", {})
-            if "non-root" in waiting.get("message", ""):
+            if "runAsNonRoot" in waiting.get("message", ""):
                 return str(waiting.get("reason"))
         return ""
 
