@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         prog="python -m mcp_operator.dev.image_inputs",
         description="Print the 16-hex tag (input hash) of an image build.",
     )
-    parser.add_argument("--context", type=Path, help="the build context (its .dockerignore applies)")
+    parser.add_argument("--context", type=Path, help="the build context (.dockerignore applies)")
     parser.add_argument("--dockerfile", type=Path)
     parser.add_argument(
         "--arg", action="append", default=[], metavar="KEY=VALUE", help="a build input"

@@ -77,7 +77,8 @@ def _read(index: Path) -> dict[str, BuiltImage]:
     try:
         document = json.loads(index.read_text())
     except FileNotFoundError:
-        raise ImagesNotBuiltError(f"no images built ({index} is missing); run `make images`") from None
+        missing = f"no images built ({index} is missing); run `make images`"
+        raise ImagesNotBuiltError(missing) from None
     except json.JSONDecodeError as error:
         raise ImagesNotBuiltError(f"{index} is not JSON ({error}); run `make images`") from None
     return parse_index(document, source=str(index))
@@ -92,7 +93,8 @@ def built(names: Iterable[str] = IMAGES, *, index: Path = INDEX) -> dict[str, Bu
     recorded = _read(index)
     wanted = list(names)
     absent = [name for name in wanted if name not in recorded]
-    gone = [str(recorded[n].archive) for n in wanted if n in recorded and not recorded[n].archive.is_file()]
+    present = [recorded[name] for name in wanted if name in recorded]
+    gone = [str(image.archive) for image in present if not image.archive.is_file()]
     if absent:
         raise ImagesNotBuiltError(f"not built: {', '.join(absent)} (in {index}); run `make images`")
     if gone:
@@ -126,16 +128,22 @@ def _crane(*args: str, insecure: bool) -> str:
 
 
 def push(
-    registry_host: str, names: Iterable[str] | None = None, *, index: Path = INDEX
+    registry_host: str,
+    names: Iterable[str] | None = None,
+    *,
+    insecure: bool | None = None,
+    index: Path = INDEX,
 ) -> dict[str, str]:
     """Push the built images of ``names`` (default: all) to ``registry_host``.
 
     Each goes to ``<registry_host>/<name>:<tag>``; the result maps each name to the
     reference that pulls exactly that image, ``<registry_host>/<name>@sha256:…``. Plain HTTP
-    for a registry on loopback, TLS otherwise.
+    when ``insecure``, which by default is whether the registry is on loopback (a local
+    cluster's registry on its own bridge address says ``insecure=True``); TLS otherwise.
     """
     images = built(IMAGES if names is None else names, index=index)
-    insecure = plain_http(registry_host)
+    if insecure is None:
+        insecure = plain_http(registry_host)
     references: dict[str, str] = {}
     for name, image in images.items():
         with tempfile.TemporaryDirectory(prefix=f"{name}-oci-") as layout:
@@ -186,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     pushing = commands.add_parser("push", help="push built images; print name=reference lines")
     pushing.add_argument("registry")
     pushing.add_argument("names", nargs="*")
+    pushing.add_argument("--plain-http", action="store_true", help="also off loopback")
     parser.add_argument("--index", type=Path, default=INDEX)
     options = parser.parse_args(argv)
     if options.command == "record":
@@ -193,7 +202,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     elif options.command == "tag":
         print(recorded_tag(options.name, index=options.index) or "")
     else:
-        pushed = push(options.registry, options.names or None, index=options.index)
+        pushed = push(
+            options.registry,
+            options.names or None,
+            insecure=True if options.plain_http else None,
+            index=options.index,
+        )
         for name, reference in pushed.items():
             print(f"{name}={reference}")
     return 0
