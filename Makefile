@@ -45,9 +45,10 @@ tools: venv control-plane image-tools images helm node-tools kstatus ## Everythi
 
 .PHONY: lint
 lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
-	$(VENV)/bin/ruff check operator tests bench
-	$(VENV)/bin/ruff format --check operator tests bench
+	$(VENV)/bin/ruff check operator tests bench images
+	$(VENV)/bin/ruff format --check operator tests bench images
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy images/demo-agent/agent.py
 	$(VENV)/bin/lint-imports
 
 .PHONY: chart-lint
@@ -68,8 +69,8 @@ image: ## Build the operator image (needs a Docker engine)
 
 .PHONY: fmt
 fmt: $(PY) ## Format the code with ruff
-	$(VENV)/bin/ruff check --fix operator tests bench
-	$(VENV)/bin/ruff format operator tests bench
+	$(VENV)/bin/ruff check --fix operator tests bench images
+	$(VENV)/bin/ruff format operator tests bench images
 
 # Each test target first installs what its tests need (every install is cached and says so),
 # so any of them works as the first command on a fresh machine; a missing prerequisite would
