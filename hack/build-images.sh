@@ -48,6 +48,7 @@ REFRESH_BASES="${REFRESH_BASES:-0}"
 
 [[ $(id -u) -eq 0 ]] || { echo "build-images.sh needs root (mmdebstrap, buildah storage)" >&2; exit 1; }
 [[ -x "$PY" ]] || { echo "no Python environment at $PY; run \`make venv\`" >&2; exit 1; }
+[[ -x "$GOROOT_HOST/bin/go" ]] || { echo "no Go toolchain at $GOROOT_HOST (GOROOT_HOST): the Go base copies it" >&2; exit 1; }
 [[ -x "$CACHE/bin/mcp-hello-server" ]] || { echo "mcp-hello-server is not built; run \`make image-tools\`" >&2; exit 1; }
 
 if [[ -z "${MCP_OPERATOR_BUILDER:-}" ]]; then

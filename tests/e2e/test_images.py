@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -52,10 +53,12 @@ def pushed(
 @pytest.fixture(scope="module")
 def bundles(
     pushed: tuple[registry.Registry, dict[str, str]], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, oci_run.Bundle]:
+) -> Iterator[dict[str, oci_run.Bundle]]:
+    """Each image's filesystem as the registry serves it (about 700 MB, removed afterwards)."""
     local, references = pushed
     root = tmp_path_factory.mktemp("bundles")
-    return {name: oci_run.bundle(local, ref, root / name) for name, ref in references.items()}
+    yield {name: oci_run.bundle(local, ref, root / name) for name, ref in references.items()}
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_each_image_is_pushed_under_its_input_tag_and_pulled_by_digest(
@@ -103,6 +106,21 @@ def test_the_operator_image_prints_its_version_with_a_read_only_root(
     assert b"Read-only file system" in probe.stderr
     helper = operator.run(["/opt/mcp-operator/bin/mcp-stdio-exec", "--install=/tmp"])
     assert helper.returncode == 0, helper.stderr.decode()
+
+
+def test_the_operator_environment_holds_neither_build_tools_nor_unused_libraries(
+    bundles: dict[str, oci_run.Bundle],
+) -> None:
+    venv = bundles["mcp-operator"].directory / "rootfs/opt/mcp-operator"
+    installed = {p.name.lower() for p in (venv / "lib/python3.11/site-packages").iterdir()}
+    assert "mcp_operator" in installed
+    assert not {"pip", "setuptools", "wheel", "kubernetes"} & installed
+    # The package's bytecode names its sources where they are, not where the build put them.
+    package = venv / "lib/python3.11/site-packages/mcp_operator"
+    compiled = list(package.rglob("*.pyc"))
+    assert compiled
+    assert not [pyc for pyc in compiled if b"/out/opt/" in pyc.read_bytes()]
+    assert all(b"/opt/mcp-operator/lib/" in pyc.read_bytes() for pyc in compiled)
 
 
 @pytest.mark.parametrize(("name", "tool"), sorted(SERVERS.items()))
