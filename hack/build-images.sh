@@ -107,6 +107,13 @@ total_start=$(date +%s.%N)
 seconds_since() { "$PY" -c 'import sys, time; print(f"{time.time() - float(sys.argv[1]):.1f}")' "$1"; }
 tag_of() { "$PY" -m mcp_operator.dev.image_inputs "$@"; }
 
+image_id() {
+  case $BUILDER in
+    buildah) buildah inspect --type image --format '{{.FromImageID}}' "$1" ;;
+    docker) docker image inspect --format '{{.Id}}' "$1" ;;
+  esac
+}
+
 have_image() {
   case $BUILDER in
     buildah) buildah inspect --type image "$1" >/dev/null 2>&1 ;;
@@ -212,11 +219,16 @@ esac
 # level, since buildah's OCI archives always compress and compressing is most of a rebuild.
 push_options=(--compression-format=gzip "--compression-level=${ARCHIVE_GZIP_LEVEL:-1}")
 
-# image NAME CONTEXT DOCKERFILE KEY=VALUE...: build unless the inputs' tag is recorded.
+# image NAME CONTEXT DOCKERFILE KEY=VALUE...: build unless the inputs' tag is recorded. A base
+# among the build arguments counts by its content (image ID) too: REFRESH_BASES=1 remakes a
+# base under the same name, and what was built on it is built again.
 image() {
   local name=$1 context=$2 dockerfile=$3; shift 3
   local tag args=() hash_args=() ref archive start built
-  for kv in "$@"; do args+=(--build-arg "$kv"); hash_args+=(--arg "$kv"); done
+  for kv in "$@"; do
+    args+=(--build-arg "$kv"); hash_args+=(--arg "$kv")
+    [[ ${kv#*=} != localhost/mcp-operator-base/* ]] || hash_args+=(--arg "${kv%%=*}.id=$(image_id "${kv#*=}")")
+  done
   tag=$(tag_of --context "$context" --dockerfile "$dockerfile" --arg "builder=$BUILDER" "${hash_args[@]}")
   archive="$OUT/$name.oci.tar"
   if [[ "$("$PY" -m mcp_operator.dev.images tag "$name")" == "$tag" ]]; then
