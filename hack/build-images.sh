@@ -64,6 +64,14 @@ for tool in "${need[@]}"; do
   command -v "$tool" >/dev/null || { echo "missing $tool: run \`bash hack/install-image-packages.sh\`" >&2; exit 1; }
 done
 
+# One build at a time in this cache (its storage and archives are shared by every checkout
+# that uses it), taken before the namespace below, which inherits it.
+if [[ -z "${_MCP_IMAGES_NAMESPACE:-}" ]]; then
+  mkdir -p "$OUT"
+  exec 9>"$OUT/.build.lock"
+  flock -w 1800 9 || { echo "another build-images.sh holds $OUT/.build.lock" >&2; exit 1; }
+fi
+
 # buildah, then: a private mount namespace whose /var/lib is an overlay onto the cache, so that
 # what buildah writes there by itself (its blob-info cache, whatever storage.conf says) stays
 # in the cache; nothing mounted in it is seen outside, and it all goes when the script ends.
@@ -77,9 +85,6 @@ if [[ $BUILDER == buildah ]]; then
 fi
 
 mkdir -p "$OUT/bases" "$STATE"/{conf,logs,run,tmp}
-# One build at a time in this cache (the storage is shared by every checkout using it).
-exec 9>"$OUT/.build.lock"
-flock -w 1800 9 || { echo "another build-images.sh holds $OUT/.build.lock" >&2; exit 1; }
 export TMPDIR="$STATE/tmp"
 cat >"$STATE/conf/storage.conf" <<EOF
 [storage]
