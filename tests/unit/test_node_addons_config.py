@@ -70,9 +70,12 @@ def test_coredns_serves_the_cluster_zones_on_the_bridge_and_forwards_nothing() -
     assert "bind 10.244.0.1" in text
     assert "ready 127.0.0.1:4321" in text
     assert "kubeconfig /n/coredns/kubeconfig" in text
-    # No root zone and no forwarder: any other name is REFUSED by CoreDNS itself.
+    # No forwarder: any other name is REFUSED by CoreDNS itself, in the root zone's block.
     assert "forward" not in text and "proxy" not in text
-    assert not any(line.startswith((".:", ". ")) for line in text.splitlines())
+    root = text[text.index("\n.:53 {") :]
+    assert "bind 10.244.0.1" in root
+    assert "acl {\n        block\n    }" in root
+    assert "kubernetes" not in root
 
 
 def test_the_add_ons_may_only_read() -> None:

@@ -50,7 +50,7 @@ from mcp_operator.dev.cluster import (
 )
 
 if TYPE_CHECKING:
-    from mcp_operator.dev.node import Node
+    from mcp_operator.dev.node import AddOn, Node
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ TOKEN_SECONDS = 24 * 3600
 """Lifetime of an add-on's ServiceAccount token: longer than any local cluster lives."""
 
 
-def add_ons() -> list[Any]:
+def add_ons() -> list[AddOn]:
     """The node's add-ons, in start order: cluster DNS, then the NetworkPolicy enforcer."""
     return [ClusterDns(), NetworkPolicyEnforcer()]
 

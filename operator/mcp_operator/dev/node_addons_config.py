@@ -73,8 +73,9 @@ def corefile(*, bind: str, kubeconfig: Path, ready_port: int, reverse_cidrs: lis
     """CoreDNS on ``bind``:53 answering for the cluster domain (and the reverse zones of
     ``reverse_cidrs``) from the API server, and for nothing else.
 
-    There is no ``.`` zone and no ``forward`` plugin: a name outside those zones is
-    answered REFUSED by CoreDNS itself, so no DNS query ever leaves the machine.
+    There is no ``forward`` plugin anywhere: the root zone's block logs a query for any
+    other name and refuses it (``acl`` ``block``: REFUSED), so no DNS query ever leaves
+    the machine, and the log shows each one that was refused.
     """
     zones = " ".join([CLUSTER_DOMAIN, *reverse_cidrs])
     return f"""\
@@ -90,6 +91,14 @@ def corefile(*, bind: str, kubeconfig: Path, ready_port: int, reverse_cidrs: lis
     }}
     cache 5
     loadbalance
+}}
+
+.:53 {{
+    bind {bind}
+    log
+    acl {{
+        block
+    }}
 }}
 """
 
