@@ -102,3 +102,13 @@ def test_kube_dns_points_at_coredns_on_the_node_and_is_left_to_us() -> None:
     assert labels["kubernetes.io/service-name"] == "kube-dns"
     assert labels["endpointslice.kubernetes.io/managed-by"] != "endpointslice-controller.k8s.io"
     assert {p["protocol"] for p in endpoints["ports"]} == {"UDP", "TCP"}
+
+
+def test_an_empty_filter_table_is_told_from_one_with_rules_or_chains() -> None:
+    empty = "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\nCOMMIT\n"
+    assert config.filter_table_is_empty(empty)
+    assert config.filter_table_is_empty("")
+    assert not config.filter_table_is_empty(empty.replace("COMMIT", "-A INPUT -j DROP\nCOMMIT"))
+    assert not config.filter_table_is_empty(empty.replace(":OUTPUT ACCEPT", ":OUTPUT DROP"))
+    assert not config.filter_table_is_empty(empty + ":SOMEONE - [0:0]\n")
+    assert not config.filter_table_is_empty(SAVED)

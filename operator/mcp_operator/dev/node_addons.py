@@ -245,11 +245,21 @@ def remove_firewall() -> None:
     removal = config.firewall_removal(_run("iptables-save", "-t", "filter", check=False))
     if removal is not None:
         _run("iptables-restore", "--noflush", input=removal)
+        _remove_empty_filter_table()
     for name in config.firewall_ipsets(_run("ipset", "list", "-n")):
         _run("ipset", "destroy", name, check=False)
     left = firewall_leftovers()
     if left:
         logger.warning("Could not remove all of kube-router's firewall: %s", ", ".join(left))
+
+
+def _remove_empty_filter_table() -> None:
+    """iptables' nf_tables backend leaves its ``ip filter`` table behind, empty, once
+    kube-router's chains are gone: remove it too when nothing else is in it."""
+    if "nf_tables" not in _run("iptables", "--version", check=False):
+        return
+    if config.filter_table_is_empty(_run("iptables-save", "-t", "filter", check=False)):
+        _run("nft", "delete", "table", "ip", "filter", check=False)
 
 
 class NetworkPolicyEnforcer:

@@ -229,6 +229,19 @@ def firewall_removal(filter_table: str) -> str | None:
     return "\n".join(lines) + "\n"
 
 
+def filter_table_is_empty(filter_table: str) -> bool:
+    """Whether ``iptables-save -t filter`` shows only the built-in chains, accepting, with
+    no rule: then the table does nothing and removing it changes nothing."""
+    for line in filter_table.splitlines():
+        if line.startswith("-"):
+            return False
+        if line.startswith(":"):
+            chain, policy = [*line[1:].split(), "", ""][:2]
+            if chain not in ("INPUT", "FORWARD", "OUTPUT") or policy != "ACCEPT":
+                return False
+    return True
+
+
 def firewall_ipsets(names: str) -> list[str]:
     """kube-router's ipsets among ``ipset list -n`` output."""
     return [name for name in names.split() if name.startswith(FIREWALL_IPSET_PREFIXES)]
