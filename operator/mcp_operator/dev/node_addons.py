@@ -31,6 +31,7 @@ import json
 import logging
 import os
 import shutil
+import ssl
 import subprocess
 import time
 import urllib.error
@@ -45,7 +46,6 @@ from mcp_operator.dev.cluster import (
     BIN_DIR,
     SERVICE_CIDR,
     free_port,
-    kubectl_path,
     stop_process_group,
 )
 
@@ -100,35 +100,62 @@ def _run(*argv: str, input: str | None = None, check: bool = True) -> str:
     return result.stdout
 
 
-def _kubectl(node: Node, *args: str, input: str | None = None) -> str:
-    return _run(kubectl_path(), f"--kubeconfig={node.admin_kubeconfig}", *args, input=input)
+_PATHS = {
+    "ServiceAccount": "/api/v1/namespaces/{namespace}/serviceaccounts/{name}",
+    "Service": "/api/v1/namespaces/{namespace}/services/{name}",
+    "EndpointSlice": "/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices/{name}",
+    "ClusterRole": "/apis/rbac.authorization.k8s.io/v1/clusterroles/{name}",
+    "ClusterRoleBinding": "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/{name}",
+}
+"""Where each kind of object the add-ons apply lives in the API."""
+
+
+def _request(node: Node, path: str, body: dict[str, Any], method: str, content_type: str) -> Any:
+    """One call to the API server as the cluster's admin (the node's admin kubeconfig)."""
+    admin = yaml.safe_load(node.admin_kubeconfig.read_text())
+    token = admin["users"][0]["user"]["token"]
+    request = urllib.request.Request(
+        f"{node.server}{path}",
+        method=method,
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {token}", "Content-Type": content_type},
+    )
+    context = ssl.create_default_context(cafile=str(node.ca_cert))
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+            return json.loads(answer.read())
+    except urllib.error.HTTPError as error:
+        detail = error.read().decode(errors="replace")[:500]
+        raise _error(f"{method} {path} failed ({error.code}): {detail}") from None
 
 
 def _apply(node: Node, objects: list[dict[str, Any]]) -> None:
-    manifest = json.dumps({"apiVersion": "v1", "kind": "List", "items": objects})
-    _kubectl(
-        node,
-        "apply",
-        "--server-side",
-        "--force-conflicts",
-        f"--field-manager={config.FIELD_MANAGER}",
-        "-f",
-        "-",
-        input=manifest,
-    )
+    """Server-side apply (one field manager, conflicts forced: these objects are ours)."""
+    for obj in objects:
+        metadata = obj["metadata"]
+        path = _PATHS[obj["kind"]].format(
+            namespace=metadata.get("namespace", ""), name=metadata["name"]
+        )
+        query = f"?fieldManager={config.FIELD_MANAGER}&force=true"
+        _request(node, path + query, obj, "PATCH", "application/apply-patch+yaml")
+
+
+def _token(node: Node, name: str) -> str:
+    """A token of the ServiceAccount ``kube-system/<name>`` (TokenRequest)."""
+    path = f"/api/v1/namespaces/{config.DNS_NAMESPACE}/serviceaccounts/{name}/token"
+    body = {
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {"expirationSeconds": TOKEN_SECONDS},
+    }
+    answer = _request(node, path, body, "POST", "application/json")
+    return str(answer["status"]["token"])
 
 
 def _identity(node: Node, name: str, rules: list[dict[str, Any]]) -> Path:
     """A ServiceAccount with ``rules`` for add-on ``name``, and a kubeconfig with its token."""
     _apply(node, config.identity_objects(name, rules))
-    token = _kubectl(
-        node,
-        "create",
-        "token",
-        name,
-        f"--namespace={config.DNS_NAMESPACE}",
-        f"--duration={TOKEN_SECONDS}s",
-    ).strip()
+    token = _token(node, name)
     directory = node.directory / name
     directory.mkdir(parents=True, exist_ok=True)
     token_file = directory / "token"
