@@ -20,8 +20,6 @@ from typing import Any
 import pytest
 
 from mcp_operator.dev import node_addons, node_addons_config
-from mcp_operator.dev.cluster import ControlPlane
-from mcp_operator.dev.node import missing as node_missing
 from tests.support import needs
 from tests.support.cluster import Cluster
 from tests.support.dns import DnsError, query_a
@@ -35,20 +33,13 @@ WEB_PORT = 8080
 
 pytestmark = [
     pytest.mark.e2e,
-    needs.mark(node_missing()),
+    needs.mark(needs.real_node_missing()),
     needs.mark(node_addons.missing()),
     needs.mark(None if BUSYBOX.is_file() else "busybox-static missing: `make node-packages`"),
 ]
 
 
 # ---------------------------------------------------------------- Pods and helpers
-
-
-@pytest.fixture(scope="module")
-def node_cluster() -> Iterator[Cluster]:
-    # Stand-in until the session's node fixture lands in conftest.py.
-    with ControlPlane(node=True) as plane:
-        yield Cluster(plane)
 
 
 @pytest.fixture(scope="module")
