@@ -45,6 +45,7 @@ from mcp_operator.dev import node_addons_config as config
 from mcp_operator.dev.cluster import (
     BIN_DIR,
     SERVICE_CIDR,
+    _tail,
     free_port,
     stop_process_group,
 )
@@ -180,13 +181,6 @@ def _wait(node: Node, process: subprocess.Popen[bytes], name: str, done: Any, wh
     raise _error(f"Timed out after {START_TIMEOUT_SECONDS:.0f}s waiting for {what}")
 
 
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
 # ------------------------------------------------------------------------ cluster DNS
 
 
@@ -307,9 +301,7 @@ class NetworkPolicyEnforcer:
         _require()
         started = time.monotonic()
         kubeconfig = _identity(node, self.name, config.KUBE_ROUTER_RULES)
-        # Pod-to-Pod traffic on the bridge passes iptables only with this on (the node
-        # records and restores it).
-        Path("/proc/sys/net/bridge/bridge-nf-call-iptables").write_text("1")
+        _bridge_traffic_through_iptables()
         environment = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
         environment["NODE_NAME"] = node.name
         self._process = node.spawn(
@@ -347,6 +339,22 @@ class NetworkPolicyEnforcer:
             self._process = None
         with contextlib.suppress(Exception):
             remove_firewall()
+
+
+BRIDGE_NF_CALL_IPTABLES = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+
+
+def _bridge_traffic_through_iptables() -> None:
+    """Pod-to-Pod traffic on the cluster bridge passes iptables (and so the firewall) only
+    with ``br_netfilter`` and this setting on; the node records and restores it."""
+    if not BRIDGE_NF_CALL_IPTABLES.exists() and shutil.which("modprobe"):
+        _run("modprobe", "br_netfilter", check=False)
+    if not BRIDGE_NF_CALL_IPTABLES.exists():
+        raise _error(
+            "Cannot enforce NetworkPolicies: the kernel has no br_netfilter "
+            f"({BRIDGE_NF_CALL_IPTABLES} is missing), so bridged Pod traffic bypasses iptables"
+        )
+    BRIDGE_NF_CALL_IPTABLES.write_text("1")
 
 
 def _firewall_programmed() -> bool:
