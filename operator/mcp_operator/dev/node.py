@@ -299,7 +299,7 @@ class Node:
                 previous.owner if previous else "unknown",
                 "; ".join(self.taken_back[:10]),
             )
-        node_host.clean_host(previous)
+        node_host.clean_host(previous, self.directory)
         if previous is not None and previous.directory:
             _remove_tree(Path(previous.directory))
         for add_on in self.add_ons or []:
