@@ -5,8 +5,9 @@ kube-router's firewall): a Pod resolves a Service's full and short names to its
 ClusterIP and reaches it there; a name outside the cluster gets no answer at all (CoreDNS
 refuses it itself: it has no forwarder, so the query never leaves the machine); a
 default-deny ingress NetworkPolicy really drops traffic that worked just before, and a
-policy allowing one podSelector lets exactly that Pod through again. The Pods run Debian's
-static busybox alone (``nslookup``, ``nc``, ``httpd``), pushed to the node's registry.
+policy allowing one podSelector lets exactly that Pod through again. On a node of its own
+(``own_node``): the firewall's chains and ipsets are gone once the node stops. The Pods run
+Debian's static busybox alone (``nslookup``, ``nc``, ``httpd``), pushed to the node's registry.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from mcp_operator.dev import node_addons, node_addons_config
+from mcp_operator.dev.cluster import ControlPlane
 from tests.support import needs
 from tests.support.cluster import Cluster
 from tests.support.dns import DnsError, query_a
@@ -282,3 +284,50 @@ def test_a_denying_network_policy_drops_traffic_and_a_pod_selector_lets_one_pod_
     )
     eventually("the allowing policy to let the friend through", lambda: served("friend"))
     assert not served("stranger")
+
+
+# ---------------------------------------------------------------- a node of our own
+
+
+@pytest.mark.own_node
+def test_a_stopped_node_leaves_none_of_the_firewalls_chains_or_ipsets(tmp_path: Path) -> None:
+    with ControlPlane(node=True) as plane:
+        cluster = Cluster(plane)
+        assert plane.node is not None
+        image = Registry(backend=plane.registry).push_image(
+            "e2e/netdns-busybox",
+            "1",
+            {"/bin/busybox": BUSYBOX},
+            entrypoint=["/bin/busybox"],
+            cmd=[],
+            user=NONROOT_UID,
+            workdir=tmp_path,
+        )
+        cluster.apply("default", web_server(f"{plane.registry}/e2e/netdns-busybox@{image}"))
+        running(cluster, "default", "web")
+        cluster.apply(
+            "default",
+            {
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "NetworkPolicy",
+                "metadata": {"name": "web-from-friends"},
+                "spec": {
+                    "podSelector": {"matchLabels": {"app": "web"}},
+                    "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "friend"}}}]}],
+                },
+            },
+        )
+        # The other side: while the node runs, its Pod's chain and the policy's ipsets exist.
+        present = eventually(
+            "kube-router to program the policy",
+            lambda: "\n".join(node_addons.firewall_leftovers()),
+            until=lambda text: "iptables chain KUBE-POD-FW-" in text and "ipset KUBE-" in text,
+        )
+        assert "iptables chain KUBE-ROUTER-FORWARD" in present
+        enforcers = [
+            a for a in plane.node.add_ons or [] if isinstance(a, node_addons.NetworkPolicyEnforcer)
+        ]
+        assert len(enforcers) == 1
+    # Read by the stop itself while the node still held the lock (another node may start
+    # the moment it lets go, with chains of its own).
+    assert enforcers[0].left_behind == []

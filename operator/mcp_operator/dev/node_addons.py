@@ -26,7 +26,6 @@ shipped, recommended or run anywhere else. Builds: ``make node-addons``
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -290,6 +289,9 @@ class NetworkPolicyEnforcer:
 
     def __init__(self) -> None:
         self._process: subprocess.Popen[bytes] | None = None
+        self.left_behind: list[str] | None = None
+        """What of the firewall was still on the host right after :meth:`stop` removed it
+        (read while the node still holds the lock); ``None`` before a stop."""
 
     def kubelet_settings(self) -> dict[str, Any]:
         return {}
@@ -337,8 +339,11 @@ class NetworkPolicyEnforcer:
         if self._process is not None:
             stop_process_group(self._process, grace=3.0, name=self.name)
             self._process = None
-        with contextlib.suppress(Exception):
+        try:
             remove_firewall()
+            self.left_behind = firewall_leftovers()
+        except Exception as error:  # a stop must not raise: say what is left instead
+            self.left_behind = [f"(could not remove the firewall: {error})"]
 
 
 BRIDGE_NF_CALL_IPTABLES = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
