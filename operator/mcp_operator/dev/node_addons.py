@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from mcp_operator.dev import node_addons_config as config
+from mcp_operator.dev import pki
 from mcp_operator.dev.cluster import (
     BIN_DIR,
     SERVICE_CIDR,
@@ -59,8 +60,8 @@ ADDON_BINARIES = ("coredns", "kube-router")
 FIREWALL_TOOLS = ("iptables", "iptables-save", "iptables-restore", "ipset")
 """What kube-router's firewall runs (``make node-packages``), and its cleanup too."""
 START_TIMEOUT_SECONDS = 60.0
-TOKEN_SECONDS = 24 * 3600
-"""Lifetime of an add-on's ServiceAccount token: longer than any local cluster lives."""
+TOKEN_SECONDS = pki.VALID_DAYS * 24 * 3600
+"""Lifetime of an add-on's ServiceAccount token: as long as the node's certificates."""
 
 
 def add_ons() -> list[AddOn]:
