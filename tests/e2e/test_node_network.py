@@ -6,19 +6,26 @@ ClusterIP and reaches it there; a name outside the cluster gets no answer at all
 refuses it itself: it has no forwarder, so the query never leaves the machine); a
 default-deny ingress NetworkPolicy really drops traffic that worked just before, and a
 policy allowing one podSelector lets exactly that Pod through again. On a node of its own
-(``own_node``): the firewall's chains and ipsets are gone once the node stops. The Pods run
+(``own_node``): the firewall's chains and ipsets are gone once the node stops, and the
+next start removes those a killed node left. The Pods run
 Debian's static busybox alone (``nslookup``, ``nc``, ``httpd``), pushed to the node's registry.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import signal
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mcp_operator.dev import node_addons, node_addons_config
 from mcp_operator.dev.cluster import ControlPlane
@@ -44,19 +51,52 @@ pytestmark = [
 # ---------------------------------------------------------------- Pods and helpers
 
 
-@pytest.fixture(scope="module")
-def busybox_image(node_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """busybox alone, as a non-root numeric user, in the node's registry (by digest)."""
-    registry = node_cluster.plane.registry
-    digest = Registry(backend=registry).push_image(
+def push_busybox(registry: str, workdir: Path) -> str:
+    """busybox alone, as a non-root numeric user, into ``registry``; its digest."""
+    return Registry(backend=registry).push_image(
         "e2e/netdns-busybox",
         "1",
         {"/bin/busybox": BUSYBOX},
         entrypoint=["/bin/busybox"],
         cmd=[],
         user=NONROOT_UID,
-        workdir=tmp_path_factory.mktemp("netdns-image"),
+        workdir=workdir,
     )
+
+
+def web_from_friends() -> dict[str, Any]:
+    """Ingress to the web Pod only from Pods labelled ``role=friend``, on its port."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "web-from-friends"},
+        "spec": {
+            "podSelector": {"matchLabels": {"app": "web"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [{"podSelector": {"matchLabels": {"role": "friend"}}}],
+                    "ports": [{"protocol": "TCP", "port": WEB_PORT}],
+                }
+            ],
+        },
+    }
+
+
+def only_enforcer(plane: ControlPlane) -> node_addons.NetworkPolicyEnforcer:
+    assert plane.node is not None
+    found = [
+        a for a in plane.node.add_ons or [] if isinstance(a, node_addons.NetworkPolicyEnforcer)
+    ]
+    assert len(found) == 1, plane.node.add_ons
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def busybox_image(node_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """busybox alone, as a non-root numeric user, in the node's registry (by digest)."""
+    registry = node_cluster.plane.registry
+    digest = push_busybox(registry, tmp_path_factory.mktemp("netdns-image"))
     return f"{registry}/e2e/netdns-busybox@{digest}"
 
 
@@ -264,24 +304,7 @@ def test_a_denying_network_policy_drops_traffic_and_a_pod_selector_lets_one_pod_
     assert not served("stranger")
     assert not served("friend")  # and it stays dropped
 
-    node_cluster.apply(
-        net_namespace,
-        {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": {"name": "web-from-friends"},
-            "spec": {
-                "podSelector": {"matchLabels": {"app": "web"}},
-                "policyTypes": ["Ingress"],
-                "ingress": [
-                    {
-                        "from": [{"podSelector": {"matchLabels": {"role": "friend"}}}],
-                        "ports": [{"protocol": "TCP", "port": WEB_PORT}],
-                    }
-                ],
-            },
-        },
-    )
+    node_cluster.apply(net_namespace, web_from_friends())
     eventually("the allowing policy to let the friend through", lambda: served("friend"))
     assert not served("stranger")
 
@@ -294,29 +317,10 @@ def test_a_stopped_node_leaves_none_of_the_firewalls_chains_or_ipsets(tmp_path: 
     with ControlPlane(node=True) as plane:
         cluster = Cluster(plane)
         assert plane.node is not None
-        image = Registry(backend=plane.registry).push_image(
-            "e2e/netdns-busybox",
-            "1",
-            {"/bin/busybox": BUSYBOX},
-            entrypoint=["/bin/busybox"],
-            cmd=[],
-            user=NONROOT_UID,
-            workdir=tmp_path,
-        )
-        cluster.apply("default", web_server(f"{plane.registry}/e2e/netdns-busybox@{image}"))
+        digest = push_busybox(plane.registry, tmp_path)
+        cluster.apply("default", web_server(f"{plane.registry}/e2e/netdns-busybox@{digest}"))
         running(cluster, "default", "web")
-        cluster.apply(
-            "default",
-            {
-                "apiVersion": "networking.k8s.io/v1",
-                "kind": "NetworkPolicy",
-                "metadata": {"name": "web-from-friends"},
-                "spec": {
-                    "podSelector": {"matchLabels": {"app": "web"}},
-                    "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "friend"}}}]}],
-                },
-            },
-        )
+        cluster.apply("default", web_from_friends())
         # The other side: while the node runs, its Pod's chain and the policy's ipsets exist.
         present = eventually(
             "kube-router to program the policy",
@@ -324,10 +328,66 @@ def test_a_stopped_node_leaves_none_of_the_firewalls_chains_or_ipsets(tmp_path: 
             until=lambda text: "iptables chain KUBE-POD-FW-" in text and "ipset KUBE-" in text,
         )
         assert "iptables chain KUBE-ROUTER-FORWARD" in present
-        enforcers = [
-            a for a in plane.node.add_ons or [] if isinstance(a, node_addons.NetworkPolicyEnforcer)
-        ]
-        assert len(enforcers) == 1
+        enforcer = only_enforcer(plane)
     # Read by the stop itself while the node still held the lock (another node may start
     # the moment it lets go, with chains of its own).
-    assert enforcers[0].left_behind == []
+    assert enforcer.left_behind == []
+
+
+@pytest.mark.own_node
+def test_the_next_start_takes_back_the_firewall_a_killed_node_left(tmp_path: Path) -> None:
+    directory = tmp_path / "cluster"
+    up = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mcp_operator",
+            "dev",
+            "cluster",
+            "up",
+            "--node",
+            f"--dir={directory}",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert up.stdout is not None
+        said = []
+        for line in up.stdout:
+            said.append(line)
+            if "Press Ctrl-C" in line:
+                break
+        else:
+            pytest.fail(f"dev cluster up --node did not start (rc {up.wait()}):\n{''.join(said)}")
+        cluster = Cluster(ControlPlane(directory=directory, keep_directory=True))
+        hosting = cluster.get_json("-n", "kube-public", "configmap", "local-registry-hosting")
+        registry = str(yaml.safe_load(hosting["data"]["localRegistryHosting.v1"])["host"])
+        digest = push_busybox(registry, tmp_path)
+        cluster.apply("default", web_server(f"{registry}/e2e/netdns-busybox@{digest}"))
+        running(cluster, "default", "web")
+        cluster.apply("default", web_from_friends())
+        programmed = eventually(
+            "kube-router to program the policy",
+            node_addons.firewall_leftovers,
+            until=lambda found: any("KUBE-POD-FW-" in item for item in found),
+        )
+    finally:
+        # Killed, as a test run is killed: no stop runs, so kube-router's rules stay.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(up.pid, signal.SIGKILL)
+        up.wait(timeout=10)
+    pod_chain = next(item for item in programmed if "KUBE-POD-FW-" in item)
+    assert pod_chain in node_addons.firewall_leftovers()
+
+    with ControlPlane(node=True) as plane:
+        assert plane.node is not None
+        enforcer = only_enforcer(plane)
+        # The start found the killed node's chains and ipsets (under the lock, before its own
+        # kube-router ran) and removed them: the killed node's Pod chain is not back.
+        assert pod_chain in enforcer.taken_back, enforcer.taken_back
+        assert any(item.startswith("ipset KUBE-") for item in enforcer.taken_back)
+        assert pod_chain not in node_addons.firewall_leftovers()
+    assert enforcer.left_behind == []

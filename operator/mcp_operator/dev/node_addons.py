@@ -290,6 +290,9 @@ class NetworkPolicyEnforcer:
 
     def __init__(self) -> None:
         self._process: subprocess.Popen[bytes] | None = None
+        self.taken_back: list[str] = []
+        """What an earlier node's firewall had left: found, then removed, by
+        :meth:`clean_leftovers`."""
         self.left_behind: list[str] | None = None
         """What of the firewall was still on the host right after :meth:`stop` removed it
         (read while the node still holds the lock); ``None`` before a stop."""
@@ -298,6 +301,9 @@ class NetworkPolicyEnforcer:
         return {}
 
     def clean_leftovers(self, node: Node) -> None:
+        self.taken_back = firewall_leftovers()
+        if self.taken_back:
+            logger.info("Removed what an earlier kube-router left: %s", ", ".join(self.taken_back))
         remove_firewall()
 
     def start(self, node: Node) -> None:
