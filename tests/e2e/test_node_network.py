@@ -7,8 +7,8 @@ refuses it itself: it has no forwarder, so the query never leaves the machine); 
 default-deny ingress NetworkPolicy really drops traffic that worked just before, and a
 policy allowing one podSelector lets exactly that Pod through again. On a node of its own
 (``own_node``): the firewall's chains and ipsets are gone once the node stops, and the
-next start removes those a killed node left. The Pods run
-Debian's static busybox alone (``nslookup``, ``nc``, ``httpd``), pushed to the node's registry.
+next start removes those a killed node left. The Pods run Debian's static busybox alone
+(``nslookup``, ``nc``, ``httpd``), pushed to the node's registry.
 """
 
 from __future__ import annotations
