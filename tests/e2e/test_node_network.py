@@ -7,25 +7,21 @@ refuses it itself: it has no forwarder, so the query never leaves the machine); 
 default-deny ingress NetworkPolicy really drops traffic that worked just before, and a
 policy allowing one podSelector lets exactly that Pod through again. On a node of its own
 (``own_node``): the firewall's chains and ipsets are gone once the node stops, and the
-next start removes those a killed node left. The Pods run Debian's static busybox alone
-(``nslookup``, ``nc``, ``httpd``), pushed to the node's registry.
+cleanup every start runs removes those a killed kube-router left. The Pods run Debian's
+static busybox alone (``nslookup``, ``nc``, ``httpd``), pushed to the node's registry.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import signal
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from mcp_operator.dev import node_addons, node_addons_config
 from mcp_operator.dev.cluster import ControlPlane
@@ -81,6 +77,15 @@ def web_from_friends() -> dict[str, Any]:
             ],
         },
     }
+
+
+def dead(pid: int) -> bool:
+    """The process is gone or a zombie (killed, not yet reaped by the node)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def only_enforcer(plane: ControlPlane) -> node_addons.NetworkPolicyEnforcer:
@@ -335,38 +340,17 @@ def test_a_stopped_node_leaves_none_of_the_firewalls_chains_or_ipsets(tmp_path: 
 
 
 @pytest.mark.own_node
-def test_the_next_start_takes_back_the_firewall_a_killed_node_left(tmp_path: Path) -> None:
-    directory = tmp_path / "cluster"
-    up = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "mcp_operator",
-            "dev",
-            "cluster",
-            "up",
-            "--node",
-            f"--dir={directory}",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert up.stdout is not None
-        said = []
-        for line in up.stdout:
-            said.append(line)
-            if "Press Ctrl-C" in line:
-                break
-        else:
-            pytest.fail(f"dev cluster up --node did not start (rc {up.wait()}):\n{''.join(said)}")
-        cluster = Cluster(ControlPlane(directory=directory, keep_directory=True))
-        hosting = cluster.get_json("-n", "kube-public", "configmap", "local-registry-hosting")
-        registry = str(yaml.safe_load(hosting["data"]["localRegistryHosting.v1"])["host"])
-        digest = push_busybox(registry, tmp_path)
-        cluster.apply("default", web_server(f"{registry}/e2e/netdns-busybox@{digest}"))
+def test_the_cleanup_a_node_start_runs_takes_back_what_a_killed_kube_router_left(
+    tmp_path: Path,
+) -> None:
+    # Under this node's own lock, so that no other node's start can take them back first:
+    # kube-router killed (as a killed run kills it, no stop), then the add-on's part of the
+    # cleanup that every node start runs before anything else (`Node.prepare`).
+    with ControlPlane(node=True) as plane:
+        cluster = Cluster(plane)
+        enforcer = only_enforcer(plane)
+        digest = push_busybox(plane.registry, tmp_path)
+        cluster.apply("default", web_server(f"{plane.registry}/e2e/netdns-busybox@{digest}"))
         running(cluster, "default", "web")
         cluster.apply("default", web_from_friends())
         programmed = eventually(
@@ -374,20 +358,17 @@ def test_the_next_start_takes_back_the_firewall_a_killed_node_left(tmp_path: Pat
             node_addons.firewall_leftovers,
             until=lambda found: any("KUBE-POD-FW-" in item for item in found),
         )
-    finally:
-        # Killed, as a test run is killed: no stop runs, so kube-router's rules stay.
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(up.pid, signal.SIGKILL)
-        up.wait(timeout=10)
-    pod_chain = next(item for item in programmed if "KUBE-POD-FW-" in item)
-    assert pod_chain in node_addons.firewall_leftovers()
+        pod_chain = next(item for item in programmed if "KUBE-POD-FW-" in item)
+        pid = enforcer.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        eventually("kube-router to be gone", lambda: dead(pid))
+        # The kill removed nothing.
+        assert pod_chain in node_addons.firewall_leftovers()
 
-    with ControlPlane(node=True) as plane:
         assert plane.node is not None
-        enforcer = only_enforcer(plane)
-        # The start found the killed node's chains and ipsets (under the lock, before its own
-        # kube-router ran) and removed them: the killed node's Pod chain is not back.
+        enforcer.clean_leftovers(plane.node)
         assert pod_chain in enforcer.taken_back, enforcer.taken_back
         assert any(item.startswith("ipset KUBE-") for item in enforcer.taken_back)
-        assert pod_chain not in node_addons.firewall_leftovers()
+        assert node_addons.firewall_leftovers() == []
     assert enforcer.left_behind == []

@@ -297,6 +297,11 @@ class NetworkPolicyEnforcer:
         """What of the firewall was still on the host right after :meth:`stop` removed it
         (read while the node still holds the lock); ``None`` before a stop."""
 
+    @property
+    def pid(self) -> int | None:
+        """kube-router's pid while this add-on runs it."""
+        return self._process.pid if self._process is not None else None
+
     def kubelet_settings(self) -> dict[str, Any]:
         return {}
 
