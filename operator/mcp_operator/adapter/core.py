@@ -95,14 +95,7 @@ class AdapterCore:
         """2026-07-28 calls waiting for their callers' input: at most half the calls in flight
         (callers that never retry cannot take every slot), each for one request timeout."""
         self.supervisor = Supervisor(
-            self._new_child,
-            on_started=self._handshake,
-            on_exited=self._on_child_exited,
-            backoff=config.restart_backoff_seconds,
-            max_restarts=config.max_restarts,
-            window=config.restart_window_seconds,
-            grace=config.shutdown_grace_seconds,
-            fifo_dir=config.stdio_fifo_dir,
+            self._new_child, config, on_started=self._handshake, on_exited=self._on_child_exited
         )
         self.metrics = AdapterMetrics(
             sessions=lambda: len(self.sessions),
