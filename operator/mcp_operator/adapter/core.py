@@ -31,7 +31,7 @@ from mcp_operator.adapter.child import (
 )
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.metrics import AdapterMetrics
-from mcp_operator.adapter.records import CallSink, PendingCall, Session
+from mcp_operator.adapter.records import CallSink, Envelope, PendingCall, Session
 from mcp_operator.adapter.rounds import ParkedCall, RoundStore
 from mcp_operator.adapter.router import Router
 from mcp_operator.adapter.sessions import AdapterSessions
@@ -280,19 +280,21 @@ class AdapterCore:
         message: dict[str, Any],
         session: Session | None,
         sink: CallSink,
-        *,
-        capabilities: frozenset[str] | None = None,
-        log_level: str | None = None,
+        envelope: Envelope | None = None,
     ) -> PendingCall:
         """Forward a client's request to the child; its answer goes to ``sink``.
 
-        ``capabilities`` and ``log_level`` come from a 2026-07-28 caller's envelope.
-        Raises RouterFullError when too many calls wait, and ChildUnavailableError
-        (after forgetting the call) when there is no child to write to.
+        ``envelope``: what a 2026-07-28 caller said of itself (its capabilities and log
+        level go with the call). Raises RouterFullError when too many calls wait, and
+        ChildUnavailableError (after forgetting the call) when there is no child to write to.
         """
         sink = self.metrics.timed(message, sink)
         call, line = self.router.forward_request(
-            message, session, sink, capabilities=capabilities, log_level=log_level
+            message,
+            session,
+            sink,
+            capabilities=envelope.capabilities if envelope is not None else None,
+            log_level=envelope.log_level if envelope is not None else None,
         )
         message.clear()  # the line is all the child needs: no decoded body waits with the call
         try:

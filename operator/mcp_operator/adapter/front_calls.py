@@ -24,9 +24,9 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT
 
 from mcp_operator.adapter.child import ChildUnavailableError
 from mcp_operator.adapter.core import AdapterCore
-from mcp_operator.adapter.front_rounds import Envelope, InputRounds, RoundOfCall
+from mcp_operator.adapter.front_rounds import InputRounds, RoundOfCall
 from mcp_operator.adapter.http_call import HttpCall
-from mcp_operator.adapter.records import PendingCall, Session
+from mcp_operator.adapter.records import Envelope, PendingCall, Session
 from mcp_operator.adapter.router import INPUT_REQUIRED_METHODS, RouterFullError
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import (
@@ -79,13 +79,7 @@ class CallForwarder:
         interactive = envelope is not None and method in INPUT_REQUIRED_METHODS
         sink = HttpCall(can_stream=sse_ok, limit=self.config.stream_queue, interactive=interactive)
         try:
-            call = await core.submit(
-                message,
-                session,
-                sink,
-                capabilities=envelope.capabilities if envelope is not None else None,
-                log_level=envelope.log_level if envelope is not None else None,
-            )
+            call = await core.submit(message, session, sink, envelope)
         except RouterFullError:
             await unavailable(send, request_id, "Too many calls in flight")
             return

@@ -22,7 +22,8 @@ from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from mcp_operator.adapter import listeners
 from mcp_operator.adapter.front_calls import ForwardingEndpoint, unavailable
-from mcp_operator.adapter.front_rounds import Envelope, input_responses
+from mcp_operator.adapter.front_rounds import input_responses
+from mcp_operator.adapter.records import Envelope
 from mcp_operator.adapter.rounds import request_target
 from mcp_operator.adapter.sessions import declared_capabilities
 from mcp_operator.serve import era
