@@ -3,8 +3,9 @@
 Owns the shapes only: the adapter's legacy HTTP ``Session`` (the one session table's
 ``serve.sessions.LegacySession`` with what routing needs), a ``PendingCall`` (a request
 forwarded to the child and not answered yet), a 2026-07-28 request's ``Envelope`` (what its
-caller said of itself, which the fronts read and the call carries), and the sink protocol the HTTP side
-implements for one call's answer (a session's stream is ``serve.sessions.StreamSink``).
+caller said of itself, which the fronts read and the call carries), and the sink protocol
+the HTTP side implements for one call's answer (a session's stream is
+``serve.sessions.StreamSink``).
 Leaves the bookkeeping of sessions to ``serve.sessions`` and the routing of calls to
 ``router``; both import from here, neither from the other for these types.
 """
