@@ -128,6 +128,46 @@ def test_a_header_value_with_cr_lf_fails_that_one_server_and_the_others_keep_wor
     assert counted.calls == 0
 
 
+def test_an_unreadable_header_file_fails_that_one_server_and_the_others_keep_working(
+    tmp_path: Path, secret_file: Path
+) -> None:
+    missing = tmp_path / "not-mounted" / "token"
+    with (
+        peers.hostile_server("ok") as bad_url,
+        CountingProxy(bad_url) as counted,
+        peers.hostile_server("ok") as good_url,
+    ):
+        servers = [
+            server_entry("bad", counted.url, headers=[
+                {"name": "X-Team", "valueFile": str(secret_file)},
+                {"name": "Authorization", "valueFile": str(missing)},
+            ]),
+            server_entry("good", good_url),
+        ]  # fmt: skip
+        with run_bridge(servers) as bridge:
+            ready = httpx.get(f"{bridge.health}/readyz", timeout=5)
+            metrics = httpx.get(f"{bridge.health}/metrics", timeout=5).text
+            session = _session(bridge)
+            good = _call(bridge, session, "good_echo")["result"]
+            bad = _call(bridge, session, "bad_echo", 2)["result"]
+            assert bridge.process.poll() is None
+            log = bridge.log()
+    assert ready.status_code == 200
+    problem = ready.json()["servers"]["default/bad"]["problem"]
+    assert "header Authorization could not be read" in problem and str(missing) in problem
+    assert ready.json()["servers"]["default/good"]["up"] is True
+    misconfigured = 'mcp_bridge_upstream_misconfigured{{reason="{}",server="default/bad"}} {}'
+    assert misconfigured.format("UnreadableHeader", "1.0") in metrics
+    assert misconfigured.format("InvalidHeader", "0.0") in metrics
+    assert 'mcp_bridge_upstream_up{server="default/bad"} 0.0' in metrics
+    assert good["isError"] is False
+    assert "Server default/bad cannot be called" in bad["structuredContent"]["hint"]
+    assert "could not be read" in bad["structuredContent"]["hint"]
+    assert "Could not use server default/bad: header Authorization could not be read" in log
+    assert BEARER not in log
+    assert counted.calls == 0
+
+
 def test_a_made_up_name_and_a_lone_surrogate_get_answers_and_audit_lines_without_the_name(
     echoing: RunningBridge,
 ) -> None:
