@@ -91,6 +91,19 @@ def test_an_upstream_that_echoes_the_credential_never_shows_it_to_the_agent_or_t
     assert "***" in json.dumps(rejected) and "***" in listed
 
 
+def test_a_listing_refused_in_words_that_quote_the_credential_is_logged_masked(
+    secret_file: Path,
+) -> None:
+    with peers.hostile_server("echo-refusing") as url:
+        header = {"name": "Authorization", "valueFile": str(secret_file)}
+        with run_bridge([server_entry("refusing", url, headers=[header])]) as bridge:
+            log = bridge.log()
+    assert "Could not list the tools of server default/refusing" in log
+    assert "Unauthorized: the token *** may not list tools" in log
+    for form in _forms(BEARER):
+        assert form not in log, form
+
+
 def test_a_header_value_with_cr_lf_fails_that_one_server_and_the_others_keep_working(
     tmp_path: Path,
 ) -> None:

@@ -21,7 +21,8 @@ explained. A server that was never listed contributes no tools until its first l
 
 ``on_change`` is called with the new catalog whenever the listing the agent sees changes.
 Header values from ``valueFile`` are read when a server is configured and never logged; every
-value in use masks the call pipeline's failures (:attr:`UpstreamPool.scrubber`). **A header
+value in use masks the call pipeline's failures and this module's log lines of a server's
+failures, whose words a server chooses (:attr:`UpstreamPool.scrubber`). **A header
 value that cannot be sent** (a control character such as CR/LF, which would forge the
 request's head) fails that one server: it is never contacted, it is down with the reason in
 ``/readyz``, the metrics (``mcp_bridge_upstream_misconfigured``) and the hint of every call to
@@ -250,7 +251,8 @@ class UpstreamPool:
             was_up = state.up
             self._mark_down(state)
             if was_up or state.failures == 1:
-                logger.warning("Could not list the tools of server %s: %s", key, error.message)
+                told = self.scrubber(error.message)
+                logger.warning("Could not list the tools of server %s: %s", key, told)
             if self.on_listed is not None:
                 self.on_listed(key, False)
             return False
@@ -352,7 +354,8 @@ class UpstreamPool:
             )
         except McpFailure as error:
             if error.kind == "unavailable" and state.up:
-                logger.warning("Lost server %s: %s", state.upstream.name, error.message)
+                told = self.scrubber(error.message)
+                logger.warning("Lost server %s: %s", state.upstream.name, told)
                 self._mark_down(state)
                 if self.on_listed is not None:
                     self.on_listed(state.upstream.name, False)
