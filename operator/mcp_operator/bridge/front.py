@@ -44,6 +44,7 @@ from mcp_operator.serve.asgi import (
 from mcp_operator.serve.endpoint import route, stateless_body
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
+from mcp_operator.serve.sessions import CallerKey, client_address
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +59,16 @@ GET stream): not audited."""
 class BridgeFront:
     """The ASGI application of the agent-facing endpoint."""
 
-    def __init__(self, core: BridgeCore, allowed_hosts: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        core: BridgeCore,
+        allowed_hosts: tuple[str, ...] = (),
+        caller_key: CallerKey = client_address,
+    ) -> None:
+        """``caller_key`` names who asks, the key the agent's sessions are counted by in the
+        one session table (``serve.sessions``: each caller keeps its fair share)."""
         self.core = core
+        self._caller_key = caller_key
         listen = core.config.listen
         self._path = listen.path
         self._paths = (listen.path, listen.path.rstrip("/") + "/")
@@ -95,6 +104,7 @@ class BridgeFront:
                 policy=self.policy,
                 stateless=self._modern,
                 sessions=self._legacy,
+                caller_key=self._caller_key,
             )
         except Exception as error:
             # Whatever broke, the agent gets a JSON-RPC error and the audit its line.
