@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from mcp_operator.dev.cluster import ControlPlane, stop_process_group
 from tests.support import needs, peers
@@ -591,27 +590,6 @@ def test_the_operators_identity_cannot_take_over_an_object_it_does_not_control(
 # -- the operator itself, running as its ServiceAccount ------------------------------------
 
 
-def account_kubeconfig(cluster: Cluster, directory: Path) -> Path:
-    token = cluster.kubectl(
-        "create", "token", "mcpo-mcp-operator", "-n", SYSTEM, "--duration=1h"
-    ).stdout.strip()
-    admin = yaml.safe_load(cluster.kubeconfig.read_text())
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [
-            {"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": "sa"}}
-        ],
-        "current-context": "sa",
-    }
-    path = directory / "kubeconfig-sa"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
-
-
 def test_the_operator_reconciles_under_the_guard_rails_and_reports_the_policy_layer(
     cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -621,7 +599,7 @@ def test_the_operator_reconciles_under_the_guard_rails_and_reports_the_policy_la
     args = [a for a in args if not a.startswith(("--liveness", "--metrics", "--loopback"))]
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE")}
     env.update(
-        KUBECONFIG=str(account_kubeconfig(cluster, tmp_path)),
+        KUBECONFIG=str(cluster.service_account_kubeconfig(SYSTEM, "mcpo-mcp-operator", tmp_path)),
         POD_NAMESPACE=SYSTEM,
         POD_NAME="mcpo-0",
     )

@@ -164,31 +164,6 @@ def test_helm_installs_upgrades_and_uninstalls_the_chart_in_another_namespace(
 # -- RBAC -------------------------------------------------------------------------------
 
 
-def service_account_kubeconfig(cluster: Cluster, directory: Path) -> Path:
-    """A kubeconfig that authenticates as the operator's ServiceAccount (a bound token)."""
-    token = cluster.kubectl(
-        "create", "token", "mcp-operator", "-n", SYSTEM_NAMESPACE, "--duration=1h"
-    ).stdout.strip()
-    admin = yaml.safe_load(cluster.kubeconfig.read_text())
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": "mcp-operator", "user": {"token": token}}],
-        "contexts": [
-            {
-                "name": "mcp-operator",
-                "context": {"cluster": admin["clusters"][0]["name"], "user": "mcp-operator"},
-            }
-        ],
-        "current-context": "mcp-operator",
-    }
-    path = directory / "kubeconfig-service-account"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
-
-
 @contextlib.contextmanager
 def operator_as(kubeconfig: Path, log_path: Path, *args: str) -> Iterator[None]:
     """``mcp-operator run`` with ``kubeconfig`` in a process group of its own."""
@@ -206,7 +181,7 @@ def test_the_service_accounts_permissions_are_enough_to_reconcile_without_a_403(
     cluster = installed
     namespace = f"rbac-{uuid.uuid4().hex[:8]}"
     cluster.kubectl("create", "namespace", namespace)
-    kubeconfig = service_account_kubeconfig(cluster, tmp_path)
+    kubeconfig = cluster.service_account_kubeconfig(SYSTEM_NAMESPACE, "mcp-operator", tmp_path)
     log_path = tmp_path / "operator.log"
     args = ["--namespace", namespace] if scope == "one-namespace" else []
     # The loopback test server needs the Namespace's opt-in: the operator reads the label.
@@ -361,7 +336,7 @@ def test_the_service_account_has_the_permissions_it_needs_and_no_others(
 def test_the_tokens_the_rbac_test_uses_are_the_service_accounts_and_are_refused_elsewhere(
     installed: Cluster, tmp_path: Path
 ) -> None:
-    kubeconfig = service_account_kubeconfig(installed, tmp_path)
+    kubeconfig = installed.service_account_kubeconfig(SYSTEM_NAMESPACE, "mcp-operator", tmp_path)
 
     def kubectl_as_operator(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from mcp_operator.dev.cluster import ControlPlane
 from tests.support import needs, peers
@@ -35,27 +34,6 @@ ACCOUNT = f"system:serviceaccount:{SYSTEM}:{RELEASE}-mcp-operator"
 def plane() -> Iterator[Cluster]:
     with ControlPlane() as control_plane:
         yield Cluster(control_plane)
-
-
-def account_kubeconfig(cluster: Cluster, directory: Path) -> Path:
-    token = cluster.kubectl(
-        "create", "token", f"{RELEASE}-mcp-operator", "-n", SYSTEM, "--duration=1h"
-    ).stdout.strip()
-    admin = yaml.safe_load(cluster.kubeconfig.read_text())
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": admin["clusters"],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [
-            {"name": "sa", "context": {"cluster": admin["clusters"][0]["name"], "user": "sa"}}
-        ],
-        "current-context": "sa",
-    }
-    path = directory / "kubeconfig-sa"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return path
 
 
 @contextlib.contextmanager
@@ -131,7 +109,11 @@ def test_the_namespace_scoped_chart_identity_reconciles_and_is_refused_the_rest(
     log_path = tmp_path / "operator.log"
     with (
         peers.mcp_server_time() as url,
-        operator(account_kubeconfig(cluster, tmp_path), args, log_path),
+        operator(
+            cluster.service_account_kubeconfig(SYSTEM, f"{RELEASE}-mcp-operator", tmp_path),
+            args,
+            log_path,
+        ),
     ):
         for namespace in (WATCHED, OTHER):
             cluster.apply(

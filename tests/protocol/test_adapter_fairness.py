@@ -20,8 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.protocol.test_adapter import ACCEPT, INIT, adapter, initialize
+from tests.protocol.test_adapter import ACCEPT, INIT, Adapter, adapter, initialize
 from tests.protocol.test_adapter_bounds import bounds_server  # noqa: F401 (a fixture)
+from tests.support.callers import caller
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -29,12 +30,20 @@ FLAGS = ("--max-sessions", "4")
 LISTED = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
 
-@contextlib.contextmanager
-def caller(address: str) -> Iterator[httpx.Client]:
-    """An HTTP client whose connections come from ``address``."""
-    transport = httpx.HTTPTransport(local_address=address)
-    with httpx.Client(transport=transport, timeout=10) as client:
-        yield client
+Callers = tuple[Adapter, httpx.Client, httpx.Client]
+"""The adapter (``--max-sessions 4``, in front of the bounds server) and two callers, from
+127.0.0.2 and 127.0.0.3."""
+
+
+@pytest.fixture
+def callers(tmp_path: Path, bounds_server: Path) -> Iterator[Callers]:  # noqa: F811
+    command = (sys.executable, str(bounds_server), "hold")
+    with (
+        adapter(command, tmp_path, *FLAGS) as running,
+        caller("127.0.0.2") as first,
+        caller("127.0.0.3") as second,
+    ):
+        yield running, first, second
 
 
 def listed(url: str, client: httpx.Client, session: str) -> int:
@@ -43,16 +52,10 @@ def listed(url: str, client: httpx.Client, session: str) -> int:
 
 
 def test_held_streams_of_one_caller_do_not_stop_another_callers_initialize(
-    tmp_path: Path,
-    bounds_server: Path,  # noqa: F811
+    callers: Callers,
 ) -> None:
-    command = (sys.executable, str(bounds_server), "hold")
-    with (
-        adapter(command, tmp_path, *FLAGS) as running,
-        caller("127.0.0.2") as holder,
-        caller("127.0.0.3") as other,
-        contextlib.ExitStack() as streams,
-    ):
+    running, holder, other = callers
+    with contextlib.ExitStack() as streams:
         held = []
         for _ in range(4):
             session = initialize(running.url, holder)
@@ -71,20 +74,14 @@ def test_held_streams_of_one_caller_do_not_stop_another_callers_initialize(
 
 
 def test_one_callers_initializes_do_not_evict_another_callers_idle_session(
-    tmp_path: Path,
-    bounds_server: Path,  # noqa: F811
+    callers: Callers,
 ) -> None:
-    command = (sys.executable, str(bounds_server), "hold")
-    with (
-        adapter(command, tmp_path, *FLAGS) as running,
-        caller("127.0.0.2") as flooder,
-        caller("127.0.0.3") as victim,
-    ):
-        idle = initialize(running.url, victim)
-        flood = [initialize(running.url, flooder) for _ in range(20)]
-        still = listed(running.url, victim, idle)
-        first = listed(running.url, flooder, flood[0])
-        last = listed(running.url, flooder, flood[-1])
-        limits = running.health("/readyz").json()["limits"]
+    running, flooder, victim = callers
+    idle = initialize(running.url, victim)
+    flood = [initialize(running.url, flooder) for _ in range(20)]
+    still = listed(running.url, victim, idle)
+    first = listed(running.url, flooder, flood[0])
+    last = listed(running.url, flooder, flood[-1])
+    limits = running.health("/readyz").json()["limits"]
     assert still == 200 and first == 404 and last == 200
     assert limits["sessionsEvicted"] == 17  # the flooder's own sessions, 20 - 3 kept

@@ -14,6 +14,7 @@ import base64
 import json
 import urllib.parse
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -91,21 +92,45 @@ def test_an_upstream_that_echoes_the_credential_never_shows_it_to_the_agent_or_t
     assert "***" in json.dumps(rejected) and "***" in listed
 
 
-def test_a_header_value_with_cr_lf_fails_that_one_server_and_the_others_keep_working(
-    tmp_path: Path,
+def test_a_listing_refused_in_words_that_quote_the_credential_is_logged_masked(
+    secret_file: Path,
 ) -> None:
-    forged = tmp_path / "forged"
-    forged.write_text("Bearer x\r\nX-Forged: yes\n")
+    with peers.hostile_server("echo-refusing") as url:
+        header = {"name": "Authorization", "valueFile": str(secret_file)}
+        with run_bridge([server_entry("refusing", url, headers=[header])]) as bridge:
+            log = bridge.log()
+    assert "Could not list the tools of server default/refusing" in log
+    assert "Unauthorized: the token *** may not list tools" in log
+    for form in _forms(BEARER):
+        assert form not in log, form
+
+
+@dataclass
+class OneServerFailed:
+    """What the agent, ``/readyz``, ``/metrics`` and the log show of a bridge with two servers,
+    ``bad`` (configured with headers it cannot be called with) and ``good``."""
+
+    ready: httpx.Response
+    metrics: str
+    good: Any
+    """The answer to a call of ``good_echo``."""
+    bad: Any
+    """The answer to a call of ``bad_echo``."""
+    bad_calls: int
+    """``tools/call`` requests that reached the bad server."""
+    log: str
+
+
+def _one_server_failed(headers: list[dict[str, str]]) -> OneServerFailed:
     with (
         peers.hostile_server("ok") as bad_url,
         CountingProxy(bad_url) as counted,
         peers.hostile_server("ok") as good_url,
     ):
         servers = [
-            server_entry("bad", counted.url,
-                         headers=[{"name": "Authorization", "valueFile": str(forged)}]),
+            server_entry("bad", counted.url, headers=headers),
             server_entry("good", good_url),
-        ]  # fmt: skip
+        ]
         with run_bridge(servers) as bridge:
             ready = httpx.get(f"{bridge.health}/readyz", timeout=5)
             metrics = httpx.get(f"{bridge.health}/metrics", timeout=5).text
@@ -113,6 +138,17 @@ def test_a_header_value_with_cr_lf_fails_that_one_server_and_the_others_keep_wor
             good = _call(bridge, session, "good_echo")["result"]  # echoes "" (no message)
             bad = _call(bridge, session, "bad_echo", 2)["result"]
             assert bridge.process.poll() is None  # the bridge did not exit
+            log = bridge.log()
+        return OneServerFailed(ready, metrics, good, bad, counted.calls, log)
+
+
+def test_a_header_value_with_cr_lf_fails_that_one_server_and_the_others_keep_working(
+    tmp_path: Path,
+) -> None:
+    forged = tmp_path / "forged"
+    forged.write_text("Bearer x\r\nX-Forged: yes\n")
+    failed = _one_server_failed([{"name": "Authorization", "valueFile": str(forged)}])
+    ready, metrics, good, bad = failed.ready, failed.metrics, failed.good, failed.bad
     assert ready.status_code == 200
     problem = ready.json()["servers"]["default/bad"]["problem"]
     assert "control character" in problem and "default/bad" in problem
@@ -125,7 +161,36 @@ def test_a_header_value_with_cr_lf_fails_that_one_server_and_the_others_keep_wor
     assert bad["structuredContent"]["code"] == "not_allowlisted"
     assert "Server default/bad cannot be called" in bad["structuredContent"]["hint"]
     assert "control character" in bad["structuredContent"]["hint"]
-    assert counted.calls == 0
+    assert failed.bad_calls == 0
+
+
+def test_an_unreadable_header_file_fails_that_one_server_and_the_others_keep_working(
+    tmp_path: Path, secret_file: Path
+) -> None:
+    missing = tmp_path / "not-mounted" / "token"
+    failed = _one_server_failed(
+        [
+            {"name": "X-Team", "valueFile": str(secret_file)},
+            {"name": "Authorization", "valueFile": str(missing)},
+        ]
+    )
+    ready, metrics, good, bad = failed.ready, failed.metrics, failed.good, failed.bad
+    assert ready.status_code == 200
+    problem = ready.json()["servers"]["default/bad"]["problem"]
+    assert "header Authorization could not be read" in problem and str(missing) in problem
+    assert ready.json()["servers"]["default/good"]["up"] is True
+    misconfigured = 'mcp_bridge_upstream_misconfigured{{reason="{}",server="default/bad"}} {}'
+    assert misconfigured.format("UnreadableHeader", "1.0") in metrics
+    assert misconfigured.format("InvalidHeader", "0.0") in metrics
+    assert 'mcp_bridge_upstream_up{server="default/bad"} 0.0' in metrics
+    assert good["isError"] is False
+    assert "Server default/bad cannot be called" in bad["structuredContent"]["hint"]
+    assert "could not be read" in bad["structuredContent"]["hint"]
+    assert "Could not use server default/bad: header Authorization could not be read" in (
+        failed.log
+    )
+    assert BEARER not in failed.log
+    assert failed.bad_calls == 0
 
 
 def test_a_made_up_name_and_a_lone_surrogate_get_answers_and_audit_lines_without_the_name(

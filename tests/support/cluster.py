@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from mcp_operator.dev.cluster import ControlPlane, kubectl_path, stop_process_group
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,6 +80,29 @@ class Cluster:
             "-",
             input=json.dumps(obj),
         )
+
+    def service_account_kubeconfig(self, namespace: str, account: str, directory: Path) -> Path:
+        """A kubeconfig in ``directory`` that authenticates as ServiceAccount
+        ``namespace/account`` (a bound token for an hour), against this cluster."""
+        token = self.kubectl(
+            "create", "token", account, "-n", namespace, "--duration=1h"
+        ).stdout.strip()
+        admin = yaml.safe_load(self.kubeconfig.read_text())
+        user = f"{namespace}-{account}"
+        config = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": admin["clusters"],
+            "users": [{"name": user, "user": {"token": token}}],
+            "contexts": [
+                {"name": user, "context": {"cluster": admin["clusters"][0]["name"], "user": user}}
+            ],
+            "current-context": user,
+        }
+        path = directory / f"kubeconfig-{user}"
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+        return path
 
 
 @dataclass

@@ -30,6 +30,8 @@ echo            a valid server that echoes the ``--echo-header`` header's value
                 into its answers to ``tools/call``: ``plain`` fails with a
                 JSON-RPC error quoting it, ``b64`` returns an ``isError`` result
                 with it base64-encoded, any other tool says it upper-cased
+echo-refusing   ``echo``, but ``tools/list`` fails with a JSON-RPC error quoting the
+                header's value (its listing never succeeds)
 changing        a valid server with one tool, ``tool_v<N>``, and a GET stream:
                 ``POST /change`` bumps N and sends
                 ``notifications/tools/list_changed`` on every open stream;
@@ -71,6 +73,7 @@ MODES = (
     "status",
     "changing",
     "echo",
+    "echo-refusing",
 )
 PROTOCOL_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 MAX_REQUEST_BYTES = 1024 * 1024
@@ -268,6 +271,8 @@ def handle_rpc(
             }
         elif method == "ping":
             result = {}
+        elif method == "tools/list" and options.mode == "echo-refusing":
+            raise _Error(-32001, f"Unauthorized: the token {echoed} may not list tools")
         elif method == "tools/list" and options.mode == "echo":
             result = {"tools": echoed_tools(echoed)}
         elif method == "tools/call" and options.mode == "echo":

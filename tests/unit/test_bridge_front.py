@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import httpx
@@ -268,3 +268,25 @@ async def test_a_tool_name_the_agent_made_up_never_reaches_the_audit_line(
     (line,) = _lines(raw)
     assert line["tool"] == "(unknown)" and line["outcome"] == "not_allowlisted"
     assert "123-45-6789" not in text and "john.doe" not in text and "ssn" not in text
+
+
+async def test_the_front_counts_the_agents_sessions_by_the_caller_key_it_is_given(
+    core: BridgeCore,
+) -> None:
+    def caller_key(scope: Mapping[str, Any], _headers: dict[bytes, str]) -> str:
+        return dict(scope["headers"]).get(b"x-caller", b"").decode()  # an identity, say
+
+    front = BridgeFront(core, caller_key=caller_key)
+    transport = httpx.ASGITransport(app=front)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1:7800") as http:
+
+        async def opened(caller: str) -> int:
+            headers = {**ACCEPT, "x-caller": caller}
+            return (await http.post(URL, json=wire.initialize(), headers=headers)).status_code
+
+        flood = [await opened("alice") for _ in range(core.sessions.max_sessions)]
+        own, other = await opened("alice"), await opened("bob")
+    assert set(flood) == {200}
+    assert own == 503 and other == 200  # one client address, two callers: bob is not kept out
+    assert core.sessions.count("alice") == core.sessions.max_sessions - 1
+    assert core.sessions.count("bob") == 1

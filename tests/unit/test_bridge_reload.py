@@ -81,8 +81,8 @@ def test_backoff_doubles_from_one_second_up_to_its_cap() -> None:
     assert backoff_seconds(30) == MAX_BACKOFF_SECONDS
 
 
-def test_header_values_come_from_their_files_and_a_missing_file_is_logged_without_value(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_header_values_come_from_their_files_and_a_missing_file_is_a_problem_without_value(
+    tmp_path: Path,
 ) -> None:
     secret = tmp_path / "token"
     secret.write_text("Bearer s3cret\n")
@@ -99,10 +99,10 @@ def test_header_values_come_from_their_files_and_a_missing_file_is_logged_withou
             ],
         }
     )
-    with caplog.at_level(logging.ERROR):
-        headers = read_headers(server)
+    headers, problem = read_headers(server)
     assert headers == {"Authorization": "Bearer s3cret", "X-Team": "blue"}
-    assert "X-Gone" in caplog.text and "s3cret" not in caplog.text
+    assert problem is not None and problem.reason == "UnreadableHeader"
+    assert "X-Gone" in problem.message and "s3cret" not in problem.message
 
 
 def test_audit_lines_go_to_stdout_and_the_file_and_a_bad_file_path_is_only_logged(

@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.oversized import EDGE_BYTES, response_id, too_large_answer
 
 logger = logging.getLogger(__name__)
@@ -339,26 +340,19 @@ class Supervisor:
     def __init__(
         self,
         new_child: Callable[[], ChildProcess],
+        config: AdapterConfig,
         *,
         on_started: Callable[[ChildProcess], Awaitable[None]],
         on_exited: Callable[[int | None], None],
-        backoff: float,
-        max_restarts: int,
-        window: float,
-        grace: float,
-        fifo_dir: str | None = None,
     ) -> None:
         """``new_child`` makes each run's child (a :class:`ChildProcess`, or a
-        :class:`FifoChild` in ``fifo_dir``): what it runs is its maker's, when and how often
-        it runs is the supervisor's."""
+        :class:`FifoChild` in ``config.stdio_fifo_dir``): what it runs is its maker's, when
+        and how often it runs is the supervisor's, by the restart and shutdown settings of
+        ``config``."""
         self._new_child = new_child
-        self._fifo_dir = fifo_dir
+        self._config = config
         self._on_started = on_started
         self._on_exited = on_exited
-        self._backoff = backoff
-        self._max_restarts = max_restarts
-        self._window = window
-        self._grace = grace
         self._restarts: list[float] = []
         self._stopping = False
         self.child: ChildProcess | None = None
@@ -366,6 +360,7 @@ class Supervisor:
 
     async def run(self) -> None:
         """Run the child until ``stop``; raises CrashLoopError when restarts exceed the guard."""
+        config = self._config
         while not self._stopping:
             child = self._new_child()
             returncode: int | None = None
@@ -375,8 +370,10 @@ class Supervisor:
                 logger.error("Failed to start the MCP server %s: %s", child.command[0], error)
             else:
                 self.child = child
-                if self._fifo_dir is not None:
-                    logger.info("Connected to the MCP server through FIFOs in %s", self._fifo_dir)
+                if config.stdio_fifo_dir is not None:
+                    logger.info(
+                        "Connected to the MCP server through FIFOs in %s", config.stdio_fifo_dir
+                    )
                 else:
                     logger.info(
                         "Started the MCP server (pid %d): %s", child.pid, " ".join(child.command)
@@ -388,19 +385,23 @@ class Supervisor:
                 finally:
                     started.cancel()
                     self.child = None
-                    await child.terminate(0 if not self._stopping else self._grace)
+                    await child.terminate(
+                        0 if not self._stopping else config.shutdown_grace_seconds
+                    )
             self._on_exited(returncode)
             if self._stopping:
                 return
             now = time.monotonic()
-            self._restarts = [t for t in self._restarts if now - t < self._window] + [now]
+            window = config.restart_window_seconds
+            self._restarts = [t for t in self._restarts if now - t < window] + [now]
             # In FIFO mode the kubelet restarts the server container (with its own back-off);
             # the adapter only waits for the next one, so it never gives up.
-            if self._fifo_dir is None and len(self._restarts) > self._max_restarts:
+            if config.stdio_fifo_dir is None and len(self._restarts) > config.max_restarts:
                 raise CrashLoopError(
-                    f"the MCP server exited {len(self._restarts)} times within {self._window:.0f}s"
+                    f"the MCP server exited {len(self._restarts)} times within {window:.0f}s"
                 )
-            delay = min(self._backoff * 2 ** (len(self._restarts) - 1), MAX_BACKOFF_SECONDS)
+            backoff = config.restart_backoff_seconds * 2 ** (len(self._restarts) - 1)
+            delay = min(backoff, MAX_BACKOFF_SECONDS)
             logger.warning("MCP server exited (code %s); restarting in %.1fs", returncode, delay)
             await asyncio.sleep(delay)
             self.restart_count += 1
@@ -410,7 +411,7 @@ class Supervisor:
         self._stopping = True
         child = self.child
         if child is not None:
-            await child.terminate(self._grace)
+            await child.terminate(self._config.shutdown_grace_seconds)
 
     async def kill_child(self, reason: str) -> None:
         """Kill the current child (it will be restarted), e.g. after a failed handshake."""

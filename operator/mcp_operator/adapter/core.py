@@ -31,7 +31,7 @@ from mcp_operator.adapter.child import (
 )
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.metrics import AdapterMetrics
-from mcp_operator.adapter.records import CallSink, PendingCall, Session
+from mcp_operator.adapter.records import CallSink, Envelope, PendingCall, Session
 from mcp_operator.adapter.rounds import ParkedCall, RoundStore
 from mcp_operator.adapter.router import Router
 from mcp_operator.adapter.sessions import AdapterSessions
@@ -95,14 +95,7 @@ class AdapterCore:
         """2026-07-28 calls waiting for their callers' input: at most half the calls in flight
         (callers that never retry cannot take every slot), each for one request timeout."""
         self.supervisor = Supervisor(
-            self._new_child,
-            on_started=self._handshake,
-            on_exited=self._on_child_exited,
-            backoff=config.restart_backoff_seconds,
-            max_restarts=config.max_restarts,
-            window=config.restart_window_seconds,
-            grace=config.shutdown_grace_seconds,
-            fifo_dir=config.stdio_fifo_dir,
+            self._new_child, config, on_started=self._handshake, on_exited=self._on_child_exited
         )
         self.metrics = AdapterMetrics(
             sessions=lambda: len(self.sessions),
@@ -287,19 +280,21 @@ class AdapterCore:
         message: dict[str, Any],
         session: Session | None,
         sink: CallSink,
-        *,
-        capabilities: frozenset[str] | None = None,
-        log_level: str | None = None,
+        envelope: Envelope | None = None,
     ) -> PendingCall:
         """Forward a client's request to the child; its answer goes to ``sink``.
 
-        ``capabilities`` and ``log_level`` come from a 2026-07-28 caller's envelope.
-        Raises RouterFullError when too many calls wait, and ChildUnavailableError
-        (after forgetting the call) when there is no child to write to.
+        ``envelope``: what a 2026-07-28 caller said of itself (its capabilities and log
+        level go with the call). Raises RouterFullError when too many calls wait, and
+        ChildUnavailableError (after forgetting the call) when there is no child to write to.
         """
         sink = self.metrics.timed(message, sink)
         call, line = self.router.forward_request(
-            message, session, sink, capabilities=capabilities, log_level=log_level
+            message,
+            session,
+            sink,
+            capabilities=envelope.capabilities if envelope is not None else None,
+            log_level=envelope.log_level if envelope is not None else None,
         )
         message.clear()  # the line is all the child needs: no decoded body waits with the call
         try:

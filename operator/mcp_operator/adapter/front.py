@@ -42,7 +42,7 @@ from mcp_operator.serve.asgi import (
     respond_plain,
     serve_lifespan,
 )
-from mcp_operator.serve.endpoint import route
+from mcp_operator.serve.endpoint import McpEndpoint
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
 from mcp_operator.serve.sessions import CallerKey, client_address
@@ -59,14 +59,13 @@ class HttpFront:
         """``caller_key`` names who asks, the key sessions are counted by (``serve.sessions``)."""
         self.core = core
         self.config = core.config
-        self._caller_key = caller_key
         self.policy = HostPolicy(core.config.allowed_hosts, core.config.allowed_origins)
         self._path = core.config.path
         self._sse_paths = (
             (core.config.sse_path, core.config.messages_path) if core.config.sse else ()
         )
         forwarder = CallForwarder(core)
-        self._legacy = SessionEndpoint(core, forwarder)
+        legacy = SessionEndpoint(core, forwarder)
         self._modern = StatelessEndpoint(core, forwarder)
         self._sse = SseTransport(core, caller_key)
         self.budget = BodyBudget(
@@ -76,14 +75,16 @@ class HttpFront:
         self._too_large = (
             f"Request body too large: the limit is {core.config.max_body_bytes} bytes".encode()
         )
-        self._sessions = _BudgetedSessions(self._legacy, self)
+        self._endpoint = McpEndpoint(
+            self.policy, self._stateless, _BudgetedSessions(legacy, self), caller_key
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
         if kind == "http":
             path = scope["path"]
             if path == self._path or path == self._path + "/":
-                await self._mcp(scope, receive, send)
+                await self._endpoint(scope, receive, send)
             elif path == "/healthz" or path == "/readyz":
                 await self._health(path, send)
             elif path == "/metrics":
@@ -118,17 +119,6 @@ class HttpFront:
             },
         }
         await respond_json(send, 200 if ok else 503, dumps(body))
-
-    async def _mcp(self, scope: Scope, receive: Receive, send: Send) -> None:
-        await route(
-            scope,
-            receive,
-            send,
-            policy=self.policy,
-            stateless=self._stateless,
-            sessions=self._sessions,
-            caller_key=self._caller_key,
-        )
 
     async def _stateless(
         self, scope: Scope, headers: dict[bytes, str], receive: Receive, send: Send

@@ -15,7 +15,7 @@ into to ``http_call``.
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -24,9 +24,9 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT
 
 from mcp_operator.adapter.child import ChildUnavailableError
 from mcp_operator.adapter.core import AdapterCore
-from mcp_operator.adapter.front_rounds import Envelope, InputRounds, RoundOfCall
+from mcp_operator.adapter.front_rounds import InputRounds, RoundOfCall
 from mcp_operator.adapter.http_call import HttpCall
-from mcp_operator.adapter.records import PendingCall, Session
+from mcp_operator.adapter.records import Envelope, PendingCall, Session
 from mcp_operator.adapter.router import INPUT_REQUIRED_METHODS, RouterFullError
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import (
@@ -35,7 +35,7 @@ from mcp_operator.serve.asgi import (
     Send,
     respond_json,
     send_more,
-    watch_disconnect,
+    watching_disconnect,
 )
 from mcp_operator.serve.jsonrpc import dumps, error_response
 from mcp_operator.serve.sse import KEEPALIVE_FRAME, KEEPALIVE_SECONDS, SSE_HEADERS, sse_event
@@ -79,13 +79,7 @@ class CallForwarder:
         interactive = envelope is not None and method in INPUT_REQUIRED_METHODS
         sink = HttpCall(can_stream=sse_ok, limit=self.config.stream_queue, interactive=interactive)
         try:
-            call = await core.submit(
-                message,
-                session,
-                sink,
-                capabilities=envelope.capabilities if envelope is not None else None,
-                log_level=envelope.log_level if envelope is not None else None,
-            )
+            call = await core.submit(message, session, sink, envelope)
         except RouterFullError:
             await unavailable(send, request_id, "Too many calls in flight")
             return
@@ -110,78 +104,63 @@ class CallForwarder:
         modern: str | None,
         rounds: RoundOfCall | None,
     ) -> None:
-        """Wait for the call's answer (or its next question) and send it."""
-        watcher = (
-            asyncio.create_task(watch_disconnect(receive, sink.hang_up))
-            if modern is not None
-            else None
-        )
-        try:
-            await self._await_answer(sink, call, send, json_ok, method, modern, rounds)
-        finally:
-            if watcher is not None:
-                watcher.cancel()
-
-    async def _await_answer(
-        self,
-        sink: HttpCall,
-        call: PendingCall,
-        send: Send,
-        json_ok: bool,
-        method: str,
-        modern: str | None,
-        rounds: RoundOfCall | None,
-    ) -> None:
-        core = self.core
-        deadline = time.monotonic() + self.config.request_timeout_seconds
-        while sink.final is None and not sink.events:
-            if rounds is not None and sink.asks and await rounds.settle():
-                break
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or sink.gone:
-                break
-            await sink.sleep(remaining)
-        if sink.final is None and not sink.events:
-            gone = sink.gone
-            core.cancel(call, "Client disconnected" if gone else "Request timed out")
-            if gone:
-                return
-            sink.final = error_response(
-                call.client_id, REQUEST_TIMEOUT, "The MCP server did not answer in time"
-            )
-        if sink.final is not None and (json_ok or sink.events is None):
-            status, body = self._final_body(sink.final, method, modern)
-            await respond_json(send, status, body)
-            return
-        # Something streamed before the answer (or the client takes only SSE): commit to SSE.
-        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
-        try:
-            while True:
-                events = sink.events
-                while events:
-                    await send_more(send, sse_event(events.popleft()))
-                if sink.final is not None:
-                    break
+        """Wait for the call's answer (or its next question) and send it; a 2026-07-28 call
+        is cancelled as soon as its caller disconnects."""
+        watching = watching_disconnect(receive, sink.hang_up) if modern is not None else None
+        with watching or contextlib.nullcontext():
+            core = self.core
+            deadline = time.monotonic() + self.config.request_timeout_seconds
+            while sink.final is None and not sink.events:
                 if rounds is not None and sink.asks and await rounds.settle():
-                    continue
-                if sink.gone:
-                    core.cancel(call, "Client disconnected")
-                    return
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    core.cancel(call, "Request timed out")
-                    text = "The MCP server did not answer in time"
-                    sink.final = error_response(call.client_id, REQUEST_TIMEOUT, text)
                     break
-                await sink.sleep(min(remaining, KEEPALIVE_SECONDS))
-                if sink.final is None and not sink.events:
-                    await send_more(send, KEEPALIVE_FRAME)
-            _status, body = self._final_body(sink.final, method, modern)
-            await send(
-                {"type": "http.response.body", "body": b"event: message\ndata: " + body + b"\n\n"}
-            )
-        except ClientGoneError:
-            core.cancel(call, "Client disconnected")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or sink.gone:
+                    break
+                await sink.sleep(remaining)
+            if sink.final is None and not sink.events:
+                gone = sink.gone
+                core.cancel(call, "Client disconnected" if gone else "Request timed out")
+                if gone:
+                    return
+                sink.final = error_response(
+                    call.client_id, REQUEST_TIMEOUT, "The MCP server did not answer in time"
+                )
+            if sink.final is not None and (json_ok or sink.events is None):
+                status, body = self._final_body(sink.final, method, modern)
+                await respond_json(send, status, body)
+                return
+            # Something streamed before the answer (or the client takes only SSE): commit to SSE.
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            try:
+                while True:
+                    events = sink.events
+                    while events:
+                        await send_more(send, sse_event(events.popleft()))
+                    if sink.final is not None:
+                        break
+                    if rounds is not None and sink.asks and await rounds.settle():
+                        continue
+                    if sink.gone:
+                        core.cancel(call, "Client disconnected")
+                        return
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        core.cancel(call, "Request timed out")
+                        text = "The MCP server did not answer in time"
+                        sink.final = error_response(call.client_id, REQUEST_TIMEOUT, text)
+                        break
+                    await sink.sleep(min(remaining, KEEPALIVE_SECONDS))
+                    if sink.final is None and not sink.events:
+                        await send_more(send, KEEPALIVE_FRAME)
+                _status, body = self._final_body(sink.final, method, modern)
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": b"event: message\ndata: " + body + b"\n\n",
+                    }
+                )
+            except ClientGoneError:
+                core.cancel(call, "Client disconnected")
 
     def _final_body(
         self, final: dict[str, Any], method: str, modern: str | None

@@ -22,7 +22,8 @@ from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 
 from mcp_operator.adapter import listeners
 from mcp_operator.adapter.front_calls import ForwardingEndpoint, unavailable
-from mcp_operator.adapter.front_rounds import Envelope, input_responses
+from mcp_operator.adapter.front_rounds import input_responses
+from mcp_operator.adapter.records import Envelope
 from mcp_operator.adapter.rounds import request_target
 from mcp_operator.adapter.sessions import declared_capabilities
 from mcp_operator.serve import era
@@ -99,33 +100,21 @@ class StatelessEndpoint(ForwardingEndpoint):
             text = "inputResponses must be an object whose values are results"
             await respond_json(send, 400, dumps(error_response(request_id, INVALID_PARAMS, text)))
             return
+        forwarder = self._forwarder
         if "requestState" in params:
-            await self._resume(request_id, method, params, answers, sse_ok, receive, send, version)
+            resumed = await forwarder.rounds.resume(
+                request_id, method, params, answers, sse_ok, send
+            )
+            if resumed is not None:
+                call, sink, rounds = resumed
+                await forwarder.answer(sink, call, receive, send, True, method, version, rounds)
             return
         envelope = Envelope(
             envelope.capabilities, envelope.log_level, answers, request_target(method, params)
         )
-        await self._forwarder.forward(
+        await forwarder.forward(
             decoded, None, True, sse_ok, receive, send, modern=version, envelope=envelope
         )
-
-    async def _resume(
-        self,
-        request_id: Any,
-        method: str,
-        params: dict[str, Any],
-        answers: dict[str, Any],
-        sse_ok: bool,
-        receive: Receive,
-        send: Send,
-        version: str,
-    ) -> None:
-        forwarder = self._forwarder
-        resumed = await forwarder.rounds.resume(request_id, method, params, answers, sse_ok, send)
-        if resumed is None:
-            return
-        call, sink, rounds = resumed
-        await forwarder.answer(sink, call, receive, send, True, method, version, rounds)
 
     async def _listen(
         self, request_id: Any, agreed: dict[str, Any], receive: Receive, send: Send

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_types import SERVER_INFO_META_KEY
@@ -33,19 +32,6 @@ SETTLE_SECONDS = 0.01
 """How long to wait for more questions of the child before answering with the ones so far."""
 SETTLE_ROUNDS = 10
 """At most this many such waits (a child that keeps asking is answered after 100 ms)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Envelope:
-    """What a 2026-07-28 request says about its caller beyond the call itself."""
-
-    capabilities: frozenset[str]
-    """The routed capability names the caller declared (``sessions.declared_capabilities``)."""
-    log_level: str | None = None
-    answers: dict[str, Any] = field(default_factory=dict)
-    """``inputResponses`` sent with the request, by key."""
-    target: str | None = None
-    """What the request is about (``rounds.request_target``); a retry must name the same."""
 
 
 def input_responses(params: dict[str, Any]) -> tuple[bool, dict[str, Any]]:

@@ -2,8 +2,10 @@
 
 Owns the shapes only: the adapter's legacy HTTP ``Session`` (the one session table's
 ``serve.sessions.LegacySession`` with what routing needs), a ``PendingCall`` (a request
-forwarded to the child and not answered yet), and the sink protocol the HTTP side
-implements for one call's answer (a session's stream is ``serve.sessions.StreamSink``).
+forwarded to the child and not answered yet), a 2026-07-28 request's ``Envelope`` (what its
+caller said of itself, which the fronts read and the call carries), and the sink protocol
+the HTTP side implements for one call's answer (a session's stream is
+``serve.sessions.StreamSink``).
 Leaves the bookkeeping of sessions to ``serve.sessions`` and the routing of calls to
 ``router``; both import from here, neither from the other for these types.
 """
@@ -60,6 +62,19 @@ class Session(LegacySession):
     def can(self, capability: str) -> bool:
         """Whether the client declared ``capability`` (sampling, elicitation, roots)."""
         return capability in self.declared
+
+
+@dataclass(frozen=True, slots=True)
+class Envelope:
+    """What a 2026-07-28 request says about its caller beyond the call itself."""
+
+    capabilities: frozenset[str]
+    """The routed capability names the caller declared (``sessions.declared_capabilities``)."""
+    log_level: str | None = None
+    answers: dict[str, Any] = field(default_factory=dict)
+    """``inputResponses`` sent with the request, by key."""
+    target: str | None = None
+    """What the request is about (``rounds.request_target``); a retry must name the same."""
 
 
 @dataclass(eq=False, slots=True)

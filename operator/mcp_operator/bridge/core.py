@@ -175,7 +175,9 @@ class BridgeCore:
         await self.pool.configure(config)
         self.pipeline.scrubber = self.pool.scrubber
         self.pipeline.problems = {
-            key: state.problem for key, state in self.pool.states.items() if state.problem
+            key: state.problem.message
+            for key, state in self.pool.states.items()
+            if state.problem is not None
         }
         self.pipeline.reconfigure(config, self.pool.catalog)
         for key in gone:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import McpFailure
@@ -29,17 +29,7 @@ ErrorCode = Literal[
     "timeout",
 ]
 
-ERROR_CODES: tuple[ErrorCode, ...] = (
-    "not_allowlisted",
-    "invalid_arguments",
-    "pii_blocked",
-    "pii_unscannable",
-    "hook_failed",
-    "upstream_unavailable",
-    "upstream_error",
-    "circuit_open",
-    "timeout",
-)
+ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
 """Every code a failed call can carry; with ``ok`` they are the audit outcomes."""
 
 OutcomeCode = Literal["ok", "invalid_request"] | ErrorCode

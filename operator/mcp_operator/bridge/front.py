@@ -41,9 +41,10 @@ from mcp_operator.serve.asgi import (
     respond_plain,
     serve_lifespan,
 )
-from mcp_operator.serve.endpoint import route, stateless_body
+from mcp_operator.serve.endpoint import McpEndpoint, stateless_body
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
+from mcp_operator.serve.sessions import CallerKey, client_address
 
 logger = logging.getLogger(__name__)
 
@@ -58,13 +59,22 @@ GET stream): not audited."""
 class BridgeFront:
     """The ASGI application of the agent-facing endpoint."""
 
-    def __init__(self, core: BridgeCore, allowed_hosts: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        core: BridgeCore,
+        allowed_hosts: tuple[str, ...] = (),
+        caller_key: CallerKey = client_address,
+    ) -> None:
+        """``caller_key`` names who asks, the key the agent's sessions are counted by in the
+        one session table (``serve.sessions``: each caller keeps its fair share)."""
         self.core = core
         listen = core.config.listen
         self._path = listen.path
         self._paths = (listen.path, listen.path.rstrip("/") + "/")
         self.policy = HostPolicy((listen.host, *allowed_hosts), ())
-        self._legacy = SessionEndpoint(core, MAX_BODY_BYTES)
+        self._endpoint = McpEndpoint(
+            self.policy, self._modern, SessionEndpoint(core, MAX_BODY_BYTES), caller_key
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -88,14 +98,7 @@ class BridgeFront:
             await send(message)
 
         try:
-            await route(
-                scope,
-                receive,
-                watched,
-                policy=self.policy,
-                stateless=self._modern,
-                sessions=self._legacy,
-            )
+            await self._endpoint(scope, receive, watched)
         except Exception as error:
             # Whatever broke, the agent gets a JSON-RPC error and the audit its line.
             logger.error("Could not answer a request: %s", type(error).__name__)

@@ -62,7 +62,7 @@ class HealthApp:
                 "tools": len(state.tools or ()),
             }
             if state.problem is not None:
-                servers[key]["problem"] = state.problem
+                servers[key]["problem"] = state.problem.message
         body = {
             "status": "ok" if ok else "unavailable",
             "servers": servers,

@@ -15,6 +15,7 @@ import contextlib
 from prometheus_client import CollectorRegistry
 
 from mcp_operator.bridge.audit import AuditRecord
+from mcp_operator.bridge.upstreams import MISCONFIGURATIONS, Misconfiguration
 from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS, Metrics
 
 UNKNOWN = "(unknown)"
@@ -44,7 +45,8 @@ class BridgeMetrics(Metrics):
         self.misconfigured = self.gauge(
             "mcp_bridge_upstream_misconfigured",
             "1 while the server cannot be called as configured (reason InvalidHeader: a "
-            "header value with a control character); the bridge never contacts it.",
+            "header value with a control character; UnreadableHeader: a header's valueFile "
+            "could not be read); the bridge never contacts it.",
             ["server", "reason"],
         )
         self.listings = self.counter(
@@ -71,15 +73,17 @@ class BridgeMetrics(Metrics):
         self.listings.labels(server, "ok" if ok else "failed").inc()
         self.upstream_up.labels(server).set(1 if ok else 0)
 
-    def observe_problem(self, server: str, problem: str | None) -> None:
-        """A server was configured: whether it can be called at all."""
-        self.misconfigured.labels(server, "InvalidHeader").set(0 if problem is None else 1)
-        if problem is not None:
+    def observe_problem(self, server: str, reason: Misconfiguration | None) -> None:
+        """A server was configured: whether it can be called at all, and if not, why."""
+        for each in MISCONFIGURATIONS:
+            self.misconfigured.labels(server, each).set(1 if each == reason else 0)
+        if reason is not None:
             self.upstream_up.labels(server).set(0)
 
     def forget_server(self, server: str) -> None:
         """A server left the configuration: drop its availability series."""
         with contextlib.suppress(KeyError):
             self.upstream_up.remove(server)
-        with contextlib.suppress(KeyError):
-            self.misconfigured.remove(server, "InvalidHeader")
+        for reason in MISCONFIGURATIONS:
+            with contextlib.suppress(KeyError):
+                self.misconfigured.remove(server, reason)

@@ -21,11 +21,13 @@ explained. A server that was never listed contributes no tools until its first l
 
 ``on_change`` is called with the new catalog whenever the listing the agent sees changes.
 Header values from ``valueFile`` are read when a server is configured and never logged; every
-value in use masks the call pipeline's failures (:attr:`UpstreamPool.scrubber`). **A header
+value in use masks the call pipeline's failures and this module's log lines of a server's
+failures, whose words a server chooses (:attr:`UpstreamPool.scrubber`). **A header
 value that cannot be sent** (a control character such as CR/LF, which would forge the
 request's head) fails that one server: it is never contacted, it is down with the reason in
 ``/readyz``, the metrics (``mcp_bridge_upstream_misconfigured``) and the hint of every call to
-it, and the other servers keep working.
+it, and the other servers keep working. So does a ``valueFile`` that cannot be read (a
+Secret not mounted, a key missing): the server is not called without the header.
 Calling a tool through the pipeline is :meth:`UpstreamPool.call`; what a failure means for
 the agent is the pipeline's job.
 """
@@ -41,7 +43,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
@@ -72,8 +74,25 @@ TICK_SECONDS = 0.5
 """How often the timer looks for servers due to be listed."""
 
 
-def read_headers(server: UpstreamServer) -> dict[str, str]:
-    """The server's headers, ``valueFile`` values read from their files (never logged)."""
+Misconfiguration = Literal["InvalidHeader", "UnreadableHeader"]
+"""Why a server cannot be called as configured: a header value it must not send, or a
+``valueFile`` that could not be read."""
+MISCONFIGURATIONS: tuple[Misconfiguration, ...] = get_args(Misconfiguration)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why a server cannot be called at all: never listed nor called until it is fixed."""
+
+    reason: Misconfiguration
+    message: str
+    """A sentence for ``/readyz``, logs and hints; never a header value."""
+
+
+def read_headers(server: UpstreamServer) -> tuple[dict[str, str], Problem | None]:
+    """The server's headers, ``valueFile`` values read from their files (never logged), and
+    the first header that could not be read: without it the server would be called
+    unauthenticated, or as someone it is not, so it is not called at all."""
     headers: dict[str, str] = {}
     for header in server.headers:
         if header.value is not None:
@@ -83,26 +102,25 @@ def read_headers(server: UpstreamServer) -> dict[str, str]:
         try:
             headers[header.name] = Path(header.value_file).read_text(encoding="utf-8").strip()
         except OSError as error:
-            logger.error(
-                "Could not read header %s of server %s from %s: %s",
-                header.name,
-                server_key(server),
-                header.value_file,
-                error.strerror,
+            return headers, Problem(
+                "UnreadableHeader",
+                f"header {header.name} could not be read from {header.value_file} "
+                f"({error.strerror}), so the bridge does not call server {server_key(server)} "
+                "(check the Secret and its mount)",
             )
-    return headers
+    return headers, None
 
 
-def header_problem(server: UpstreamServer, headers: Mapping[str, str]) -> str | None:
+def header_problem(server: UpstreamServer, headers: Mapping[str, str]) -> Problem | None:
     """Why the server cannot be called with these headers (the probe's rule: a value must not
-    forge the request's head), in a sentence for ``/readyz``, logs and hints; never the
-    value."""
+    forge the request's head); never the value."""
     for name, value in headers.items():
         refusal = header_refusal(name, value)
         if refusal is not None:
-            return (
+            return Problem(
+                "InvalidHeader",
                 f"{refusal}, so the bridge does not call server {server_key(server)} "
-                "(fix the header's value or its Secret)"
+                "(fix the header's value or its Secret)",
             )
     return None
 
@@ -123,8 +141,8 @@ class ServerState:
     """The last listing it gave (kept while the server is down)."""
     listed_once: bool = False
     """Its first listing was tried (successful or not): readiness waits for this."""
-    problem: str | None = None
-    """Why it cannot be called at all (:func:`header_problem`): never listed nor called."""
+    problem: Problem | None = None
+    """Why it cannot be called at all (:func:`read_headers`, :func:`header_problem`)."""
     up: bool = False
     failures: int = 0
     """Failed listings in a row."""
@@ -154,14 +172,15 @@ class UpstreamPool:
         on_change: Callable[[Catalog], Awaitable[None] | None],
         relist_seconds: float = 300.0,
         on_listed: Callable[[str, bool], None] | None = None,
-        on_problem: Callable[[str, str | None], None] | None = None,
+        on_problem: Callable[[str, Misconfiguration | None], None] | None = None,
     ) -> None:
         self.http1 = session_pool(BRIDGE_EGRESS)
         """The connections of every server's calls, listings and change streams."""
         self.on_change = on_change
         self.on_listed = on_listed
         self.on_problem = on_problem
-        """Called with a server's key and its :attr:`ServerState.problem` on each configure."""
+        """Called with a server's key and the reason of its :attr:`ServerState.problem` (None:
+        it has none) on each configure."""
         self.scrubber = Scrubber(())
         """Masks every header value of the configured servers (in every form it knows)."""
         self.relist_seconds = relist_seconds
@@ -181,7 +200,7 @@ class UpstreamPool:
         secrets: list[str] = []
         for server in config.servers:
             key = server_key(server)
-            headers = read_headers(server)
+            headers, unreadable = read_headers(server)
             secrets.extend(headers.values())
             signature = _connection_signature(server, headers)
             state = self.states.get(key)
@@ -189,7 +208,7 @@ class UpstreamPool:
                 state.server = server
                 states[key] = state
                 continue
-            problem = header_problem(server, headers)
+            problem = unreadable or header_problem(server, headers)
             hint = server.protocol_version
             sent = {} if problem is not None else headers
             upstream = upstream_session(key, server.url, self.http1, sent, hint)
@@ -198,12 +217,12 @@ class UpstreamPool:
             if problem is None:
                 fresh.append(state)
             else:
-                logger.error("Could not use server %s: %s", key, problem)
+                logger.error("Could not use server %s: %s", key, problem.message)
                 state.problem, state.listed_once, state.due = problem, True, math.inf
         self.scrubber = Scrubber(secrets)
         if self.on_problem is not None:
             for key, state in states.items():
-                self.on_problem(key, state.problem)
+                self.on_problem(key, state.problem.reason if state.problem else None)
         for key, old in self.states.items():
             if states.get(key) is not old:
                 for task in old.tasks():
@@ -232,7 +251,8 @@ class UpstreamPool:
             was_up = state.up
             self._mark_down(state)
             if was_up or state.failures == 1:
-                logger.warning("Could not list the tools of server %s: %s", key, error.message)
+                told = self.scrubber(error.message)
+                logger.warning("Could not list the tools of server %s: %s", key, told)
             if self.on_listed is not None:
                 self.on_listed(key, False)
             return False
@@ -327,14 +347,15 @@ class UpstreamPool:
         if state is None:
             raise UpstreamUnavailable(f"server {server_key(server)} is no longer configured")
         if state.problem is not None:
-            raise UpstreamMisconfigured(state.problem)
+            raise UpstreamMisconfigured(state.problem.message)
         try:
             result = await state.upstream.request(
                 "tools/call", {"name": tool, "arguments": arguments}
             )
         except McpFailure as error:
             if error.kind == "unavailable" and state.up:
-                logger.warning("Lost server %s: %s", state.upstream.name, error.message)
+                told = self.scrubber(error.message)
+                logger.warning("Lost server %s: %s", state.upstream.name, told)
                 self._mark_down(state)
                 if self.on_listed is not None:
                     self.on_listed(state.upstream.name, False)

@@ -224,6 +224,28 @@ def _timed_out(_error: BaseException, state: ProbeState) -> str:
     )
 
 
+def _answered_http(status: Callable[[Any, ProbeState], int | None]) -> Callable[..., str]:
+    return lambda error, state: (
+        f"{state.url} answered {_http_label(status(error, state) or 0)} during {state.phase}"
+    )
+
+
+def _not_json_rpc(_error: BaseException, state: ProbeState) -> str:
+    return f"{state.url} answered {state.phase} with a body that is not valid JSON-RPC"
+
+
+def _not_mcp(text: Callable[[Any], str]) -> Callable[..., str]:
+    return lambda error, state: (
+        f"{state.url} gave an answer that is not MCP during {state.phase}: {_one_line(text(error))}"
+    )
+
+
+def _rpc_error(text: Callable[[Any], str]) -> Callable[..., str]:
+    return lambda error, state: (
+        f"{state.url} answered {state.phase} with error {error.code}: {_one_line(text(error))}"
+    )
+
+
 # The SDK's client fails with httpx2's errors, the lean one with the pool's (net/pool.py).
 _CONNECT = (httpx2.ConnectError, ConnectFailed)
 _MCP = mcp.MCPError
@@ -304,72 +326,42 @@ RULES: tuple[Rule[Any], ...] = (
     Rule(
         McpFailure,
         "HTTPError",
-        lambda e, s: f"{s.url} answered {_http_label(e.status)} during {s.phase}",
+        _answered_http(lambda e, _s: e.status),
         when=lambda e, _s: e.status is not None,
     ),
-    Rule(
-        httpx2.HTTPStatusError,
-        "HTTPError",
-        lambda e, s: f"{s.url} answered {_http_label(e.response.status_code)} during {s.phase}",
-    ),
+    Rule(httpx2.HTTPStatusError, "HTTPError", _answered_http(lambda e, _s: e.response.status_code)),
     Rule(
         _MCP,
         "HTTPError",
-        lambda _e, s: f"{s.url} answered {_http_label(s.error_status or 0)} during {s.phase}",
+        _answered_http(lambda _e, s: s.error_status),
         when=lambda _e, s: s.error_status is not None,
     ),
     # The session's failures: a timeout of its own, a body that is not JSON, an answer that
     # is not MCP (or not to this request), a JSON-RPC error.
     Rule(McpFailure, "Timeout", _timed_out, when=lambda e, _s: e.fault == "timeout"),
+    Rule(McpFailure, "ProtocolError", _not_json_rpc, when=lambda e, _s: e.fault == "json"),
     Rule(
         McpFailure,
         "ProtocolError",
-        lambda _e, s: f"{s.url} answered {s.phase} with a body that is not valid JSON-RPC",
-        when=lambda e, _s: e.fault == "json",
-    ),
-    Rule(
-        McpFailure,
-        "ProtocolError",
-        lambda e, s: (
-            f"{s.url} gave an answer that is not MCP during {s.phase}: {_one_line(e.message)}"
-        ),
+        _not_mcp(lambda e: e.message),
         when=lambda e, _s: e.fault != "rpc",
     ),
     Rule(
         McpFailure,
         "ProtocolError",
-        lambda e, s: (
-            f"{s.url} gave an answer that is not MCP during {s.phase}: {_one_line(e.detail or '')}"
-        ),
+        _not_mcp(lambda e: e.detail or ""),
         when=lambda e, _s: e.code in (INVALID_REQUEST, CONNECTION_CLOSED),
     ),
-    Rule(
-        McpFailure,
-        "ServerError",
-        lambda e, s: f"{s.url} answered {s.phase} with error {e.code}: {_one_line(e.detail or '')}",
-    ),
+    Rule(McpFailure, "ServerError", _rpc_error(lambda e: e.detail or "")),
     # JSON-RPC errors.
+    Rule(_MCP, "ProtocolError", _not_json_rpc, when=lambda e, _s: e.code == PARSE_ERROR),
     Rule(
         _MCP,
         "ProtocolError",
-        lambda _e, s: f"{s.url} answered {s.phase} with a body that is not valid JSON-RPC",
-        when=lambda e, _s: e.code == PARSE_ERROR,
-    ),
-    Rule(
-        _MCP,
-        "ProtocolError",
-        lambda e, s: (
-            f"{s.url} gave an answer that is not MCP during {s.phase}: {_one_line(e.error.message)}"
-        ),
+        _not_mcp(lambda e: e.error.message),
         when=lambda e, _s: e.code in (INVALID_REQUEST, CONNECTION_CLOSED),
     ),
-    Rule(
-        _MCP,
-        "ServerError",
-        lambda e, s: (
-            f"{s.url} answered {s.phase} with error {e.code}: {_one_line(e.error.message)}"
-        ),
-    ),
+    Rule(_MCP, "ServerError", _rpc_error(lambda e: e.error.message)),
     # Answers that are not MCP, or not HTTP.
     Rule(
         ValidationError,

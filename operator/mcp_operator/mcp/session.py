@@ -47,6 +47,7 @@ import json
 import logging
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping
+from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
 import mcp_types as types
@@ -115,33 +116,28 @@ PROTOCOL_HEADERS = frozenset(
 """Headers the session sets itself: a server's configured headers cannot replace them."""
 
 
+@dataclass(eq=False)
 class McpFailure(Exception):
-    """A request that produced no result. ``fault`` says what broke, ``kind`` what it means
-    for the caller; ``code`` and ``data`` are the JSON-RPC error's when the server sent one
-    (else ``None``), ``status`` the HTTP status when the answer had an error status, and
-    ``detail`` the server's own words (its error message), when it gave any. ``limit``
-    names a listing bound that was passed (``TooManyPages``, ``PaginationLoop``,
-    ``TooManyTools``). The message never holds a header value."""
+    """A request that produced no result: ``fault`` says what broke, :attr:`kind` what it
+    means for the caller. The message never holds a header value."""
 
-    def __init__(
-        self,
-        fault: Fault,
-        message: str,
-        *,
-        code: int | None = None,
-        data: Any = None,
-        status: int | None = None,
-        detail: str | None = None,
-        limit: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.fault = fault
-        self.message = message
-        self.code = code
-        self.data = data
-        self.status = status
-        self.detail = detail
-        self.limit = limit
+    fault: Fault
+    message: str
+    _: KW_ONLY
+    code: int | None = None
+    """The JSON-RPC error's code when the server sent one."""
+    data: Any = None
+    """The JSON-RPC error's data when the server sent one."""
+    status: int | None = None
+    """The HTTP status when the answer had an error status."""
+    detail: str | None = None
+    """The server's own words (its error message), when it gave any."""
+    limit: str | None = None
+    """The listing bound that was passed (``TooManyPages``, ``PaginationLoop``,
+    ``TooManyTools``)."""
+
+    def __post_init__(self) -> None:
+        super().__init__(self.message)
 
     @property
     def kind(self) -> Kind:

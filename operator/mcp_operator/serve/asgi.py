@@ -10,7 +10,9 @@ bodies mean (JSON-RPC, SSE framing, MCP eras) to ``jsonrpc``, ``sse`` and
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Iterator, MutableMapping
 from typing import Any
 
 Scope = MutableMapping[str, Any]
@@ -114,6 +116,17 @@ async def watch_disconnect(receive: Receive, on_gone: Callable[[], None]) -> Non
         if message["type"] == "http.disconnect":
             on_gone()
             return
+
+
+@contextlib.contextmanager
+def watching_disconnect(receive: Receive, on_gone: Callable[[], None]) -> Iterator[None]:
+    """While inside: ``on_gone`` is called when the client disconnects (by
+    :func:`watch_disconnect` in a task of its own, cancelled on the way out)."""
+    watcher = asyncio.create_task(watch_disconnect(receive, on_gone))
+    try:
+        yield
+    finally:
+        watcher.cancel()
 
 
 async def send_more(send: Send, body: bytes) -> None:

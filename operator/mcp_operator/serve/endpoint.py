@@ -6,7 +6,8 @@ alike): a refused Host or Origin is answered here (421/403);
 a request whose ``MCP-Protocol-Version`` names the stateless 2026-07-28 era goes to the
 stateless handler whatever its method; the rest is the legacy session protocol, by
 method (POST, GET, DELETE; anything else 405), a POST naming its caller (the key the
-session table counts sessions by, ``serve.sessions.CallerKey``). Leaves what each handler
+session table counts sessions by, ``serve.sessions.CallerKey``): :class:`McpEndpoint`, made
+once per program with its handlers. Leaves what each handler
 answers to the program that serves the endpoint.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mcp_operator.serve.asgi import Receive, Scope, Send, request_headers, respond_plain
@@ -39,31 +41,33 @@ class SessionHandlers(Protocol):
     async def delete(self, headers: Headers, send: Send) -> None: ...
 
 
-async def route(
-    scope: Scope,
-    receive: Receive,
-    send: Send,
-    *,
-    policy: HostPolicy,
-    stateless: StatelessHandler,
-    sessions: SessionHandlers,
-    caller_key: CallerKey = client_address,
-) -> None:
-    """Answer one request to the MCP endpoint through the handler it is for."""
-    headers = request_headers(scope)
-    if await policy.refused(headers, send):
-        return
-    method = scope["method"]
-    if is_modern(headers.get(b"mcp-protocol-version")):
-        await stateless(scope, headers, receive, send)
-    elif method == "POST":
-        await sessions.post(headers, receive, send, caller_key(scope, headers))
-    elif method == "GET":
-        await sessions.get(headers, receive, send)
-    elif method == "DELETE":
-        await sessions.delete(headers, send)
-    else:
-        await respond_plain(send, 405, b"Method Not Allowed", [(b"allow", b"GET, POST, DELETE")])
+@dataclass(frozen=True, slots=True)
+class McpEndpoint:
+    """One MCP endpoint's routing, configured once by the program that serves it: who may
+    ask (``policy``), who answers each era, and whom a legacy POST counts a session for."""
+
+    policy: HostPolicy
+    stateless: StatelessHandler
+    sessions: SessionHandlers
+    caller_key: CallerKey = client_address
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer one request to the MCP endpoint through the handler it is for."""
+        headers = request_headers(scope)
+        if await self.policy.refused(headers, send):
+            return
+        method = scope["method"]
+        if is_modern(headers.get(b"mcp-protocol-version")):
+            await self.stateless(scope, headers, receive, send)
+        elif method == "POST":
+            await self.sessions.post(headers, receive, send, self.caller_key(scope, headers))
+        elif method == "GET":
+            await self.sessions.get(headers, receive, send)
+        elif method == "DELETE":
+            await self.sessions.delete(headers, send)
+        else:
+            allow = [(b"allow", b"GET, POST, DELETE")]
+            await respond_plain(send, 405, b"Method Not Allowed", allow)
 
 
 async def stateless_body(

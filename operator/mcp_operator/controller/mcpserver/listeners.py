@@ -10,8 +10,9 @@ servers are re-probed on their timer only. The MCP side of listening is
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from mcp_operator.controller.settings import ListenerSettings
 from mcp_operator.mcp.errors import ProbeError
@@ -40,8 +41,8 @@ class Listeners:
         """Start listening to a server unless a listener runs for it (or too many run)."""
         if uid in self._tasks or len(self._tasks) >= self.settings.max_listeners:
             return
-        task = asyncio.create_task(self._listen(uid, target, max_seconds, name, on_change))
-        self._tasks[uid] = task
+        watch = functools.partial(watch_tools, target, max_seconds=max_seconds)
+        self._tasks[uid] = asyncio.create_task(self._listen(uid, watch, name, on_change))
 
     def stop(self, uid: str) -> None:
         """Stop listening to a server (its target or credentials may have changed)."""
@@ -62,13 +63,12 @@ class Listeners:
     async def _listen(
         self,
         uid: str,
-        target: ProbeTarget,
-        max_seconds: float,
+        watch: Callable[[], Awaitable[bool]],
         name: str,
         on_change: Callable[[], None],
     ) -> None:
         try:
-            if await watch_tools(target, max_seconds=max_seconds):
+            if await watch():
                 logger.info("MCPServer %s announced a new tool list", name)
                 on_change()
         except ProbeError as error:
