@@ -33,8 +33,6 @@ DEMO_LABEL = ("mcp-operator.dev/demo", "true")
 PRIVATE_DESTINATIONS_LABEL = ("mcp-operator.dev/private-destinations", "allowed")
 """The opt-in that lets the operator probe the external server's ClusterIP (docs/security.md)."""
 
-EVERYTHING_ENTRY = "/app/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
-"""server-everything in its image (``images/server-everything``: ``ENTRYPOINT node <this>``)."""
 EXTERNAL_PORT = 3001
 MANAGED = "everything-managed"
 EXTERNAL = "everything-external"
@@ -73,15 +71,22 @@ def split_reference(reference: str) -> tuple[str, str]:
     return name[:colon], f"{name[colon + 1 :]}@{digest}"
 
 
-def chart_values(operator_image: str) -> dict[str, Any]:
-    """The chart's values: the operator from ``operator_image``, watching the demo only."""
+def chart_values(operator_image: str, *, plain_http_registry: str = "") -> dict[str, Any]:
+    """The chart's values: the operator from ``operator_image``, watching the demo only.
+
+    ``plain_http_registry``: the local registry (``host:port``, plain HTTP) the operator reads
+    the managed server's image configuration from; empty for a registry on HTTPS.
+    """
     repository, tag = split_reference(operator_image)
-    return {
+    values: dict[str, Any] = {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
         "watchNamespaces": [NAMESPACE],
         "privateDestinations": "labelled",
         "logFormat": "text",
     }
+    if plain_http_registry:
+        values["insecureRegistries"] = [plain_http_registry]
+    return values
 
 
 def external_server(image: str) -> list[dict[str, Any]]:
@@ -142,9 +147,8 @@ def external_url(cluster_domain: str = "cluster.local") -> str:
 def mcpservers(image: str) -> list[dict[str, Any]]:
     """The managed stdio server (from ``image``) and the external one (:func:`external_url`).
 
-    The managed one names its command: the operator would otherwise read the image's
-    ``ENTRYPOINT`` from its registry, which, for a registry on this machine's loopback, the
-    operator's Pod cannot reach.
+    The managed one names its image only: the operator reads its ``ENTRYPOINT`` and ``CMD``
+    (``node …/server-everything/dist/index.js stdio``) from the registry and wraps them.
     """
     deny = ["*Long*", "trigger-*", "get-env"]
     managed = {
@@ -154,11 +158,7 @@ def mcpservers(image: str) -> list[dict[str, Any]]:
         "spec": {
             "mode": "managed",
             "transport": "stdio",
-            "deployment": {
-                "image": image,
-                "command": ["node", EVERYTHING_ENTRY],
-                "args": ["stdio"],
-            },
+            "deployment": {"image": image},
             "toolsPrefix": "managed",
             "toolsDeny": deny,
             "probe": {"intervalSeconds": 30},
