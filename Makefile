@@ -53,7 +53,7 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 	bash hack/install-node-tools.sh
 
 .PHONY: tools
-tools: venv control-plane image-tools helm node-tools kstatus node node-addons ## Everything the tests need
+tools: venv control-plane image-tools images helm node-tools kstatus node node-addons ## Everything the tests need
 
 .PHONY: lint
 lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
@@ -66,6 +66,14 @@ lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.m
 .PHONY: chart-lint
 chart-lint: helm ## Lint the Helm chart (strict)
 	helm lint --strict charts/mcp-operator
+
+.PHONY: image-packages
+image-packages: ## Install buildah, runc and mmdebstrap from Debian when missing (needs root)
+	bash hack/install-image-packages.sh
+
+.PHONY: images
+images: $(PY) image-packages image-tools ## Build our images (operator, MCP servers, demo agent) without Docker, cached by input hash
+	bash hack/build-images.sh
 
 .PHONY: image
 image: ## Build the operator image (needs a Docker engine)
