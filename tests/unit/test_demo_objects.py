@@ -52,8 +52,9 @@ def test_the_servers_and_the_run_are_valid_objects_of_our_api() -> None:
     run = AgentRun.model_validate(objects.agentrun(AGENT))
     assert managed.spec.mode == "managed" and managed.spec.deployment is not None
     assert managed.spec.deployment.image == EVERYTHING
-    # the image alone: the operator reads what it runs from the registry
-    assert managed.spec.deployment.command is None and managed.spec.deployment.args is None
+    # what the image runs, named: the operator's Pod need not reach a loopback registry
+    assert managed.spec.deployment.command == ["node", objects.EVERYTHING_ENTRY]
+    assert managed.spec.deployment.args == ["stdio"]
     assert external.spec.mode == "external"
     assert external.spec.url == objects.external_url()
     assert [ref.name for ref in run.spec.mcp_servers] == [objects.MANAGED, objects.EXTERNAL]
@@ -95,8 +96,7 @@ def test_the_chart_with_the_demos_values_runs_the_pinned_image_watching_the_demo
 ) -> None:
     helm = needs.helm()
     values = tmp_path / "values.yaml"
-    chart_values = objects.chart_values(OPERATOR, plain_http_registry="10.244.0.1:5000")
-    values.write_text(yaml.safe_dump(chart_values))
+    values.write_text(yaml.safe_dump(objects.chart_values(OPERATOR)))
     rendered = subprocess.run(
         [helm, "template", objects.RELEASE, str(CHART), "-n", objects.NAMESPACE, "-f", str(values)],
         capture_output=True,
@@ -108,8 +108,6 @@ def test_the_chart_with_the_demos_values_runs_the_pinned_image_watching_the_demo
     assert container["image"] == OPERATOR
     args = container["args"]
     assert "--private-destinations=labelled" in args, args
-    assert "--insecure-registries=10.244.0.1:5000" in args, args
-    assert "insecureRegistries" not in objects.chart_values(OPERATOR), "plain HTTP only if asked"
     assert [a for a in args if a.startswith("--namespace=")] == [
         f"--namespace={objects.NAMESPACE}"
     ], args

@@ -51,7 +51,7 @@ import yaml
 
 from mcp_operator.controller.agentrun.render import AGENT_CONTAINER, BRIDGE_CONTAINER
 from mcp_operator.dev import demo_objects as objects
-from mcp_operator.dev import images
+from mcp_operator.dev import images, node
 from mcp_operator.dev.cluster import (
     BIN_DIR,
     BINARIES,
@@ -156,10 +156,11 @@ def missing_prerequisites(*, local: bool) -> list[str]:
                 "of mcp-operator with `make control-plane` (needs Go), or point KUBECONFIG at "
                 "a cluster"
             )
-        if os.geteuid() != 0:
+        cannot = node.missing()
+        if cannot:
             missing.append(
-                "no cluster answers at your kubeconfig, and the local cluster's node (kubelet, "
-                "containerd) needs root: run `sudo make demo`, or point KUBECONFIG at a cluster"
+                f"no cluster answers at your kubeconfig, and {cannot} (as root: `sudo make "
+                "demo`); or point KUBECONFIG at a cluster"
             )
     if not sorted(CRDS.glob("*.yaml")):
         missing.append(f"the CRDs are missing from {CRDS}: reinstall the package (`make crds`)")
@@ -175,8 +176,6 @@ class Target:
     """Where to push the images so that the cluster's node pulls them (``host[:port]``)."""
     ours: bool
     """The demo started it (and stops it whole): nothing to uninstall."""
-    plain_http: bool
-    """The registry is a local one on plain HTTP (the cluster's own, or the one it publishes)."""
 
 
 def published_registry(kubeconfig: Path) -> str:
@@ -196,8 +195,7 @@ def published_registry(kubeconfig: Path) -> str:
 def _cluster(existing: Path | None, workdir: Path, registry: str | None) -> Iterator[Target]:
     if existing is not None:
         _say(f"Using the cluster of {existing}")
-        published = "" if registry else published_registry(existing)
-        yield Target(existing, registry or published, ours=False, plain_http=bool(published))
+        yield Target(existing, registry or published_registry(existing), ours=False)
         return
     _say("Starting the local cluster: etcd, kube-apiserver, kube-controller-manager and a node")
     with ControlPlane(directory=workdir / "cluster", node=True) as plane:
@@ -207,9 +205,7 @@ def _cluster(existing: Path | None, workdir: Path, registry: str | None) -> Iter
             f"{plane.node.name} Ready, registry {plane.registry} "
             f"({plane.started_seconds:.1f}s)"
         )
-        yield Target(
-            plane.kubeconfig, registry or plane.registry, ours=True, plain_http=not registry
-        )
+        yield Target(plane.kubeconfig, registry or plane.registry, ours=True)
 
 
 def _push(registry: str) -> dict[str, str]:
@@ -248,13 +244,9 @@ def _uninstall(kubeconfig: Path, helm: str) -> None:
     _kubectl(kubeconfig, "delete", "namespace", NAMESPACE, "--timeout=90s", check=False)
 
 
-def _install_operator(target: Target, helm: str, operator_image: str, workdir: Path) -> None:
-    kubeconfig = target.kubeconfig
-    plain_http = target.registry if target.plain_http else ""
+def _install_operator(kubeconfig: Path, helm: str, operator_image: str, workdir: Path) -> None:
     values = workdir / "values.yaml"
-    values.write_text(
-        yaml.safe_dump(objects.chart_values(operator_image, plain_http_registry=plain_http))
-    )
+    values.write_text(yaml.safe_dump(objects.chart_values(operator_image)))
     _say(f"Installing the chart: the operator in namespace {NAMESPACE}, from {operator_image}")
     began = time.monotonic()
     release = [objects.RELEASE, str(CHART), f"--namespace={NAMESPACE}", f"--values={values}"]
@@ -289,7 +281,7 @@ def _wait_servers(kubeconfig: Path) -> None:
             print(f"  {tool['name']:<40} {tool.get('description', '')[:60]}")
 
 
-def _watch_phases(kubeconfig: Path, applied: float, stop: threading.Event) -> str:
+def _watch_phases(kubeconfig: Path, applied: float) -> str:
     """Print the run's phase each time it changes, until it ends; return the last one."""
     argv = [kubectl_path(), f"--kubeconfig={kubeconfig}", f"--namespace={NAMESPACE}", "get"]
     watch = subprocess.Popen(
@@ -311,7 +303,7 @@ def _watch_phases(kubeconfig: Path, applied: float, stop: threading.Event) -> st
     buffer, last = "", ""
     deadline = applied + RUN_TIMEOUT
     try:
-        while not stop.is_set() and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
             try:
                 line = lines.get(timeout=0.5)
             except queue.Empty:
@@ -332,8 +324,7 @@ def _watch_phases(kubeconfig: Path, applied: float, stop: threading.Event) -> st
     finally:
         watch.terminate()
         watch.wait(10)
-    if not stop.is_set():
-        _say(f"The run did not end within {RUN_TIMEOUT:.0f}s (last phase {last})")
+    _say(f"The run did not end within {RUN_TIMEOUT:.0f}s (last phase {last})")
     return last
 
 
@@ -342,14 +333,14 @@ def _container_log(kubeconfig: Path, container: str) -> str:
     return _kubectl(kubeconfig, "-n", NAMESPACE, "logs", pod, "-c", container, check=False)
 
 
-def _run_agent(kubeconfig: Path, agent_image: str, stop: threading.Event) -> bool:
+def _run_agent(kubeconfig: Path, agent_image: str) -> bool:
     run = objects.agentrun(agent_image)
     _say(f"Applying the AgentRun {objects.RUN}: the demo agent, PII mode block for arguments")
     print(yaml.safe_dump(run, sort_keys=False))
     _apply(kubeconfig, run)
     applied = time.monotonic()
     _say("Applied; the run's phases as the operator reports them:")
-    final = _watch_phases(kubeconfig, applied, stop)
+    final = _watch_phases(kubeconfig, applied)
     if final not in ("Succeeded", "Failed"):
         return False
     _say(f"The agent's output (kubectl logs {objects.RUN} -c {AGENT_CONTAINER})")
@@ -371,6 +362,10 @@ def _run_agent(kubeconfig: Path, agent_image: str, stop: threading.Event) -> boo
     return expected
 
 
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(*, force_local: bool = False, wait: bool = True, registry: str | None = None) -> int:
     existing = None if force_local else _reachable_kubeconfig()
     missing = missing_prerequisites(local=existing is None)
@@ -383,9 +378,8 @@ def main(*, force_local: bool = False, wait: bool = True, registry: str | None =
     workdir = CACHE_DIR / "demo"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
+    # SIGTERM as Ctrl-C: whatever the demo is doing, it unwinds and removes what it started.
+    signal.signal(signal.SIGTERM, _interrupt)
     expected = False
     began = time.monotonic()
     try:
@@ -410,7 +404,7 @@ def main(*, force_local: bool = False, wait: bool = True, registry: str | None =
                 _kubectl(kubeconfig, "apply", "--server-side", "-f", str(CRDS))
                 _kubectl(kubeconfig, "wait", "--for=condition=Established", "-f", str(CRDS))
                 _apply(kubeconfig, objects.namespace())
-                _install_operator(target, helm, references["mcp-operator"], workdir)
+                _install_operator(kubeconfig, helm, references["mcp-operator"], workdir)
                 _say(
                     f"Applying server-everything twice, in namespace {NAMESPACE}: a managed "
                     "stdio MCPServer, and an external MCPServer in front of a Deployment the "
@@ -422,13 +416,14 @@ def main(*, force_local: bool = False, wait: bool = True, registry: str | None =
                 print(yaml.safe_dump_all(servers, sort_keys=False))
                 _apply(kubeconfig, *servers)
                 _wait_servers(kubeconfig)
-                expected = _run_agent(kubeconfig, references["demo-agent"], stop)
+                expected = _run_agent(kubeconfig, references["demo-agent"])
                 print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "agentruns,pods", "-o", "wide"))
                 _say(f"The demo took {time.monotonic() - began:.1f}s")
                 print(f"\nexport KUBECONFIG={kubeconfig}   # to look around; files in {workdir}")
-                if wait and not stop.is_set():
+                if wait:
                     _say("Running. Press Ctrl-C to stop everything the demo started.")
-                    stop.wait()
+                    while True:
+                        time.sleep(3600)
             finally:
                 if not target.ours:
                     _say(f"Removing the release {objects.RELEASE} and namespace {NAMESPACE}")
@@ -436,5 +431,9 @@ def main(*, force_local: bool = False, wait: bool = True, registry: str | None =
     except (ControlPlaneError, RuntimeError) as error:
         print(f"mcp-operator dev demo: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        if not expected:
+            _say("Interrupted")
+            return 130
     _say("Stopped")
     return 0 if expected else 1

@@ -33,6 +33,8 @@ DEMO_LABEL = ("mcp-operator.dev/demo", "true")
 PRIVATE_DESTINATIONS_LABEL = ("mcp-operator.dev/private-destinations", "allowed")
 """The opt-in that lets the operator probe the external server's ClusterIP (docs/security.md)."""
 
+EVERYTHING_ENTRY = "/app/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+"""server-everything in its image (``images/server-everything``: ``ENTRYPOINT node <this>``)."""
 EXTERNAL_PORT = 3001
 MANAGED = "everything-managed"
 EXTERNAL = "everything-external"
@@ -71,22 +73,15 @@ def split_reference(reference: str) -> tuple[str, str]:
     return name[:colon], f"{name[colon + 1 :]}@{digest}"
 
 
-def chart_values(operator_image: str, *, plain_http_registry: str = "") -> dict[str, Any]:
-    """The chart's values: the operator from ``operator_image``, watching the demo only.
-
-    ``plain_http_registry``: the local registry (``host:port``, plain HTTP) the operator reads
-    the managed server's image configuration from; empty for a registry on HTTPS.
-    """
+def chart_values(operator_image: str) -> dict[str, Any]:
+    """The chart's values: the operator from ``operator_image``, watching the demo only."""
     repository, tag = split_reference(operator_image)
-    values: dict[str, Any] = {
+    return {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
         "watchNamespaces": [NAMESPACE],
         "privateDestinations": "labelled",
         "logFormat": "text",
     }
-    if plain_http_registry:
-        values["insecureRegistries"] = [plain_http_registry]
-    return values
 
 
 def external_server(image: str) -> list[dict[str, Any]]:
@@ -147,8 +142,9 @@ def external_url(cluster_domain: str = "cluster.local") -> str:
 def mcpservers(image: str) -> list[dict[str, Any]]:
     """The managed stdio server (from ``image``) and the external one (:func:`external_url`).
 
-    The managed one names its image only: the operator reads its ``ENTRYPOINT`` and ``CMD``
-    (``node …/server-everything/dist/index.js stdio``) from the registry and wraps them.
+    The managed one names its command (the image's own ``ENTRYPOINT`` and ``CMD``): without
+    it the operator reads them from the image's registry, which its Pod may not reach when the
+    registry is on this machine's loopback (the local cluster's is).
     """
     deny = ["*Long*", "trigger-*", "get-env"]
     managed = {
@@ -158,7 +154,11 @@ def mcpservers(image: str) -> list[dict[str, Any]]:
         "spec": {
             "mode": "managed",
             "transport": "stdio",
-            "deployment": {"image": image},
+            "deployment": {
+                "image": image,
+                "command": ["node", EVERYTHING_ENTRY],
+                "args": ["stdio"],
+            },
             "toolsPrefix": "managed",
             "toolsDeny": deny,
             "probe": {"intervalSeconds": 30},
