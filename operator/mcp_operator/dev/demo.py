@@ -260,11 +260,27 @@ def _install_operator(kubeconfig: Path, helm: str, operator_image: str, workdir:
     print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "deployments,pods", "-o", "wide"))
 
 
+def _diagnosis(kubeconfig: Path) -> str:
+    """What to look at when something did not become Ready: the Pods, the servers' and the
+    run's conditions, and the end of the operator's log."""
+    namespaced = ["-n", NAMESPACE]
+    pods = _kubectl(kubeconfig, *namespaced, "get", "pods", "-o", "wide", check=False)
+    wide = ["get", "mcpservers,agentruns", "-o", "wide"]
+    objects_now = _kubectl(kubeconfig, *namespaced, *wide, check=False)
+    selector = f"--selector=app.kubernetes.io/instance={objects.RELEASE}"
+    log = ["logs", selector, "--tail=20", "--prefix"]
+    operator_log = _kubectl(kubeconfig, *namespaced, *log, check=False)
+    return f"{pods}\n{objects_now}\nThe operator's log (last lines):\n{operator_log}"
+
+
 def _wait_servers(kubeconfig: Path) -> None:
     began = time.monotonic()
     for name in (objects.MANAGED, objects.EXTERNAL):
         ready = ["--for=condition=Ready", f"--timeout={SERVERS_TIMEOUT:.0f}s"]
-        _kubectl(kubeconfig, "-n", NAMESPACE, "wait", *ready, f"mcpserver/{name}")
+        try:
+            _kubectl(kubeconfig, "-n", NAMESPACE, "wait", *ready, f"mcpserver/{name}")
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}\n{_diagnosis(kubeconfig)}") from None
     _say(f"Both servers Ready after {time.monotonic() - began:.1f}s")
     print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "mcpservers", "-o", "wide"))
     for name in (objects.MANAGED, objects.EXTERNAL):
@@ -325,6 +341,7 @@ def _watch_phases(kubeconfig: Path, applied: float) -> str:
         watch.terminate()
         watch.wait(10)
     _say(f"The run did not end within {RUN_TIMEOUT:.0f}s (last phase {last})")
+    print(_diagnosis(kubeconfig))
     return last
 
 

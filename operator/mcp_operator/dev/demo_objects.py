@@ -143,8 +143,8 @@ def mcpservers(image: str) -> list[dict[str, Any]]:
     """The managed stdio server (from ``image``) and the external one (:func:`external_url`).
 
     The managed one names its command (the image's own ``ENTRYPOINT`` and ``CMD``): without
-    it the operator reads them from the image's registry, which its Pod may not reach when the
-    registry is on this machine's loopback (the local cluster's is).
+    it the operator would read them from the image's registry, which an operator's Pod may
+    not reach (a registry on a developer's loopback, given with ``--registry``).
     """
     deny = ["*Long*", "trigger-*", "get-env"]
     managed = {
