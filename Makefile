@@ -96,7 +96,7 @@ test-protocol: $(PY) node-tools image-tools ## Protocol tests against real MCP s
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
-test-e2e: $(PY) control-plane image-tools helm node-tools kstatus node node-addons ## End-to-end tests against the local control plane
+test-e2e: $(PY) control-plane image-tools images helm node-tools kstatus node node-addons ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
 .PHONY: test-install

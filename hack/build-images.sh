@@ -48,6 +48,7 @@ REFRESH_BASES="${REFRESH_BASES:-0}"
 
 [[ $(id -u) -eq 0 ]] || { echo "build-images.sh needs root (mmdebstrap, buildah storage)" >&2; exit 1; }
 [[ -x "$PY" ]] || { echo "no Python environment at $PY; run \`make venv\`" >&2; exit 1; }
+[[ -x "$GOROOT_HOST/bin/go" ]] || { echo "no Go toolchain at $GOROOT_HOST (GOROOT_HOST): the Go base copies it" >&2; exit 1; }
 [[ -x "$CACHE/bin/mcp-hello-server" ]] || { echo "mcp-hello-server is not built; run \`make image-tools\`" >&2; exit 1; }
 
 if [[ -z "${MCP_OPERATOR_BUILDER:-}" ]]; then
@@ -63,6 +64,14 @@ for tool in "${need[@]}"; do
   command -v "$tool" >/dev/null || { echo "missing $tool: run \`bash hack/install-image-packages.sh\`" >&2; exit 1; }
 done
 
+# One build at a time in this cache (its storage and archives are shared by every checkout
+# that uses it), taken before the namespace below, which inherits it.
+if [[ -z "${_MCP_IMAGES_NAMESPACE:-}" ]]; then
+  mkdir -p "$OUT"
+  exec 9>"$OUT/.build.lock"
+  flock -w 1800 9 || { echo "another build-images.sh holds $OUT/.build.lock" >&2; exit 1; }
+fi
+
 # buildah, then: a private mount namespace whose /var/lib is an overlay onto the cache, so that
 # what buildah writes there by itself (its blob-info cache, whatever storage.conf says) stays
 # in the cache; nothing mounted in it is seen outside, and it all goes when the script ends.
@@ -75,7 +84,7 @@ if [[ $BUILDER == buildah ]]; then
     -o "lowerdir=/var/lib,upperdir=$STATE/var-lib/upper,workdir=$STATE/var-lib/work" /var/lib
 fi
 
-mkdir -p "$OUT/bases" "$STATE"/{conf,run,tmp}
+mkdir -p "$OUT/bases" "$STATE"/{conf,logs,run,tmp}
 export TMPDIR="$STATE/tmp"
 cat >"$STATE/conf/storage.conf" <<EOF
 [storage]
@@ -96,9 +105,19 @@ export CONTAINERS_STORAGE_CONF="$STATE/conf/storage.conf"
 export CONTAINERS_REGISTRIES_CONF="$STATE/conf/registries.conf"
 export CONTAINERS_CONF="$STATE/conf/containers.conf"
 
+# Working containers left by a build that was killed (--force-rm cannot help then).
+if [[ $BUILDER == buildah ]]; then buildah rm --all >/dev/null; fi
+
 total_start=$(date +%s.%N)
 seconds_since() { "$PY" -c 'import sys, time; print(f"{time.time() - float(sys.argv[1]):.1f}")' "$1"; }
 tag_of() { "$PY" -m mcp_operator.dev.image_inputs "$@"; }
+
+image_id() {
+  case $BUILDER in
+    buildah) buildah inspect --type image --format '{{.FromImageID}}' "$1" ;;
+    docker) docker image inspect --format '{{.Id}}' "$1" ;;
+  esac
+}
 
 have_image() {
   case $BUILDER in
@@ -107,8 +126,8 @@ have_image() {
   esac
 }
 
-# rootfs SUITE OUT.tar PACKAGES [HOOK]: a minimal Debian (Essential + PACKAGES, no Recommends,
-# no docs, man pages or locales but the copyright files, no apt lists) as a tarball. HOOK, a
+# rootfs SUITE DIR PACKAGES HOOK: a minimal Debian (Essential + PACKAGES, no Recommends, no
+# docs, man pages or locales but the copyright files, no apt lists) in the folder DIR. HOOK, a
 # customize hook, may add to it. bookworm gets a merged /usr from mmdebstrap's hook (else
 # init-system-helpers pulls in usrmerge and perl).
 rootfs() {
@@ -126,13 +145,13 @@ rootfs() {
   mv "$out.partial" "$out"
 }
 
-# import_base TAR IMAGE CMD ENV...: the tarball as a one-layer image.
+# import_base DIR IMAGE CMD ENV...: the folder as a one-layer image.
 import_base() {
-  local tar=$1 image=$2 cmd=$3 c; shift 3
+  local dir=$1 image=$2 cmd=$3 c; shift 3
   case $BUILDER in
     buildah)
       c=$(buildah from scratch)
-      buildah add --quiet "$c" "$tar" /
+      buildah add --quiet "$c" "$dir" /
       local config=(--cmd "$cmd" --label "org.opencontainers.image.description=Debian-made base $image")
       for e in "$@"; do config+=(--env "$e"); done
       buildah config "${config[@]}" "$c"
@@ -140,7 +159,19 @@ import_base() {
     docker)
       local changes=(--change "CMD [\"$cmd\"]")
       for e in "$@"; do changes+=(--change "ENV $e"); done
-      docker import "${changes[@]}" "$tar" "$image" >/dev/null ;;
+      tar -C "$dir" -c . | docker import "${changes[@]}" - "$image" >/dev/null ;;
+  esac
+}
+
+# forget_older REPOSITORY TAG: untag the builder's other tags of REPOSITORY (their layers stay
+# while a newer image or the layer cache uses them).
+forget_older() {
+  local old
+  case $BUILDER in
+    buildah) for old in $(buildah images --noheading --format '{{.Name}} {{.Tag}}' | awk -v r="$1" '$1 == r {print $2}'); do
+               [[ $old == "$2" ]] || buildah rmi "$1:$old" >/dev/null; done ;;
+    docker) for old in $(docker images --format '{{.Tag}}' "$1"); do
+              [[ $old == "$2" ]] || docker rmi "$1:$old" >/dev/null; done ;;
   esac
 }
 
@@ -148,19 +179,25 @@ import_base() {
 # Its tag hashes the whole recipe, this script's rootfs function included.
 base() {
   local name=$1 suite=$2 include=$3 cmd=$4 hook=$5; shift 5
-  local env=(LANG=C.UTF-8 "$@") tag image tar start
+  local env=(LANG=C.UTF-8 "$@") tag image dir log start
   tag=$(tag_of --arg "suite=$suite" --arg "include=$include" --arg "hook=$hook" \
     --arg "cmd=$cmd" --arg "env=${env[*]}" --arg "rootfs=$(declare -f rootfs import_base)" --arg "builder=$BUILDER")
   image="localhost/mcp-operator-base/$name:$tag"
-  tar="$OUT/bases/$name-$tag.tar"
-  if [[ $REFRESH_BASES == 1 ]]; then rm -f "$tar"; fi
+  dir="$OUT/bases/$name-$tag.rootfs"
+  log="$STATE/logs/base-$name.log"
+  if [[ $REFRESH_BASES == 1 ]]; then rm -rf "$dir"; fi
   if [[ $REFRESH_BASES != 1 ]] && have_image "$image"; then
-    echo "Base $name ($suite: $include) cached as $image" >&2
+    echo "Base $name ($suite: $include) already made: $image" >&2
   else
     start=$(date +%s.%N)
-    [[ -f "$tar" ]] || rootfs "$suite" "$tar" "$include" "$hook" >&2
-    import_base "$tar" "$image" "$cmd" "${env[@]}" >&2
-    echo "Base $name ($suite: $include) made in $(seconds_since "$start")s: $image ($(du -m "$tar" | cut -f1) MB)" >&2
+    rm -rf "$dir.partial"
+    if [[ ! -d "$dir" ]] && ! rootfs "$suite" "$dir" "$include" "$hook" >"$log" 2>&1; then
+      tail -30 "$log" >&2; echo "mmdebstrap failed for base $name (log: $log)" >&2; return 1
+    fi
+    import_base "$dir" "$image" "$cmd" "${env[@]}" >&2
+    forget_older "localhost/mcp-operator-base/$name" "$tag"
+    find "$OUT/bases" -maxdepth 1 -name "$name-????????????????.rootfs" ! -name "$name-$tag.rootfs" -exec rm -rf {} +
+    echo "Base $name ($suite: $include) made in $(seconds_since "$start")s: $image ($(du -sm "$dir" | cut -f1) MB)" >&2
   fi
   echo "$image"
 }
@@ -183,11 +220,20 @@ case $BUILDER in
   docker) common=(--pull=false --network=host --force-rm) ;;
 esac
 
-# image NAME CONTEXT DOCKERFILE KEY=VALUE...: build unless the inputs' tag is recorded.
+# The archives are read on this machine (pushed to a loopback registry): the fastest gzip
+# level, since buildah's OCI archives always compress and compressing is most of a rebuild.
+push_options=(--compression-format=gzip "--compression-level=${ARCHIVE_GZIP_LEVEL:-1}")
+
+# image NAME CONTEXT DOCKERFILE KEY=VALUE...: build unless the inputs' tag is recorded. A base
+# among the build arguments counts by its content (image ID) too: REFRESH_BASES=1 remakes a
+# base under the same name, and what was built on it is built again.
 image() {
   local name=$1 context=$2 dockerfile=$3; shift 3
-  local tag args=() hash_args=() ref archive start
-  for kv in "$@"; do args+=(--build-arg "$kv"); hash_args+=(--arg "$kv"); done
+  local tag args=() hash_args=() ref archive start built
+  for kv in "$@"; do
+    args+=(--build-arg "$kv"); hash_args+=(--arg "$kv")
+    [[ ${kv#*=} != localhost/mcp-operator-base/* ]] || hash_args+=(--arg "${kv%%=*}.id=$(image_id "${kv#*=}")")
+  done
   tag=$(tag_of --context "$context" --dockerfile "$dockerfile" --arg "builder=$BUILDER" "${hash_args[@]}")
   archive="$OUT/$name.oci.tar"
   if [[ "$("$PY" -m mcp_operator.dev.images tag "$name")" == "$tag" ]]; then
@@ -199,15 +245,18 @@ image() {
   case $BUILDER in
     buildah)
       buildah bud --quiet "${common[@]}" "${args[@]}" -t "$ref" -f "$dockerfile" "$context" >/dev/null
+      built=$(seconds_since "$start")
       rm -f "$archive.partial"
-      buildah push --quiet "$ref" "oci-archive:$archive.partial:$name:$tag" ;;
+      buildah push --quiet "${push_options[@]}" "$ref" "oci-archive:$archive.partial:$name:$tag" ;;
     docker)
       docker build --quiet "${common[@]}" "${args[@]}" -t "$ref" -f "$dockerfile" "$context" >/dev/null
+      built=$(seconds_since "$start")
       docker save -o "$archive.partial" "$ref" ;;  # Docker 25 and later write an OCI layout
   esac
   mv "$archive.partial" "$archive"
   "$PY" -m mcp_operator.dev.images record "$name" "$archive" "$tag"
-  echo "Image $name:$tag built in $(seconds_since "$start")s ($(du -m "$archive" | cut -f1) MB archive)"
+  forget_older "localhost/mcp-operator-images/$name" "$tag"
+  echo "Image $name:$tag built in $(seconds_since "$start")s (build ${built}s, then the archive: $(du -m "$archive" | cut -f1) MB)"
 }
 
 # The label says which commit the operator's sources come from: the last one that touched them

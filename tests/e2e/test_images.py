@@ -1,18 +1,23 @@
 """Our images as ``make images`` built them: pushed to a real registry, read back, and run.
 
-No control plane: the images are pushed (``mcp_operator.dev.images.push``) to ``crane
-registry serve`` on loopback, each image's configuration is read back from it with crane
-(numeric non-root ``USER``, entrypoint, labels), and each is run once from what the
-registry serves, with runc, read-only, as its ``USER`` (:mod:`tests.support.oci_run`): the
-operator image prints its version, every MCP server image answers ``initialize`` and
-``tools/list`` over stdio, the shell-less one has no shell, the demo agent's has the SDK.
+No control plane. Building again with unchanged inputs builds nothing. The images are pushed
+(``mcp_operator.dev.images.push``) to ``crane registry serve`` on loopback, each image's
+configuration is read back from it with crane (numeric non-root ``USER``, entrypoint,
+labels), and each is run once from what the registry serves, with runc, read-only, as its
+``USER`` (:mod:`tests.support.oci_run`): the operator image prints its version, every MCP
+server image answers ``initialize`` and ``tools/list`` over stdio, the shell-less one has no
+shell, the demo agent's has the SDK.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +27,7 @@ from tests.support import needs, oci_run, registry, wire
 
 pytestmark = [needs.mark(needs.images_missing()), needs.mark(oci_run.runc_missing())]
 
+REPO = Path(__file__).resolve().parents[2]
 NONROOT = "65532:65532"
 ENTRYPOINTS = {
     "mcp-operator": ["mcp-operator"],
@@ -40,6 +46,21 @@ SERVERS = {
 }
 
 
+def test_building_again_with_the_same_inputs_builds_nothing() -> None:
+    """First here (before anything is pushed): brings the images up to date, then again."""
+    if os.geteuid() != 0:
+        needs.require("building images needs root (mmdebstrap, buildah); run the tests as root")
+    build = ["bash", str(REPO / "hack" / "build-images.sh")]
+    first = subprocess.run(build, capture_output=True, text=True, timeout=1800, check=False)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    again = subprocess.run(build, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stderr[-2000:]
+    cached = re.findall(r"^Image ([\w-]+):[0-9a-f]{16} already built", again.stdout, re.MULTILINE)
+    assert sorted(cached) == sorted(images.IMAGES)
+    assert " built in " not in again.stdout
+    assert "made in" not in again.stderr
+
+
 @pytest.fixture(scope="module")
 def pushed(
     tmp_path_factory: pytest.TempPathFactory,
@@ -52,10 +73,12 @@ def pushed(
 @pytest.fixture(scope="module")
 def bundles(
     pushed: tuple[registry.Registry, dict[str, str]], tmp_path_factory: pytest.TempPathFactory
-) -> dict[str, oci_run.Bundle]:
+) -> Iterator[dict[str, oci_run.Bundle]]:
+    """Each image's filesystem as the registry serves it (about 700 MB, removed afterwards)."""
     local, references = pushed
     root = tmp_path_factory.mktemp("bundles")
-    return {name: oci_run.bundle(local, ref, root / name) for name, ref in references.items()}
+    yield {name: oci_run.bundle(local, ref, root / name) for name, ref in references.items()}
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_each_image_is_pushed_under_its_input_tag_and_pulled_by_digest(
@@ -63,10 +86,11 @@ def test_each_image_is_pushed_under_its_input_tag_and_pulled_by_digest(
 ) -> None:
     local, references = pushed
     assert set(references) == set(images.IMAGES)
-    for name, image in images.built().items():
-        assert re.fullmatch(rf"127\.0\.0\.1:\d+/{name}@sha256:[0-9a-f]{{64}}", references[name])
-        tagged = f"{local.backend}/{name}:{image.tag}"
-        assert local.crane("digest", tagged) == references[name].split("@")[1]
+    for name, reference in references.items():
+        assert re.fullmatch(rf"127\.0\.0\.1:\d+/{name}@sha256:[0-9a-f]{{64}}", reference)
+        (tag,) = local.crane("ls", f"{local.backend}/{name}").split()
+        assert re.fullmatch(r"[0-9a-f]{16}", tag)
+        assert local.crane("digest", f"{local.backend}/{name}:{tag}") == reference.split("@")[1]
 
 
 @pytest.mark.parametrize("name", images.IMAGES)
@@ -103,6 +127,21 @@ def test_the_operator_image_prints_its_version_with_a_read_only_root(
     assert b"Read-only file system" in probe.stderr
     helper = operator.run(["/opt/mcp-operator/bin/mcp-stdio-exec", "--install=/tmp"])
     assert helper.returncode == 0, helper.stderr.decode()
+
+
+def test_the_operator_environment_holds_neither_build_tools_nor_unused_libraries(
+    bundles: dict[str, oci_run.Bundle],
+) -> None:
+    venv = bundles["mcp-operator"].directory / "rootfs/opt/mcp-operator"
+    installed = {p.name.lower() for p in (venv / "lib/python3.11/site-packages").iterdir()}
+    assert "mcp_operator" in installed
+    assert not {"pip", "setuptools", "wheel", "kubernetes"} & installed
+    # The package's bytecode names its sources where they are, not where the build put them.
+    package = venv / "lib/python3.11/site-packages/mcp_operator"
+    compiled = list(package.rglob("*.pyc"))
+    assert compiled
+    assert not [pyc for pyc in compiled if b"/out/opt/" in pyc.read_bytes()]
+    assert all(b"/opt/mcp-operator/lib/" in pyc.read_bytes() for pyc in compiled)
 
 
 @pytest.mark.parametrize(("name", "tool"), sorted(SERVERS.items()))

@@ -11,6 +11,7 @@ lives in the test's folder. This checks what an image is; running Pods is the no
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import select
@@ -22,6 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.registry import Registry
+
+_RUNS = itertools.count()
+"""Numbers the containers of this process, so no two runs share a name (or a cgroup)."""
 
 
 def runc_missing() -> str | None:
@@ -46,7 +50,6 @@ class Bundle:
         stdin: bytes = b"",
         until: bytes | None = None,
         timeout: float = 60,
-        name: str = "image-test",
     ) -> subprocess.CompletedProcess[bytes]:
         """Run the image's entrypoint (or ``args`` instead of entrypoint and command).
 
@@ -77,6 +80,7 @@ class Bundle:
             }
         )
         (self.directory / "config.json").write_text(json.dumps(spec))
+        name = f"image-test-{os.getpid()}-{next(_RUNS)}"
         runc = ["runc", "--root", str(self.directory / "runc-state")]
         child = subprocess.Popen(
             [*runc, "run", "--bundle", str(self.directory), name],
