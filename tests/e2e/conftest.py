@@ -83,7 +83,12 @@ def node_images(node_cluster: Cluster) -> dict[str, str]:
     except ModuleNotFoundError:
         needs.require("mcp_operator.dev.images is not in this checkout yet (the images branch)")
         raise
-    pushed: dict[str, str] = images.push(node_cluster.plane.registry)
+    try:
+        # The node's registry is on its bridge address, in plain HTTP.
+        pushed: dict[str, str] = images.push(node_cluster.plane.registry, insecure=True)
+    except images.ImagesNotBuiltError as error:
+        needs.require(str(error))
+        raise
     return pushed
 
 
