@@ -89,3 +89,26 @@ def test_the_demo_runs_an_agent_whose_calls_the_bridge_checks_and_audits(
     assert f"==> Removing the release {demo_objects.RELEASE}" in out
     left = node_cluster.kubectl("get", "namespace", namespace, check=False)
     assert left.returncode != 0, f"the demo left namespace {namespace} behind"
+
+
+def test_on_a_cluster_that_names_no_registry_the_demo_says_what_to_build_and_push(
+    cluster: Cluster,
+) -> None:
+    """The session's node-less cluster publishes no ``kube-public/local-registry-hosting``:
+    its nodes (it has none) could not pull the images, so the demo stops before it installs
+    anything and names the commands that would make it work."""
+    result = subprocess.run(
+        [sys.executable, "-m", "mcp_operator", "dev", "demo", "--no-wait"],
+        env={**os.environ, "KUBECONFIG": str(cluster.kubeconfig)},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "names no registry it pulls from" in result.stderr, result.stderr
+    assert "`make images`" in result.stderr and "--registry HOST" in result.stderr
+    assert "Pushing the images" not in result.stdout
+    left = cluster.kubectl("get", "namespace", demo_objects.NAMESPACE, check=False)
+    assert left.returncode != 0, "the demo installed something although it could not run"
