@@ -10,8 +10,9 @@ operator renders; a test only reads what they did:
   failing test's message);
 - from the node itself, which is this machine: :func:`container_processes` (the
   processes of one container, found by its container ID in their cgroups) and
-  :func:`process_identity` (the user and group a process runs as) — what a kubelet's
-  enforcement of ``runAsUser`` looks like from the outside.
+  :func:`process_identity` (the user, group, capabilities, seccomp mode, environment and
+  root mount of a process) — what the kubelet's and the runtime's enforcement of a
+  ``securityContext`` looks like from the outside.
 
 Nothing here starts or stops a container: that is the kubelet's job alone.
 """
@@ -183,21 +184,43 @@ def container_processes(identifier: str) -> list[int]:
 
 @dataclass(frozen=True)
 class Identity:
-    """The real user and group of a process, and its environment."""
+    """What the kernel says of a process: its ``/proc/PID/status`` fields, its environment,
+    and the options its root filesystem is mounted with."""
 
-    uid: int
-    gid: int
+    status: dict[str, str]
     environ: dict[str, str]
+    root_options: frozenset[str]
+
+    @property
+    def uid(self) -> int:
+        return int(self.status["Uid"].split()[0])
+
+    @property
+    def gid(self) -> int:
+        return int(self.status["Gid"].split()[0])
+
+    @property
+    def capabilities(self) -> int:
+        """The effective capability set (0: every capability dropped)."""
+        return int(self.status["CapEff"], 16)
 
 
 def process_identity(pid: int) -> Identity:
-    """Who process ``pid`` runs as, read from ``/proc`` (needs root, as the node does)."""
-    fields = dict(
-        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-    )
+    """What process ``pid`` runs as, read from ``/proc`` (needs root, as the node does)."""
+    status = {
+        key: value.strip()
+        for key, value in (
+            line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+        )
+    }
     raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     environ = dict(item.decode(errors="replace").split("=", 1) for item in raw if b"=" in item)
-    return Identity(int(fields["Uid"].split()[0]), int(fields["Gid"].split()[0]), environ)
+    options: frozenset[str] = frozenset()
+    for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines():
+        fields = line.split()
+        if fields[4] == "/":  # the mount point, as the process sees it
+            options = frozenset(fields[5].split(","))  # the last mount on / wins
+    return Identity(status, environ, options)
 
 
 def main_process(pod: Mapping[str, Any], name: str) -> int:
