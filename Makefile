@@ -24,6 +24,14 @@ venv: $(PY) ## Create the virtual environment with the package and its dev tools
 control-plane: ## Build etcd, kube-apiserver, kube-controller-manager from Go modules (cached)
 	bash hack/build-control-plane.sh
 
+.PHONY: node
+node: node-packages control-plane image-tools ## Build the local cluster's node: kubelet, kube-proxy, kube-scheduler, containerd 2.x, CNI plugins (cached)
+	bash hack/build-node.sh
+
+.PHONY: node-packages
+node-packages: ## Install the Debian packages the node runs with: runc, nftables, iptables, ipset, conntrack (root)
+	bash hack/install-node-packages.sh
+
 .PHONY: image-tools
 image-tools: ## Build mcp-stdio-exec, crane (local OCI registry) and a static MCP server from Go modules (cached)
 	bash hack/build-image-tools.sh
@@ -41,7 +49,7 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 	bash hack/install-node-tools.sh
 
 .PHONY: tools
-tools: venv control-plane image-tools helm node-tools kstatus ## Everything the tests need
+tools: venv control-plane image-tools helm node-tools kstatus node ## Everything the tests need
 
 .PHONY: lint
 lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
@@ -75,7 +83,7 @@ test-protocol: $(PY) node-tools image-tools ## Protocol tests against real MCP s
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
-test-e2e: $(PY) control-plane image-tools helm node-tools kstatus ## End-to-end tests against the local control plane
+test-e2e: $(PY) control-plane image-tools helm node-tools kstatus node ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
 .PHONY: test-install
@@ -106,6 +114,10 @@ demo: $(PY) control-plane node-tools ## Local control plane (or your kubeconfig'
 .PHONY: cluster-up
 cluster-up: $(PY) ## Start the local control plane in the foreground (Ctrl-C stops it)
 	$(PY) -m mcp_operator dev cluster up
+
+.PHONY: cluster-up-node
+cluster-up-node: $(PY) node ## The local control plane with its one real node, in the foreground (root)
+	$(PY) -m mcp_operator dev cluster up --node
 
 .PHONY: clean
 clean: ## Remove the virtual environment and caches in the tree (not the control-plane cache)

@@ -1,7 +1,8 @@
 """``mcp-operator dev``: the local control plane and the demo, for laptops and CI.
 
 ``dev cluster up`` starts etcd, kube-apiserver and kube-controller-manager (see
-:mod:`mcp_operator.dev.cluster`) in the foreground and stops them on Ctrl-C;
+:mod:`mcp_operator.dev.cluster`) in the foreground and stops them on Ctrl-C
+(``--node``: with the machine's one real node, :mod:`mcp_operator.dev.node`);
 ``dev cluster down`` stops one started by another shell. ``dev demo`` is what
 ``make demo`` runs (see :mod:`mcp_operator.dev.demo`); it also runs from an
 installed package, and says what is missing, with the fix, before it starts.
@@ -16,6 +17,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 DEFAULT_DIR = (
@@ -29,6 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cluster.add_argument("action", choices=["up", "down"])
     cluster.add_argument(
         "--dir", type=Path, default=DEFAULT_DIR, help=f"state directory (default {DEFAULT_DIR})"
+    )
+    cluster.add_argument(
+        "--node",
+        action="store_true",
+        help="also run one real node (containerd, kubelet, kube-proxy, a registry on loopback); "
+        "needs root and `make node`",
     )
     demo = sub.add_parser(
         "demo",
@@ -54,12 +62,12 @@ def run(args: argparse.Namespace) -> int:
 
         return demo.main(force_local=args.local, once=args.once)
     if args.action == "up":
-        return _up(args.dir)
+        return _up(args.dir, node=args.node)
     return _down(args.dir)
 
 
-def _up(directory: Path) -> int:
-    from mcp_operator.dev.cluster import ControlPlane
+def _up(directory: Path, node: bool = False) -> int:
+    from mcp_operator.dev.cluster import ControlPlane, ControlPlaneError
 
     if directory.exists():
         _down(directory, quiet=True)
@@ -70,12 +78,27 @@ def _up(directory: Path) -> int:
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    with ControlPlane(directory=directory, keep_directory=True) as plane:
-        (directory / "state.json").write_text(json.dumps({"pids": plane.pids}))
-        print(f"Control plane {plane.version.get('gitVersion')} is ready at {plane.server}")
+    plane = ControlPlane(directory=directory, keep_directory=True, node=node)
+    try:
+        plane.start()
+    except ControlPlaneError as error:
+        plane.stop()
+        print(f"Could not start the local cluster: {error}")
+        return 1
+    try:
+        state = {"pids": plane.pids, "owner": os.getpid()}
+        (directory / "state.json").write_text(json.dumps(state))
+        print(
+            f"Control plane {plane.version.get('gitVersion')} is ready at {plane.server} "
+            f"({plane.started_seconds:.1f}s)"
+        )
+        if plane.node is not None:
+            print(f"  node {plane.node.name} Ready at {plane.node.ip}; registry {plane.registry}")
         print(f"  export KUBECONFIG={plane.kubeconfig}")
         print("Press Ctrl-C to stop it.", flush=True)
         stop.wait()
+    finally:
+        plane.stop()
     (directory / "state.json").unlink(missing_ok=True)
     return 0
 
@@ -86,7 +109,16 @@ def _down(directory: Path, quiet: bool = False) -> int:
         if not quiet:
             print(f"No control plane recorded in {directory}")
         return 0
-    for pid in json.loads(state.read_text()).get("pids", []):
+    recorded = json.loads(state.read_text())
+    owner = recorded.get("owner")
+    if owner:
+        # The `up` process stops everything itself (the node's cleanup runs in it).
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(owner, signal.SIGTERM)
+            for _ in range(300):
+                os.kill(owner, 0)
+                time.sleep(0.1)
+    for pid in recorded.get("pids", []):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGTERM)
     state.unlink(missing_ok=True)

@@ -6,8 +6,15 @@ serving certificates, a static admin token (token authentication) and a
 service-account signing key, starts etcd, then kube-apiserver (TLS, RBAC
 authorization), then kube-controller-manager (garbage collection, Deployment ->
 ReplicaSet -> Pod, service-account tokens), writes a kubeconfig and waits for
-``/readyz``. No kubelet runs: Pods stay Pending; everything else is the real
-API server.
+``/readyz``. Without a node no kubelet runs: Pods stay Pending; everything else
+is the real API server.
+
+``ControlPlane(node=True)`` also runs one real node (:mod:`mcp_operator.dev.node`:
+containerd, the kubelet, kube-proxy, a registry on loopback) and kube-scheduler;
+the API server then authorizes with ``Node,RBAC``, admits with
+``NodeRestriction``, dials the kubelet by its bridge address with a client
+certificate, and listens on that address (so Pods reach it) instead of loopback;
+the controller manager runs its node-lifecycle controller.
 
 Every process is started in its own process group with a parent-death signal,
 so nothing outlives the Python process that started it, even when that process
@@ -34,9 +41,14 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from mcp_operator.dev import pki
+
+if TYPE_CHECKING:
+    from mcp_operator.dev.node import Node
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +57,8 @@ BIN_DIR = CACHE_DIR / "bin"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 READY_TIMEOUT_SECONDS = 90.0
 SERVICE_CIDR = "10.96.0.0/16"
+NODE_LISTEN_ADDRESS = "10.244.0.1"
+"""Where the API server listens when a node runs: the cluster bridge (see dev/node_config.py)."""
 
 
 class ControlPlaneError(RuntimeError):
@@ -58,7 +72,7 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def find_binary(name: str) -> Path:
+def find_binary(name: str, build: str = "make control-plane") -> Path:
     """The path of one control-plane binary, from the cache or ``PATH``."""
     cached = BIN_DIR / name
     if cached.is_file() and os.access(cached, os.X_OK):
@@ -66,9 +80,7 @@ def find_binary(name: str) -> Path:
     found = shutil.which(name)
     if found:
         return Path(found)
-    raise ControlPlaneError(
-        f"{name} not found in {BIN_DIR} or on PATH; build it with `make control-plane`"
-    )
+    raise ControlPlaneError(f"{name} not found in {BIN_DIR} or on PATH; build it with `{build}`")
 
 
 def kubectl_path() -> str:
@@ -151,6 +163,8 @@ def _write_certificates(directory: Path) -> _Certificates:
         x509.DNSName("kubernetes.default.svc.cluster.local"),
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
+        # The node's bridge address, where the API server listens when a node runs.
+        x509.IPAddress(ipaddress.ip_address(NODE_LISTEN_ADDRESS)),
     ]
     serving_cert = (
         x509.CertificateBuilder()
@@ -192,29 +206,40 @@ def _write_certificates(directory: Path) -> _Certificates:
     return paths
 
 
-@dataclass
 class ControlPlane:
     """A running (or startable) local control plane; use as a context manager.
 
     ``directory`` holds certificates, etcd data, logs and the kubeconfig; a
     temporary directory is used (and removed at stop) when none is given.
+    ``node=True`` also starts the one real node of this machine (:attr:`node`) and
+    its registry (:attr:`registry`, ``127.0.0.1:PORT``); it needs root and ``make node``.
     """
 
-    directory: Path | None = None
-    keep_directory: bool = False
-    kubeconfig: Path = field(init=False)
-    server: str = field(init=False, default="")
-    token: str = field(init=False, default="")
-    version: dict[str, Any] = field(init=False, default_factory=dict)
-    _processes: list[tuple[str, subprocess.Popen[bytes]]] = field(init=False, default_factory=list)
-    _owns_directory: bool = field(init=False, default=False)
-
-    def __post_init__(self) -> None:
+    def __init__(
+        self, directory: Path | None = None, keep_directory: bool = False, node: bool = False
+    ) -> None:
+        self.directory = directory
+        self.keep_directory = keep_directory
+        self.server = ""
+        self.token = ""
+        self.version: dict[str, Any] = {}
+        self.node: Node | None = None
+        """The node, when started with ``node=True`` (from :meth:`start` on)."""
+        self.started_seconds = 0.0
+        """How long :meth:`start` took, node included."""
+        self._with_node = node
+        self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self._owns_directory = False
         if self.directory is None:
             self.directory = Path(tempfile.mkdtemp(prefix="mcp-operator-cluster-"))
             self._owns_directory = not self.keep_directory
         self.directory.mkdir(parents=True, exist_ok=True)
         self.kubeconfig = self.directory / "kubeconfig"
+
+    @property
+    def registry(self) -> str:
+        """The node's plain-HTTP registry (``127.0.0.1:PORT``); empty without a node."""
+        return self.node.registry if self.node else ""
 
     @property
     def _dir(self) -> Path:
@@ -235,8 +260,19 @@ class ControlPlane:
         self.stop()
 
     def start(self) -> None:
-        """Start etcd, kube-apiserver and kube-controller-manager; return when ready."""
+        """Start etcd, kube-apiserver and kube-controller-manager (and with ``node=True``
+        the node and kube-scheduler); return when ready."""
+        started = time.monotonic()
         binaries = {name: find_binary(name) for name in BINARIES}
+        if self._with_node:
+            from mcp_operator.dev.node import Node
+
+            binaries["kube-scheduler"] = find_binary("kube-scheduler", "make node")
+            # First: the lock, the cleanup of an earlier node, and the bridge the API
+            # server listens on.
+            self.node = Node(self._dir / "node")
+            self.node.prepare()
+        listen = NODE_LISTEN_ADDRESS if self.node else "127.0.0.1"
         certs = _write_certificates(self._dir)
         self.token = secrets.token_hex(24)
         tokens = self._dir / "tokens.csv"
@@ -262,20 +298,45 @@ class ControlPlane:
         )
         self._wait_http(f"{etcd_url}/health", "etcd")
 
-        self.server = f"https://127.0.0.1:{api_port}"
+        self.server = f"https://{listen}:{api_port}"
+        node_flags = []
+        if self.node:
+            kubelet_client = (
+                self._dir / "apiserver-kubelet-client.crt",
+                self._dir / "apiserver-kubelet-client.key",
+            )
+            pki.issue(
+                certs.ca_cert,
+                certs.ca_key,
+                *kubelet_client,
+                common_name="kube-apiserver-kubelet-client",
+                organizations=("system:masters",),
+                client=True,
+            )
+            node_flags = [
+                # As real clusters run: kubelets are authorized by the Node authorizer and
+                # may touch only their own Node and the Pods bound to it.
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                f"--kubelet-client-certificate={kubelet_client[0]}",
+                f"--kubelet-client-key={kubelet_client[1]}",
+                f"--kubelet-certificate-authority={certs.ca_cert}",
+                # The node's bridge address, never its name (a lookup could leave the machine).
+                "--kubelet-preferred-address-types=InternalIP",
+            ]
         self._spawn(
             "kube-apiserver",
             [
                 str(binaries["kube-apiserver"]),
                 f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
+                f"--bind-address={listen}",
+                f"--advertise-address={listen}",
                 f"--secure-port={api_port}",
                 f"--tls-cert-file={certs.serving_cert}",
                 f"--tls-private-key-file={certs.serving_key}",
                 f"--client-ca-file={certs.ca_cert}",
                 f"--token-auth-file={tokens}",
-                "--authorization-mode=RBAC",
+                *(node_flags or ["--authorization-mode=RBAC"]),
                 "--anonymous-auth=false",
                 f"--service-account-issuer={self.server}",
                 f"--service-account-key-file={certs.sa_pub}",
@@ -306,16 +367,46 @@ class ControlPlane:
                 f"--service-account-private-key-file={certs.sa_key}",
                 f"--root-ca-file={certs.ca_cert}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--controllers=*,-nodeipam,-nodelifecycle,-cloud-node-lifecycle,-service,-route",
+                # nodelifecycle with a node: it clears the not-ready taint once it is Ready.
+                "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service,-route"
+                + ("" if self.node else ",-nodelifecycle"),
                 "--v=1",
             ],
         )
+        if self.node:
+            self._spawn(
+                "kube-scheduler",
+                [
+                    str(binaries["kube-scheduler"]),
+                    f"--kubeconfig={self.kubeconfig}",
+                    f"--authentication-kubeconfig={self.kubeconfig}",
+                    f"--authorization-kubeconfig={self.kubeconfig}",
+                    "--leader-elect=false",
+                    "--bind-address=127.0.0.1",
+                    f"--secure-port={free_port()}",
+                    "--v=1",
+                ],
+            )
         self.version = json.loads(self._get(f"{self.server}/version", ca=certs.ca_cert))
         self._wait_for_controller_manager(certs.ca_cert)
-        logger.info("Started control plane %s at %s", self.version.get("gitVersion"), self.server)
+        if self.node:
+            self.node.start(
+                server=self.server, ca_cert=certs.ca_cert, ca_key=certs.ca_key, token=self.token
+            )
+        self.started_seconds = time.monotonic() - started
+        logger.info(
+            "Started control plane %s at %s in %.2fs%s",
+            self.version.get("gitVersion"),
+            self.server,
+            self.started_seconds,
+            f" with node {self.node.name}" if self.node else "",
+        )
 
     def stop(self) -> None:
-        """Stop every process this object started, newest first; remove a temporary dir."""
+        """Stop the node (if any), then every process this object started, newest first;
+        remove a temporary dir."""
+        if self.node is not None:
+            self.node.stop()
         for name, process in reversed(self._processes):
             stop_process_group(process, name=name)
         self._processes.clear()

@@ -1,0 +1,583 @@
+"""The local cluster's one real node: containerd 2.x, the kubelet, kube-proxy, a registry.
+
+:class:`Node` is what ``ControlPlane(node=True)`` (:mod:`mcp_operator.dev.cluster`)
+starts next to the API server, in two steps:
+
+1. :meth:`Node.prepare`, before the API server: take the machine-wide lock
+   (:class:`NodeLock`, ``flock`` on :data:`LOCK_PATH`, held for the node's whole life:
+   the kubelet, containerd's shims, kube-proxy and libcni use hard-coded host paths, so
+   one node per machine), take back what an earlier node left
+   (:func:`mcp_operator.dev.node_host.clean_host`), record the kernel settings, and make
+   the cluster bridge with the node's address (the API server listens there too, so that
+   Pods reach it), the Service range routed to it, and the traffic guard;
+2. :meth:`Node.start`, once the API server answers: certificates from the cluster CA, a
+   plain-HTTP registry on loopback (``crane registry serve``: :attr:`Node.registry`) with
+   the sandbox image in it, containerd with a private root, state and socket, the kubelet
+   (webhook authentication and authorization, cgroupfs on cgroup v1), then kube-proxy in
+   nftables mode once the node is Ready, then the add-ons (:class:`AddOn`: cluster DNS and
+   the NetworkPolicy enforcer live in ``mcp_operator.dev.node_addons``).
+
+Every process runs in its own process group with a parent-death signal and is recorded
+(pid and start time) in :data:`mcp_operator.dev.node_host.STATE_PATH` as it starts;
+:meth:`Node.stop` stops the add-ons, then the processes newest first, then takes back
+everything on the host and restores the kernel settings. What the files say is
+:mod:`mcp_operator.dev.node_config`'s.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib
+import json
+import logging
+import os
+import shutil
+import ssl
+import subprocess
+import tarfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import yaml
+
+from mcp_operator.dev import node_config, node_host, pki
+from mcp_operator.dev.cluster import (
+    BIN_DIR,
+    CACHE_DIR,
+    SERVICE_CIDR,
+    ControlPlaneError,
+    _die_with_parent,
+    _tail,
+    free_port,
+    stop_process_group,
+)
+from mcp_operator.dev.node_config import CLUSTER_CIDR, NODE_IP, POD_CIDR, Layout
+
+logger = logging.getLogger(__name__)
+
+LOCK_PATH = Path("/run/mcp-operator-node.lock")
+"""Machine-wide: whoever holds an exclusive ``flock`` on it runs the one node."""
+LOCK_TIMEOUT_SECONDS = float(os.environ.get("MCP_OPERATOR_NODE_LOCK_TIMEOUT", "900"))
+"""How long a second node start waits for the first to stop before it gives up."""
+NODE_NAME = "mcp-operator-node"
+READY_TIMEOUT_SECONDS = 60.0
+CNI_BIN_DIR = CACHE_DIR / "cni" / "bin"
+NODE_BINARIES = (
+    "kubelet",
+    "kube-proxy",
+    "kube-scheduler",
+    "containerd",
+    "containerd-shim-runc-v2",
+    "mcp-node-pause",
+)
+"""What ``make node`` (``hack/build-node.sh``) builds into the cache's bin folder."""
+CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
+HOST_TOOLS = ("runc", "nft", "ip", "umount")
+"""What ``make node-packages`` (``hack/install-node-packages.sh``) installs."""
+SANDBOX_REPOSITORY = "mcp-operator/pause"
+
+
+class NodeError(ControlPlaneError):
+    """The node could not start (or wait for the lock); the message says why and the fix."""
+
+
+def missing() -> str | None:
+    """Why a node cannot start on this machine, with the command that fixes it, or ``None``."""
+    if os.geteuid() != 0:
+        return "the local cluster's node needs root (containers, mounts, cgroups, nftables)"
+    absent = [name for name in NODE_BINARIES if not os.access(BIN_DIR / name, os.X_OK)]
+    absent += [
+        f"cni/bin/{name}" for name in CNI_PLUGINS if not os.access(CNI_BIN_DIR / name, os.X_OK)
+    ]
+    if absent:
+        return f"{', '.join(absent)} not built in {CACHE_DIR}; run `make node`"
+    if not os.access(BIN_DIR / "crane", os.X_OK):
+        return f"crane not built in {BIN_DIR}; run `make image-tools`"
+    tools = [name for name in HOST_TOOLS if shutil.which(name) is None]
+    if tools:
+        return f"{', '.join(tools)} not installed; run `make node-packages`"
+    if not (node_host.CGROUP_ROOT / "memory").is_dir():
+        return "no cgroup v1 memory controller at /sys/fs/cgroup/memory (the node needs cgroup v1)"
+    return None
+
+
+# ------------------------------------------------------------------------ the lock
+
+
+class NodeLock:
+    """The machine-wide node lock: an exclusive ``flock`` on :data:`LOCK_PATH`.
+
+    The holder writes its pid into the file, so that a waiting start can name it. The lock
+    goes with the file descriptor: when the holder's process dies, however it dies, the
+    kernel releases it (the descriptor is close-on-exec, so no child keeps it).
+    """
+
+    def __init__(self, path: Path = LOCK_PATH) -> None:
+        self.path = path
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def holder(self) -> str:
+        """Who holds the lock, as well as the file says: ``pid N (command)``."""
+        try:
+            pid = int(self.path.read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return "an unknown process"
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            command = "?"
+        return f"pid {pid} ({command.strip()[:120]})"
+
+    def acquire(self, timeout: float = LOCK_TIMEOUT_SECONDS) -> None:
+        """Take the lock, waiting up to ``timeout`` seconds for the holder to let go."""
+        if self._fd is not None:
+            return
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        deadline = time.monotonic() + timeout
+        waited = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    os.close(fd)
+                    raise NodeError(
+                        f"Another node runs on this machine: {self.path} is held by "
+                        f"{self.holder()}; waited {timeout:.0f}s for it to stop (one node per "
+                        "machine: the kubelet and containerd use hard-coded host paths)"
+                    ) from None
+                if not waited:
+                    logger.info("Waiting for the node lock %s held by %s", self.path, self.holder())
+                    waited = True
+                time.sleep(0.5)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._fd = fd
+        logger.info("Took the node lock %s", self.path)
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._fd, 0)
+        os.close(self._fd)  # releases the flock
+        self._fd = None
+
+
+# ------------------------------------------------------------------------ add-ons
+
+
+class AddOn(Protocol):
+    """A part of the node started after it is Ready and stopped before it stops.
+
+    ``mcp_operator.dev.node_addons.add_ons()`` returns the default list (cluster DNS, the
+    NetworkPolicy enforcer). An add-on starts its processes with :meth:`Node.spawn`, so that
+    they are recorded for crash cleanup and stopped with the node even if :meth:`stop` is
+    never called.
+    """
+
+    name: str
+
+    def kubelet_settings(self) -> dict[str, Any]:
+        """KubeletConfiguration fields this add-on needs (e.g. ``clusterDNS``), or ``{}``."""
+        ...
+
+    def clean_leftovers(self, node: Node) -> None:
+        """Remove what a crashed earlier run of this add-on left on the host (lock held;
+        the earlier node's processes are already killed)."""
+        ...
+
+    def start(self, node: Node) -> None:
+        """Start; return once working. Raise :class:`NodeError` to fail the node's start."""
+        ...
+
+    def stop(self, node: Node) -> None:
+        """Stop and remove what ``start`` made on the host; must not raise."""
+        ...
+
+
+def default_add_ons() -> list[AddOn]:
+    """The add-ons of ``mcp_operator.dev.node_addons``, or none while that module is absent."""
+    try:
+        node_addons = importlib.import_module("mcp_operator.dev.node_addons")
+    except ModuleNotFoundError as error:
+        if error.name != "mcp_operator.dev.node_addons":
+            raise
+        return []
+    add_ons: list[AddOn] = node_addons.add_ons()
+    return add_ons
+
+
+# ------------------------------------------------------------------------ the node
+
+
+@dataclass
+class Node:
+    """One real node for the local control plane; :meth:`prepare`, :meth:`start`, :meth:`stop`.
+
+    ``directory`` holds everything of the node's own (containerd root and state, kubelet
+    root, certificates, configuration, logs in ``logs/``).
+    """
+
+    directory: Path
+    name: str = NODE_NAME
+    add_ons: list[AddOn] | None = None
+    """``None``: :func:`default_add_ons`."""
+    lock_timeout: float = LOCK_TIMEOUT_SECONDS
+    ip: str = field(init=False, default=NODE_IP)
+    """The node's InternalIP: the cluster bridge's address."""
+    pod_cidr: str = field(init=False, default=POD_CIDR)
+    cluster_cidr: str = field(init=False, default=CLUSTER_CIDR)
+    service_cidr: str = field(init=False, default=SERVICE_CIDR)
+    registry: str = field(init=False, default="")
+    """``127.0.0.1:PORT``: the plain-HTTP registry containerd pulls from."""
+    server: str = field(init=False, default="")
+    ca_cert: Path = field(init=False)
+    admin_kubeconfig: Path = field(init=False)
+    started_seconds: float = field(init=False, default=0.0)
+    """How long :meth:`start` took (certificates to the last add-on)."""
+    layout: Layout = field(init=False)
+    _lock: NodeLock = field(init=False, default_factory=NodeLock)
+    _state: node_host.NodeState | None = field(init=False, default=None)
+    _processes: list[tuple[str, subprocess.Popen[bytes]]] = field(init=False, default_factory=list)
+    _started_add_ons: list[AddOn] = field(init=False, default_factory=list)
+    _token: str = field(init=False, default="")
+
+    def __post_init__(self) -> None:
+        self.layout = Layout(
+            directory=self.directory,
+            bin_dir=BIN_DIR,
+            cni_bin_dir=CNI_BIN_DIR,
+            runc=Path(shutil.which("runc") or "/usr/bin/runc"),
+        )
+        if self.add_ons is None:
+            self.add_ons = default_add_ons()
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Lock, clean what an earlier node left, record kernel settings, make the bridge."""
+        why = missing()
+        if why is not None:
+            raise NodeError(f"Cannot start the node: {why}")
+        self._lock.acquire(self.lock_timeout)
+        previous = node_host.NodeState.load()
+        if previous is not None or node_host.leftovers():
+            logger.info("Cleaned what an earlier node left (pid %s)", previous and previous.owner)
+        node_host.clean_host(previous)
+        if previous is not None and previous.directory:
+            _remove_tree(Path(previous.directory))
+        for add_on in self.add_ons or []:
+            add_on.clean_leftovers(self)
+        _remove_tree(self.directory)
+        for path in (self.layout.log_dir, self.layout.pki_dir, self.layout.cni_conf_dir):
+            path.mkdir(parents=True, exist_ok=True)
+        self._state = node_host.NodeState(
+            owner=os.getpid(), directory=str(self.directory), sysctls=node_host.read_sysctls()
+        )
+        self._state.save()
+        bridge = node_host.BRIDGE
+        _run("ip", "link", "add", bridge, "type", "bridge")
+        _run("ip", "addr", "add", f"{NODE_IP}/{POD_CIDR.split('/')[1]}", "dev", bridge)
+        _run("ip", "link", "set", bridge, "up")
+        _run("ip", "route", "add", SERVICE_CIDR, "dev", bridge)
+        _run("nft", "-f", "-", input=node_config.guard_ruleset(node_host.GUARD_TABLE, bridge))
+
+    def start(self, *, server: str, ca_cert: Path, ca_key: Path, token: str) -> None:
+        """Start the registry, containerd, the kubelet, kube-proxy and the add-ons; return
+        once the node is Ready and schedulable. ``token`` is the admin's bearer token."""
+        started = time.monotonic()
+        self.server, self.ca_cert, self._token = server, ca_cert, token
+        layout = self.layout
+        pki_dir = layout.pki_dir
+        self.admin_kubeconfig = self.directory / "admin.kubeconfig"
+        self._write_admin_kubeconfig()
+        pki.issue(
+            ca_cert,
+            ca_key,
+            pki_dir / "kubelet-client.crt",
+            pki_dir / "kubelet-client.key",
+            common_name=f"system:node:{self.name}",
+            organizations=("system:nodes",),
+            client=True,
+        )
+        pki.issue(
+            ca_cert,
+            ca_key,
+            pki_dir / "kubelet.crt",
+            pki_dir / "kubelet.key",
+            common_name=self.name,
+            server=True,
+            dns_names=(self.name,),
+            ip_addresses=(NODE_IP,),
+        )
+        pki.issue(
+            ca_cert,
+            ca_key,
+            pki_dir / "kube-proxy.crt",
+            pki_dir / "kube-proxy.key",
+            common_name="system:kube-proxy",
+            client=True,
+        )
+
+        self._start_registry()
+        sandbox = self._push_sandbox_image()
+
+        hosts = layout.registry_hosts_dir / self.registry / "hosts.toml"
+        hosts.parent.mkdir(parents=True, exist_ok=True)
+        hosts.write_text(node_config.registry_hosts(self.registry))
+        network = node_config.cni_network(node_host.BRIDGE, SERVICE_CIDR, layout.cni_ipam_dir)
+        (layout.cni_conf_dir / "10-mcp-operator-node.conflist").write_text(json.dumps(network))
+        layout.containerd_config.write_text(node_config.containerd_config(layout, sandbox))
+        self.spawn(
+            "containerd", [str(BIN_DIR / "containerd"), f"--config={layout.containerd_config}"]
+        )
+        self._wait(lambda: layout.containerd_socket.is_socket(), "containerd socket")
+
+        extra: dict[str, Any] = {}
+        for add_on in self.add_ons or []:
+            extra.update(add_on.kubelet_settings())
+        kubelet_dir = layout.kubelet_dir
+        kubelet_dir.mkdir(parents=True, exist_ok=True)
+        config = node_config.kubelet_config(
+            layout,
+            ca_cert=ca_cert,
+            serving_cert=pki_dir / "kubelet.crt",
+            serving_key=pki_dir / "kubelet.key",
+            healthz_port=free_port(),
+            extra=extra,
+        )
+        (kubelet_dir / "config.yaml").write_text(yaml.safe_dump(config))
+        self._write_kubeconfig(kubelet_dir / "kubeconfig", "kubelet-client")
+        self.spawn(
+            "kubelet",
+            [
+                str(BIN_DIR / "kubelet"),
+                f"--config={kubelet_dir / 'config.yaml'}",
+                f"--kubeconfig={kubelet_dir / 'kubeconfig'}",
+                f"--root-dir={kubelet_dir / 'root'}",
+                f"--cert-dir={pki_dir}",
+                f"--hostname-override={self.name}",
+                f"--node-ip={NODE_IP}",
+                "--v=1",
+            ],
+        )
+        kubelet_started = time.monotonic()
+        self._wait(self._ready, f"node {self.name} Ready")
+        logger.info(
+            "Node %s Ready %.2fs after the kubelet started",
+            self.name,
+            time.monotonic() - kubelet_started,
+        )
+
+        proxy_dir = layout.kube_proxy_dir
+        proxy_dir.mkdir(parents=True, exist_ok=True)
+        self._write_kubeconfig(proxy_dir / "kubeconfig", "kube-proxy")
+        proxy_healthz = free_port()
+        proxy_config = node_config.kube_proxy_config(
+            proxy_dir / "kubeconfig", self.name, proxy_healthz, free_port()
+        )
+        (proxy_dir / "config.yaml").write_text(yaml.safe_dump(proxy_config))
+        self.spawn(
+            "kube-proxy",
+            [str(BIN_DIR / "kube-proxy"), f"--config={proxy_dir / 'config.yaml'}", "--v=1"],
+        )
+        self._wait(
+            lambda: _http_ok(f"http://127.0.0.1:{proxy_healthz}/healthz"), "kube-proxy healthz"
+        )
+
+        for add_on in self.add_ons or []:
+            self._started_add_ons.append(add_on)
+            add_on.start(self)
+        self.started_seconds = time.monotonic() - started
+        logger.info("Started node %s in %.2fs", self.name, self.started_seconds)
+
+    def stop(self) -> None:
+        """Stop add-ons and processes, take back everything on the host, release the lock."""
+        for add_on in reversed(self._started_add_ons):
+            try:
+                add_on.stop(self)
+            except Exception:
+                logger.exception("Add-on %s failed to stop", add_on.name)
+        self._started_add_ons.clear()
+        for name, process in reversed(self._processes):
+            stop_process_group(process, grace=3.0, name=name)
+        self._processes.clear()
+        if self._lock.held:
+            node_host.clean_host(self._state, self.directory)
+            self._state = None
+            self._lock.release()
+
+    # -- for add-ons and tests -------------------------------------------------------------
+
+    def spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
+        """Start a process of the node: own process group, killed if we die, log in
+        ``logs/NAME.log``, recorded for crash cleanup, stopped with the node."""
+        log = (self.layout.log_dir / f"{name}.log").open("ab")
+        process = subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=_die_with_parent,
+        )
+        log.close()
+        self._processes.append((name, process))
+        if self._state is not None:
+            self._state.record(name, process.pid)
+        return process
+
+    @property
+    def pids(self) -> list[int]:
+        return [process.pid for _, process in self._processes]
+
+    def log(self, name: str) -> Path:
+        return self.layout.log_dir / f"{name}.log"
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _check_alive(self) -> None:
+        for name, process in self._processes:
+            if process.poll() is not None:
+                raise NodeError(
+                    f"{name} exited with code {process.returncode}:\n{_tail(self.log(name))}"
+                )
+
+    def _wait(self, done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT_SECONDS
+        while time.monotonic() < deadline:
+            self._check_alive()
+            if done():
+                return
+            time.sleep(0.1)
+        raise NodeError(f"Timed out after {READY_TIMEOUT_SECONDS:.0f}s waiting for {what}")
+
+    def _api(self, path: str, method: str = "GET", body: Any = None) -> Any:
+        request = urllib.request.Request(
+            f"{self.server}{path}",
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={
+                "Authorization": f"Bearer {self._token}",
+                "Content-Type": "application/merge-patch+json",
+            },
+        )
+        context = ssl.create_default_context(cafile=str(self.ca_cert))
+        with urllib.request.urlopen(request, timeout=5, context=context) as answer:
+            return json.loads(answer.read())
+
+    def _ready(self) -> bool:
+        """Ready, and schedulable: the node-lifecycle controller removed the not-ready taint."""
+        try:
+            node = self._api(f"/api/v1/nodes/{self.name}")
+        except urllib.error.HTTPError as error:
+            if error.code == 404:
+                return False
+            raise
+        except (urllib.error.URLError, OSError):
+            return False
+        ready = any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in node.get("status", {}).get("conditions", [])
+        )
+        tainted = any(
+            t.get("key", "").startswith("node.kubernetes.io/")
+            for t in node.get("spec", {}).get("taints", [])
+        )
+        if ready and not node.get("spec", {}).get("podCIDR"):
+            # As nodeipam would (it is off: one node, one range): the Pod range on the Node.
+            self._api(
+                f"/api/v1/nodes/{self.name}",
+                method="PATCH",
+                body={"spec": {"podCIDR": POD_CIDR, "podCIDRs": [POD_CIDR]}},
+            )
+        return ready and not tainted
+
+    def _start_registry(self) -> None:
+        port = free_port()
+        self.registry = f"127.0.0.1:{port}"
+        self.spawn(
+            "registry", [str(BIN_DIR / "crane"), "registry", "serve", f"--address={self.registry}"]
+        )
+        self._wait(lambda: _http_ok(f"http://{self.registry}/v2/"), "the registry")
+
+    def _push_sandbox_image(self) -> str:
+        """The Pod sandbox ("pause") image, our static binary alone, into the registry."""
+        layer = self.directory / "pause-layer.tar"
+        with tarfile.open(layer, "w") as tar:
+            info = tar.gettarinfo(str(BIN_DIR / "mcp-node-pause"), arcname="pause")
+            info.mode, info.uid, info.gid, info.uname, info.gname = 0o755, 0, 0, "", ""
+            with (BIN_DIR / "mcp-node-pause").open("rb") as handle:
+                tar.addfile(info, handle)
+        reference = f"{self.registry}/{SANDBOX_REPOSITORY}:1"
+        crane = [str(BIN_DIR / "crane"), "--insecure"]
+        _run(*crane, "append", "--new_layer", str(layer), "--new_tag", reference)
+        _run(
+            *crane,
+            "mutate",
+            reference,
+            "--set-platform=linux/amd64",
+            "--entrypoint=/pause",
+            "--user=65535",
+            "-t",
+            reference,
+        )
+        return reference
+
+    def _write_kubeconfig(self, path: Path, identity: str) -> None:
+        config = node_config.kubeconfig(
+            self.server,
+            self.ca_cert,
+            self.layout.pki_dir / f"{identity}.crt",
+            self.layout.pki_dir / f"{identity}.key",
+        )
+        path.write_text(yaml.safe_dump(config))
+        path.chmod(0o600)
+
+    def _write_admin_kubeconfig(self) -> None:
+        config = node_config.kubeconfig(self.server, self.ca_cert, Path(), Path())
+        config["users"] = [{"name": "node", "user": {"token": self._token}}]
+        self.admin_kubeconfig.write_text(yaml.safe_dump(config))
+        self.admin_kubeconfig.chmod(0o600)
+
+
+def _run(*argv: str, input: str | None = None) -> None:
+    result = subprocess.run(
+        argv, input=input, capture_output=True, text=True, check=False, timeout=60
+    )
+    if result.returncode != 0:
+        raise NodeError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            status: int = answer.status
+            return 200 <= status < 300
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+def _remove_tree(path: Path) -> None:
+    """Remove a node folder, unless something is still mounted below it (then say so)."""
+    if not path.exists():
+        return
+    still = node_host.mounts_under([path])
+    if still:
+        logger.warning("Left %s: still mounted below it: %s", path, ", ".join(still[:5]))
+        return
+    shutil.rmtree(path, ignore_errors=True)
