@@ -137,7 +137,7 @@ def logs(
 
 
 def describe(cluster: Cluster, namespace: str, name: str) -> str:
-    """The Pod's status and its Events, for a failing test's message."""
+    """The Pod's status, its Events and its containers' last lines, for a failing test."""
     pod = get_pod(cluster, namespace, name)
     events = cluster.kubectl(
         "-n",
@@ -149,8 +149,19 @@ def describe(cluster: Cluster, namespace: str, name: str) -> str:
         "custom-columns=TIME:.lastTimestamp,REASON:.reason,MESSAGE:.message",
         check=False,
     ).stdout
+    output = cluster.kubectl(
+        "-n",
+        namespace,
+        "logs",
+        f"pod/{name}",
+        "--all-containers",
+        "--prefix",
+        "--tail=40",
+        check=False,
+    )
     status = json.dumps((pod or {}).get("status"), indent=1)[-4000:]
-    return f"status: {status}\nevents:\n{events[-3000:]}"
+    logs = (output.stdout + output.stderr)[-6000:]
+    return f"status: {status}\nevents:\n{events[-3000:]}\nlogs:\n{logs}"
 
 
 # -- the node's side -------------------------------------------------------------------
