@@ -332,39 +332,56 @@ def test_a_config_map_change_reaches_the_running_bridge_through_the_kubelet(
     node_images: dict[str, str],
     node_operator: OperatorProcess,
     node_namespace: str,
-    tmp_path: Path,
 ) -> None:
     cluster, namespace = node_cluster, node_namespace
-    ready_server(cluster, namespace, "hello", push_hello(cluster, tmp_path, "10001:10001"))
-    cluster.apply(namespace, agentrun("watcher", ["hello"], node_images["mcp-operator"], SLEEP))
-    pod = pods.wait_for_pod(cluster, namespace, "watcher", pods.is_ready, "Ready")
-    readyz = f"http://{pod['status']['podIP']}:{BRIDGE_HEALTH}/readyz"
-    assert http_get(readyz)[1]["tools"] == 1
-
-    def config() -> str:
-        found = cluster.get_json("-n", namespace, "configmap/watcher-bridge")
-        return str(found["data"]["config.yaml"])
-
-    before = config()
+    # An external server on the node's bridge address (a private one: the opt-in), so that
+    # nothing but the ConfigMap's way into the Pod is under test.
     cluster.kubectl(
-        "-n",
-        namespace,
-        "patch",
-        "mcpserver/hello",
-        "--type=merge",
-        "-p",
-        '{"spec": {"toolsDeny": ["greet"]}}',
+        "label", "namespace", namespace, "mcp-operator.dev/private-destinations=allowed"
     )
-    eventually("the operator rewrote the ConfigMap", lambda: config() != before, 60, interval=0.1)
-    changed = time.monotonic()
-    eventually(
-        "the bridge serving the new configuration",
-        lambda: http_get(readyz)[1].get("tools"),
-        180,
-        until=lambda tools: tools == 0,
-        interval=0.2,
-    )
-    delay = time.monotonic() - changed
+    with peers.mcp_server_time(host=cluster.plane.node.ip) as url:
+        cluster.apply(namespace, mcpserver("clock", mode="external", url=url))
+        eventually(
+            "MCPServer clock Ready",
+            lambda: (
+                condition(cluster.get_json("-n", namespace, "mcpserver/clock"), "Ready").get(
+                    "status"
+                )
+                == "True"
+            ),
+            timeout=60,
+        )
+        cluster.apply(namespace, agentrun("watcher", ["clock"], node_images["mcp-operator"], SLEEP))
+        pod = pods.wait_for_pod(cluster, namespace, "watcher", pods.is_ready, "Ready")
+        readyz = f"http://{pod['status']['podIP']}:{BRIDGE_HEALTH}/readyz"
+        assert http_get(readyz)[1]["tools"] == 2  # get_current_time, convert_time
+
+        def config() -> str:
+            found = cluster.get_json("-n", namespace, "configmap/watcher-bridge")
+            return str(found["data"]["config.yaml"])
+
+        before = config()
+        cluster.kubectl(
+            "-n",
+            namespace,
+            "patch",
+            "mcpserver/clock",
+            "--type=merge",
+            "-p",
+            '{"spec": {"toolsDeny": ["convert_time"]}}',
+        )
+        eventually(
+            "the operator rewrote the ConfigMap", lambda: config() != before, 60, interval=0.1
+        )
+        changed = time.monotonic()
+        eventually(
+            "the bridge serving the new configuration",
+            lambda: http_get(readyz)[1].get("tools"),
+            180,
+            until=lambda tools: tools == 1,
+            interval=0.2,
+        )
+        delay = time.monotonic() - changed
     print(f"\nConfigMap change to the running bridge: {delay:.1f} s (kubelet volume update)")
     after = pods.get_pod(cluster, namespace, "watcher") or {}
     assert after["metadata"]["uid"] == pod["metadata"]["uid"], "the Pod was replaced"
