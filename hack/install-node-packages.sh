@@ -5,10 +5,12 @@
 # the node's traffic guard, kube-proxy's nftables mode, the cleanup of both),
 # iptables and ipset (what the NetworkPolicy enforcer and the CNI portmap
 # plugin program), conntrack (kube-proxy clears stale UDP entries with it) and
-# iproute2 (`ip`: the cluster bridge and the Service route).
-# Skipped when every package is installed; needs root (the node needs it too).
+# iproute2 (`ip`: the cluster bridge and the Service route); busybox-static
+# (one static binary: the e2e tests make a small image with a shell from it).
+# Skipped when every package is installed; needs root (the node needs it too),
+# and without root only says what it would install (fails under CI=true).
 set -euo pipefail
-PACKAGES=(runc nftables iptables ipset conntrack iproute2)
+PACKAGES=(runc nftables iptables ipset conntrack iproute2 busybox-static)
 
 missing=()
 for package in "${PACKAGES[@]}"; do
@@ -19,8 +21,10 @@ if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
 fi
 if [[ $(id -u) -ne 0 ]]; then
-  echo "Installing ${missing[*]} needs root (the local cluster's node runs as root too)" >&2
-  exit 1
+  # Without root there is no node either: its tests skip locally (and fail under CI=true).
+  echo "Not installing ${missing[*]}: that needs root (so does the local cluster's node)" >&2
+  [[ "${CI:-}" == "true" ]] && exit 1
+  exit 0
 fi
 start=$(date +%s)
 export DEBIAN_FRONTEND=noninteractive

@@ -2,19 +2,23 @@
 
 One control plane per test session (etcd, kube-apiserver, kube-controller-manager
 built by ``hack/build-control-plane.sh``), one operator started for the session, and a
-namespace of its own for every test. What the fixtures hand out (``Cluster``,
-``OperatorProcess``, ``operator_process``) lives in ``tests/support/cluster.py``.
-
-Tests that need a running Pod use the cluster with its real node instead
-(``node_cluster``, the images pushed to its registry in ``node_images``), with a namespace
-(``node_namespace``) and an operator of their own (``node_operator``, on this machine, watching
-only that namespace); what they read of the Pods is in ``tests/support/pods.py``. Tests that
-only need the API server keep the node-less ``cluster``: it starts in seconds.
+namespace of its own for every test. Tests that need a running Pod use ``node_cluster``
+instead: a second control plane with the machine's one real node
+(``ControlPlane(node=True)``, started only when a test asks for it) and ``node_images``,
+the project's images pushed into that node's registry, with a namespace
+(``node_namespace``) and an operator of their own (``node_operator``, on this machine,
+watching only that namespace); what they read of the Pods is in ``tests/support/pods.py``.
+Tests that only need the API server keep the node-less ``cluster``: it starts in seconds.
+Only one node may run on a machine, so tests marked ``own_node`` (which start a node of
+their own) run first, before the session's node exists. What the fixtures hand out
+(``Cluster``, ``OperatorProcess``, ``operator_process``) lives in
+``tests/support/cluster.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import uuid
 from collections.abc import Iterator
@@ -23,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from mcp_operator.dev.cluster import ControlPlane, free_port
-from tests.support import registry
+from tests.support import needs, registry
 from tests.support.cluster import CRDS, Cluster, OperatorProcess, operator_process
 
 
@@ -35,12 +39,61 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
             f"({plane.version.get('platform')}, go {plane.version.get('goVersion')}) "
             f"at {plane.server}"
         )
-        # Straight to the terminal, so that the CI log shows it even with -q and capture on.
-        capture = request.config.pluginmanager.get_plugin("capturemanager")
-        with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-            print(f"\n{line}", flush=True)
+        _announce(request, line)
         os.environ["KUBECONFIG"] = str(plane.kubeconfig)
         yield Cluster(plane)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests with a node of their own before every other e2e test: once a test has asked
+    for ``node_cluster``, the session's node holds the machine's node lock to the end."""
+    here = Path(__file__).parent
+    own = [item for item in items if item.get_closest_marker("own_node") is not None]
+    if not own:
+        return
+    rest = [item for item in items if item.get_closest_marker("own_node") is None]
+    first_e2e = next((i for i, item in enumerate(rest) if here in item.path.parents), len(rest))
+    items[:] = rest[:first_e2e] + own + rest[first_e2e:]
+
+
+def _announce(request: pytest.FixtureRequest, line: str) -> None:
+    # Straight to the terminal, so that the CI log shows it even with -q and capture on.
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print(f"\n{line}", flush=True)
+
+
+@pytest.fixture(scope="session")
+def node_cluster(request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """A control plane with the real node (containerd, kubelet, kube-proxy, a registry),
+    for tests whose Pods must run. Its kubeconfig is not made the session's KUBECONFIG."""
+    needs.require(needs.real_node_missing())
+    with ControlPlane(node=True) as plane:
+        assert plane.node is not None
+        _announce(
+            request,
+            f"Real node: {plane.node.name} at {plane.node.ip}, registry {plane.registry}; "
+            f"control plane with node up in {plane.started_seconds:.1f}s",
+        )
+        yield Cluster(plane)
+
+
+@pytest.fixture(scope="session")
+def node_images(node_cluster: Cluster) -> dict[str, str]:
+    """The project's images (``make images``) pushed into the node's registry: name ->
+    pullable reference ``10.244.0.1:PORT/name@sha256:...``."""
+    try:
+        images = importlib.import_module("mcp_operator.dev.images")
+    except ModuleNotFoundError:
+        needs.require("mcp_operator.dev.images is not in this checkout yet (the images branch)")
+        raise
+    try:
+        # The node's registry is on its bridge address, in plain HTTP.
+        pushed: dict[str, str] = images.push(node_cluster.plane.registry, insecure=True)
+    except images.ImagesNotBuiltError as error:
+        needs.require(str(error))
+        raise
+    return pushed
 
 
 def install_crds(cluster: Cluster) -> None:

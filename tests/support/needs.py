@@ -102,6 +102,14 @@ def control_plane_missing() -> str | None:
     return None
 
 
+def real_node_missing() -> str | None:
+    """Why the local cluster's real node cannot start here (root, ``make node``, cgroup v1),
+    or ``None`` when it can (:func:`mcp_operator.dev.node.missing` decides)."""
+    from mcp_operator.dev import node
+
+    return control_plane_missing() or node.missing()
+
+
 IMAGE_TOOLS = ("mcp-stdio-exec", "crane", "mcp-hello-server")
 """What ``make image-tools`` builds (``hack/build-image-tools.sh``)."""
 

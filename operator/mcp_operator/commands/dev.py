@@ -35,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cluster.add_argument(
         "--node",
         action="store_true",
-        help="also run one real node (containerd, kubelet, kube-proxy, a registry on loopback); "
-        "needs root and `make node`",
+        help="also run one real node (containerd, kubelet, kube-proxy, a registry on the "
+        "cluster bridge); needs root and `make node`",
     )
     demo = sub.add_parser(
         "demo",

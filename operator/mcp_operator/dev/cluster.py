@@ -10,7 +10,7 @@ ReplicaSet -> Pod, service-account tokens), writes a kubeconfig and waits for
 is the real API server.
 
 ``ControlPlane(node=True)`` also runs one real node (:mod:`mcp_operator.dev.node`:
-containerd, the kubelet, kube-proxy, a registry on loopback) and kube-scheduler;
+containerd, the kubelet, kube-proxy, a registry on the cluster bridge) and kube-scheduler;
 the API server then authorizes with ``Node,RBAC``, admits with
 ``NodeRestriction``, dials the kubelet by its bridge address with a client
 certificate, and listens on that address (so Pods reach it) instead of loopback;
@@ -212,7 +212,7 @@ class ControlPlane:
     ``directory`` holds certificates, etcd data, logs and the kubeconfig; a
     temporary directory is used (and removed at stop) when none is given.
     ``node=True`` also starts the one real node of this machine (:attr:`node`) and
-    its registry (:attr:`registry`, ``127.0.0.1:PORT``); it needs root and ``make node``.
+    its registry (:attr:`registry`, ``10.244.0.1:PORT``); it needs root and ``make node``.
     """
 
     def __init__(
@@ -226,7 +226,7 @@ class ControlPlane:
         self.node: Node | None = None
         """The node, when started with ``node=True`` (from :meth:`start` on)."""
         self.started_seconds = 0.0
-        """How long :meth:`start` took, node included."""
+        """How long :meth:`start` took, node included (from the moment it had the node lock)."""
         self._with_node = node
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._owns_directory = False
@@ -238,7 +238,7 @@ class ControlPlane:
 
     @property
     def registry(self) -> str:
-        """The node's plain-HTTP registry (``127.0.0.1:PORT``); empty without a node."""
+        """The node's plain-HTTP registry (``10.244.0.1:PORT``); empty without a node."""
         return self.node.registry if self.node else ""
 
     @property
@@ -270,7 +270,7 @@ class ControlPlane:
             binaries["kube-scheduler"] = find_binary("kube-scheduler", "make node")
             # First: the lock, the cleanup of an earlier node, and the bridge the API
             # server listens on.
-            self.node = Node(self._dir / "node")
+            self.node = Node()
             self.node.prepare()
         listen = NODE_LISTEN_ADDRESS if self.node else "127.0.0.1"
         certs = _write_certificates(self._dir)
@@ -393,7 +393,8 @@ class ControlPlane:
             self.node.start(
                 server=self.server, ca_cert=certs.ca_cert, ca_key=certs.ca_key, token=self.token
             )
-        self.started_seconds = time.monotonic() - started
+        # From the node lock on: waiting for another node to stop is not start-up time.
+        self.started_seconds = time.monotonic() - (self.node.locked_at if self.node else started)
         logger.info(
             "Started control plane %s at %s in %.2fs%s",
             self.version.get("gitVersion"),

@@ -10,12 +10,13 @@ starts next to the API server, in two steps:
    (:func:`mcp_operator.dev.node_host.clean_host`), record the kernel settings, and make
    the cluster bridge with the node's address (the API server listens there too, so that
    Pods reach it), the Service range routed to it, and the traffic guard;
-2. :meth:`Node.start`, once the API server answers: certificates from the cluster CA, a
-   plain-HTTP registry on loopback (``crane registry serve``: :attr:`Node.registry`) with
-   the sandbox image in it, containerd with a private root, state and socket, the kubelet
-   (webhook authentication and authorization, cgroupfs on cgroup v1), then kube-proxy in
-   nftables mode once the node is Ready, then the add-ons (:class:`AddOn`: cluster DNS and
-   the NetworkPolicy enforcer live in ``mcp_operator.dev.node_addons``).
+2. :meth:`Node.start`, once the API server answers: certificates from the cluster CA;
+   a plain-HTTP registry on the bridge address (``crane registry serve``,
+   :attr:`Node.registry`) with the sandbox image in it; containerd with a private root,
+   state and socket; the kubelet (webhook authentication and authorization, cgroupfs
+   on cgroup v1); kube-proxy in nftables mode once the node is Ready; then the add-ons
+   (:class:`AddOn`: cluster DNS and the NetworkPolicy enforcer live in
+   ``mcp_operator.dev.node_addons``).
 
 Every process runs in its own process group with a parent-death signal and is recorded
 (pid and start time) in :data:`mcp_operator.dev.node_host.STATE_PATH` as it starts;
@@ -66,6 +67,10 @@ LOCK_PATH = Path("/run/mcp-operator-node.lock")
 LOCK_TIMEOUT_SECONDS = float(os.environ.get("MCP_OPERATOR_NODE_LOCK_TIMEOUT", "900"))
 """How long a second node start waits for the first to stop before it gives up."""
 NODE_NAME = "mcp-operator-node"
+NODE_DIR = Path("/var/lib/mcp-operator-node")
+"""The node's own folder: one node per machine, and a short path (containerd's sockets live
+there, and a unix socket path must stay under 104 bytes). Emptied at every start; after a
+stop only ``logs/`` stays, for the curious."""
 READY_TIMEOUT_SECONDS = 60.0
 CNI_BIN_DIR = CACHE_DIR / "cni" / "bin"
 NODE_BINARIES = (
@@ -81,6 +86,10 @@ CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
 HOST_TOOLS = ("runc", "nft", "ip", "umount")
 """What ``make node-packages`` (``hack/install-node-packages.sh``) installs."""
 SANDBOX_REPOSITORY = "mcp-operator/pause"
+KEP_1755 = (
+    "https://github.com/kubernetes/enhancements/tree/master/keps/sig-cluster-lifecycle/"
+    "generic/1755-communicating-a-local-registry"
+)
 
 
 class NodeError(ControlPlaneError):
@@ -227,10 +236,10 @@ class Node:
     """One real node for the local control plane; :meth:`prepare`, :meth:`start`, :meth:`stop`.
 
     ``directory`` holds everything of the node's own (containerd root and state, kubelet
-    root, certificates, configuration, logs in ``logs/``).
+    root, certificates, configuration, logs in ``logs/``); after :meth:`stop` only the logs.
     """
 
-    directory: Path
+    directory: Path = NODE_DIR
     name: str = NODE_NAME
     add_ons: list[AddOn] | None = None
     """``None``: :func:`default_add_ons`."""
@@ -241,12 +250,19 @@ class Node:
     cluster_cidr: str = field(init=False, default=CLUSTER_CIDR)
     service_cidr: str = field(init=False, default=SERVICE_CIDR)
     registry: str = field(init=False, default="")
-    """``127.0.0.1:PORT``: the plain-HTTP registry containerd pulls from."""
+    """``10.244.0.1:PORT``: the plain-HTTP registry containerd pulls from (and Pods reach)."""
     server: str = field(init=False, default="")
     ca_cert: Path = field(init=False)
     admin_kubeconfig: Path = field(init=False)
     started_seconds: float = field(init=False, default=0.0)
     """How long :meth:`start` took (certificates to the last add-on)."""
+    locked_at: float = field(init=False, default=0.0)
+    """When :meth:`prepare` got the node lock (``time.monotonic``): start times count from it."""
+    lock_waited_seconds: float = field(init=False, default=0.0)
+    taken_back: list[str] = field(init=False, default_factory=list)
+    """What an earlier node had left on the host, found (and removed) by :meth:`prepare`."""
+    left_behind: list[str] = field(init=False, default_factory=list)
+    """What :meth:`stop` could not take back (read before it released the lock): empty."""
     layout: Layout = field(init=False)
     _lock: NodeLock = field(init=False, default_factory=NodeLock)
     _state: node_host.NodeState | None = field(init=False, default=None)
@@ -271,10 +287,18 @@ class Node:
         why = missing()
         if why is not None:
             raise NodeError(f"Cannot start the node: {why}")
+        waiting = time.monotonic()
         self._lock.acquire(self.lock_timeout)
+        self.locked_at = time.monotonic()
+        self.lock_waited_seconds = self.locked_at - waiting
         previous = node_host.NodeState.load()
-        if previous is not None or node_host.leftovers():
-            logger.info("Cleaned what an earlier node left (pid %s)", previous and previous.owner)
+        self.taken_back = node_host.leftovers(Path(previous.directory) if previous else None)
+        if self.taken_back:
+            logger.info(
+                "Took back what an earlier node (pid %s) left: %s",
+                previous.owner if previous else "unknown",
+                "; ".join(self.taken_back[:10]),
+            )
         node_host.clean_host(previous)
         if previous is not None and previous.directory:
             _remove_tree(Path(previous.directory))
@@ -381,6 +405,8 @@ class Node:
             time.monotonic() - kubelet_started,
         )
 
+        self._publish_registry()
+
         proxy_dir = layout.kube_proxy_dir
         proxy_dir.mkdir(parents=True, exist_ok=True)
         self._write_kubeconfig(proxy_dir / "kubeconfig", "kube-proxy")
@@ -416,7 +442,23 @@ class Node:
         self._processes.clear()
         if self._lock.held:
             node_host.clean_host(self._state, self.directory)
+            # Checked while the lock is held: after it, the host is the next node's.
+            self.left_behind = node_host.leftovers(self.directory)
+            if self._state is not None:
+                now = node_host.read_sysctls(tuple(self._state.sysctls))
+                self.left_behind += [
+                    f"sysctl {name}={now.get(name)} (was {value})"
+                    for name, value in self._state.sysctls.items()
+                    if now.get(name) != value
+                ]
+            if self.left_behind:
+                logger.warning("The node left behind: %s", "; ".join(self.left_behind))
             self._state = None
+            for entry in self.directory.iterdir() if self.directory.is_dir() else []:
+                if entry.is_dir() and entry != self.layout.log_dir:
+                    _remove_tree(entry)
+                elif not entry.is_dir():
+                    entry.unlink()
             self._lock.release()
 
     # -- for add-ons and tests -------------------------------------------------------------
@@ -473,7 +515,9 @@ class Node:
             data=None if body is None else json.dumps(body).encode(),
             headers={
                 "Authorization": f"Bearer {self._token}",
-                "Content-Type": "application/merge-patch+json",
+                "Content-Type": "application/merge-patch+json"
+                if method == "PATCH"
+                else "application/json",
             },
         )
         context = ssl.create_default_context(cafile=str(self.ca_cert))
@@ -507,9 +551,25 @@ class Node:
             )
         return ready and not tainted
 
+    def _publish_registry(self) -> None:
+        """The registry as KEP-1755 says a local cluster publishes it, so that tools (the
+        demo) find it from a kubeconfig alone: ConfigMap ``kube-public/local-registry-hosting``."""
+        hosting = yaml.safe_dump({"host": self.registry, "help": KEP_1755})
+        self._api(
+            "/api/v1/namespaces/kube-public/configmaps",
+            method="POST",
+            body={
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "local-registry-hosting", "namespace": "kube-public"},
+                "data": {"localRegistryHosting.v1": hosting},
+            },
+        )
+
     def _start_registry(self) -> None:
-        port = free_port()
-        self.registry = f"127.0.0.1:{port}"
+        # On the bridge address: containerd (on the host) and Pods (the in-cluster operator
+        # reading image configurations) reach it by the same name.
+        self.registry = f"{NODE_IP}:{free_port()}"
         self.spawn(
             "registry", [str(BIN_DIR / "crane"), "registry", "serve", f"--address={self.registry}"]
         )

@@ -105,7 +105,7 @@ state = {q(c / "state")}
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = {q(sandbox_image)}
   [plugins.'io.containerd.cri.v1.images'.registry]
-    # hosts.toml per registry: the node's own plain-HTTP registry on loopback.
+    # hosts.toml per registry: the node's own plain-HTTP registry on the bridge address.
     config_path = {q(layout.registry_hosts_dir)}
 
 [plugins.'io.containerd.cri.v1.runtime']
@@ -138,7 +138,7 @@ state = {q(c / "state")}
 
 
 def registry_hosts(registry: str) -> str:
-    """containerd's ``hosts.toml`` for ``registry`` (``127.0.0.1:PORT``): plain HTTP."""
+    """containerd's ``hosts.toml`` for ``registry`` (``10.244.0.1:PORT``): plain HTTP."""
     return f"""\
 server = "http://{registry}"
 
