@@ -49,18 +49,27 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 	bash hack/install-node-tools.sh
 
 .PHONY: tools
-tools: venv control-plane image-tools helm node-tools kstatus node ## Everything the tests need
+tools: venv control-plane image-tools images helm node-tools kstatus node ## Everything the tests need
 
 .PHONY: lint
 lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
-	$(VENV)/bin/ruff check operator tests bench
-	$(VENV)/bin/ruff format --check operator tests bench
+	$(VENV)/bin/ruff check operator tests bench images
+	$(VENV)/bin/ruff format --check operator tests bench images
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy images/demo-agent/agent.py
 	$(VENV)/bin/lint-imports
 
 .PHONY: chart-lint
 chart-lint: helm ## Lint the Helm chart (strict)
 	helm lint --strict charts/mcp-operator
+
+.PHONY: image-packages
+image-packages: ## Install buildah, runc and mmdebstrap from Debian when missing (needs root)
+	bash hack/install-image-packages.sh
+
+.PHONY: images
+images: $(PY) image-packages image-tools ## Build our images (operator, MCP servers, demo agent) without Docker, cached by input hash
+	bash hack/build-images.sh
 
 .PHONY: image
 image: ## Build the operator image (needs a Docker engine)
@@ -68,8 +77,8 @@ image: ## Build the operator image (needs a Docker engine)
 
 .PHONY: fmt
 fmt: $(PY) ## Format the code with ruff
-	$(VENV)/bin/ruff check --fix operator tests bench
-	$(VENV)/bin/ruff format operator tests bench
+	$(VENV)/bin/ruff check --fix operator tests bench images
+	$(VENV)/bin/ruff format operator tests bench images
 
 # Each test target first installs what its tests need (every install is cached and says so),
 # so any of them works as the first command on a fresh machine; a missing prerequisite would
@@ -83,7 +92,7 @@ test-protocol: $(PY) node-tools image-tools ## Protocol tests against real MCP s
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
-test-e2e: $(PY) control-plane image-tools helm node-tools kstatus node ## End-to-end tests against the local control plane
+test-e2e: $(PY) control-plane image-tools images helm node-tools kstatus node ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
 .PHONY: test-install

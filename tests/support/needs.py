@@ -120,3 +120,16 @@ def image_tools_missing() -> str | None:
     if absent:
         return f"{', '.join(absent)} not built in {BIN_DIR}; run `make image-tools`"
     return None
+
+
+def images_missing() -> str | None:
+    """Why our built images (``make images``) cannot be pushed here, or ``None``."""
+    from mcp_operator.dev.images import ImagesNotBuiltError, built
+
+    if (why := image_tools_missing()) is not None:
+        return why
+    try:
+        built()
+    except ImagesNotBuiltError as error:
+        return str(error)
+    return None
