@@ -121,7 +121,7 @@ api-reference: $(PY) ## Generate docs/api-reference.md from the CRDs (a unit tes
 	$(PY) hack/api_reference.py
 
 .PHONY: demo
-demo: $(PY) control-plane node-tools ## Local control plane (or your kubeconfig's cluster), operator, a real MCP server, an MCPServer
+demo: $(PY) control-plane node node-addons images helm ## A cluster with a node (or your kubeconfig's), the chart, two MCPServers and an AgentRun whose agent calls tools through the bridge
 	$(PY) -m mcp_operator dev demo
 
 .PHONY: cluster-up

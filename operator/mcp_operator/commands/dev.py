@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -41,17 +42,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     demo = sub.add_parser(
         "demo",
         help="Run the demo (what `make demo` runs)",
-        description="A cluster (your kubeconfig's, else the local control plane), the operator, "
-        "a real MCP server and an MCPServer that becomes Ready. Needs kubectl and Node.js on "
-        "PATH; the local control plane is built from a checkout with `make control-plane`.",
+        description="A cluster with a node (your kubeconfig's, else the local one), the chart "
+        "installed from the built images, a managed and an external MCPServer, and an AgentRun "
+        "whose agent calls tools through the bridge; prints the run's phases, the agent's "
+        "output and the bridge's audit lines. Needs kubectl, helm (`make helm`) and the images "
+        "(`make images`); the local cluster needs root and `make control-plane node`.",
     )
     demo.add_argument(
         "--local",
         action="store_true",
-        help="use the local control plane even when a kubeconfig points at a cluster",
+        help="use the local cluster even when a kubeconfig points at a cluster",
     )
     demo.add_argument(
-        "--once", action="store_true", help="stop everything once the server is Ready"
+        "--no-wait",
+        action="store_true",
+        help="end after printing instead of waiting for Ctrl-C (also without a terminal)",
+    )
+    demo.add_argument(
+        "--registry",
+        metavar="HOST[:PORT]",
+        help="push the images here (a registry the cluster's nodes pull from); default: the "
+        "one the cluster publishes in kube-public/local-registry-hosting",
     )
 
 
@@ -60,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if args.dev_command == "demo":
         from mcp_operator.dev import demo
 
-        return demo.main(force_local=args.local, once=args.once)
+        wait = not args.no_wait and sys.stdin is not None and sys.stdin.isatty()
+        return demo.main(force_local=args.local, wait=wait, registry=args.registry)
     if args.action == "up":
         return _up(args.dir, node=args.node)
     return _down(args.dir)

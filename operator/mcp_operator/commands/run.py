@@ -238,6 +238,9 @@ def run(args: argparse.Namespace) -> int:
 
     import kopf
 
+    # kopf's Identity type is not exported; the value is any string.
+    from kopf._core.engines.peering import Identity
+
     import mcp_operator.controller.handlers  # noqa: F401  (registers the handlers)
     from mcp_operator.controller.metrics import OperatorMetrics
     from mcp_operator.controller.shards import parse_selector
@@ -310,6 +313,10 @@ def run(args: argparse.Namespace) -> int:
             # /healthz is ours (controller.endpoints), served by followers too.
             liveness_endpoint=None,
             standalone=True,
+            # kopf's default identity asks the passwd database for the user's name, which a
+            # numeric USER without a passwd entry (our image's 65532, OpenShift's random
+            # UIDs) does not have: kopf.operator raised KeyError and the Pod crash-looped.
+            identity=Identity(candidate_identity()),
             memo=memo,
             stop_flag=stop,
         )

