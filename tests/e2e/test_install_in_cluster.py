@@ -72,8 +72,9 @@ class Installed:
 
 def repository_and_tag(reference: str) -> tuple[str, str]:
     """``host/name`` and the tag the image was pushed under (``node_images`` pins digests)."""
-    repository = reference.split("@", 1)[0].rsplit(":", 1)[0] if "@" in reference else reference
-    name = repository.rsplit("/", 1)[1]
+    host, _, path = reference.split("@", 1)[0].partition("/")
+    name = path.split(":", 1)[0]
+    repository = f"{host}/{name}"
     return repository, images.built([name])[name].tag
 
 
@@ -237,7 +238,8 @@ def test_the_installed_operator_runs_in_the_cluster_and_serves_a_managed_server_
             lambda: [
                 lease
                 for lease in cluster.get_json("-n", installed.operator_namespace, "leases")["items"]
-                if lease["spec"].get("holderIdentity") in names
+                # The holder is the Pod's name and a suffix of its own run.
+                if lease["spec"].get("holderIdentity", "").rsplit("_", 1)[0] in names
             ],
             60,
             explain=explain,
@@ -269,8 +271,10 @@ def test_the_installed_operator_runs_in_the_cluster_and_serves_a_managed_server_
         server_pod = pods.only_pod(cluster, namespace, "mcp-operator.dev/server=everything")
         spec = server_pod["spec"]
         ours = {c["name"]: c["image"] for c in [*spec["initContainers"], *spec["containers"]]}
-        # The adapter and both init containers from the operator's own image, read from its Pod.
-        assert {ours[n] for n in ("fifos", "stdio-exec", "adapter")} == {installed.image}
+        # The adapter and both init containers from the operator's own image, read from its Pod
+        # and pinned to the digest the node runs (the one that was pushed).
+        own = f"{installed.image}@{node_images['mcp-operator'].split('@')[1]}"
+        assert {ours[n] for n in ("fifos", "stdio-exec", "adapter")} == {own}
         assert ours["server"].startswith(node_images["server-everything"].split("@")[0])
 
         cluster.apply(
@@ -290,7 +294,7 @@ def test_the_installed_operator_runs_in_the_cluster_and_serves_a_managed_server_
         )
         pod = pods.wait_for_phase(cluster, namespace, "agent", "Succeeded", "Failed", timeout=180)
         bridge = next(c for c in pod["spec"]["initContainers"] if c["name"] == "mcp-bridge")
-        assert bridge["image"] == installed.image and bridge["restartPolicy"] == "Always"
+        assert bridge["image"] == own and bridge["restartPolicy"] == "Always"
         agent_log = pods.logs(cluster, namespace, "agent", "agent")
         assert pods.phase(pod) == "Succeeded", agent_log[-3000:]
         line = next(x for x in agent_log.splitlines() if x.startswith("AGENT-RESULT "))
