@@ -6,7 +6,8 @@ sets the image, the watched namespace and the node's registry, as a user's overl
 would). Then, for each:
 
 - two replicas run (in a namespace that enforces the ``restricted`` Pod Security
-  Standard) and one of them holds the Lease;
+  Standard) and one of them holds the Lease; when that Pod is deleted, the other takes
+  the Lease over and reconciles the next change;
 - a managed stdio server named by its image alone (server-everything) is read from the
   node's registry by the operator in the cluster, runs with the adapter and
   ``mcp-stdio-exec`` from the operator's own image (read from its Pod) and becomes Ready
@@ -190,6 +191,18 @@ def with_kustomize(
 INSTALLERS = {"helm": with_helm, "kustomize": with_kustomize}
 
 
+def holder(cluster: Cluster, installed: Installed, names: set[str]) -> str:
+    """The replica holding the operator's Lease ("" while none of ``names`` does)."""
+    held = [
+        # The holder identity is the Pod's name and a suffix of its own run.
+        lease["spec"].get("holderIdentity", "").rsplit("_", 1)[0]
+        for lease in cluster.get_json("-n", installed.operator_namespace, "leases")["items"]
+    ]
+    found = [name for name in held if name in names]
+    assert len(found) <= 1, f"more than one replica holds a Lease: {found}"
+    return found[0] if found else ""
+
+
 def operator_pods(cluster: Cluster, installed: Installed) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = cluster.get_json(
         "-n", installed.operator_namespace, "pods", "-l", "app.kubernetes.io/component=operator"
@@ -233,18 +246,9 @@ def test_the_installed_operator_runs_in_the_cluster_and_serves_a_managed_server_
         names = {p["metadata"]["name"] for p in replicas}
         for pod in replicas:
             assert pod["spec"]["containers"][0]["image"] == installed.image
-        leases = eventually(
-            "a replica holding the Lease",
-            lambda: [
-                lease
-                for lease in cluster.get_json("-n", installed.operator_namespace, "leases")["items"]
-                # The holder is the Pod's name and a suffix of its own run.
-                if lease["spec"].get("holderIdentity", "").rsplit("_", 1)[0] in names
-            ],
-            60,
-            explain=explain,
+        leader = eventually(
+            "a replica holding the Lease", lambda: holder(cluster, installed, names)
         )
-        assert len(leases) == 1
 
         namespace = installed.watched
         cluster.apply(
@@ -308,4 +312,36 @@ def test_the_installed_operator_runs_in_the_cluster_and_serves_a_managed_server_
             lambda: cluster.get_json("-n", namespace, "agentrun/agent"),
             60,
             until=lambda run: condition(run, "Succeeded").get("status") == "True",
+        )
+
+        # The leader goes (a node drain, a rollout): the other replica takes the Lease over
+        # and goes on reconciling.
+        cluster.kubectl("-n", installed.operator_namespace, "delete", "pod", leader)
+        eventually(
+            "another replica holding the Lease",
+            lambda: holder(
+                cluster,
+                installed,
+                {p["metadata"]["name"] for p in operator_pods(cluster, installed)} - {leader},
+            ),
+            60,
+            explain=explain,
+        )
+        cluster.kubectl(
+            "-n",
+            namespace,
+            "patch",
+            "mcpserver/everything",
+            "--type=merge",
+            "-p",
+            '{"spec": {"toolsAllow": ["echo"]}}',
+        )
+        eventually(
+            "the new leader reconciling the change",
+            lambda: cluster.get_json("-n", namespace, "mcpserver/everything"),
+            90,
+            until=lambda obj: (
+                obj["status"].get("observedGeneration") == 2 and obj["status"].get("toolCount") == 1
+            ),
+            explain=explain,
         )
