@@ -175,7 +175,7 @@ def node_operator(
         # Not in a Pod, the operator cannot read its own image from one: the adapter and the
         # bridge sidecars run the image built from this checkout.
         f"--adapter-image={node_images['mcp-operator']}",
-        # The node's registry speaks plain HTTP on loopback; images named alone are read there.
+        # The node's registry speaks plain HTTP on the bridge; images named alone are read there.
         f"--insecure-registries={registry_host}",
         f"--allowed-registries={registry_host}",
         "--no-leader-election",

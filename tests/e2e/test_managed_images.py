@@ -87,7 +87,7 @@ def test_an_image_without_a_shell_named_alone_is_served_and_lists_its_tools(
     node_cluster: Cluster, node_namespace: str, tmp_path: Path
 ) -> None:
     cluster, namespace = node_cluster, node_namespace
-    # The node's registry: the one its containerd pulls from (plain HTTP on loopback).
+    # The node's registry: the one its containerd pulls from (plain HTTP on the bridge).
     local = registry.Registry(cluster.plane.registry)
     files = {SERVER_PATH: BIN_DIR / "mcp-hello-server"}
     common = {"entrypoint": [SERVER_PATH], "cmd": ["stdio"], "user": USER, "workdir": tmp_path}

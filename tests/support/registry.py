@@ -11,7 +11,7 @@ passed to crane unchanged. Tests push to crane directly (``crane`` with
 requests it served, so a test can see a cache at work.
 
 :func:`image_argv` reads what an image runs (``ENTRYPOINT`` + ``CMD``) from any plain-HTTP
-registry on loopback, the node's included.
+registry on this machine (the node's, on its bridge address, included).
 """
 
 from __future__ import annotations
