@@ -179,10 +179,17 @@ def test_a_read_only_root_filesystem_refuses_writes_and_an_empty_dir_takes_them(
         "root=1",
         "ok",
     ]
-    # The other side: the same write with a writable root succeeds.
-    node_cluster.apply(
-        node_namespace, pod("writable", nonroot_image, script, readOnlyRootFilesystem=False)
+    # The other side: the same write with a writable root succeeds (as root: only root may
+    # write to the image's / even then).
+    writable = pod(
+        "writable",
+        nonroot_image,
+        script,
+        readOnlyRootFilesystem=False,
+        runAsNonRoot=False,
+        runAsUser=0,
     )
+    node_cluster.apply(node_namespace, writable)
     finished(node_cluster, node_namespace, "writable")
     assert logs(node_cluster, node_namespace, "writable").splitlines() == ["root=0", "ok"]
 
@@ -201,7 +208,7 @@ def test_run_as_non_root_is_met_by_the_images_numeric_user_and_refused_for_root(
         status = node_cluster.get_json("-n", node_namespace, "pod", "root").get("status", {})
         for container in status.get("containerStatuses", []):
             waiting = container.get("state", {}).get("waiting", {})
-            if "non-root" in waiting.get("message", ""):
+            if "runAsNonRoot" in waiting.get("message", ""):
                 return str(waiting.get("reason"))
         return ""
 

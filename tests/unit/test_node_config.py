@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_operator.dev import node_config, node_host
+from mcp_operator.dev import node, node_config, node_host
 from mcp_operator.dev.node import NodeError, NodeLock
 from mcp_operator.dev.node_config import NODE_IP, POD_CIDR, Layout
 
@@ -179,3 +179,20 @@ def test_the_node_record_survives_a_round_trip_and_names_processes_by_start_time
     assert loaded.processes[0].started > 0
     assert node_host.start_time(2**22 + 1) == -1  # no such pid
     assert node_host.NodeState.load(tmp_path / "absent.json") is None
+
+
+def test_a_node_that_cannot_start_says_what_to_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setattr(node.os, "geteuid", lambda: 1000)
+    assert node.missing() == (
+        "the local cluster's node needs root (containers, mounts, cgroups, nftables)"
+    )
+    monkeypatch.setattr(node.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(node, "BIN_DIR", tmp_path / "bin")
+    monkeypatch.setattr(node, "CNI_BIN_DIR", tmp_path / "cni")
+    why = node.missing()
+    assert why is not None
+    assert why.startswith("kubelet, kube-proxy, kube-scheduler, containerd, ")
+    assert "cni/bin/bridge" in why
+    assert why.endswith("; run `make node`")

@@ -113,6 +113,11 @@ def missing() -> str | None:
         return f"{', '.join(tools)} not installed; run `make node-packages`"
     if not (node_host.CGROUP_ROOT / "memory").is_dir():
         return "no cgroup v1 memory controller at /sys/fs/cgroup/memory (the node needs cgroup v1)"
+    # The add-ons' own prerequisites (their ``missing()``, when they have one).
+    module = _add_ons_module()
+    if module is not None and hasattr(module, "missing"):
+        why: str | None = module.missing()
+        return why
     return None
 
 
@@ -216,15 +221,23 @@ class AddOn(Protocol):
         ...
 
 
-def default_add_ons() -> list[AddOn]:
-    """The add-ons of ``mcp_operator.dev.node_addons``, or none while that module is absent."""
+ADD_ONS_MODULE = "mcp_operator.dev.node_addons"
+
+
+def _add_ons_module() -> Any:
+    """``mcp_operator.dev.node_addons``, or ``None`` while that module is absent."""
     try:
-        node_addons = importlib.import_module("mcp_operator.dev.node_addons")
+        return importlib.import_module(ADD_ONS_MODULE)
     except ModuleNotFoundError as error:
-        if error.name != "mcp_operator.dev.node_addons":
+        if error.name != ADD_ONS_MODULE:
             raise
-        return []
-    add_ons: list[AddOn] = node_addons.add_ons()
+        return None
+
+
+def default_add_ons() -> list[AddOn]:
+    """The add-ons of ``mcp_operator.dev.node_addons`` (its ``add_ons()``), or none."""
+    module = _add_ons_module()
+    add_ons: list[AddOn] = module.add_ons() if module is not None else []
     return add_ons
 
 
@@ -299,7 +312,7 @@ class Node:
                 previous.owner if previous else "unknown",
                 "; ".join(self.taken_back[:10]),
             )
-        node_host.clean_host(previous)
+        node_host.clean_host(previous, self.directory)
         if previous is not None and previous.directory:
             _remove_tree(Path(previous.directory))
         for add_on in self.add_ons or []:

@@ -305,15 +305,20 @@ def clean_host(state: NodeState | None, directory: Path | None = None) -> None:
     """Take back everything a node changed on the host; with the node lock held.
 
     ``state`` is the node's record (or ``None`` when there is none: the hard-coded parts are
-    still cleaned, kernel settings cannot be restored without it). The node's folder is left
-    to the caller (it may keep logs); what is mounted below it is unmounted.
+    still cleaned, kernel settings cannot be restored without it). The node's folders (the
+    recorded one and ``directory``) are left to the caller, who may keep logs; what is
+    mounted below them is unmounted.
     """
-    node_dir = Path(state.directory) if state and state.directory else directory
+    folders = {Path(state.directory)} if state and state.directory else set()
+    folders |= {directory} if directory else set()
     if state is not None:
         _kill_recorded(state)
     _kill_pods()
-    _kill_shims(node_dir)
-    _unmount([*HOST_PATHS, *([node_dir] if node_dir else [])])
+    # Our build of the shim, and any shim bound to a socket in one of the node's folders.
+    _kill_shims(None)
+    for folder in folders:
+        _kill_shims(folder)
+    _unmount([*HOST_PATHS, *folders])
     _remove_links()
     _remove_nft_tables()
     _remove_cgroups()
