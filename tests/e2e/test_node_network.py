@@ -5,13 +5,17 @@ kube-router's firewall): a Pod resolves a Service's full and short names to its
 ClusterIP and reaches it there; a name outside the cluster gets no answer at all (CoreDNS
 refuses it itself: it has no forwarder, so the query never leaves the machine); a
 default-deny ingress NetworkPolicy really drops traffic that worked just before, and a
-policy allowing one podSelector lets exactly that Pod through again. The Pods run Debian's
+policy allowing one podSelector lets exactly that Pod through again. On a node of its own
+(``own_node``): the firewall's chains and ipsets are gone once the node stops, and the
+cleanup every start runs removes those a killed kube-router left. The Pods run Debian's
 static busybox alone (``nslookup``, ``nc``, ``httpd``), pushed to the node's registry.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +24,7 @@ from typing import Any
 import pytest
 
 from mcp_operator.dev import node_addons, node_addons_config
+from mcp_operator.dev.cluster import ControlPlane
 from tests.support import needs
 from tests.support.cluster import Cluster
 from tests.support.dns import DnsError, query_a
@@ -42,19 +47,61 @@ pytestmark = [
 # ---------------------------------------------------------------- Pods and helpers
 
 
-@pytest.fixture(scope="module")
-def busybox_image(node_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> str:
-    """busybox alone, as a non-root numeric user, in the node's registry (by digest)."""
-    registry = node_cluster.plane.registry
-    digest = Registry(backend=registry).push_image(
+def push_busybox(registry: str, workdir: Path) -> str:
+    """busybox alone, as a non-root numeric user, into ``registry``; its digest."""
+    return Registry(backend=registry).push_image(
         "e2e/netdns-busybox",
         "1",
         {"/bin/busybox": BUSYBOX},
         entrypoint=["/bin/busybox"],
         cmd=[],
         user=NONROOT_UID,
-        workdir=tmp_path_factory.mktemp("netdns-image"),
+        workdir=workdir,
     )
+
+
+def web_from_friends() -> dict[str, Any]:
+    """Ingress to the web Pod only from Pods labelled ``role=friend``, on its port."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "web-from-friends"},
+        "spec": {
+            "podSelector": {"matchLabels": {"app": "web"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {
+                    "from": [{"podSelector": {"matchLabels": {"role": "friend"}}}],
+                    "ports": [{"protocol": "TCP", "port": WEB_PORT}],
+                }
+            ],
+        },
+    }
+
+
+def dead(pid: int) -> bool:
+    """The process is gone or a zombie (killed, not yet reaped by the node)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+
+
+def only_enforcer(plane: ControlPlane) -> node_addons.NetworkPolicyEnforcer:
+    assert plane.node is not None
+    found = [
+        a for a in plane.node.add_ons or [] if isinstance(a, node_addons.NetworkPolicyEnforcer)
+    ]
+    assert len(found) == 1, plane.node.add_ons
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def busybox_image(node_cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """busybox alone, as a non-root numeric user, in the node's registry (by digest)."""
+    registry = node_cluster.plane.registry
+    digest = push_busybox(registry, tmp_path_factory.mktemp("netdns-image"))
     return f"{registry}/e2e/netdns-busybox@{digest}"
 
 
@@ -262,23 +309,66 @@ def test_a_denying_network_policy_drops_traffic_and_a_pod_selector_lets_one_pod_
     assert not served("stranger")
     assert not served("friend")  # and it stays dropped
 
-    node_cluster.apply(
-        net_namespace,
-        {
-            "apiVersion": "networking.k8s.io/v1",
-            "kind": "NetworkPolicy",
-            "metadata": {"name": "web-from-friends"},
-            "spec": {
-                "podSelector": {"matchLabels": {"app": "web"}},
-                "policyTypes": ["Ingress"],
-                "ingress": [
-                    {
-                        "from": [{"podSelector": {"matchLabels": {"role": "friend"}}}],
-                        "ports": [{"protocol": "TCP", "port": WEB_PORT}],
-                    }
-                ],
-            },
-        },
-    )
+    node_cluster.apply(net_namespace, web_from_friends())
     eventually("the allowing policy to let the friend through", lambda: served("friend"))
     assert not served("stranger")
+
+
+# ---------------------------------------------------------------- a node of our own
+
+
+@pytest.mark.own_node
+def test_a_stopped_node_leaves_none_of_the_firewalls_chains_or_ipsets(tmp_path: Path) -> None:
+    with ControlPlane(node=True) as plane:
+        cluster = Cluster(plane)
+        assert plane.node is not None
+        digest = push_busybox(plane.registry, tmp_path)
+        cluster.apply("default", web_server(f"{plane.registry}/e2e/netdns-busybox@{digest}"))
+        running(cluster, "default", "web")
+        cluster.apply("default", web_from_friends())
+        # The other side: while the node runs, its Pod's chain and the policy's ipsets exist.
+        present = eventually(
+            "kube-router to program the policy",
+            lambda: "\n".join(node_addons.firewall_leftovers()),
+            until=lambda text: "iptables chain KUBE-POD-FW-" in text and "ipset KUBE-" in text,
+        )
+        assert "iptables chain KUBE-ROUTER-FORWARD" in present
+        enforcer = only_enforcer(plane)
+    # Read by the stop itself while the node still held the lock (another node may start
+    # the moment it lets go, with chains of its own).
+    assert enforcer.left_behind == []
+
+
+@pytest.mark.own_node
+def test_the_cleanup_a_node_start_runs_takes_back_what_a_killed_kube_router_left(
+    tmp_path: Path,
+) -> None:
+    # Under this node's own lock, so that no other node's start can take them back first:
+    # kube-router killed (as a killed run kills it, no stop), then the add-on's part of the
+    # cleanup that every node start runs before anything else (`Node.prepare`).
+    with ControlPlane(node=True) as plane:
+        cluster = Cluster(plane)
+        enforcer = only_enforcer(plane)
+        digest = push_busybox(plane.registry, tmp_path)
+        cluster.apply("default", web_server(f"{plane.registry}/e2e/netdns-busybox@{digest}"))
+        running(cluster, "default", "web")
+        cluster.apply("default", web_from_friends())
+        programmed = eventually(
+            "kube-router to program the policy",
+            node_addons.firewall_leftovers,
+            until=lambda found: any("KUBE-POD-FW-" in item for item in found),
+        )
+        pod_chain = next(item for item in programmed if "KUBE-POD-FW-" in item)
+        pid = enforcer.pid
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)
+        eventually("kube-router to be gone", lambda: dead(pid))
+        # The kill removed nothing.
+        assert pod_chain in node_addons.firewall_leftovers()
+
+        assert plane.node is not None
+        enforcer.clean_leftovers(plane.node)
+        assert pod_chain in enforcer.taken_back, enforcer.taken_back
+        assert any(item.startswith("ipset KUBE-") for item in enforcer.taken_back)
+        assert node_addons.firewall_leftovers() == []
+    assert enforcer.left_behind == []

@@ -26,7 +26,6 @@ shipped, recommended or run anywhere else. Builds: ``make node-addons``
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -42,9 +41,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from mcp_operator.dev import node_addons_config as config
+from mcp_operator.dev import pki
 from mcp_operator.dev.cluster import (
     BIN_DIR,
     SERVICE_CIDR,
+    _tail,
     free_port,
     stop_process_group,
 )
@@ -59,8 +60,8 @@ ADDON_BINARIES = ("coredns", "kube-router")
 FIREWALL_TOOLS = ("iptables", "iptables-save", "iptables-restore", "ipset")
 """What kube-router's firewall runs (``make node-packages``), and its cleanup too."""
 START_TIMEOUT_SECONDS = 60.0
-TOKEN_SECONDS = 24 * 3600
-"""Lifetime of an add-on's ServiceAccount token: longer than any local cluster lives."""
+TOKEN_SECONDS = pki.VALID_DAYS * 24 * 3600
+"""Lifetime of an add-on's ServiceAccount token: as long as the node's certificates."""
 
 
 def add_ons() -> list[AddOn]:
@@ -180,13 +181,6 @@ def _wait(node: Node, process: subprocess.Popen[bytes], name: str, done: Any, wh
     raise _error(f"Timed out after {START_TIMEOUT_SECONDS:.0f}s waiting for {what}")
 
 
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
-
-
 # ------------------------------------------------------------------------ cluster DNS
 
 
@@ -296,20 +290,32 @@ class NetworkPolicyEnforcer:
 
     def __init__(self) -> None:
         self._process: subprocess.Popen[bytes] | None = None
+        self.taken_back: list[str] = []
+        """What an earlier node's firewall had left: found, then removed, by
+        :meth:`clean_leftovers`."""
+        self.left_behind: list[str] | None = None
+        """What of the firewall was still on the host right after :meth:`stop` removed it
+        (read while the node still holds the lock); ``None`` before a stop."""
+
+    @property
+    def pid(self) -> int | None:
+        """kube-router's pid while this add-on runs it."""
+        return self._process.pid if self._process is not None else None
 
     def kubelet_settings(self) -> dict[str, Any]:
         return {}
 
     def clean_leftovers(self, node: Node) -> None:
+        self.taken_back = firewall_leftovers()
+        if self.taken_back:
+            logger.info("Removed what an earlier kube-router left: %s", ", ".join(self.taken_back))
         remove_firewall()
 
     def start(self, node: Node) -> None:
         _require()
         started = time.monotonic()
         kubeconfig = _identity(node, self.name, config.KUBE_ROUTER_RULES)
-        # Pod-to-Pod traffic on the bridge passes iptables only with this on (the node
-        # records and restores it).
-        Path("/proc/sys/net/bridge/bridge-nf-call-iptables").write_text("1")
+        _bridge_traffic_through_iptables()
         environment = {"PATH": os.environ.get("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")}
         environment["NODE_NAME"] = node.name
         self._process = node.spawn(
@@ -345,8 +351,27 @@ class NetworkPolicyEnforcer:
         if self._process is not None:
             stop_process_group(self._process, grace=3.0, name=self.name)
             self._process = None
-        with contextlib.suppress(Exception):
+        try:
             remove_firewall()
+            self.left_behind = firewall_leftovers()
+        except Exception as error:  # a stop must not raise: say what is left instead
+            self.left_behind = [f"(could not remove the firewall: {error})"]
+
+
+BRIDGE_NF_CALL_IPTABLES = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+
+
+def _bridge_traffic_through_iptables() -> None:
+    """Pod-to-Pod traffic on the cluster bridge passes iptables (and so the firewall) only
+    with ``br_netfilter`` and this setting on; the node records and restores it."""
+    if not BRIDGE_NF_CALL_IPTABLES.exists() and shutil.which("modprobe"):
+        _run("modprobe", "br_netfilter", check=False)
+    if not BRIDGE_NF_CALL_IPTABLES.exists():
+        raise _error(
+            "Cannot enforce NetworkPolicies: the kernel has no br_netfilter "
+            f"({BRIDGE_NF_CALL_IPTABLES} is missing), so bridged Pod traffic bypasses iptables"
+        )
+    BRIDGE_NF_CALL_IPTABLES.write_text("1")
 
 
 def _firewall_programmed() -> bool:
