@@ -51,8 +51,8 @@ FROM deps AS build
 COPY README.md ./
 COPY operator ./operator
 RUN /opt/build-tools/bin/pip wheel --quiet --no-deps --no-build-isolation --wheel-dir /tmp/wheel . \
-    && /opt/build-tools/bin/pip --python /opt/mcp-operator/bin/python install --no-deps --no-compile --no-warn-script-location \
-        --root /out /tmp/wheel/*.whl \
+    && /opt/build-tools/bin/pip --python /opt/mcp-operator/bin/python install --no-deps \
+        --no-compile --no-warn-script-location --root /out /tmp/wheel/*.whl \
     && /opt/mcp-operator/bin/python -m compileall -q -s /out -p / /out/opt/mcp-operator \
     && cp -a /out/opt/mcp-operator/. /opt/mcp-operator/ \
     && /opt/mcp-operator/bin/mcp-operator --version

@@ -64,6 +64,14 @@ for tool in "${need[@]}"; do
   command -v "$tool" >/dev/null || { echo "missing $tool: run \`bash hack/install-image-packages.sh\`" >&2; exit 1; }
 done
 
+# One build at a time in this cache (its storage and archives are shared by every checkout
+# that uses it), taken before the namespace below, which inherits it.
+if [[ -z "${_MCP_IMAGES_NAMESPACE:-}" ]]; then
+  mkdir -p "$OUT"
+  exec 9>"$OUT/.build.lock"
+  flock -w 1800 9 || { echo "another build-images.sh holds $OUT/.build.lock" >&2; exit 1; }
+fi
+
 # buildah, then: a private mount namespace whose /var/lib is an overlay onto the cache, so that
 # what buildah writes there by itself (its blob-info cache, whatever storage.conf says) stays
 # in the cache; nothing mounted in it is seen outside, and it all goes when the script ends.
@@ -77,9 +85,6 @@ if [[ $BUILDER == buildah ]]; then
 fi
 
 mkdir -p "$OUT/bases" "$STATE"/{conf,logs,run,tmp}
-# One build at a time in this cache (the storage is shared by every checkout using it).
-exec 9>"$OUT/.build.lock"
-flock -w 1800 9 || { echo "another build-images.sh holds $OUT/.build.lock" >&2; exit 1; }
 export TMPDIR="$STATE/tmp"
 cat >"$STATE/conf/storage.conf" <<EOF
 [storage]
@@ -106,6 +111,13 @@ if [[ $BUILDER == buildah ]]; then buildah rm --all >/dev/null; fi
 total_start=$(date +%s.%N)
 seconds_since() { "$PY" -c 'import sys, time; print(f"{time.time() - float(sys.argv[1]):.1f}")' "$1"; }
 tag_of() { "$PY" -m mcp_operator.dev.image_inputs "$@"; }
+
+image_id() {
+  case $BUILDER in
+    buildah) buildah inspect --type image --format '{{.FromImageID}}' "$1" ;;
+    docker) docker image inspect --format '{{.Id}}' "$1" ;;
+  esac
+}
 
 have_image() {
   case $BUILDER in
@@ -212,11 +224,16 @@ esac
 # level, since buildah's OCI archives always compress and compressing is most of a rebuild.
 push_options=(--compression-format=gzip "--compression-level=${ARCHIVE_GZIP_LEVEL:-1}")
 
-# image NAME CONTEXT DOCKERFILE KEY=VALUE...: build unless the inputs' tag is recorded.
+# image NAME CONTEXT DOCKERFILE KEY=VALUE...: build unless the inputs' tag is recorded. A base
+# among the build arguments counts by its content (image ID) too: REFRESH_BASES=1 remakes a
+# base under the same name, and what was built on it is built again.
 image() {
   local name=$1 context=$2 dockerfile=$3; shift 3
   local tag args=() hash_args=() ref archive start built
-  for kv in "$@"; do args+=(--build-arg "$kv"); hash_args+=(--arg "$kv"); done
+  for kv in "$@"; do
+    args+=(--build-arg "$kv"); hash_args+=(--arg "$kv")
+    [[ ${kv#*=} != localhost/mcp-operator-base/* ]] || hash_args+=(--arg "${kv%%=*}.id=$(image_id "${kv#*=}")")
+  done
   tag=$(tag_of --context "$context" --dockerfile "$dockerfile" --arg "builder=$BUILDER" "${hash_args[@]}")
   archive="$OUT/$name.oci.tar"
   if [[ "$("$PY" -m mcp_operator.dev.images tag "$name")" == "$tag" ]]; then

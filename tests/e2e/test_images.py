@@ -1,19 +1,23 @@
 """Our images as ``make images`` built them: pushed to a real registry, read back, and run.
 
-No control plane: the images are pushed (``mcp_operator.dev.images.push``) to ``crane
-registry serve`` on loopback, each image's configuration is read back from it with crane
-(numeric non-root ``USER``, entrypoint, labels), and each is run once from what the
-registry serves, with runc, read-only, as its ``USER`` (:mod:`tests.support.oci_run`): the
-operator image prints its version, every MCP server image answers ``initialize`` and
-``tools/list`` over stdio, the shell-less one has no shell, the demo agent's has the SDK.
+No control plane. Building again with unchanged inputs builds nothing. The images are pushed
+(``mcp_operator.dev.images.push``) to ``crane registry serve`` on loopback, each image's
+configuration is read back from it with crane (numeric non-root ``USER``, entrypoint,
+labels), and each is run once from what the registry serves, with runc, read-only, as its
+``USER`` (:mod:`tests.support.oci_run`): the operator image prints its version, every MCP
+server image answers ``initialize`` and ``tools/list`` over stdio, the shell-less one has no
+shell, the demo agent's has the SDK.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -23,6 +27,7 @@ from tests.support import needs, oci_run, registry, wire
 
 pytestmark = [needs.mark(needs.images_missing()), needs.mark(oci_run.runc_missing())]
 
+REPO = Path(__file__).resolve().parents[2]
 NONROOT = "65532:65532"
 ENTRYPOINTS = {
     "mcp-operator": ["mcp-operator"],
@@ -39,6 +44,21 @@ SERVERS = {
     "mcp-server-time": "get_current_time",
     "mcp-hello-server": "greet",
 }
+
+
+def test_building_again_with_the_same_inputs_builds_nothing() -> None:
+    """First here (before anything is pushed): brings the images up to date, then again."""
+    if os.geteuid() != 0:
+        needs.require("building images needs root (mmdebstrap, buildah); run the tests as root")
+    build = ["bash", str(REPO / "hack" / "build-images.sh")]
+    first = subprocess.run(build, capture_output=True, text=True, timeout=1800, check=False)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-2000:]
+    again = subprocess.run(build, capture_output=True, text=True, timeout=300, check=False)
+    assert again.returncode == 0, again.stderr[-2000:]
+    cached = re.findall(r"^Image ([\w-]+):[0-9a-f]{16} already built", again.stdout, re.MULTILINE)
+    assert sorted(cached) == sorted(images.IMAGES)
+    assert " built in " not in again.stdout
+    assert "made in" not in again.stderr
 
 
 @pytest.fixture(scope="module")
@@ -66,10 +86,11 @@ def test_each_image_is_pushed_under_its_input_tag_and_pulled_by_digest(
 ) -> None:
     local, references = pushed
     assert set(references) == set(images.IMAGES)
-    for name, image in images.built().items():
-        assert re.fullmatch(rf"127\.0\.0\.1:\d+/{name}@sha256:[0-9a-f]{{64}}", references[name])
-        tagged = f"{local.backend}/{name}:{image.tag}"
-        assert local.crane("digest", tagged) == references[name].split("@")[1]
+    for name, reference in references.items():
+        assert re.fullmatch(rf"127\.0\.0\.1:\d+/{name}@sha256:[0-9a-f]{{64}}", reference)
+        (tag,) = local.crane("ls", f"{local.backend}/{name}").split()
+        assert re.fullmatch(r"[0-9a-f]{16}", tag)
+        assert local.crane("digest", f"{local.backend}/{name}:{tag}") == reference.split("@")[1]
 
 
 @pytest.mark.parametrize("name", images.IMAGES)
