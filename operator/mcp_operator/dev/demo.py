@@ -176,6 +176,8 @@ class Target:
     """Where to push the images so that the cluster's node pulls them (``host[:port]``)."""
     ours: bool
     """The demo started it (and stops it whole): nothing to uninstall."""
+    plain_http: bool | None
+    """``True`` for a local cluster's registry (plain HTTP); ``None``: loopback means plain."""
 
 
 def published_registry(kubeconfig: Path) -> str:
@@ -195,7 +197,9 @@ def published_registry(kubeconfig: Path) -> str:
 def _cluster(existing: Path | None, workdir: Path, registry: str | None) -> Iterator[Target]:
     if existing is not None:
         _say(f"Using the cluster of {existing}")
-        yield Target(existing, registry or published_registry(existing), ours=False)
+        published = "" if registry else published_registry(existing)
+        plain = True if published else None  # a KEP-1755 local registry speaks plain HTTP
+        yield Target(existing, registry or published, ours=False, plain_http=plain)
         return
     _say("Starting the local cluster: etcd, kube-apiserver, kube-controller-manager and a node")
     with ControlPlane(directory=workdir / "cluster", node=True) as plane:
@@ -205,14 +209,16 @@ def _cluster(existing: Path | None, workdir: Path, registry: str | None) -> Iter
             f"{plane.node.name} Ready, registry {plane.registry} "
             f"({plane.started_seconds:.1f}s)"
         )
-        yield Target(plane.kubeconfig, registry or plane.registry, ours=True)
+        plain = None if registry else True  # the node's registry, on its bridge, plain HTTP
+        yield Target(plane.kubeconfig, registry or plane.registry, ours=True, plain_http=plain)
 
 
-def _push(registry: str) -> dict[str, str]:
+def _push(target: Target) -> dict[str, str]:
     """Push the demo's images; name -> ``registry/name:tag@sha256:…``."""
+    registry = target.registry
     _say(f"Pushing the images to {registry}: {', '.join(IMAGES)}")
     built = images.built(IMAGES)
-    pushed = images.push(registry, IMAGES)
+    pushed = images.push(registry, IMAGES, insecure=target.plain_http)
     references = {}
     for name in IMAGES:
         digest = pushed[name].partition("@")[2]
@@ -416,7 +422,7 @@ def main(*, force_local: bool = False, wait: bool = True, registry: str | None =
             try:
                 if not target.ours:
                     _remove_leftovers(kubeconfig, helm)
-                references = _push(target.registry)
+                references = _push(target)
                 _say("Installing the CRDs")
                 _kubectl(kubeconfig, "apply", "--server-side", "-f", str(CRDS))
                 _kubectl(kubeconfig, "wait", "--for=condition=Established", "-f", str(CRDS))
