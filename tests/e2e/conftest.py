@@ -5,10 +5,14 @@ built by ``hack/build-control-plane.sh``), one operator started for the session,
 namespace of its own for every test. Tests that need a running Pod use ``node_cluster``
 instead: a second control plane with the machine's one real node
 (``ControlPlane(node=True)``, started only when a test asks for it) and ``node_images``,
-the project's images pushed into that node's registry. Only one node may run on a
-machine, so tests marked ``own_node`` (which start a node of their own) run first, before
-the session's node exists. What the fixtures hand out (``Cluster``,
-``OperatorProcess``, ``operator_process``) lives in ``tests/support/cluster.py``.
+the project's images pushed into that node's registry, with a namespace
+(``node_namespace``) and an operator of their own (``node_operator``, on this machine,
+watching only that namespace); what they read of the Pods is in ``tests/support/pods.py``.
+Tests that only need the API server keep the node-less ``cluster``: it starts in seconds.
+Only one node may run on a machine, so tests marked ``own_node`` (which start a node of
+their own) run first, before the session's node exists. What the fixtures hand out
+(``Cluster``, ``OperatorProcess``, ``operator_process``) lives in
+``tests/support/cluster.py``.
 """
 
 from __future__ import annotations
@@ -92,10 +96,14 @@ def node_images(node_cluster: Cluster) -> dict[str, str]:
     return pushed
 
 
-@pytest.fixture(scope="session")
-def crds(cluster: Cluster) -> None:
+def install_crds(cluster: Cluster) -> None:
     cluster.kubectl("apply", "--server-side", "--field-manager=mcp-operator-tests", "-f", str(CRDS))
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
+
+
+@pytest.fixture(scope="session")
+def crds(cluster: Cluster) -> None:
+    install_crds(cluster)
 
 
 @pytest.fixture(scope="session")
@@ -119,8 +127,8 @@ def operator(
         # The test servers listen on loopback, which the egress policy refuses unless
         # the operator is told otherwise (as only development setups should be).
         "--loopback-destinations=allowed",
-        # Private addresses (the network namespaces some tests make) only for
-        # Namespaces labelled mcp-operator.dev/private-destinations=allowed.
+        # Private addresses only for Namespaces labelled
+        # mcp-operator.dev/private-destinations=allowed (tests/e2e/test_external.py).
         "--private-destinations=labelled",
         env=cluster.env(),
         log_path=log_path,
@@ -134,3 +142,49 @@ def namespace(cluster: Cluster) -> Iterator[str]:
     cluster.kubectl("create", "namespace", name)
     yield name
     cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+# -- the cluster with its real node ---------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def node_crds(node_cluster: Cluster) -> None:
+    install_crds(node_cluster)
+
+
+@pytest.fixture
+def node_namespace(node_cluster: Cluster, node_crds: None) -> Iterator[str]:
+    """A namespace of the test's own on the cluster with a node (whose Pods go with it)."""
+    name = f"n-{uuid.uuid4().hex[:10]}"
+    node_cluster.kubectl("create", "namespace", name)
+    yield name
+    node_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
+
+
+@pytest.fixture
+def node_operator(
+    node_cluster: Cluster, node_images: dict[str, str], node_namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """The operator on this machine against the cluster with a node, for one test."""
+    registry_host = node_cluster.plane.registry
+    with operator_process(
+        "--verbose",
+        # Only the test's namespace: the node's cluster is shared by the session, and two
+        # operators must never reconcile one object (the install test runs one in the cluster).
+        f"--namespace={node_namespace}",
+        # Not in a Pod, the operator cannot read its own image from one: the adapter and the
+        # bridge sidecars run the image built from this checkout.
+        f"--adapter-image={node_images['mcp-operator']}",
+        # The node's registry speaks plain HTTP on the bridge; images named alone are read there.
+        f"--insecure-registries={registry_host}",
+        f"--allowed-registries={registry_host}",
+        "--no-leader-election",
+        "--metrics=none",
+        "--liveness=none",
+        # Test servers on the host listen on the node's bridge address, a private one: only
+        # for Namespaces labelled mcp-operator.dev/private-destinations=allowed.
+        "--private-destinations=labelled",
+        env=node_cluster.env(),
+        log_path=tmp_path / "operator.log",
+    ) as running:
+        yield running

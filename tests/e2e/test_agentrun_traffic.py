@@ -1,43 +1,33 @@
-"""An AgentRun end to end with real traffic: the Pod the operator wrote, run as a kubelet would.
+"""An AgentRun end to end with real traffic: the Pods the operator wrote, run by the node.
 
 The operator resolves two MCPServers of different protocol eras: a managed stdio
-server-everything behind our adapter (legacy), and an external mcp-server-time on
-the SDK (2026-07-28); it writes the bridge configuration and the agent's Pod. The
-test plays the kubelet for both Pods, in one network namespace it owns: the
-managed server's Pod as its Deployment made it (the operator probes it through
-the API server's service proxy), then the agent's Pod — the ``mcp-bridge`` native
-sidecar exactly as rendered (its command, its startup probe), reading the
-ConfigMap as mounted and reaching the managed server by its Service name (the
-Pod's /etc/hosts answers it, as cluster DNS would), then the agent container: a
-program on the official Python SDK client that lists the tools behind
-``$MCP_BRIDGE_URL`` and calls them. mcp-server-time listens on the host side of
-the namespace's veth pair, so no traffic leaves this machine's loopback and the
-test-made namespace.
+server-everything behind our adapter (legacy), from its image named alone, and an external
+mcp-server-time on the SDK (2026-07-28); it writes the bridge configuration and the agent's
+Pod. The node's kubelet runs both Pods: the managed server's as its Deployment made it (the
+operator probes it through the API server's service proxy), then the agent's — the
+``mcp-bridge`` native sidecar exactly as rendered (its command, its startup probe), reading
+the ConfigMap as the kubelet mounted it and reaching the managed server by its Service name
+(cluster DNS answers it), then the agent container: a program on the official Python SDK
+client (the operator image's Python) that lists the tools behind ``$MCP_BRIDGE_URL`` and
+calls them. mcp-server-time listens on this machine on the node's bridge address, so no
+traffic leaves the machine.
 """
 
 from __future__ import annotations
 
-import base64
 import json
-import shutil
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from mcp_operator.bridge.audit import tool_digest
-from mcp_operator.controller.settings import AgentRenderSettings
-from tests.support import kubelet, needs, peers
+from tests.support import peers, pods
 from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 
-pytestmark = [pytest.mark.e2e, needs.mark(kubelet.available())]
+pytestmark = pytest.mark.e2e
 
-OPERATOR_IMAGE = AgentRenderSettings().bridge_image
-ENTRYPOINTS = {OPERATOR_IMAGE: [str(Path(sys.executable).with_name("mcp-operator"))]}
-EVERYTHING = [shutil.which("node") or "node", str(peers.SERVER_EVERYTHING), "stdio"]
 SECRET_WORD = "do-not-log-this-argument"
 
 AGENT = """
@@ -74,7 +64,7 @@ def mcpserver(name: str, **spec: Any) -> dict[str, Any]:
     }
 
 
-def agentrun() -> dict[str, Any]:
+def agentrun(image: str) -> dict[str, Any]:
     return {
         "apiVersion": "mcp-operator.dev/v1alpha1",
         "kind": "AgentRun",
@@ -82,8 +72,8 @@ def agentrun() -> dict[str, Any]:
         "spec": {
             "mcpServers": [{"name": "ev", "toolsDeny": ["get-sum"]}, {"name": "clock"}],
             "agent": {
-                "image": "registry.example/agent:1",
-                "command": [sys.executable, "-c", AGENT],
+                "image": image,
+                "command": ["python", "-c", AGENT],
                 "env": [{"name": "WORD", "value": SECRET_WORD}],
             },
             "bridge": {"policy": {"pii": {"arguments": "block"}}},
@@ -103,89 +93,58 @@ def structured(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
-    cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path
+    node_cluster: Cluster,
+    node_images: dict[str, str],
+    node_operator: OperatorProcess,
+    node_namespace: str,
 ) -> None:
-    def config_map(name: str) -> dict[str, str]:
-        found = get(cluster, namespace, "configmap", name)
-        assert found is not None
-        return dict(found["data"])
-
-    def secret_data(name: str) -> dict[str, str]:
-        found = get(cluster, namespace, "secret", name) or {"data": {}}
-        return {k: base64.b64decode(v).decode() for k, v in found["data"].items()}
-
-    def run_as_kubelet(pod: dict[str, Any], host: kubelet.NetnsHost, **extra: Any) -> Path:
-        containers, mounts = kubelet.plan(
-            pod["spec"],
-            pod_ip=host.address,
-            secret=lambda name, key: secret_data(name)[key],
-            entrypoints=ENTRYPOINTS,
-        )
-        files = kubelet.volume_files(pod["spec"], config_map=config_map, secret_data=secret_data)
-        log = tmp_path / f"{pod['metadata']['name']}.log"
-        host.run_pod(containers, mounts, log, files, **extra)
-        kubelet.report_running(cluster.kubectl, namespace, pod["metadata"]["name"], host)
-        return log
+    cluster, namespace = node_cluster, node_namespace
 
     def ready(name: str) -> bool:
         return (
             condition(get(cluster, namespace, "mcpserver", name), "Ready").get("status") == "True"
         )
 
-    with kubelet.netns_host() as host, peers.mcp_server_time(host=host.host_address) as clock_url:
-        try:
-            cluster.apply(
-                namespace,
-                mcpserver(
-                    "ev",
-                    mode="managed",
-                    toolsAllow=["echo", "get-sum"],
-                    deployment={"image": "registry.example/everything:1", "command": EVERYTHING},
-                ),
-            )
-            # The clock listens on a private address (the test's network namespace): the
-            # Namespace opts in, as a platform team would for in-cluster servers.
-            cluster.kubectl(
-                "label", "namespace", namespace, "mcp-operator.dev/private-destinations=allowed"
-            )
-            cluster.apply(namespace, mcpserver("clock", mode="external", url=clock_url))
-            server_pod = eventually(
-                "the managed server's Pod",
-                lambda: cluster.get_json(
-                    "-n", namespace, "pods", "-l", "mcp-operator.dev/server=ev"
-                )["items"],
-            )[0]
-            run_as_kubelet(server_pod, host)
-            for name in ("ev", "clock"):
-                eventually(f"MCPServer {name} Ready", lambda n=name: ready(n), timeout=90)
+    with peers.mcp_server_time(host=cluster.plane.node.ip) as clock_url:
+        cluster.apply(
+            namespace,
+            mcpserver(
+                "ev",
+                mode="managed",
+                toolsAllow=["echo", "get-sum"],
+                deployment={"image": node_images["server-everything"]},
+            ),
+        )
+        # The clock listens on a private address (the node's bridge): the Namespace opts
+        # in, as a platform team would for in-cluster servers.
+        cluster.kubectl(
+            "label", "namespace", namespace, "mcp-operator.dev/private-destinations=allowed"
+        )
+        cluster.apply(namespace, mcpserver("clock", mode="external", url=clock_url))
+        for name in ("ev", "clock"):
+            eventually(f"MCPServer {name} Ready", lambda n=name: ready(n), timeout=120)
 
-            cluster.apply(namespace, agentrun())
-            pod = eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"))
-            service = f"ev.{namespace}.svc.cluster.local"
-            config = yaml.safe_load(config_map("agent-bridge")["config.yaml"])
-            urls = {server["name"]: server["url"] for server in config["servers"]}
-            assert urls == {"ev": f"http://{service}:8080/mcp", "clock": clock_url}
-            log = run_as_kubelet(pod, host, hosts={service: host.address})
-            line = eventually(
-                "the agent's result",
-                lambda: next(
-                    (x for x in log.read_text().splitlines() if x.startswith("AGENT-RESULT ")),
-                    None,
-                ),
-                timeout=90,
-                explain=lambda: log.read_text()[-3000:],
-            )
-            eventually(
-                "the run Running",
-                lambda: (
-                    condition(get(cluster, namespace, "agentrun", "agent"), "Ready").get("reason")
-                    == "Running"
-                ),
-            )
-        finally:
-            host.stop_pods()
-            kubelet.forget_node(cluster.kubectl, host)
-
+        cluster.apply(namespace, agentrun(node_images["mcp-operator"]))
+        eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"))
+        service = f"ev.{namespace}.svc.cluster.local"
+        config_map = get(cluster, namespace, "configmap", "agent-bridge")
+        assert config_map is not None
+        config = yaml.safe_load(config_map["data"]["config.yaml"])
+        urls = {server["name"]: server["url"] for server in config["servers"]}
+        assert urls == {"ev": f"http://{service}:8080/mcp", "clock": clock_url}
+        pod = pods.wait_for_phase(cluster, namespace, "agent", "Succeeded", "Failed")
+        agent_log = pods.logs(cluster, namespace, "agent", "agent")
+        bridge_log = pods.logs(cluster, namespace, "agent", "mcp-bridge")
+        print(f"--- agent ---\n{agent_log[-3000:]}\n--- bridge ---\n{bridge_log[-3000:]}")
+        assert pods.phase(pod) == "Succeeded"
+        eventually(
+            "the run Succeeded",
+            lambda: (
+                condition(get(cluster, namespace, "agentrun", "agent"), "Succeeded").get("status")
+                == "True"
+            ),
+        )
+    line = next(x for x in agent_log.splitlines() if x.startswith("AGENT-RESULT "))
     result = json.loads(line.removeprefix("AGENT-RESULT "))
     assert result["tools"] == ["clock_convert_time", "clock_get_current_time", "ev_echo"]
     assert result["echo"]["content"][0]["text"] == f"Echo: {SECRET_WORD}"
@@ -196,7 +155,7 @@ def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
     assert invalid["code"] == "invalid_arguments" and "message" in invalid["hint"]
     assert structured(result["pii"])["code"] == "pii_blocked"
 
-    audit = [json.loads(x) for x in log.read_text().splitlines() if x.startswith("{")]
+    audit = [json.loads(x) for x in bridge_log.splitlines() if x.startswith("{")]
     outcomes = [(a["tool"], a["outcome"]) for a in audit if "outcome" in a]
     # A name outside the run's catalog is never written, only its digest (issue 17's audit rule).
     assert ("ev_echo", "ok") in outcomes and ("(unknown)", "not_allowlisted") in outcomes
@@ -207,7 +166,4 @@ def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
     assert refused and all(a["attempts"] == 0 for a in refused), "a refusal reached its upstream"
     assert SECRET_WORD not in json.dumps(audit) and "alice@" not in json.dumps(audit)
     # Nothing the bridge printed (logs and audit) holds an argument value.
-    bridge_output = [
-        x for x in log.read_text().splitlines() if not x.startswith(("AGENT-RESULT ", "[pod]"))
-    ]
-    assert not [x for x in bridge_output if SECRET_WORD in x or "alice@" in x]
+    assert not [x for x in bridge_log.splitlines() if SECRET_WORD in x or "alice@" in x]

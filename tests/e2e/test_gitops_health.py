@@ -1,9 +1,10 @@
 """GitOps health on a real API server: kstatus (the real library), Argo CD's Lua, kubectl wait.
 
-The module starts a control plane of its own so that it can look at objects before any
-operator has seen them (the session's operator would reconcile them at once), then starts
-one operator and follows the same objects to Ready. No kubelet runs: the AgentRun's Pod is
-moved to Running by patching its status as a kubelet would.
+The test looks at objects before any operator has seen them (on the cluster with a node,
+whose operators watch only their own test's namespace), then starts one operator and
+follows the same objects to Ready. The node is cordoned meanwhile, so that the AgentRun's
+Pod really is Pending (unschedulable); once it is uncordoned the kubelet runs the Pod and
+the run becomes Ready.
 """
 
 from __future__ import annotations
@@ -16,33 +17,29 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.dev.cluster import ControlPlane
 from tests.support import needs, peers
-from tests.support.cluster import CRDS, Cluster, operator_process
+from tests.support.cluster import Cluster, operator_process
 from tests.support.gitops import argocd_health, kstatus, kstatus_missing
 from tests.support.objects import condition, eventually
 
 pytestmark = [pytest.mark.e2e, needs.mark(kstatus_missing())]
 
-NAMESPACE = "gitops"
-
-
-@pytest.fixture(scope="module")
-def plane() -> Iterator[Cluster]:
-    with ControlPlane() as control_plane:
-        cluster = Cluster(control_plane)
-        cluster.kubectl("apply", "--server-side", "-f", str(CRDS))
-        cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
-        cluster.kubectl("create", "namespace", NAMESPACE)
-        yield cluster
+AGENT = ["python", "-c", "import time; time.sleep(600)"]
+"""An agent that keeps its Pod running (the operator image's Python)."""
 
 
 @contextlib.contextmanager
-def operator(cluster: Cluster, log_path: Path) -> Iterator[None]:
+def operator(
+    cluster: Cluster, namespace: str, images: dict[str, str], log_path: Path
+) -> Iterator[None]:
     with operator_process(
         "--liveness=none",
         "--metrics=none",
         "--no-leader-election",
+        # Only this test's namespace (the node's cluster is shared by the session).
+        f"--namespace={namespace}",
+        # The bridge sidecar from the image built from this checkout (no Pod to read it from).
+        f"--adapter-image={images['mcp-operator']}",
         # The test server listens on loopback (refused unless the operator is told).
         "--loopback-destinations=allowed",
         env=cluster.env(),
@@ -51,8 +48,19 @@ def operator(cluster: Cluster, log_path: Path) -> Iterator[None]:
         yield
 
 
-def get(cluster: Cluster, kind: str, name: str) -> dict[str, Any]:
-    found: dict[str, Any] = cluster.get_json("-n", NAMESPACE, f"{kind}/{name}")
+@contextlib.contextmanager
+def cordoned(cluster: Cluster) -> Iterator[None]:
+    """The node takes no new Pods (uncordoned on leaving, whatever happened)."""
+    node = cluster.plane.node.name
+    cluster.kubectl("cordon", node)
+    try:
+        yield
+    finally:
+        cluster.kubectl("uncordon", node)
+
+
+def get(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    found: dict[str, Any] = cluster.get_json("-n", namespace, f"{kind}/{name}")
     return found
 
 
@@ -62,12 +70,12 @@ def verdicts(obj: dict[str, Any]) -> tuple[str, str]:
 
 
 def test_kstatus_and_argo_cd_say_in_progress_until_ready_and_current_after(
-    plane: Cluster, tmp_path: Path
+    node_cluster: Cluster, node_images: dict[str, str], node_namespace: str, tmp_path: Path
 ) -> None:
-    cluster = plane
-    with peers.mcp_server_time() as url:
+    cluster, namespace = node_cluster, node_namespace
+    with peers.mcp_server_time() as url, cordoned(cluster):
         cluster.apply(
-            NAMESPACE,
+            namespace,
             {
                 "apiVersion": "mcp-operator.dev/v1alpha1",
                 "kind": "MCPServer",
@@ -76,26 +84,26 @@ def test_kstatus_and_argo_cd_say_in_progress_until_ready_and_current_after(
             },
         )
         cluster.apply(
-            NAMESPACE,
+            namespace,
             {
                 "apiVersion": "mcp-operator.dev/v1alpha1",
                 "kind": "AgentRun",
                 "metadata": {"name": "triage"},
                 "spec": {
                     "mcpServers": [{"name": "time"}],
-                    "agent": {"image": "registry.example/agent:1"},
+                    "agent": {"image": node_images["mcp-operator"], "command": AGENT},
                 },
             },
         )
         # Nobody has seen them: the CRDs' default says so, and both tools read it.
         for kind, name in (("mcpserver", "time"), ("agentrun", "triage")):
-            fresh = get(cluster, kind, name)
+            fresh = get(cluster, namespace, kind, name)
             assert fresh["status"] == {"observedGeneration": 0}, fresh.get("status")
             assert verdicts(fresh) == ("InProgress", "Progressing"), kind
             assert "generation" in kstatus(fresh)["message"]
         waited = cluster.kubectl(
             "-n",
-            NAMESPACE,
+            namespace,
             "wait",
             "--for=condition=Ready",
             "mcpserver/time",
@@ -104,25 +112,26 @@ def test_kstatus_and_argo_cd_say_in_progress_until_ready_and_current_after(
         )
         assert waited.returncode != 0, "kubectl wait must not pass before Ready"
 
-        with operator(cluster, tmp_path / "operator.log"):
+        with operator(cluster, namespace, node_images, tmp_path / "operator.log"):
             started = time.monotonic()
             cluster.kubectl(
                 "-n",
-                NAMESPACE,
+                namespace,
                 "wait",
                 "--for=condition=Ready",
                 "mcpserver/time",
                 "--timeout=60s",
             )
             print(f"\nkubectl wait returned {time.monotonic() - started:.1f} s after start")
-            ready = get(cluster, "mcpserver", "time")
+            ready = get(cluster, namespace, "mcpserver", "time")
             assert condition(ready, "Ready")["observedGeneration"] == 1
             assert verdicts(ready) == ("Current", "Healthy")
 
-            # The run's Pod is Pending (no kubelet): Ready=False PodPending is in progress.
+            # The run's Pod is Pending (the node is cordoned): Ready=False PodPending is in
+            # progress.
             pending = eventually(
                 "the run to wait for its Pod",
-                lambda: get(cluster, "agentrun", "triage"),
+                lambda: get(cluster, namespace, "agentrun", "triage"),
                 60,
                 until=lambda run: condition(run, "Ready").get("reason") == "PodPending",
             )
@@ -131,44 +140,34 @@ def test_kstatus_and_argo_cd_say_in_progress_until_ready_and_current_after(
             # A spec change not acted on yet is in progress again, whatever Ready says.
             cluster.kubectl(
                 "-n",
-                NAMESPACE,
+                namespace,
                 "patch",
                 "mcpserver/time",
                 "--type=merge",
                 "-p",
                 '{"spec": {"toolsAllow": ["get_*"]}}',
             )
-            changed = get(cluster, "mcpserver", "time")
+            changed = get(cluster, namespace, "mcpserver", "time")
             if changed["status"]["observedGeneration"] != 2:
                 assert verdicts(changed) == ("InProgress", "Progressing")
             cluster.kubectl(
                 "-n",
-                NAMESPACE,
+                namespace,
                 "wait",
                 "--for=jsonpath={.status.observedGeneration}=2",
                 "mcpserver/time",
                 "--timeout=60s",
             )
-            assert verdicts(get(cluster, "mcpserver", "time")) == ("Current", "Healthy")
+            assert verdicts(get(cluster, namespace, "mcpserver", "time")) == ("Current", "Healthy")
 
-            # The kubelet's part: the Pod runs, the run is Ready.
-            pod = pending["status"]["podName"]
+            # The kubelet's part: the node takes the Pod, runs it, the run is Ready.
+            cluster.kubectl("uncordon", cluster.plane.node.name)
             cluster.kubectl(
                 "-n",
-                NAMESPACE,
-                "patch",
-                f"pod/{pod}",
-                "--subresource=status",
-                "--type=merge",
-                "-p",
-                '{"status": {"phase": "Running"}}',
-            )
-            cluster.kubectl(
-                "-n",
-                NAMESPACE,
+                namespace,
                 "wait",
                 "--for=condition=Ready",
                 "agentrun/triage",
-                "--timeout=60s",
+                "--timeout=120s",
             )
-            assert verdicts(get(cluster, "agentrun", "triage")) == ("Current", "Healthy")
+            assert verdicts(get(cluster, namespace, "agentrun", "triage")) == ("Current", "Healthy")

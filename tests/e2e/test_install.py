@@ -7,10 +7,11 @@ running with the ServiceAccount's token, reconciles its objects — the session'
 operator (started as admin by other modules) would otherwise mask a missing
 permission.
 
-No kubelet runs: the operator's Pods are created (so they passed Pod Security
-admission in a namespace that enforces "restricted") and stay Pending. The RBAC
+No kubelet runs on this plane: the operator's Pods are created (so they passed Pod
+Security admission in a namespace that enforces "restricted") and stay Pending. The RBAC
 test runs ``mcp-operator run`` from here with a token of the installed
-ServiceAccount, exactly as the Pod would authenticate.
+ServiceAccount, exactly as the Pod would authenticate. The same installations running
+the operator in a cluster with a node, from its image: ``test_install_in_cluster.py``.
 """
 
 from __future__ import annotations

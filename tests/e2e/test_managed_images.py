@@ -5,31 +5,26 @@
 through it, as it would from a public or private registry. The first image is
 what the GitHub MCP server image is like: no shell, no package manager, a static
 binary (here the official Go SDK's hello server) started by its ENTRYPOINT with
-``stdio``, and a non-root USER. The kubelet stand-in runs the server container
-chrooted into the image's extracted filesystem, as that user, so the wrapper
-really runs without a shell; the operator must become Ready and list the tool.
+``stdio``, and a non-root USER. That one is also pushed into the registry of the cluster
+with a node, whose kubelet pulls it and runs the server container as that user, so the
+wrapper really runs without a shell; the operator must become Ready and list the tool.
 """
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mcp_operator.controller.mcpserver.render import RenderSettings
 from mcp_operator.dev.cluster import BIN_DIR
-from tests.support import kubelet, needs, registry
+from tests.support import needs, pods, registry
 from tests.support.cluster import Cluster
 from tests.support.objects import condition, eventually
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.image_tools_missing())]
 
-OPERATOR_ENTRYPOINT = {
-    RenderSettings().adapter_image: [str(Path(sys.executable).with_name("mcp-operator"))]
-}
 SERVER_PATH = "/server/mcp-hello-server"
 USER = "10001:10001"
 
@@ -87,14 +82,21 @@ def ready_condition(cluster: Cluster, namespace: str, name: str, reason: str) ->
     return eventually(f"Ready reason {reason}", reached, timeout=60)
 
 
-@pytest.mark.usefixtures("operator")
-@needs.mark(kubelet.available())
+@pytest.mark.usefixtures("node_operator")
 def test_an_image_without_a_shell_named_alone_is_served_and_lists_its_tools(
-    cluster: Cluster, namespace: str, images: dict[str, Any], tmp_path: Path
+    node_cluster: Cluster, node_namespace: str, tmp_path: Path
 ) -> None:
-    cluster.apply(namespace, mcpserver("hello", {"image": images["public"]}))
+    cluster, namespace = node_cluster, node_namespace
+    # The node's registry: the one its containerd pulls from (plain HTTP on the bridge).
+    local = registry.Registry(cluster.plane.registry)
+    files = {SERVER_PATH: BIN_DIR / "mcp-hello-server"}
+    common = {"entrypoint": [SERVER_PATH], "cmd": ["stdio"], "user": USER, "workdir": tmp_path}
+    manifest = local.push_image("tools/hello", "single", files, **common)
+    index = local.index_of("tools/hello", "1", "single")
+    public = f"{local.backend}/tools/hello:1"
+    cluster.apply(namespace, mcpserver("hello", {"image": public}))
     container = server_container(cluster, namespace, "hello")
-    pinned = f"{images['public']}@{images['index']}"
+    pinned = f"{public}@{index}"
     assert container["image"] == pinned, "the Pod runs exactly the image that was read"
     assert container["command"] == [
         "/run/mcp-exec/mcp-stdio-exec",
@@ -112,42 +114,24 @@ def test_an_image_without_a_shell_named_alone_is_served_and_lists_its_tools(
     )
 
     root = tmp_path / "rootfs"
-    images["registry"].extract(
-        f"{images['registry'].backend}/tools/hello@{images['manifest']}", root
-    )
+    local.extract(f"{local.backend}/tools/hello@{manifest}", root)
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*")) == [
         "server",
         "server/mcp-hello-server",
     ], "the image holds the server and nothing else: no shell"
 
-    pod = eventually(
-        "the Pod",
-        lambda: cluster.get_json("-n", namespace, "pods", "-l", "mcp-operator.dev/server=hello")[
-            "items"
-        ],
-    )[0]
-    with kubelet.netns_host() as host:
-        containers, mounts = kubelet.plan(
-            pod["spec"],
-            pod_ip=host.address,
-            secret=lambda name, key: "",
-            entrypoints=OPERATOR_ENTRYPOINT,
-            rootfs={pinned: str(root)},
-        )
-        planned = {c["name"]: c for c in containers}["server"]
-        assert (planned["root"], planned["uid"], planned["gid"]) == (str(root), 10001, 10001)
-        host.run_pod(containers, mounts, tmp_path / "pod.log")
-        kubelet.report_running(cluster.kubectl, namespace, pod["metadata"]["name"], host)
+    def ready() -> dict[str, Any] | None:
+        obj = cluster.get_json("-n", namespace, "mcpserver/hello")
+        return obj if condition(obj, "Ready").get("status") == "True" else None
 
-        def ready() -> dict[str, Any] | None:
-            obj = cluster.get_json("-n", namespace, "mcpserver/hello")
-            return obj if condition(obj, "Ready").get("status") == "True" else None
-
-        try:
-            obj = eventually("Ready", ready, timeout=60)
-        finally:
-            print(f"--- pod log ---\n{(tmp_path / 'pod.log').read_text(errors='replace')[-3000:]}")
-            kubelet.forget_node(cluster.kubectl, host)
+    pod = pods.only_pod(cluster, namespace, "mcp-operator.dev/server=hello")
+    name = pod["metadata"]["name"]
+    obj = eventually(
+        "Ready", ready, timeout=120, explain=lambda: pods.describe(cluster, namespace, name)
+    )
+    pod = pods.wait_for_phase(cluster, namespace, name, "Running")
+    running = pods.process_identity(pods.main_process(pod, "server"))
+    assert (running.uid, running.gid) == (10001, 10001), "the kubelet ran it as the image's USER"
     assert [t["name"] for t in obj["status"]["tools"]] == ["hello_greet"]
     assert obj["status"]["serverInfo"]["name"] == "greeter"
 

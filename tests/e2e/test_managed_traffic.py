@@ -1,18 +1,15 @@
 """A managed stdio server end to end, with real traffic on the path an operator takes.
 
-The operator creates the Deployment; the test reads the Pod it produced back
-from the API server and runs that Pod's containers — exactly their command,
-arguments and environment — in a network namespace it owns, as a kubelet
-would, and reports the Pod running. The endpoint controllers then point the
-Service at the namespace's address, and the operator (running outside the
-cluster, like from a laptop) probes the server through the API server's
-service proxy. ``status.tools`` must list what a plain SDK client sees when it
-talks to the same server over stdio.
+The operator creates the Deployment; the node's kubelet runs its Pod from the images built
+from this checkout (the adapter, the FIFO and mcp-stdio-exec init containers) and the
+server's own image, and the endpoint controllers point the Service at the Pod. The
+operator, running outside the cluster like from a laptop, probes the server through the
+API server's service proxy. ``status.tools`` must list what a plain SDK client sees when
+it talks to the same server over stdio.
 """
 
 from __future__ import annotations
 
-import base64
 import json
 import shutil
 import subprocess
@@ -23,18 +20,11 @@ from typing import Any
 import pytest
 
 from mcp_operator.adapter.core import child_initialize_params
-from mcp_operator.controller.mcpserver.render import RenderSettings
-from tests.support import kubelet, needs, peers, wire
+from tests.support import peers, pods, registry, wire
 from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 
-pytestmark = [
-    pytest.mark.e2e,
-    needs.mark(kubelet.available()),
-]
-
-OPERATOR_IMAGE = RenderSettings().adapter_image
-ENTRYPOINTS = {OPERATOR_IMAGE: [str(Path(sys.executable).with_name("mcp-operator"))]}
+pytestmark = pytest.mark.e2e
 
 
 def stdio_tools(command: list[str]) -> set[str]:
@@ -76,17 +66,29 @@ def stdio_tools(command: list[str]) -> set[str]:
 
 
 SERVERS = {
-    "everything": lambda: [shutil.which("node") or "node", str(peers.SERVER_EVERYTHING), "stdio"],
-    "time": lambda: [str(Path(sys.executable).with_name("mcp-server-time"))],
+    # name: (its image in node_images, the same server run here over stdio)
+    "everything": (
+        "server-everything",
+        lambda: [shutil.which("node") or "node", str(peers.SERVER_EVERYTHING), "stdio"],
+    ),
+    "time": ("mcp-server-time", lambda: [str(Path(sys.executable).with_name("mcp-server-time"))]),
 }
 
 
 @pytest.mark.parametrize("server", sorted(SERVERS))
 def test_the_probe_reaches_a_managed_stdio_server_through_the_service_proxy(
-    cluster: Cluster, operator: OperatorProcess, namespace: str, tmp_path: Path, server: str
+    node_cluster: Cluster,
+    node_images: dict[str, str],
+    node_operator: OperatorProcess,
+    node_namespace: str,
+    server: str,
 ) -> None:
-    command = SERVERS[server]()
-    expected = stdio_tools(command)
+    cluster, namespace = node_cluster, node_namespace
+    image_name, here = SERVERS[server]
+    expected = stdio_tools(here())
+    image = node_images[image_name]
+    # The user's command: the one the image would run, written out.
+    command = registry.image_argv(image)
     cluster.kubectl(
         "-n",
         namespace,
@@ -109,7 +111,7 @@ def test_the_probe_reaches_a_managed_stdio_server_through_the_service_proxy(
                 "mode": "managed",
                 "toolsPrefix": server,
                 "deployment": {
-                    "image": "registry.example/mcp-server:1",
+                    "image": image,
                     "command": command,
                     "env": [
                         {
@@ -122,40 +124,26 @@ def test_the_probe_reaches_a_managed_stdio_server_through_the_service_proxy(
             },
         },
     )
-    pods = eventually(
-        "the Pod",
-        lambda: cluster.get_json(
-            "-n", namespace, "pods", "-l", f"mcp-operator.dev/server={server}"
-        )["items"],
-    )
-    pod = pods[0]
 
-    def secret(name: str, key: str) -> str:
-        data = cluster.get_json("-n", namespace, f"secret/{name}")["data"]
-        return base64.b64decode(data[key]).decode()
+    def ready() -> dict[str, Any] | None:
+        obj = cluster.get_json("-n", namespace, f"mcpserver/{server}")
+        return obj if condition(obj, "Ready").get("status") == "True" else None
 
-    with kubelet.netns_host() as host:
-        containers, mounts = kubelet.plan(
-            pod["spec"], pod_ip=host.address, secret=secret, entrypoints=ENTRYPOINTS
+    pod = pods.only_pod(cluster, namespace, f"mcp-operator.dev/server={server}")
+    name = pod["metadata"]["name"]
+    try:
+        obj = eventually(
+            "Ready", ready, timeout=120, explain=lambda: pods.describe(cluster, namespace, name)
         )
-        by_name = {c["name"]: c for c in containers}
-        assert by_name["server"]["argv"][3:] == command, "the server runs the user's command"
-        assert by_name["server"]["env"]["GREETING"] == "hello-from-a-secret"
-        host.run_pod(containers, mounts, tmp_path / "pod.log")
-        kubelet.report_running(cluster.kubectl, namespace, pod["metadata"]["name"], host)
-
-        def ready() -> dict[str, Any] | None:
-            obj = cluster.get_json("-n", namespace, f"mcpserver/{server}")
-            return obj if condition(obj, "Ready").get("status") == "True" else None
-
-        try:
-            obj = eventually("Ready", ready, timeout=60)
-        finally:
-            log = (tmp_path / "pod.log").read_text(errors="replace")
-            print(f"--- pod log ---\n{log[-3000:]}")
-            last = cluster.get_json("-n", namespace, f"mcpserver/{server}")
-            print(f"--- status ---\n{last.get('status')}")
-            kubelet.forget_node(cluster.kubectl, host)
+        pod = pods.wait_for_phase(cluster, namespace, name, "Running")
+        log = "\n".join(pods.logs(cluster, namespace, name, c) for c in ("adapter", "server"))
+    finally:
+        last = cluster.get_json("-n", namespace, f"mcpserver/{server}")
+        print(f"--- status ---\n{last.get('status')}")
+    container = next(c for c in pod["spec"]["containers"] if c["name"] == "server")
+    assert container["command"][3:] == command, "the server runs the user's command"
+    running = pods.process_identity(pods.main_process(pod, "server"))
+    assert running.environ["GREETING"] == "hello-from-a-secret"
     status = obj["status"]
     assert {t["originalName"] for t in status["tools"]} == expected, log[-3000:]
     assert {t["name"] for t in status["tools"]} == {f"{server}_{n}" for n in expected}

@@ -1,16 +1,16 @@
 """Prerequisites of tests: skip on a laptop with the command that fixes it, fail in CI.
 
 A test that needs something outside Python (the Node MCP peers, helm, the
-control plane, root for network namespaces) calls :func:`require`, or carries
+control plane, the image tools) calls :func:`require`, or carries
 :func:`mark`. On a developer's machine a missing prerequisite skips the test
 and the skip reason names the command that installs it (``pytest -ra`` lists
 them). With ``CI=true`` the same test fails with that reason instead, so a CI
 run can never pass by skipping what it was meant to prove.
 
 Which prerequisites exist and how each is found is also kept here, so that
-every test asks the same question the same way (root and network namespaces:
-:func:`tests.support.kubelet.available`). Installing them is the Makefile's job
-(``make tools``).
+every test asks the same question the same way (the node and its images: the
+``node_cluster`` and ``node_images`` fixtures, whose start says what to run). Installing
+them is the Makefile's job (``make tools``).
 """
 
 from __future__ import annotations

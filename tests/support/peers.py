@@ -145,7 +145,7 @@ def server_everything(transport: str = "streamableHttp") -> Iterator[str]:
 def mcp_server_time(port: int | None = None, host: str = "127.0.0.1") -> Iterator[str]:
     """mcp-server-time over the SDK's Streamable HTTP transport (yields ``.../mcp``); on
     ``port`` when given (a test restarts a server where it was), listening on ``host``
-    (loopback, or the host side of a test-made network namespace)."""
+    (loopback, or the node's bridge address, where the node's Pods reach this machine)."""
     port = port or free_port()
     argv = [sys.executable, "-c", _TIME_SERVER, str(port), host]
     with run_server(argv, port, name="mcp-server-time", host=host):
@@ -162,9 +162,11 @@ def sdk_changing_server() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def hostile_server(mode: str, *args: str) -> Iterator[str]:
-    """``tests/support/hostile_server.py --mode MODE [args]`` (yields ``.../mcp``)."""
+def hostile_server(mode: str, *args: str, host: str = "127.0.0.1") -> Iterator[str]:
+    """``tests/support/hostile_server.py --mode MODE [args]`` listening on ``host`` (yields
+    ``.../mcp``)."""
     port = free_port()
-    argv = [sys.executable, str(HOSTILE_SERVER), "--port", str(port), "--mode", mode, *args]
-    with run_server(argv, port, name=f"hostile server ({mode})"):
-        yield f"http://127.0.0.1:{port}/mcp"
+    argv = [sys.executable, str(HOSTILE_SERVER), "--port", str(port), "--mode", mode]
+    argv += ["--host", host, *args]
+    with run_server(argv, port, name=f"hostile server ({mode})", host=host):
+        yield f"http://{host}:{port}/mcp"

@@ -9,6 +9,9 @@ for repositories under ``private/``; requests with a token for the repository ar
 passed to crane unchanged. Tests push to crane directly (``crane`` with
 ``--insecure``) and let the operator read through the front; the front counts the
 requests it served, so a test can see a cache at work.
+
+:func:`image_argv` reads what an image runs (``ENTRYPOINT`` + ``CMD``) from any plain-HTTP
+registry on this machine (the node's, on its bridge address, included).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import base64
 import contextlib
 import http.client
 import http.server
+import json
 import re
 import socket
 import subprocess
@@ -103,6 +107,21 @@ class Registry:
             timeout=120,
         )
         subprocess.run(["tar", "-x", "-C", str(root)], input=exported.stdout, check=True)
+
+
+def image_argv(reference: str) -> list[str]:
+    """``ENTRYPOINT`` + ``CMD`` of the image ``reference`` (on a plain-HTTP registry)."""
+    result = subprocess.run(
+        [str(BIN_DIR / "crane"), "--insecure", "config", reference],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"crane config {reference} failed: {result.stderr}")
+    config = json.loads(result.stdout).get("config", {})
+    return [*(config.get("Entrypoint") or []), *(config.get("Cmd") or [])]
 
 
 def _token_for(repository: str) -> str:

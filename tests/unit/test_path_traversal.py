@@ -88,3 +88,31 @@ def test_no_path_made_of_dot_segments_is_accepted_by_the_model(segments: list[st
     assert (re.fullmatch(ENDPOINT_PATH_PATTERN, path) is None) == (
         has_dots or any("%" in s for s in segments)
     )
+
+
+class _OutsideKube:
+    """What probe_endpoint reads of the operator's API client, outside a cluster."""
+
+    in_cluster = False
+    server = API
+
+    def proxy_credentials(self) -> tuple[dict[str, str], bool]:
+        return {"Authorization": "Bearer t"}, True
+
+
+def test_the_probe_through_the_proxy_presents_the_services_name_which_the_adapter_allows() -> None:
+    from mcp_operator.controller.mcpserver import render
+    from mcp_operator.controller.mcpserver.managed import probe_endpoint
+    from mcp_operator.serve.hosts import HostPolicy
+
+    server = managed("/mcp")
+    assert isinstance(server, MCPServer)
+    settings = render.RenderSettings()
+    url, headers, _verify = probe_endpoint(_OutsideKube(), server, settings)  # type: ignore[arg-type]
+    assert url == f"{API}{PREFIX}mcp"
+    # The service proxy hands the client's Host on to the Pod: the API server's own address
+    # would be refused by the adapter (421), the Service's in-cluster name is allowed.
+    assert headers == {"Authorization": "Bearer t", "Host": "srv.ns.svc.cluster.local:8080"}
+    adapter = HostPolicy(tuple(render.allowed_hosts(server, settings)), ())
+    assert adapter.host_ok(headers["Host"])
+    assert not adapter.host_ok("203.0.113.10:6443")

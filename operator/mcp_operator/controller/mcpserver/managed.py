@@ -165,6 +165,11 @@ def service_proxy_url(api_server: str, namespace: str, name: str, port: int, pat
     return str(url)
 
 
+def service_host(server: MCPServer, settings: render.RenderSettings) -> str:
+    """The ``host:port`` of the Service's in-cluster URL (``status.url``)."""
+    return str(httpx.URL(render.service_url(server, settings)).netloc.decode("ascii"))
+
+
 def probe_endpoint(
     kube: Kube, server: MCPServer, settings: render.RenderSettings
 ) -> tuple[str, dict[str, str], ssl.SSLContext | bool]:
@@ -177,4 +182,7 @@ def probe_endpoint(
         kube.server, server.metadata.namespace or "", server.metadata.name, spec.port, spec.path
     )
     headers, verify = kube.proxy_credentials()
-    return url, headers, verify
+    # The service proxy passes the client's Host on to the Pod: without this, the adapter
+    # would see the API server's address and refuse it (421). The Service's in-cluster name
+    # is what an in-cluster client sends, and what the adapter allows.
+    return url, {**headers, "Host": service_host(server, settings)}, verify

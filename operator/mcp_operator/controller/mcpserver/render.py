@@ -248,8 +248,9 @@ def _stdio_containers(
         f"--path={spec.path}",
         f"--stdio-fifo-dir={FIFO_DIR}",
     ]
-    # The Service's names, and the Pod's own IP: the API server's service proxy (how an
-    # operator outside the cluster reaches the server) sends the endpoint address as Host.
+    # The Service's names (an operator outside the cluster, through the API server's service
+    # proxy, sends one too: managed.probe_endpoint), and the Pod's own IP, for a client that
+    # addresses the Pod itself.
     hosts = [*allowed_hosts(server, settings), "$(POD_IP)"]
     adapter_args += [f"--allowed-host={host}" for host in hosts]
     adapter = {
