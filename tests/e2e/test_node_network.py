@@ -354,9 +354,12 @@ def test_the_cleanup_a_node_start_runs_takes_back_what_a_killed_kube_router_left
         running(cluster, "default", "web")
         cluster.apply("default", web_from_friends())
         programmed = eventually(
-            "kube-router to program the policy",
+            "kube-router to program the policy (the Pod's chain and the policy's ipsets)",
             node_addons.firewall_leftovers,
-            until=lambda found: any("KUBE-POD-FW-" in item for item in found),
+            until=lambda found: (
+                any("KUBE-POD-FW-" in item for item in found)
+                and any(item.startswith("ipset KUBE-") for item in found)
+            ),
         )
         pod_chain = next(item for item in programmed if "KUBE-POD-FW-" in item)
         pid = enforcer.pid
