@@ -101,6 +101,22 @@ def _die_with_parent() -> None:
     libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
+def spawn_logged(
+    argv: list[str], log_path: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start one process of the cluster: its own process group, SIGKILL when we die, no
+    standard input, standard output and error appended to ``log_path``."""
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            preexec_fn=_die_with_parent,
+        )
+
+
 @dataclass
 class _Certificates:
     ca_cert: Path
@@ -358,12 +374,7 @@ class ControlPlane:
             "kube-controller-manager",
             [
                 str(binaries["kube-controller-manager"]),
-                f"--kubeconfig={self.kubeconfig}",
-                f"--authentication-kubeconfig={self.kubeconfig}",
-                f"--authorization-kubeconfig={self.kubeconfig}",
-                "--leader-elect=false",
-                "--bind-address=127.0.0.1",
-                f"--secure-port={free_port()}",
+                *self._component_flags(),
                 f"--service-account-private-key-file={certs.sa_key}",
                 f"--root-ca-file={certs.ca_cert}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
@@ -378,12 +389,7 @@ class ControlPlane:
                 "kube-scheduler",
                 [
                     str(binaries["kube-scheduler"]),
-                    f"--kubeconfig={self.kubeconfig}",
-                    f"--authentication-kubeconfig={self.kubeconfig}",
-                    f"--authorization-kubeconfig={self.kubeconfig}",
-                    "--leader-elect=false",
-                    "--bind-address=127.0.0.1",
-                    f"--secure-port={free_port()}",
+                    *self._component_flags(),
                     "--v=1",
                 ],
             )
@@ -426,17 +432,20 @@ class ControlPlane:
         environment["KUBECONFIG"] = str(self.kubeconfig)
         return environment
 
+    def _component_flags(self) -> list[str]:
+        """What the controller manager and the scheduler share: the admin kubeconfig for the
+        API and for checking their own callers, no election, a secure port on loopback."""
+        return [
+            f"--kubeconfig={self.kubeconfig}",
+            f"--authentication-kubeconfig={self.kubeconfig}",
+            f"--authorization-kubeconfig={self.kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}",
+        ]
+
     def _spawn(self, name: str, argv: list[str]) -> None:
-        log = (self._dir / f"{name}.log").open("ab")
-        process = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
-        )
-        log.close()
-        self._processes.append((name, process))
+        self._processes.append((name, spawn_logged(argv, self._dir / f"{name}.log")))
 
     def _check_alive(self) -> None:
         for name, process in self._processes:

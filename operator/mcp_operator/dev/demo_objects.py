@@ -146,54 +146,41 @@ def mcpservers(image: str) -> list[dict[str, Any]]:
     it the operator would read them from the image's registry, which an operator's Pod may
     not reach (a registry on a developer's loopback, given with ``--registry``).
     """
-    deny = ["*Long*", "trigger-*", "get-env"]
+    common = {"toolsDeny": ["*Long*", "trigger-*", "get-env"], "probe": {"intervalSeconds": 30}}
     managed = {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": MANAGED, "namespace": NAMESPACE, "labels": _labels()},
-        "spec": {
-            "mode": "managed",
-            "transport": "stdio",
-            "deployment": {
-                "image": image,
-                "command": ["node", EVERYTHING_ENTRY],
-                "args": ["stdio"],
-            },
-            "toolsPrefix": "managed",
-            "toolsDeny": deny,
-            "probe": {"intervalSeconds": 30},
-        },
+        "mode": "managed",
+        "transport": "stdio",
+        "deployment": {"image": image, "command": ["node", EVERYTHING_ENTRY], "args": ["stdio"]},
+        "toolsPrefix": "managed",
     }
-    external = {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": EXTERNAL, "namespace": NAMESPACE, "labels": _labels()},
-        "spec": {
-            "mode": "external",
-            "url": external_url(),
-            "toolsPrefix": "external",
-            "toolsDeny": deny,
-            "probe": {"intervalSeconds": 30},
-        },
-    }
-    return [managed, external]
+    external = {"mode": "external", "url": external_url(), "toolsPrefix": "external"}
+    return [
+        _object("MCPServer", MANAGED, managed | common),
+        _object("MCPServer", EXTERNAL, external | common),
+    ]
 
 
 def agentrun(agent_image: str) -> dict[str, Any]:
     """The run: the demo agent, one tool from each server, e-mail addresses blocked."""
+    spec = {
+        "mcpServers": [
+            {"name": MANAGED, "toolsAllow": MANAGED_TOOLS},
+            {"name": EXTERNAL, "toolsAllow": EXTERNAL_TOOLS},
+        ],
+        "agent": {"image": agent_image},
+        "bridge": {"policy": {"pii": {"arguments": "block"}}},
+        "activeDeadlineSeconds": 300,
+    }
+    return _object("AgentRun", RUN, spec)
+
+
+def _object(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    """One demo object of ours: in the demo's namespace, with the demo's labels."""
     return {
         "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "AgentRun",
-        "metadata": {"name": RUN, "namespace": NAMESPACE, "labels": _labels()},
-        "spec": {
-            "mcpServers": [
-                {"name": MANAGED, "toolsAllow": MANAGED_TOOLS},
-                {"name": EXTERNAL, "toolsAllow": EXTERNAL_TOOLS},
-            ],
-            "agent": {"image": agent_image},
-            "bridge": {"policy": {"pii": {"arguments": "block"}}},
-            "activeDeadlineSeconds": 300,
-        },
+        "kind": kind,
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": _labels()},
+        "spec": spec,
     }
 
 

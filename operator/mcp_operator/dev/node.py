@@ -53,9 +53,9 @@ from mcp_operator.dev.cluster import (
     CACHE_DIR,
     SERVICE_CIDR,
     ControlPlaneError,
-    _die_with_parent,
     _tail,
     free_port,
+    spawn_logged,
     stop_process_group,
 )
 from mcp_operator.dev.node_config import CLUSTER_CIDR, NODE_IP, POD_CIDR, Layout
@@ -481,16 +481,7 @@ class Node:
     ) -> subprocess.Popen[bytes]:
         """Start a process of the node: own process group, killed if we die, log in
         ``logs/NAME.log``, recorded for crash cleanup, stopped with the node."""
-        log = (self.layout.log_dir / f"{name}.log").open("ab")
-        process = subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            preexec_fn=_die_with_parent,
-        )
-        log.close()
+        process = spawn_logged(argv, self.layout.log_dir / f"{name}.log", env)
         self._processes.append((name, process))
         if self._state is not None:
             self._state.record(name, process.pid)
