@@ -33,7 +33,10 @@ async def test_calls_sessions_and_child_restarts_are_counted(tmp_path: Path) -> 
             await client.call_tool("get_current_time", {"timezone": "UTC"})
             await client.call_tool("get_current_time", {"timezone": "Not/AZone"})
             async with httpx.AsyncClient(timeout=5) as http:
-                during = samples((await http.get(running.base + "/metrics")).text)
+                page = await http.get(running.base + "/metrics")
+                during = samples(page.text)
+        # Prometheus's own content type, with the exposition format's version, as the bridge's.
+        assert page.headers["content-type"].startswith("text/plain; version=")
         assert during["mcp_adapter_sessions"] == 1.0
         assert during["mcp_adapter_inflight_calls"] == 0.0
         assert during['mcp_adapter_calls_total{method="tools/list",outcome="result"}'] == 1.0

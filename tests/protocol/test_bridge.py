@@ -144,7 +144,9 @@ def test_health_and_metrics_report_the_calls(bridge: RunningBridge) -> None:
     assert httpx.get(f"{bridge.health}/healthz").status_code == 200
     ready = httpx.get(f"{bridge.health}/readyz").json()
     assert ready["servers"]["default/time"]["up"] is True
-    metrics = httpx.get(f"{bridge.health}/metrics").text
+    scrape = httpx.get(f"{bridge.health}/metrics")
+    assert scrape.headers["content-type"].startswith("text/plain; version=")
+    metrics = scrape.text
     assert 'mcp_bridge_upstream_up{server="default/everything"} 1.0' in metrics
     assert "mcp_bridge_catalog_tools " in metrics
     assert "mcp_bridge_call_duration_seconds_bucket" in metrics

@@ -45,6 +45,7 @@ from mcp_operator.serve.asgi import (
 from mcp_operator.serve.endpoint import McpEndpoint
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
+from mcp_operator.serve.metrics import respond_metrics
 from mcp_operator.serve.sessions import CallerKey, client_address
 
 BUDGET_SPENT = dumps(
@@ -88,7 +89,7 @@ class HttpFront:
             elif path == "/healthz" or path == "/readyz":
                 await self._health(path, send)
             elif path == "/metrics":
-                await respond_plain(send, 200, self.core.metrics.exposition())
+                await respond_metrics(send, self.core.metrics.exposition())
             elif path in self._sse_paths:
                 await self._legacy_sse(path, scope, receive, send)
             else:

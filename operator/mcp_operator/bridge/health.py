@@ -21,7 +21,7 @@ from mcp_operator.serve.asgi import (
     serve_lifespan,
 )
 from mcp_operator.serve.jsonrpc import dumps
-from mcp_operator.serve.metrics import CONTENT_TYPE
+from mcp_operator.serve.metrics import respond_metrics
 
 
 class HealthApp:
@@ -37,13 +37,7 @@ class HealthApp:
             return
         path = scope["path"]
         if path == "/metrics":
-            body = self.core.metrics.exposition()
-            headers = [
-                (b"content-type", CONTENT_TYPE.encode()),
-                (b"content-length", str(len(body)).encode()),
-            ]
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            await respond_metrics(send, self.core.metrics.exposition())
         elif path in ("/healthz", "/readyz"):
             await self._health(path, send)
         else:

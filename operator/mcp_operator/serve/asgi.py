@@ -147,10 +147,14 @@ async def respond_json(
 
 
 async def respond_plain(
-    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]] | None = None
+    send: Send,
+    status: int,
+    body: bytes,
+    extra: list[tuple[bytes, bytes]] | None = None,
+    content_type: bytes = b"text/plain; charset=utf-8",
 ) -> None:
     headers = [
-        (b"content-type", b"text/plain; charset=utf-8"),
+        (b"content-type", content_type),
         (b"content-length", str(len(body)).encode()),
     ]
     if extra:

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from mcp_operator.serve.asgi import Send, respond_plain
+
 CALL_LATENCY_BUCKETS = (
     0.0005,
     0.001,
@@ -65,3 +67,9 @@ class Metrics:
     def exposition(self) -> bytes:
         """The registry's metrics in Prometheus' text format."""
         return generate_latest(self.registry)
+
+
+async def respond_metrics(send: Send, body: bytes) -> None:
+    """Answer a scrape with the exposition ``body`` and Prometheus's own content type (with
+    its format version), the same on every port of ours that serves ``/metrics``."""
+    await respond_plain(send, 200, body, content_type=CONTENT_TYPE.encode())
