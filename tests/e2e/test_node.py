@@ -235,6 +235,33 @@ def test_the_kubelet_api_refuses_anonymous_requests_and_serves_the_api_server(
     with urllib.request.urlopen(url, timeout=5, context=api_server) as answer:
         assert json.loads(answer.read())["kind"] == "PodList"
 
+    # That certificate opens the kubelet API and nothing else: it is no cluster admin.
+    with pytest.raises(urllib.error.HTTPError) as forbidden:
+        urllib.request.urlopen(
+            f"{node_cluster.plane.server}/api/v1/secrets", timeout=5, context=api_server
+        )
+    assert forbidden.value.code == 403
+
+
+def test_the_machine_has_its_own_kernel_settings_back_while_the_node_runs(
+    node_cluster: Cluster,
+) -> None:
+    # The kubelet sets panic-on-oops, reboot-after-panic and overcommit as it starts; an oops
+    # elsewhere on the machine must not reboot it because a test node runs.
+    state = node_host.NodeState.load()
+    assert state is not None
+    recorded = {k: v for k, v in state.sysctls.items() if k in node_host.KUBELET_SYSCTLS}
+    assert recorded, "the kernel settings were recorded before the node started"
+    now = node_host.read_sysctls(node_host.KUBELET_SYSCTLS)
+    assert now == recorded
+
+
+def test_the_folders_with_keys_and_tokens_are_the_owners_alone(node_cluster: Cluster) -> None:
+    directory = node_cluster.plane.directory
+    assert directory is not None
+    for folder in (directory, NODE_DIR):
+        assert folder.stat().st_mode & 0o077 == 0, f"{folder} is open to others"
+
 
 def test_the_registry_is_published_as_a_local_registry_should_be(node_cluster: Cluster) -> None:
     assert _registry_of(node_cluster) == node_cluster.plane.registry

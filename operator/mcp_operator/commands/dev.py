@@ -97,6 +97,9 @@ def _up(directory: Path, node: bool = False) -> int:
         plane.stop()
         print(f"Could not start the local cluster: {error}")
         return 1
+    except BaseException:
+        plane.stop()  # whatever failed: nothing of a half-started node stays on the host
+        raise
     try:
         state = {"pids": plane.pids, "owner": os.getpid()}
         (directory / "state.json").write_text(json.dumps(state))

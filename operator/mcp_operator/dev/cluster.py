@@ -57,6 +57,8 @@ BIN_DIR = CACHE_DIR / "bin"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 READY_TIMEOUT_SECONDS = 90.0
 SERVICE_CIDR = "10.96.0.0/16"
+KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
+"""The API server's identity towards the kubelet (its client certificate's CN)."""
 NODE_LISTEN_ADDRESS = "10.244.0.1"
 """Where the API server listens when a node runs: the cluster bridge (see dev/node_config.py)."""
 
@@ -250,6 +252,8 @@ class ControlPlane:
             self.directory = Path(tempfile.mkdtemp(prefix="mcp-operator-cluster-"))
             self._owns_directory = not self.keep_directory
         self.directory.mkdir(parents=True, exist_ok=True)
+        # Keys, the admin token and kubeconfigs live here: nobody else may even look in.
+        self.directory.chmod(0o700)
         self.kubeconfig = self.directory / "kubeconfig"
 
     @property
@@ -325,8 +329,8 @@ class ControlPlane:
                 certs.ca_cert,
                 certs.ca_key,
                 *kubelet_client,
-                common_name="kube-apiserver-kubelet-client",
-                organizations=("system:masters",),
+                common_name=KUBELET_CLIENT_USER,
+                organizations=(),
                 client=True,
             )
             node_flags = [
@@ -396,6 +400,7 @@ class ControlPlane:
         self.version = json.loads(self._get(f"{self.server}/version", ca=certs.ca_cert))
         self._wait_for_controller_manager(certs.ca_cert)
         if self.node:
+            self._grant_kubelet_api(certs.ca_cert)
             self.node.start(
                 server=self.server, ca_cert=certs.ca_cert, ca_key=certs.ca_key, token=self.token
             )
@@ -455,6 +460,41 @@ class ControlPlane:
 
     def _ssl_context(self, ca: Path | None) -> ssl.SSLContext | None:
         return ssl.create_default_context(cafile=str(ca)) if ca else None
+
+    def _grant_kubelet_api(self, ca: Path) -> None:
+        """Let the API server's kubelet client (logs, exec, port-forward) use the kubelet API
+        and nothing else: the built-in ``system:kubelet-api-admin``, not ``system:masters``."""
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": "mcp-operator-dev:kube-apiserver-kubelet-client"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": "system:kubelet-api-admin",
+            },
+            "subjects": [
+                {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "User",
+                    "name": KUBELET_CLIENT_USER,
+                }
+            ],
+        }
+        request = urllib.request.Request(
+            f"{self.server}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            data=json.dumps(binding).encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=self._ssl_context(ca)):
+                pass
+        except urllib.error.HTTPError as error:
+            if error.code != 409:  # already there (a directory reused)
+                raise ControlPlaneError(
+                    f"Could not bind the kubelet client's role: {error}"
+                ) from error
 
     def _get(self, url: str, ca: Path | None = None) -> str:
         request = urllib.request.Request(url)

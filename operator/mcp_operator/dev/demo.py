@@ -40,6 +40,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -398,9 +399,10 @@ def main(*, force_local: bool = False, wait: bool = True, registry: str | None =
         return 1
     helm = helm_path()
     assert helm is not None
-    workdir = CACHE_DIR / "demo"
-    shutil.rmtree(workdir, ignore_errors=True)
-    workdir.mkdir(parents=True)
+    # A folder of this run's own: a second demo must not delete a running one's files (its
+    # etcd, keys, kubeconfig) before it even waits for the node.
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="demo-", dir=CACHE_DIR))
     # SIGTERM as Ctrl-C: whatever the demo is doing, it unwinds and removes what it started.
     signal.signal(signal.SIGTERM, _interrupt)
     expected = False
@@ -458,5 +460,7 @@ def main(*, force_local: bool = False, wait: bool = True, registry: str | None =
         if not expected:
             _say("Interrupted")
             return 130
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
     _say("Stopped")
     return 0 if expected else 1

@@ -318,6 +318,10 @@ class Node:
         for add_on in self.add_ons or []:
             add_on.clean_leftovers(self)
         _remove_tree(self.directory)
+        # Keys, tokens and kubeconfigs live below: nobody else may even look in. (Containers do
+        # not walk this path: their root and volumes are mounted into their own namespace.)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.chmod(0o700)
         for path in (self.layout.log_dir, self.layout.pki_dir, self.layout.cni_conf_dir):
             path.mkdir(parents=True, exist_ok=True)
         self._state = node_host.NodeState(
@@ -412,6 +416,13 @@ class Node:
         )
         kubelet_started = time.monotonic()
         self._wait(self._ready, f"node {self.name} Ready")
+        # The kubelet sets its kernel settings once, as it starts (panic on oops, reboot after
+        # 10 s, overcommit always), and never checks them again: give the machine its own back
+        # now rather than at stop, so that an oops on a shared machine does not reboot it.
+        if self._state is not None:
+            node_host.write_sysctls(
+                {k: v for k, v in self._state.sysctls.items() if k in node_host.KUBELET_SYSCTLS}
+            )
         logger.info(
             "Node %s Ready %.2fs after the kubelet started",
             self.name,
@@ -431,6 +442,7 @@ class Node:
         self.spawn(
             "kube-proxy",
             [str(BIN_DIR / "kube-proxy"), f"--config={proxy_dir / 'config.yaml'}", "--v=1"],
+            env={**os.environ, "PATH": str(_only_nft(proxy_dir / "bin"))},
         )
         self._wait(
             lambda: _http_ok(f"http://127.0.0.1:{proxy_healthz}/healthz"), "kube-proxy healthz"
@@ -634,6 +646,24 @@ def _http_ok(url: str) -> bool:
             return 200 <= status < 300
     except (urllib.error.URLError, OSError):
         return False
+
+
+def _only_nft(directory: Path) -> Path:
+    """A ``PATH`` folder holding ``nft`` alone, for kube-proxy.
+
+    Whatever its mode, kube-proxy first "cleans up" the other modes: it loads ``ip_vs`` with
+    ``modprobe``, flushes every IPVS virtual server of the machine (not only its own) and
+    deletes the machine's ``KUBE-*`` iptables chains. Without ``modprobe``, ``ipvsadm`` or
+    ``iptables`` on its ``PATH`` it skips that and leaves the machine's tables alone; nftables
+    mode needs only ``nft``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    nft = shutil.which("nft")
+    if nft is None:
+        raise NodeError("nft not found on PATH: run `make node-packages`")
+    link = directory / "nft"
+    if not link.exists():
+        link.symlink_to(nft)
+    return directory
 
 
 def _remove_tree(path: Path) -> None:

@@ -43,14 +43,18 @@ GUARD_TABLE = ("inet", "mcp-operator-node-guard")
 NFT_TABLES = (("ip", "kube-proxy"), ("ip6", "kube-proxy"), GUARD_TABLE)
 """Every nftables table the node makes: kube-proxy's (nftables mode) and the guard."""
 
-SYSCTLS = (
-    # The kubelet sets these (protectKernelDefaults: false).
+KUBELET_SYSCTLS = (
     "vm.overcommit_memory",
     "vm.panic_on_oom",
     "kernel.panic",
     "kernel.panic_on_oops",
     "kernel.keys.root_maxkeys",
     "kernel.keys.root_maxbytes",
+)
+"""What the kubelet sets once as it starts (protectKernelDefaults: false); restored once Ready."""
+
+SYSCTLS = (
+    *KUBELET_SYSCTLS,
     # The bridge CNI plugin (isGateway) turns forwarding on.
     "net.ipv4.ip_forward",
     # Only present when br_netfilter is loaded (the NetworkPolicy enforcer may load it).
