@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from mcp_operator.dev.cluster import ControlPlane, kubectl_path
-from tests.support import needs, peers
+from tests.support import peers
 from tests.support.cluster import Cluster, operator_process
 from tests.support.objects import condition, eventually
 
@@ -41,11 +41,6 @@ DEPLOY = REPO / "deploy"
 CHART = REPO / "charts" / "mcp-operator"
 SYSTEM_NAMESPACE = "mcp-operator-system"
 SERVICE_ACCOUNT = f"system:serviceaccount:{SYSTEM_NAMESPACE}:mcp-operator"
-
-
-def helm_path() -> str:
-    """helm from the cache that ``make helm`` fills (as the Makefile finds it), else PATH."""
-    return needs.helm()
 
 
 @pytest.fixture(scope="module")
@@ -114,28 +109,12 @@ def test_kubectl_apply_k_installs_an_operator_whose_pod_passes_restricted_admiss
 def test_helm_installs_upgrades_and_uninstalls_the_chart_in_another_namespace(
     plane: Cluster, tmp_path: Path
 ) -> None:
-    helm = helm_path()
     namespace = f"helm-{uuid.uuid4().hex[:8]}"
     plane.kubectl("create", "namespace", namespace)
     plane.kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(tmp_path / "cache"),
-        "HELM_CONFIG_HOME": str(tmp_path / "config"),
-        "HELM_DATA_HOME": str(tmp_path / "data"),
-    }
 
     def run_helm(*args: str) -> str:
-        result = subprocess.run(
-            [helm, f"--kubeconfig={plane.kubeconfig}", "--namespace", namespace, *args],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            check=False,
-        )
-        assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
-        return result.stdout
+        return plane.helm(namespace, *args, home=tmp_path)
 
     run_helm("install", "mcpo", str(CHART), "--set", "watchNamespaces={team-a}")
     plane.kubectl(

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import subprocess
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ import pytest
 import yaml
 
 from mcp_operator.dev import images
-from tests.support import needs, pods
+from tests.support import pods
 from tests.support.cluster import REPO, Cluster
 from tests.support.objects import condition, eventually
 
@@ -87,28 +86,13 @@ def restricted_namespace(cluster: Cluster, name: str) -> None:
 @contextlib.contextmanager
 def with_helm(cluster: Cluster, references: dict[str, str], tmp_path: Path) -> Iterator[Installed]:
     """The chart, released into a namespace of its own that it also watches."""
-    helm = needs.helm()
     namespace = f"chart-{uuid.uuid4().hex[:8]}"
     restricted_namespace(cluster, namespace)
     repository, tag = repository_and_tag(references["mcp-operator"])
     registry_host = cluster.plane.registry
-    env = {
-        **os.environ,
-        "HELM_CACHE_HOME": str(tmp_path / "cache"),
-        "HELM_CONFIG_HOME": str(tmp_path / "config"),
-        "HELM_DATA_HOME": str(tmp_path / "data"),
-    }
 
     def run_helm(*args: str) -> None:
-        result = subprocess.run(
-            [helm, f"--kubeconfig={cluster.kubeconfig}", "--namespace", namespace, *args],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=env,
-            check=False,
-        )
-        assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+        cluster.helm(namespace, *args, home=tmp_path, timeout=300)
 
     values = [
         f"image.repository={repository}",

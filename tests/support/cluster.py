@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -24,6 +25,7 @@ from typing import Any
 import yaml
 
 from mcp_operator.dev.cluster import ControlPlane, kubectl_path, stop_process_group
+from tests.support import needs
 
 REPO = Path(__file__).resolve().parents[2]
 CRDS = REPO / "crds"
@@ -80,6 +82,26 @@ class Cluster:
             "-",
             input=json.dumps(obj),
         )
+
+    def helm(self, namespace: str, *args: str, home: Path, timeout: float = 120) -> str:
+        """Run helm against this cluster in ``namespace``, its cache, config and data under
+        ``home`` (never the user's); fails the test with helm's output unless it succeeds."""
+        env = {
+            **os.environ,
+            "HELM_CACHE_HOME": str(home / "cache"),
+            "HELM_CONFIG_HOME": str(home / "config"),
+            "HELM_DATA_HOME": str(home / "data"),
+        }
+        result = subprocess.run(
+            [needs.helm(), f"--kubeconfig={self.kubeconfig}", "--namespace", namespace, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            check=False,
+        )
+        assert result.returncode == 0, f"helm {' '.join(args)}:\n{result.stdout}\n{result.stderr}"
+        return result.stdout
 
     def service_account_kubeconfig(self, namespace: str, account: str, directory: Path) -> Path:
         """A kubeconfig in ``directory`` that authenticates as ServiceAccount
