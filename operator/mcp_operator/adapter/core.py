@@ -89,7 +89,7 @@ class AdapterCore:
             max_sessions=config.max_sessions, idle_seconds=config.session_idle_seconds
         )
         self.router = Router(self.sessions, max_inflight=config.max_inflight)
-        self.rounds = RoundStore(
+        self.rounds: RoundStore[ParkedCall] = RoundStore(
             max_parked=max(1, config.max_inflight // 2), ttl=config.request_timeout_seconds
         )
         """2026-07-28 calls waiting for their callers' input: at most half the calls in flight

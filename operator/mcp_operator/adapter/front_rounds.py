@@ -27,22 +27,14 @@ from mcp_operator.adapter.records import PendingCall
 from mcp_operator.adapter.rounds import Ask, ParkedCall, ask_from_child, request_target
 from mcp_operator.serve.asgi import Send, respond_json
 from mcp_operator.serve.jsonrpc import RequestId, dumps, error_response
+from mcp_operator.serve.rounds import input_responses
+
+__all__ = ["InputRounds", "RoundOfCall", "input_responses"]
 
 SETTLE_SECONDS = 0.01
 """How long to wait for more questions of the child before answering with the ones so far."""
 SETTLE_ROUNDS = 10
 """At most this many such waits (a child that keeps asking is answered after 100 ms)."""
-
-
-def input_responses(params: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
-    """Take ``inputResponses`` out of ``params``: (valid, responses). Valid when absent, or an
-    object whose values are objects (each a result for one question)."""
-    if "inputResponses" not in params:
-        return True, {}
-    responses = params.pop("inputResponses")
-    if not isinstance(responses, dict) or not all(isinstance(v, dict) for v in responses.values()):
-        return False, {}
-    return True, responses
 
 
 class RoundOfCall:

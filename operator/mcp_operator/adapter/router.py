@@ -42,19 +42,13 @@ from mcp_operator.adapter.listeners import Listener
 from mcp_operator.adapter.param_headers import ToolHeaderSchemas
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
 from mcp_operator.adapter.sessions import AdapterSessions
+from mcp_operator.serve.capabilities import CAPABILITY_FOR_METHOD
 from mcp_operator.serve.jsonrpc import RequestId, error_response
 
 logger = logging.getLogger(__name__)
 
 REQUEST_CANCELLED = -32800
 """JSON-RPC code for a call that its client cancelled (LSP's RequestCancelled; MCP uses none)."""
-
-CAPABILITY_FOR_METHOD: dict[str, str] = {
-    "sampling/createMessage": "sampling",
-    "elicitation/create": "elicitation",
-    "roots/list": "roots",
-}
-"""Server→client request → the client capability it needs."""
 
 INPUT_REQUIRED_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 """The 2026-07-28 requests whose result may be ``input_required`` (no other may ask)."""
