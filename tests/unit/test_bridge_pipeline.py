@@ -17,6 +17,7 @@ from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge.catalog import build_catalog
 from mcp_operator.bridge.errors import (
     ERROR_CODES,
+    CallCancelled,
     ToolError,
     UpstreamRejected,
     UpstreamUnavailable,
@@ -475,7 +476,25 @@ async def test_every_error_code_is_reachable_and_no_audit_line_holds_a_value() -
     setup.pipeline.hooks.append(Crashing("before"))
     report = await setup.call("mail_send", {"to": "team"})
     outcomes.add(report.audit.outcome)
+    setup.pipeline.hooks.pop()
+    script["send"] = [CallCancelled("The agent cancelled the call")]
+    report = await setup.call("mail_send", {"to": "team"})
+    outcomes.add(report.audit.outcome)
     assert outcomes == set(ERROR_CODES) | {"ok"}
+
+
+async def test_a_call_the_agent_cancelled_is_audited_cancelled_and_spares_the_breaker(
+    setup: Setup,
+) -> None:
+    setup.upstream.script["get_issue"] = [CallCancelled("The agent cancelled the call")] * 5
+    for _ in range(5):
+        report = await setup.call("gh_get_issue", {})
+        assert report.audit.outcome == "cancelled" and report.audit.attempts == 1
+        assert structured(report)["code"] == "cancelled"
+    assert "cancelled by the agent" in structured(report)["hint"]
+    setup.upstream.script["get_issue"] = [ok("still up")]
+    report = await setup.call("gh_get_issue", {})
+    assert report.audit.outcome == "ok"  # five cancellations did not open the circuit
 
 
 # -- upstream failures are masked; made-up names stay out of the audit (issue 17) --------------

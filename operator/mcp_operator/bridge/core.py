@@ -29,9 +29,10 @@ from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.hooks import Hook, default_hooks
 from mcp_operator.bridge.metrics import BridgeMetrics
 from mcp_operator.bridge.pipeline import CallPipeline
+from mcp_operator.bridge.relay import BridgeSession
 from mcp_operator.bridge.upstreams import UpstreamPool
 from mcp_operator.serve.jsonrpc import RequestId, error_response
-from mcp_operator.serve.sessions import LegacySession, SessionTable
+from mcp_operator.serve.sessions import SessionTable
 
 logger = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ class BridgeCore:
     ) -> None:
         self.config = config
         self.metrics = metrics or BridgeMetrics()
-        self.sessions: SessionTable[LegacySession] = SessionTable(
+        self.sessions: SessionTable[BridgeSession] = SessionTable(
             max_sessions=MAX_SESSIONS, idle_seconds=IDLE_SECONDS, replace_own_idle=False
         )
         """The agent's legacy sessions; a caller at its share waits for its own to expire."""

@@ -27,6 +27,7 @@ ErrorCode = Literal[
     "upstream_error",
     "circuit_open",
     "timeout",
+    "cancelled",
 ]
 
 ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)
@@ -98,3 +99,12 @@ class UpstreamRejected(McpFailure):
 
     def __init__(self, message: str, code: int | None = None) -> None:
         super().__init__("rpc", message, code=code)
+
+
+class CallCancelled(McpFailure):
+    """The agent cancelled the call (``notifications/cancelled``, or a 2026-07-28 agent closed
+    its request): the server was told and nobody waits for its answer. Not the server's
+    fault: it counts neither for nor against its circuit breaker."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("rpc", message)

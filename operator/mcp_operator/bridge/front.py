@@ -10,6 +10,8 @@ the ``_meta`` envelope and the routing headers), else the legacy session endpoin
   annotations as the servers sent them);
 - ``tools/call``: through the call pipeline only (:meth:`BridgeCore.answer`); the answer is
   always a ``CallToolResult``, a structured tool error when the pipeline refused or failed;
+  what its upstream asks or reports meanwhile reaches the agent in its era
+  (:mod:`~mcp_operator.bridge.front_relay`: SSE, or ``input_required`` rounds);
 - ``ping``: an empty result; ``server/discover`` (2026-07-28) the bridge's own;
 - anything else: JSON-RPC -32601.
 
@@ -31,6 +33,7 @@ from mcp_types.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND
 
 from mcp_operator.bridge.core import DISCOVERED, SERVER_INFO, BridgeCore
 from mcp_operator.bridge.front_legacy import SessionEndpoint
+from mcp_operator.bridge.front_relay import ModernCalls
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import (
     Message,
@@ -72,6 +75,8 @@ class BridgeFront:
         self._path = listen.path
         self._paths = (listen.path, listen.path.rstrip("/") + "/")
         self.policy = HostPolicy((listen.host, *allowed_hosts), ())
+        self._calls = ModernCalls(core)
+        """2026-07-28 calls, and the input-required rounds they wait in."""
         self._endpoint = McpEndpoint(
             self.policy, self._modern, SessionEndpoint(core, MAX_BODY_BYTES), caller_key
         )
@@ -134,6 +139,17 @@ class BridgeFront:
             "notifications/"
         ):
             message = error_response(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+        elif method == "tools/call" and isinstance(decoded.get("params"), dict):
+            sse_ok = "text/event-stream" in headers.get(b"accept", "")
+            await self._calls.serve(
+                request_id,
+                outcome.protocol_version,
+                decoded["params"],
+                sse_ok=sse_ok,
+                receive=receive,
+                send=send,
+            )
+            return
         else:
             message = await self.core.answer(request_id, method, decoded.get("params"))
         error = message.get("error")

@@ -5,7 +5,10 @@ Owns the handshake-era wire towards the agent: ``initialize`` answered by the br
 ``Mcp-Session-Id`` in the one session table (:mod:`~mcp_operator.serve.sessions`); that
 header on every later request (400 without it, 404 for an unknown session); notifications
 and answers accepted with 202; requests answered by
-:meth:`~mcp_operator.bridge.core.BridgeCore.answer` as ``application/json``; one GET stream
+:meth:`~mcp_operator.bridge.core.BridgeCore.answer` as ``application/json``, a ``tools/call``
+by :func:`~mcp_operator.bridge.front_relay.serve_legacy_call` (SSE once its upstream speaks
+of it; the agent's answers to relayed requests and its ``notifications/cancelled`` go to
+:func:`~mcp_operator.bridge.relay.agent_message`); one GET stream
 per session, on which the bridge sends ``notifications/tools/list_changed``; DELETE ending
 the session. Leaves the Host/Origin checks and the choice of era to
 :mod:`~mcp_operator.bridge.front`.
@@ -20,11 +23,14 @@ from typing import Any
 from mcp_types.jsonrpc import INVALID_REQUEST
 
 from mcp_operator.bridge.core import INITIALIZE_RESULT, BridgeCore
+from mcp_operator.bridge.front_relay import serve_legacy_call
+from mcp_operator.bridge.relay import BridgeSession, agent_message, end_session
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import Receive, Send, respond_json, respond_plain
+from mcp_operator.serve.capabilities import declared_capabilities
 from mcp_operator.serve.endpoint import session_stream
 from mcp_operator.serve.jsonrpc import dumps, error_response, read_json
-from mcp_operator.serve.sessions import LegacySession, SessionLimitError
+from mcp_operator.serve.sessions import SessionLimitError
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +80,8 @@ class SessionEndpoint:
             await _invalid(send, 404, request_id, "Session not found")
             return
         if method is None or request_id is None:
-            # A notification, or an answer to a request (the bridge sends none): accepted.
+            # A notification, or an answer to a server request relayed to the agent: accepted.
+            agent_message(session, message)
             await respond_plain(send, 202, b"")
             return
         if (
@@ -86,6 +93,15 @@ class SessionEndpoint:
             return
         session.open_requests += 1
         try:
+            if method == "tools/call":  # the upstream may speak of it: bridge.front_relay
+                json_ok = "application/json" in accept or "*/*" in accept
+                sse_ok = "text/event-stream" in accept
+                params = message.get("params")
+                await serve_legacy_call(
+                    self.core, session, request_id, params, json_ok=json_ok, sse_ok=sse_ok,
+                    send=send,
+                )  # fmt: skip
+                return
             response = await self.core.answer(request_id, method, message.get("params"))
         finally:
             session.open_requests -= 1
@@ -100,9 +116,10 @@ class SessionEndpoint:
         try:
             now = time.monotonic()
             version = result["protocolVersion"]
-            session, _expired = self.core.sessions.create(
-                lambda session_id: LegacySession(
-                    id=session_id, protocol_version=version, last_active=now
+            declared = declared_capabilities(params.get("capabilities"))
+            session, expired = self.core.sessions.create(
+                lambda session_id: BridgeSession(
+                    id=session_id, protocol_version=version, last_active=now, declared=declared
                 ),
                 caller=caller,
                 now=now,
@@ -111,6 +128,8 @@ class SessionEndpoint:
             body = dumps(error_response(request_id, INVALID_REQUEST, "Too many sessions"))
             await respond_json(send, 503, body, [(b"retry-after", b"1")])
             return
+        for old in expired:
+            end_session(old, "The session was ended to make room for a new one")
         logger.debug("Opened session %s", session.id)
         body = dumps({"jsonrpc": "2.0", "id": request_id, "result": result})
         await respond_json(send, 200, body, [(SESSION_HEADER, session.id.encode())])
@@ -125,7 +144,9 @@ class SessionEndpoint:
         if session_id is None:
             await respond_plain(send, 400, b"Missing Mcp-Session-Id header")
             return
-        if self.core.sessions.remove(session_id) is None:
+        session = self.core.sessions.remove(session_id)
+        if session is None:
             await respond_plain(send, 404, b"Session not found")
             return
+        end_session(session, "The client ended the session")
         await respond_plain(send, 200, b"")

@@ -10,7 +10,8 @@ decides what happens to a call. It yields the result for the agent (the upstream
    a hook that says a value is large (``offload``) runs in a worker thread for it;
 3. **call**, unless refused: the injected upstream call function, under the call's deadline
    (``timeout``), the server's circuit breaker (``circuit_open``) and the retry rules
-   (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no);
+   (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no;
+   ``cancelled`` when the agent cancelled the call, :mod:`~mcp_operator.bridge.relay`);
 4. **after-hooks**, always (PII on the result);
 5. **normalise-error**: any failure becomes :meth:`ToolError.to_result`, with every header
    value in use masked (:class:`~mcp_operator.mcp.scrub.Scrubber`, the probe's; the pool
@@ -39,6 +40,7 @@ from mcp_operator.bridge.audit import UNKNOWN_TOOL, AuditRecord, arguments_diges
 from mcp_operator.bridge.breaker import CircuitBreaker
 from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.errors import (
+    CallCancelled,
     ErrorCode,
     OutcomeCode,
     ToolError,
@@ -236,6 +238,10 @@ class CallPipeline:
                 breaker.record_failure(self.clock.monotonic())
                 outcome.error = self._timeout(call)
                 return
+            except CallCancelled:
+                breaker.release()
+                outcome.error = self._cancelled(call)
+                return
             except UpstreamMisconfigured as error:
                 breaker.release()
                 outcome.attempts -= 1  # nothing was sent
@@ -287,6 +293,15 @@ class CallPipeline:
             f"Server {server} did not answer {call.exposed_name} within {seconds} s. The call "
             "may still have run: check its effect before repeating it.",
             {"server": server, "timeoutSeconds": seconds},
+        )
+
+    def _cancelled(self, call: Call) -> ToolError:
+        server = call.entry.server if call.entry else "?"
+        return ToolError(
+            "cancelled",
+            f"The call to {call.exposed_name} was cancelled by the agent; server {server} was "
+            "told to stop. It may have partly run.",
+            {"server": server},
         )
 
     def _rejected(self, call: Call, error: UpstreamFailure) -> ToolError:

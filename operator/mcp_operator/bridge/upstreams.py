@@ -47,6 +47,7 @@ from typing import Any, Literal, get_args
 
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
+from mcp_operator.bridge import relay
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamUnavailable
@@ -336,7 +337,8 @@ class UpstreamPool:
     async def call(
         self, server: UpstreamServer, tool: str, arguments: Mapping[str, Any]
     ) -> Mapping[str, Any]:
-        """The pipeline's upstream call: ``tools/call`` on the server's session.
+        """The pipeline's upstream call: ``tools/call`` on the server's session (through the
+        agent call's relay, :mod:`~mcp_operator.bridge.relay`, when the front gave it one).
 
         A failure is the session's :class:`~mcp_operator.mcp.session.McpFailure` as it came
         off the wire (the pipeline makes the agent's tool error of it, ``rpcCode``
@@ -348,10 +350,14 @@ class UpstreamPool:
             raise UpstreamUnavailable(f"server {server_key(server)} is no longer configured")
         if state.problem is not None:
             raise UpstreamMisconfigured(state.problem.message)
+        relayed = relay.current()
         try:
-            result = await state.upstream.request(
-                "tools/call", {"name": tool, "arguments": arguments}
-            )
+            if relayed is not None:  # an agent's call: what the server asks goes to that agent
+                result = await relayed.call(state.upstream, tool, arguments)
+            else:
+                result = await state.upstream.request(
+                    "tools/call", {"name": tool, "arguments": arguments}
+                )
         except McpFailure as error:
             if error.kind == "unavailable" and state.up:
                 told = self.scrubber(error.message)
@@ -381,6 +387,7 @@ def upstream_session(
         client_info=CLIENT_INFO,
         protocol_hint=protocol_hint,
         read_body=capped(MAX_ANSWER_BYTES, name),
+        capabilities=relay.UPSTREAM_CAPABILITIES,
     )
 
 

@@ -20,6 +20,13 @@ the bridge (:mod:`~mcp_operator.bridge.upstreams`) speak to MCP servers through 
   error, never a silently shortened list.
 - **Change streams** (:meth:`McpSession.changes`): the legacy session's GET stream, or the
   answer to 2026-07-28's ``subscriptions/listen``; :func:`follow` keeps one open.
+- **Related messages**: a caller that passes ``related`` to :meth:`McpSession.request`
+  hears every request and notification the server sends on that request's own response
+  stream (sampling, elicitation, roots, progress: how a server speaks of the call in
+  flight), answers requests with :meth:`McpSession.respond`, and, when the request is
+  cancelled, the server is told (legacy: ``notifications/cancelled``; 2026-07-28: the
+  request's stream is closed). Without ``related`` such messages are skipped. A server's
+  request on a legacy session's GET stream belongs to no call and is refused.
 - **Failures** are one type, :class:`McpFailure`: a ``fault`` (what broke), the ``kind`` a
   caller acts on (``unavailable``, ``timeout``, ``error``), and the JSON-RPC ``code`` and
   ``data`` when the server answered with a JSON-RPC error. The probe turns it into a reason
@@ -48,7 +55,7 @@ import logging
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping
 from dataclasses import KW_ONLY, dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import mcp_types as types
 from mcp_types import (
@@ -161,6 +168,15 @@ class McpFailure(Exception):
         return f"McpFailure(fault={self.fault!r}, code={self.code!r}, message={self.message!r})"
 
 
+class Related(Protocol):
+    """Who hears what a server says on one request's response stream before answering it."""
+
+    def heard(self, message: dict[str, Any]) -> None:
+        """A request or notification of the server, about the request in flight; called in
+        order as the stream is read (it must not block: answer later, with ``respond``)."""
+        ...
+
+
 class _SessionLost(Exception):
     """A legacy server said the session ``session_id`` is gone: handshake again."""
 
@@ -265,6 +281,7 @@ class McpSession:
         protocol_hint: str | None = None,
         read_body: BodyReader | None = None,
         discover_seconds: float = DISCOVER_SECONDS,
+        capabilities: Mapping[str, Any] | None = None,
     ) -> None:
         self.url = url
         self.name = name
@@ -281,6 +298,11 @@ class McpSession:
         self.protocol_version: str | None = None
         self.capabilities = types.ServerCapabilities()
         self.server_info: types.Implementation | None = None
+        self.client_capabilities = dict(capabilities or {})
+        """What ``initialize`` declares (a 2026-07-28 request declares its own, in its
+        ``_meta``; none: ``{}``)."""
+        self._errands: set[asyncio.Task[None]] = set()
+        """Notifications sent in the background (a cancelled request's)."""
 
     def __repr__(self) -> str:
         return f"McpSession(name={self.name!r}, url={display_url(self.url)!r})"
@@ -365,7 +387,7 @@ class McpSession:
         self.session_id = None
         params = {
             "protocolVersion": LATEST_HANDSHAKE_VERSION,
-            "capabilities": {},
+            "capabilities": self.client_capabilities,
             "clientInfo": self._client_info,
         }
         raw = await self._exchange("initialize", params)
@@ -389,32 +411,40 @@ class McpSession:
     # -- requests --------------------------------------------------------------------------
 
     async def request(
-        self, method: str, params: Mapping[str, Any], seconds: float | None = None
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        seconds: float | None = None,
+        *,
+        related: Related | None = None,
     ) -> dict[str, Any]:
         """One request in the negotiated era (connecting first if need be); a lost legacy
         session is established again once. ``seconds`` bounds it all (a ``timeout``
-        failure); without it the caller's own deadline does."""
+        failure); without it the caller's own deadline does. ``related`` hears what the
+        server says on the request's stream, and cancelling the request tells the server."""
         if seconds is None:
-            return await self._request(method, params)
+            return await self._request(method, params, related)
         try:
             async with asyncio.timeout(seconds):
-                return await self._request(method, params)
+                return await self._request(method, params, related)
         except TimeoutError:
             raise McpFailure(
                 "timeout", f"{self.name} did not answer {method} within {seconds:g}s"
             ) from None
 
-    async def _request(self, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    async def _request(
+        self, method: str, params: Mapping[str, Any], related: Related | None = None
+    ) -> dict[str, Any]:
         if not self.connected:
             await self.connect()
         try:
-            return await self._exchange(method, params)
+            return await self._exchange(method, params, related=related)
         except _SessionLost as lost:
             if self.session_id == lost.session_id:  # not yet replaced by a concurrent request
                 self.reset()
             await self.connect()
             try:
-                return await self._exchange(method, params)
+                return await self._exchange(method, params, related=related)
             except _SessionLost:
                 raise McpFailure(
                     "connection", f"{self.name} lost the session again at once"
@@ -456,6 +486,41 @@ class McpSession:
             pass
         self.session_id = None
 
+    async def respond(self, message: Mapping[str, Any]) -> None:
+        """Send the server our answer to one of its requests (a JSON-RPC result or error with
+        its id), on the legacy session it was asked in. The server's HTTP status is no
+        failure (it may have given up on the request); no connection is."""
+        body = json.dumps(message, separators=(",", ":")).encode()
+        answer = await self._send("POST", self._request_headers("", None), body)
+        await answer.aclose()
+
+    def _tell_cancelled(self, request_id: int, session_id: str | None) -> None:
+        """Tell a legacy server, in the background, that request ``request_id`` of session
+        ``session_id`` is cancelled (the caller stopped waiting: nothing waits for this)."""
+        if session_id is None or session_id != self.session_id:
+            return  # the session is gone, and the request with it
+        params = {"requestId": request_id, "reason": "The caller cancelled the request"}
+
+        async def tell() -> None:
+            with contextlib.suppress(McpFailure, OSError):
+                async with asyncio.timeout(CLOSE_SECONDS):
+                    await self._notify("notifications/cancelled", params)
+
+        task = asyncio.get_running_loop().create_task(tell())
+        self._errands.add(task)
+        task.add_done_callback(self._errands.discard)
+
+    async def _refuse_unrelated(self, message: Mapping[str, Any]) -> None:
+        """Refuse a server request that came outside any call (a GET stream's): nothing ties
+        it to a caller, so it is never sent to one."""
+        request_id = message.get("id")
+        if not isinstance(request_id, str | int) or isinstance(request_id, bool):
+            return
+        error = {"code": -32601, "message": f"{message.get('method')} belongs to no call"}
+        with contextlib.suppress(McpFailure, OSError):
+            async with asyncio.timeout(CLOSE_SECONDS):
+                await self.respond({"jsonrpc": "2.0", "id": request_id, "error": error})
+
     # -- change streams --------------------------------------------------------------------
 
     async def changes(self) -> AsyncGenerator[bool, None]:
@@ -490,6 +555,8 @@ class McpSession:
                 message = _loads(data)
                 if isinstance(message, dict) and message.get("method") == LIST_CHANGED:
                     yield True
+                elif isinstance(message, dict) and "id" in message and "method" in message:
+                    await self._refuse_unrelated(message)
         except (Http1Error, OSError, sse.EventTooLarge):
             return  # the stream ended: the follower opens it again
         finally:
@@ -545,7 +612,7 @@ class McpSession:
         meta = dict(params.get("_meta") or {})
         meta[PROTOCOL_VERSION_META_KEY] = version
         meta[CLIENT_INFO_META_KEY] = self._client_info
-        meta[CLIENT_CAPABILITIES_META_KEY] = {}
+        meta.setdefault(CLIENT_CAPABILITIES_META_KEY, {})  # the caller's, when it gave them
         return {**params, "_meta": meta}
 
     async def _send(self, verb: str, headers: Mapping[str, str], body: bytes) -> Http1Response:
@@ -561,15 +628,28 @@ class McpSession:
             raise McpFailure(fault, what) from error
 
     async def _exchange(
-        self, method: str, params: Mapping[str, Any], *, modern: str | None = None
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        *,
+        modern: str | None = None,
+        related: Related | None = None,
     ) -> dict[str, Any]:
-        """One request on the wire; its result, or the failure it got."""
+        """One request on the wire; its result, or the failure it got. With ``related``, a
+        cancelled exchange tells the server (legacy: ``notifications/cancelled``; 2026-07-28:
+        the request's stream closed)."""
         params = self._stamped(params, modern)
         request_id = next(self._ids)
         body = _body(request_id, method, params)
         headers = self._request_headers(method, modern, params)
         session_id = self.session_id if modern is None else None
-        answer = await self._send("POST", headers, body)
+        legacy = not self.modern and modern is None
+        try:
+            answer = await self._send("POST", headers, body)
+        except asyncio.CancelledError:
+            if related is not None and legacy:
+                self._tell_cancelled(request_id, session_id)  # it may have been sent
+            raise
         answer.hold()  # its connection carries nothing else until the answer is checked
         try:
             status = answer.status_code
@@ -584,7 +664,13 @@ class McpSession:
                 await self._refusal(answer, method, session_id)
             if method == "initialize":
                 self.session_id = answer.headers.get("mcp-session-id")
-            reply = await self._reply(answer, request_id)
+            reply = await self._reply(answer, request_id, related)
+        except asyncio.CancelledError:
+            if related is not None:
+                answer.discard()  # the stream closed: how a 2026-07-28 server hears it
+                if legacy:
+                    self._tell_cancelled(request_id, session_id)
+            raise
         except Http1Error as error:
             raise McpFailure(
                 "connection", f"the connection to {self.name} failed ({error})"
@@ -624,14 +710,20 @@ class McpSession:
             detail=detail,
         )
 
-    async def _notify(self, method: str) -> None:
-        body = json.dumps({"jsonrpc": "2.0", "method": method}).encode()
+    async def _notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = dict(params)
+        body = json.dumps(message).encode()
         answer = await self._send("POST", self._request_headers(method, None), body)
         await answer.aclose()  # an error status is no failure: nothing answers a notification
 
-    async def _reply(self, answer: Http1Response, request_id: int) -> Mapping[str, Any]:
+    async def _reply(
+        self, answer: Http1Response, request_id: int, related: Related | None = None
+    ) -> Mapping[str, Any]:
         """The JSON-RPC response to ``request_id``: a JSON body, or an event of an SSE
-        stream (messages before it that are not responses are skipped)."""
+        stream (the requests and notifications before it go to ``related``, else are
+        skipped)."""
         media = _media(answer)
         if media not in ("application/json", "text/event-stream"):
             raise McpFailure("mcp", f"unexpected content type {media or 'none'!r}")
@@ -649,6 +741,9 @@ class McpSession:
                 message = self._decode(data)
                 if _answers(message, request_id):
                     return message
+                if related is not None and isinstance(message.get("method"), str):
+                    related.heard(message)
+                    continue
                 if "method" not in message:  # a response, but to another request
                     answer.discard()
                     raise McpFailure("mismatch", "the answer is not the response to the request")

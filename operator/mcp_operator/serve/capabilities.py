@@ -71,14 +71,23 @@ def capabilities_object(names: frozenset[str]) -> dict[str, Any]:
     return declared
 
 
-def required_capability(method: str, names: frozenset[str]) -> str | None:
-    """The capability a server→client request ``method`` needs that ``names`` lack, else None.
+def required_capability(method: str, params: Any, names: frozenset[str]) -> str | None:
+    """The capability a server→client request needs and ``names`` lack, else None (also
+    None for a method that needs none).
 
-    A bare ``elicitation`` counts as form support (the only shape before modes existed); an
-    ``elicitation/create`` in URL mode needs ``elicitation.url``, but is judged on its
-    params by the caller (this only knows the method).
+    ``elicitation/create`` in URL mode needs ``elicitation.url``; in form mode a bare
+    ``elicitation`` counts (the only shape before modes existed), one that names only
+    ``url`` does not (the SDK's rule).
     """
     capability = CAPABILITY_FOR_METHOD.get(method)
-    if capability is None or capability in names:
+    if capability is None:
         return None
-    return capability
+    if capability not in names:
+        return capability
+    if capability == "elicitation":
+        mode = params.get("mode") if isinstance(params, dict) else None
+        if mode == "url":
+            return None if "elicitation.url" in names else "elicitation.url"
+        if "elicitation.url" in names and "elicitation.form" not in names:
+            return "elicitation.form"
+    return None

@@ -1,0 +1,424 @@
+"""An agent's ``tools/call`` over HTTP while its upstream speaks of it: both eras of the agent.
+
+Owns the agent's side of :mod:`~mcp_operator.bridge.relay`: the channel of one call in each
+era, and the HTTP answer that carries it.
+
+- **A legacy agent** (:func:`serve_legacy_call`): the call runs in a task of its own; its
+  answer is ``application/json`` unless something about the call reaches the agent first
+  (progress, a server request), which upgrades the POST's answer to ``text/event-stream``
+  (when the agent accepts it; else those go on the session's GET stream, if it has one: a
+  server request with no stream to go on is refused to the server). The agent's answers
+  come back as POSTed responses and its ``notifications/cancelled`` cancel the call
+  (:func:`~mcp_operator.bridge.relay.agent_message`); a call cancelled so gets no answer
+  on its stream. Each server request the agent sees has an id of its session's own.
+- **A 2026-07-28 agent** (:class:`ModernCalls`): what the upstream asks becomes an
+  ``input_required`` result (``inputRequests`` by key, an opaque ``requestState``: the one
+  store of parked calls, ``serve.rounds``); the call waits, parked, for the agent's retry
+  with ``inputResponses``, which may come on any later request (a ``requestState`` that is
+  unknown, expired, altered or for another tool gets ``-32602``, HTTP 400). Progress goes on
+  the request's own SSE answer when the agent accepts one. An agent that closes its request
+  while the call runs cancels it; one that does not retry within :data:`PARKED_SECONDS`
+  has its call cancelled.
+
+Leaves the checks before a call (session, envelope) to the fronts, and the call itself to
+the core's pipeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
+
+from mcp_operator.bridge.core import SERVER_INFO, BridgeCore
+from mcp_operator.bridge.relay import (
+    CURRENT,
+    AgentRefusal,
+    BridgeSession,
+    CallRelay,
+    progress_token,
+)
+from mcp_operator.serve import era
+from mcp_operator.serve.asgi import (
+    ClientGoneError,
+    Receive,
+    Send,
+    respond_json,
+    send_more,
+    watching_disconnect,
+)
+from mcp_operator.serve.capabilities import declared_capabilities
+from mcp_operator.serve.jsonrpc import RequestId, dumps, error_response
+from mcp_operator.serve.rounds import RoundStore, input_responses, request_target
+from mcp_operator.serve.sse import (
+    KEEPALIVE_FRAME,
+    KEEPALIVE_SECONDS,
+    SSE_HEADERS,
+    Waitable,
+    sse_event,
+)
+
+EVENT_LIMIT: Final = 64
+"""Messages one call's stream may hold for its agent before more are dropped."""
+MAX_PARKED: Final = 64
+"""2026-07-28 calls waiting for their agents' next retry."""
+PARKED_SECONDS: Final = 300.0
+"""How long such a call waits for the retry (its own deadline usually ends it sooner)."""
+SETTLE_SECONDS: Final = 0.01
+"""How long to wait for more questions before answering a round with the ones so far."""
+
+_running: set[asyncio.Task[Any]] = set()
+"""Calls whose agent went away, finishing (and writing their audit line) on their own."""
+
+
+async def _run(core: BridgeCore, request_id: RequestId, params: Any, relay: CallRelay) -> Any:
+    """The call through the core, with its relay for the upstream pool to find."""
+    CURRENT.set(relay)  # this task's own context: no other call sees it
+    return await core.answer(request_id, "tools/call", params)
+
+
+def _start(
+    core: BridgeCore, request_id: RequestId, params: Any, relay: CallRelay, wake: Waitable
+) -> asyncio.Task[dict[str, Any]]:
+    task = asyncio.get_running_loop().create_task(_run(core, request_id, params, relay))
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+    task.add_done_callback(lambda _task: wake.wake())
+    return task
+
+
+class _Reply:
+    """One HTTP answer: JSON, or SSE once an event went first."""
+
+    def __init__(self, send: Send) -> None:
+        self.send = send
+        self.streaming = False
+
+    async def event(self, message: dict[str, Any]) -> None:
+        if not self.streaming:
+            await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            self.streaming = True
+        await send_more(self.send, sse_event(message))
+
+    async def keepalive(self) -> None:
+        if self.streaming:
+            await send_more(self.send, KEEPALIVE_FRAME)
+
+    async def final(self, status: int, body: bytes | None) -> None:
+        """The answer (None: none, for a call its agent cancelled)."""
+        if self.streaming:
+            last = b"event: message\ndata: " + body + b"\n\n" if body is not None else b""
+            await self.send({"type": "http.response.body", "body": last})
+        else:
+            await respond_json(self.send, status, body if body is not None else b"{}")
+
+
+# ------------------------------------------------------------------------------ legacy agents
+
+
+class LegacyChannel(Waitable):
+    """A legacy agent's call: its POST's stream (if it takes one), else its session's."""
+
+    def __init__(self, session: BridgeSession, *, can_stream: bool) -> None:
+        super().__init__()
+        self.session = session
+        self.events: deque[dict[str, Any]] | None = deque() if can_stream else None
+        self.done = False
+        """The POST's answer is on its way: what comes now goes on the GET stream."""
+
+    def _deliver(self, message: dict[str, Any]) -> bool:
+        if self.events is not None and not self.done:
+            if len(self.events) >= EVENT_LIMIT:
+                return False
+            self.events.append(message)
+            self.wake()
+            return True
+        stream = self.session.stream
+        return stream is not None and stream.push(message)
+
+    def progress(self, message: dict[str, Any]) -> None:
+        self._deliver(message)
+
+    async def ask(self, requests: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        session = self.session
+        loop = asyncio.get_running_loop()
+        waiting: dict[str, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
+        try:
+            for key, request in requests.items():
+                session.next_request_id += 1
+                visible = session.next_request_id
+                waiter: asyncio.Future[dict[str, Any]] = loop.create_future()
+                session.asked[visible] = waiter
+                waiting[key] = (visible, waiter)
+                message = {
+                    "jsonrpc": "2.0",
+                    "id": visible,
+                    "method": request["method"],
+                    "params": request.get("params") or {},
+                }
+                if not self._deliver(message):
+                    text = f"No open stream to deliver {request['method']} to the client on"
+                    raise AgentRefusal(INTERNAL_ERROR, text)
+            answers: dict[str, dict[str, Any]] = {}
+            for key, (_visible, waiter) in waiting.items():
+                answer = await waiter
+                error = answer.get("error")
+                if isinstance(error, dict):
+                    code = error.get("code")
+                    raise AgentRefusal(
+                        code if type(code) is int else INTERNAL_ERROR,
+                        str(error.get("message", "")),
+                    )
+                result = answer.get("result")
+                if not isinstance(result, dict):
+                    raise AgentRefusal(INTERNAL_ERROR, "The client answered without a result")
+                answers[key] = result
+            return answers
+        finally:
+            for visible, _waiter in waiting.values():
+                session.asked.pop(visible, None)
+
+
+async def serve_legacy_call(
+    core: BridgeCore,
+    session: BridgeSession,
+    request_id: RequestId,
+    params: Any,
+    *,
+    json_ok: bool,
+    sse_ok: bool,
+    send: Send,
+) -> None:
+    """Answer a legacy agent's ``tools/call``: JSON, or SSE once the upstream spoke first."""
+    channel = LegacyChannel(session, can_stream=sse_ok)
+    relay = CallRelay(channel, progress_token=progress_token(params), capabilities=session.declared)
+    session.calls[request_id] = relay
+    task = _start(core, request_id, params, relay, channel)
+    reply = _Reply(send)
+    try:
+        while not task.done() and not channel.events:
+            await channel.sleep(None)
+        if task.done() and not channel.events and (json_ok or channel.events is None):
+            channel.done = True
+            await reply.final(200, dumps(task.result()))
+            return
+        while True:
+            events = channel.events
+            while events:
+                await reply.event(events.popleft())
+            if task.done():
+                break
+            await channel.sleep(KEEPALIVE_SECONDS)
+            if not task.done() and not channel.events:
+                await reply.keepalive()
+        channel.done = True
+        await reply.final(200, None if relay.cancelled else dumps(task.result()))
+    except ClientGoneError:
+        relay.cancel("The client went away")
+    finally:
+        channel.done = True
+        session.calls.pop(request_id, None)
+
+
+# ------------------------------------------------------------------------------ 2026-07-28 agents
+
+
+class ModernChannel(Waitable):
+    """A 2026-07-28 agent's call: questions become rounds, progress its request's SSE."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: deque[dict[str, Any]] | None = None
+        """The current request's stream, when its agent takes SSE."""
+        self.pending: dict[str, dict[str, Any]] = {}
+        """Questions not answered yet, by key."""
+        self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+    def progress(self, message: dict[str, Any]) -> None:
+        if self.events is not None and len(self.events) < EVENT_LIMIT:
+            self.events.append(message)
+            self.wake()
+
+    async def ask(self, requests: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        loop = asyncio.get_running_loop()
+        keys: dict[str, str] = {}
+        for key, request in requests.items():
+            shown = key
+            while shown in self.pending:  # two of the server's requests under one key
+                shown = f"{shown}-"
+            keys[key] = shown
+            self.pending[shown] = {"method": request["method"], "params": request.get("params")}
+            self._waiters[shown] = loop.create_future()
+        self.wake()
+        try:
+            return {key: await self._waiters[shown] for key, shown in keys.items()}
+        finally:
+            for shown in keys.values():
+                self.pending.pop(shown, None)
+                self._waiters.pop(shown, None)
+
+    def answer(self, responses: Mapping[str, Any]) -> None:
+        """The agent's ``inputResponses``: each answers the question of its key (others are
+        ignored)."""
+        for key, value in responses.items():
+            waiter = self._waiters.get(key)
+            if waiter is not None and not waiter.done() and isinstance(value, dict):
+                self.pending.pop(key, None)
+                waiter.set_result(value)
+
+
+@dataclass(eq=False, slots=True)
+class ParkedCall:
+    """A 2026-07-28 agent's call waiting for its retry (``serve.rounds.Parked``)."""
+
+    method: str
+    target: str | None
+    expires: float
+    channel: ModernChannel
+    relay: CallRelay
+    task: asyncio.Task[dict[str, Any]]
+
+
+class ModernCalls:
+    """The 2026-07-28 agents' calls of one bridge, and the rounds they wait in."""
+
+    def __init__(self, core: BridgeCore) -> None:
+        self.core = core
+        self.rounds: RoundStore[ParkedCall] = RoundStore(max_parked=MAX_PARKED, ttl=PARKED_SECONDS)
+
+    def _dropped(self, dropped: list[ParkedCall]) -> None:
+        for parked in dropped:
+            parked.relay.cancel("The agent did not retry the call in time")
+
+    async def serve(
+        self,
+        request_id: RequestId,
+        version: str,
+        params: dict[str, Any],
+        *,
+        sse_ok: bool,
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        """Answer one 2026-07-28 ``tools/call`` request: a new call, or a retry of a round."""
+        params = dict(params)
+        valid, answers = input_responses(params)
+        if not valid:
+            text = "inputResponses must be an object whose values are results"
+            await respond_json(send, 400, dumps(error_response(request_id, INVALID_PARAMS, text)))
+            return
+        target = request_target("tools/call", params)
+        if "requestState" in params:
+            state = params.pop("requestState")
+            parked: ParkedCall | None = None
+            if isinstance(state, str):
+                parked, dropped = self.rounds.take(state, "tools/call", target, time.monotonic())
+                self._dropped(dropped)
+            if parked is None:
+                text = "requestState is unknown, expired, altered or not for this request"
+                body = dumps(error_response(request_id, INVALID_PARAMS, text))
+                await respond_json(send, 400, body)
+                return
+            channel, relay, task = parked.channel, parked.relay, parked.task
+            channel.answer(answers)
+        else:
+            meta = params.get("_meta")
+            meta = meta if isinstance(meta, dict) else {}
+            channel = ModernChannel()
+            relay = CallRelay(
+                channel,
+                progress_token=progress_token(params),
+                capabilities=declared_capabilities(meta.get(CLIENT_CAPABILITIES_META_KEY)),
+            )
+            task = _start(self.core, request_id, era.strip_envelope(params), relay, channel)
+            channel.answer(answers)  # answers sent along before anything was asked: unused
+        channel.events = deque() if sse_ok else None
+        await self._answer(request_id, version, target, channel, relay, task, receive, send)
+
+    async def _answer(
+        self,
+        request_id: RequestId,
+        version: str,
+        target: str | None,
+        channel: ModernChannel,
+        relay: CallRelay,
+        task: asyncio.Task[dict[str, Any]],
+        receive: Receive,
+        send: Send,
+    ) -> None:
+        reply = _Reply(send)
+        gone = False
+
+        def hang_up() -> None:
+            nonlocal gone
+            gone = True
+            channel.wake()
+
+        try:
+            with watching_disconnect(receive, hang_up):
+                while not task.done():
+                    if channel.pending:
+                        await asyncio.sleep(SETTLE_SECONDS)  # the rest of the round's questions
+                    if channel.pending and not task.done():
+                        await self._round(request_id, target, channel, relay, task, reply)
+                        return
+                    if gone:
+                        relay.cancel("The agent closed its request")
+                        return
+                    events = channel.events
+                    while events:
+                        await reply.event(events.popleft())
+                    if task.done() or channel.pending:
+                        continue
+                    await channel.sleep(KEEPALIVE_SECONDS)
+                    if not task.done() and not channel.pending and not channel.events:
+                        await reply.keepalive()
+                events = channel.events
+                while events:
+                    await reply.event(events.popleft())
+                channel.events = None
+                status, body = _modern_body(task.result(), request_id, version)
+                await reply.final(status, body)
+        except ClientGoneError:
+            relay.cancel("The agent closed its request")
+
+    async def _round(
+        self,
+        request_id: RequestId,
+        target: str | None,
+        channel: ModernChannel,
+        relay: CallRelay,
+        task: asyncio.Task[dict[str, Any]],
+        reply: _Reply,
+    ) -> None:
+        """Park the call and answer this request with the round's questions."""
+        channel.events = None
+        parked = ParkedCall("tools/call", target, 0.0, channel, relay, task)
+        token, dropped = self.rounds.park(parked, time.monotonic())
+        self._dropped(dropped)
+        result = {
+            "resultType": "input_required",
+            "inputRequests": dict(channel.pending),
+            "requestState": token,
+            "_meta": {SERVER_INFO_META_KEY: SERVER_INFO},
+        }
+        await reply.final(200, dumps({"jsonrpc": "2.0", "id": request_id, "result": result}))
+
+
+def _modern_body(message: dict[str, Any], request_id: RequestId, version: str) -> tuple[int, bytes]:
+    """The core's answer for a 2026-07-28 agent: its status, the result shaped for the era,
+    under the id of the request it answers now (a round's retry has its own)."""
+    message = {**message, "id": request_id}
+    error = message.get("error")
+    if isinstance(error, dict):
+        return ERROR_CODE_HTTP_STATUS.get(error.get("code"), 200), dumps(message)  # type: ignore[arg-type]
+    plain = message.get("result")
+    message["result"] = era.modern_result("tools/call", version, plain, SERVER_INFO)
+    return 200, dumps(message)
