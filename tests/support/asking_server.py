@@ -8,6 +8,10 @@ call's stream for a legacy client, an ``input_required`` result for a 2026-07-28
 - ``sample(marker)``: samples the client's LLM with ``say <marker>``; returns its text;
 - ``elicit(marker)``: asks the user for a ``word``; returns it;
 - ``roots()``: the client's roots' URIs, joined by commas;
+- ``flood(marker, count)``: sends ``count`` sampling requests about the call at once;
+  returns (and records) how many were ``answered``, ``refused`` or left ``unanswered``;
+- ``late(marker)``: returns at once, then asks about the ended call; records
+  ``late <marker> answered|refused|unanswered``;
 - ``slow(marker, seconds)``: reports progress every 0.1 s for ``seconds``; appends to the
   record file ``token <marker> <the progress token it saw>`` first, then
   ``cancelled <marker>`` when its call is cancelled or ``finished <marker>``.
@@ -17,6 +21,7 @@ No handler of the bridge's is involved: what reaches the tools is what the SDK m
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -29,6 +34,7 @@ from pydantic import BaseModel
 
 server = MCPServer("asking")
 RECORD = Path(sys.argv[2]) if len(sys.argv) > 2 else None
+LATE: set[asyncio.Task[None]] = set()
 
 
 def record(line: str) -> None:
@@ -77,7 +83,9 @@ async def roots(found: Annotated[ListRootsResult, Resolve(ask_roots)]) -> str:
 async def slow(marker: str, ctx: Context, seconds: float = 30.0) -> str:
     """Reports progress until done or cancelled."""
     meta = ctx.request_context.meta
-    token = getattr(meta, "progress_token", None) if meta is not None else None
+    token = None
+    if meta is not None:  # the SDK keeps it under the field's name or its wire alias
+        token = meta.get("progress_token", meta.get("progressToken"))
     record(f"token {marker} {token}")
     steps = int(seconds * 10)
     try:
@@ -89,6 +97,56 @@ async def slow(marker: str, ctx: Context, seconds: float = 30.0) -> str:
         raise
     record(f"finished {marker}")
     return f"slept {marker}"
+
+
+def _prompt(text: str) -> list[SamplingMessage]:
+    return [SamplingMessage(role="user", content=TextContent(type="text", text=text))]
+
+
+async def _sample_once(ctx: Context, text: str, request_id: str, seconds: float) -> str:
+    """One sampling request about call ``request_id``: ``answered``, ``refused`` (the client
+    answered with an error) or ``unanswered`` within ``seconds``."""
+    with anyio.move_on_after(seconds):
+        try:
+            await ctx.request_context.session.create_message(
+                _prompt(text), max_tokens=4, related_request_id=request_id
+            )
+        except Exception:
+            return "refused"
+        return "answered"
+    return "unanswered"
+
+
+@server.tool()
+async def flood(marker: str, count: int, ctx: Context) -> str:
+    """Sends ``count`` sampling requests about this call at once (legacy era only)."""
+    outcomes: list[str] = []
+
+    async def one(index: int) -> None:
+        outcomes.append(await _sample_once(ctx, f"flood {marker} {index}", ctx.request_id, 5.0))
+
+    async with anyio.create_task_group() as group:
+        for index in range(count):
+            group.start_soon(one, index)
+    counts = {kind: outcomes.count(kind) for kind in ("answered", "refused", "unanswered")}
+    record(f"flood {marker} " + " ".join(f"{k}={v}" for k, v in counts.items()))
+    return " ".join(f"{k}={v}" for k, v in counts.items())
+
+
+@server.tool()
+async def late(marker: str, ctx: Context) -> str:
+    """Returns at once, then asks about the call that has ended (legacy era only)."""
+    request_id = ctx.request_id
+
+    async def after() -> None:
+        await anyio.sleep(0.3)
+        outcome = await _sample_once(ctx, f"late {marker}", request_id, 3.0)
+        record(f"late {marker} {outcome}")
+
+    task = asyncio.get_running_loop().create_task(after())
+    LATE.add(task)
+    task.add_done_callback(LATE.discard)
+    return f"ended {marker}"
 
 
 if __name__ == "__main__":

@@ -1,0 +1,402 @@
+"""Server→client requests, progress and cancellation through the bridge, in both eras.
+
+The bridge runs as a process in front of real upstreams: server-everything over its own
+Streamable HTTP (legacy era, TypeScript SDK: ``trigger-sampling-request``,
+``trigger-elicitation-request``, ``trigger-long-running-operation``), the same over stdio
+behind our adapter (``adl``, a legacy session), and ``tests/support/asking_server.py`` on
+the official Python SDK, once as it negotiates (2026-07-28: it asks through
+``input_required``, ``ask``) and once told to speak legacy (requests on the call's stream,
+``askl``). The agents are the official Python SDK client in both eras (it answers
+``input_required`` rounds itself), and plain HTTP where a test must see the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from tests.support import needs, peers, wire
+from tests.support.bridge_run import RunningBridge, run_bridge, server_entry
+from tests.support.waiting import eventually_async
+
+pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+
+ASKING = Path(__file__).resolve().parents[1] / "support" / "asking_server.py"
+MODES = ["legacy", "2026-07-28"]
+ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+
+
+@dataclass
+class Upstreams:
+    asking: str
+    record: Path
+
+    def lines(self) -> list[str]:
+        return self.record.read_text().splitlines() if self.record.exists() else []
+
+
+@pytest.fixture(scope="module")
+def upstreams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstreams]:
+    record = tmp_path_factory.mktemp("asking") / "record.txt"
+    port = peers.free_port()
+    argv = [sys.executable, str(ASKING), str(port), str(record)]
+    with peers.run_server(argv, port, name="asking server"):
+        yield Upstreams(f"http://127.0.0.1:{port}/mcp", record)
+
+
+@pytest.fixture(scope="module")
+def managed_url() -> Iterator[str]:
+    """server-everything over stdio behind our adapter."""
+    port = peers.free_port()
+    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--",
+            "node", str(peers.SERVER_EVERYTHING), "stdio"]  # fmt: skip
+    with peers.run_server(argv, port, name="adapter"):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@pytest.fixture(scope="module")
+def bridge(everything_url: str, upstreams: Upstreams, managed_url: str) -> Iterator[RunningBridge]:
+    legacy = {"protocolVersion": wire.LEGACY_VERSION}
+    servers = [
+        server_entry("everything", everything_url, "ev"),
+        server_entry("asking", upstreams.asking, "ask"),
+        server_entry("asking-legacy", upstreams.asking, "askl", **legacy),
+        server_entry("managed", managed_url, "adl", **legacy),
+    ]
+    with run_bridge(servers) as running:
+        yield running
+
+
+@dataclass
+class Agent:
+    """An SDK client that answers every question with its own name, and keeps what it saw."""
+
+    name: str
+    mode: str
+    seen: list[str] = field(default_factory=list)
+
+    async def sample(
+        self, context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        content = params.messages[0].content
+        text = content.text if isinstance(content, types.TextContent) else "?"
+        self.seen.append(text)
+        reply = types.TextContent(type="text", text=f"{self.name} heard {text}")
+        return types.CreateMessageResult(role="assistant", content=reply, model="test")
+
+    async def elicit(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        self.seen.append(params.message)
+        return types.ElicitResult(action="accept", content={"word": self.name, "name": self.name})
+
+    async def roots(self, context: Any) -> types.ListRootsResult:
+        self.seen.append("roots")
+        return types.ListRootsResult(roots=[types.Root(uri=f"file:///{self.name}")])
+
+    def client(self, url: str) -> Client:
+        return Client(
+            url,
+            mode=self.mode,  # type: ignore[arg-type]
+            sampling_callback=self.sample,
+            elicitation_callback=self.elicit,
+            list_roots_callback=self.roots,
+        )
+
+
+def text_of(result: Any) -> str:
+    assert not result.is_error, result
+    content = result.content[0]
+    assert isinstance(content, types.TextContent), result
+    return content.text
+
+
+def audit_of(bridge: RunningBridge, tool: str) -> list[str]:
+    return [line["outcome"] for line in bridge.audit_lines() if line["tool"] == tool]
+
+
+# ------------------------------------------------------------------ the questions, both eras
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_sampling_elicitation_and_roots_of_every_upstream_reach_the_agent_and_back(
+    bridge: RunningBridge, mode: str
+) -> None:
+    agent = Agent(f"agent-{mode}", mode)
+    async with agent.client(bridge.url) as client:
+        for prefix in ("ask", "askl"):  # a 2026-07-28 upstream (input_required), a legacy one
+            sampled = text_of(await client.call_tool(f"{prefix}_sample", {"marker": prefix}))
+            assert sampled == f"{agent.name} heard say {prefix}"
+            elicited = await client.call_tool(f"{prefix}_elicit", {"marker": "w"})
+            assert text_of(elicited) == agent.name
+            listed = await client.call_tool(f"{prefix}_roots", {})
+            assert text_of(listed) == f"file:///{agent.name}"
+        for prefix in ("ev", "adl"):  # the TypeScript SDK's server, direct and behind the adapter
+            result = await client.call_tool(f"{prefix}_trigger-sampling-request", {"prompt": "hi"})
+            assert f"{agent.name} heard Resource trigger-sampling-request context: hi" in (
+                text_of(result)
+            )
+        elicited = await client.call_tool("ev_trigger-elicitation-request", {})
+        assert "User provided the requested information" in text_of(elicited)
+        assert agent.name in str(elicited.content)
+    assert len(agent.seen) == 9
+    assert set(audit_of(bridge, "ask_sample")) == {"ok"}
+
+
+async def test_concurrent_agents_of_both_eras_each_get_only_their_own_questions(
+    bridge: RunningBridge,
+) -> None:
+    agents = [Agent(f"agent{i}", MODES[i % 2]) for i in range(4)]
+    tools = ["ask_sample", "askl_sample", "ev_trigger-sampling-request"]
+
+    async def one(agent: Agent) -> list[tuple[str, str]]:
+        async with agent.client(bridge.url) as client:
+
+            async def call(tool: str, index: int) -> tuple[str, str]:
+                marker = f"{agent.name}-{index}"
+                key = "prompt" if tool.startswith("ev_") else "marker"
+                return marker, text_of(await client.call_tool(tool, {key: marker}))
+
+            return list(await asyncio.gather(*(call(tool, i) for i, tool in enumerate(tools * 2))))
+
+    answers = await asyncio.gather(*(one(agent) for agent in agents))
+    for agent, calls in zip(agents, answers, strict=True):
+        assert len(calls) == 6
+        for marker, text in calls:
+            assert f"{agent.name} heard" in text and marker in text, (agent.name, text)
+            for other in agents:
+                if other is not agent:
+                    assert f"{other.name} heard" not in text
+        assert len(agent.seen) == 6
+        assert all(agent.name in prompt for prompt in agent.seen), agent.seen
+
+
+# ------------------------------------------------------------------ refused, never sent
+
+
+def _legacy_session(http: httpx.Client, bridge: RunningBridge, capabilities: dict[str, Any]) -> str:
+    opened = http.post(bridge.url, json=wire.initialize(capabilities=capabilities), headers=ACCEPT)
+    session = opened.headers["mcp-session-id"]
+    headers = {**ACCEPT, "mcp-session-id": session}
+    http.post(bridge.url, json=wire.initialized(), headers=headers)
+    return session
+
+
+def _messages(answer: httpx.Response) -> list[dict[str, Any]]:
+    """Every JSON-RPC message of a JSON or SSE answer."""
+    if answer.headers["content-type"].startswith("application/json"):
+        return [answer.json()]
+    return [
+        json.loads(line[5:])
+        for line in answer.text.splitlines()
+        if line.startswith("data:") and line[5:].strip()
+    ]
+
+
+def test_a_capability_a_legacy_agent_did_not_declare_is_refused_upstream_and_never_sent(
+    bridge: RunningBridge,
+) -> None:
+    with httpx.Client(timeout=30) as http:
+        session = _legacy_session(http, bridge, {"roots": {}})  # roots only
+        headers = {**ACCEPT, "mcp-session-id": session}
+        for index, (tool, arguments) in enumerate(
+            [
+                ("ev_trigger-sampling-request", {"prompt": "secret-1"}),
+                ("askl_sample", {"marker": "secret-2"}),
+                ("ev_trigger-elicitation-request", {}),
+            ]
+        ):
+            call = wire.request("tools/call", {"name": tool, "arguments": arguments}, id=index + 1)
+            messages = _messages(http.post(bridge.url, json=call, headers=headers))
+            assert [m for m in messages if "method" in m] == []  # nothing was asked of it
+            (answer,) = messages
+            assert answer["id"] == index + 1
+            result = answer["result"]
+            assert result["isError"] is True, result
+            assert "did not declare" in json.dumps(result), result
+
+
+def test_a_capability_a_2026_agent_did_not_declare_never_becomes_a_round(
+    bridge: RunningBridge,
+) -> None:
+    with httpx.Client(timeout=30) as http:
+        for tool, arguments in [
+            ("ask_sample", {"marker": "secret-3"}),
+            ("askl_sample", {"marker": "secret-4"}),
+            ("ev_trigger-sampling-request", {"prompt": "secret-5"}),
+        ]:
+            params = {"name": tool, "arguments": arguments, "_meta": _envelope({"roots": {}})}
+            answer = http.post(
+                bridge.url, json=wire.request("tools/call", params), headers=_modern(tool)
+            )
+            (message,) = _messages(answer)
+            result = message["result"]
+            assert result.get("resultType") != "input_required", result
+            assert result["isError"] is True and "secret" not in json.dumps(result["content"])
+
+
+def _envelope(capabilities: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": wire.MODERN_VERSION,
+        "io.modelcontextprotocol/clientInfo": wire.CLIENT_INFO,
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+
+
+def _modern(tool: str) -> dict[str, str]:
+    return {
+        **ACCEPT,
+        "mcp-protocol-version": wire.MODERN_VERSION,
+        "mcp-method": "tools/call",
+        "mcp-name": tool,
+    }
+
+
+# ------------------------------------------------------------------ progress
+
+
+def test_progress_reaches_each_agent_with_its_own_token_and_upstreams_see_the_bridges(
+    bridge: RunningBridge, upstreams: Upstreams
+) -> None:
+    """Two legacy agents use the same token at once; each gets its own progress only."""
+    results: dict[str, list[dict[str, Any]]] = {}
+
+    def call(name: str) -> None:
+        with httpx.Client(timeout=30) as http:
+            session = _legacy_session(http, bridge, {})
+            params = {
+                "name": "askl_slow",
+                "arguments": {"marker": name, "seconds": 1.0},
+                "_meta": {"progressToken": 7},
+            }
+            headers = {**ACCEPT, "mcp-session-id": session}
+            answer = http.post(bridge.url, json=wire.request("tools/call", params), headers=headers)
+            results[name] = _messages(answer)
+
+    async def both() -> None:
+        await asyncio.gather(*(asyncio.to_thread(call, name) for name in ("tok-a", "tok-b")))
+
+    asyncio.run(both())
+    for name, messages in results.items():
+        progress = [m for m in messages if m.get("method") == "notifications/progress"]
+        assert len(progress) >= 5, messages
+        assert {m["params"]["progressToken"] for m in progress} == {7}
+        assert messages[-1]["result"]["content"][0]["text"] == f"slept {name}"
+        assert [m["params"]["progress"] for m in progress] == sorted(
+            m["params"]["progress"] for m in progress
+        )
+        assert progress[-1]["params"]["progress"] <= 10  # not the other call's too
+    seen = {
+        line.split()[1]: line.split()[2]
+        for line in upstreams.lines()
+        if line.startswith("token tok-")
+    }
+    assert set(seen) == {"tok-a", "tok-b"}
+    assert seen["tok-a"] != seen["tok-b"] and "7" not in seen.values()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_an_sdk_agent_gets_progress_from_upstreams_of_both_eras(
+    bridge: RunningBridge, mode: str
+) -> None:
+    for tool, arguments in [
+        ("ask_slow", {"marker": f"p-{mode}", "seconds": 0.5}),
+        ("ev_trigger-long-running-operation", {"duration": 0.6, "steps": 3}),
+    ]:
+        seen: list[float] = []
+
+        async def progress(
+            value: float, total: float | None, message: str | None, seen: list[float] = seen
+        ) -> None:
+            seen.append(value)
+
+        async with Client(bridge.url, mode=mode) as client:  # type: ignore[arg-type]
+            result = await client.call_tool(tool, arguments, progress_callback=progress)
+        assert not result.is_error, result
+        assert len(seen) >= 3 and seen == sorted(seen), (tool, seen)
+
+
+# ------------------------------------------------------------------ cancellation
+
+
+@pytest.mark.parametrize("prefix", ["ask", "askl"])
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_cancelled_call_stops_its_upstream_and_is_audited_cancelled(
+    bridge: RunningBridge, upstreams: Upstreams, mode: str, prefix: str
+) -> None:
+    marker = f"cancel-{prefix}-{mode}"
+    async with Client(bridge.url, mode=mode) as client:  # type: ignore[arg-type]
+        call = asyncio.create_task(
+            client.call_tool(f"{prefix}_slow", {"marker": marker, "seconds": 30})
+        )
+
+        async def started() -> bool:
+            return f"token {marker} " in " ".join(upstreams.lines())
+
+        await eventually_async("the upstream call started", started, 15)
+        began = time.monotonic()
+        call.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await call
+
+        async def stopped() -> bool:
+            return f"cancelled {marker}" in upstreams.lines()
+
+        await eventually_async("the upstream saw the cancellation", stopped, 10)
+        assert time.monotonic() - began < 10
+        assert f"finished {marker}" not in upstreams.lines()
+
+        async def audited() -> bool:
+            return "cancelled" in audit_of(bridge, f"{prefix}_slow")
+
+        await eventually_async("the audit line says cancelled", audited, 10)
+        # The session (legacy) or the endpoint (2026) still serves the agent's next call.
+        assert text_of(await client.call_tool("ev_echo", {"message": "after"})) == "Echo: after"
+
+
+# ------------------------------------------------------------------ hostile upstreams
+
+
+async def test_a_flood_of_requests_is_bounded_and_stalls_no_one(
+    bridge: RunningBridge, upstreams: Upstreams
+) -> None:
+    flooded, bystander = Agent("flooded", "legacy"), Agent("bystander", "2026-07-28")
+    async with flooded.client(bridge.url) as a, bystander.client(bridge.url) as b:
+        flood = asyncio.create_task(a.call_tool("askl_flood", {"marker": "f", "count": 300}))
+        began = time.monotonic()
+        sampled = await b.call_tool("ask_sample", {"marker": "meanwhile"})
+        assert text_of(sampled) == "bystander heard say meanwhile"
+        assert time.monotonic() - began < 5
+        counts = dict(part.split("=") for part in text_of(await flood).split())
+    assert int(counts["answered"]) <= 32 and int(counts["answered"]) == len(flooded.seen)
+    assert sum(map(int, counts.values())) == 300
+    assert int(counts["refused"]) >= 1
+    assert all(prompt.startswith("flood f ") for prompt in flooded.seen)
+    assert bystander.seen == ["say meanwhile"]
+
+
+async def test_a_request_about_a_call_that_ended_reaches_no_agent(
+    bridge: RunningBridge, upstreams: Upstreams
+) -> None:
+    agent = Agent("ended", "legacy")
+    async with agent.client(bridge.url) as client:
+        assert text_of(await client.call_tool("askl_late", {"marker": "gone"})) == "ended gone"
+
+        async def decided() -> bool:
+            return any(line.startswith("late gone ") for line in upstreams.lines())
+
+        await eventually_async("the late request decided", decided, 10)
+        assert text_of(await client.call_tool("ev_echo", {"message": "still"})) == "Echo: still"
+    (outcome,) = [line for line in upstreams.lines() if line.startswith("late gone ")]
+    assert outcome != "late gone answered"
+    assert agent.seen == []
