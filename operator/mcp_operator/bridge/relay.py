@@ -218,11 +218,18 @@ class CallRelay:
         Raises:
             McpFailure: as the session does; CallCancelled when the agent cancelled.
         """
+        return await self.request(session, "tools/call", {"name": tool, "arguments": arguments})
+
+    async def request(
+        self, session: McpSession, method: str, params: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A request that may ask the agent something (``tools/call``, ``prompts/get``,
+        ``resources/read``) on ``session`` with this relay: the server's final result."""
         self._session = session
         try:
             if not session.connected:
                 await session.connect()
-            base: dict[str, Any] = {"name": tool, "arguments": arguments}
+            base: dict[str, Any] = dict(params)
             meta: dict[str, Any] = {}
             if self.agent_token is not None:
                 meta["progressToken"] = self.token
@@ -232,7 +239,7 @@ class CallRelay:
                 base["_meta"] = meta
             params = base
             for _round in range(MAX_ROUNDS + 1):
-                result = await self._race(session.request("tools/call", params, related=self))
+                result = await self._race(session.request(method, params, related=self))
                 if result.get("resultType") != "input_required":
                     return result
                 answers = await self._race(self._inputs(session, result))
