@@ -27,6 +27,7 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
+from tests.protocol.test_adapter import EVERYTHING, adapter
 from tests.support import needs, peers, wire
 from tests.support.bridge_run import RunningBridge, run_bridge, server_entry
 from tests.support.waiting import eventually_async
@@ -57,13 +58,10 @@ def upstreams(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Upstreams]:
 
 
 @pytest.fixture(scope="module")
-def managed_url() -> Iterator[str]:
-    """server-everything over stdio behind our adapter."""
-    port = peers.free_port()
-    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--",
-            "node", str(peers.SERVER_EVERYTHING), "stdio"]  # fmt: skip
-    with peers.run_server(argv, port, name="adapter"):
-        yield f"http://127.0.0.1:{port}/mcp"
+def managed_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """server-everything over stdio behind our adapter (the adapter tests' own start)."""
+    with adapter(EVERYTHING, tmp_path_factory.mktemp("adapter")) as running:
+        yield running.url
 
 
 @pytest.fixture(scope="module")
