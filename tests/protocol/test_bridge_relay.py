@@ -398,3 +398,88 @@ async def test_a_request_about_a_call_that_ended_reaches_no_agent(
     (outcome,) = [line for line in upstreams.lines() if line.startswith("late gone ")]
     assert outcome != "late gone answered"
     assert agent.seen == []
+
+
+# ------------------------------------------------------------------ a tenant attacking another
+
+
+def _sampled(text: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"}
+
+
+def test_another_session_can_neither_answer_nor_cancel_a_sessions_call(
+    bridge: RunningBridge,
+) -> None:
+    """B knows A's ids (they are small integers) and uses them: nothing of it reaches A's call."""
+    with httpx.Client(timeout=30) as http:
+        alice = _legacy_session(http, bridge, {"sampling": {}})
+        mallory = _legacy_session(http, bridge, {"sampling": {}})
+        as_alice = {**ACCEPT, "mcp-session-id": alice}
+        as_mallory = {**ACCEPT, "mcp-session-id": mallory}
+        params = {"name": "askl_sample", "arguments": {"marker": "alice-secret"}}
+        with http.stream(
+            "POST", bridge.url, json=wire.request("tools/call", params, id=5), headers=as_alice
+        ) as answer:
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            lines = answer.iter_lines()
+            asked = next(
+                json.loads(line[5:])
+                for line in lines
+                if line.startswith("data:") and "method" in line
+            )
+            assert asked["method"] == "sampling/createMessage"
+            for forged in (
+                {"jsonrpc": "2.0", "id": asked["id"], "result": _sampled("mallory's words")},
+                wire.notification("notifications/cancelled", {"requestId": 5}),
+            ):
+                assert http.post(bridge.url, json=forged, headers=as_mallory).status_code == 202
+            own = {"jsonrpc": "2.0", "id": asked["id"], "result": _sampled("alice's words")}
+            assert http.post(bridge.url, json=own, headers=as_alice).status_code == 202
+            final = next(json.loads(line[5:]) for line in lines if line.startswith("data:"))
+    assert final["id"] == 5
+    assert final["result"]["content"][0]["text"] == "alice's words"
+    assert "mallory" not in json.dumps(final)
+
+
+def test_a_2026_retry_with_a_state_it_was_not_given_is_refused(bridge: RunningBridge) -> None:
+    meta = _envelope({"sampling": {}})
+    with httpx.Client(timeout=30) as http:
+        first = http.post(
+            bridge.url,
+            json=wire.request(
+                "tools/call", {"name": "ask_sample", "arguments": {"marker": "m"}, "_meta": meta}
+            ),
+            headers=_modern("ask_sample"),
+        ).json()["result"]
+        assert first["resultType"] == "input_required"
+        (key,) = first["inputRequests"]
+        responses = {key: _sampled("x")}
+        for name, state in [
+            ("ask_sample", first["requestState"] + "x"),  # altered
+            ("ask_elicit", first["requestState"]),  # another tool's retry
+            ("ask_sample", "invented"),
+        ]:
+            params = {
+                "name": name,
+                "arguments": {"marker": "m"},
+                "_meta": meta,
+                "requestState": state,
+                "inputResponses": responses,
+            }
+            refused = http.post(
+                bridge.url, json=wire.request("tools/call", params), headers=_modern(name)
+            )
+            assert refused.status_code == 400
+            assert refused.json()["error"]["code"] == -32602
+        params = {
+            "name": "ask_sample",
+            "arguments": {"marker": "m"},
+            "_meta": meta,
+            "requestState": first["requestState"],
+            "inputResponses": responses,
+        }
+        done = http.post(
+            bridge.url, json=wire.request("tools/call", params, id=2), headers=_modern("ask_sample")
+        ).json()
+    assert done["id"] == 2
+    assert done["result"]["content"][0]["text"] == "x"
