@@ -297,3 +297,24 @@ async def test_an_ended_session_cancels_its_calls_and_refuses_its_open_questions
     assert isinstance(waiter.exception(), AgentRefusal)
     assert session.calls["c"].cancelled == "The client ended the session"
     assert relay.current() is None
+
+
+async def test_a_call_tried_again_after_a_failure_still_relays_its_requests() -> None:
+    channel = Channel({"role": "assistant"})
+    relayed = relay_for(channel, Session([]))
+
+    class Asking(Session):
+        async def request(
+            self, method: str, params: Mapping[str, Any], *, related: Any = None
+        ) -> dict[str, Any]:
+            related.heard({"id": 9, "method": "sampling/createMessage", "params": SAMPLE})
+            await settle()
+            return {"content": []}
+
+    failing = Session([])
+    with pytest.raises(IndexError):  # the first attempt fails (the pipeline would retry)
+        await relayed.call(cast(McpSession, failing), "t", {})
+    asking = Asking([])
+    await relayed.call(cast(McpSession, asking), "t", {})
+    assert channel.asked == [{"method": "sampling/createMessage", "params": SAMPLE}]
+    assert asking.sent == [{"jsonrpc": "2.0", "id": 9, "result": {"role": "assistant"}}]

@@ -226,6 +226,7 @@ class CallRelay:
         """A request that may ask the agent something (``tools/call``, ``prompts/get``,
         ``resources/read``) on ``session`` with this relay: the server's final result."""
         self._session = session
+        self.ended = False  # the pipeline may try the call again after a failure
         try:
             if not session.connected:
                 await session.connect()
