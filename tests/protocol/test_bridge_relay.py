@@ -222,6 +222,11 @@ def test_a_capability_a_legacy_agent_did_not_declare_is_refused_upstream_and_nev
             result = answer["result"]
             assert result["isError"] is True, result
             assert "did not declare" in json.dumps(result), result
+    metrics = httpx.get(f"{bridge.health}/metrics", timeout=5).text
+    refused = (
+        'mcp_bridge_server_requests_total{method="sampling/createMessage",outcome="undeclared"}'
+    )
+    assert float(metrics.split(refused, 1)[1].split()[0]) >= 2
 
 
 def test_a_capability_a_2026_agent_did_not_declare_never_becomes_a_round(

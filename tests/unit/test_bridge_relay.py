@@ -167,6 +167,8 @@ async def test_progress_reaches_the_agent_under_its_own_token_only() -> None:
 async def test_a_request_the_agent_cannot_take_is_refused_to_the_server_and_never_asked() -> None:
     channel, session = Channel({"role": "assistant"}), Session([])
     relayed = relay_for(channel, session, declared={"roots": {}})
+    told: list[tuple[str, str]] = []
+    relayed.observe = lambda method, outcome: told.append((method, outcome))
     relayed.heard({"id": 1, "method": "sampling/createMessage", "params": SAMPLE})
     relayed.heard({"id": 2, "method": "tasks/get", "params": {}})
     relayed.heard({"id": 3, "method": "ping"})
@@ -179,6 +181,12 @@ async def test_a_request_the_agent_cannot_take_is_refused_to_the_server_and_neve
     assert by_id[3]["result"] == {}
     assert by_id[4]["result"] == {"role": "assistant"}
     assert channel.asked == [{"method": "roots/list", "params": {}}]
+    assert sorted(told) == [
+        ("ping", "relayed"),
+        ("roots/list", "relayed"),
+        ("sampling/createMessage", "undeclared"),
+        ("tasks/get", "unsupported"),
+    ]
 
 
 async def test_an_agents_error_goes_back_to_the_server_as_an_error() -> None:
@@ -192,11 +200,15 @@ async def test_an_agents_error_goes_back_to_the_server_as_an_error() -> None:
 async def test_a_flood_is_bounded_in_asks_and_refusals_and_the_rest_is_dropped() -> None:
     channel, session = Channel(None), Session([])  # the agent never answers
     relayed = relay_for(channel, session)
+    told: list[str] = []
+    relayed.observe = lambda method, outcome: told.append(outcome)
     for index in range(500):
         relayed.heard({"id": index, "method": "sampling/createMessage", "params": SAMPLE})
     await settle()
     assert len(channel.asked) == MAX_OPEN_ASKS
     assert len(session.sent) == MAX_REFUSALS
+    assert told.count("bounded") == MAX_REFUSALS
+    assert told.count("dropped") == 500 - MAX_OPEN_ASKS - MAX_REFUSALS
     relayed.end()  # the call is over: nothing is left waiting for the agent
     await settle()
     assert not relayed._tasks
@@ -318,3 +330,14 @@ async def test_a_call_tried_again_after_a_failure_still_relays_its_requests() ->
     await relayed.call(cast(McpSession, asking), "t", {})
     assert channel.asked == [{"method": "sampling/createMessage", "params": SAMPLE}]
     assert asking.sent == [{"jsonrpc": "2.0", "id": 9, "result": {"role": "assistant"}}]
+
+
+def test_a_servers_made_up_methods_do_not_grow_the_metrics_labels() -> None:
+    from mcp_operator.bridge.metrics import BridgeMetrics
+
+    metrics = BridgeMetrics()
+    for method in ("sampling/createMessage", "x/1", "x/2"):
+        metrics.observe_server_request(method, "unsupported")
+    samples = metrics.server_requests.collect()[0].samples
+    labels = {sample.labels["method"] for sample in samples if sample.name.endswith("_total")}
+    assert labels == {"sampling/createMessage", "other"}

@@ -198,7 +198,12 @@ async def serve_legacy_call(
 ) -> None:
     """Answer a legacy agent's ``tools/call``: JSON, or SSE once the upstream spoke first."""
     channel = LegacyChannel(session, can_stream=sse_ok)
-    relay = CallRelay(channel, progress_token=progress_token(params), capabilities=session.declared)
+    relay = CallRelay(
+        channel,
+        progress_token=progress_token(params),
+        capabilities=session.declared,
+        observe=core.metrics.observe_server_request,
+    )
     session.calls[request_id] = relay
     task = _start(core, request_id, params, relay, channel)
     reply = _Reply(send)
@@ -336,6 +341,7 @@ class ModernCalls:
                 channel,
                 progress_token=progress_token(params),
                 capabilities=declared_capabilities(meta.get(CLIENT_CAPABILITIES_META_KEY)),
+                observe=self.core.metrics.observe_server_request,
             )
             task = _start(self.core, request_id, era.strip_envelope(params), relay, channel)
             channel.answer(answers)  # answers sent along before anything was asked: unused

@@ -5,7 +5,8 @@ the exposition text. What is observed, and when, is decided by the callers (the 
 the upstream pool, the configuration watcher).
 
 Label values stay bounded: ``tool`` is an exposed name from the catalog (a name the agent
-made up is counted under ``(unknown)``), ``server`` a configured server.
+made up is counted under ``(unknown)``), ``server`` a configured server, ``method`` of a
+server's request one the bridge relays (or ``other``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,12 @@ from prometheus_client import CollectorRegistry
 
 from mcp_operator.bridge.audit import AuditRecord
 from mcp_operator.bridge.upstreams import MISCONFIGURATIONS, Misconfiguration
+from mcp_operator.serve.capabilities import CAPABILITY_FOR_METHOD
 from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS, Metrics
 
 UNKNOWN = "(unknown)"
+RELAYED_METHODS = frozenset({*CAPABILITY_FOR_METHOD, "ping"})
+"""The ``method`` label's values besides ``other`` (a server cannot grow the label set)."""
 
 
 class BridgeMetrics(Metrics):
@@ -57,11 +61,22 @@ class BridgeMetrics(Metrics):
         self.catalog_tools = self.gauge(
             "mcp_bridge_catalog_tools", "Tools the agent's tools/list shows."
         )
+        self.server_requests = self.counter(
+            "mcp_bridge_server_requests",
+            "Requests servers made of agents during their calls, by method and outcome "
+            "(relayed, agent_error, undeclared, unsupported, bounded, dropped, ended).",
+            ["method", "outcome"],
+        )
         self.config_reloads = self.counter(
             "mcp_bridge_config_reloads",
             "Configuration file changes seen, by result (applied, invalid).",
             ["result"],
         )
+
+    def observe_server_request(self, method: str, outcome: str) -> None:
+        """One request a server made of an agent during its call (``bridge.relay``)."""
+        shown = method if method in RELAYED_METHODS else "other"
+        self.server_requests.labels(shown, outcome).inc()
 
     def observe_call(self, audit: AuditRecord) -> None:
         server = audit.server or UNKNOWN

@@ -43,7 +43,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
@@ -182,8 +182,11 @@ class CallRelay:
         *,
         progress_token: RequestId | None,
         capabilities: frozenset[str],
+        observe: Callable[[str, str], None] | None = None,
     ) -> None:
         self.channel = channel
+        self.observe = observe
+        """Told ``(method, outcome)`` of each server request (the bridge's metrics)."""
         self.agent_token = progress_token
         """The agent's own progress token (None: it asked for no progress)."""
         self.token = f"mcp-bridge-{next(_tokens)}"
@@ -307,6 +310,7 @@ class CallRelay:
             params = request.get("params")
             params = params if isinstance(params, dict) else {}
             if method not in CAPABILITY_FOR_METHOD:
+                self._told(method, "unsupported")
                 raise McpFailure(
                     "rpc",
                     f"{session.name} asked the agent for {method}, which the bridge does not relay",
@@ -314,6 +318,7 @@ class CallRelay:
                 )
             missing = required_capability(method, params, self.capabilities)
             if missing is not None:
+                self._told(method, "undeclared")
                 raise McpFailure(
                     "rpc",
                     f"{session.name} asked the agent for {method}, but the agent did not "
@@ -323,18 +328,25 @@ class CallRelay:
             asked[key] = {"method": method, "params": params}
         self.asked += len(asked)
         if self.asked > MAX_ASKS_PER_CALL:
+            for request in asked.values():
+                self._told(request["method"], "bounded")
             raise McpFailure(
                 "limit",
                 f"{session.name} asked the agent more than {MAX_ASKS_PER_CALL} times in one call",
             )
         try:
-            return await self.channel.ask(asked)
+            answers = await self.channel.ask(asked)
         except AgentRefusal as refusal:
+            for request in asked.values():
+                self._told(request["method"], "agent_error")
             raise McpFailure(
                 "rpc",
                 f"the agent could not answer {session.name}'s request: {refusal.message}",
                 code=refusal.code,
             ) from None
+        for request in asked.values():
+            self._told(request["method"], "relayed")
+        return answers
 
     # -- what the server says on the call's stream --------------------------------------------
 
@@ -356,20 +368,24 @@ class CallRelay:
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):
             return
         if method == "ping":
+            self._told(method, "relayed")
             self._reply(request_id, {"result": {}})
             return
         if method not in CAPABILITY_FOR_METHOD:
-            self._refuse(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+            self._refuse(request_id, method, "unsupported", METHOD_NOT_FOUND, "Method not found")
             return
         missing = required_capability(method, params, self.capabilities)
         if missing is not None:
-            self._refuse(request_id, METHOD_NOT_FOUND, f"The client did not declare {missing}")
+            text = f"The client did not declare {missing}"
+            self._refuse(request_id, method, "undeclared", METHOD_NOT_FOUND, text)
             return
         if self.ended or self.cancelled is not None:
-            self._refuse(request_id, INTERNAL_ERROR, "The call this request is about has ended")
+            text = "The call this request is about has ended"
+            self._refuse(request_id, method, "ended", INTERNAL_ERROR, text)
             return
         if self.asked >= MAX_ASKS_PER_CALL or len(self._open) >= MAX_OPEN_ASKS:
-            self._refuse(request_id, INTERNAL_ERROR, "Too many requests to the client in one call")
+            text = "Too many requests to the client in one call"
+            self._refuse(request_id, method, "bounded", INTERNAL_ERROR, text)
             return
         self.asked += 1
         self._open[request_id] = self._spawn(self._ask(request_id, method, params))
@@ -390,18 +406,28 @@ class CallRelay:
         try:
             answers = await self.channel.ask({key: {"method": method, "params": params}})
             answer: dict[str, Any] = {"result": answers.get(key, {})}
+            self._told(method, "relayed")
         except AgentRefusal as refusal:
             answer = {"error": {"code": refusal.code, "message": refusal.message}}
+            self._told(method, "agent_error")
         finally:
             self._open.pop(request_id, None)
         await self._send({"jsonrpc": "2.0", "id": request_id, **answer})
 
-    def _refuse(self, request_id: RequestId, code: int, text: str) -> None:
+    def _told(self, method: str, outcome: str) -> None:
+        if self.observe is not None:
+            self.observe(method, outcome)
+
+    def _refuse(
+        self, request_id: RequestId, method: str, outcome: str, code: int, text: str
+    ) -> None:
         self.refused += 1
         if self.refused > MAX_REFUSALS:
+            self._told(method, "dropped")
             if self.refused == MAX_REFUSALS + 1:
                 logger.warning("Stopped answering a server that flooded one call with requests")
             return
+        self._told(method, outcome)
         self._reply(request_id, {"error": {"code": code, "message": text}})
 
     def _reply(self, request_id: RequestId, answer: dict[str, Any]) -> None:
