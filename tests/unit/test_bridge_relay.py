@@ -341,3 +341,30 @@ def test_a_servers_made_up_methods_do_not_grow_the_metrics_labels() -> None:
     samples = metrics.server_requests.collect()[0].samples
     labels = {sample.labels["method"] for sample in samples if sample.name.endswith("_total")}
     assert labels == {"sampling/createMessage", "other"}
+
+
+async def test_a_cancellation_that_is_not_the_relays_stays_a_cancellation() -> None:
+    session = Session(["hang"])
+    relayed = relay_for(Channel(), session)
+    call = asyncio.ensure_future(relayed.call(cast(McpSession, session), "t", {}))
+    await settle()
+    call.cancel()  # the call's deadline, say: not the agent's doing
+    with pytest.raises(asyncio.CancelledError):
+        await call
+    assert session.cancelled == 1 and relayed.cancelled is None
+
+
+async def test_the_agents_cancellation_inside_a_deadline_is_the_agents() -> None:
+    session = Session(["hang"])
+    relayed = relay_for(Channel(), session)
+
+    async def under_deadline() -> dict[str, Any]:
+        async with asyncio.timeout(30):
+            return await relayed.call(cast(McpSession, session), "t", {})
+
+    call = asyncio.ensure_future(under_deadline())
+    await settle()
+    relayed.cancel("The agent cancelled the call")
+    with pytest.raises(CallCancelled):
+        await call
+    assert not call.cancelled() and session.cancelled == 1

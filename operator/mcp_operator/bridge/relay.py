@@ -40,7 +40,6 @@ call uses it. The HTTP side of each era is :mod:`~mcp_operator.bridge.front_rela
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -194,7 +193,10 @@ class CallRelay:
         self.capabilities = capabilities
         self.cancelled: str | None = None
         """Why the call was cancelled, once it was."""
-        self._stop: asyncio.Future[None] | None = None
+        self._waiting: asyncio.Task[Any] | None = None
+        """The task awaiting the server (or the agent) for this call, while it does."""
+        self._cancelling = False
+        """The relay cancelled :attr:`_waiting` and has not taken it back yet."""
         self._session: McpSession | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._open: dict[RequestId, asyncio.Task[None]] = {}
@@ -210,8 +212,9 @@ class CallRelay:
         if self.cancelled is not None or self.ended:
             return
         self.cancelled = reason
-        if self._stop is not None and not self._stop.done():
-            self._stop.set_result(None)
+        if self._waiting is not None and not self._cancelling:
+            self._cancelling = True
+            self._waiting.cancel()
 
     async def call(
         self, session: McpSession, tool: str, arguments: Mapping[str, Any]
@@ -264,25 +267,25 @@ class CallRelay:
             task.cancel()
 
     async def _race(self, work: Awaitable[T]) -> T:
-        """``work``, unless the call is cancelled first (then ``work`` is cancelled, which
-        tells the server, and CallCancelled is raised)."""
+        """``work`` in this task, unless the call is cancelled first: then this task is
+        cancelled (the session tells the server), and CallCancelled raised instead of the
+        task's cancellation, which is taken back (no task per call: this is every call's
+        path). A cancellation that is not the relay's (the call's deadline) stays one."""
         if self.cancelled is not None:
             if asyncio.iscoroutine(work):
                 work.close()
             raise CallCancelled(self.cancelled)
-        task = asyncio.ensure_future(work)
-        if self._stop is None:
-            self._stop = asyncio.get_running_loop().create_future()
+        self._waiting = asyncio.current_task()
         try:
-            await asyncio.wait((task, self._stop), return_when=asyncio.FIRST_COMPLETED)
+            return await work
+        except asyncio.CancelledError:
+            if self._cancelling and self._waiting is not None:
+                self._cancelling = False
+                if self._waiting.uncancel() == 0:
+                    raise CallCancelled(self.cancelled or "The call was cancelled") from None
+            raise
         finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-        if task.done() and not task.cancelled():
-            return task.result()
-        raise CallCancelled(self.cancelled or "The call was cancelled")
+            self._waiting = None
 
     async def _inputs(self, session: McpSession, result: Mapping[str, Any]) -> dict[str, Any]:
         """The agent's answers to a 2026-07-28 server's ``inputRequests``."""
