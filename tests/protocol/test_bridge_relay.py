@@ -18,6 +18,7 @@ import json
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -488,3 +489,37 @@ def test_a_2026_retry_with_a_state_it_was_not_given_is_refused(bridge: RunningBr
         ).json()
     assert done["id"] == 2
     assert done["result"]["content"][0]["text"] == "x"
+
+
+def test_a_legacy_agent_without_sse_on_its_post_is_asked_on_its_get_stream(
+    bridge: RunningBridge,
+) -> None:
+    with httpx.Client(timeout=30) as http:
+        session = _legacy_session(http, bridge, {"sampling": {}})
+        stream_headers = {"accept": "text/event-stream", "mcp-session-id": session}
+        json_only = {
+            "accept": "application/json",
+            "content-type": "application/json",
+            "mcp-session-id": session,
+        }
+        with (
+            httpx.Client(timeout=30) as streaming,
+            streaming.stream("GET", bridge.url, headers=stream_headers) as stream,
+        ):
+            assert stream.status_code == 200
+            params = {"name": "askl_sample", "arguments": {"marker": "by-get"}}
+            with ThreadPoolExecutor(1) as pool:
+                posted = pool.submit(
+                    http.post, bridge.url, json=wire.request("tools/call", params, id=3),
+                    headers=json_only,
+                )  # fmt: skip
+                asked = next(
+                    json.loads(line[5:])
+                    for line in stream.iter_lines()
+                    if line.startswith("data:") and "sampling/createMessage" in line
+                )
+                own = {"jsonrpc": "2.0", "id": asked["id"], "result": _sampled("over GET")}
+                assert http.post(bridge.url, json=own, headers=json_only).status_code == 202
+                answer = posted.result(30)
+    assert answer.headers["content-type"].startswith("application/json")
+    assert answer.json()["result"]["content"][0]["text"] == "over GET"
