@@ -368,3 +368,14 @@ async def test_the_agents_cancellation_inside_a_deadline_is_the_agents() -> None
     with pytest.raises(CallCancelled):
         await call
     assert not call.cancelled() and session.cancelled == 1
+
+
+def test_other_notifications_go_to_whoever_asked_for_them_else_nowhere() -> None:
+    channel = Channel()
+    relayed = relay_for(channel, Session([]))
+    log = {"method": "notifications/message", "params": {"level": "info", "data": "x"}}
+    relayed.heard(log)  # nobody asked: dropped
+    heard: list[dict[str, Any]] = []
+    relayed.on_notification = heard.append
+    relayed.heard(log)
+    assert heard == [log] and channel.progressed == []

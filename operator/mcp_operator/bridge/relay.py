@@ -186,6 +186,9 @@ class CallRelay:
         self.channel = channel
         self.observe = observe
         """Told ``(method, outcome)`` of each server request (the bridge's metrics)."""
+        self.on_notification: Callable[[dict[str, Any]], None] | None = None
+        """Told every other notification the server sends about the call (a log message):
+        who delivers it, and to whom, decides (nothing is delivered without it)."""
         self.agent_token = progress_token
         """The agent's own progress token (None: it asked for no progress)."""
         self.token = f"mcp-bridge-{next(_tokens)}"
@@ -366,6 +369,8 @@ class CallRelay:
                 asked = self._open.pop(gone, None) if isinstance(gone, str | int) else None
                 if asked is not None:
                     asked.cancel()
+            elif self.on_notification is not None:
+                self.on_notification(message)
             return
         request_id = message["id"]
         if not isinstance(request_id, str | int) or isinstance(request_id, bool):
