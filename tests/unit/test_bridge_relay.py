@@ -379,3 +379,19 @@ def test_other_notifications_go_to_whoever_asked_for_them_else_nowhere() -> None
     relayed.on_notification = heard.append
     relayed.heard(log)
     assert heard == [log] and channel.progressed == []
+
+
+async def test_a_header_value_the_server_echoes_into_a_question_never_reaches_the_agent() -> None:
+    from mcp_operator.mcp.scrub import Scrubber
+
+    secret = "Bearer s3cr3t-token-value"
+    channel, session = Channel({"role": "assistant"}), Session([])
+    relayed = relay_for(channel, session, token=1)
+    relayed.scrubber = Scrubber([secret])
+    echoed = {"messages": [{"role": "user", "content": {"type": "text", "text": secret}}]}
+    relayed.heard({"id": 1, "method": "sampling/createMessage", "params": echoed})
+    params = {"progressToken": relayed.token, "progress": 1, "message": secret}
+    relayed.heard({"method": "notifications/progress", "params": params})
+    await settle()
+    assert "s3cr3t" not in repr(channel.asked) and "s3cr3t" not in repr(channel.progressed)
+    assert channel.asked and channel.progressed

@@ -23,6 +23,8 @@ legacy session as the relay needs it (:class:`BridgeSession`):
   call, :data:`MAX_OPEN_ASKS` waiting at once, :data:`MAX_ROUNDS` rounds of
   :data:`MAX_INPUT_REQUESTS`. A flood past :data:`MAX_REFUSALS` refusals is dropped
   unanswered: a server that floods cannot make the bridge send without end.
+- **Masked**: every header value in use is masked in what reaches the agent (the
+  pipeline's scrubber, given by the upstream pool): a server can echo a credential.
 - **Progress**: the agent's ``progressToken`` is sent upstream as a token of the bridge's
   own, one per call (two agents' tokens cannot collide), and the server's
   ``notifications/progress`` for it go back to the agent with the agent's token.
@@ -51,6 +53,7 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, MISSING_REQUIRED_CLIENT_CAPA
 from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
 
 from mcp_operator.bridge.errors import CallCancelled
+from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import McpFailure, McpSession
 from mcp_operator.serve.capabilities import (
     CAPABILITY_FOR_METHOD,
@@ -186,6 +189,9 @@ class CallRelay:
         self.channel = channel
         self.observe = observe
         """Told ``(method, outcome)`` of each server request (the bridge's metrics)."""
+        self.scrubber = Scrubber(())
+        """Masks the header values in use in what the server says to the agent (a server can
+        echo the credential it was sent into a prompt); set by the upstream pool."""
         self.on_notification: Callable[[dict[str, Any]], None] | None = None
         """Told every other notification the server sends about the call (a log message):
         who delivers it, and to whom, decides (nothing is delivered without it)."""
@@ -331,7 +337,7 @@ class CallRelay:
                     f"declare {missing}",
                     code=MISSING_REQUIRED_CLIENT_CAPABILITY,
                 )
-            asked[key] = {"method": method, "params": params}
+            asked[key] = {"method": method, "params": self.scrubber.json(params)}
         self.asked += len(asked)
         if self.asked > MAX_ASKS_PER_CALL:
             for request in asked.values():
@@ -401,18 +407,20 @@ class CallRelay:
     def _progress(self, params: dict[str, Any]) -> None:
         if self.agent_token is None or params.get("progressToken") != self.token:
             return  # not this call's token: nobody of this call asked for it
+        shown = self.scrubber.json(params) if self.scrubber else params
         self.channel.progress(
             {
                 "jsonrpc": "2.0",
                 "method": "notifications/progress",
-                "params": {**params, "progressToken": self.agent_token},
+                "params": {**shown, "progressToken": self.agent_token},
             }
         )
 
     async def _ask(self, request_id: RequestId, method: str, params: dict[str, Any]) -> None:
         key = f"request-{request_id}"
+        shown = self.scrubber.json(params) if self.scrubber else params
         try:
-            answers = await self.channel.ask({key: {"method": method, "params": params}})
+            answers = await self.channel.ask({key: {"method": method, "params": shown}})
             answer: dict[str, Any] = {"result": answers.get(key, {})}
             self._told(method, "relayed")
         except AgentRefusal as refusal:

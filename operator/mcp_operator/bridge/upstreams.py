@@ -353,6 +353,7 @@ class UpstreamPool:
         relayed = relay.current()
         try:
             if relayed is not None:  # an agent's call: what the server asks goes to that agent
+                relayed.scrubber = self.scrubber
                 result = await relayed.call(state.upstream, tool, arguments)
             else:
                 result = await state.upstream.request(
