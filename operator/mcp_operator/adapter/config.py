@@ -124,6 +124,23 @@ class AdapterConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     """Extra environment for the child (tests); the adapter's own environment is inherited."""
 
+    child_per_session: bool = False
+    """Run one child per MCP session (legacy: per ``Mcp-Session-Id``; 2026-07-28: per caller)
+    instead of one child shared by every client (``adapter/front_pool.py``)."""
+
+    max_children: int = 32
+    """With ``--child-per-session``: most children at once; a new session beyond that takes
+    an idle child's place by the fair rule of ``serve.sessions``, else gets 503."""
+
+    child_idle_seconds: float = 300.0
+    """With ``--child-per-session``: a child serving no request for this long is stopped
+    (its legacy session ends: 404, the client initializes again)."""
+
+    spawn_timeout_seconds: float = 60.0
+    """With ``--child-per-session``: longest a new child may take to start and answer
+    ``initialize`` (``npx``/``uvx`` cold starts are slow); then it is killed and the
+    request that needed it gets 503."""
+
 
 # (field, flag, type, help) — one row per tunable; docs/adapter.md mirrors this list.
 _FLAGS: tuple[tuple[str, str, type, str], ...] = (
@@ -149,6 +166,9 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("max_inflight_bytes", "--max-inflight-bytes", int, "most body bytes in flight, else 503"),
     ("header_timeout_seconds", "--header-timeout-seconds", float, "request header read timeout"),
     ("body_timeout_seconds", "--body-timeout-seconds", float, "request body read timeout"),
+    ("max_children", "--max-children", int, "--child-per-session: most children, else 503"),
+    ("child_idle_seconds", "--child-idle-seconds", float, "--child-per-session: idle child TTL"),
+    ("spawn_timeout_seconds", "--spawn-timeout-seconds", float, "--child-per-session: start limit"),
 )
 
 # (field, flag, metavar, help) — the repeatable flags: every use adds one entry; without the
@@ -184,6 +204,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also serve the legacy HTTP+SSE transport [MCP_ADAPTER_SSE=1]",
     )
     parser.add_argument(
+        "--child-per-session",
+        dest="child_per_session",
+        action="store_true",
+        default=None,
+        help="one child per MCP session (2026-07-28: per caller) from a bounded pool "
+        "[MCP_ADAPTER_CHILD_PER_SESSION=1]",
+    )
+    parser.add_argument(
         "--make-fifos",
         action="store_true",
         help="create the FIFOs in --stdio-fifo-dir and exit (the Pod's init container)",
@@ -217,6 +245,9 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
         entries = getattr(args, name, None) or _env_list(environ.get(ENV_PREFIX + name.upper(), ""))
         values[name] = tuple(entries)
     sse = args.sse if args.sse is not None else environ.get(ENV_PREFIX + "SSE", "") in ("1", "true")
+    per_session = getattr(args, "child_per_session", None)
+    if per_session is None:
+        per_session = environ.get(ENV_PREFIX + "CHILD_PER_SESSION", "") in ("1", "true")
     command: Sequence[str] = list(args.child_command or ())
     if command and command[0] == "--":
         command = command[1:]
@@ -227,6 +258,7 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     config = AdapterConfig(
         command=tuple(command),
         sse=bool(sse),
+        child_per_session=bool(per_session),
         **values,  # type: ignore[arg-type]
     )
     validate(config)
@@ -249,10 +281,20 @@ def validate(config: AdapterConfig) -> None:
         "max_inflight_bytes",
         "header_timeout_seconds",
         "body_timeout_seconds",
+        "max_children",
+        "child_idle_seconds",
+        "spawn_timeout_seconds",
     ):
         if getattr(config, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
     if config.max_inflight_bytes < config.max_body_bytes:
         raise ValueError("--max-inflight-bytes must be at least --max-body-bytes")
+    if config.child_per_session and config.stdio_fifo_dir is not None:
+        raise ValueError(
+            "--child-per-session needs a server command to spawn: the FIFOs of "
+            "--stdio-fifo-dir carry one server"
+        )
+    if config.child_per_session and config.sse:
+        raise ValueError("--child-per-session serves Streamable HTTP only, not --sse")
     if config.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError("--log-level must be debug, info, warning or error")
