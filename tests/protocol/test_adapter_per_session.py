@@ -2,7 +2,7 @@
 
 Real peers: the adapter in front of server-everything (stdio), official SDK clients.
 
-- 4 legacy sessions × 3 concurrent ``trigger-sampling-request`` calls: 12 of 12 complete,
+- 4 legacy sessions by 3 concurrent ``trigger-sampling-request`` calls: 12 of 12 complete,
   each with its own session's answer (server-everything passes no progress token on, so
   with one shared child a call's sampling request cannot be attributed: see bench/);
 - two 2026-07-28 callers asking for roots each get their own roots, not the other's;
@@ -87,7 +87,8 @@ async def test_twelve_concurrent_sampling_calls_of_four_sessions_get_their_own_a
             assert f"answer of {marker}" in text, text
             others = [other for other in markers if other != marker]
             assert not any(f"answer of {other}" in text for other in others), text
-    metrics = httpx.get(pooled.base + "/metrics", timeout=5).text
+    async with httpx.AsyncClient(timeout=5) as http:
+        metrics = (await http.get(pooled.base + "/metrics")).text
     assert "mcp_adapter_child_spawn_seconds_count 4.0" in metrics
     assert 'mcp_adapter_calls_total{method="tools/call",outcome="result"} 12.0' in metrics
     # each session's child was reaped on DELETE (the SDK client deletes its session on exit)
@@ -155,7 +156,7 @@ def test_a_client_opening_sessions_without_end_is_bounded_and_others_keep_workin
         assert children(running) == 3
         deleted = http.delete(running.url, headers={"mcp-session-id": sessions[1]})
         assert deleted.status_code == 200
-        eventually("the deleted child reaped", lambda: children(running), 10, until=lambda n: n == 2)
+        eventually("the child reaped", lambda: children(running), 10, until=lambda n: n == 2)
         assert http.post(running.url, json=INIT, headers=ACCEPT).status_code == 200
 
 

@@ -116,8 +116,9 @@ class PoolMetrics(AdapterMetrics):
         super().__init__(
             sessions=lambda: sum(len(core.sessions) for core in children()),
             inflight=lambda: sum(core.inflight for core in children()),
-            restarts=lambda: self._retired_restarts
-            + sum(core.supervisor.restart_count for core in children()),
+            restarts=lambda: (
+                self._retired_restarts + sum(core.supervisor.restart_count for core in children())
+            ),
             unattributed=unattributed,
         )
         self.spawn_seconds = self.histogram(
@@ -325,9 +326,7 @@ class PoolFront:
         if not isinstance(message, dict) or message.get("method") != "initialize":
             request_id = message.get("id") if isinstance(message, dict) else None
             text = "Missing Mcp-Session-Id header"
-            await respond_json(
-                send, 400, dumps(error_response(request_id, INVALID_REQUEST, text))
-            )
+            await respond_json(send, 400, dumps(error_response(request_id, INVALID_REQUEST, text)))
             return
         slot = await self._spawn(self._caller_key(scope, headers), send, message.get("id"))
         if slot is None:
@@ -367,7 +366,7 @@ class PoolFront:
         started = time.perf_counter()
         await core.start()
         deadline = started + self.config.spawn_timeout_seconds
-        while not core.ready and not core.failed and time.perf_counter() < deadline:
+        while not core.ready and not core.failed and time.perf_counter() < deadline:  # noqa: ASYNC110 - the core has no ready event; bounded by the timeout
             await asyncio.sleep(_READY_POLL_SECONDS)
         if core.ready:
             self.metrics.spawn_seconds.observe(time.perf_counter() - started)
