@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +30,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from tests.protocol.test_adapter import ACCEPT, EVERYTHING, INIT, Adapter, adapter
+from tests.protocol.test_adapter import ACCEPT, EVERYTHING, INIT, REPO, Adapter, adapter
 from tests.support import needs
 from tests.support.waiting import eventually
 
@@ -185,4 +188,68 @@ def silent_children() -> int:
                 continue
             # the adapter's own command line holds the child's, after ``--``
             count += cmdline.startswith(sys.executable.encode() + b"\0-c\0import sys, time")
+    return count
+
+
+# ------------------------------------------------------------------ as a managed Pod runs it
+
+
+@pytest.fixture
+def spawn_helper(tmp_path: Path) -> Path:
+    """``mcp-stdio-exec`` built from this checkout (the cached one may predate its
+    ``--spawn-socket`` mode)."""
+    go = shutil.which("go") or "/usr/local/go/bin/go"
+    if not Path(go).exists():
+        needs.require("go is not installed: it comes with the machine's toolchains")
+    binary = tmp_path / "mcp-stdio-exec"
+    subprocess.run(
+        [go, "build", "-o", str(binary), "."], cwd=REPO / "operator" / "stdio-exec", check=True
+    )
+    return binary
+
+
+def test_in_a_managed_pod_the_spawn_helper_gives_each_session_its_own_server(
+    tmp_path: Path, spawn_helper: Path
+) -> None:
+    fifo_dir = tmp_path / "run-mcp"
+    fifo_dir.mkdir()
+    helper = subprocess.Popen(
+        [str(spawn_helper), f"--spawn-socket={fifo_dir / 'spawn.sock'}", "--", *EVERYTHING],
+        start_new_session=True,
+    )
+    try:
+        flags = ("--child-per-session", "--stdio-fifo-dir", str(fifo_dir))
+        with adapter([], tmp_path, *flags) as running:
+
+            async def both() -> list[list[str]]:
+                return list(
+                    await asyncio.gather(
+                        sampling_session(running.url, "pod-a", 2),
+                        sampling_session(running.url, "pod-b", 2),
+                    )
+                )
+
+            first, second = asyncio.run(both())
+            assert all("answer of pod-a" in text for text in first), first
+            assert all("answer of pod-b" in text for text in second), second
+            eventually("children reaped", lambda: children(running), 10, until=lambda n: n == 0)
+            # the helper's children end with their connections
+            eventually(
+                "servers gone", lambda: helper_children(helper.pid), 15, until=lambda n: n == 0
+            )
+    finally:
+        helper.send_signal(signal.SIGTERM)
+        helper.wait(15)
+
+
+def helper_children(pid: int) -> int:
+    """Processes whose parent is the helper ``pid``."""
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path("/proc", entry, "stat").read_text()
+            except OSError:
+                continue
+            count += int(stat.rsplit(")", 1)[1].split()[1]) == pid
     return count

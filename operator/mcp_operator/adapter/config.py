@@ -126,7 +126,9 @@ class AdapterConfig:
 
     child_per_session: bool = False
     """Run one child per MCP session (legacy: per ``Mcp-Session-Id``; 2026-07-28: per caller)
-    instead of one child shared by every client (``adapter/front_pool.py``)."""
+    instead of one child shared by every client (``adapter/front_pool.py``). With
+    ``stdio_fifo_dir``, each child is a connection to ``DIR/spawn.sock``, where the server
+    container's ``mcp-stdio-exec --spawn-socket`` starts one server per connection."""
 
     max_children: int = 32
     """With ``--child-per-session``: most children at once; a new session beyond that takes
@@ -289,11 +291,6 @@ def validate(config: AdapterConfig) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
     if config.max_inflight_bytes < config.max_body_bytes:
         raise ValueError("--max-inflight-bytes must be at least --max-body-bytes")
-    if config.child_per_session and config.stdio_fifo_dir is not None:
-        raise ValueError(
-            "--child-per-session needs a server command to spawn: the FIFOs of "
-            "--stdio-fifo-dir carry one server"
-        )
     if config.child_per_session and config.sse:
         raise ValueError("--child-per-session serves Streamable HTTP only, not --sse")
     if config.log_level.lower() not in ("debug", "info", "warning", "error"):

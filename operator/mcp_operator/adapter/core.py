@@ -35,6 +35,7 @@ from mcp_operator.adapter.records import CallSink, Envelope, PendingCall, Sessio
 from mcp_operator.adapter.rounds import ParkedCall, RoundStore
 from mcp_operator.adapter.router import Router
 from mcp_operator.adapter.sessions import AdapterSessions
+from mcp_operator.adapter.socket_child import SocketChild, spawn_socket
 
 logger = logging.getLogger(__name__)
 
@@ -235,6 +236,12 @@ class AdapterCore:
     def _new_child(self) -> ChildProcess:
         """The child of the next run: the configured command, or the FIFOs of a managed Pod."""
         config = self.config
+        if config.stdio_fifo_dir is not None and config.child_per_session:
+            return SocketChild(
+                spawn_socket(config.stdio_fifo_dir),
+                max_line_bytes=config.max_line_bytes,
+                on_message=self._on_child_message,
+            )
         if config.stdio_fifo_dir is not None:
             return FifoChild(
                 config.stdio_fifo_dir,

@@ -34,6 +34,7 @@ import contextlib
 import dataclasses
 import json
 import logging
+import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -48,6 +49,7 @@ from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front import HttpFront
 from mcp_operator.adapter.metrics import AdapterMetrics
 from mcp_operator.adapter.pool import CALLER_KEY, SESSION_KEY, ChildPool, ChildSlot, PoolFullError
+from mcp_operator.adapter.socket_child import spawn_socket
 from mcp_operator.serve.asgi import (
     BodyTooLargeError,
     ClientGoneError,
@@ -375,8 +377,7 @@ class PoolFront:
         outcome = "failed" if core.failed else "timeout"
         self.metrics.spawns.labels(outcome).inc()
         logger.warning(
-            "The MCP server %s did not become ready within %.0fs (%s); stopped it",
-            self.config.command[0],
+            "A new MCP server process did not become ready within %.0fs (%s); stopped it",
             self.config.spawn_timeout_seconds,
             outcome,
         )
@@ -427,6 +428,12 @@ class PoolFront:
             self.pool.release(slot)
             self._reap(slot, "disconnected")
 
+    def _can_spawn(self) -> bool:
+        """Whether a child could be started now: in a managed Pod, once the server
+        container's spawn helper listens."""
+        directory = self.config.stdio_fifo_dir
+        return directory is None or os.path.exists(spawn_socket(directory))
+
     async def _session_not_found(self, method: str, send: Send) -> None:
         if method == "POST":
             body = dumps(error_response(None, INVALID_REQUEST, "Session not found"))
@@ -436,7 +443,7 @@ class PoolFront:
 
     async def _health(self, path: str, send: Send) -> None:
         pool = self.pool
-        ok = path == "/healthz" or pool.can_admit()
+        ok = path == "/healthz" or (pool.can_admit() and self._can_spawn())
         body = {
             "status": "ok" if ok else "unavailable",
             "mode": "perSession",
