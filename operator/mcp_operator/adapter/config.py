@@ -124,6 +124,21 @@ class AdapterConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     """Extra environment for the child (tests); the adapter's own environment is inherited."""
 
+    replay_events: int = 1000
+    """Most events kept per SSE stream for a client that reconnects with ``Last-Event-ID``
+    (``serve.events``); the oldest go first."""
+
+    replay_bytes: int = 1024 * 1024
+    """Most bytes of events kept per SSE stream for replay."""
+
+    replay_total_bytes: int = 32 * 1024 * 1024
+    """Most bytes of events kept for replay over all streams; past it the least recently
+    written stream is forgotten."""
+
+    replay_seconds: float = 300.0
+    """A stream's events are kept this long after its last one (then ``Last-Event-ID``
+    gets 404)."""
+
     child_per_session: bool = False
     """Run one child per MCP session (legacy: per ``Mcp-Session-Id``; 2026-07-28: per caller)
     instead of one child shared by every client (``adapter/front_pool.py``). With
@@ -168,6 +183,10 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("max_inflight_bytes", "--max-inflight-bytes", int, "most body bytes in flight, else 503"),
     ("header_timeout_seconds", "--header-timeout-seconds", float, "request header read timeout"),
     ("body_timeout_seconds", "--body-timeout-seconds", float, "request body read timeout"),
+    ("replay_events", "--replay-events", int, "events kept per SSE stream for Last-Event-ID"),
+    ("replay_bytes", "--replay-bytes", int, "bytes kept per SSE stream for Last-Event-ID"),
+    ("replay_total_bytes", "--replay-total-bytes", int, "bytes kept over all SSE streams"),
+    ("replay_seconds", "--replay-seconds", float, "how long a stream's events are kept"),
     ("max_children", "--max-children", int, "--child-per-session: most children, else 503"),
     ("child_idle_seconds", "--child-idle-seconds", float, "--child-per-session: idle child TTL"),
     ("spawn_timeout_seconds", "--spawn-timeout-seconds", float, "--child-per-session: start limit"),
@@ -283,6 +302,10 @@ def validate(config: AdapterConfig) -> None:
         "max_inflight_bytes",
         "header_timeout_seconds",
         "body_timeout_seconds",
+        "replay_events",
+        "replay_bytes",
+        "replay_total_bytes",
+        "replay_seconds",
         "max_children",
         "child_idle_seconds",
         "spawn_timeout_seconds",

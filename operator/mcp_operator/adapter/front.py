@@ -124,6 +124,9 @@ class HttpFront:
                 "inflightBytes": self.budget.in_use,
                 "maxInflightBytes": self.budget.limit_bytes,
                 "refusedForBytes": self.budget.refused,
+                "replayStreams": len(core.events),
+                "replayBytes": core.events.total_bytes,
+                "maxReplayBytes": core.events.max_total_bytes,
             },
         }
         await respond_json(send, 200 if ok else 503, dumps(body))
