@@ -7,6 +7,7 @@
 - Hostile ``Last-Event-ID``s: garbage gets 400; an unknown id, or another session's, 404
   (the other session's events are never replayed).
 - A client that never comes back: the store keeps at most its bounds (``/healthz``).
+- The bridge's GET stream: ids, a resume, the same refusals.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from mcp import Client
 
 from tests.protocol.test_adapter import ACCEPT, EVERYTHING, INIT, Adapter, adapter
 from tests.support import needs
+from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.cutter import Cutter
 
 pytestmark = [pytest.mark.timeout(120), needs.mark(needs.node_missing())]
@@ -154,3 +156,34 @@ async def test_a_resumed_get_stream_goes_on_with_its_ids(everything: Adapter) ->
             busy = await http.get(everything.url, headers=headers)
             assert busy.status_code == 409
         await asyncio.sleep(0)
+
+
+# ------------------------------------------------------------------ the bridge
+
+
+async def test_the_bridges_get_stream_carries_ids_and_resumes_and_refuses_bad_ids(
+    everything_url: str,
+) -> None:
+    with run_bridge([server_entry("everything", everything_url, "ev")]) as bridge:
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(bridge.url, json=INIT, headers=ACCEPT)
+            assert response.status_code == 200, response.text
+            session = response.headers["mcp-session-id"]
+            other = (await http.post(bridge.url, json=INIT, headers=ACCEPT)).headers[
+                "mcp-session-id"
+            ]
+            headers = {"accept": "text/event-stream", "mcp-session-id": session}
+            async with http.stream("GET", bridge.url, headers=headers) as stream:
+                first = await anext(stream.aiter_text())
+            ids = sse_ids(first)
+            assert len(ids) == 1
+            again = {**headers, "last-event-id": ids[0]}
+            async with http.stream("GET", bridge.url, headers=again) as resumed:
+                assert resumed.status_code == 200
+                busy = await http.get(bridge.url, headers=headers)
+                assert busy.status_code == 409  # the resumed stream is the session's
+            garbage = await http.get(bridge.url, headers={**headers, "last-event-id": "zz"})
+            assert garbage.status_code == 400
+            theirs = {"accept": "text/event-stream", "mcp-session-id": other}
+            stolen = await http.get(bridge.url, headers={**theirs, "last-event-id": ids[0]})
+            assert stolen.status_code == 404  # another session's stream is never replayed
