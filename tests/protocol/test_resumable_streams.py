@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from tests.protocol.test_adapter import ACCEPT, EVERYTHING, INIT, Adapter, adapt
 from tests.support import needs
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.cutter import Cutter
+from tests.support.waiting import eventually_async
 
 pytestmark = [pytest.mark.timeout(120), needs.mark(needs.node_missing())]
 
@@ -187,3 +189,60 @@ async def test_the_bridges_get_stream_carries_ids_and_resumes_and_refuses_bad_id
             theirs = {"accept": "text/event-stream", "mcp-session-id": other}
             stolen = await http.get(bridge.url, headers={**theirs, "last-event-id": ids[0]})
             assert stolen.status_code == 404  # another session's stream is never replayed
+
+
+async def listings(bridge: Any, server: str) -> float:
+    async with httpx.AsyncClient(timeout=5) as http:
+        text = (await http.get(f"{bridge.health}/metrics")).text
+    key = f'mcp_bridge_upstream_listings_total{{result="ok",server="default/{server}"}}'
+    for line in text.splitlines():
+        if line.startswith(key):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"no {key} in the bridge's metrics:\n{text}")
+
+
+async def test_the_bridge_resumes_its_upstreams_change_streams_or_lists_again(
+    everything: Adapter, everything_url: str
+) -> None:
+    """Our adapter's legacy GET stream gives its events ids (a priming event first): cut,
+    the bridge reopens it with ``Last-Event-ID`` and, resumed, lists nothing again.
+    server-everything's own HTTP transport gives ids only to the messages it sends (none
+    here): its stream cannot be resumed, so the bridge lists again; so it does for a
+    2026-07-28 upstream, whose ``subscriptions/listen`` stream has no ids (that era
+    removed resumability)."""
+    sdk_port = int(everything_url.split(":")[2].split("/")[0])
+    async with Cutter(port_of(everything)) as ours, Cutter(sdk_port) as theirs:
+        servers = [
+            server_entry("ours", f"http://127.0.0.1:{ours.port}/mcp", protocolVersion="2025-11-25"),
+            server_entry("theirs", f"http://127.0.0.1:{theirs.port}/mcp"),
+            server_entry("modern", f"http://127.0.0.1:{ours.port}/mcp"),
+        ]
+        names = ("ours", "theirs", "modern")
+        with contextlib.ExitStack() as stack:
+            # the bridge starts in a thread: the cutters forward in this loop meanwhile
+            bridge = await asyncio.to_thread(stack.enter_context, run_bridge(servers))
+
+            def opened() -> bool:
+                listens = ours.sent(b"subscriptions/listen")
+                return bool(ours.sent(b"get /mcp") and theirs.sent(b"get /mcp") and listens)
+
+            await eventually_async("the change streams open", lambda: asyncio.sleep(0, opened()))
+            await asyncio.sleep(1)
+            before = {name: await listings(bridge, name) for name in names}
+            for cutter in (ours, theirs):
+                cutter.cut()
+            await eventually_async(
+                "ours reopened with Last-Event-ID",
+                lambda: asyncio.sleep(0, ours.sent(b"last-event-id:")),
+            )
+
+            async def relisted() -> bool:
+                now = [await listings(bridge, name) for name in ("theirs", "modern")]
+                return now[0] > before["theirs"] and now[1] > before["modern"]
+
+            await eventually_async("the others listed again", relisted)
+            await asyncio.sleep(1)
+            after = {name: await listings(bridge, name) for name in names}
+            await asyncio.to_thread(stack.close)
+    assert after["ours"] == before["ours"]
+    assert theirs.sent(b"last-event-id:") == 0

@@ -3,7 +3,8 @@
 ``Cutter(target_port)`` listens on a free loopback port and forwards every connection to
 ``127.0.0.1:target_port``; ``cut()`` closes every connection open at that moment (both
 ends), as a network failure would, while new connections keep being forwarded. Used to
-break a client's SSE stream mid-call and let it reconnect.
+break a client's SSE stream mid-call and let it reconnect. ``sent(mark)`` counts the
+client→server chunks that held ``mark`` (lowercased), e.g. a ``last-event-id`` header.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ class Cutter:
         self._open: set[asyncio.StreamWriter] = set()
         self.cuts = 0
         self.port = 0
+        self.connections = 0
+        self._sent: list[bytes] = []
 
     async def __aenter__(self) -> Cutter:
         self._server = await asyncio.start_server(self._forward, "127.0.0.1", 0)
@@ -30,6 +33,9 @@ class Cutter:
         if self._server is not None:
             self._server.close()
             await self._server.wait_closed()
+
+    def sent(self, mark: bytes) -> int:
+        return sum(mark in chunk for chunk in self._sent)
 
     def cut(self) -> None:
         """Close every connection open now."""
@@ -45,13 +51,21 @@ class Cutter:
             writer.close()
             return
         self._open.update((writer, up_writer))
+        self.connections += 1
 
-        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        async def pipe(
+            source: asyncio.StreamReader, sink: asyncio.StreamWriter, upward: bool
+        ) -> None:
             with contextlib.suppress(OSError, asyncio.CancelledError):
                 while data := await source.read(65536):
+                    if upward and len(self._sent) < 10_000:
+                        self._sent.append(data.lower())
                     sink.write(data)
                     await sink.drain()
             sink.transport.abort()
 
-        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+        try:
+            await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
+        except asyncio.CancelledError:
+            pass  # the cutter is closing: the connection ends with it
         self._open.difference_update((writer, up_writer))
