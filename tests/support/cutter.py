@@ -64,8 +64,7 @@ class Cutter:
                     await sink.drain()
             sink.transport.abort()
 
-        try:
+        # a cancellation: the cutter is closing, and the connection ends with it
+        with contextlib.suppress(asyncio.CancelledError):
             await asyncio.gather(pipe(reader, up_writer, True), pipe(up_reader, writer, False))
-        except asyncio.CancelledError:
-            pass  # the cutter is closing: the connection ends with it
         self._open.difference_update((writer, up_writer))
