@@ -7,6 +7,7 @@ import argparse
 import pytest
 
 from mcp_operator.adapter import config as adapter_config
+from mcp_operator.adapter.front_pool import pool_caller
 from mcp_operator.adapter.pool import CALLER_KEY, SESSION_KEY, ChildPool, PoolFullError
 
 
@@ -102,3 +103,17 @@ def test_the_pool_flags_and_their_environment_variables() -> None:
         parse("--child-per-session", "--max-children", "0")
     with pytest.raises(ValueError, match="not --sse"):
         parse("--child-per-session", "--sse")
+
+
+def test_a_2026_callers_key_is_the_caller_key_refined_by_the_caller_header() -> None:
+    def address(scope: object, headers: object) -> str:
+        return "10.0.0.7"
+
+    plain = {"headers": [(b"host", b"x")]}
+    named = {"headers": [(b"mcp-operator-caller", b"alice")]}
+    long = {"headers": [(b"mcp-operator-caller", b"a" * 1000)]}
+    assert pool_caller(address, plain, {}) == "10.0.0.7"
+    assert pool_caller(address, named, {}) == "10.0.0.7|alice"
+    assert pool_caller(address, long, {}) == "10.0.0.7|" + "a" * 128
+    # the header refines the key, it never replaces it: another address is another caller
+    assert pool_caller(lambda s, h: "10.0.0.8", named, {}) != pool_caller(address, named, {})
