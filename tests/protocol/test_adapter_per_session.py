@@ -253,3 +253,24 @@ def helper_children(pid: int) -> int:
                 continue
             count += int(stat.rsplit(")", 1)[1].split()[1]) == pid
     return count
+
+
+def test_a_2026_caller_that_disconnects_mid_call_has_its_child_reaped(pooled: Adapter) -> None:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    call = {"name": "trigger-long-running-operation", "arguments": {"duration": 30, "steps": 3}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {**call, "_meta": meta}}
+    headers = {
+        **ACCEPT,
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": call["name"],
+        "mcp-operator-caller": "leaver",
+    }
+    with pytest.raises(httpx.ReadTimeout):
+        httpx.post(pooled.url, json=body, headers=headers, timeout=httpx.Timeout(5, read=3))
+    eventually("the leaver's child reaped", lambda: children(pooled), 15, until=lambda n: n == 0)
+    metrics = httpx.get(pooled.base + "/metrics", timeout=5).text
+    assert 'mcp_adapter_children_reaped_total{reason="disconnected"} 1.0' in metrics
