@@ -36,7 +36,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
@@ -46,7 +46,7 @@ from prometheus_client.registry import Collector
 from mcp_operator.adapter.budget import BodyBudget
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.core import AdapterCore
-from mcp_operator.adapter.front import HttpFront
+from mcp_operator.adapter.front import BUDGET_SPENT, HttpFront
 from mcp_operator.adapter.metrics import AdapterMetrics
 from mcp_operator.adapter.pool import CALLER_KEY, SESSION_KEY, ChildPool, ChildSlot, PoolFullError
 from mcp_operator.adapter.socket_child import spawn_socket
@@ -312,7 +312,38 @@ class PoolFront:
     async def _initialize(
         self, scope: Scope, headers: Headers, receive: Receive, send: Send
     ) -> None:
-        """A POST without a session: an ``initialize`` gets a child of its own."""
+        """A POST without a session: an ``initialize`` gets a child of its own. Its body is
+        admitted against the shared byte budget while it is read and its child spawns; then
+        the child's front admits it as any other."""
+        budget = self.budget
+        cost = budget.cost(headers.get(b"content-length"))
+        if cost is None:
+            await respond_plain(send, 413, b"Request body too large")
+            return
+        if not budget.reserve(cost):
+            await respond_json(send, 503, BUDGET_SPENT, [(b"retry-after", b"1")])
+            return
+        held = True
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                budget.release(cost)
+
+        try:
+            await self._admitted_initialize(scope, headers, receive, send, release)
+        finally:
+            release()
+
+    async def _admitted_initialize(
+        self,
+        scope: Scope,
+        headers: Headers,
+        receive: Receive,
+        send: Send,
+        release: Callable[[], None],
+    ) -> None:
         try:
             body = await read_body(headers, receive, self.config.max_body_bytes)
         except BodyTooLargeError:
@@ -342,6 +373,7 @@ class PoolFront:
                         session_id.append(value.decode())
             await send(event)
 
+        release()  # the child's front admits the body itself
         await self._serve(slot, scope, _replay(body, receive), capture, spawned=True)
         if session_id:
             self.pool.bind(slot, SESSION_KEY + session_id[0], time.monotonic())
