@@ -274,3 +274,16 @@ def test_a_2026_caller_that_disconnects_mid_call_has_its_child_reaped(pooled: Ad
     eventually("the leaver's child reaped", lambda: children(pooled), 15, until=lambda n: n == 0)
     metrics = httpx.get(pooled.base + "/metrics", timeout=5).text
     assert 'mcp_adapter_children_reaped_total{reason="disconnected"} 1.0' in metrics
+
+
+def test_an_idle_sessions_child_is_reaped_and_the_session_then_gets_404(tmp_path: Path) -> None:
+    flags = ("--child-per-session", "--child-idle-seconds", "1")
+    with adapter(EVERYTHING, tmp_path, *flags) as running, httpx.Client(timeout=30) as http:
+        opened = http.post(running.url, json=INIT, headers=ACCEPT)
+        session = opened.headers["mcp-session-id"]
+        assert children(running) == 1
+        eventually("the idle child reaped", lambda: children(running), 15, until=lambda n: n == 0)
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        gone = http.post(running.url, json=ping, headers={**ACCEPT, "mcp-session-id": session})
+        assert gone.status_code == 404  # the client initializes again, as the spec says
+        assert http.post(running.url, json=INIT, headers=ACCEPT).status_code == 200
