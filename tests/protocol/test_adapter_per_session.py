@@ -287,3 +287,29 @@ def test_an_idle_sessions_child_is_reaped_and_the_session_then_gets_404(tmp_path
         gone = http.post(running.url, json=ping, headers={**ACCEPT, "mcp-session-id": session})
         assert gone.status_code == 404  # the client initializes again, as the spec says
         assert http.post(running.url, json=INIT, headers=ACCEPT).status_code == 200
+
+
+def test_caller_names_do_not_buy_one_address_more_than_its_share(tmp_path: Path) -> None:
+    """One address naming a new ``Mcp-Operator-Caller`` on every request fills the pool at
+    most with its own children: at the pool's bound it replaces its own idle ones."""
+    flags = ("--child-per-session", "--max-children", "2")
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    with adapter(EVERYTHING, tmp_path, *flags) as running, httpx.Client(timeout=30) as http:
+        for index in range(4):
+            params = {"_meta": meta}
+            body = {"jsonrpc": "2.0", "id": index, "method": "tools/list", "params": params}
+            headers = {
+                **ACCEPT,
+                "mcp-protocol-version": "2026-07-28",
+                "mcp-method": "tools/list",
+                "mcp-operator-caller": f"name-{index}",
+            }
+            assert http.post(running.url, json=body, headers=headers).status_code == 200
+            assert children(running) <= 2
+        metrics = http.get(running.base + "/metrics").text
+        assert 'mcp_adapter_children_reaped_total{reason="evicted"} 2.0' in metrics
+        get = http.get(running.url, headers={"mcp-protocol-version": "2026-07-28"})
+        assert get.status_code == 405

@@ -273,8 +273,10 @@ class PoolFront:
             return
         now = time.monotonic()
         if is_modern(headers.get(b"mcp-protocol-version")):
-            caller = pool_caller(self._caller_key, scope, headers)
-            key = CALLER_KEY + caller
+            if scope["method"] != "POST":  # the stateless endpoint's answer, without a child
+                await respond_plain(send, 405, b"Method Not Allowed", [(b"allow", b"POST")])
+                return
+            key = CALLER_KEY + pool_caller(self._caller_key, scope, headers)
             starting = self._starting.get(key)
             if starting is not None:
                 await starting.wait()
@@ -282,7 +284,8 @@ class PoolFront:
             if slot is None:
                 self._starting[key] = done = asyncio.Event()
                 try:
-                    slot = await self._spawn(caller, send, None)
+                    # fair shares by who asks (the caller key), not by the name it gives
+                    slot = await self._spawn(self._caller_key(scope, headers), send, None)
                     if slot is not None:
                         self.pool.bind(slot, key, time.monotonic())
                 finally:
