@@ -85,6 +85,11 @@ def commands(port: int) -> dict[str, list[str]]:
             sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
             "--log-level", "warning", "--", "node", str(EVERYTHING), "stdio",
         ],
+        "mcp-operator adapter --child-per-session": [
+            sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
+            "--log-level", "warning", "--child-per-session", "--",
+            "node", str(EVERYTHING), "stdio",
+        ],
         "mcp-proxy 0.13.0": [
             str(MCP_PROXY), "--port", str(port), "--host", "127.0.0.1",
             "--log-level", "WARNING", "node", str(EVERYTHING), "stdio",
@@ -264,7 +269,7 @@ def table(results: list[Result]) -> str:
 
 
 def verdict(results: list[Result]) -> list[str]:
-    by = {r.name.split()[0]: r for r in results}
+    by = {r.name.split()[0]: r for r in results if "--child-per-session" not in r.name}
     ours, proxy, gateway = by.get("mcp-operator"), by.get("mcp-proxy"), by.get("supergateway")
     lines = []
     if ours and proxy and proxy.calls_per_second:
@@ -291,7 +296,11 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=10, help="concurrent calls per client")
     parser.add_argument("--only", action="append", help="measure only adapters whose name has this")
     args = parser.parse_args()
-    missing = [str(p) for p in (EVERYTHING, SUPERGATEWAY, MCP_PROXY) if not p.exists()]
+    needed = {"mcp-proxy": MCP_PROXY, "supergateway": SUPERGATEWAY}
+    wanted = [
+        path for name, path in needed.items() if not args.only or any(o in name for o in args.only)
+    ]
+    missing = [str(p) for p in (EVERYTHING, *wanted) if not p.exists()]
     if shutil.which("wrk") is None:
         missing.append("wrk")
     if missing:

@@ -13,6 +13,11 @@
 //	    replaces itself with PROGRAM, found on PATH as a container runtime would.
 //	    Standard error and the environment are left as they are; PROGRAM becomes
 //	    PID 1 of the container, so it receives the kubelet's signals itself.
+//	mcp-stdio-exec --spawn-socket=PATH -- PROGRAM [ARG...]
+//	    one PROGRAM per connection (the adapter's --child-per-session): listens on
+//	    the Unix socket PATH (mode 0666: the adapter may run as another UID), and
+//	    for each connection starts PROGRAM in a process group of its own with its
+//	    standard input and output on that connection (spawn.go).
 //
 // The FIFOs are made by the adapter's own init container; the protocol is the
 // adapter's business. This program never reads or writes a byte of it.
@@ -34,11 +39,14 @@ const name = "mcp-stdio-exec"
 func main() {
 	install := flag.String("install", "", "copy this executable into `DIR` and exit")
 	fifoDir := flag.String("fifo-dir", "", "`DIR` holding the stdin and stdout FIFOs")
+	spawnSocket := flag.String("spawn-socket", "", "start PROGRAM once per connection to the Unix socket `PATH`")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: %s --install=DIR\n       %s --fifo-dir=DIR -- PROGRAM [ARG...]\n", name, name)
+		fmt.Fprintf(os.Stderr, "usage: %s --install=DIR\n       %s --fifo-dir=DIR -- PROGRAM [ARG...]\n       %s --spawn-socket=PATH -- PROGRAM [ARG...]\n", name, name, name)
 	}
 	flag.Parse()
 	switch {
+	case *spawnSocket != "" && *install == "" && *fifoDir == "" && flag.NArg() > 0:
+		spawn(*spawnSocket, flag.Args())
 	case *install != "" && *fifoDir == "" && flag.NArg() == 0:
 		if err := installSelf(*install); err != nil {
 			fail(1, "Copying %s into %s failed: %v", name, *install, err)

@@ -152,3 +152,51 @@ def test_the_probe_reaches_a_managed_stdio_server_through_the_service_proxy(
     assert "hello-from-a-secret" not in str(obj)
     # The Pod's log (the adapter's and the server's lines) holds no value of the Secret either.
     assert "hello-from-a-secret" not in log
+
+
+def test_a_per_session_managed_server_starts_a_server_process_per_session_in_its_pod(
+    node_cluster: Cluster,
+    node_images: dict[str, str],
+    node_operator: OperatorProcess,
+    node_namespace: str,
+) -> None:
+    """``sessions: perSession``: the server container runs the helper's ``--spawn-socket``
+    mode and the adapter ``--child-per-session``; the probe's session gets a server process
+    of its own in the server container (non-root, read-only root filesystem, the socket in
+    the shared in-memory volume), and its tools are those of the server itself."""
+    cluster, namespace = node_cluster, node_namespace
+    image_name, here = SERVERS["everything"]
+    expected = stdio_tools(here())
+    image = node_images[image_name]
+    cluster.apply(
+        namespace,
+        {
+            "apiVersion": "mcp-operator.dev/v1alpha1",
+            "kind": "MCPServer",
+            "metadata": {"name": "isolated"},
+            "spec": {
+                "mode": "managed",
+                "deployment": {
+                    "image": image,
+                    "command": registry.image_argv(image),
+                    "sessions": "perSession",
+                },
+                "probe": {"intervalSeconds": 10, "timeoutSeconds": 10},
+            },
+        },
+    )
+
+    def ready() -> dict[str, Any] | None:
+        obj = cluster.get_json("-n", namespace, "mcpserver/isolated")
+        return obj if condition(obj, "Ready").get("status") == "True" else None
+
+    pod = pods.only_pod(cluster, namespace, "mcp-operator.dev/server=isolated")
+    name = pod["metadata"]["name"]
+    obj = eventually(
+        "Ready", ready, timeout=180, explain=lambda: pods.describe(cluster, namespace, name)
+    )
+    pod = pods.wait_for_phase(cluster, namespace, name, "Running")
+    containers = {c["name"]: c for c in pod["spec"]["containers"]}
+    assert containers["server"]["command"][1] == "--spawn-socket=/run/mcp/spawn.sock"
+    assert "--child-per-session" in containers["adapter"]["args"]
+    assert {t["originalName"] for t in obj["status"]["tools"]} == expected

@@ -8,7 +8,9 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from mcp_operator.adapter.front_pool import PoolMetrics
 from mcp_operator.adapter.metrics import AdapterMetrics
+from mcp_operator.adapter.pool import ChildPool
 from mcp_operator.controller.metrics import OperatorMetrics, count_ready
 from mcp_operator.controller.slots import Slots
 
@@ -36,8 +38,11 @@ def test_every_operator_metric_is_documented_and_every_documented_one_is_served(
 
 
 def test_every_adapter_metric_is_documented_and_every_documented_one_is_served() -> None:
-    metrics = AdapterMetrics(sessions=lambda: 0, inflight=lambda: 0, restarts=lambda: 0)
+    # the per-session pool's metrics are the adapter's with the pool's own
+    metrics = PoolMetrics(ChildPool(max_children=1, idle_seconds=1))
     assert served_names(metrics.registry) == documented_names("mcp_adapter_")
+    shared = AdapterMetrics(sessions=lambda: 0, inflight=lambda: 0, restarts=lambda: 0)
+    assert served_names(shared.registry) < served_names(metrics.registry)
 
 
 def ready(status: str, reason: str) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from mcp_operator.adapter.socket_child import SPAWN_SOCKET
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.mcpserver import render
 from mcp_operator.oci.config import ImageConfig, ImageConfigError
@@ -137,6 +138,28 @@ def test_the_stdio_server_runs_the_users_command_through_the_helper() -> None:
     assert containers["stdio-exec"]["command"] == ["mcp-stdio-exec", "--install=/run/mcp-exec"]
     exec_mount = {"name": "exec", "mountPath": "/run/mcp-exec", "readOnly": True}
     assert exec_mount in containers["server"]["volumeMounts"]
+
+
+def test_a_per_session_server_starts_one_process_per_adapter_connection() -> None:
+    per_session = STDIO.model_copy(deep=True)
+    per_session.spec.deployment.sessions = "perSession"  # type: ignore[union-attr]
+    containers = {c["name"]: c for c in pod_containers(render.deployment(per_session, SETTINGS))}
+    assert containers["server"]["command"][:3] == [
+        "/run/mcp-exec/mcp-stdio-exec",
+        "--spawn-socket=/run/mcp/spawn.sock",
+        "--",
+    ]
+    assert containers["server"]["command"][3:] == [
+        "npx",
+        "-y",
+        "@modelcontextprotocol/server-everything",
+        "stdio",
+    ]
+    adapter_args = containers["adapter"]["args"]
+    assert "--child-per-session" in adapter_args and "--stdio-fifo-dir=/run/mcp" in adapter_args
+    assert render.SPAWN_SOCKET == SPAWN_SOCKET  # the adapter connects where the helper listens
+    shared = {c["name"]: c for c in pod_containers(render.deployment(STDIO, SETTINGS))}
+    assert "--child-per-session" not in shared["adapter"]["args"]
 
 
 def argv_case(

@@ -16,7 +16,10 @@ message is about, so the rule uses only what is certain:
    call open that may cause it, and no other caller (a 2026-07-28 request)
    has any call in flight: then nobody else can have caused it. It goes to
    that session's oldest such call.
-3. **Otherwise nobody.** The message is not attributed: the router refuses the
+3. **The sole caller.** A child that serves one caller alone (``--child-per-session``)
+   has nobody else's calls: a message without a token belongs to its oldest call open
+   that may cause it, whatever the session (legacy) or none (2026-07-28).
+4. **Otherwise nobody.** The message is not attributed: the router refuses the
    request to the child (or drops and counts the log message) rather than
    guess. "The only call open" was a guess: with one call of session B open,
    session A's late log and A's sampling prompt reached B.
@@ -58,16 +61,21 @@ def attribute(
     by_token: Mapping[int, PendingCall],
     in_flight: Iterable[PendingCall],
     sessions: Sessions,
+    *,
+    sole_caller: bool = False,
 ) -> PendingCall | None:
     """The call ``message`` belongs to, or None when the rule cannot tell.
 
     ``by_token`` maps the tokens the adapter gave the child to their calls;
     ``in_flight`` is every call the child has not answered yet, oldest first;
-    ``sessions`` every legacy session there is.
+    ``sessions`` every legacy session there is; ``sole_caller``: the child serves one
+    caller alone.
     """
     token = carried_token(message)
     if token is not None:
         return by_token.get(token) if isinstance(token, int) else None
+    if sole_caller:
+        return next((call for call in in_flight if call.method in CAUSING_METHODS), None)
     if len(sessions) != 1:
         return None
     only = next(iter(sessions))

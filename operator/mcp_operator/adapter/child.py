@@ -370,7 +370,9 @@ class Supervisor:
                 logger.error("Failed to start the MCP server %s: %s", child.command[0], error)
             else:
                 self.child = child
-                if config.stdio_fifo_dir is not None:
+                if config.stdio_fifo_dir is not None and config.child_per_session:
+                    logger.debug("Connected to a new MCP server process: %s", child.command[0])
+                elif config.stdio_fifo_dir is not None:
                     logger.info(
                         "Connected to the MCP server through FIFOs in %s", config.stdio_fifo_dir
                     )

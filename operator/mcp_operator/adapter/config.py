@@ -124,6 +124,40 @@ class AdapterConfig:
     env: Mapping[str, str] = field(default_factory=dict)
     """Extra environment for the child (tests); the adapter's own environment is inherited."""
 
+    replay_events: int = 1000
+    """Most events kept per SSE stream for a client that reconnects with ``Last-Event-ID``
+    (``serve.events``); the oldest go first."""
+
+    replay_bytes: int = 1024 * 1024
+    """Most bytes of events kept per SSE stream for replay."""
+
+    replay_total_bytes: int = 32 * 1024 * 1024
+    """Most bytes of events kept for replay over all streams; past it the least recently
+    written stream is forgotten."""
+
+    replay_seconds: float = 300.0
+    """A stream's events are kept this long after its last one (then ``Last-Event-ID``
+    gets 404)."""
+
+    child_per_session: bool = False
+    """Run one child per MCP session (legacy: per ``Mcp-Session-Id``; 2026-07-28: per caller)
+    instead of one child shared by every client (``adapter/front_pool.py``). With
+    ``stdio_fifo_dir``, each child is a connection to ``DIR/spawn.sock``, where the server
+    container's ``mcp-stdio-exec --spawn-socket`` starts one server per connection."""
+
+    max_children: int = 32
+    """With ``--child-per-session``: most children at once; a new session beyond that takes
+    an idle child's place by the fair rule of ``serve.sessions``, else gets 503."""
+
+    child_idle_seconds: float = 300.0
+    """With ``--child-per-session``: a child serving no request for this long is stopped
+    (its legacy session ends: 404, the client initializes again)."""
+
+    spawn_timeout_seconds: float = 60.0
+    """With ``--child-per-session``: longest a new child may take to start and answer
+    ``initialize`` (``npx``/``uvx`` cold starts are slow); then it is killed and the
+    request that needed it gets 503."""
+
 
 # (field, flag, type, help) — one row per tunable; docs/adapter.md mirrors this list.
 _FLAGS: tuple[tuple[str, str, type, str], ...] = (
@@ -149,6 +183,13 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("max_inflight_bytes", "--max-inflight-bytes", int, "most body bytes in flight, else 503"),
     ("header_timeout_seconds", "--header-timeout-seconds", float, "request header read timeout"),
     ("body_timeout_seconds", "--body-timeout-seconds", float, "request body read timeout"),
+    ("replay_events", "--replay-events", int, "events kept per SSE stream for Last-Event-ID"),
+    ("replay_bytes", "--replay-bytes", int, "bytes kept per SSE stream for Last-Event-ID"),
+    ("replay_total_bytes", "--replay-total-bytes", int, "bytes kept over all SSE streams"),
+    ("replay_seconds", "--replay-seconds", float, "how long a stream's events are kept"),
+    ("max_children", "--max-children", int, "--child-per-session: most children, else 503"),
+    ("child_idle_seconds", "--child-idle-seconds", float, "--child-per-session: idle child TTL"),
+    ("spawn_timeout_seconds", "--spawn-timeout-seconds", float, "--child-per-session: start limit"),
 )
 
 # (field, flag, metavar, help) — the repeatable flags: every use adds one entry; without the
@@ -184,6 +225,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also serve the legacy HTTP+SSE transport [MCP_ADAPTER_SSE=1]",
     )
     parser.add_argument(
+        "--child-per-session",
+        dest="child_per_session",
+        action="store_true",
+        default=None,
+        help="one child per MCP session (2026-07-28: per caller) from a bounded pool "
+        "[MCP_ADAPTER_CHILD_PER_SESSION=1]",
+    )
+    parser.add_argument(
         "--make-fifos",
         action="store_true",
         help="create the FIFOs in --stdio-fifo-dir and exit (the Pod's init container)",
@@ -217,6 +266,9 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
         entries = getattr(args, name, None) or _env_list(environ.get(ENV_PREFIX + name.upper(), ""))
         values[name] = tuple(entries)
     sse = args.sse if args.sse is not None else environ.get(ENV_PREFIX + "SSE", "") in ("1", "true")
+    per_session = getattr(args, "child_per_session", None)
+    if per_session is None:
+        per_session = environ.get(ENV_PREFIX + "CHILD_PER_SESSION", "") in ("1", "true")
     command: Sequence[str] = list(args.child_command or ())
     if command and command[0] == "--":
         command = command[1:]
@@ -227,6 +279,7 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
     config = AdapterConfig(
         command=tuple(command),
         sse=bool(sse),
+        child_per_session=bool(per_session),
         **values,  # type: ignore[arg-type]
     )
     validate(config)
@@ -249,10 +302,19 @@ def validate(config: AdapterConfig) -> None:
         "max_inflight_bytes",
         "header_timeout_seconds",
         "body_timeout_seconds",
+        "replay_events",
+        "replay_bytes",
+        "replay_total_bytes",
+        "replay_seconds",
+        "max_children",
+        "child_idle_seconds",
+        "spawn_timeout_seconds",
     ):
         if getattr(config, name) <= 0:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
     if config.max_inflight_bytes < config.max_body_bytes:
         raise ValueError("--max-inflight-bytes must be at least --max-body-bytes")
+    if config.child_per_session and config.sse:
+        raise ValueError("--child-per-session serves Streamable HTTP only, not --sse")
     if config.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError("--log-level must be debug, info, warning or error")

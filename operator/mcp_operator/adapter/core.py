@@ -35,6 +35,8 @@ from mcp_operator.adapter.records import CallSink, Envelope, PendingCall, Sessio
 from mcp_operator.adapter.rounds import ParkedCall, RoundStore
 from mcp_operator.adapter.router import Router
 from mcp_operator.adapter.sessions import AdapterSessions
+from mcp_operator.adapter.socket_child import SocketChild, spawn_socket
+from mcp_operator.serve.events import EventStore
 
 logger = logging.getLogger(__name__)
 
@@ -105,6 +107,13 @@ class AdapterCore:
         )
         self.init_result: dict[str, Any] | None = None
         """The child's InitializeResult, once its handshake is done (None: not ready)."""
+        self.events = EventStore(
+            max_events=config.replay_events,
+            max_bytes=config.replay_bytes,
+            max_total_bytes=config.replay_total_bytes,
+            ttl_seconds=config.replay_seconds,
+        )
+        """The legacy SSE streams' events, for clients that resume with ``Last-Event-ID``."""
         self.failed = False
         self._child_subscriptions: set[str] = set()
         """Resource URIs the adapter subscribed to at the child for listen streams."""
@@ -235,6 +244,12 @@ class AdapterCore:
     def _new_child(self) -> ChildProcess:
         """The child of the next run: the configured command, or the FIFOs of a managed Pod."""
         config = self.config
+        if config.stdio_fifo_dir is not None and config.child_per_session:
+            return SocketChild(
+                spawn_socket(config.stdio_fifo_dir),
+                max_line_bytes=config.max_line_bytes,
+                on_message=self._on_child_message,
+            )
         if config.stdio_fifo_dir is not None:
             return FifoChild(
                 config.stdio_fifo_dir,
@@ -368,3 +383,4 @@ class AdapterCore:
     def end_session(self, session: Session, reason: str) -> None:
         for line in self.router.end_session(session, reason):
             self.write_nowait(line)
+        self.events.drop_owner(session.id)

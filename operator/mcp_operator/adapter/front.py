@@ -56,8 +56,15 @@ BUDGET_SPENT = dumps(
 class HttpFront:
     """The ASGI application."""
 
-    def __init__(self, core: AdapterCore, caller_key: CallerKey = client_address) -> None:
-        """``caller_key`` names who asks, the key sessions are counted by (``serve.sessions``)."""
+    def __init__(
+        self,
+        core: AdapterCore,
+        caller_key: CallerKey = client_address,
+        budget: BodyBudget | None = None,
+    ) -> None:
+        """``caller_key`` names who asks, the key sessions are counted by (``serve.sessions``);
+        ``budget``: the byte budget to admit bodies against when fronts share one (the
+        children of ``--child-per-session``), else one of its own."""
         self.core = core
         self.config = core.config
         self.policy = HostPolicy(core.config.allowed_hosts, core.config.allowed_origins)
@@ -69,7 +76,7 @@ class HttpFront:
         legacy = SessionEndpoint(core, forwarder)
         self._modern = StatelessEndpoint(core, forwarder)
         self._sse = SseTransport(core, caller_key)
-        self.budget = BodyBudget(
+        self.budget = budget or BodyBudget(
             limit_bytes=core.config.max_inflight_bytes,
             max_body_bytes=core.config.max_body_bytes,
         )
@@ -117,6 +124,9 @@ class HttpFront:
                 "inflightBytes": self.budget.in_use,
                 "maxInflightBytes": self.budget.limit_bytes,
                 "refusedForBytes": self.budget.refused,
+                "replayStreams": len(core.events),
+                "replayBytes": core.events.total_bytes,
+                "maxReplayBytes": core.events.max_total_bytes,
             },
         }
         await respond_json(send, 200 if ok else 503, dumps(body))

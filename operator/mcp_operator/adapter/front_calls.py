@@ -130,37 +130,80 @@ class CallForwarder:
                 await respond_json(send, status, body)
                 return
             # Something streamed before the answer (or the client takes only SSE): commit to SSE.
-            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await self._stream(sink, call, send, method, modern, rounds, deadline)
+
+    async def _stream(
+        self,
+        sink: HttpCall,
+        call: PendingCall,
+        send: Send,
+        method: str,
+        modern: str | None,
+        rounds: RoundOfCall | None,
+        deadline: float,
+    ) -> None:
+        """Answer on SSE: what streams, then the answer. A legacy session's stream is
+        resumable (``serve.events``): each event carries an id and is kept, and a client
+        that disconnects does not cancel the call (the spec: a disconnection is not a
+        cancellation); its events and answer are kept for a GET with ``Last-Event-ID``."""
+        core = self.core
+        store = core.events
+        log = None
+        if modern is None and call.session is not None:
+            log, priming = store.open(call.session.id, time.monotonic())
+        connected = True
+
+        async def out(data: bytes) -> None:
+            nonlocal connected
+            if not connected:
+                return
             try:
-                while True:
-                    events = sink.events
-                    while events:
-                        await send_more(send, sse_event(events.popleft()))
-                    if sink.final is not None:
-                        break
-                    if rounds is not None and sink.asks and await rounds.settle():
-                        continue
-                    if sink.gone:
-                        core.cancel(call, "Client disconnected")
-                        return
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        core.cancel(call, "Request timed out")
-                        text = "The MCP server did not answer in time"
-                        sink.final = error_response(call.client_id, REQUEST_TIMEOUT, text)
-                        break
-                    await sink.sleep(min(remaining, KEEPALIVE_SECONDS))
-                    if sink.final is None and not sink.events:
-                        await send_more(send, KEEPALIVE_FRAME)
-                _status, body = self._final_body(sink.final, method, modern)
-                await send(
-                    {
-                        "type": "http.response.body",
-                        "body": b"event: message\ndata: " + body + b"\n\n",
-                    }
-                )
+                await send_more(send, data)
             except ClientGoneError:
-                core.cancel(call, "Client disconnected")
+                if log is None:
+                    raise
+                connected = False  # the call goes on; its events wait for a resume
+
+        await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        try:
+            if log is not None:
+                await out(priming)
+            while True:
+                events = sink.events
+                while events:
+                    message = events.popleft()
+                    if log is None:
+                        await out(sse_event(message))
+                    else:
+                        await out(store.append(log, message, time.monotonic()))
+                if sink.final is not None:
+                    break
+                if rounds is not None and sink.asks and await rounds.settle():
+                    continue
+                if sink.gone:
+                    core.cancel(call, "Client disconnected")
+                    return
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    core.cancel(call, "Request timed out")
+                    text = "The MCP server did not answer in time"
+                    sink.final = error_response(call.client_id, REQUEST_TIMEOUT, text)
+                    break
+                await sink.sleep(min(remaining, KEEPALIVE_SECONDS))
+                if connected and sink.final is None and not sink.events:
+                    await out(KEEPALIVE_FRAME)
+            _status, body = self._final_body(sink.final, method, modern)
+            if log is None:
+                data = b"event: message\ndata: " + body + b"\n\n"
+            else:
+                data = store.append(log, sink.final, time.monotonic(), last=True)
+            if connected:
+                await send({"type": "http.response.body", "body": data})
+        except ClientGoneError:
+            core.cancel(call, "Client disconnected")
+        finally:
+            if log is not None and not log.ended:
+                store.end(log)
 
     def _final_body(
         self, final: dict[str, Any], method: str, modern: str | None

@@ -161,6 +161,7 @@ class SessionEndpoint(ForwardingEndpoint):
             send,
             lookup=self.core.sessions.get,
             queue_limit=self.config.stream_queue,
+            events=self.core.events,
         )
 
     async def delete(self, headers: dict[bytes, str], send: Send) -> None:

@@ -83,6 +83,9 @@ class Router:
         """Open 2026-07-28 ``subscriptions/listen`` streams."""
         self.tool_headers = ToolHeaderSchemas()
         """The child's ``x-mcp-header`` schemas, learnt from its ``tools/list`` results."""
+        self.sole_caller = False
+        """The child serves one caller alone (``--child-per-session``): ``attribution``'s
+        third rule applies."""
         self.unattributed = {"log": 0, "request": 0}
         """Messages of the child that no call could be attributed to since start: log
         messages dropped, server→client requests refused to the child."""
@@ -320,7 +323,13 @@ class Router:
 
     def _log(self, message: dict[str, Any], params: dict[str, Any]) -> None:
         """A log message: to the caller of the call it is attributed to, else nowhere."""
-        call = attribute(message, self._progress, self.pending.values(), self.sessions)
+        call = attribute(
+            message,
+            self._progress,
+            self.pending.values(),
+            self.sessions,
+            sole_caller=self.sole_caller,
+        )
         if call is None:
             self.unattributed["log"] += 1
             logger.debug("Dropped a log message that could not be attributed to one call")
@@ -342,7 +351,13 @@ class Router:
         child_request_id: RequestId = message["id"]
         if method == "ping":
             return encode({"jsonrpc": "2.0", "id": child_request_id, "result": {}})
-        call = attribute(message, self._progress, self.pending.values(), self.sessions)
+        call = attribute(
+            message,
+            self._progress,
+            self.pending.values(),
+            self.sessions,
+            sole_caller=self.sole_caller,
+        )
         if call is None:
             self.unattributed["request"] += 1
             text = f"{method} could not be attributed to one call in flight"

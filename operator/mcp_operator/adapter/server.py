@@ -16,6 +16,7 @@ import signal
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front import HttpFront
+from mcp_operator.adapter.front_pool import PoolFront
 from mcp_operator.serve import process
 from mcp_operator.serve.process import QuietServer
 
@@ -31,8 +32,13 @@ async def serve(config: AdapterConfig) -> int:
         if server is not None:
             server.should_exit = True
 
-    core = AdapterCore(config, on_fatal=stop)
-    front = HttpFront(core)
+    core: AdapterCore | PoolFront
+    front: HttpFront | PoolFront
+    if config.child_per_session:
+        core = front = PoolFront(config)
+    else:
+        core = AdapterCore(config, on_fatal=stop)
+        front = HttpFront(core)
     server = process.server(
         front,
         host=config.host,

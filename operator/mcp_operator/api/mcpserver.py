@@ -118,6 +118,10 @@ class DeploymentSpec(SpecModel):
     service_account_name: DnsSubdomain | None = None
     image_pull_secrets: Annotated[list[LocalObjectReference], Field(max_length=16)] | None = None
     writable_dirs: Annotated[list[WritableDir], Field(max_length=16)] | None = None
+    sessions: Literal["shared", "perSession"] = "shared"
+    """stdio: one server process shared by every client (``shared``), or one per MCP
+    session, 2026-07-28 callers one each (``perSession``: the adapter's
+    ``--child-per-session``)."""
 
     @model_validator(mode="after")
     def _unique_env(self) -> DeploymentSpec:

@@ -31,6 +31,7 @@ from mcp_operator.bridge.metrics import BridgeMetrics
 from mcp_operator.bridge.pipeline import CallPipeline
 from mcp_operator.bridge.relay import BridgeSession
 from mcp_operator.bridge.upstreams import UpstreamPool
+from mcp_operator.serve.events import EventStore
 from mcp_operator.serve.jsonrpc import RequestId, error_response
 from mcp_operator.serve.sessions import SessionTable
 
@@ -55,6 +56,8 @@ DISCOVERED: Final[dict[str, Any]] = {**INITIALIZE_RESULT, "capabilities": {"tool
 
 MAX_SESSIONS = 256
 """Most concurrent legacy sessions of the agent (shared fairly among callers)."""
+REPLAY_TOTAL_BYTES = 8 * 1024 * 1024
+"""Most bytes of SSE events kept for replay over all of the agent's streams."""
 IDLE_SECONDS = 3600.0
 """A session without a GET stream that is not used for this long is dropped."""
 
@@ -117,6 +120,9 @@ class BridgeCore:
             max_sessions=MAX_SESSIONS, idle_seconds=IDLE_SECONDS, replace_own_idle=False
         )
         """The agent's legacy sessions; a caller at its share waits for its own to expire."""
+        self.events = EventStore(max_total_bytes=REPLAY_TOTAL_BYTES)
+        """The legacy GET streams' events, for an agent that resumes with ``Last-Event-ID``
+        (``serve.events``; the per-stream bounds are the store's defaults)."""
         self.pool = UpstreamPool(
             on_change=self._catalog_changed,
             relist_seconds=relist_seconds,

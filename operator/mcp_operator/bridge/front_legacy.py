@@ -136,7 +136,12 @@ class SessionEndpoint:
 
     async def get(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
         await session_stream(
-            headers, receive, send, lookup=self.core.sessions.get, queue_limit=STREAM_QUEUE
+            headers,
+            receive,
+            send,
+            lookup=self.core.sessions.get,
+            queue_limit=STREAM_QUEUE,
+            events=self.core.events,
         )
 
     async def delete(self, headers: dict[bytes, str], send: Send) -> None:
@@ -149,4 +154,5 @@ class SessionEndpoint:
             await respond_plain(send, 404, b"Session not found")
             return
         end_session(session, "The client ended the session")
+        self.core.events.drop_owner(session_id)
         await respond_plain(send, 200, b"")

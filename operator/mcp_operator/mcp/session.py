@@ -106,6 +106,8 @@ MAX_EVENT_BYTES = 1024 * 1024
 OPEN_STREAM_SECONDS = 10.0
 """A change stream's head is awaited this long; after it, a quiet stream is not bounded
 (changes are rare)."""
+MAX_EVENT_ID_CHARS = 256
+"""A longer event id of the server's is not kept as the change stream's cursor."""
 REOPEN_SECONDS = 2.0
 """A change stream that ended or could not be opened is opened again after this pause."""
 LIST_CHANGED = "notifications/tools/list_changed"
@@ -303,6 +305,11 @@ class McpSession:
         ``_meta``; none: ``{}``)."""
         self._errands: set[asyncio.Task[None]] = set()
         """Notifications sent in the background (a cancelled request's)."""
+        self.stream_cursor: tuple[str, str] | None = None
+        """(session id, last event id) of the legacy change stream, when the server gave its
+        events ids: a reopened stream asks to resume there (``Last-Event-ID``)."""
+        self.stream_resumed = False
+        """The change stream now open resumed the previous one: nothing was missed."""
 
     def __repr__(self) -> str:
         return f"McpSession(name={self.name!r}, url={display_url(self.url)!r})"
@@ -545,13 +552,16 @@ class McpSession:
         try:
             media = _media(answer)
             if answer.status_code != 200 or media != "text/event-stream":
+                self.stream_cursor = None  # a refused resume: the next open starts afresh
                 raise McpFailure(
                     "http",
                     f"{self.name} did not open a change stream (HTTP {answer.status_code})",
                     status=answer.status_code,
                 )
             yield False
-            async for data in sse.messages(answer.aiter_bytes(), MAX_EVENT_BYTES):
+            async for data in sse.messages(
+                answer.aiter_bytes(), MAX_EVENT_BYTES, on_id=self._saw_event_id
+            ):
                 message = _loads(data)
                 if isinstance(message, dict) and message.get("method") == LIST_CHANGED:
                     yield True
@@ -573,7 +583,15 @@ class McpSession:
         headers = self._request_headers("", None)
         headers["accept"] = "text/event-stream"
         del headers["content-type"]
+        cursor = self.stream_cursor
+        self.stream_resumed = cursor is not None and cursor[0] == self.session_id
+        if cursor is not None and self.stream_resumed:
+            headers["last-event-id"] = cursor[1]
         return await self._send("GET", headers, b"")
+
+    def _saw_event_id(self, event_id: str) -> None:
+        if self.session_id is not None and len(event_id) <= MAX_EVENT_ID_CHARS:
+            self.stream_cursor = (self.session_id, event_id)
 
     # -- the wire --------------------------------------------------------------------------
 
@@ -783,14 +801,16 @@ async def follow(
     """Keep the server's change stream open until cancelled, calling ``on_changed`` for every
     change it announces. A stream that ends (the server restarted, the session was
     established again, the connection dropped) is opened again after ``reopen_seconds``;
-    neither era replays what was sent while it was closed, so every re-opened stream is
-    followed by one ``on_changed`` (a change may have been missed)."""
+    a re-opened stream that did not resume the previous one (the server gave no event ids,
+    or refused the ``Last-Event-ID``; 2026-07-28 has none) is followed by one
+    ``on_changed`` (a change may have been missed)."""
     opened_before = False
     while True:
         if session.announces_changes:
             try:
                 async for changed in session.changes():
-                    if changed or opened_before:
+                    # a stream resumed with Last-Event-ID replays what it missed: no relist
+                    if changed or (opened_before and not session.stream_resumed):
                         await on_changed()
                     opened_before = True
             except McpFailure as failure:

@@ -14,7 +14,7 @@ event cannot grow without limit. Cutting tool lists inside events is
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncGenerator, AsyncIterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable
 
 _LINE_BREAK = rb"(?:\r\n|\r(?!\n)|\n)"
 EVENT_END = re.compile(_LINE_BREAK + _LINE_BREAK)
@@ -53,11 +53,23 @@ def event_fields(event: bytes) -> tuple[str | None, bytes | None]:
     return kind, (b"\n".join(data) if data else None)
 
 
+def event_id(event: bytes) -> str | None:
+    """An SSE event's ``id:`` field, ``None`` when it has none."""
+    for line in LINES.split(event):
+        if line.startswith(b"id:"):
+            return line[3:].removeprefix(b" ").decode("utf-8", "replace")
+    return None
+
+
 async def messages(
-    chunks: AsyncIterable[bytes], max_event_bytes: int | None = None
+    chunks: AsyncIterable[bytes],
+    max_event_bytes: int | None = None,
+    on_id: Callable[[str], None] | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """The data of every ``message`` event of the stream, in order (undecoded JSON). Closing
-    this reader closes the chunks' iterator too (a bounded body gives back what it holds)."""
+    this reader closes the chunks' iterator too (a bounded body gives back what it holds).
+    ``on_id`` is told each event's id (priming events included), before its data is
+    yielded: the cursor a reconnect sends as ``Last-Event-ID``."""
     rest = b""
     iterator = aiter(chunks)
     try:
@@ -66,6 +78,8 @@ async def messages(
             if max_event_bytes is not None and len(rest) > max_event_bytes:
                 raise EventTooLarge(max_event_bytes)
             for event in events:
+                if on_id is not None and (found := event_id(event)) is not None:
+                    on_id(found)
                 kind, data = event_fields(event)
                 if data is not None and data.strip() and kind in (None, "message"):
                     yield data

@@ -30,6 +30,7 @@ MCP_REQUEST_HEADERS = frozenset(
         b"content-length",
         b"mcp-session-id",
         b"mcp-protocol-version",
+        b"last-event-id",
     }
 )
 """The request headers an MCP endpoint reads (the rest are not decoded)."""

@@ -18,12 +18,36 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from mcp_operator.serve.asgi import Receive, Scope, Send, request_headers, respond_plain
+from mcp_operator.serve.asgi import (
+    ClientGoneError,
+    Receive,
+    Scope,
+    Send,
+    request_headers,
+    respond_plain,
+    send_more,
+    watching_disconnect,
+)
 from mcp_operator.serve.era import is_modern
+from mcp_operator.serve.events import (
+    BadEventId,
+    EventStore,
+    ReplayGone,
+    ResumableStream,
+    StreamLog,
+    parse_event_id,
+    replay_refusal,
+)
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import read_json
 from mcp_operator.serve.sessions import CallerKey, client_address
-from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
+from mcp_operator.serve.sse import (
+    KEEPALIVE_FRAME,
+    KEEPALIVE_SECONDS,
+    SSE_HEADERS,
+    SseStream,
+    pump,
+)
 
 Headers = dict[bytes, str]
 StatelessHandler = Callable[[Scope, Headers, Receive, Send], Awaitable[None]]
@@ -100,11 +124,14 @@ async def session_stream(
     *,
     lookup: Callable[[str, float], StreamingSession | None],
     queue_limit: int,
+    events: EventStore | None = None,
 ) -> None:
     """Serve a legacy session's GET stream until the client or the session ends it.
 
     406 without ``Accept: text/event-stream``, 400 without ``Mcp-Session-Id``, 404 for an
-    unknown session, 409 when the session has a stream already.
+    unknown session, 409 when the session has a stream already. With ``events`` the
+    stream is resumable (``serve.events``): its events carry ids, and a GET with
+    ``Last-Event-ID`` resumes the stream that id names (``resumed_stream``).
     """
     if "text/event-stream" not in headers.get(b"accept", ""):
         await respond_plain(send, 406, b"Accept must include text/event-stream")
@@ -117,15 +144,94 @@ async def session_stream(
     if session is None:
         await respond_plain(send, 404, b"Session not found")
         return
+    last_event_id = headers.get(b"last-event-id")
+    if events is not None and last_event_id is not None:
+        await resumed_stream(last_event_id, session, session_id, receive, send, events, queue_limit)
+        return
     if session.stream is not None:
         await respond_plain(send, 409, b"Only one GET stream per session")
         return
-    stream = SseStream(queue_limit)
+    priming = b""
+    if events is not None:
+        log, priming = events.open(session_id, time.monotonic(), standalone=True)
+        stream: SseStream = ResumableStream(queue_limit, events, log, time.monotonic)
+    else:
+        stream = SseStream(queue_limit)
     session.stream = stream
     try:
         await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+        if priming:
+            stream.push_raw(priming)
         await pump(stream, receive, send)
     finally:
         if session.stream is stream:
             session.stream = None
         session.last_active = time.monotonic()
+
+
+async def resumed_stream(
+    last_event_id: str,
+    session: StreamingSession,
+    session_id: str,
+    receive: Receive,
+    send: Send,
+    events: EventStore,
+    queue_limit: int,
+) -> None:
+    """A GET with ``Last-Event-ID``: the events the client missed on the stream that id
+    names, then the rest of that stream: a call's until its answer; the session's GET
+    stream as the session's stream again (an older connection of it is closed: the
+    client's reconnect says it is dead). 400 for an id not of our form, 404 for one of
+    a stream no longer kept or not this session's."""
+    try:
+        log, missed = events.resume(last_event_id, session_id, time.monotonic())
+    except (BadEventId, ReplayGone) as error:
+        status, text = replay_refusal(error)
+        await respond_plain(send, status, text)
+        return
+    if log.standalone:
+        if session.stream is not None:
+            session.stream.close()
+        stream = ResumableStream(queue_limit, events, log, time.monotonic)
+        for _seq, data in missed:
+            stream.push_raw(data)
+        session.stream = stream
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await pump(stream, receive, send)
+        finally:
+            if session.stream is stream:
+                session.stream = None
+            session.last_active = time.monotonic()
+        return
+    await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+    await tail(events, log, parse_event_id(last_event_id)[1], receive, send)
+    session.last_active = time.monotonic()
+
+
+async def tail(events: EventStore, log: StreamLog, seq: int, receive: Receive, send: Send) -> None:
+    """Send ``log``'s events after ``seq``, then each new one, until it ends or the client
+    goes."""
+    gone = False
+
+    def hang_up() -> None:
+        nonlocal gone
+        gone = True
+        log.wake()
+
+    pending = events.after(log, seq)
+    with watching_disconnect(receive, hang_up):
+        try:
+            while True:
+                for number, data in pending:
+                    await send_more(send, data)
+                    seq = number
+                if gone or (log.ended and not events.after(log, seq)):
+                    break
+                await log.sleep(KEEPALIVE_SECONDS)
+                pending = events.after(log, seq)
+                if not pending and not log.ended and not gone:
+                    await send_more(send, KEEPALIVE_FRAME)
+            await send({"type": "http.response.body", "body": b""})
+        except (ClientGoneError, OSError):
+            pass

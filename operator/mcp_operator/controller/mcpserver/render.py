@@ -47,6 +47,8 @@ FIFO_DIR = "/run/mcp"
 EXEC_DIR = "/run/mcp-exec"
 EXEC_HELPER = "mcp-stdio-exec"
 """Our static helper: on ``PATH`` in our image, copied to ``EXEC_DIR`` for the server."""
+SPAWN_SOCKET = "spawn.sock"
+"""The helper's socket of ``perSession`` (the adapter's ``socket_child.SPAWN_SOCKET``)."""
 ADAPTER_PORT_NAME = "mcp"
 ADAPTER_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
@@ -218,7 +220,7 @@ def _stdio_containers(
     server: MCPServer, settings: RenderSettings, image: ImageConfig | None
 ) -> list[dict[str, Any]]:
     spec = _deployment(server)
-    helper = [f"{EXEC_DIR}/{EXEC_HELPER}", f"--fifo-dir={FIFO_DIR}", "--"]
+    helper = [f"{EXEC_DIR}/{EXEC_HELPER}", _helper_mode(spec), "--"]
     security = restricted_container_security()
     user = numeric_user(image.user) if image is not None else None
     if user is not None and user[0] != 0:
@@ -251,6 +253,8 @@ def _stdio_containers(
     # The Service's names (an operator outside the cluster, through the API server's service
     # proxy, sends one too: managed.probe_endpoint), and the Pod's own IP, for a client that
     # addresses the Pod itself.
+    if spec.sessions == "perSession":
+        adapter_args.append("--child-per-session")
     hosts = [*allowed_hosts(server, settings), "$(POD_IP)"]
     adapter_args += [f"--allowed-host={host}" for host in hosts]
     adapter = {
@@ -280,6 +284,14 @@ def _stdio_containers(
         "securityContext": restricted_container_security(),
     }
     return [server_container, adapter]
+
+
+def _helper_mode(spec: DeploymentSpec) -> str:
+    """How the helper starts the server: once on the FIFOs (``shared``), or once per
+    connection to its socket in the same volume (``perSession``, ``socket_child``)."""
+    if spec.sessions == "perSession":
+        return f"--spawn-socket={FIFO_DIR}/{SPAWN_SOCKET}"
+    return f"--fifo-dir={FIFO_DIR}"
 
 
 def _fifo_init_container(settings: RenderSettings) -> dict[str, Any]:
