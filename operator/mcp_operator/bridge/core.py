@@ -24,6 +24,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig
+from mcp_operator.bridge import aggregate
 from mcp_operator.bridge.audit import AuditRecord
 from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.hooks import Hook, default_hooks
@@ -58,6 +59,8 @@ IDLE_SECONDS = 3600.0
 """A session without a GET stream that is not used for this long is dropped."""
 
 LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+PROMPTS_CHANGED = {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}
+RESOURCES_CHANGED = "notifications/resources/list_changed"
 
 
 class SystemClock:
@@ -121,7 +124,11 @@ class BridgeCore:
             relist_seconds=relist_seconds,
             on_listed=self.metrics.observe_listing,
             on_problem=self.metrics.observe_problem,
+            on_notice=self._notice,
         )
+        self.aggregator = aggregate.Aggregator(self.pool)
+        """Prompts, resources, completion and logging (:mod:`~mcp_operator.bridge.aggregate`)."""
+        self._prompts_shown: list[dict[str, Any]] = []
         self.pipeline = CallPipeline(
             config,
             Catalog(entries={}),
@@ -194,16 +201,50 @@ class BridgeCore:
         self.listing_result = {"tools": self.pool.scrubber.json(catalog.listing())}
         self.metrics.catalog_tools.set(len(catalog.entries))
         logger.info("Listed %d tools of %d servers", len(catalog.entries), len(self.config.servers))
+        prompts = self.pool.prompts.listing()
+        prompts_changed, self._prompts_shown = prompts != self._prompts_shown, prompts
         if self.started:
             for stream in self.sessions.streams():
                 stream.push(LIST_CHANGED)
+                if prompts_changed:
+                    stream.push(PROMPTS_CHANGED)
+
+    def _notice(self, server: str, message: dict[str, Any]) -> None:
+        """An upstream's notification: a resource list change to every agent stream, a
+        resource update or a log message to the sessions :mod:`aggregate` names."""
+        if message.get("method") == RESOURCES_CHANGED:
+            for stream in self.sessions.streams():
+                stream.push({"jsonrpc": "2.0", "method": RESOURCES_CHANGED})
+            return
+        for session_id, sent in self.aggregator.notice(server, message):
+            session = self.sessions.get(session_id, time.monotonic())
+            if session is None:
+                self.aggregator.forget(session_id)  # it ended or expired
+            elif session.stream is not None:
+                session.stream.push(sent)
+
+    def initialize_result(self) -> dict[str, Any]:
+        """The bridge's InitializeResult, with the capabilities its upstreams have."""
+        caps = aggregate.capabilities(self.pool.states, modern=False)
+        return {**INITIALIZE_RESULT, "capabilities": caps}
+
+    def discovered(self) -> dict[str, Any]:
+        """What ``server/discover`` is derived from, with the upstreams' capabilities."""
+        caps = aggregate.capabilities(self.pool.states, modern=True)
+        return {**DISCOVERED, "capabilities": caps}
 
     # -- requests ----------------------------------------------------------------------------
 
-    async def answer(self, request_id: RequestId, method: str, params: Any) -> dict[str, Any]:
+    async def answer(
+        self, request_id: RequestId, method: str, params: Any, session: str | None = None
+    ) -> dict[str, Any]:
         """The JSON-RPC response to one request of the agent (either era, before shaping):
-        ``tools/call`` through the pipeline, ``tools/list`` from the catalog, ``ping``; any
-        other method -32601."""
+        ``tools/call`` through the pipeline, ``tools/list`` from the catalog, ``ping``, the
+        other features through :mod:`~mcp_operator.bridge.aggregate` (``session``: the
+        legacy session asking, to whom its subscriptions and logs go); any other method
+        -32601."""
+        if method in aggregate.METHODS:
+            return await self.aggregator.answer(request_id, method, params, session)
         if method == "tools/call":
             problem = _unreadable_call(params)
             if problem is not None:

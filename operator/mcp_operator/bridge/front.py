@@ -29,7 +29,7 @@ import logging
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND
 
-from mcp_operator.bridge.core import DISCOVERED, SERVER_INFO, BridgeCore
+from mcp_operator.bridge.core import SERVER_INFO, BridgeCore
 from mcp_operator.bridge.front_legacy import SessionEndpoint
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import (
@@ -128,7 +128,7 @@ class BridgeFront:
             return
         request_id, method = outcome.request_id, outcome.method
         if method == "server/discover":
-            result = era.discover_result(DISCOVERED, outcome.protocol_version)
+            result = era.discover_result(self.core.discovered(), outcome.protocol_version)
             message = {"jsonrpc": "2.0", "id": request_id, "result": result}
         elif method in ("initialize", "subscriptions/listen") or method.startswith(
             "notifications/"

@@ -19,7 +19,7 @@ from typing import Any
 
 from mcp_types.jsonrpc import INVALID_REQUEST
 
-from mcp_operator.bridge.core import INITIALIZE_RESULT, BridgeCore
+from mcp_operator.bridge.core import BridgeCore
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import Receive, Send, respond_json, respond_plain
 from mcp_operator.serve.endpoint import session_stream
@@ -86,7 +86,7 @@ class SessionEndpoint:
             return
         session.open_requests += 1
         try:
-            response = await self.core.answer(request_id, method, message.get("params"))
+            response = await self.core.answer(request_id, method, message.get("params"), session.id)
         finally:
             session.open_requests -= 1
             session.last_active = time.monotonic()
@@ -96,7 +96,7 @@ class SessionEndpoint:
         if request_id is None or not isinstance(params, dict):
             await _invalid(send, 400, request_id, "Invalid initialize")
             return
-        result = era.initialize_result(INITIALIZE_RESULT, params.get("protocolVersion"))
+        result = era.initialize_result(self.core.initialize_result(), params.get("protocolVersion"))
         try:
             now = time.monotonic()
             version = result["protocolVersion"]
@@ -125,6 +125,7 @@ class SessionEndpoint:
         if session_id is None:
             await respond_plain(send, 400, b"Missing Mcp-Session-Id header")
             return
+        self.core.aggregator.forget(session_id)
         if self.core.sessions.remove(session_id) is None:
             await respond_plain(send, 404, b"Session not found")
             return

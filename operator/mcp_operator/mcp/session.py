@@ -51,6 +51,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
 import mcp_types as types
+from mcp.shared.inbound import NAME_BEARING_METHODS, encode_header_value
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
@@ -281,6 +282,12 @@ class McpSession:
         self.protocol_version: str | None = None
         self.capabilities = types.ServerCapabilities()
         self.server_info: types.Implementation | None = None
+        self.on_notice: Callable[[dict[str, Any]], None] | None = None
+        """Called with every notification of the change stream other than the tools' list
+        change (the bridge fans resource updates and log messages out to its agents)."""
+        self.listen_filter: dict[str, Any] = {}
+        """What a 2026-07-28 ``subscriptions/listen`` asks for besides the tools' list
+        changes (``promptsListChanged``, ``resourceSubscriptions`` …)."""
 
     def __repr__(self) -> str:
         return f"McpSession(name={self.name!r}, url={display_url(self.url)!r})"
@@ -298,6 +305,17 @@ class McpSession:
         """Whether the server said it announces tool list changes."""
         tools = self.capabilities.tools
         return self.connected and tools is not None and tools.list_changed is True
+
+    @property
+    def announces_notices(self) -> bool:
+        """Whether a change stream is worth following: the server announces tool list
+        changes, or (for a session with :attr:`on_notice`) it has prompts, resources or
+        logging, whose notifications the stream carries."""
+        if self.announces_changes:
+            return True
+        caps = self.capabilities
+        others = (caps.prompts, caps.resources, caps.logging)
+        return self.connected and self.on_notice is not None and any(c is not None for c in others)
 
     def reset(self) -> None:
         """Forget the negotiated era and session (the next request connects anew)."""
@@ -490,6 +508,8 @@ class McpSession:
                 message = _loads(data)
                 if isinstance(message, dict) and message.get("method") == LIST_CHANGED:
                     yield True
+                elif _is_notice(message) and self.on_notice is not None:
+                    self.on_notice(message)
         except (Http1Error, OSError, sse.EventTooLarge):
             return  # the stream ended: the follower opens it again
         finally:
@@ -499,7 +519,8 @@ class McpSession:
         """The request whose answer carries the change notifications, in the era."""
         if self.modern:
             request_id = next(self._ids)
-            params = self._stamped({"notifications": {"toolsListChanged": True}}, None)
+            wanted = {"toolsListChanged": True, **self.listen_filter}
+            params = self._stamped({"notifications": wanted}, None)
             body = _body(request_id, "subscriptions/listen", params)
             headers = self._request_headers("subscriptions/listen", None)
             return await self._send("POST", headers, body)
@@ -529,9 +550,10 @@ class McpSession:
             headers["mcp-protocol-version"] = version
         if version in MODERN_PROTOCOL_VERSIONS:
             headers["mcp-method"] = method
-            name = (params or {}).get("name") if method == "tools/call" else None
-            if isinstance(name, str) and name.isascii() and name.isprintable():
-                headers["mcp-name"] = name
+            key = NAME_BEARING_METHODS.get(method)
+            name = (params or {}).get(key) if key is not None else None
+            if isinstance(name, str):
+                headers["mcp-name"] = encode_header_value(name)
         elif self.session_id is not None:
             headers["mcp-session-id"] = self.session_id
         return headers
@@ -692,7 +714,7 @@ async def follow(
     followed by one ``on_changed`` (a change may have been missed)."""
     opened_before = False
     while True:
-        if session.announces_changes:
+        if session.announces_notices:
             try:
                 async for changed in session.changes():
                     if changed or opened_before:
@@ -711,6 +733,12 @@ def _loads(text: bytes) -> Any:
         return json.loads(text)
     except ValueError:
         return _NOT_JSON
+
+
+def _is_notice(message: Any) -> bool:
+    return (
+        isinstance(message, dict) and isinstance(message.get("method"), str) and "id" not in message
+    )
 
 
 def _media(answer: Http1Response) -> str:
