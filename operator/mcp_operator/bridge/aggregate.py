@@ -27,7 +27,7 @@ upstream gives the agent its JSON-RPC error (code kept, words scrubbed of header
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -101,13 +101,14 @@ class AgentInterest:
 def capabilities(states: Mapping[str, ServerState], *, modern: bool) -> dict[str, Any]:
     """The bridge's server capabilities: tools always, the others when some upstream has
     them (list-changed and subscribe only where the era has a stream to carry them)."""
-    caps: dict[str, Any] = {"tools": {} if modern else {"listChanged": True}}
+    del modern  # both eras alike: legacy sessions' GET streams, 2026-07-28 listen streams
+    caps: dict[str, Any] = {"tools": {"listChanged": True}}
     offered = [s.upstream.capabilities for s in states.values() if s.problem is None]
     if any(c.prompts is not None for c in offered):
-        caps["prompts"] = {} if modern else {"listChanged": True}
+        caps["prompts"] = {"listChanged": True}
     if any(c.resources is not None for c in offered):
         subscribe = any(c.resources is not None and c.resources.subscribe for c in offered)
-        caps["resources"] = {} if modern else {"listChanged": True, "subscribe": subscribe}
+        caps["resources"] = {"listChanged": True, "subscribe": subscribe}
     if any(c.completions is not None for c in offered):
         caps["completions"] = {}
     if any(c.logging is not None for c in offered):
@@ -123,8 +124,6 @@ class Aggregator:
         self.codec = codec or CursorCodec()
         self.interests: dict[str, AgentInterest] = {}
         """Agent session id → what it asked for."""
-        self.push: Callable[[str, dict[str, Any]], None] = lambda _session, _message: None
-        """Sends a notification on one agent session's stream (set by the core)."""
 
     @property
     def prompts(self) -> PromptCatalog:
@@ -321,14 +320,29 @@ class Aggregator:
             uri in other.subscriptions for key, other in self.interests.items() if key != session
         )
         if method == "resources/subscribe":
-            if not others:
-                await self._forward(state, method, {**params, "uri": original})
             interest.subscriptions.add(uri)
         else:
             interest.subscriptions.discard(uri)
-            if not others:
-                await self._forward(state, method, {**params, "uri": original})
+        if state.upstream.modern:
+            # 2026-07-28 has no resources/subscribe: the server's listen stream names them.
+            self._listen_for(state)
+        elif not others:
+            await self._forward(state, method, {**params, "uri": original})
         return {}
+
+    def _listen_for(self, state: ServerState) -> None:
+        """Ask a 2026-07-28 server's listen stream for the URIs its agents subscribed to
+        (the stream is opened again with the new filter)."""
+        wanted = sorted(
+            original
+            for interest in self.interests.values()
+            for uri in interest.subscriptions
+            if (routed := self.route(uri)) is not None and routed[0] is state
+            for original in (routed[1],)
+        )
+        if wanted != state.upstream.listen_filter.get("resourceSubscriptions", []):
+            state.upstream.listen_filter["resourceSubscriptions"] = wanted
+            self.pool.refollow(server_key(state.server))
 
     async def _complete(self, params: dict[str, Any]) -> Any:
         ref = params.get("ref")
@@ -361,7 +375,8 @@ class Aggregator:
             default=LOG_LEVELS.index(str(level)),
         )
         for state in self._usable():
-            if state.upstream.capabilities.logging is not None:
+            # 2026-07-28 carries the level in each request's _meta, not in logging/setLevel.
+            if state.upstream.capabilities.logging is not None and not state.upstream.modern:
                 try:
                     await state.upstream.request(
                         "logging/setLevel", {"level": LOG_LEVELS[wanted]}, REQUEST_SECONDS
@@ -373,8 +388,26 @@ class Aggregator:
 
     # -- notifications from upstreams --------------------------------------------------------
 
-    def forget(self, session: str) -> None:
-        """An agent session ended: nothing more is delivered to it."""
+    async def listen(self, key: str, uris: Iterable[str]) -> None:
+        """A 2026-07-28 listen stream of the agent (``key``) subscribed to ``uris``, each
+        fanned out to its server as a legacy subscription would be (one it cannot route is
+        left out: nothing would ever update it)."""
+        self.interests[key] = AgentInterest()
+        for uri in uris:
+            try:
+                await self._subscription("resources/subscribe", {"uri": uri}, key)
+            except _Refused as refused:
+                logger.debug("Left %s out of a listen stream: %s", uri, refused.message)
+
+    async def forget(self, session: str) -> None:
+        """An agent session (or listen stream) ended: nothing more is delivered to it, and
+        the servers are told of the subscriptions nobody else holds."""
+        interest = self.interests.get(session)
+        for uri in sorted(interest.subscriptions if interest is not None else ()):
+            try:
+                await self._subscription("resources/unsubscribe", {"uri": uri}, session)
+            except _Refused as refused:
+                logger.debug("Could not unsubscribe from %s: %s", uri, refused.message)
         self.interests.pop(session, None)
 
     def notice(self, server: str, message: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:

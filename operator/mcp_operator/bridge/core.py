@@ -31,6 +31,7 @@ from mcp_operator.bridge.hooks import Hook, default_hooks
 from mcp_operator.bridge.metrics import BridgeMetrics
 from mcp_operator.bridge.pipeline import CallPipeline
 from mcp_operator.bridge.upstreams import UpstreamPool
+from mcp_operator.serve import listeners
 from mcp_operator.serve.jsonrpc import RequestId, error_response
 from mcp_operator.serve.sessions import LegacySession, SessionTable
 
@@ -129,6 +130,9 @@ class BridgeCore:
         self.aggregator = aggregate.Aggregator(self.pool)
         """Prompts, resources, completion and logging (:mod:`~mcp_operator.bridge.aggregate`)."""
         self._prompts_shown: list[dict[str, Any]] = []
+        self.listeners: dict[str, listeners.Listener] = {}
+        """The agent's open 2026-07-28 ``subscriptions/listen`` streams, by key."""
+        self._listened = 0
         self.pipeline = CallPipeline(
             config,
             Catalog(entries={}),
@@ -204,22 +208,45 @@ class BridgeCore:
         prompts = self.pool.prompts.listing()
         prompts_changed, self._prompts_shown = prompts != self._prompts_shown, prompts
         if self.started:
-            for stream in self.sessions.streams():
-                stream.push(LIST_CHANGED)
-                if prompts_changed:
-                    stream.push(PROMPTS_CHANGED)
+            self._broadcast(LIST_CHANGED)
+            if prompts_changed:
+                self._broadcast(PROMPTS_CHANGED)
+
+    def _broadcast(self, message: dict[str, Any]) -> None:
+        """A list change to every legacy session's stream and every listen stream that asked
+        for it."""
+        for stream in self.sessions.streams():
+            stream.push(message)
+        for listener in list(self.listeners.values()):
+            if listener.wants(str(message["method"]), {}):
+                listener.stream.push(listener.tagged(message))
+
+    async def open_listener(self, listener: listeners.Listener) -> str:
+        """Register an agent's 2026-07-28 listen stream; its key (for :meth:`close_listener`)."""
+        self._listened += 1
+        key = f"listen:{self._listened}"
+        await self.aggregator.listen(key, listener.uris)
+        self.listeners[key] = listener
+        return key
+
+    async def close_listener(self, key: str) -> None:
+        self.listeners.pop(key, None)
+        await self.aggregator.forget(key)
 
     def _notice(self, server: str, message: dict[str, Any]) -> None:
         """An upstream's notification: a resource list change to every agent stream, a
         resource update or a log message to the sessions :mod:`aggregate` names."""
         if message.get("method") == RESOURCES_CHANGED:
-            for stream in self.sessions.streams():
-                stream.push({"jsonrpc": "2.0", "method": RESOURCES_CHANGED})
+            self._broadcast({"jsonrpc": "2.0", "method": RESOURCES_CHANGED})
             return
         for session_id, sent in self.aggregator.notice(server, message):
             session = self.sessions.get(session_id, time.monotonic())
-            if session is None:
-                self.aggregator.forget(session_id)  # it ended or expired
+            listener = self.listeners.get(session_id)
+            if listener is not None:
+                if listener.wants(str(sent["method"]), sent["params"]):
+                    listener.stream.push(listener.tagged(sent))
+            elif session is None:
+                self.aggregator.interests.pop(session_id, None)  # it ended or expired
             elif session.stream is not None:
                 session.stream.push(sent)
 

@@ -25,13 +25,15 @@ large, a missing session header: a 4xx other than 404/409) still gets an audit l
 from __future__ import annotations
 
 import logging
+from typing import Any
 
-from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, validate_mcp_param_headers
+from mcp_types import methods as _methods
 from mcp_types.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND
 
 from mcp_operator.bridge.core import SERVER_INFO, BridgeCore
 from mcp_operator.bridge.front_legacy import SessionEndpoint
-from mcp_operator.serve import era
+from mcp_operator.serve import era, listeners
 from mcp_operator.serve.asgi import (
     Message,
     Receive,
@@ -43,13 +45,19 @@ from mcp_operator.serve.asgi import (
 )
 from mcp_operator.serve.endpoint import McpEndpoint, stateless_body
 from mcp_operator.serve.hosts import HostPolicy
-from mcp_operator.serve.jsonrpc import dumps, error_response
+from mcp_operator.serve.jsonrpc import RequestId, dumps, error_response
 from mcp_operator.serve.sessions import CallerKey, client_address
+from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest request body the bridge reads (a tool call's arguments included)."""
+
+MAX_LISTENERS = 256
+"""Most concurrent 2026-07-28 listen streams of the agent."""
+LISTEN_QUEUE = 64
+"""Messages a listen stream may fall behind before it is closed."""
 
 NOT_REFUSALS = (404, 409)
 """4xx answers that are ordinary life, not a malformed request (a lost session, a second
@@ -130,10 +138,17 @@ class BridgeFront:
         if method == "server/discover":
             result = era.discover_result(self.core.discovered(), outcome.protocol_version)
             message = {"jsonrpc": "2.0", "id": request_id, "result": result}
-        elif method in ("initialize", "subscriptions/listen") or method.startswith(
-            "notifications/"
-        ):
+        elif (method, outcome.protocol_version) not in _methods.CLIENT_REQUESTS:
+            # Not a method of this revision (initialize, ping, logging/setLevel, the
+            # subscribe pair, a notification's name, or no method at all): 404 and -32601.
             message = error_response(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+        elif method == "subscriptions/listen":
+            await self._listen(request_id, decoded, receive, send)
+            return
+        elif method == "tools/call" and (mismatch := self._param_headers(decoded, scope)):
+            refused = era.refusal(mismatch, request_id)
+            await respond_json(send, refused.status, dumps(refused.message))
+            return
         else:
             message = await self.core.answer(request_id, method, decoded.get("params"))
         error = message.get("error")
@@ -145,3 +160,47 @@ class BridgeFront:
         assert isinstance(plain, dict)
         message["result"] = era.modern_result(method, outcome.protocol_version, plain, SERVER_INFO)
         await respond_json(send, 200, dumps(message))
+
+    async def _listen(
+        self, request_id: RequestId, decoded: dict[str, Any], receive: Receive, send: Send
+    ) -> None:
+        """A ``subscriptions/listen`` stream: acknowledged first, then the list changes and
+        resource updates it agreed to hear (what the bridge's capabilities honor)."""
+        params = decoded.get("params")
+        requested = params.get("notifications") if isinstance(params, dict) else None
+        capabilities = self.core.discovered()["capabilities"]
+        agreed = listeners.honored(requested if isinstance(requested, dict) else {}, capabilities)
+        if not agreed:
+            refusal = error_response(request_id, METHOD_NOT_FOUND, "Nothing to listen to")
+            await respond_json(send, 404, dumps(refusal))
+            return
+        if len(self.core.listeners) >= MAX_LISTENERS:
+            refusal = error_response(request_id, INVALID_REQUEST, "Too many listen streams")
+            await respond_json(send, 503, dumps(refusal), [(b"retry-after", b"1")])
+            return
+        stream = SseStream(LISTEN_QUEUE)
+        listener = listeners.Listener.for_filter(request_id, stream, agreed)
+        stream.push(listener.acknowledgement(agreed))
+        key = await self.core.open_listener(listener)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await pump(stream, receive, send)
+        finally:
+            await self.core.close_listener(key)
+
+    def _param_headers(self, decoded: dict[str, Any], scope: Scope) -> Any:
+        """A 2026-07-28 ``tools/call``'s ``Mcp-Param-*`` headers checked against the exposed
+        tool's schema by the SDK's rule (the refusal, or None)."""
+        params = decoded.get("params") or {}
+        entry = self.core.pipeline.catalog.get(str(params.get("name")))
+        if entry is None or "x-mcp-header" not in str(entry.input_schema):
+            return None
+        arguments = params.get("arguments")
+        headers = {
+            key.decode("latin-1"): value.decode("latin-1").strip(" \t")
+            for key, value in scope["headers"]
+            if key.lower().startswith(b"mcp-param-")
+        }
+        return validate_mcp_param_headers(
+            entry.input_schema, arguments if isinstance(arguments, dict) else {}, headers
+        )

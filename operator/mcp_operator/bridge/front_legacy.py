@@ -125,7 +125,7 @@ class SessionEndpoint:
         if session_id is None:
             await respond_plain(send, 400, b"Missing Mcp-Session-Id header")
             return
-        self.core.aggregator.forget(session_id)
+        await self.core.aggregator.forget(session_id)
         if self.core.sessions.remove(session_id) is None:
             await respond_plain(send, 404, b"Session not found")
             return

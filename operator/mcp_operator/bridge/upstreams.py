@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from mcp.shared.inbound import x_mcp_header_map
+
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
@@ -223,6 +225,7 @@ class UpstreamPool:
             upstream = upstream_session(key, server.url, self.http1, sent, hint)
             if self.on_notice is not None:
                 upstream.on_notice = _bound(self.on_notice, key)
+                upstream.listen_filter.update(promptsListChanged=True, resourcesListChanged=True)
             state = ServerState(server=server, upstream=upstream, headers_signature=signature)
             states[key] = state
             if problem is None:
@@ -292,6 +295,17 @@ class UpstreamPool:
             told = self.scrubber(error.message)
             logger.warning("Could not list the prompts of server %s: %s", state.upstream.name, told)
             return state.prompts
+
+    def refollow(self, key: str) -> None:
+        """Open the server's change stream again (what it should carry changed)."""
+        state = self.states.get(key)
+        if state is None or state.problem is not None:
+            return
+        if state.follower is not None:
+            state.follower.cancel()
+        state.follower = asyncio.get_running_loop().create_task(
+            follow(state.upstream, lambda: self.relist(key))
+        )
 
     def _mark_down(self, state: ServerState) -> None:
         state.up = False
@@ -426,7 +440,24 @@ async def list_tools(
         raise McpFailure(
             "timeout", f"{session.name} did not answer {what}/list within {seconds:g}s"
         ) from None
+    if what == "tools":
+        session.param_headers = param_header_maps(tools)
     return tools
+
+
+def param_header_maps(tools: list[dict[str, Any]]) -> dict[str, dict[tuple[str, ...], str]]:
+    """The ``x-mcp-header`` maps of the tools whose input schema declares one."""
+    maps: dict[str, dict[tuple[str, ...], str]] = {}
+    for tool in tools:
+        name, schema = tool.get("name"), tool.get("inputSchema")
+        if isinstance(name, str) and isinstance(schema, dict) and "x-mcp-header" in str(schema):
+            try:
+                header_map = x_mcp_header_map(schema)
+            except (ValueError, TypeError, AttributeError):
+                continue
+            if header_map:
+                maps[name] = header_map
+    return maps
 
 
 def _bound(

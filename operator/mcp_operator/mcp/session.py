@@ -51,7 +51,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal
 
 import mcp_types as types
-from mcp.shared.inbound import NAME_BEARING_METHODS, encode_header_value
+from mcp.shared.inbound import NAME_BEARING_METHODS, encode_header_value, mcp_param_headers
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
@@ -285,6 +285,10 @@ class McpSession:
         self.on_notice: Callable[[dict[str, Any]], None] | None = None
         """Called with every notification of the change stream other than the tools' list
         change (the bridge fans resource updates and log messages out to its agents)."""
+        self.param_headers: dict[str, dict[tuple[str, ...], str]] = {}
+        """Tool name → its ``x-mcp-header`` map (SDK ``x_mcp_header_map``), for the tools whose
+        schema has one: a 2026-07-28 ``tools/call`` of such a tool carries its
+        ``Mcp-Param-*`` headers (the lister fills it from the tools it listed)."""
         self.listen_filter: dict[str, Any] = {}
         """What a 2026-07-28 ``subscriptions/listen`` asks for besides the tools' list
         changes (``promptsListChanged``, ``resourceSubscriptions`` …)."""
@@ -554,6 +558,11 @@ class McpSession:
             name = (params or {}).get(key) if key is not None else None
             if isinstance(name, str):
                 headers["mcp-name"] = encode_header_value(name)
+            calls = method == "tools/call" and isinstance(name, str)
+            header_map = self.param_headers.get(name) if calls and isinstance(name, str) else None
+            arguments = (params or {}).get("arguments")
+            if header_map and isinstance(arguments, Mapping):
+                headers.update(mcp_param_headers(header_map, arguments))
         elif self.session_id is not None:
             headers["mcp-session-id"] = self.session_id
         return headers
