@@ -166,3 +166,43 @@ def test_an_update_reaches_its_subscribers_and_a_log_only_who_asked(level: str) 
     log = {"method": "notifications/message", "params": {"level": "warning", "data": "x"}}
     assert [who for who, _ in routes.notice("ns/a", log)] == (["s2"] if level == "debug" else [])
     assert routes.notice("ns/gone", update) == []
+
+
+async def test_a_listing_walks_the_servers_pages_under_its_own_cursor() -> None:
+    """Server a lists two pages (its own cursor), b one: three pages of ours at a page size of
+    one item, each cursor ours and each item under its server's prefix."""
+    pool = pool_of(server("a", "apps"), server("b", "docs"))
+    pages = {
+        ("ns/a", None): {"resources": [{"uri": "x://1"}], "nextCursor": "a-2"},
+        ("ns/a", "a-2"): {"resources": [{"uri": "x://2"}]},
+        ("ns/b", None): {"resources": [{"uri": "x://3", "_meta": {"k": 1}}]},
+    }
+    for key, state in pool.states.items():
+
+        async def request(method: str, params: Any, seconds: Any = None, key: str = key) -> Any:
+            assert method == "resources/list"
+            return pages[(key, params.get("cursor"))]
+
+        state.upstream.request = request  # type: ignore[method-assign]
+    routes = Aggregator(pool)
+    routes.page_items = 1
+    seen, cursor, walked = [], None, 0
+    while True:
+        answer = await routes.answer(1, "resources/list", {"cursor": cursor} if cursor else {})
+        walked += 1
+        seen += answer["result"]["resources"]
+        cursor = answer["result"].get("nextCursor")
+        assert cursor not in ("a-2", "")  # never the upstream's own
+        if cursor is None:
+            break
+    assert walked == 3
+    assert seen == [
+        {"uri": "x://apps.1"},
+        {"uri": "x://apps.2"},
+        {"uri": "x://docs.3", "_meta": {"k": 1}},
+    ]
+    routes.page_items = 100  # a's own cursor still ends the first page; then a's last and b's
+    first = await routes.answer(1, "resources/list", {})
+    rest = await routes.answer(2, "resources/list", {"cursor": first["result"]["nextCursor"]})
+    assert [r["uri"] for r in rest["result"]["resources"]] == ["x://apps.2", "x://docs.3"]
+    assert "nextCursor" not in rest["result"]

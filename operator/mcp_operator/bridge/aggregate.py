@@ -7,7 +7,9 @@ the prompts that pass; :func:`~mcp_operator.api.bridge.resource_allowed` judges 
 
 - ``prompts/list`` from the prompt catalog (one page); ``prompts/get`` by exposed name;
 - ``resources/list`` and ``resources/templates/list`` walked across the servers that offer
-  resources, one upstream page per page of ours, under the bridge's own signed cursor
+  resources in the configuration's order, whole upstream pages in a page of ours (the next
+  server's while the page is short, none after a server's own cursor), under the bridge's
+  own signed cursor
   (:mod:`~mcp_operator.bridge.cursor`; a bad one is -32602); URIs and URI templates rewritten
   to the exposed ones, everything else (``_meta`` of MCP Apps included) as sent;
 - ``resources/read`` routed by URI, the contents' URIs rewritten back; ``resources/subscribe``
@@ -75,6 +77,9 @@ LOG_LEVELS: Final = (
 )
 LISTINGS: Final = {"resources/list": "resources", "resources/templates/list": "resourceTemplates"}
 """The listings walked across servers, and the key of their items."""
+PAGE_ITEMS = 100
+"""A page of ours takes the next server's first page while it holds fewer items than this
+(so a run of servers that each list one page is one page); a server's own cursor ends it."""
 REQUEST_SECONDS = 30.0
 """Deadline of one upstream request of these methods."""
 
@@ -122,6 +127,7 @@ class Aggregator:
     def __init__(self, pool: UpstreamPool, codec: CursorCodec | None = None) -> None:
         self.pool = pool
         self.codec = codec or CursorCodec()
+        self.page_items = PAGE_ITEMS
         self.interests: dict[str, AgentInterest] = {}
         """Agent session id → what it asked for."""
 
@@ -265,9 +271,13 @@ class Aggregator:
                 next_position = Position(keys[at + 1], None)
             else:
                 next_position = None
-            if items or next_position is None or next_position.server == keys[at]:
+            if (
+                next_position is None
+                or next_position.server == keys[at]
+                or len(items) >= self.page_items
+            ):
                 break
-            at, cursor = at + 1, None  # an empty last page of a server: go on to the next
+            at, cursor = at + 1, None  # a server's last page: the next server's goes on it
         result: dict[str, Any] = {key: self.pool.scrubber.json(items)}
         if next_position is not None:
             result["nextCursor"] = self.codec.encode(method, next_position)
