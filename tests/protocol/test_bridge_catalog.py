@@ -179,12 +179,14 @@ async def test_a_legacy_agents_subscription_reaches_the_server_and_its_update_co
 async def test_a_2026_agents_listen_stream_gets_the_update_of_the_uri_it_named(
     bridge: RunningBridge,
 ) -> None:
-    async with Client(bridge.url, mode="2026-07-28") as client:
-        async with client.listen(resource_subscriptions=["notes://a.todo"]) as subscription:
-            assert subscription.honored.resource_subscriptions == ["notes://a.todo"]
-            await asyncio.sleep(1.0)
-            await client.call_tool("a_touch", {"uri": "notes://todo"})
-            event = await asyncio.wait_for(anext(aiter(subscription)), 15)
+    async with (
+        Client(bridge.url, mode="2026-07-28") as client,
+        client.listen(resource_subscriptions=["notes://a.todo"]) as subscription,
+    ):
+        assert subscription.honored.resource_subscriptions == ["notes://a.todo"]
+        await asyncio.sleep(1.0)
+        await client.call_tool("a_touch", {"uri": "notes://todo"})
+        event = await asyncio.wait_for(anext(aiter(subscription)), 15)
     assert getattr(event, "uri", None) == "notes://a.todo"
 
 

@@ -17,6 +17,7 @@ server a request reached:
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from typing import Any
 
@@ -83,10 +84,8 @@ async def touch(uri: str, ctx: Context) -> str:
     """Announces that ``uri`` changed."""
     await ctx.notify_resource_updated(uri)
     for session in subscribed.get(uri, []):
-        try:
+        with contextlib.suppress(Exception):  # a session that is gone
             await session.send_resource_updated(uri)
-        except Exception:  # a session that is gone
-            pass
     return f"touched {uri}"
 
 
