@@ -206,3 +206,26 @@ async def test_a_listing_walks_the_servers_pages_under_its_own_cursor() -> None:
     rest = await routes.answer(2, "resources/list", {"cursor": first["result"]["nextCursor"]})
     assert [r["uri"] for r in rest["result"]["resources"]] == ["x://apps.2", "x://docs.3"]
     assert "nextCursor" not in rest["result"]
+
+
+async def test_an_agent_cannot_hold_more_than_the_bound_of_subscriptions() -> None:
+    from mcp_operator.bridge import aggregate
+
+    pool = pool_of(server("a", "apps"))
+    sent: list[str] = []
+
+    async def request(method: str, params: Any, seconds: Any = None) -> Any:
+        sent.append(params["uri"])
+        return {}
+
+    pool.states["ns/a"].upstream.request = request  # type: ignore[method-assign]
+    pool.states["ns/a"].upstream.protocol_version = "2025-11-25"  # legacy: subscribe is sent
+    routes = Aggregator(pool)
+    for n in range(aggregate.MAX_SUBSCRIPTIONS):
+        ok = await routes.answer(n, "resources/subscribe", {"uri": f"x://apps.{n}"}, "s1")
+        assert ok["result"] == {}
+    refused = await routes.answer(0, "resources/subscribe", {"uri": "x://apps.more"}, "s1")
+    assert refused["error"]["code"] == -32602
+    assert len(sent) == aggregate.MAX_SUBSCRIPTIONS and "x://more" not in sent
+    await routes.forget("s1")  # the session ends: every subscription is given back upstream
+    assert len(sent) == 2 * aggregate.MAX_SUBSCRIPTIONS and routes.interests == {}

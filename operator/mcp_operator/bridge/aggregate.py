@@ -81,6 +81,9 @@ PAGE_ITEMS = 100
 """A page of ours takes the next server's first page while it holds fewer items than this
 (so a run of servers that each list one page is one page); a server's own cursor ends it."""
 REQUEST_SECONDS = 30.0
+MAX_SUBSCRIPTIONS = 256
+"""Resource subscriptions one agent session (or listen stream) may hold: each may cost an
+upstream request, and the bridge remembers them."""
 """Deadline of one upstream request of these methods."""
 
 
@@ -330,6 +333,11 @@ class Aggregator:
             uri in other.subscriptions for key, other in self.interests.items() if key != session
         )
         if method == "resources/subscribe":
+            if (
+                uri not in interest.subscriptions
+                and len(interest.subscriptions) >= MAX_SUBSCRIPTIONS
+            ):
+                raise _Refused(INVALID_PARAMS, f"At most {MAX_SUBSCRIPTIONS} subscriptions")
             interest.subscriptions.add(uri)
         else:
             interest.subscriptions.discard(uri)
