@@ -201,3 +201,22 @@ async def test_one_listing_holds_both_servers_and_a_forged_cursor_is_invalid_par
             )
     assert refused.value.error.code == -32602
     assert first.next_cursor is None and len(first.resources) == 4
+
+
+async def test_a_servers_new_prompt_is_announced_to_the_agent_and_listed(
+    bridge: RunningBridge,
+) -> None:
+    changed = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.PromptListChangedNotification):
+            changed.set()
+
+    async with Client(bridge.url, mode="legacy", message_handler=on_message) as client:
+        before = {p.name for p in (await client.list_prompts()).prompts}
+        await client.call_tool("a_grow_prompt", {})
+        await asyncio.wait_for(changed.wait(), 15)
+        after = {p.name for p in (await client.list_prompts()).prompts}
+        got = await client.get_prompt("a_added")
+    assert "a_added" not in before and after == before | {"a_added"}
+    assert _text(got) == "A added"

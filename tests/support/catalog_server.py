@@ -11,6 +11,8 @@ server a request reached:
   ``Apps`` extension, with its ``_meta.ui``; the tool ``show_chart`` names it) and
   ``secret://key``; the template ``notes://{name}`` (``name`` completed from ``todo``,
   ``ideas``);
+- the tool ``grow_prompt``, which adds the prompt ``added`` and announces it on
+  ``subscriptions/listen`` streams;
 - the tool ``touch(uri)``, which announces that ``uri`` was updated: to ``subscriptions/listen``
   streams (2026-07-28) and to the legacy sessions that subscribed (``resources/subscribe``).
 """
@@ -87,6 +89,18 @@ async def touch(uri: str, ctx: Context) -> str:
         with contextlib.suppress(Exception):  # a session that is gone
             await session.send_resource_updated(uri)
     return f"touched {uri}"
+
+
+@server.tool()
+async def grow_prompt(ctx: Context) -> str:
+    """Adds the prompt ``added`` and announces the change."""
+
+    def added() -> str:
+        return f"{LABEL} added"
+
+    server.prompt(name="added")(added)
+    await ctx.notify_prompts_changed()
+    return "grown"
 
 
 async def on_subscribe(

@@ -133,6 +133,7 @@ class BridgeCore:
         self.listeners: dict[str, listeners.Listener] = {}
         """The agent's open 2026-07-28 ``subscriptions/listen`` streams, by key."""
         self._listened = 0
+        self._relisting: set[asyncio.Task[None]] = set()
         self.pipeline = CallPipeline(
             config,
             Catalog(entries={}),
@@ -238,6 +239,12 @@ class BridgeCore:
         resource update or a log message to the sessions :mod:`aggregate` names."""
         if message.get("method") == RESOURCES_CHANGED:
             self._broadcast({"jsonrpc": "2.0", "method": RESOURCES_CHANGED})
+            return
+        if message.get("method") == PROMPTS_CHANGED["method"]:
+            # Listed again: the agent hears of it when the catalog's prompts changed.
+            task = asyncio.get_running_loop().create_task(self.pool.relist(server))
+            self._relisting.add(task)
+            task.add_done_callback(self._relisting.discard)
             return
         for session_id, sent in self.aggregator.notice(server, message):
             session = self.sessions.get(session_id, time.monotonic())
