@@ -42,6 +42,7 @@ from mcp_operator.bridge.prompts import PromptCatalog
 from mcp_operator.bridge.upstreams import ServerState, UpstreamPool
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.uris import exposed_uri, original_uri
+from mcp_operator.serve import era
 from mcp_operator.serve.jsonrpc import RequestId, error_response
 
 logger = logging.getLogger(__name__)
@@ -223,6 +224,8 @@ class Aggregator:
         raise _Refused(INVALID_PARAMS, f"Unsupported method {method}")
 
     async def _forward(self, state: ServerState, method: str, params: dict[str, Any]) -> Any:
+        if not state.upstream.modern:  # a legacy server gets no 2026-07-28 envelope
+            params = era.strip_envelope(params)
         try:
             return await state.upstream.request(method, params, REQUEST_SECONDS)
         except McpFailure as failure:
