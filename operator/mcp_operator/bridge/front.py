@@ -24,6 +24,7 @@ large, a missing session header: a 4xx other than 404/409) still gets an audit l
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -80,6 +81,8 @@ class BridgeFront:
         self._path = listen.path
         self._paths = (listen.path, listen.path.rstrip("/") + "/")
         self.policy = HostPolicy((listen.host, *allowed_hosts), ())
+        self._annotated: dict[str, bool] = {}
+        """Schema digest → whether the schema has ``x-mcp-header`` properties (checked once)."""
         self._endpoint = McpEndpoint(
             self.policy, self._modern, SessionEndpoint(core, MAX_BODY_BYTES), caller_key
         )
@@ -193,7 +196,15 @@ class BridgeFront:
         tool's schema by the SDK's rule (the refusal, or None)."""
         params = decoded.get("params") or {}
         entry = self.core.pipeline.catalog.get(str(params.get("name")))
-        if entry is None or "x-mcp-header" not in str(entry.input_schema):
+        if entry is None:
+            return None
+        annotated = self._annotated.get(entry.schema_key)
+        if annotated is None:
+            if len(self._annotated) >= 4096:
+                self._annotated.clear()
+            annotated = "x-mcp-header" in json.dumps(entry.input_schema, default=repr)
+            self._annotated[entry.schema_key] = annotated
+        if not annotated:
             return None
         arguments = params.get("arguments")
         headers = {
