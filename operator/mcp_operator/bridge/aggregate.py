@@ -40,6 +40,7 @@ from mcp_operator.bridge.catalog import server_key
 from mcp_operator.bridge.cursor import CursorCodec, InvalidCursor, Position
 from mcp_operator.bridge.prompts import PromptCatalog
 from mcp_operator.bridge.upstreams import ServerState, UpstreamPool
+from mcp_operator.mcp.naming import cut
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.uris import exposed_uri, original_uri
 from mcp_operator.serve import era
@@ -89,7 +90,9 @@ upstream request, and the bridge remembers them."""
 
 
 def not_found(uri: str) -> tuple[int, str, Any]:
-    return INVALID_PARAMS, f"Resource not found: {uri}", {"uri": uri}
+    """Invalid params naming the URI (cut: the agent chose it)."""
+    shown = cut(uri, 256)
+    return INVALID_PARAMS, f"Resource not found: {shown}", {"uri": shown}
 
 
 class _Refused(Exception):
@@ -148,7 +151,7 @@ class Aggregator:
         return [server_key(s) for s in self.pool.servers if server_key(s) in self.pool.states]
 
     def route(self, uri: str) -> tuple[ServerState, str] | None:
-        """The server a exposed URI (or URI template) belongs to and its own URI: a prefixed
+        """The server an exposed URI (or URI template) belongs to and its own URI: a prefixed
         server whose namespace it carries first, in the configuration's order, then the
         first unprefixed server; ``None`` when none has it or the filters hide it."""
         states = self._usable()
