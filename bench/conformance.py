@@ -12,9 +12,10 @@ is the adapter's, not the server's. ``--child everything`` puts npm server-every
 there instead (it lacks most of them; compare the columns, not the totals).
 
 A last column is the bridge (``mcp-operator bridge``) in front of our adapter: the
-agent's endpoint as an AgentRun's Pod serves it. The bridge serves tools only, under
-``ev_<tool>``: scenarios that call a tool by its own name, or use prompts and
-resources, fail there by design; the protocol scenarios compare directly.
+agent's endpoint as an AgentRun's Pod serves it, the server configured with the empty
+prefix (``toolsPrefix: ""``), so that the scenarios call tools, prompts and resources by
+their own names and URIs, unmodified. ``--only NAME`` (repeatable) runs only the columns
+whose name contains NAME (``--only bridge``, ``--only "operator adapter"``).
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--child", choices=("ours", "everything"), default="ours")
     parser.add_argument("--spec-version", action="append", choices=sorted(SUITES))
+    parser.add_argument("--only", action="append", default=[], metavar="NAME")
     args = parser.parse_args()
     missing = [str(p) for p in (NODE22, SUITE_LEGACY, SUITE_2026) if not p.exists()]
     if missing:
@@ -125,13 +127,17 @@ def main() -> int:
     for version in args.spec_version or sorted(SUITES):
         suite_version, suite = SUITES[version]
         print(f"\nspec version {version} (conformance {suite_version})\n")
-        table(suite, version, child)
+        table(suite, version, child, args.only)
     return 0
 
 
-def table(suite: Path, version: str, child: list[str]) -> None:
+def table(suite: Path, version: str, child: list[str], only: list[str]) -> None:
     results: dict[str, dict[str, Outcome]] = {}
-    for name in commands(0, child):
+
+    def wanted(name: str) -> bool:
+        return not only or any(part in name for part in only)
+
+    for name in filter(wanted, commands(0, child)):
         port = bench.free_port()
         print(f"conformance {version}: {name} ...", file=sys.stderr, flush=True)
         try:
@@ -142,16 +148,8 @@ def table(suite: Path, version: str, child: list[str]) -> None:
             print(f"{name} failed: {error!r}", file=sys.stderr)
             results[name] = {}
     port = bench.free_port()
-    print(f"conformance {version}: mcp-operator bridge ...", file=sys.stderr, flush=True)
-    try:
-        with bench.started(commands(port, child)["mcp-operator adapter"], port):
-            wait_ready(f"http://127.0.0.1:{port}/mcp")
-            upstream = server_entry("everything", f"http://127.0.0.1:{port}/mcp", "ev")
-            with run_bridge([upstream], extra_args=["--log-level=WARNING"]) as bridge:
-                results["mcp-operator bridge → adapter"] = run_suite(suite, bridge.url, version)
-    except Exception as error:
-        print(f"the bridge failed: {error!r}", file=sys.stderr)
-        results["mcp-operator bridge → adapter"] = {}
+    if wanted("mcp-operator bridge → adapter"):
+        results["mcp-operator bridge → adapter"] = bridged(suite, version, child, port)
     names = list(results)
     scenarios = sorted({scenario for outcome in results.values() for scenario in outcome})
     print("| scenario | " + " | ".join(names) + " |")
@@ -170,6 +168,20 @@ def table(suite: Path, version: str, child: list[str]) -> None:
     ]
     print("| **scenarios passed** | " + " | ".join(scenario_totals) + " |")
     print("| **checks passed** | " + " | ".join(check_totals) + " |")
+
+
+def bridged(suite: Path, version: str, child: list[str], port: int) -> dict[str, Outcome]:
+    """The suite against the bridge in front of our adapter, the server unprefixed."""
+    print(f"conformance {version}: mcp-operator bridge ...", file=sys.stderr, flush=True)
+    try:
+        with bench.started(commands(port, child)["mcp-operator adapter"], port):
+            wait_ready(f"http://127.0.0.1:{port}/mcp")
+            upstream = server_entry("everything", f"http://127.0.0.1:{port}/mcp", "")
+            with run_bridge([upstream], extra_args=["--log-level=WARNING"]) as bridge:
+                return run_suite(suite, bridge.url, version)
+    except Exception as error:
+        print(f"the bridge failed: {error!r}", file=sys.stderr)
+        return {}
 
 
 if __name__ == "__main__":

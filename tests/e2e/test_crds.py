@@ -109,7 +109,8 @@ def test_kubectl_explain_describes_the_fields(cluster: Any, crds: None) -> None:
         interval=1,
     )
     assert result.returncode == 0, result.stderr
-    assert "Prefix of the exposed tool names" in result.stdout
+    assert "Prefix of the exposed tool and prompt names" in result.stdout
+    assert "explicitly empty" in result.stdout
     run = cluster.kubectl("explain", "agentruns.spec.mcpServers.namespace")
     assert "Default: the AgentRun's namespace" in run.stdout
 
@@ -324,6 +325,10 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("header-value-nul", changed(EXTERNAL_SERVER, "spec.headers",
                                  [{"name": "X-A", "value": "a\u0000b"}]),
      "must not contain control characters other than tab"),
+    ("prompts-glob-space", changed(EXTERNAL_SERVER, "spec.promptsAllow", ["a b"]),
+     "spec.promptsAllow[0]"),
+    ("resources-glob-space", changed(EXTERNAL_SERVER, "spec.resourcesDeny", ["file:///a b"]),
+     "spec.resourcesDeny[0]"),
     ("deadline-0", changed(MINIMAL_RUN, "spec.activeDeadlineSeconds", 0),
      "spec.activeDeadlineSeconds"),
     ("ttl-negative", changed(MINIMAL_RUN, "spec.ttlSecondsAfterFinished", -1),
@@ -340,6 +345,24 @@ def test_the_api_server_rejects_the_invalid_object_naming_the_field(
     result = apply(cluster, namespace, yaml.safe_dump(manifest), check=False)
     assert result.returncode != 0, f"accepted:\n{yaml.safe_dump(manifest)}"
     assert field in result.stderr, result.stderr
+
+
+def test_the_explicit_empty_prefix_and_uri_globs_are_accepted_and_kept_as_given(
+    cluster: Any, crds: None, namespace: str
+) -> None:
+    server = changed(EXTERNAL_SERVER, "spec.toolsPrefix", "")
+    server = changed(server, "spec.resourcesAllow", ["ui://*", "file:///docs/*"])
+    server = changed(server, "spec.promptsDeny", ["secret_*"])
+    apply(cluster, namespace, yaml.safe_dump(server))
+    stored = json.loads(
+        cluster.kubectl(
+            "get", "mcpservers", server["metadata"]["name"], "-n", namespace, "-o", "json"
+        ).stdout
+    )
+    assert stored["spec"]["toolsPrefix"] == ""  # absent would mean "derived from the name"
+    parsed = MODELS["MCPServer"].model_validate(stored)
+    assert parsed.effective_prefix == ""  # type: ignore[attr-defined]
+    assert stored["spec"]["resourcesAllow"] == ["ui://*", "file:///docs/*"]
 
 
 def test_the_mode_of_a_server_cannot_change(cluster: Any, crds: None, namespace: str) -> None:

@@ -168,7 +168,10 @@ def test_legacy_sessions_are_the_bridges_own(bridge: RunningBridge) -> None:
         ping = http.post(bridge.url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
                          headers=session)  # fmt: skip
         assert ping.json()["result"] == {}
-        other = {"jsonrpc": "2.0", "id": 2, "method": "resources/list"}
+        listed = {"jsonrpc": "2.0", "id": 2, "method": "resources/list"}
+        resources = http.post(bridge.url, json=listed, headers=session).json()["result"]
+        assert resources["resources"]  # the servers' resources, namespaced (test_bridge_catalog)
+        other = {"jsonrpc": "2.0", "id": 3, "method": "no/such-method"}
         assert http.post(bridge.url, json=other, headers=session).json()["error"]["code"] == -32601
         unknown = {**ACCEPT, "mcp-session-id": "nope"}
         assert http.post(bridge.url, json=other, headers=unknown).status_code == 404

@@ -31,7 +31,13 @@ from tests.support.waiting import eventually
 
 def server_entry(name: str, url: str, prefix: str | None = None, **extra: Any) -> dict[str, Any]:
     """One ``servers`` item: namespace ``default``, prefix = name unless given."""
-    return {"name": name, "namespace": "default", "url": url, "prefix": prefix or name, **extra}
+    return {
+        "name": name,
+        "namespace": "default",
+        "url": url,
+        "prefix": name if prefix is None else prefix,
+        **extra,
+    }
 
 
 def bridge_config(

@@ -17,6 +17,7 @@ from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.api.bridge import parse_bridge_config
 from mcp_operator.controller.agentrun import render, resolve
 from mcp_operator.controller.settings import AgentRenderSettings
+from mcp_operator.mcp.naming import exposed_name
 
 GOLDEN = Path(__file__).parent / "golden"
 SETTINGS = AgentRenderSettings(bridge_image="registry.example/mcp-operator:1.2.3")
@@ -42,7 +43,7 @@ def ready_server(
                 "observedGeneration": observed,
                 "url": f"http://{name}.example/mcp",
                 "toolCount": len(tools),
-                "tools": [{"name": f"{prefix}_{t}", "originalName": t} for t in tools],
+                "tools": [{"name": exposed_name(prefix, t), "originalName": t} for t in tools],
                 "serverInfo": {"protocolVersion": "2025-11-25"},
                 "conditions": [
                     {
@@ -297,3 +298,41 @@ def test_without_the_bridge_the_pod_has_no_sidecar_and_no_bridge_url(
     names = [var["name"] for var in pod["spec"]["containers"][0]["env"]]
     assert "MCP_BRIDGE_URL" not in names
     assert [v["name"] for v in pod["spec"]["volumes"]] == ["tmp"]
+
+
+def test_the_empty_prefix_reaches_the_bridge_and_its_clashes_are_still_refused() -> None:
+    unprefixed = ready_server("plain", toolsPrefix="", tools=("echo",))
+    assert unprefixed.effective_prefix == ""  # explicit "" is not "absent: derived"
+    assert ready_server("plain", tools=("echo",)).effective_prefix == "plain"
+    one = run({"name": "plain"})
+    resolution = resolve.resolve(one, servers(unprefixed))
+    assert [t.name for t in resolution.bindings[0].tools] == ["echo"]
+    config = parse_bridge_config(
+        render.config_map(one, render.bridge_config(one, resolution))["data"]["config.yaml"]
+    )
+    assert config.servers[0].prefix == ""
+    clash = resolve.resolve(
+        run({"name": "plain"}, {"name": "other"}),
+        servers(unprefixed, ready_server("other", toolsPrefix="", tools=("echo",))),
+    )
+    assert not clash.ready
+    assert clash.collisions == ("tool echo is offered by agents/plain and agents/other",)
+
+
+def test_prompt_and_resource_filters_of_server_and_run_become_bridge_filter_layers() -> None:
+    server = ready_server(
+        "docs", promptsDeny=["secret_*"], resourcesAllow=["file://*"], resourcesDeny=["*.key"]
+    )
+    one = run({"name": "docs", "promptsAllow": ["review"], "resourcesDeny": ["file:///tmp/*"]})
+    config = parse_bridge_config(
+        render.config_map(one, render.bridge_config(one, resolve.resolve(one, servers(server))))[
+            "data"
+        ]["config.yaml"]
+    )
+    first, second = config.servers[0].filters
+    assert (first.prompts_deny, first.resources_allow, first.resources_deny) == (
+        ["secret_*"],
+        ["file://*"],
+        ["*.key"],
+    )
+    assert (second.prompts_allow, second.resources_deny) == (["review"], ["file:///tmp/*"])

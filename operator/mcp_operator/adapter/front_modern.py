@@ -20,13 +20,12 @@ from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY
 from mcp_types import methods as _methods
 from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 
-from mcp_operator.adapter import listeners
 from mcp_operator.adapter.front_calls import ForwardingEndpoint, unavailable
 from mcp_operator.adapter.front_rounds import input_responses
 from mcp_operator.adapter.records import Envelope
 from mcp_operator.adapter.rounds import request_target
 from mcp_operator.adapter.sessions import declared_capabilities
-from mcp_operator.serve import era
+from mcp_operator.serve import era, listeners
 from mcp_operator.serve.asgi import Receive, Scope, Send, respond_json, respond_plain
 from mcp_operator.serve.endpoint import stateless_body
 from mcp_operator.serve.era import ModernNotification, Refusal, classify_modern, refusal

@@ -38,12 +38,12 @@ from typing import Any
 from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY
 
 from mcp_operator.adapter.attribution import CAUSING_METHODS, attribute
-from mcp_operator.adapter.listeners import Listener
 from mcp_operator.adapter.param_headers import ToolHeaderSchemas
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
 from mcp_operator.adapter.sessions import AdapterSessions
 from mcp_operator.serve.capabilities import CAPABILITY_FOR_METHOD
 from mcp_operator.serve.jsonrpc import RequestId, error_response
+from mcp_operator.serve.listeners import Listener
 
 logger = logging.getLogger(__name__)
 

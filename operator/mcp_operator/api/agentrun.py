@@ -29,6 +29,7 @@ from mcp_operator.api.common import (
     ResourceRequirements,
     SpecModel,
     StatusModel,
+    UriGlobs,
     check_env,
     check_globs,
     check_unique,
@@ -43,10 +44,16 @@ class ServerRef(SpecModel):
     optional: bool = False
     tools_allow: Globs | None = None
     tools_deny: Globs | None = None
+    prompts_allow: Globs | None = None
+    prompts_deny: Globs | None = None
+    resources_allow: UriGlobs | None = None
+    resources_deny: UriGlobs | None = None
 
     @model_validator(mode="after")
     def _unique_globs(self) -> ServerRef:
         check_globs(self.tools_allow, self.tools_deny)
+        check_globs(self.prompts_allow, self.prompts_deny, "prompts")
+        check_globs(self.resources_allow, self.resources_deny, "resources")
         return self
 
 

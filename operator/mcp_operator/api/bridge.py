@@ -43,6 +43,7 @@ from mcp_operator.api.common import (
     DnsLabel,
     DnsSubdomain,
     Globs,
+    UriGlobs,
     check_exactly_one,
 )
 from mcp_operator.mcp.naming import matches
@@ -101,6 +102,15 @@ class FilterLayer(ConfigModel):
     """A tool must match one of these; empty means every tool."""
     deny: Globs = Field(default_factory=list)
     """A tool matching one of these is refused, even when allowed above."""
+    prompts_allow: Globs = Field(default_factory=list)
+    """A prompt (by its original name) must match one of these; empty means every prompt."""
+    prompts_deny: Globs = Field(default_factory=list)
+    """A prompt matching one of these is hidden and cannot be got."""
+    resources_allow: UriGlobs = Field(default_factory=list)
+    """A resource (by its original URI) or template (by its original URI template) must
+    match one of these; empty means every one."""
+    resources_deny: UriGlobs = Field(default_factory=list)
+    """A resource or template matching one of these is hidden and cannot be read."""
 
 
 class Header(ConfigModel):
@@ -183,8 +193,10 @@ class UpstreamServer(ConfigModel):
     """How the server is reached (stdio servers are reached through the managed adapter)."""
     protocol_version: Annotated[str, StringConstraints(max_length=32)] | None = None
     """The protocol version the server's status reported; the bridge still negotiates."""
-    prefix: str = Field(min_length=1, max_length=PREFIX_MAX_LENGTH, pattern=PREFIX_PATTERN)
-    """Exposed tool names are ``<prefix>_<tool>`` (the shared naming plan)."""
+    prefix: str = Field(max_length=PREFIX_MAX_LENGTH, pattern=PREFIX_PATTERN)
+    """Exposed tool and prompt names are ``<prefix>_<name>`` (the shared naming plan), resource
+    URIs are namespaced by it (:mod:`~mcp_operator.mcp.uris`); the empty prefix exposes the
+    server's own names and URIs."""
     filters: Annotated[list[FilterLayer], Field(max_length=8)] = Field(default_factory=list)
     """Filter layers applied in order (the server's own first, then the run's); a tool must
     pass every layer, so a later layer can only narrow."""
@@ -334,6 +346,25 @@ def tighten(server_default: CallPolicy, run_override: CallPolicyOverride | None)
             ),
             open_seconds=_high(base.circuit_breaker.open_seconds, run.circuit_breaker.open_seconds),
         ),
+    )
+
+
+def prompt_allowed(layers: Sequence[FilterLayer], original_name: str) -> bool:
+    """Whether the prompt ``original_name`` passes every layer's prompt filters."""
+    return all(
+        (not layer.prompts_allow or matches(layer.prompts_allow, original_name))
+        and not matches(layer.prompts_deny, original_name)
+        for layer in layers
+    )
+
+
+def resource_allowed(layers: Sequence[FilterLayer], original_uri: str) -> bool:
+    """Whether the resource (or template) ``original_uri`` passes every layer's resource
+    filters."""
+    return all(
+        (not layer.resources_allow or matches(layer.resources_allow, original_uri))
+        and not matches(layer.resources_deny, original_uri)
+        for layer in layers
     )
 
 

@@ -37,7 +37,10 @@ ENV_NAME_PATTERN = r"^[ -<>-~]+$"
 """Printable ASCII except ``=`` (what Kubernetes accepts for environment variable names)."""
 GLOB_PATTERN = r"^[A-Za-z0-9_.*?/-]+$"
 """Tool-name characters plus the two wildcards ``*`` and ``?``; no ``[...]`` classes."""
-PREFIX_PATTERN = r"^[a-z][a-z0-9_-]*$"
+PREFIX_PATTERN = r"^([a-z][a-z0-9_-]*)?$"
+"""A prefix, or the empty prefix: a server that opts out of prefixing (absent = derived)."""
+URI_GLOB_PATTERN = r"^[!-~]+$"
+"""A glob on a resource URI or URI template: printable ASCII without spaces."""
 URL_PATTERN = r"^https?://\S+$"
 PATH_PATTERN = r"^/\S*$"
 _PCHAR = "A-Za-z0-9_~!$&'()*+,;=:@-"
@@ -81,6 +84,8 @@ AdmissionLayer = Literal["PolicyAndLabels", "Labels"]
 labels alone (docs/security.md, "Admission policies")."""
 
 Globs = Annotated[list[Glob], Field(max_length=64)]
+UriGlob = Annotated[str, StringConstraints(min_length=1, max_length=512, pattern=URI_GLOB_PATTERN)]
+UriGlobs = Annotated[list[UriGlob], Field(max_length=64)]
 Commands = Annotated[list[Argument], Field(max_length=64)]
 Arguments = Annotated[list[Argument], Field(max_length=256)]
 
@@ -213,9 +218,9 @@ def check_env(env: list[EnvVar] | None) -> None:
     check_unique((var.name for var in env or ()), "env names")
 
 
-def check_globs(allow: list[str] | None, deny: list[str] | None) -> None:
-    check_unique(allow or (), "toolsAllow entries")
-    check_unique(deny or (), "toolsDeny entries")
+def check_globs(allow: list[str] | None, deny: list[str] | None, kind: str = "tools") -> None:
+    check_unique(allow or (), f"{kind}Allow entries")
+    check_unique(deny or (), f"{kind}Deny entries")
 
 
 class Condition(StatusModel):

@@ -39,6 +39,7 @@ from mcp_operator.api.common import (
     SecretKey,
     SpecModel,
     StatusModel,
+    UriGlobs,
     check_env,
     check_exactly_one,
     check_globs,
@@ -183,7 +184,7 @@ class MCPServerSpec(SpecModel):
     headers: Annotated[list[HeaderSpec], Field(max_length=32)] | None = None
     deployment: DeploymentSpec | None = None
     tools_prefix: str | None = Field(
-        default=None, min_length=1, max_length=PREFIX_MAX_LENGTH, pattern=PREFIX_PATTERN
+        default=None, max_length=PREFIX_MAX_LENGTH, pattern=PREFIX_PATTERN
     )
     tools_allow: Globs | None = None
     tools_deny: Globs | None = None
@@ -191,6 +192,10 @@ class MCPServerSpec(SpecModel):
     suspend: bool = False
     access: AccessSpec | None = None
     policy: CallPolicySpec | None = None
+    prompts_allow: Globs | None = None
+    prompts_deny: Globs | None = None
+    resources_allow: UriGlobs | None = None
+    resources_deny: UriGlobs | None = None
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> MCPServerSpec:
@@ -216,6 +221,8 @@ class MCPServerSpec(SpecModel):
                 )
         check_unique((h.name.lower() for h in self.headers or ()), "header names (ignoring case)")
         check_globs(self.tools_allow, self.tools_deny)
+        check_globs(self.prompts_allow, self.prompts_deny, "prompts")
+        check_globs(self.resources_allow, self.resources_deny, "resources")
         if self.access is not None:
             check_unique(self.access.namespaces or (), "access.namespaces entries")
         return self

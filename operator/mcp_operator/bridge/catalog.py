@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_operator.api.bridge import FilterLayer, UpstreamServer
-from mcp_operator.mcp import naming
+from mcp_operator.mcp import naming, uris
 
 
 def server_key(server: UpstreamServer) -> str:
@@ -163,6 +163,6 @@ def build_catalog(
                 original_name=listed_tool.name,
                 input_schema=tool.get("inputSchema"),
                 annotations=dict(annotations) if isinstance(annotations, Mapping) else {},
-                definition=dict(tool),
+                definition=uris.with_exposed_ui(server.prefix, tool),
             )
     return Catalog(entries=entries, collisions=collisions)

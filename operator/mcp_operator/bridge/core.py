@@ -24,6 +24,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig
+from mcp_operator.bridge import aggregate
 from mcp_operator.bridge.audit import AuditRecord
 from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.hooks import Hook, default_hooks
@@ -32,6 +33,7 @@ from mcp_operator.bridge.pipeline import CallPipeline
 from mcp_operator.bridge.relay import BridgeSession
 from mcp_operator.bridge.upstreams import UpstreamPool
 from mcp_operator.serve.events import EventStore
+from mcp_operator.serve import listeners
 from mcp_operator.serve.jsonrpc import RequestId, error_response
 from mcp_operator.serve.sessions import SessionTable
 
@@ -62,6 +64,8 @@ IDLE_SECONDS = 3600.0
 """A session without a GET stream that is not used for this long is dropped."""
 
 LIST_CHANGED = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+PROMPTS_CHANGED = {"jsonrpc": "2.0", "method": "notifications/prompts/list_changed"}
+RESOURCES_CHANGED = "notifications/resources/list_changed"
 
 
 class SystemClock:
@@ -128,7 +132,15 @@ class BridgeCore:
             relist_seconds=relist_seconds,
             on_listed=self.metrics.observe_listing,
             on_problem=self.metrics.observe_problem,
+            on_notice=self._notice,
         )
+        self.aggregator = aggregate.Aggregator(self.pool)
+        """Prompts, resources, completion and logging (:mod:`~mcp_operator.bridge.aggregate`)."""
+        self._prompts_shown: list[dict[str, Any]] = []
+        self.listeners: dict[str, listeners.Listener] = {}
+        """The agent's open 2026-07-28 ``subscriptions/listen`` streams, by key."""
+        self._listened = 0
+        self._relisting: set[asyncio.Task[None]] = set()
         self.pipeline = CallPipeline(
             config,
             Catalog(entries={}),
@@ -201,16 +213,79 @@ class BridgeCore:
         self.listing_result = {"tools": self.pool.scrubber.json(catalog.listing())}
         self.metrics.catalog_tools.set(len(catalog.entries))
         logger.info("Listed %d tools of %d servers", len(catalog.entries), len(self.config.servers))
+        prompts = self.pool.prompts.listing()
+        prompts_changed, self._prompts_shown = prompts != self._prompts_shown, prompts
         if self.started:
-            for stream in self.sessions.streams():
-                stream.push(LIST_CHANGED)
+            self._broadcast(LIST_CHANGED)
+            if prompts_changed:
+                self._broadcast(PROMPTS_CHANGED)
+
+    def _broadcast(self, message: dict[str, Any]) -> None:
+        """A list change to every legacy session's stream and every listen stream that asked
+        for it."""
+        for stream in self.sessions.streams():
+            stream.push(message)
+        for listener in list(self.listeners.values()):
+            if listener.wants(str(message["method"]), {}):
+                listener.stream.push(listener.tagged(message))
+
+    async def open_listener(self, listener: listeners.Listener) -> str:
+        """Register an agent's 2026-07-28 listen stream; its key (for :meth:`close_listener`)."""
+        self._listened += 1
+        key = f"listen:{self._listened}"
+        await self.aggregator.listen(key, listener.uris)
+        self.listeners[key] = listener
+        return key
+
+    async def close_listener(self, key: str) -> None:
+        self.listeners.pop(key, None)
+        await self.aggregator.forget(key)
+
+    def _notice(self, server: str, message: dict[str, Any]) -> None:
+        """An upstream's notification: a resource list change to every agent stream, a
+        resource update or a log message to the sessions :mod:`aggregate` names."""
+        if message.get("method") == RESOURCES_CHANGED:
+            self._broadcast({"jsonrpc": "2.0", "method": RESOURCES_CHANGED})
+            return
+        if message.get("method") == PROMPTS_CHANGED["method"]:
+            # Listed again: the agent hears of it when the catalog's prompts changed.
+            task = asyncio.get_running_loop().create_task(self.pool.relist(server))
+            self._relisting.add(task)
+            task.add_done_callback(self._relisting.discard)
+            return
+        for session_id, sent in self.aggregator.notice(server, message):
+            session = self.sessions.get(session_id, time.monotonic())
+            listener = self.listeners.get(session_id)
+            if listener is not None:
+                if listener.wants(str(sent["method"]), sent["params"]):
+                    listener.stream.push(listener.tagged(sent))
+            elif session is None:
+                self.aggregator.interests.pop(session_id, None)  # it ended or expired
+            elif session.stream is not None:
+                session.stream.push(sent)
+
+    def initialize_result(self) -> dict[str, Any]:
+        """The bridge's InitializeResult, with the capabilities its upstreams have."""
+        caps = aggregate.capabilities(self.pool.states, modern=False)
+        return {**INITIALIZE_RESULT, "capabilities": caps}
+
+    def discovered(self) -> dict[str, Any]:
+        """What ``server/discover`` is derived from, with the upstreams' capabilities."""
+        caps = aggregate.capabilities(self.pool.states, modern=True)
+        return {**DISCOVERED, "capabilities": caps}
 
     # -- requests ----------------------------------------------------------------------------
 
-    async def answer(self, request_id: RequestId, method: str, params: Any) -> dict[str, Any]:
+    async def answer(
+        self, request_id: RequestId, method: str, params: Any, session: str | None = None
+    ) -> dict[str, Any]:
         """The JSON-RPC response to one request of the agent (either era, before shaping):
-        ``tools/call`` through the pipeline, ``tools/list`` from the catalog, ``ping``; any
-        other method -32601."""
+        ``tools/call`` through the pipeline, ``tools/list`` from the catalog, ``ping``, the
+        other features through :mod:`~mcp_operator.bridge.aggregate` (``session``: the
+        legacy session asking, to whom its subscriptions and logs go); any other method
+        -32601."""
+        if method in aggregate.METHODS:
+            return await self.aggregator.answer(request_id, method, params, session)
         if method == "tools/call":
             problem = _unreadable_call(params)
             if problem is not None:

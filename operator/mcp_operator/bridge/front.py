@@ -26,15 +26,18 @@ large, a missing session header: a 4xx other than 404/409) still gets an audit l
 
 from __future__ import annotations
 
+import json
 import logging
+from typing import Any
 
-from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
+from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, validate_mcp_param_headers
+from mcp_types import methods as _methods
 from mcp_types.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND
 
-from mcp_operator.bridge.core import DISCOVERED, SERVER_INFO, BridgeCore
+from mcp_operator.bridge.core import SERVER_INFO, BridgeCore
 from mcp_operator.bridge.front_legacy import SessionEndpoint
 from mcp_operator.bridge.front_relay import ModernCalls
-from mcp_operator.serve import era
+from mcp_operator.serve import era, listeners
 from mcp_operator.serve.asgi import (
     Message,
     Receive,
@@ -46,13 +49,19 @@ from mcp_operator.serve.asgi import (
 )
 from mcp_operator.serve.endpoint import McpEndpoint, stateless_body
 from mcp_operator.serve.hosts import HostPolicy
-from mcp_operator.serve.jsonrpc import dumps, error_response
+from mcp_operator.serve.jsonrpc import RequestId, dumps, error_response
 from mcp_operator.serve.sessions import CallerKey, client_address
+from mcp_operator.serve.sse import SSE_HEADERS, SseStream, pump
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 4 * 1024 * 1024
 """The largest request body the bridge reads (a tool call's arguments included)."""
+
+MAX_LISTENERS = 256
+"""Most concurrent 2026-07-28 listen streams of the agent."""
+LISTEN_QUEUE = 64
+"""Messages a listen stream may fall behind before it is closed."""
 
 NOT_REFUSALS = (404, 409)
 """4xx answers that are ordinary life, not a malformed request (a lost session, a second
@@ -77,6 +86,8 @@ class BridgeFront:
         self.policy = HostPolicy((listen.host, *allowed_hosts), ())
         self._calls = ModernCalls(core)
         """2026-07-28 calls, and the input-required rounds they wait in."""
+        self._annotated: dict[str, bool] = {}
+        """Schema digest → whether the schema has ``x-mcp-header`` properties (checked once)."""
         self._endpoint = McpEndpoint(
             self.policy, self._modern, SessionEndpoint(core, MAX_BODY_BYTES), caller_key
         )
@@ -133,12 +144,19 @@ class BridgeFront:
             return
         request_id, method = outcome.request_id, outcome.method
         if method == "server/discover":
-            result = era.discover_result(DISCOVERED, outcome.protocol_version)
+            result = era.discover_result(self.core.discovered(), outcome.protocol_version)
             message = {"jsonrpc": "2.0", "id": request_id, "result": result}
-        elif method in ("initialize", "subscriptions/listen") or method.startswith(
-            "notifications/"
-        ):
+        elif (method, outcome.protocol_version) not in _methods.CLIENT_REQUESTS:
+            # Not a method of this revision (initialize, ping, logging/setLevel, the
+            # subscribe pair, a notification's name, or no method at all): 404 and -32601.
             message = error_response(request_id, METHOD_NOT_FOUND, f"Method not found: {method}")
+        elif method == "subscriptions/listen":
+            await self._listen(request_id, decoded, receive, send)
+            return
+        elif method == "tools/call" and (mismatch := self._param_headers(decoded, scope)):
+            refused = era.refusal(mismatch, request_id)
+            await respond_json(send, refused.status, dumps(refused.message))
+            return
         elif method == "tools/call" and isinstance(decoded.get("params"), dict):
             sse_ok = "text/event-stream" in headers.get(b"accept", "")
             await self._calls.serve(
@@ -161,3 +179,55 @@ class BridgeFront:
         assert isinstance(plain, dict)
         message["result"] = era.modern_result(method, outcome.protocol_version, plain, SERVER_INFO)
         await respond_json(send, 200, dumps(message))
+
+    async def _listen(
+        self, request_id: RequestId, decoded: dict[str, Any], receive: Receive, send: Send
+    ) -> None:
+        """A ``subscriptions/listen`` stream: acknowledged first, then the list changes and
+        resource updates it agreed to hear (what the bridge's capabilities honor)."""
+        params = decoded.get("params")
+        requested = params.get("notifications") if isinstance(params, dict) else None
+        capabilities = self.core.discovered()["capabilities"]
+        agreed = listeners.honored(requested if isinstance(requested, dict) else {}, capabilities)
+        if not agreed:
+            refusal = error_response(request_id, METHOD_NOT_FOUND, "Nothing to listen to")
+            await respond_json(send, 404, dumps(refusal))
+            return
+        if len(self.core.listeners) >= MAX_LISTENERS:
+            refusal = error_response(request_id, INVALID_REQUEST, "Too many listen streams")
+            await respond_json(send, 503, dumps(refusal), [(b"retry-after", b"1")])
+            return
+        stream = SseStream(LISTEN_QUEUE)
+        listener = listeners.Listener.for_filter(request_id, stream, agreed)
+        stream.push(listener.acknowledgement(agreed))
+        key = await self.core.open_listener(listener)
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
+            await pump(stream, receive, send)
+        finally:
+            await self.core.close_listener(key)
+
+    def _param_headers(self, decoded: dict[str, Any], scope: Scope) -> Any:
+        """A 2026-07-28 ``tools/call``'s ``Mcp-Param-*`` headers checked against the exposed
+        tool's schema by the SDK's rule (the refusal, or None)."""
+        params = decoded.get("params") or {}
+        entry = self.core.pipeline.catalog.get(str(params.get("name")))
+        if entry is None:
+            return None
+        annotated = self._annotated.get(entry.schema_key)
+        if annotated is None:
+            if len(self._annotated) >= 4096:
+                self._annotated.clear()
+            annotated = "x-mcp-header" in json.dumps(entry.input_schema, default=repr)
+            self._annotated[entry.schema_key] = annotated
+        if not annotated:
+            return None
+        arguments = params.get("arguments")
+        headers = {
+            key.decode("latin-1"): value.decode("latin-1").strip(" \t")
+            for key, value in scope["headers"]
+            if key.lower().startswith(b"mcp-param-")
+        }
+        return validate_mcp_param_headers(
+            entry.input_schema, arguments if isinstance(arguments, dict) else {}, headers
+        )

@@ -22,7 +22,7 @@ from typing import Any
 
 from mcp_types.jsonrpc import INVALID_REQUEST
 
-from mcp_operator.bridge.core import INITIALIZE_RESULT, BridgeCore
+from mcp_operator.bridge.core import BridgeCore
 from mcp_operator.bridge.front_relay import serve_legacy_call
 from mcp_operator.bridge.relay import BridgeSession, agent_message, end_session
 from mcp_operator.serve import era
@@ -102,7 +102,7 @@ class SessionEndpoint:
                     send=send,
                 )  # fmt: skip
                 return
-            response = await self.core.answer(request_id, method, message.get("params"))
+            response = await self.core.answer(request_id, method, message.get("params"), session.id)
         finally:
             session.open_requests -= 1
             session.last_active = time.monotonic()
@@ -112,7 +112,7 @@ class SessionEndpoint:
         if request_id is None or not isinstance(params, dict):
             await _invalid(send, 400, request_id, "Invalid initialize")
             return
-        result = era.initialize_result(INITIALIZE_RESULT, params.get("protocolVersion"))
+        result = era.initialize_result(self.core.initialize_result(), params.get("protocolVersion"))
         try:
             now = time.monotonic()
             version = result["protocolVersion"]
@@ -149,6 +149,7 @@ class SessionEndpoint:
         if session_id is None:
             await respond_plain(send, 400, b"Missing Mcp-Session-Id header")
             return
+        await self.core.aggregator.forget(session_id)
         session = self.core.sessions.remove(session_id)
         if session is None:
             await respond_plain(send, 404, b"Session not found")

@@ -45,12 +45,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from mcp.shared.inbound import x_mcp_header_map
+
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge import relay
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamUnavailable
+from mcp_operator.bridge.prompts import PromptCatalog, build_prompts
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import (
     McpFailure,
@@ -140,6 +143,8 @@ class ServerState:
     headers_signature: str
     tools: list[dict[str, Any]] | None = None
     """The last listing it gave (kept while the server is down)."""
+    prompts: list[dict[str, Any]] | None = None
+    """Its last prompt listing, when it offers prompts (kept like ``tools``)."""
     listed_once: bool = False
     """Its first listing was tried (successful or not): readiness waits for this."""
     problem: Problem | None = None
@@ -174,6 +179,7 @@ class UpstreamPool:
         relist_seconds: float = 300.0,
         on_listed: Callable[[str, bool], None] | None = None,
         on_problem: Callable[[str, Misconfiguration | None], None] | None = None,
+        on_notice: Callable[[str, dict[str, Any]], None] | None = None,
     ) -> None:
         self.http1 = session_pool(BRIDGE_EGRESS)
         """The connections of every server's calls, listings and change streams."""
@@ -188,6 +194,11 @@ class UpstreamPool:
         self.states: dict[str, ServerState] = {}
         self.servers: list[UpstreamServer] = []
         self.catalog = Catalog(entries={})
+        self.prompts = PromptCatalog(entries={})
+        """The prompts of every server, named and filtered (:mod:`~mcp_operator.bridge.prompts`)."""
+        self.on_notice = on_notice
+        """Called with a server's key and every other notification its change stream carries
+        (resource updates, log messages, list changes of prompts and resources)."""
         self._shown = ""
         self._timer: asyncio.Task[None] | None = None
 
@@ -213,6 +224,9 @@ class UpstreamPool:
             hint = server.protocol_version
             sent = {} if problem is not None else headers
             upstream = upstream_session(key, server.url, self.http1, sent, hint)
+            if self.on_notice is not None:
+                upstream.on_notice = _bound(self.on_notice, key)
+                upstream.listen_filter.update(promptsListChanged=True, resourcesListChanged=True)
             state = ServerState(server=server, upstream=upstream, headers_signature=signature)
             states[key] = state
             if problem is None:
@@ -259,16 +273,40 @@ class UpstreamPool:
             return False
         if not state.up and state.listed_once:
             logger.info("Server %s is back with %d tools", key, len(tools))
-        changed = tools != state.tools
+        prompts = await self._list_prompts(state)
+        changed = tools != state.tools or prompts != state.prompts
+        state.prompts = prompts
         state.tools, state.listed_once, state.up, state.failures = tools, True, True, 0
         state.due = time.monotonic() + self.relist_seconds
-        if state.follower is None and state.upstream.announces_changes:
+        if state.follower is None and state.upstream.announces_notices:
             state.follower = asyncio.get_running_loop().create_task(
                 follow(state.upstream, lambda: self.relist(key))
             )
         if self.on_listed is not None:
             self.on_listed(key, True)
         return changed
+
+    async def _list_prompts(self, state: ServerState) -> list[dict[str, Any]] | None:
+        """The server's prompts when it offers any; a failed prompt listing keeps the last."""
+        if state.upstream.capabilities.prompts is None:
+            return None
+        try:
+            return await list_tools(state.upstream, LIST_TIMEOUT_SECONDS, "prompts")
+        except McpFailure as error:
+            told = self.scrubber(error.message)
+            logger.warning("Could not list the prompts of server %s: %s", state.upstream.name, told)
+            return state.prompts
+
+    def refollow(self, key: str) -> None:
+        """Open the server's change stream again (what it should carry changed)."""
+        state = self.states.get(key)
+        if state is None or state.problem is not None:
+            return
+        if state.follower is not None:
+            state.follower.cancel()
+        state.follower = asyncio.get_running_loop().create_task(
+            follow(state.upstream, lambda: self.relist(key))
+        )
 
     def _mark_down(self, state: ServerState) -> None:
         state.up = False
@@ -289,8 +327,12 @@ class UpstreamPool:
         catalog = build_catalog(self.servers, listed, previous=self.catalog)
         for collision in catalog.collisions:
             logger.warning("Left out a colliding tool: %s", collision)
-        shown = json.dumps(catalog.listing(), sort_keys=True, default=repr)
-        self.catalog = catalog
+        prompted = {k: s.prompts for k, s in self.states.items() if s.prompts is not None}
+        prompts = build_prompts(self.servers, prompted, previous=self.prompts)
+        for collision in prompts.collisions:
+            logger.warning("Left out a colliding prompt: %s", collision)
+        shown = json.dumps([catalog.listing(), prompts.listing()], sort_keys=True, default=repr)
+        self.catalog, self.prompts = catalog, prompts
         if shown != self._shown:
             self._shown = shown
             outcome = self.on_change(catalog)
@@ -392,16 +434,41 @@ def upstream_session(
     )
 
 
-async def list_tools(session: McpSession, seconds: float) -> list[dict[str, Any]]:
-    """Every tool of every page, within ``seconds`` for them all (the one pagination rule:
-    a bound passed fails the listing, it is never cut short)."""
+async def list_tools(
+    session: McpSession, seconds: float, what: str = "tools"
+) -> list[dict[str, Any]]:
+    """Every tool (or prompt: ``what``) of every page, within ``seconds`` for them all (the
+    one pagination rule: a bound passed fails the listing, it is never cut short)."""
     tools: list[dict[str, Any]] = []
     try:
         async with asyncio.timeout(seconds):
-            async for page in session.pages("tools/list", "tools"):
+            async for page in session.pages(f"{what}/list", what):
                 tools.extend(tool for tool in page if isinstance(tool, dict))
     except TimeoutError:
         raise McpFailure(
-            "timeout", f"{session.name} did not answer tools/list within {seconds:g}s"
+            "timeout", f"{session.name} did not answer {what}/list within {seconds:g}s"
         ) from None
+    if what == "tools":
+        session.param_headers = param_header_maps(tools)
     return tools
+
+
+def param_header_maps(tools: list[dict[str, Any]]) -> dict[str, dict[tuple[str, ...], str]]:
+    """The ``x-mcp-header`` maps of the tools whose input schema declares one."""
+    maps: dict[str, dict[tuple[str, ...], str]] = {}
+    for tool in tools:
+        name, schema = tool.get("name"), tool.get("inputSchema")
+        if isinstance(name, str) and isinstance(schema, dict) and "x-mcp-header" in str(schema):
+            try:
+                header_map = x_mcp_header_map(schema)
+            except (ValueError, TypeError, AttributeError):
+                continue
+            if header_map:
+                maps[name] = header_map
+    return maps
+
+
+def _bound(
+    on_notice: Callable[[str, dict[str, Any]], None], key: str
+) -> Callable[[dict[str, Any]], None]:
+    return lambda message: on_notice(key, message)

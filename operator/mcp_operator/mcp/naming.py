@@ -134,8 +134,9 @@ def is_valid_tool_name(name: str) -> bool:
 
 
 def is_valid_prefix(prefix: str) -> bool:
-    """Whether ``prefix`` is a valid ``toolsPrefix``: ``[a-z][a-z0-9_-]*``, at most 32 long."""
-    return _PREFIX.fullmatch(prefix) is not None
+    """Whether ``prefix`` is a valid ``toolsPrefix``: ``[a-z][a-z0-9_-]*``, at most 32 long,
+    or the empty prefix (no prefixing)."""
+    return prefix == "" or _PREFIX.fullmatch(prefix) is not None
 
 
 def default_prefix(metadata_name: str) -> str:
@@ -168,9 +169,11 @@ def exposed_name(prefix: str, original: str) -> str:
 
     Characters outside ``[A-Za-z0-9_-]`` become ``_``. A longer result keeps its
     first 55 characters, then ``_`` and the first 8 hex digits of
-    ``sha256(original)``, so the rule is deterministic and stays within 64.
+    ``sha256(original)``, so the rule is deterministic and stays within 64. The empty
+    prefix (a server that opted out of prefixing) exposes the original name, by the same
+    rule: unchanged when it fits.
     """
-    sanitised = _NOT_EXPOSABLE.sub("_", f"{prefix}_{original}")
+    sanitised = _NOT_EXPOSABLE.sub("_", f"{prefix}_{original}" if prefix else original)
     if len(sanitised) <= MAX_EXPOSED_NAME_CHARS:
         return sanitised
     return _hashed(sanitised, original)

@@ -58,6 +58,7 @@ from dataclasses import KW_ONLY, dataclass
 from typing import Any, Literal, Protocol
 
 import mcp_types as types
+from mcp.shared.inbound import NAME_BEARING_METHODS, encode_header_value, mcp_param_headers
 from mcp_types import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
@@ -310,6 +311,16 @@ class McpSession:
         events ids: a reopened stream asks to resume there (``Last-Event-ID``)."""
         self.stream_resumed = False
         """The change stream now open resumed the previous one: nothing was missed."""
+        self.on_notice: Callable[[dict[str, Any]], None] | None = None
+        """Called with every notification of the change stream other than the tools' list
+        change (the bridge fans resource updates and log messages out to its agents)."""
+        self.param_headers: dict[str, dict[tuple[str, ...], str]] = {}
+        """Tool name → its ``x-mcp-header`` map (SDK ``x_mcp_header_map``), for the tools whose
+        schema has one: a 2026-07-28 ``tools/call`` of such a tool carries its
+        ``Mcp-Param-*`` headers (the lister fills it from the tools it listed)."""
+        self.listen_filter: dict[str, Any] = {}
+        """What a 2026-07-28 ``subscriptions/listen`` asks for besides the tools' list
+        changes (``promptsListChanged``, ``resourceSubscriptions`` …)."""
 
     def __repr__(self) -> str:
         return f"McpSession(name={self.name!r}, url={display_url(self.url)!r})"
@@ -327,6 +338,17 @@ class McpSession:
         """Whether the server said it announces tool list changes."""
         tools = self.capabilities.tools
         return self.connected and tools is not None and tools.list_changed is True
+
+    @property
+    def announces_notices(self) -> bool:
+        """Whether a change stream is worth following: the server announces tool list
+        changes, or (for a session with :attr:`on_notice`) it has prompts, resources or
+        logging, whose notifications the stream carries."""
+        if self.announces_changes:
+            return True
+        caps = self.capabilities
+        others = (caps.prompts, caps.resources, caps.logging)
+        return self.connected and self.on_notice is not None and any(c is not None for c in others)
 
     def reset(self) -> None:
         """Forget the negotiated era and session (the next request connects anew)."""
@@ -567,6 +589,8 @@ class McpSession:
                     yield True
                 elif isinstance(message, dict) and "id" in message and "method" in message:
                     await self._refuse_unrelated(message)
+                elif _is_notice(message) and self.on_notice is not None:
+                    self.on_notice(message)
         except (Http1Error, OSError, sse.EventTooLarge):
             return  # the stream ended: the follower opens it again
         finally:
@@ -576,7 +600,8 @@ class McpSession:
         """The request whose answer carries the change notifications, in the era."""
         if self.modern:
             request_id = next(self._ids)
-            params = self._stamped({"notifications": {"toolsListChanged": True}}, None)
+            wanted = {"toolsListChanged": True, **self.listen_filter}
+            params = self._stamped({"notifications": wanted}, None)
             body = _body(request_id, "subscriptions/listen", params)
             headers = self._request_headers("subscriptions/listen", None)
             return await self._send("POST", headers, body)
@@ -614,9 +639,15 @@ class McpSession:
             headers["mcp-protocol-version"] = version
         if version in MODERN_PROTOCOL_VERSIONS:
             headers["mcp-method"] = method
-            name = (params or {}).get("name") if method == "tools/call" else None
-            if isinstance(name, str) and name.isascii() and name.isprintable():
-                headers["mcp-name"] = name
+            key = NAME_BEARING_METHODS.get(method)
+            name = (params or {}).get(key) if key is not None else None
+            if isinstance(name, str):
+                headers["mcp-name"] = encode_header_value(name)
+            calls = method == "tools/call" and isinstance(name, str)
+            header_map = self.param_headers.get(name) if calls and isinstance(name, str) else None
+            arguments = (params or {}).get("arguments")
+            if header_map and isinstance(arguments, Mapping):
+                headers.update(mcp_param_headers(header_map, arguments))
         elif self.session_id is not None:
             headers["mcp-session-id"] = self.session_id
         return headers
@@ -806,7 +837,7 @@ async def follow(
     ``on_changed`` (a change may have been missed)."""
     opened_before = False
     while True:
-        if session.announces_changes:
+        if session.announces_notices:
             try:
                 async for changed in session.changes():
                     # a stream resumed with Last-Event-ID replays what it missed: no relist
@@ -826,6 +857,12 @@ def _loads(text: bytes) -> Any:
         return json.loads(text)
     except ValueError:
         return _NOT_JSON
+
+
+def _is_notice(message: Any) -> bool:
+    return (
+        isinstance(message, dict) and isinstance(message.get("method"), str) and "id" not in message
+    )
 
 
 def _media(answer: Http1Response) -> str:

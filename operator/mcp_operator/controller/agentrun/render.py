@@ -162,8 +162,8 @@ def _server_config(run: AgentRun, binding: Binding, mounts: Mapping[str, str]) -
     status = server.status
     assert status is not None and status.url is not None  # a usable binding is Ready
     filters = [
-        _filter(server.spec.tools_allow, server.spec.tools_deny),
-        _filter(binding.ref.tools_allow, binding.ref.tools_deny),
+        _filter(server.spec.tools_allow, server.spec.tools_deny) | other_filters(server.spec),
+        _filter(binding.ref.tools_allow, binding.ref.tools_deny) | other_filters(binding.ref),
     ]
     headers: list[dict[str, str]] = []
     for header in server.spec.headers or ():
@@ -200,6 +200,22 @@ def _filter(allow: list[str] | None, deny: list[str] | None) -> dict[str, list[s
         layer["allow"] = list(allow)
     if deny:
         layer["deny"] = list(deny)
+    return layer
+
+
+def other_filters(spec: Any) -> dict[str, list[str]]:
+    """The prompt and resource filters of an MCPServer spec or a run's server reference, as a
+    bridge filter layer's keys (the unset ones left out)."""
+    layer: dict[str, list[str]] = {}
+    for field, key in (
+        ("prompts_allow", "promptsAllow"),
+        ("prompts_deny", "promptsDeny"),
+        ("resources_allow", "resourcesAllow"),
+        ("resources_deny", "resourcesDeny"),
+    ):
+        value = getattr(spec, field)
+        if value:
+            layer[key] = list(value)
     return layer
 
 

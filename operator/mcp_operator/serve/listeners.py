@@ -1,13 +1,14 @@
 """2026-07-28 ``subscriptions/listen`` streams: what each one asked to hear, and the tagging.
 
-Owns the record of one open listen stream and the two pure rules about it:
-which of the requested notification types the adapter can honor (those its
-child advertises: ``listChanged`` per list, ``subscribe`` for resource
-updates), and whether a notification from the child belongs on the stream
-(its type was requested; for ``resources/updated``, its URI was named). Every
-message on a stream carries the listen request's id under
-``_meta["io.modelcontextprotocol/subscriptionId"]``. Leaves the HTTP stream
-to ``front_modern`` and the fan-out to ``router``.
+Owns the record of one open listen stream and the two pure rules about it, for every
+server side (the adapter and the bridge): which of the requested notification types the
+server can honor (those its capabilities advertise — the adapter's child's, the bridge's own:
+``listChanged`` per list, ``subscribe`` for resource updates), and whether a notification
+belongs on the stream (its type was requested; for ``resources/updated``, its URI was named).
+Every message on a stream carries the listen request's id under
+``_meta["io.modelcontextprotocol/subscriptionId"]``. Leaves the HTTP stream and the fan-out
+to the programs (``adapter.front_modern`` and ``adapter.router``, ``bridge.front`` and
+``bridge.core``).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from mcp_operator.adapter.records import StreamSink
 from mcp_operator.serve.jsonrpc import RequestId
+from mcp_operator.serve.sessions import StreamSink
 
 SUBSCRIPTION_ID_META: Final = "io.modelcontextprotocol/subscriptionId"
 ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"

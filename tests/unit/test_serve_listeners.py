@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_operator.adapter.listeners import Listener, honored
 from mcp_operator.adapter.router import Router
+from mcp_operator.serve.listeners import Listener, honored
 from mcp_operator.serve.sessions import SessionTable
 
 CHILD = {"tools": {"listChanged": True}, "resources": {"subscribe": True}, "prompts": {}}
