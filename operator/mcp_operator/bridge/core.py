@@ -32,8 +32,8 @@ from mcp_operator.bridge.metrics import BridgeMetrics
 from mcp_operator.bridge.pipeline import CallPipeline
 from mcp_operator.bridge.relay import BridgeSession
 from mcp_operator.bridge.upstreams import UpstreamPool
-from mcp_operator.serve.events import EventStore
 from mcp_operator.serve import listeners
+from mcp_operator.serve.events import EventStore
 from mcp_operator.serve.jsonrpc import RequestId, error_response
 from mcp_operator.serve.sessions import SessionTable
 
