@@ -401,3 +401,118 @@ async def test_the_oidc_keys_are_fetched_from_the_jwks_url_and_refetched_for_a_n
             assert not await refused.refresh() and refused.failures == 1  # loopback refused
         finally:
             await refused.aclose()
+
+
+# ------------------------------------------------------------------ the front of an HTTP server
+
+
+class RecordingUpstream:
+    """An HTTP server that records each request's headers and answers a JSON-RPC result."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.seen: list[dict[str, str]] = []
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                upstream.seen.append({k.lower(): v for k, v in self.headers.items()})
+                self.rfile.read(int(self.headers.get("content-length", "0")))
+                data = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+
+    def __enter__(self) -> RecordingUpstream:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+
+def test_the_front_refuses_before_the_upstream_and_never_passes_a_token_on(
+    tmp_path: Path,
+) -> None:
+    access = write_access(tmp_path / "access.json", access_document(ISSUER))
+    token = ISSUER.service_account_token()
+    with RecordingUpstream() as upstream:
+        url = f"http://127.0.0.1:{upstream.port}/mcp"
+        flags = (f"--upstream-url={url}", "--auth=kubernetes", f"--access-config={access}")
+        with adapter((), tmp_path, *flags) as front, httpx.Client(timeout=10) as http:
+            assert http.post(front.url, json=INIT, headers=ACCEPT).status_code == 401
+            stranger = ISSUER.service_account_token("elsewhere")
+            assert http.post(front.url, json=INIT, headers=bearer(stranger)).status_code == 403
+            assert upstream.seen == []
+            both = {**bearer(token), "mcp-operator-authorization": f"Bearer {token}",
+                    "x-trace": "kept"}  # fmt: skip
+            answer = http.post(front.url, json=INIT, headers=both)
+            assert answer.status_code == 200 and answer.json()["result"] == {}
+            assert front.health().json()["auth"] == "kubernetes"
+    assert len(upstream.seen) == 1
+    seen = upstream.seen[0]
+    assert "authorization" not in seen and "mcp-operator-authorization" not in seen
+    assert seen["x-trace"] == "kept" and seen["host"] == f"127.0.0.1:{upstream.port}"
+    assert all(token not in value for value in seen.values())
+
+
+@needs_node
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_sdk_client_through_the_front_streams_from_server_everything_over_http(
+    tmp_path: Path, mode: str
+) -> None:
+    from tests.support.peers import server_everything
+
+    access = write_access(tmp_path / "access.json", access_document(ISSUER))
+    token = ISSUER.service_account_token()
+    with server_everything("streamableHttp") as url:
+        flags = (f"--upstream-url={url}", "--auth=kubernetes", f"--access-config={access}")
+        with adapter((), tmp_path, *flags) as front:
+            http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
+            transport = streamable_http_client(front.url, http_client=http)
+            async with http, Client(transport, mode=mode) as client:
+                tools = await client.list_tools()
+                assert "echo" in {tool.name for tool in tools.tools}
+                result = await client.call_tool("echo", {"message": f"via the front {mode}"})
+    assert result.content[0].text == f"Echo: via the front {mode}"  # type: ignore[union-attr]
+
+
+async def test_the_sdk_client_through_the_front_speaks_2026_with_mcp_server_time(
+    tmp_path: Path,
+) -> None:
+    from tests.support.peers import mcp_server_time
+
+    access = write_access(tmp_path / "access.json", access_document(ISSUER))
+    token = ISSUER.service_account_token()
+    with mcp_server_time() as url:
+        flags = (f"--upstream-url={url}", "--auth=kubernetes", f"--access-config={access}")
+        with adapter((), tmp_path, *flags) as front:
+            http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
+            transport = streamable_http_client(front.url, http_client=http)
+            async with http, Client(transport, mode="auto") as client:
+                result = await client.call_tool("get_current_time", {"timezone": "UTC"})
+            async with httpx.AsyncClient(timeout=10) as plain:
+                refused = await plain.post(front.url, json=INIT, headers=ACCEPT)
+    assert '"timezone": "UTC"' in result.content[0].text  # type: ignore[union-attr]
+    assert refused.status_code == 401
+
+
+def test_the_front_takes_only_a_loopback_upstream(tmp_path: Path) -> None:
+    import subprocess
+
+    base = [sys.executable, "-m", "mcp_operator", "adapter", "--auth=none"]
+    for url, message in (("http://10.0.0.1:80/mcp", "loopback"), ("ftp://127.0.0.1/", "http")):
+        run = subprocess.run([*base, f"--upstream-url={url}"], capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+        assert run.returncode == 2 and message in run.stderr
