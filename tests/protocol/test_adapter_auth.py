@@ -516,3 +516,34 @@ def test_the_front_takes_only_a_loopback_upstream(tmp_path: Path) -> None:
         run = subprocess.run([*base, f"--upstream-url={url}"], capture_output=True, text=True,
                              timeout=60)  # fmt: skip
         assert run.returncode == 2 and message in run.stderr
+
+
+def test_the_audit_names_the_verified_caller_tool_and_outcome_never_the_arguments(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "counting.py"
+    script.write_text(COUNTING_SERVER)
+    access = write_access(tmp_path / "access.json", access_document(ISSUER))
+    audit = tmp_path / "audit.jsonl"
+    command = (sys.executable, str(script), str(tmp_path / "seen.txt"))
+    flags = ("--auth=kubernetes", f"--access-config={access}", f"--audit={audit}")
+    token = ISSUER.service_account_token(pod="run-9")
+    secret_argument = "the-argument-value-4711"
+    with adapter(command, tmp_path, *flags) as running, httpx.Client(timeout=10) as http:
+        session = http.post(running.url, json=INIT, headers=bearer(token)).headers
+        call = wire.request("tools/call", {"name": "echo", "arguments": {"x": secret_argument}})
+        headers = {**bearer(token), "mcp-session-id": session["mcp-session-id"]}
+        assert http.post(running.url, json=call, headers=headers).status_code == 200
+        bad_name = wire.request("tools/call", {"name": "rm -rf /\n", "arguments": {}}, id=3)
+        http.post(running.url, json=bad_name, headers=headers)
+        body, modern = modern_call(token)
+        assert http.post(running.url, json=body, headers=modern).status_code == 200
+        http.post(running.url, json=call, headers=ACCEPT)  # refused: no line, never reached
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    caller = {"kind": "serviceaccount", "namespace": "team", "serviceAccount": "agent",
+              "pod": "run-9"}  # fmt: skip
+    assert [(line["caller"], line["tool"], line["outcome"]) for line in lines] == [
+        (caller, "echo", "ok"), (caller, "(invalid)", "ok"), (caller, "echo", "ok")]  # fmt: skip
+    assert "toolSha256" in lines[1] and all(line["durationMs"] >= 0 for line in lines)
+    text = audit.read_text()
+    assert secret_argument not in text and "rm -rf" not in text and token not in text

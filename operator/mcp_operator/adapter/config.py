@@ -131,6 +131,10 @@ class AdapterConfig:
     """The access configuration (JSON, re-read when it changes): issuer keys, audience, who
     may call, revoked Pods. Required unless ``auth`` is ``none``."""
 
+    audit: str | None = None
+    """Write one JSON line per ``tools/call`` served (caller, tool, outcome, duration; never
+    arguments or values) to stdout (``-``) or append it to this file (``adapter.audit``)."""
+
     upstream_url: str | None = None
     """Front mode: no stdio child; every request that passes the checks is forwarded to the
     HTTP-native MCP server at this loopback URL in the same Pod (``adapter.upstream``)."""
@@ -165,6 +169,7 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("body_timeout_seconds", "--body-timeout-seconds", float, "request body read timeout"),
     ("auth", "--auth", str, "kubernetes (default), oidc or none: who may call"),
     ("access_config", "--access-config", str, "the access configuration file (JSON)"),
+    ("audit", "--audit", str, "audit line per tools/call: - (stdout) or a file"),
     ("upstream_url", "--upstream-url", str, "front mode: forward to this loopback HTTP server"),
 )
 

@@ -24,8 +24,11 @@ import contextlib
 import json
 import logging
 import time
+from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_operator.adapter.audit import from_flag as audit_from_flag
+from mcp_operator.adapter.audit import tool_of
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.metrics import METHODS, OTHER, AdapterMetrics
 from mcp_operator.net.egress import EgressPolicy
@@ -44,6 +47,7 @@ from mcp_operator.serve.asgi import (
     serve_lifespan,
     watching_disconnect,
 )
+from mcp_operator.serve.auth.caller import CURRENT_CALLER
 from mcp_operator.serve.auth.gate import AuthGate
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps
@@ -109,6 +113,7 @@ class UpstreamFront:
         if config.sse:
             self._paths |= {config.sse_path, config.messages_path}
         self.pool = Http1Pool(egress=EgressPolicy(allow_loopback=True))
+        self.audit = audit_from_flag(config.audit)
         self.forwarded = 0
         self.failed = 0
         self.inflight = 0
@@ -174,7 +179,9 @@ class UpstreamFront:
         target = self._upstream if path in self._mcp_paths else self._origin + path
         if scope.get("query_string"):
             target += "?" + scope["query_string"].decode("latin-1")
-        label = _method_label(body) if scope["method"] == "POST" else None
+        message = _message(body) if scope["method"] == "POST" else None
+        label = _label(message) if scope["method"] == "POST" else None
+        status: int | None = None
         started = time.perf_counter()
         self.inflight += 1
         try:
@@ -187,12 +194,18 @@ class UpstreamFront:
                 await respond_plain(send, 502, b"The MCP server in this Pod did not answer")
                 return
             self.forwarded += 1
+            status = answer.status_code
             await self._stream(answer, receive, send)
         finally:
             self.inflight -= 1
+            seconds = time.perf_counter() - started
             if label is not None:
                 self.metrics.calls.labels(label, "forwarded").inc()
-                self.metrics.call_seconds.labels(label).observe(time.perf_counter() - started)
+                self.metrics.call_seconds.labels(label).observe(seconds)
+            if self.audit is not None and label == "tools/call" and message is not None:
+                tool, digest = tool_of(message)
+                caller = CURRENT_CALLER.get()
+                self.audit.write(caller, tool, digest, "forwarded", seconds, status or 502)
 
     async def _stream(self, answer: Http1Response, receive: Receive, send: Send) -> None:
         """The upstream's answer, head then body chunks as they arrive, until its end or the
@@ -227,12 +240,16 @@ class UpstreamFront:
         await send({"type": "http.response.body", "body": b""})
 
 
-def _method_label(body: bytes) -> str:
-    """The MCP method of a POST body for the metrics' label (bounded); the front forwards the
-    bytes as they came."""
+def _message(body: bytes) -> dict[str, Any] | None:
+    """The decoded JSON-RPC message of a POST body (for the metrics' label and the audit
+    line), or None; the front forwards the bytes as they came."""
     try:
         message = json.loads(body)
     except ValueError:
-        return OTHER
-    method = message.get("method") if isinstance(message, dict) else None
-    return method if method in METHODS else OTHER
+        return None
+    return message if isinstance(message, dict) else None
+
+
+def _label(message: dict[str, Any] | None) -> str:
+    method = message.get("method") if message is not None else None
+    return method if isinstance(method, str) and method in METHODS else OTHER
