@@ -184,20 +184,20 @@ def test_who_may_call_follows_namespaces_accounts_and_operators(
 def test_a_verified_token_is_checked_once_and_never_trusted_past_its_expiry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    decodes = 0
-    real = jwt.decode
+    verifications = 0
+    real = tokens._verifies
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        nonlocal decodes
-        decodes += 1
-        return real(*args, **kwargs)
+    def counting(*args: Any) -> bool:
+        nonlocal verifications
+        verifications += 1
+        return real(*args)
 
     v = verifier()
     token = ISSUER.service_account_token(now=NOW, lifetime=600)
-    monkeypatch.setattr(tokens.jwt, "decode", counting)
+    monkeypatch.setattr(tokens, "_verifies", counting)
     for _ in range(5):
         assert v.check(token, NOW).permitted
-    assert decodes == 2  # one unverified read of iss, one verification
+    assert verifications == 1
     assert v.cached() == 1
     assert refusal(token, v, now=NOW + 600 + tokens.LEEWAY_SECONDS) == "expired"
     assert v.cached() == 0
@@ -440,3 +440,36 @@ def test_kubernetes_mode_serves_no_metadata_and_none_mode_admits_anonymous(tmp_p
 )  # fmt: skip
 def test_bearer_values_are_read_by_rfc_6750s_rules(value: str | None, token: str | None) -> None:
     assert bearer(value) == token
+
+
+@pytest.mark.parametrize("alg", ["RS384", "RS512", "PS256", "PS384", "PS512", "ES384"])
+def test_every_algorithm_of_the_allowed_list_verifies_and_refuses_a_changed_payload(
+    alg: str,
+) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    issuer = TestIssuer(alg="ES256" if alg.startswith("ES") else "RS256")
+    if alg == "ES384":
+        issuer.key = ec.generate_private_key(ec.SECP384R1())
+        issuer.jwk = {**json.loads(jwt.algorithms.ECAlgorithm.to_jwk(issuer.key.public_key())),
+                      "kid": issuer.kid}  # fmt: skip
+    issuer.alg = alg
+    issuer.jwk["alg"] = alg
+    v = verifier(issuer)
+    token = issuer.service_account_token(now=NOW)
+    assert v.check(token, NOW).permitted
+    head, body, signature = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(body + "=="))
+    claims["kubernetes.io"]["namespace"] = "team"  # same claims, re-encoded differently
+    claims["sub"] = "system:serviceaccount:team:admin"
+    forged = f"{head}.{b64(claims)}.{signature}"
+    assert refusal(forged, v) == "bad_signature"
+
+
+def test_pyjwt_and_we_agree_on_a_token_pyjwt_signed() -> None:
+    """The JWS reading of tokens.read against the library's own encoder and decoder."""
+    token = ISSUER.service_account_token(now=NOW)
+    key = jwt.PyJWK(ISSUER.jwk)
+    times = {"verify_exp": False, "verify_iat": False, "verify_nbf": False}
+    theirs = jwt.decode(token, key, algorithms=["RS256"], audience=AUDIENCE, options=times)
+    assert verifier().check(token, NOW).caller.subject == theirs["sub"]
