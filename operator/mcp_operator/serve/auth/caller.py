@@ -9,7 +9,7 @@ is the one way it is written in logs and refusals; :meth:`Caller.to_dict` in aud
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 CallerKind = Literal["serviceaccount", "oidc", "anonymous"]
@@ -28,9 +28,16 @@ class Caller:
     """The token's ``sub``: ``system:serviceaccount:<ns>:<name>`` or the OIDC subject."""
     pod_uid: str | None = None
     issuer: str | None = None
+    _text: str = field(default="", init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_text", self._describe())
 
     def describe(self) -> str:
         """Safe words naming the caller (no token, no claim beyond its identity)."""
+        return self._text
+
+    def _describe(self) -> str:
         if self.kind == "serviceaccount":
             words = f"system:serviceaccount:{self.namespace}:{self.service_account}"
             return f"{words} (pod {self.pod})" if self.pod else words
