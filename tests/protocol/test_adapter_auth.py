@@ -155,11 +155,16 @@ def test_a_permitted_caller_is_served_in_both_eras_and_logged_once_without_its_t
         body, headers = modern_call(None)
         headers["mcp-operator-authorization"] = f"Bearer {token}"
         modern = http.post(running.url, json=body, headers=headers)
-        # a session opened by one caller is no use without a token
+        # a session opened by one caller is no use without a token, nor to another caller
         stolen = http.post(running.url, json=call, headers={**ACCEPT, **session})
+        other = bearer(ISSUER.service_account_token(name="other-agent"))
+        borrowed = http.post(running.url, json=call, headers={**other, **session})
+        gone = http.delete(running.url, headers={**other, **session})
+        listen = http.get(running.url, headers={**other, **session, "accept": "text/event-stream"})
     assert legacy.status_code == 200 and "echo" in legacy.text
     assert modern.status_code == 200 and "echo" in modern.text
     assert stolen.status_code == 401
+    assert (borrowed.status_code, gone.status_code, listen.status_code) == (404, 404, 404)
     assert methods_seen(seen).count("tools/call") == 2
     log = running.logs()
     assert log.count("Verified caller system:serviceaccount:team:agent (pod run-7)") == 1

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from mcp_types.jsonrpc import INTERNAL_ERROR
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST
 
 from mcp_operator.adapter.auth import build_gate
 from mcp_operator.adapter.budget import BodyBudget
@@ -46,6 +46,7 @@ from mcp_operator.serve.asgi import (
     respond_plain,
     serve_lifespan,
 )
+from mcp_operator.serve.auth.caller import CURRENT_CALLER
 from mcp_operator.serve.auth.gate import AuthGate, identity_key
 from mcp_operator.serve.endpoint import McpEndpoint
 from mcp_operator.serve.hosts import HostPolicy
@@ -53,6 +54,7 @@ from mcp_operator.serve.jsonrpc import dumps, error_response
 from mcp_operator.serve.metrics import respond_metrics
 from mcp_operator.serve.sessions import CallerKey, client_address
 
+NOT_FOUND = dumps(error_response(None, INVALID_REQUEST, "Session not found"))
 BUDGET_SPENT = dumps(
     error_response(None, INTERNAL_ERROR, "Too many request bytes in flight; retry later")
 )
@@ -93,7 +95,11 @@ class HttpFront:
             f"Request body too large: the limit is {core.config.max_body_bytes} bytes".encode()
         )
         self._endpoint = McpEndpoint(
-            self.policy, self._stateless, _BudgetedSessions(legacy, self), caller_key, active
+            self.policy,
+            self._stateless,
+            _BudgetedSessions(legacy, self, bind=active is not None),
+            caller_key,
+            active,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -189,17 +195,34 @@ class HttpFront:
 class _BudgetedSessions:
     """The legacy session endpoint with each POST admitted against the byte budget first.
 
-    ``HttpFront.admitted`` written out: this is the hot path, one coroutine fewer.
+    ``HttpFront.admitted`` written out: this is the hot path, one coroutine fewer. With
+    authentication on (``bind``), a session is its opener's: a request naming another
+    caller's session gets 404, as an unknown one does (a session id is no credential).
     """
 
-    def __init__(self, endpoint: SessionEndpoint, front: HttpFront) -> None:
+    def __init__(self, endpoint: SessionEndpoint, front: HttpFront, *, bind: bool) -> None:
         self._endpoint = endpoint
         self._front = front
         self._budget = front.budget
+        self._sessions = front.core.sessions
+        self._bind = bind
+
+    def _foreign(self, headers: dict[bytes, str]) -> bool:
+        """Whether the request names a session another caller opened."""
+        if not self._bind:
+            return False
+        session_id = headers.get(b"mcp-session-id")
+        if session_id is None:
+            return False
+        owner = self._sessions.owner(session_id)
+        return owner is not None and owner != CURRENT_CALLER.get().key
 
     async def post(
         self, headers: dict[bytes, str], receive: Receive, send: Send, caller: str
     ) -> None:
+        if self._foreign(headers):
+            await respond_json(send, 404, NOT_FOUND)
+            return
         budget = self._budget
         cost = budget.cost(headers.get(b"content-length"))
         if cost is None or not budget.reserve(cost):
@@ -211,7 +234,13 @@ class _BudgetedSessions:
             budget.release(cost)
 
     async def get(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
+        if self._foreign(headers):
+            await respond_plain(send, 404, b"Session not found")
+            return
         await self._endpoint.get(headers, receive, send)
 
     async def delete(self, headers: dict[bytes, str], send: Send) -> None:
+        if self._foreign(headers):
+            await respond_plain(send, 404, b"Session not found")
+            return
         await self._endpoint.delete(headers, send)
