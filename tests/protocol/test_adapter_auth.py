@@ -67,6 +67,11 @@ def bearer(token: str) -> dict[str, str]:
     return {**ACCEPT, "authorization": f"Bearer {token}"}
 
 
+def sdk_http(token: str) -> httpx2.AsyncClient:
+    """The HTTP client for the SDK's transport, sending ``token`` on every request."""
+    return httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
+
+
 @pytest.fixture
 def counted(tmp_path: Path) -> Iterator[tuple[Adapter, Path, Path]]:
     """An authenticating adapter in front of the counting server: (adapter, seen, access)."""
@@ -214,7 +219,7 @@ async def test_the_sdk_client_with_a_token_calls_server_everything_in_both_eras(
     token = ISSUER.service_account_token()
     flags = ("--auth=kubernetes", f"--access-config={access}")
     with adapter(EVERYTHING, tmp_path, *flags) as running:
-        http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
+        http = sdk_http(token)
         async with (
             http,
             Client(streamable_http_client(running.url, http_client=http), mode=mode) as client,
@@ -229,7 +234,23 @@ async def test_the_sdk_client_with_a_token_calls_server_everything_in_both_eras(
 # ------------------------------------------------------------------ OIDC, with the SDK's OAuth
 
 
-class AuthorizationServer:
+class ThreadedHttp:
+    """A ``ThreadingHTTPServer`` on a free loopback port, served from a thread while entered."""
+
+    def serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._http = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
+
+    def __enter__(self) -> Any:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+
+class AuthorizationServer(ThreadedHttp):
     """A local OAuth 2.0 authorization server: metadata, a client-credentials token endpoint
     that honours RFC 8707 ``resource`` (the token's audience), and its JWKS."""
 
@@ -265,6 +286,10 @@ class AuthorizationServer:
                     })  # fmt: skip
                 elif self.path == "/jwks":
                     self.answer(200, server.issuer.jwks())
+                elif self.path == "/huge":
+                    self.answer(200, {"keys": [{"kty": "RSA", "n": "A" * 300_000}]})
+                elif self.path == "/odd":
+                    self.answer(200, {"keys": [{"kty": "oct", "k": "c2VjcmV0"}, 7, None]})
                 else:
                     self.answer(404, {"error": "not_found"})
 
@@ -280,16 +305,7 @@ class AuthorizationServer:
                 token = server.issuer.oidc_token("ide-user", resource)
                 self.answer(200, {"access_token": token, "token_type": "Bearer", "expires_in": 300})
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
-
-    def __enter__(self) -> AuthorizationServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
+        self.serve(Handler)
 
 
 class MemoryStorage:
@@ -399,6 +415,13 @@ async def test_the_oidc_keys_are_fetched_from_the_jwks_url_and_refetched_for_a_n
             assert await fetcher.refresh(unknown_kid=True)
             assert list(fetcher.keys.by_kid) == [authorization.issuer.kid]
             assert fetcher.fetches == 2
+            kept = fetcher.keys
+            for path in ("/huge", "/odd", "/missing"):  # hostile answers keep the last keys
+                fetcher.url = f"{authorization.url}{path}"
+                now[0] += 301
+                assert not await fetcher.refresh()
+                assert fetcher.keys is kept
+            assert fetcher.failures == 3
         finally:
             await fetcher.aclose()
         refused = JwksFetcher(f"{authorization.url}/jwks", clock=lambda: 0.0)  # default egress
@@ -411,7 +434,7 @@ async def test_the_oidc_keys_are_fetched_from_the_jwks_url_and_refetched_for_a_n
 # ------------------------------------------------------------------ the front of an HTTP server
 
 
-class RecordingUpstream:
+class RecordingUpstream(ThreadedHttp):
     """An HTTP server that records each request's headers and answers a JSON-RPC result."""
 
     def __init__(self) -> None:
@@ -435,16 +458,7 @@ class RecordingUpstream:
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
-        self._thread = threading.Thread(target=self._http.serve_forever, daemon=True)
-
-    def __enter__(self) -> RecordingUpstream:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._http.shutdown()
-        self._http.server_close()
+        self.serve(Handler)
 
 
 def test_the_front_refuses_before_the_upstream_and_never_passes_a_token_on(
@@ -484,7 +498,7 @@ async def test_the_sdk_client_through_the_front_streams_from_server_everything_o
     with server_everything("streamableHttp") as url:
         flags = (f"--upstream-url={url}", "--auth=kubernetes", f"--access-config={access}")
         with adapter((), tmp_path, *flags) as front:
-            http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
+            http = sdk_http(token)
             transport = streamable_http_client(front.url, http_client=http)
             async with http, Client(transport, mode=mode) as client:
                 tools = await client.list_tools()
@@ -503,7 +517,7 @@ async def test_the_sdk_client_through_the_front_speaks_2026_with_mcp_server_time
     with mcp_server_time() as url:
         flags = (f"--upstream-url={url}", "--auth=kubernetes", f"--access-config={access}")
         with adapter((), tmp_path, *flags) as front:
-            http = httpx2.AsyncClient(headers={"authorization": f"Bearer {token}"}, timeout=30)
+            http = sdk_http(token)
             transport = streamable_http_client(front.url, http_client=http)
             async with http, Client(transport, mode="auto") as client:
                 result = await client.call_tool("get_current_time", {"timezone": "UTC"})

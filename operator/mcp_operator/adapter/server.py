@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
+from typing import Any
 
 from mcp_operator.adapter.auth import build_gate
 from mcp_operator.adapter.config import AdapterConfig
@@ -25,6 +27,26 @@ from mcp_operator.serve.process import QuietServer
 logger = logging.getLogger("mcp_operator.adapter")
 
 
+def _listening(app: Any, config: AdapterConfig, stop: Callable[[], None], what: str) -> QuietServer:
+    """The uvicorn server of ``app`` with the configuration's limits, SIGTERM/SIGINT calling
+    ``stop``; logs what it serves."""
+    server = process.server(
+        app,
+        host=config.host,
+        port=config.port,
+        log_level=config.log_level,
+        grace_seconds=config.shutdown_grace_seconds,
+        header_timeout_seconds=config.header_timeout_seconds,
+        body_timeout_seconds=config.body_timeout_seconds,
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    logger.info("Serving %s on http://%s:%d%s", what, host, config.port, config.path)
+    return server
+
+
 async def serve_front(config: AdapterConfig) -> int:
     """Front mode (``--upstream-url``): serve until SIGTERM/SIGINT; the exit code."""
     metrics = AdapterMetrics(sessions=lambda: 0, inflight=lambda: 0, restarts=lambda: 0)
@@ -33,24 +55,11 @@ async def serve_front(config: AdapterConfig) -> int:
     except ValueError as error:
         logger.error("Refused to start: %s", error)
         return 2
-    server = process.server(
-        front,
-        host=config.host,
-        port=config.port,
-        log_level=config.log_level,
-        grace_seconds=config.shutdown_grace_seconds,
-        header_timeout_seconds=config.header_timeout_seconds,
-        body_timeout_seconds=config.body_timeout_seconds,
-    )
 
     def stop() -> None:
         server.should_exit = True
 
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop)
-    host = f"[{config.host}]" if ":" in config.host else config.host
-    logger.info("Serving %s on http://%s:%d%s", config.upstream_url, host, config.port, config.path)
+    server = _listening(front, config, stop, str(config.upstream_url))
     await server.serve()
     return 0
 
@@ -72,22 +81,7 @@ async def serve(config: AdapterConfig) -> int:
     except ValueError as error:  # the access configuration: unreadable, not JSON, not ours
         logger.error("Refused to start: %s", error)
         return 2
-    server = process.server(
-        front,
-        host=config.host,
-        port=config.port,
-        log_level=config.log_level,
-        grace_seconds=config.shutdown_grace_seconds,
-        header_timeout_seconds=config.header_timeout_seconds,
-        body_timeout_seconds=config.body_timeout_seconds,
-    )
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop)
-    host = f"[{config.host}]" if ":" in config.host else config.host
-    logger.info(
-        "Serving %s on http://%s:%d%s", " ".join(config.command), host, config.port, config.path
-    )
+    server = _listening(front, config, stop, " ".join(config.command))
     try:
         await server.serve()
     finally:
