@@ -566,3 +566,36 @@ def test_the_audit_names_the_verified_caller_tool_and_outcome_never_the_argument
     assert "toolSha256" in lines[1] and all(line["durationMs"] >= 0 for line in lines)
     text = audit.read_text()
     assert secret_argument not in text and "rm -rf" not in text and token not in text
+
+
+@needs_node
+async def test_the_front_of_a_legacy_sse_server_streams_its_events_and_takes_its_messages(
+    tmp_path: Path,
+) -> None:
+    from mcp.client.session import ClientSession
+    from mcp.client.sse import sse_client
+
+    from tests.support.peers import server_everything
+
+    access = write_access(tmp_path / "access.json", access_document(ISSUER))
+    token = ISSUER.service_account_token()
+    with server_everything("sse") as url:
+        origin = url.rsplit("/", 1)[0]
+        # server-everything's own paths: its stream on /sse, its messages on /message
+        flags = (f"--upstream-url={origin}/mcp", "--sse", "--messages-path=/message",
+                 "--auth=kubernetes", f"--access-config={access}")  # fmt: skip
+        with adapter((), tmp_path, *flags) as front:
+            async with httpx.AsyncClient(timeout=10) as plain:
+                refused = await plain.get(
+                    f"{front.base}/sse", headers={"accept": "text/event-stream"}
+                )
+                posted = await plain.post(f"{front.base}/message?sessionId=x", json=INIT)
+            headers = {"authorization": f"Bearer {token}"}
+            async with (
+                sse_client(f"{front.base}/sse", headers=headers) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                result = await session.call_tool("echo", {"message": "over sse"})
+    assert (refused.status_code, posted.status_code) == (401, 401)
+    assert result.content[0].text == "Echo: over sse"  # type: ignore[union-attr]
