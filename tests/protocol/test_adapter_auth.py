@@ -599,3 +599,53 @@ async def test_the_front_of_a_legacy_sse_server_streams_its_events_and_takes_its
                 result = await session.call_tool("echo", {"message": "over sse"})
     assert (refused.status_code, posted.status_code) == (401, 401)
     assert result.content[0].text == "Echo: over sse"  # type: ignore[union-attr]
+
+
+class StreamingUpstream(ThreadedHttp):
+    """Answers a POST with an event stream: one event, then (once the test says so) another."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.release = threading.Event()
+        self.released_in_time: bool | None = None
+        upstream = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("content-length", "0")))
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.wfile.write(b'event: message\ndata: {"first": true}\n\n')
+                self.wfile.flush()
+                upstream.released_in_time = upstream.release.wait(20)
+                self.wfile.write(b'event: message\ndata: {"second": true}\n\n')
+                self.wfile.flush()
+
+        self.serve(Handler)
+
+
+def test_the_front_streams_an_event_before_the_upstream_has_finished(tmp_path: Path) -> None:
+    access = write_access(tmp_path / "access.json", access_document(ISSUER))
+    token = ISSUER.service_account_token()
+    with StreamingUpstream() as upstream:
+        url = f"http://127.0.0.1:{upstream.port}/mcp"
+        flags = (f"--upstream-url={url}", "--auth=kubernetes", f"--access-config={access}")
+        with (
+            adapter((), tmp_path, *flags) as front,
+            httpx.Client(timeout=30) as http,
+            http.stream("POST", front.url, json=INIT, headers=bearer(token)) as answer,
+        ):
+            assert answer.headers["content-type"] == "text/event-stream"
+            chunks = answer.iter_bytes()
+            first = next(chunks)
+            upstream.release.set()  # only now may the upstream send its second event
+            rest = b"".join(chunks)
+    assert b'"first"' in first and b'"second"' not in first
+    assert b'"second"' in rest and upstream.released_in_time is True
