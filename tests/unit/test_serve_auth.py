@@ -473,3 +473,46 @@ def test_pyjwt_and_we_agree_on_a_token_pyjwt_signed() -> None:
     times = {"verify_exp": False, "verify_iat": False, "verify_nbf": False}
     theirs = jwt.decode(token, key, algorithms=["RS256"], audience=AUDIENCE, options=times)
     assert verifier().check(token, NOW).caller.subject == theirs["sub"]
+
+
+class FakeJwks:
+    """Stands in for serve.auth.jwks.JwksFetcher: the keys it would have fetched."""
+
+    def __init__(self, upstream: TestIssuer) -> None:
+        self.upstream = upstream
+        self.keys = KeySet(None)
+        self.refreshes: list[bool] = []
+        self.is_stale = False
+
+    def stale(self) -> bool:
+        return self.is_stale
+
+    async def refresh(self, *, unknown_kid: bool = False) -> bool:
+        self.refreshes.append(unknown_kid)
+        self.keys = KeySet(self.upstream.jwks())
+        self.is_stale = False
+        return True
+
+
+def test_oidc_keys_are_fetched_again_for_an_unknown_kid_and_when_stale(tmp_path: Path) -> None:
+    login = TestIssuer(OIDC["issuer"])
+    document = access_document(ISSUER, oidc={**OIDC, "jwksURL": "https://login.example/keys"})
+    path = write_access(tmp_path / "access.json", document)
+    jwks = FakeJwks(login)
+    gate = AuthGate("oidc", AccessFile(str(path), clock=time.monotonic), jwks=jwks)  # type: ignore[arg-type]
+
+    async def scenario() -> list[Any]:
+        headers = {b"authorization": f"Bearer {login.oidc_token('ada', OIDC['audience'])}"}
+        first = await gate.admit({}, headers, Captured())
+        login.__init__(OIDC["issuer"])  # type: ignore[misc]  # the issuer rotated its key
+        jwks.is_stale = True
+        headers = {b"authorization": f"Bearer {login.oidc_token('bob', OIDC['audience'])}"}
+        second = await gate.admit({}, headers, Captured())
+        await asyncio.sleep(0)
+        return [first, second]
+
+    first, second = asyncio.run(scenario())
+    assert first is not None and first.subject == "ada"
+    assert second is not None and second.subject == "bob"
+    assert jwks.refreshes[0] is True  # the first token's kid was unknown: fetched for it
+    assert False in jwks.refreshes  # the stale keys were refreshed in the background

@@ -20,6 +20,7 @@ scope (:data:`SCOPE_KEY`) for the handlers (session keys, audit).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -96,6 +97,7 @@ class AuthGate:
         self._jwks_keys: object = None
         self._verifier: Verifier | None = None
         self._logged: set[str] = set()
+        self._refreshing: asyncio.Task[None] | None = None
         self.refused = 0
 
     @property
@@ -164,6 +166,9 @@ class AuthGate:
         """The decision for ``token``, or the reason it is refused (after one refetch of the
         OIDC keys when it names a key they do not hold)."""
         now = self._clock()
+        jwks = self._jwks
+        if jwks is not None and jwks.stale() and self._refreshing is None:
+            self._refreshing = asyncio.create_task(self._refresh_in_background(jwks))
         try:
             return self.verifier().check(token, now)
         except TokenRefused as refusal:
@@ -180,6 +185,14 @@ class AuthGate:
         except Exception:
             logger.exception("Refused a token whose verification failed unexpectedly")
             return "malformed"
+
+    async def _refresh_in_background(self, jwks: JwksFetcher) -> None:
+        """Keys older than their refresh period fetched again while requests go on with the
+        ones held (a key the issuer retired stops verifying within the period)."""
+        try:
+            await jwks.refresh()
+        finally:
+            self._refreshing = None
 
     async def _refetched(self) -> bool:
         jwks = self._jwks
