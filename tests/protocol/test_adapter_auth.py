@@ -434,29 +434,48 @@ async def test_the_oidc_keys_are_fetched_from_the_jwks_url_and_refetched_for_a_n
 # ------------------------------------------------------------------ the front of an HTTP server
 
 
-class RecordingUpstream(ThreadedHttp):
-    """An HTTP server that records each request's headers and answers a JSON-RPC result."""
+class QuietHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
 
-    def __init__(self) -> None:
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+class Upstream(ThreadedHttp):
+    """An HTTP server that records each POST's headers and answers a JSON-RPC result, or
+    with ``stream`` an event stream: one event, then (once the test sets ``release``) another."""
+
+    def __init__(self, *, stream: bool = False) -> None:
         self.port = free_port()
         self.seen: list[dict[str, str]] = []
+        self.release = threading.Event()
+        self.released_in_time: bool | None = None
         upstream = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(QuietHandler):
             def do_POST(self) -> None:
                 upstream.seen.append({k.lower(): v for k, v in self.headers.items()})
                 self.rfile.read(int(self.headers.get("content-length", "0")))
+                if stream:
+                    self.events()
+                    return
                 data = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {}}).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def events(self) -> None:
+                self.send_response(200)
+                self.send_header("content-type", "text/event-stream")
+                self.send_header("connection", "close")
+                self.end_headers()
+                self.wfile.write(b'event: message\ndata: {"first": true}\n\n')
+                self.wfile.flush()
+                upstream.released_in_time = upstream.release.wait(20)
+                self.wfile.write(b'event: message\ndata: {"second": true}\n\n')
+                self.wfile.flush()
 
         self.serve(Handler)
 
@@ -466,7 +485,7 @@ def test_the_front_refuses_before_the_upstream_and_never_passes_a_token_on(
 ) -> None:
     access = write_access(tmp_path / "access.json", access_document(ISSUER))
     token = ISSUER.service_account_token()
-    with RecordingUpstream() as upstream:
+    with Upstream() as upstream:
         url = f"http://127.0.0.1:{upstream.port}/mcp"
         flags = (f"--upstream-url={url}", "--auth=kubernetes", f"--access-config={access}")
         with adapter((), tmp_path, *flags) as front, httpx.Client(timeout=10) as http:
@@ -601,40 +620,10 @@ async def test_the_front_of_a_legacy_sse_server_streams_its_events_and_takes_its
     assert result.content[0].text == "Echo: over sse"  # type: ignore[union-attr]
 
 
-class StreamingUpstream(ThreadedHttp):
-    """Answers a POST with an event stream: one event, then (once the test says so) another."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.release = threading.Event()
-        self.released_in_time: bool | None = None
-        upstream = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("content-length", "0")))
-                self.send_response(200)
-                self.send_header("content-type", "text/event-stream")
-                self.send_header("connection", "close")
-                self.end_headers()
-                self.wfile.write(b'event: message\ndata: {"first": true}\n\n')
-                self.wfile.flush()
-                upstream.released_in_time = upstream.release.wait(20)
-                self.wfile.write(b'event: message\ndata: {"second": true}\n\n')
-                self.wfile.flush()
-
-        self.serve(Handler)
-
-
 def test_the_front_streams_an_event_before_the_upstream_has_finished(tmp_path: Path) -> None:
     access = write_access(tmp_path / "access.json", access_document(ISSUER))
     token = ISSUER.service_account_token()
-    with StreamingUpstream() as upstream:
+    with Upstream(stream=True) as upstream:
         url = f"http://127.0.0.1:{upstream.port}/mcp"
         flags = (f"--upstream-url={url}", "--auth=kubernetes", f"--access-config={access}")
         with (
