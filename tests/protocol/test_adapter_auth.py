@@ -36,6 +36,7 @@ from tests.protocol.test_adapter import ACCEPT, EVERYTHING, INIT, Adapter, adapt
 from tests.support import needs, wire
 from tests.support.issuer import TestIssuer, access_document, write_access
 from tests.support.peers import free_port
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(180)
 needs_node = needs.mark(needs.node_missing())
@@ -638,3 +639,29 @@ def test_the_front_streams_an_event_before_the_upstream_has_finished(tmp_path: P
             rest = b"".join(chunks)
     assert b'"first"' in first and b'"second"' not in first
     assert b'"second"' in rest and upstream.released_in_time is True
+
+
+def test_a_client_gone_mid_stream_closes_the_upstream_connection(tmp_path: Path) -> None:
+    access = write_access(tmp_path / "access.json", access_document(ISSUER))
+    token = ISSUER.service_account_token()
+    with Upstream(stream=True) as upstream:
+        url = f"http://127.0.0.1:{upstream.port}/mcp"
+        flags = (f"--upstream-url={url}", "--auth=kubernetes", f"--access-config={access}")
+        with adapter((), tmp_path, *flags) as front:
+            with (
+                httpx.Client(timeout=30) as http,
+                http.stream("POST", front.url, json=INIT, headers=bearer(token)) as answer,
+            ):
+                assert b'"first"' in next(answer.iter_bytes())
+            # the client left before the second event: the front gives the stream up
+            eventually(
+                "the front has no request in flight",
+                lambda: front.health().json()["inflight"],
+                until=lambda inflight: inflight == 0,
+                timeout=10,
+            )
+            upstream.release.set()
+            with httpx.Client(timeout=10) as http:  # and still serves the next caller
+                again = http.post(front.url, json=INIT, headers=bearer(token))
+            assert again.status_code == 200
+    assert len(upstream.seen) == 2
