@@ -121,6 +121,24 @@ class AdapterConfig:
     """Longest a client may take to send a request's body after its headers; then the
     connection is closed."""
 
+    auth: str = "kubernetes"
+    """Who may call: ``kubernetes`` (ServiceAccount tokens verified offline against the keys of
+    ``access_config``), ``oidc`` (also JWTs of the configuration's OIDC issuer, with RFC 9728
+    metadata served) or ``none`` (every request admitted; logged as a warning at start and
+    shown in ``/healthz`` and ``mcp_adapter_auth_mode``). docs/adapter.md#authentication."""
+
+    access_config: str | None = None
+    """The access configuration (JSON, re-read when it changes): issuer keys, audience, who
+    may call, revoked Pods. Required unless ``auth`` is ``none``."""
+
+    audit: str | None = None
+    """Write one JSON line per ``tools/call`` served (caller, tool, outcome, duration; never
+    arguments or values) to stdout (``-``) or append it to this file (``adapter.audit``)."""
+
+    upstream_url: str | None = None
+    """Front mode: no stdio child; every request that passes the checks is forwarded to the
+    HTTP-native MCP server at this loopback URL in the same Pod (``adapter.upstream``)."""
+
     env: Mapping[str, str] = field(default_factory=dict)
     """Extra environment for the child (tests); the adapter's own environment is inherited."""
 
@@ -190,6 +208,10 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("max_children", "--max-children", int, "--child-per-session: most children, else 503"),
     ("child_idle_seconds", "--child-idle-seconds", float, "--child-per-session: idle child TTL"),
     ("spawn_timeout_seconds", "--spawn-timeout-seconds", float, "--child-per-session: start limit"),
+    ("auth", "--auth", str, "kubernetes (default), oidc or none: who may call"),
+    ("access_config", "--access-config", str, "the access configuration file (JSON)"),
+    ("audit", "--audit", str, "audit line per tools/call: - (stdout) or a file"),
+    ("upstream_url", "--upstream-url", str, "front mode: forward to this loopback HTTP server"),
 )
 
 # (field, flag, metavar, help) — the repeatable flags: every use adds one entry; without the
@@ -274,7 +296,9 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
         command = command[1:]
     if values.get("stdio_fifo_dir") and command:
         raise ValueError("pass either --stdio-fifo-dir or a server command, not both")
-    if not command and not values.get("stdio_fifo_dir"):
+    if values.get("upstream_url") and (command or values.get("stdio_fifo_dir")):
+        raise ValueError("--upstream-url fronts an HTTP server: no command or --stdio-fifo-dir")
+    if not command and not values.get("stdio_fifo_dir") and not values.get("upstream_url"):
         raise ValueError("no server command: pass it after --, e.g. -- npx -y SERVER")
     config = AdapterConfig(
         command=tuple(command),
@@ -316,5 +340,12 @@ def validate(config: AdapterConfig) -> None:
         raise ValueError("--max-inflight-bytes must be at least --max-body-bytes")
     if config.child_per_session and config.sse:
         raise ValueError("--child-per-session serves Streamable HTTP only, not --sse")
+    if config.upstream_url is not None:
+        from mcp_operator.adapter.upstream import check_upstream_url
+
+        if (why := check_upstream_url(config.upstream_url)) is not None:
+            raise ValueError(why)
+    if config.auth not in ("kubernetes", "oidc", "none"):
+        raise ValueError("--auth must be kubernetes, oidc or none")
     if config.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError("--log-level must be debug, info, warning or error")

@@ -5,7 +5,10 @@ the MCP path goes, after the Host/Origin checks (DNS rebinding protection),
 to the 2026-07-28 endpoint (``front_modern``) when ``MCP-Protocol-Version``
 names no handshake-era version, else to the legacy session endpoint
 (``front_legacy``) by method; the ``--sse`` paths go to the legacy HTTP+SSE
-transport (``front_sse``); ``/healthz`` and ``/readyz`` report the core's
+transport (``front_sse``); every request to those paths first passes the
+authentication gate (``serve.auth.gate``: 401/403 before the body is read), and in OIDC
+mode ``/.well-known/oauth-protected-resource[/mcp]`` serves the RFC 9728 metadata;
+``/healthz`` and ``/readyz`` report the core's
 truth, ``/metrics`` its Prometheus metrics (``metrics``); the lifespan
 starts and stops the core. A plain ASGI app, no framework: every request goes
 through ``HttpFront.__call__``.
@@ -25,8 +28,9 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from mcp_types.jsonrpc import INTERNAL_ERROR
+from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST
 
+from mcp_operator.adapter.auth import build_gate
 from mcp_operator.adapter.budget import BodyBudget
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder
@@ -42,12 +46,15 @@ from mcp_operator.serve.asgi import (
     respond_plain,
     serve_lifespan,
 )
+from mcp_operator.serve.auth.caller import CURRENT_CALLER
+from mcp_operator.serve.auth.gate import AuthGate, identity_key
 from mcp_operator.serve.endpoint import McpEndpoint
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
 from mcp_operator.serve.metrics import respond_metrics
 from mcp_operator.serve.sessions import CallerKey, client_address
 
+NOT_FOUND = dumps(error_response(None, INVALID_REQUEST, "Session not found"))
 BUDGET_SPENT = dumps(
     error_response(None, INTERNAL_ERROR, "Too many request bytes in flight; retry later")
 )
@@ -59,13 +66,20 @@ class HttpFront:
     def __init__(
         self,
         core: AdapterCore,
-        caller_key: CallerKey = client_address,
+        caller_key: CallerKey | None = None,
         budget: BodyBudget | None = None,
+        gate: AuthGate | None = None,
     ) -> None:
-        """``caller_key`` names who asks, the key sessions are counted by (``serve.sessions``);
-        ``budget``: the byte budget to admit bodies against when fronts share one (the
-        children of ``--child-per-session``), else one of its own."""
+        """``caller_key`` names who asks, the key sessions are counted by (``serve.sessions``):
+        by default the verified caller's identity, else the client's address. ``budget``: the
+        byte budget to admit bodies against when fronts share one (the children of
+        ``--child-per-session``), else one of its own. ``gate``: who may call
+        (``serve.auth``), else built from the configuration's ``--auth``."""
         self.core = core
+        self.gate = gate if gate is not None else build_gate(core.config, core.metrics)
+        active = self.gate if self.gate.enabled else None
+        if caller_key is None:
+            caller_key = identity_key if active is not None else client_address
         self.config = core.config
         self.policy = HostPolicy(core.config.allowed_hosts, core.config.allowed_origins)
         self._path = core.config.path
@@ -84,7 +98,11 @@ class HttpFront:
             f"Request body too large: the limit is {core.config.max_body_bytes} bytes".encode()
         )
         self._endpoint = McpEndpoint(
-            self.policy, self._stateless, _BudgetedSessions(legacy, self), caller_key
+            self.policy,
+            self._stateless,
+            _BudgetedSessions(legacy, self, bind=active is not None),
+            caller_key,
+            active,
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -99,10 +117,14 @@ class HttpFront:
                 await respond_metrics(send, self.core.metrics.exposition())
             elif path in self._sse_paths:
                 await self._legacy_sse(path, scope, receive, send)
-            else:
+            elif not await self.gate.serve_metadata(path, send):
                 await respond_plain(send, 404, b"Not Found")
         elif kind == "lifespan":
-            await serve_lifespan(receive, send, start=self.core.start, stop=self.core.stop)
+            await serve_lifespan(receive, send, start=self._start, stop=self.core.stop)
+
+    async def _start(self) -> None:
+        await self.gate.prepare()
+        await self.core.start()
 
     async def _health(self, path: str, send: Send) -> None:
         core = self.core
@@ -116,6 +138,7 @@ class HttpFront:
                 "pid": child.pid if child is not None else None,
                 "restarts": core.supervisor.restart_count,
             },
+            "auth": self.gate.mode,
             "sessions": len(core.sessions),
             "inflight": core.inflight,
             "limits": {
@@ -163,6 +186,8 @@ class HttpFront:
         headers = request_headers(scope)
         if await self.policy.refused(headers, send):
             return
+        if self.gate.enabled and await self.gate.admit(scope, headers, send) is None:
+            return
         if path == self.config.sse_path and scope["method"] == "GET":
             await self._sse.stream(scope, headers, receive, send)
         elif path == self.config.messages_path and scope["method"] == "POST":
@@ -176,17 +201,34 @@ class HttpFront:
 class _BudgetedSessions:
     """The legacy session endpoint with each POST admitted against the byte budget first.
 
-    ``HttpFront.admitted`` written out: this is the hot path, one coroutine fewer.
+    ``HttpFront.admitted`` written out: this is the hot path, one coroutine fewer. With
+    authentication on (``bind``), a session is its opener's: a request naming another
+    caller's session gets 404, as an unknown one does (a session id is no credential).
     """
 
-    def __init__(self, endpoint: SessionEndpoint, front: HttpFront) -> None:
+    def __init__(self, endpoint: SessionEndpoint, front: HttpFront, *, bind: bool) -> None:
         self._endpoint = endpoint
         self._front = front
         self._budget = front.budget
+        self._sessions = front.core.sessions
+        self._bind = bind
+
+    def _foreign(self, headers: dict[bytes, str]) -> bool:
+        """Whether the request names a session another caller opened."""
+        if not self._bind:
+            return False
+        session_id = headers.get(b"mcp-session-id")
+        if session_id is None:
+            return False
+        owner = self._sessions.owner(session_id)
+        return owner is not None and owner != CURRENT_CALLER.get().key
 
     async def post(
         self, headers: dict[bytes, str], receive: Receive, send: Send, caller: str
     ) -> None:
+        if self._foreign(headers):
+            await respond_json(send, 404, NOT_FOUND)
+            return
         budget = self._budget
         cost = budget.cost(headers.get(b"content-length"))
         if cost is None or not budget.reserve(cost):
@@ -198,7 +240,13 @@ class _BudgetedSessions:
             budget.release(cost)
 
     async def get(self, headers: dict[bytes, str], receive: Receive, send: Send) -> None:
+        if self._foreign(headers):
+            await respond_plain(send, 404, b"Session not found")
+            return
         await self._endpoint.get(headers, receive, send)
 
     async def delete(self, headers: dict[bytes, str], send: Send) -> None:
+        if self._foreign(headers):
+            await respond_plain(send, 404, b"Session not found")
+            return
         await self._endpoint.delete(headers, send)

@@ -43,6 +43,7 @@ from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from mcp_operator.adapter.auth import build_gate
 from mcp_operator.adapter.budget import BodyBudget
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.core import AdapterCore
@@ -63,6 +64,7 @@ from mcp_operator.serve.asgi import (
     respond_plain,
     serve_lifespan,
 )
+from mcp_operator.serve.auth.gate import AuthGate, identity_key
 from mcp_operator.serve.era import is_modern
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
@@ -134,7 +136,7 @@ class PoolMetrics(AdapterMetrics):
             "Children spawned (--child-per-session), by outcome (ready, timeout, failed).",
             ["outcome"],
         )
-        self.refused = self.counter(
+        self.pool_refused = self.counter(
             "mcp_adapter_pool_refused",
             "Requests refused with 503 because every child's place was busy.",
         )
@@ -169,15 +171,27 @@ class _PoolGauge(Collector):
 class PoolFront:
     """The ASGI application of ``--child-per-session``."""
 
-    def __init__(self, config: AdapterConfig, caller_key: CallerKey = client_address) -> None:
+    def __init__(
+        self,
+        config: AdapterConfig,
+        caller_key: CallerKey | None = None,
+        gate: AuthGate | None = None,
+    ) -> None:
+        """``gate``: who may call (``serve.auth``), else built from ``--auth``; every request
+        passes it before a child is looked up or spawned, so an unauthenticated caller never
+        costs a child. ``caller_key``: by default the verified caller's identity (else the
+        client's address): a 2026-07-28 caller's child is its identity's."""
         self.config = config
-        self._caller_key = caller_key
         self._child_config = dataclasses.replace(config, max_sessions=1)
         self.policy = HostPolicy(config.allowed_hosts, config.allowed_origins)
         self.pool = ChildPool(
             max_children=config.max_children, idle_seconds=config.child_idle_seconds
         )
         self.metrics = PoolMetrics(self.pool)
+        self.gate = gate if gate is not None else build_gate(config, self.metrics)
+        if caller_key is None:
+            caller_key = identity_key if self.gate.enabled else client_address
+        self._caller_key = caller_key
         self.budget = BodyBudget(
             limit_bytes=config.max_inflight_bytes, max_body_bytes=config.max_body_bytes
         )
@@ -198,7 +212,7 @@ class PoolFront:
                 await self._health(path, send)
             elif path == "/metrics":
                 await respond_metrics(send, self.metrics.exposition())
-            else:
+            elif not await self.gate.serve_metadata(path, send):
                 await respond_plain(send, 404, b"Not Found")
         elif kind == "lifespan":
             await serve_lifespan(receive, send, start=self.start, stop=self.stop)
@@ -206,6 +220,7 @@ class PoolFront:
     # ------------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        await self.gate.prepare()
         if self._reaper is None:
             self._reaper = asyncio.create_task(self._reap_idle(), name="adapter-child-reaper")
 
@@ -271,6 +286,8 @@ class PoolFront:
         headers = request_headers(scope)
         if await self.policy.refused(headers, send):
             return
+        if await self.gate.admit(scope, headers, send) is None:
+            return  # refused (401/403) before any child is looked up or spawned
         now = time.monotonic()
         if is_modern(headers.get(b"mcp-protocol-version")):
             if scope["method"] != "POST":  # the stateless endpoint's answer, without a child
@@ -390,7 +407,7 @@ class PoolFront:
         try:
             slot, dropped = self.pool.reserve(caller, time.monotonic())
         except PoolFullError:
-            self.metrics.refused.inc()
+            self.metrics.pool_refused.inc()
             text = f"All {self.pool.max_children} MCP server processes are busy; retry later"
             await _unavailable(send, request_id, text)
             return None
@@ -399,7 +416,9 @@ class PoolFront:
         core = AdapterCore(self._child_config)
         core.metrics = self.metrics
         core.router.sole_caller = True
-        slot.child = Child(core, HttpFront(core, self._caller_key, budget=self.budget))
+        slot.child = Child(
+            core, HttpFront(core, self._caller_key, budget=self.budget, gate=self.gate)
+        )
         started = time.perf_counter()
         await core.start()
         deadline = started + self.config.spawn_timeout_seconds

@@ -12,35 +12,27 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+from collections.abc import Callable
+from typing import Any
 
+from mcp_operator.adapter.auth import build_gate
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front import HttpFront
 from mcp_operator.adapter.front_pool import PoolFront
+from mcp_operator.adapter.metrics import AdapterMetrics
+from mcp_operator.adapter.upstream import UpstreamFront
 from mcp_operator.serve import process
 from mcp_operator.serve.process import QuietServer
 
 logger = logging.getLogger("mcp_operator.adapter")
 
 
-async def serve(config: AdapterConfig) -> int:
-    """Serve until SIGTERM/SIGINT or a crash loop; returns the process exit code."""
-    server: QuietServer | None = None
-
-    def stop() -> None:
-        core.close_streams()
-        if server is not None:
-            server.should_exit = True
-
-    core: AdapterCore | PoolFront
-    front: HttpFront | PoolFront
-    if config.child_per_session:
-        core = front = PoolFront(config)
-    else:
-        core = AdapterCore(config, on_fatal=stop)
-        front = HttpFront(core)
+def _listening(app: Any, config: AdapterConfig, stop: Callable[[], None], what: str) -> QuietServer:
+    """The uvicorn server of ``app`` with the configuration's limits, SIGTERM/SIGINT calling
+    ``stop``; logs what it serves."""
     server = process.server(
-        front,
+        app,
         host=config.host,
         port=config.port,
         log_level=config.log_level,
@@ -52,9 +44,50 @@ async def serve(config: AdapterConfig) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop)
     host = f"[{config.host}]" if ":" in config.host else config.host
-    logger.info(
-        "Serving %s on http://%s:%d%s", " ".join(config.command), host, config.port, config.path
-    )
+    logger.info("Serving %s on http://%s:%d%s", what, host, config.port, config.path)
+    return server
+
+
+async def serve_front(config: AdapterConfig) -> int:
+    """Front mode (``--upstream-url``): serve until SIGTERM/SIGINT; the exit code."""
+    metrics = AdapterMetrics(sessions=lambda: 0, inflight=lambda: 0, restarts=lambda: 0)
+    try:
+        front = UpstreamFront(config, build_gate(config, metrics), metrics)
+    except ValueError as error:
+        logger.error("Refused to start: %s", error)
+        return 2
+
+    def stop() -> None:
+        server.should_exit = True
+
+    server = _listening(front, config, stop, str(config.upstream_url))
+    await server.serve()
+    return 0
+
+
+async def serve(config: AdapterConfig) -> int:
+    """Serve until SIGTERM/SIGINT or a crash loop; returns the process exit code."""
+    if config.upstream_url is not None:
+        return await serve_front(config)
+    server: QuietServer | None = None
+
+    def stop() -> None:
+        core.close_streams()
+        if server is not None:
+            server.should_exit = True
+
+    core: AdapterCore | PoolFront
+    front: HttpFront | PoolFront
+    try:
+        if config.child_per_session:
+            core = front = PoolFront(config)
+        else:
+            core = AdapterCore(config, on_fatal=stop)
+            front = HttpFront(core)
+    except ValueError as error:  # the access configuration: unreadable, not JSON, not ours
+        logger.error("Refused to start: %s", error)
+        return 2
+    server = _listening(front, config, stop, " ".join(config.command))
     try:
         await server.serve()
     finally:

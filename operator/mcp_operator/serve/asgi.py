@@ -31,6 +31,8 @@ MCP_REQUEST_HEADERS = frozenset(
         b"mcp-session-id",
         b"mcp-protocol-version",
         b"last-event-id",
+        b"authorization",
+        b"mcp-operator-authorization",
     }
 )
 """The request headers an MCP endpoint reads (the rest are not decoded)."""

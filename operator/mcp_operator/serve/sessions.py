@@ -164,6 +164,11 @@ class SessionTable(Generic[S]):
         session.last_active = now
         return session
 
+    def owner(self, session_id: str) -> str | None:
+        """The key of the caller that opened the session with this id (not touched), or None."""
+        session = self._sessions.get(session_id)
+        return session.caller if session is not None else None
+
     def remove(self, session_id: str) -> S | None:
         """Drop one session (DELETE); returns it so the caller can cancel its calls."""
         session = self._sessions.get(session_id)
