@@ -135,12 +135,88 @@ class DeploymentSpec(SpecModel):
         return self
 
 
+SCOPE_PATTERN = r"^[!#-\[\]-~]+$"
+"""An OAuth scope token (RFC 6749 §3.3): printable ASCII but for space, ``"`` and ``\\``."""
+CLIENT_ID_PATTERN = r"^[ -~]+$"
+"""An OAuth client identifier (RFC 6749 §2.2 and Appendix A.1: printable ASCII)."""
+AUDIENCE_PATTERN = r"^\S+$"
+
+Scopes = Annotated[
+    list[Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=SCOPE_PATTERN)]],
+    Field(max_length=32),
+]
+TokenURL = Annotated[str, StringConstraints(max_length=2048, pattern=URL_PATTERN)]
+Audience = Annotated[
+    str, StringConstraints(min_length=1, max_length=2048, pattern=AUDIENCE_PATTERN)
+]
+ClientID = Annotated[
+    str, StringConstraints(min_length=1, max_length=256, pattern=CLIENT_ID_PATTERN)
+]
+
+
+class ClientCredentialsSpec(SpecModel):
+    """OAuth 2.0 client credentials (RFC 6749 §4.4): every caller is the client itself."""
+
+    token_url: TokenURL = Field(alias="tokenURL")
+    client_id: ClientID = Field(alias="clientID")
+    client_secret_ref: SecretKeyRef
+    scopes: Scopes | None = None
+    resource: str | None = Field(default=None, max_length=2048, pattern=URL_PATTERN)
+    audience: Audience | None = None
+
+
+class TokenExchangeSpec(SpecModel):
+    """OAuth 2.0 token exchange (RFC 8693): the caller's own identity is the subject."""
+
+    token_url: TokenURL = Field(alias="tokenURL")
+    audience: Audience | None = None
+    resource: str | None = Field(default=None, max_length=2048, pattern=URL_PATTERN)
+    scopes: Scopes | None = None
+    client_id: ClientID | None = Field(default=None, alias="clientID")
+    client_secret_ref: SecretKeyRef | None = None
+    subject_token_audience: Audience | None = None
+
+    @model_validator(mode="after")
+    def _secret_needs_client(self) -> TokenExchangeSpec:
+        if self.client_secret_ref is not None and self.client_id is None:
+            raise ValueError("clientSecretRef must be set only together with clientID")
+        return self
+
+    @property
+    def effective_subject_token_audience(self) -> str:
+        """``subjectTokenAudience``, or its default: the token URL."""
+        return self.subject_token_audience or self.token_url
+
+
+class AuthSpec(SpecModel):
+    """The credentials presented to an external server: exactly one method."""
+
+    oauth2_client_credentials: ClientCredentialsSpec | None = None
+    token_exchange: TokenExchangeSpec | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AuthSpec:
+        check_exactly_one(self, "oauth2_client_credentials", "token_exchange")
+        return self
+
+    @property
+    def method(self) -> ClientCredentialsSpec | TokenExchangeSpec:
+        method = self.oauth2_client_credentials or self.token_exchange
+        assert method is not None  # exactly one is set
+        return method
+
+    @property
+    def client_secret_ref(self) -> SecretKeyRef | None:
+        return self.method.client_secret_ref
+
+
 class ProbeSpec(SpecModel):
     """How and how often the operator discovers the server's tools."""
 
     enabled: bool = True
     interval_seconds: int = Field(default=300, ge=10, le=86400)
     timeout_seconds: int = Field(default=10, ge=1, le=300)
+    auth: AuthSpec | None = None
 
 
 Transport = Literal["stdio", "streamable-http", "sse"]
@@ -187,6 +263,7 @@ class MCPServerSpec(SpecModel):
     suspend: bool = False
     access: AccessSpec | None = None
     policy: CallPolicySpec | None = None
+    auth: AuthSpec | None = None
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> MCPServerSpec:
@@ -211,10 +288,31 @@ class MCPServerSpec(SpecModel):
                     "spec.transport: transport must be streamable-http or sse when mode is external"
                 )
         check_unique((h.name.lower() for h in self.headers or ()), "header names (ignoring case)")
+        self._auth_rules()
         check_globs(self.tools_allow, self.tools_deny)
         if self.access is not None:
             check_unique(self.access.namespaces or (), "access.namespaces entries")
         return self
+
+    def _auth_rules(self) -> None:
+        if self.auth is None and self.probe.auth is None:
+            return
+        if self.mode != "external":
+            raise ValueError(
+                "spec.auth: auth and probe.auth must be set only when mode is external"
+            )
+        if self.effective_transport != "streamable-http":
+            raise ValueError("spec.auth: auth and probe.auth need transport streamable-http")
+        if any(h.name.lower() == "authorization" for h in self.headers or ()):
+            raise ValueError(
+                "spec.auth: auth and probe.auth must not be set together with an "
+                "Authorization header"
+            )
+
+    @property
+    def probe_auth(self) -> AuthSpec | None:
+        """How the probe authenticates: ``probe.auth``, else the calls' ``auth``."""
+        return self.probe.auth or self.auth
 
     @property
     def effective_transport(self) -> Transport:
@@ -269,8 +367,10 @@ class MCPServerStatus(StatusModel):
 class SecretUse(NamedTuple):
     """One key of a Secret that an MCPServer reads, and who reads it."""
 
-    reader: Literal["probe", "pod", "registry"]
-    """``probe``: a request header of the operator's probe (``spec.headers``); ``pod``: an
+    reader: Literal["probe", "pod", "registry", "auth"]
+    """``probe``: a request header of the operator's probe (``spec.headers``); ``auth``: a
+    client secret of ``spec.auth`` or ``spec.probe.auth``, sent to the token endpoint (by the
+    operator's probe and the bridge, never to the server); ``pod``: an
     environment variable of the managed server's Pod (``spec.deployment.env``);
     ``registry``: a pull Secret (``spec.deployment.imagePullSecrets``), read by the operator
     when it reads the image's configuration."""
@@ -298,8 +398,8 @@ class MCPServer(KindObject):
         return default_prefix(self.metadata.name)
 
     def referenced_secrets(self) -> list[SecretUse]:
-        """Every Secret key the server reads: its headers' first, then its Pod's environment,
-        then its pull Secrets."""
+        """Every Secret key the server reads: its headers' first, then its client secrets
+        (``auth``, ``probe.auth``), then its Pod's environment, then its pull Secrets."""
         uses = [
             SecretUse(
                 "probe", h.name, h.value_from.secret_key_ref.name, h.value_from.secret_key_ref.key
@@ -307,6 +407,10 @@ class MCPServer(KindObject):
             for h in self.spec.headers or ()
             if h.value_from is not None
         ]
+        for where, auth in (("auth", self.spec.auth), ("probe.auth", self.spec.probe.auth)):
+            secret = auth.client_secret_ref if auth is not None else None
+            if secret is not None:
+                uses.append(SecretUse("auth", where, secret.name, secret.key))
         env = self.spec.deployment.env if self.spec.deployment is not None else None
         for var in env or ():
             ref = var.value_from.secret_key_ref if var.value_from is not None else None

@@ -135,6 +135,9 @@ class McpFailure(Exception):
     limit: str | None = None
     """The listing bound that was passed (``TooManyPages``, ``PaginationLoop``,
     ``TooManyTools``)."""
+    challenge: str | None = None
+    """The ``WWW-Authenticate`` header of a 401 or 403 answer (:mod:`~mcp_operator.mcp.challenge`
+    reads it)."""
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -622,6 +625,7 @@ class McpSession:
             code=code,
             data=data,
             detail=detail,
+            challenge=answer.headers.get("www-authenticate") if status in (401, 403) else None,
         )
 
     async def _notify(self, method: str) -> None:
