@@ -46,7 +46,7 @@ class ProbeError(Exception):
     Reasons: ``InvalidTarget``, ``Unreachable``, ``TLSError``, ``Timeout``,
     ``HTTPError``, ``ProtocolError``, ``ServerError``, ``ResponseTooLarge``,
     ``PaginationLoop``, ``TooManyPages``, ``TooManyTools``, ``DestinationRefused``,
-    ``ProbeFailed``.
+    ``CredentialsUnavailable``, ``ProbeFailed``.
     """
 
     def __init__(self, reason: str, message: str) -> None:
@@ -339,6 +339,12 @@ RULES: tuple[Rule[Any], ...] = (
     # The session's failures: a timeout of its own, a body that is not JSON, an answer that
     # is not MCP (or not to this request), a JSON-RPC error.
     Rule(McpFailure, "Timeout", _timed_out, when=lambda e, _s: e.fault == "timeout"),
+    Rule(
+        McpFailure,
+        "CredentialsUnavailable",
+        lambda e, _s: e.message,
+        when=lambda e, _s: e.fault == "credentials",
+    ),
     Rule(McpFailure, "ProtocolError", _not_json_rpc, when=lambda e, _s: e.fault == "json"),
     Rule(
         McpFailure,
