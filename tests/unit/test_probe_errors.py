@@ -275,6 +275,16 @@ CASES = [
         id="session-timeout",
     ),
     pytest.param(
+        McpFailure(
+            "credentials",
+            "no credentials for the server: the token file /var/run/t/token does not exist",
+        ),
+        state(),
+        "CredentialsUnavailable",
+        "no credentials for the server: the token file /var/run/t/token does not exist",
+        id="session-credentials-unavailable",
+    ),
+    pytest.param(
         McpFailure("json", "the server answered with a body that is not JSON"),
         state(),
         "ProtocolError",

@@ -49,8 +49,17 @@ from mcp_operator.mcp.naming import default_prefix
 NAMESPACE_OR_ANY_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
 WRITABLE_PATH_PATTERN = r"^/[^:]*[^/:]$"
 """An absolute path, not ``/`` itself, without ``:`` and without a trailing ``/``."""
-RESERVED_MOUNT_PATHS = ("/tmp", "/run/mcp", "/run/mcp-exec")
+RESERVED_MOUNT_PATHS = ("/tmp", "/run/mcp", "/run/mcp-exec", "/etc/mcp-operator")
 """Where the operator mounts its own volumes into the server container."""
+SERVICE_ACCOUNT_REF_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+"""``name`` (of the server's namespace) or ``namespace/name`` of a ServiceAccount."""
+TOKEN_AUDIENCE_PREFIX = "mcpserver.mcp-operator.dev/"
+
+
+def token_audience(namespace: str, name: str) -> str:
+    """The audience of the tokens a managed MCPServer accepts: its own, so that a token
+    minted for one server (or for the API server) is refused by every other."""
+    return f"{TOKEN_AUDIENCE_PREFIX}{namespace}/{name}"
 
 
 class SecretKeyRef(SpecModel):
@@ -222,8 +231,23 @@ class ProbeSpec(SpecModel):
 Transport = Literal["stdio", "streamable-http", "sse"]
 
 
+Authentication = Literal["kubernetes", "oidc", "none"]
+
+
+class OidcSpec(SpecModel):
+    """The OpenID Connect issuer whose JWTs a managed server accepts (clients outside the
+    cluster, e.g. an IDE through an Ingress)."""
+
+    issuer: str = Field(max_length=2048, pattern=r"^https?://[^\s]+$")
+    audience: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+    jwks_url: str | None = Field(
+        default=None, alias="jwksURL", max_length=2048, pattern=r"^https?://[^\s]+$"
+    )
+
+
 class AccessSpec(SpecModel):
-    """Which AgentRuns may use a server: its own namespace, plus the ones listed (``*``: all)."""
+    """Which AgentRuns may use a server: its own namespace, plus the ones listed (``*``: all);
+    and how a managed server's endpoint authenticates its callers."""
 
     namespaces: (
         Annotated[
@@ -239,6 +263,41 @@ class AccessSpec(SpecModel):
         ]
         | None
     ) = None
+
+    authentication: Authentication = "kubernetes"
+    service_accounts: (
+        Annotated[
+            list[
+                Annotated[
+                    str,
+                    StringConstraints(
+                        min_length=1, max_length=317, pattern=SERVICE_ACCOUNT_REF_PATTERN
+                    ),
+                ]
+            ],
+            Field(max_length=64),
+        ]
+        | None
+    ) = None
+    oidc: OidcSpec | None = None
+
+    @model_validator(mode="after")
+    def _oidc_when_oidc(self) -> AccessSpec:
+        # The same rule as the CRD's x-kubernetes-validations, in the same words.
+        if self.authentication == "oidc" and self.oidc is None:
+            raise ValueError("spec.access.oidc: oidc must be set when authentication is oidc")
+        check_unique(self.service_accounts or (), "access.serviceAccounts entries")
+        return self
+
+    def service_account_names(self, server_namespace: str) -> list[str] | None:
+        """``serviceAccounts`` as ``namespace/name`` (a bare name is of the server's
+        namespace); ``None``: any ServiceAccount of a permitted namespace."""
+        if self.service_accounts is None:
+            return None
+        return [
+            entry if "/" in entry else f"{server_namespace}/{entry}"
+            for entry in self.service_accounts
+        ]
 
     def permits(self, namespace: str, server_namespace: str) -> bool:
         """Whether a run in ``namespace`` may use a server that lives in ``server_namespace``."""

@@ -48,8 +48,9 @@ class ProbeError(Exception):
     Reasons: ``InvalidTarget``, ``Unreachable``, ``TLSError``, ``Timeout``,
     ``HTTPError``, ``ProtocolError``, ``ServerError``, ``ResponseTooLarge``,
     ``PaginationLoop``, ``TooManyPages``, ``TooManyTools``, ``DestinationRefused``,
-    ``AuthRequired`` (a 401, or a token endpoint that refused the credentials),
-    ``InsufficientScope`` (a challenge's ``insufficient_scope``), ``ProbeFailed``.
+    ``CredentialsUnavailable``, ``AuthRequired`` (a 401, or a token endpoint that refused
+    the credentials), ``InsufficientScope`` (a challenge's ``insufficient_scope``),
+    ``ProbeFailed``.
     """
 
     def __init__(self, reason: str, message: str) -> None:
@@ -356,6 +357,12 @@ RULES: tuple[Rule[Any], ...] = (
     # The session's failures: a timeout of its own, a body that is not JSON, an answer that
     # is not MCP (or not to this request), a JSON-RPC error.
     Rule(McpFailure, "Timeout", _timed_out, when=lambda e, _s: e.fault == "timeout"),
+    Rule(
+        McpFailure,
+        "CredentialsUnavailable",
+        lambda e, _s: e.message,
+        when=lambda e, _s: e.fault == "credentials",
+    ),
     Rule(McpFailure, "ProtocolError", _not_json_rpc, when=lambda e, _s: e.fault == "json"),
     Rule(
         McpFailure,
