@@ -122,6 +122,65 @@ class Header(ConfigModel):
         return self
 
 
+class ClientCredentialsAuth(ConfigModel):
+    """OAuth client credentials (RFC 6749 §4.4): the bridge obtains the client's own token."""
+
+    token_url: str = Field(alias="tokenURL", max_length=2048, pattern=URL_PATTERN)
+    """The authorization server's token endpoint."""
+    client_id: Annotated[str, StringConstraints(min_length=1, max_length=256)] = Field(
+        alias="clientID"
+    )
+    """The OAuth client identifier."""
+    client_secret_file: AbsolutePath
+    """Path of the mounted Secret key that holds the client secret (never its value)."""
+    scopes: Annotated[
+        list[Annotated[str, StringConstraints(max_length=256)]], Field(max_length=32)
+    ] = Field(default_factory=list)
+    """Scopes asked for."""
+    resource: str = Field(max_length=2048, pattern=URL_PATTERN)
+    """The RFC 8707 resource (the controller writes the server's URL when it is not set)."""
+    audience: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    """The ``audience`` parameter, when configured."""
+
+
+class TokenExchangeAuth(ConfigModel):
+    """OAuth token exchange (RFC 8693): the run's projected ServiceAccount token is the subject."""
+
+    token_url: str = Field(alias="tokenURL", max_length=2048, pattern=URL_PATTERN)
+    """The authorization server's token endpoint."""
+    subject_token_file: AbsolutePath
+    """Path of the projected ServiceAccount token (mounted into the bridge container only),
+    re-read for every exchange as the kubelet rotates it."""
+    resource: str = Field(max_length=2048, pattern=URL_PATTERN)
+    """The RFC 8707 resource (the controller writes the server's URL when it is not set)."""
+    audience: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    """The ``audience`` parameter, when configured."""
+    scopes: Annotated[
+        list[Annotated[str, StringConstraints(max_length=256)]], Field(max_length=32)
+    ] = Field(default_factory=list)
+    """Scopes asked for."""
+    client_id: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = Field(
+        default=None, alias="clientID"
+    )
+    """The client that performs the exchange (the actor), when one authenticates."""
+    client_secret_file: AbsolutePath | None = None
+    """Path of the mounted Secret key with that client's secret."""
+
+
+class UpstreamAuth(ConfigModel):
+    """How the bridge authenticates to one upstream: exactly one OAuth method."""
+
+    oauth2_client_credentials: ClientCredentialsAuth | None = None
+    """Client credentials."""
+    token_exchange: TokenExchangeAuth | None = None
+    """Token exchange of the run's own identity."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> UpstreamAuth:
+        check_exactly_one(self, "oauth2_client_credentials", "token_exchange")
+        return self
+
+
 class PiiPolicy(ConfigModel):
     """PII scanning per direction."""
 
@@ -204,6 +263,9 @@ class UpstreamServer(ConfigModel):
     their exposed names in a collision, so that a tool the server adds later is exposed only
     after the operator has seen it and never takes over a name. Unset: the filter layers
     alone decide."""
+    auth: UpstreamAuth | None = None
+    """OAuth credentials the bridge presents (``Authorization: Bearer``, a cached token); the
+    secrets they need are mounted files, named here by path."""
 
     @model_validator(mode="after")
     def _unique_headers(self) -> UpstreamServer:

@@ -75,6 +75,11 @@ class AuditRecord:
     """:func:`tool_digest` of the name sent, when ``tool`` is ``(unknown)``."""
     pii_unscanned: tuple[str, ...] = ()
     """Directions too large to scan whole for PII (only their first part was scanned)."""
+    upstream_subject: str | None = None
+    """Whom the server's token names as its subject (``sub``), when the bridge presents an
+    OAuth token that is a JWT: for a token exchange, the run's ServiceAccount."""
+    upstream_actor: str | None = None
+    """Whom it names as the acting party (``act.sub``, RFC 8693 §4.1), when it does."""
 
     def to_dict(self) -> dict[str, Any]:
         when = self.time.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -96,6 +101,10 @@ class AuditRecord:
             record["piiUnscanned"] = list(self.pii_unscanned)
         if self.schema_unchecked:
             record["schemaUnchecked"] = True
+        if self.upstream_subject is not None:
+            record["upstreamSubject"] = self.upstream_subject
+        if self.upstream_actor is not None:
+            record["upstreamActor"] = self.upstream_actor
         return record
 
     def to_json_line(self) -> str:

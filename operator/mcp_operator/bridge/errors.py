@@ -27,6 +27,8 @@ ErrorCode = Literal[
     "upstream_error",
     "circuit_open",
     "timeout",
+    "upstream_unauthorized",
+    "insufficient_scope",
 ]
 
 ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)

@@ -10,7 +10,9 @@ decides what happens to a call. It yields the result for the agent (the upstream
    a hook that says a value is large (``offload``) runs in a worker thread for it;
 3. **call**, unless refused: the injected upstream call function, under the call's deadline
    (``timeout``), the server's circuit breaker (``circuit_open``) and the retry rules
-   (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no);
+   (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no;
+   ``upstream_unauthorized`` / ``insufficient_scope`` when its authorization layer or the
+   token endpoint did, :mod:`~mcp_operator.bridge.unauthorized`);
 4. **after-hooks**, always (PII on the result);
 5. **normalise-error**: any failure becomes :meth:`ToolError.to_result`, with every header
    value in use masked (:class:`~mcp_operator.mcp.scrub.Scrubber`, the probe's; the pool
@@ -47,6 +49,7 @@ from mcp_operator.bridge.errors import (
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
 from mcp_operator.bridge.retry import next_delay, retry_safe
+from mcp_operator.bridge.unauthorized import unauthorized
 from mcp_operator.bridge.validate import ArgumentValidator, invalid_arguments
 from mcp_operator.mcp.naming import cut, quoted
 from mcp_operator.mcp.scrub import Scrubber
@@ -89,6 +92,10 @@ class CallReport:
     audit: AuditRecord
 
 
+def _nobody(_server: str) -> tuple[str | None, str | None]:
+    return None, None
+
+
 class CallPipeline:
     """The call pipeline of one bridge: its configuration, catalog, hooks and breakers."""
 
@@ -111,6 +118,9 @@ class CallPipeline:
         self.breakers: dict[str, CircuitBreaker] = {}
         self.scrubber = Scrubber(())
         """Masks the header values in use (set by whoever reads them: the upstream pool)."""
+        self.identity: Callable[[str], tuple[str | None, str | None]] = _nobody
+        """The subject and actor of the token a server (by key) is called with, for the
+        audit line (set from the upstream pool)."""
         self.problems: dict[str, str] = {}
         """Why a server cannot be called at all, by server key (set from the upstream pool);
         named in the hint of a refused call that names one of its tools."""
@@ -244,7 +254,8 @@ class CallPipeline:
             except Exception as error:
                 if isinstance(error, UpstreamFailure) and not error.transient:
                     breaker.record_success(self.clock.monotonic())  # it answered: it is up
-                    outcome.error = self._rejected(call, error)
+                    refused = unauthorized(call.entry.server if call.entry else "?", error)
+                    outcome.error = self._rejected(call, error) if refused is None else refused
                     return
                 now = self.clock.monotonic()
                 breaker.record_failure(now)
@@ -365,6 +376,7 @@ class CallPipeline:
             if code == "upstream_error":
                 result = self.scrubber.json(result)
         known = self.catalog.get(exposed_name) is not None
+        subject, actor = self.identity(call.entry.server) if call.entry else (None, None)
         audit = AuditRecord(
             time=arrived,
             run=self.run,
@@ -379,6 +391,8 @@ class CallPipeline:
             pii={direction: dict(counts) for direction, counts in call.pii.items()},
             schema_unchecked=call.schema_problem is not None,
             pii_unscanned=tuple(call.pii_unscanned),
+            upstream_subject=subject,
+            upstream_actor=actor,
         )
         return CallReport(result=result, audit=audit)
 

@@ -47,9 +47,12 @@ from typing import Any, Literal, get_args
 
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
+from mcp_operator.bridge.auth import credentials_for
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamUnavailable
+from mcp_operator.mcp.credentials import Credentials
+from mcp_operator.mcp.oauth import OAuthCredentials
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import (
     McpFailure,
@@ -151,6 +154,8 @@ class ServerState:
     listing: asyncio.Task[None] | None = field(default=None, repr=False)
     follower: asyncio.Task[None] | None = field(default=None, repr=False)
     """Follows the server's ``tools/list_changed`` (:func:`~mcp_operator.mcp.session.follow`)."""
+    oauth: OAuthCredentials | None = field(default=None, repr=False)
+    """The server's OAuth credentials (``auth``), whose token the session presents."""
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return [task for task in (self.listing, self.follower) if task is not None]
@@ -158,8 +163,10 @@ class ServerState:
 
 def _connection_signature(server: UpstreamServer, headers: Mapping[str, str]) -> str:
     """What forces a new upstream session when it changes (values hashed into the text)."""
+    auth = server.auth.model_dump(mode="json") if server.auth is not None else None
     return json.dumps(
-        [server.url, server.protocol_version, sorted(headers.items())], separators=(",", ":")
+        [server.url, server.protocol_version, sorted(headers.items()), auth],
+        separators=(",", ":"),
     )
 
 
@@ -211,8 +218,11 @@ class UpstreamPool:
             problem = unreadable or header_problem(server, headers)
             hint = server.protocol_version
             sent = {} if problem is not None else headers
-            upstream = upstream_session(key, server.url, self.http1, sent, hint)
-            state = ServerState(server=server, upstream=upstream, headers_signature=signature)
+            oauth = credentials_for(server.auth, self.http1)
+            upstream = upstream_session(key, server.url, self.http1, sent, hint, oauth)
+            state = ServerState(
+                server=server, upstream=upstream, headers_signature=signature, oauth=oauth
+            )
             states[key] = state
             if problem is None:
                 fresh.append(state)
@@ -353,6 +363,10 @@ class UpstreamPool:
                 "tools/call", {"name": tool, "arguments": arguments}
             )
         except McpFailure as error:
+            if state.oauth is not None:  # a server may echo the token it was sent
+                mask = Scrubber(state.oauth.secrets())
+                error.message = mask(error.message)
+                error.detail = mask(error.detail) if error.detail else error.detail
             if error.kind == "unavailable" and state.up:
                 told = self.scrubber(error.message)
                 logger.warning("Lost server %s: %s", state.upstream.name, told)
@@ -364,6 +378,13 @@ class UpstreamPool:
             state.due = 0.0  # it answered: list it again at once to notice its return
         return result
 
+    def identity(self, key: str) -> tuple[str | None, str | None]:
+        """The subject and actor of the token the server ``key`` is called with (its claims
+        when it is a JWT, for the audit line; never the token), or ``(None, None)``."""
+        state = self.states.get(key)
+        token = state.oauth.token if state is not None and state.oauth is not None else None
+        return (token.subject, token.actor) if token is not None else (None, None)
+
 
 def upstream_session(
     name: str,
@@ -371,8 +392,10 @@ def upstream_session(
     pool: Pool,
     headers: Mapping[str, str] | None = None,
     protocol_hint: str | None = None,
+    credentials: Credentials | None = None,
 ) -> McpSession:
-    """The session of one upstream server (``protocol_hint``: the version its status gave)."""
+    """The session of one upstream server (``protocol_hint``: the version its status gave;
+    ``credentials``: presented on every request)."""
     return McpSession(
         url,
         pool,
@@ -381,6 +404,7 @@ def upstream_session(
         client_info=CLIENT_INFO,
         protocol_hint=protocol_hint,
         read_body=capped(MAX_ANSWER_BYTES, name),
+        credentials=credentials,
     )
 
 

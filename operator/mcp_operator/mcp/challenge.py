@@ -101,6 +101,8 @@ def explain(
         parts = [f"{where} answered HTTP {status}: the token lacks a scope it needs"]
     if challenge.scope:
         parts.append(f"scope {_text(challenge.scope)!r}")
+    elif challenge.insufficient_scope and challenge.params.get("error_description"):
+        parts.append(_text(challenge.params["error_description"]))
     if challenge.error and not challenge.insufficient_scope:
         parts.append(f"error {_text(challenge.error)}")
     if challenge.resource_metadata:

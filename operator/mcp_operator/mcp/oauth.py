@@ -18,8 +18,8 @@ configured, ``audience`` and ``scope``.
 **The cache.** A token is used until shortly before it expires (:func:`refresh_margin`), then
 one request replaces it: concurrent callers that find no usable token wait for the same
 request (single flight), so a thousand calls cost one token request per token lifetime.
-A ``401`` from the server drops the token (unless it was obtained a moment ago, by the caller
-that got the first of a burst of 401s) and says "try again", which the session does once.
+A ``401`` from the server drops the token the refused request carried (unless another request
+has replaced it already) and says "try again", which the session does once.
 A ``403`` is an authorization verdict that a new token of the same scopes does not change.
 
 **The token endpoint** is reached through :mod:`~mcp_operator.net.pool` with the caller's
@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import contextvars
 import json
 import logging
 import time
@@ -64,9 +65,12 @@ DEFAULT_LIFETIME_SECONDS = 300.0
 server leave it out; a 401 replaces it sooner)."""
 MAX_REFRESH_MARGIN_SECONDS = 30.0
 """A token is replaced this long before it expires, or a tenth of its lifetime if shorter."""
-FRESH_SECONDS = 1.0
-"""A 401 for a token obtained less than this long ago is taken as the answer to a request sent
-with the token before it: the token is kept (a burst of 401s costs one token request)."""
+_SENT: contextvars.ContextVar[tuple[OAuthCredentials, Token]] = contextvars.ContextVar(
+    "mcp_operator_oauth_sent"
+)
+"""The credentials and token of the request the current task sent last: a 401 for a token
+that another request has already replaced keeps the new one (a burst of 401s costs one token
+request). The session asks for headers and reports a refusal in the same task."""
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 JWT_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:jwt"
 ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
@@ -427,21 +431,22 @@ class OAuthCredentials:
 
     async def headers(self) -> Mapping[str, str]:
         token = self._token
-        if token is not None and self._clock() < token.refresh_at:
-            return token.headers  # the hot path: no await, no allocation
-        async with self._lock:  # one request at a time; the waiters take its token
-            token = self._token
-            if token is None or self._clock() >= token.refresh_at:
-                token = await self._obtain()
-            return token.headers
+        if token is None or self._clock() >= token.refresh_at:
+            async with self._lock:  # one request at a time; the waiters take its token
+                token = self._token
+                if token is None or self._clock() >= token.refresh_at:
+                    token = await self._obtain()
+        _SENT.set((self, token))  # what this task's request carries, for :meth:`rejected`
+        return token.headers
 
     async def rejected(self, status: int, challenge: str | None) -> bool:
-        """A 401: the token is dropped (unless it is brand new, see :data:`FRESH_SECONDS`)
-        and the request is worth one more try; a 403: not (the scopes are configured)."""
+        """A 401: the token the refused request carried is dropped (unless another request
+        has replaced it already) and the request is worth one more try; a 403: not (a new
+        token has the same scopes)."""
         if status != 401:
             return False
-        token = self._token
-        if token is not None and self._clock() - token.obtained >= FRESH_SECONDS:
+        sent = _SENT.get(None)
+        if sent is None or sent[0] is not self or sent[1] is self._token:
             self._token = None
         return True
 
