@@ -34,7 +34,6 @@ from mcp_operator.mcp.oauth import (
     ClientCredentialsGrant,
     OAuthCredentials,
     TokenEndpoint,
-    TokenExchangeGrant,
 )
 from mcp_operator.mcp.session import McpSession
 from mcp_operator.net.egress import EgressPolicy

@@ -133,7 +133,8 @@ class AuthorizationServer:
         self.subject_keys: Any = None
         self.subject_audience = args.subject_audience
         if args.subject_jwks:
-            self.subject_keys = jwt.PyJWKSet.from_dict(json.loads(Path(args.subject_jwks).read_text()))
+            document = json.loads(Path(args.subject_jwks).read_text())
+            self.subject_keys = jwt.PyJWKSet.from_dict(document)
 
     def _new_key(self) -> None:
         """A new signing key: every token signed before is invalid from now on."""
@@ -232,7 +233,7 @@ class AuthorizationServer:
             ]
         )
 
-    def _client(self, authorization: str | None) -> str | None | bool:
+    def _client(self, authorization: str | None) -> str | bool | None:
         """The authenticated client id, ``None`` without credentials, ``False`` when wrong."""
         if not authorization or not authorization.lower().startswith("basic "):
             return None
@@ -267,9 +268,7 @@ class AuthorizationServer:
         subject = claims.get("sub")
         return subject if isinstance(subject, str) else None
 
-    def _issue(
-        self, client: str, subject: str, actor: str | None, form: dict[str, Any]
-    ) -> Any:
+    def _issue(self, client: str, subject: str, actor: str | None, form: dict[str, Any]) -> Any:
         import jwt
         from starlette.responses import JSONResponse
 
@@ -308,10 +307,10 @@ def _oauth_error(status: int, error: str) -> Any:
 def protected_server(args: argparse.Namespace, authority: AuthorizationServer) -> Any:
     import httpx
     import jwt
+    from mcp.server.auth.middleware.auth_context import get_access_token
     from mcp.server.auth.provider import AccessToken
     from mcp.server.auth.settings import AuthSettings
     from mcp.server.mcpserver import MCPServer
-    from mcp.server.auth.middleware.auth_context import get_access_token
 
     resource = f"http://{args.public_host}:{args.mcp_port}/mcp"
 
