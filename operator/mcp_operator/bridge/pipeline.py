@@ -121,6 +121,16 @@ class CallPipeline:
         self.config = config
         self.catalog = catalog
         self.run = f"{config.run.namespace}/{config.run.name}"
+        who = config.identity
+        self.identity = (
+            None
+            if who is None
+            else {
+                "namespace": who.namespace,
+                "serviceAccount": who.service_account,
+                **({"pod": who.pod} if who.pod else {}),
+            }
+        )
         self.servers = {server_key(s): s for s in config.servers}
         breakers: dict[str, CircuitBreaker] = {}
         for key, server in self.servers.items():
@@ -368,6 +378,7 @@ class CallPipeline:
         audit = AuditRecord(
             time=arrived,
             run=self.run,
+            identity=self.identity,
             server=call.entry.server if call.entry else None,
             tool=exposed_name if known else UNKNOWN_TOOL,
             tool_sha256=None if known else tool_digest(exposed_name),
@@ -388,6 +399,7 @@ class CallPipeline:
         return AuditRecord(
             time=self.clock.now(),
             run=self.run,
+            identity=self.identity,
             server=None,
             tool=UNKNOWN_TOOL,
             tool_sha256=tool_digest(sent),

@@ -28,6 +28,9 @@ request's head) fails that one server: it is never contacted, it is down with th
 ``/readyz``, the metrics (``mcp_bridge_upstream_misconfigured``) and the hint of every call to
 it, and the other servers keep working. So does a ``valueFile`` that cannot be read (a
 Secret not mounted, a key missing): the server is not called without the header.
+A server's ``tokenFile`` (the run's projected ServiceAccount token for that server's audience)
+becomes the session's :class:`~mcp_operator.mcp.credentials.TokenFileCredentials`: sent on
+every request, re-read as the kubelet rotates it, never logged.
 Calling a tool through the pipeline is :meth:`UpstreamPool.call`; what a failure means for
 the agent is the pipeline's job.
 """
@@ -50,6 +53,7 @@ from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamUnavailable
+from mcp_operator.mcp.credentials import Credentials, TokenFileCredentials
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import (
     McpFailure,
@@ -159,7 +163,8 @@ class ServerState:
 def _connection_signature(server: UpstreamServer, headers: Mapping[str, str]) -> str:
     """What forces a new upstream session when it changes (values hashed into the text)."""
     return json.dumps(
-        [server.url, server.protocol_version, sorted(headers.items())], separators=(",", ":")
+        [server.url, server.protocol_version, sorted(headers.items()), server.token_file],
+        separators=(",", ":"),
     )
 
 
@@ -211,7 +216,8 @@ class UpstreamPool:
             problem = unreadable or header_problem(server, headers)
             hint = server.protocol_version
             sent = {} if problem is not None else headers
-            upstream = upstream_session(key, server.url, self.http1, sent, hint)
+            credentials = TokenFileCredentials(server.token_file) if server.token_file else None
+            upstream = upstream_session(key, server.url, self.http1, sent, hint, credentials)
             state = ServerState(server=server, upstream=upstream, headers_signature=signature)
             states[key] = state
             if problem is None:
@@ -371,13 +377,16 @@ def upstream_session(
     pool: Pool,
     headers: Mapping[str, str] | None = None,
     protocol_hint: str | None = None,
+    credentials: Credentials | None = None,
 ) -> McpSession:
-    """The session of one upstream server (``protocol_hint``: the version its status gave)."""
+    """The session of one upstream server (``protocol_hint``: the version its status gave;
+    ``credentials``: its projected token)."""
     return McpSession(
         url,
         pool,
         name=name,
         headers=headers,
+        credentials=credentials,
         client_info=CLIENT_INFO,
         protocol_hint=protocol_hint,
         read_body=capped(MAX_ANSWER_BYTES, name),
