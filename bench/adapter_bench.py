@@ -83,7 +83,7 @@ def commands(port: int) -> dict[str, list[str]]:
     return {
         "mcp-operator adapter": [
             sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
-            "--log-level", "warning", "--", "node", str(EVERYTHING), "stdio",
+            "--auth", "none", "--log-level", "warning", "--", "node", str(EVERYTHING), "stdio",
         ],
         "mcp-proxy 0.13.0": [
             str(MCP_PROXY), "--port", str(port), "--host", "127.0.0.1",

@@ -151,7 +151,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "slow_echo.py"
         script.write_text(SLOW_ECHO)
-        argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), *flags]
+        argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--auth=none"]
+        argv += flags
         argv += ["--", sys.executable, str(script), str(options.hold)]
         log = Path(tmp) / "adapter.log"
         with log.open("wb") as out:

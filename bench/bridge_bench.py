@@ -150,7 +150,7 @@ def wrk(
 def adapter_over_stdio() -> Iterator[str]:
     port = peers.free_port()
     node = ["node", str(peers.SERVER_EVERYTHING), "stdio"]
-    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
+    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--auth=none",
             "--log-level", "warning", "--", *node]  # fmt: skip
     with peers.run_server(argv, port, name="adapter"):
         # The port opens before the child has answered its handshake (503 until then).

@@ -99,6 +99,8 @@ def adapter(
     port = free_port()
     log = tmp_path / f"adapter-{port}.log"
     argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), *flags]
+    if not any(flag.startswith("--auth") for flag in flags):
+        argv.append("--auth=none")  # auth is tested in test_adapter_auth.py
     with log.open("wb") as out:
         process = subprocess.Popen(
             [*argv, "--", *command], stdout=out, stderr=subprocess.STDOUT, cwd=REPO

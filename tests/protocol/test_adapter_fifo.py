@@ -26,7 +26,7 @@ from tests.support import needs
 from tests.support.peers import free_port
 from tests.support.waiting import eventually
 
-ADAPTER = [sys.executable, "-m", "mcp_operator", "adapter"]
+ADAPTER = [sys.executable, "-m", "mcp_operator", "adapter", "--auth=none"]
 TIME_SERVER = str(Path(sys.executable).with_name("mcp-server-time"))
 
 

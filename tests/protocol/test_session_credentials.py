@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from mcp_operator.api.bridge import BridgeConfig
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
+from mcp_operator.bridge.upstreams import UpstreamPool
 from mcp_operator.mcp.credentials import TokenFileCredentials
 from mcp_operator.mcp.session import McpFailure, McpSession
 from mcp_operator.net.pool import Http1Pool
@@ -163,3 +165,36 @@ async def test_credentials_replace_a_configured_authorization_header_of_any_case
         await pool.aclose()
     assert all(r.headers["authorization"] == "Bearer projected" for r in peer.requests)
     assert all(r.headers["x-team"] == "a" for r in peer.requests)
+
+
+async def test_the_bridge_sends_each_servers_token_file_to_that_server_only(
+    tmp_path: Path,
+) -> None:
+    token_file = tmp_path / "token"
+    rotate(token_file, "for-guarded")
+    async with (
+        http_peer(Behaviour(respond=guarded(lambda: "for-guarded"))) as peer,
+        http_peer(Behaviour(respond=guarded(lambda: "never"))) as other,
+    ):
+        config = BridgeConfig.model_validate(
+            {
+                "run": {"name": "triage", "namespace": "agents"},
+                "servers": [
+                    {
+                        "name": "guarded",
+                        "namespace": "tools",
+                        "url": peer.url,
+                        "prefix": "g",
+                        "tokenFile": str(token_file),
+                    },
+                    {"name": "open", "namespace": "tools", "url": other.url, "prefix": "o"},
+                ],
+            }
+        )
+        pool = UpstreamPool(on_change=lambda _catalog: None)
+        await pool.configure(config)
+        await pool.stop()
+    assert peer.requests and all(
+        r.headers.get("authorization") == "Bearer for-guarded" for r in peer.requests
+    )
+    assert other.requests and all("authorization" not in r.headers for r in other.requests)

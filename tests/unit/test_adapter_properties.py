@@ -124,7 +124,7 @@ def test_a_body_over_the_limit_is_413_whether_or_not_its_length_was_declared(
 
 # ------------------------------------------------------------------ the legacy endpoint
 
-CORE = AdapterCore(AdapterConfig(command=("true",), max_body_bytes=2000))
+CORE = AdapterCore(AdapterConfig(command=("true",), max_body_bytes=2000, auth="none"))
 FRONT = HttpFront(CORE)
 SESSION, _ = open_session(
     CORE.sessions, caller="a", protocol_version="2025-06-18", declared=frozenset(), now=0

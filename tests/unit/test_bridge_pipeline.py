@@ -569,3 +569,20 @@ async def test_a_hook_that_asks_for_it_runs_in_a_worker_thread_for_a_large_value
     setup.upstream.script["get_issue"] = [ok("big")]
     await setup.call("gh_get_issue", {"q": "big"})
     assert len(seen) == 2 and threading.get_ident() not in seen
+
+
+async def test_every_audit_record_names_the_run_pods_identity_from_the_config() -> None:
+    setup = Setup()
+    body = setup.config.model_dump(by_alias=True, exclude_none=True)
+    body["identity"] = {"namespace": "agents", "serviceAccount": "triager", "pod": "triage"}
+    config = BridgeConfig.model_validate(body)
+    setup.pipeline.reconfigure(config, build_catalog(config.servers, TOOLS))
+    called = await setup.call("gh_get_issue", {"number": 7})
+    refused = await setup.call("gh_nope", {})
+    unreadable = setup.pipeline.unreadable(b"{")
+    for audit in (called.audit, refused.audit, unreadable):
+        assert audit.identity == {
+            "namespace": "agents",
+            "serviceAccount": "triager",
+            "pod": "triage",
+        }

@@ -121,6 +121,16 @@ class AdapterConfig:
     """Longest a client may take to send a request's body after its headers; then the
     connection is closed."""
 
+    auth: str = "kubernetes"
+    """Who may call: ``kubernetes`` (ServiceAccount tokens verified offline against the keys of
+    ``access_config``), ``oidc`` (also JWTs of the configuration's OIDC issuer, with RFC 9728
+    metadata served) or ``none`` (every request admitted; logged as a warning at start and
+    shown in ``/healthz`` and ``mcp_adapter_auth_mode``). docs/adapter.md#authentication."""
+
+    access_config: str | None = None
+    """The access configuration (JSON, re-read when it changes): issuer keys, audience, who
+    may call, revoked Pods. Required unless ``auth`` is ``none``."""
+
     env: Mapping[str, str] = field(default_factory=dict)
     """Extra environment for the child (tests); the adapter's own environment is inherited."""
 
@@ -149,6 +159,8 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("max_inflight_bytes", "--max-inflight-bytes", int, "most body bytes in flight, else 503"),
     ("header_timeout_seconds", "--header-timeout-seconds", float, "request header read timeout"),
     ("body_timeout_seconds", "--body-timeout-seconds", float, "request body read timeout"),
+    ("auth", "--auth", str, "kubernetes (default), oidc or none: who may call"),
+    ("access_config", "--access-config", str, "the access configuration file (JSON)"),
 )
 
 # (field, flag, metavar, help) — the repeatable flags: every use adds one entry; without the
@@ -254,5 +266,7 @@ def validate(config: AdapterConfig) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
     if config.max_inflight_bytes < config.max_body_bytes:
         raise ValueError("--max-inflight-bytes must be at least --max-body-bytes")
+    if config.auth not in ("kubernetes", "oidc", "none"):
+        raise ValueError("--auth must be kubernetes, oidc or none")
     if config.log_level.lower() not in ("debug", "info", "warning", "error"):
         raise ValueError("--log-level must be debug, info, warning or error")

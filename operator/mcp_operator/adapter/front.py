@@ -5,7 +5,10 @@ the MCP path goes, after the Host/Origin checks (DNS rebinding protection),
 to the 2026-07-28 endpoint (``front_modern``) when ``MCP-Protocol-Version``
 names no handshake-era version, else to the legacy session endpoint
 (``front_legacy``) by method; the ``--sse`` paths go to the legacy HTTP+SSE
-transport (``front_sse``); ``/healthz`` and ``/readyz`` report the core's
+transport (``front_sse``); every request to those paths first passes the
+authentication gate (``serve.auth.gate``: 401/403 before the body is read), and in OIDC
+mode ``/.well-known/oauth-protected-resource[/mcp]`` serves the RFC 9728 metadata;
+``/healthz`` and ``/readyz`` report the core's
 truth, ``/metrics`` its Prometheus metrics (``metrics``); the lifespan
 starts and stops the core. A plain ASGI app, no framework: every request goes
 through ``HttpFront.__call__``.
@@ -27,6 +30,7 @@ from collections.abc import Awaitable, Callable
 
 from mcp_types.jsonrpc import INTERNAL_ERROR
 
+from mcp_operator.adapter.auth import build_gate
 from mcp_operator.adapter.budget import BodyBudget
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_calls import CallForwarder
@@ -42,6 +46,7 @@ from mcp_operator.serve.asgi import (
     respond_plain,
     serve_lifespan,
 )
+from mcp_operator.serve.auth.gate import AuthGate, identity_key
 from mcp_operator.serve.endpoint import McpEndpoint
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
@@ -56,9 +61,20 @@ BUDGET_SPENT = dumps(
 class HttpFront:
     """The ASGI application."""
 
-    def __init__(self, core: AdapterCore, caller_key: CallerKey = client_address) -> None:
-        """``caller_key`` names who asks, the key sessions are counted by (``serve.sessions``)."""
+    def __init__(
+        self,
+        core: AdapterCore,
+        caller_key: CallerKey | None = None,
+        gate: AuthGate | None = None,
+    ) -> None:
+        """``caller_key`` names who asks, the key sessions are counted by (``serve.sessions``):
+        by default the verified caller's identity, else the client's address. ``gate``: who
+        may call (``serve.auth``), else built from the configuration's ``--auth``."""
         self.core = core
+        self.gate = gate if gate is not None else build_gate(core)
+        active = self.gate if self.gate.enabled else None
+        if caller_key is None:
+            caller_key = identity_key if active is not None else client_address
         self.config = core.config
         self.policy = HostPolicy(core.config.allowed_hosts, core.config.allowed_origins)
         self._path = core.config.path
@@ -77,7 +93,7 @@ class HttpFront:
             f"Request body too large: the limit is {core.config.max_body_bytes} bytes".encode()
         )
         self._endpoint = McpEndpoint(
-            self.policy, self._stateless, _BudgetedSessions(legacy, self), caller_key
+            self.policy, self._stateless, _BudgetedSessions(legacy, self), caller_key, active
         )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -92,10 +108,14 @@ class HttpFront:
                 await respond_metrics(send, self.core.metrics.exposition())
             elif path in self._sse_paths:
                 await self._legacy_sse(path, scope, receive, send)
-            else:
+            elif not await self.gate.serve_metadata(path, send):
                 await respond_plain(send, 404, b"Not Found")
         elif kind == "lifespan":
-            await serve_lifespan(receive, send, start=self.core.start, stop=self.core.stop)
+            await serve_lifespan(receive, send, start=self._start, stop=self.core.stop)
+
+    async def _start(self) -> None:
+        await self.gate.prepare()
+        await self.core.start()
 
     async def _health(self, path: str, send: Send) -> None:
         core = self.core
@@ -109,6 +129,7 @@ class HttpFront:
                 "pid": child.pid if child is not None else None,
                 "restarts": core.supervisor.restart_count,
             },
+            "auth": self.gate.mode,
             "sessions": len(core.sessions),
             "inflight": core.inflight,
             "limits": {
@@ -152,6 +173,8 @@ class HttpFront:
     async def _legacy_sse(self, path: str, scope: Scope, receive: Receive, send: Send) -> None:
         headers = request_headers(scope)
         if await self.policy.refused(headers, send):
+            return
+        if self.gate.enabled and await self.gate.admit(scope, headers, send) is None:
             return
         if path == self.config.sse_path and scope["method"] == "GET":
             await self._sse.stream(scope, headers, receive, send)

@@ -128,10 +128,26 @@ class AdapterMetrics(Metrics):
             ["method"],
             CALL_LATENCY_BUCKETS,
         )
+        self.auth_refusals = self.counter(
+            "mcp_adapter_auth_refusals",
+            "Requests refused by inbound authentication (401/403) before they reached the "
+            "child, by reason (missing, malformed, bad_signature, expired, wrong_audience, "
+            "wrong_issuer, revoked, forbidden, ...).",
+            ["reason"],
+        )
+        self.auth_mode = self.gauge(
+            "mcp_adapter_auth_mode",
+            "1 for the inbound authentication mode the adapter runs with (kubernetes, oidc, none).",
+            ["mode"],
+        )
         polled = _Polled(sessions, inflight)
         polled.restarts = restarts
         polled.unattributed = unattributed
         self.registry.register(polled)
+
+    def refused(self, reason: str) -> None:
+        """Count one request refused by inbound authentication."""
+        self.auth_refusals.labels(reason).inc()
 
     def timed(self, message: dict[str, Any], sink: CallSink) -> CallSink:
         """``sink`` wrapped so that the call's answer is counted and timed."""

@@ -32,7 +32,11 @@ async def serve(config: AdapterConfig) -> int:
             server.should_exit = True
 
     core = AdapterCore(config, on_fatal=stop)
-    front = HttpFront(core)
+    try:
+        front = HttpFront(core)
+    except ValueError as error:  # the access configuration: unreadable, not JSON, not ours
+        logger.error("Refused to start: %s", error)
+        return 2
     server = process.server(
         front,
         host=config.host,

@@ -83,6 +83,17 @@ class RunRef(ConfigModel):
     """``metadata.namespace`` of the AgentRun."""
 
 
+class RunIdentity(ConfigModel):
+    """Who the bridge calls as: the run Pod's ServiceAccount (for audit lines)."""
+
+    namespace: DnsLabel
+    """The Pod's namespace."""
+    service_account: DnsSubdomain
+    """The Pod's ServiceAccount, whose audience-bound tokens the bridge presents."""
+    pod: DnsSubdomain | None = None
+    """The Pod's name (the operator names the run's Pod)."""
+
+
 class Listen(ConfigModel):
     """Where the bridge offers its one MCP endpoint to the agent."""
 
@@ -267,6 +278,11 @@ class UpstreamServer(ConfigModel):
     """OAuth credentials the bridge presents (``Authorization: Bearer``, a cached token); the
     secrets they need are mounted files, named here by path."""
 
+    token_file: AbsolutePath | None = None
+    """A projected ServiceAccount token (audience: this server) sent as ``Authorization:
+    Bearer`` on every request, re-read as the kubelet rotates it; mounted into the bridge
+    container only."""
+
     @model_validator(mode="after")
     def _unique_headers(self) -> UpstreamServer:
         check_unique((h.name.lower() for h in self.headers), "header names (ignoring case)")
@@ -301,6 +317,8 @@ class BridgeConfig(ConfigModel):
     """The resolved servers, in the run's order (may be empty while none is Ready)."""
     audit: AuditSink = Field(default_factory=AuditSink)
     """Audit destinations."""
+    identity: RunIdentity | None = None
+    """The run Pod's identity, named in every audit line."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> BridgeConfig:

@@ -118,7 +118,7 @@ class CallPipeline:
         self.breakers: dict[str, CircuitBreaker] = {}
         self.scrubber = Scrubber(())
         """Masks the header values in use (set by whoever reads them: the upstream pool)."""
-        self.identity: Callable[[str], tuple[str | None, str | None]] = _nobody
+        self.upstream_identity: Callable[[str], tuple[str | None, str | None]] = _nobody
         """The subject and actor of the token a server (by key) is called with, for the
         audit line (set from the upstream pool)."""
         self.problems: dict[str, str] = {}
@@ -131,6 +131,16 @@ class CallPipeline:
         self.config = config
         self.catalog = catalog
         self.run = f"{config.run.namespace}/{config.run.name}"
+        who = config.identity
+        self.identity = (
+            None
+            if who is None
+            else {
+                "namespace": who.namespace,
+                "serviceAccount": who.service_account,
+                **({"pod": who.pod} if who.pod else {}),
+            }
+        )
         self.servers = {server_key(s): s for s in config.servers}
         breakers: dict[str, CircuitBreaker] = {}
         for key, server in self.servers.items():
@@ -376,10 +386,11 @@ class CallPipeline:
             if code == "upstream_error":
                 result = self.scrubber.json(result)
         known = self.catalog.get(exposed_name) is not None
-        subject, actor = self.identity(call.entry.server) if call.entry else (None, None)
+        subject, actor = self.upstream_identity(call.entry.server) if call.entry else (None, None)
         audit = AuditRecord(
             time=arrived,
             run=self.run,
+            identity=self.identity,
             server=call.entry.server if call.entry else None,
             tool=exposed_name if known else UNKNOWN_TOOL,
             tool_sha256=None if known else tool_digest(exposed_name),
@@ -402,6 +413,7 @@ class CallPipeline:
         return AuditRecord(
             time=self.clock.now(),
             run=self.run,
+            identity=self.identity,
             server=None,
             tool=UNKNOWN_TOOL,
             tool_sha256=tool_digest(sent),

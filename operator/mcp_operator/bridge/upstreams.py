@@ -28,6 +28,9 @@ request's head) fails that one server: it is never contacted, it is down with th
 ``/readyz``, the metrics (``mcp_bridge_upstream_misconfigured``) and the hint of every call to
 it, and the other servers keep working. So does a ``valueFile`` that cannot be read (a
 Secret not mounted, a key missing): the server is not called without the header.
+A server's ``tokenFile`` (the run's projected ServiceAccount token for that server's audience)
+becomes the session's :class:`~mcp_operator.mcp.credentials.TokenFileCredentials`: sent on
+every request, re-read as the kubelet rotates it, never logged.
 Calling a tool through the pipeline is :meth:`UpstreamPool.call`; what a failure means for
 the agent is the pipeline's job.
 """
@@ -51,7 +54,7 @@ from mcp_operator.bridge.auth import credentials_for
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamUnavailable
-from mcp_operator.mcp.credentials import Credentials
+from mcp_operator.mcp.credentials import Credentials, TokenFileCredentials
 from mcp_operator.mcp.oauth import OAuthCredentials
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import (
@@ -165,7 +168,7 @@ def _connection_signature(server: UpstreamServer, headers: Mapping[str, str]) ->
     """What forces a new upstream session when it changes (values hashed into the text)."""
     auth = server.auth.model_dump(mode="json") if server.auth is not None else None
     return json.dumps(
-        [server.url, server.protocol_version, sorted(headers.items()), auth],
+        [server.url, server.protocol_version, sorted(headers.items()), server.token_file, auth],
         separators=(",", ":"),
     )
 
@@ -219,7 +222,10 @@ class UpstreamPool:
             hint = server.protocol_version
             sent = {} if problem is not None else headers
             oauth = credentials_for(server.auth, self.http1)
-            upstream = upstream_session(key, server.url, self.http1, sent, hint, oauth)
+            credentials: Credentials | None = oauth
+            if server.token_file:
+                credentials = TokenFileCredentials(server.token_file)
+            upstream = upstream_session(key, server.url, self.http1, sent, hint, credentials)
             state = ServerState(
                 server=server, upstream=upstream, headers_signature=signature, oauth=oauth
             )
@@ -395,16 +401,16 @@ def upstream_session(
     credentials: Credentials | None = None,
 ) -> McpSession:
     """The session of one upstream server (``protocol_hint``: the version its status gave;
-    ``credentials``: presented on every request)."""
+    ``credentials``: its projected token, or its OAuth token)."""
     return McpSession(
         url,
         pool,
         name=name,
         headers=headers,
+        credentials=credentials,
         client_info=CLIENT_INFO,
         protocol_hint=protocol_hint,
         read_body=capped(MAX_ANSWER_BYTES, name),
-        credentials=credentials,
     )
 
 

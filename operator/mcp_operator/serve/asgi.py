@@ -30,6 +30,8 @@ MCP_REQUEST_HEADERS = frozenset(
         b"content-length",
         b"mcp-session-id",
         b"mcp-protocol-version",
+        b"authorization",
+        b"mcp-operator-authorization",
     }
 )
 """The request headers an MCP endpoint reads (the rest are not decoded)."""

@@ -2,7 +2,8 @@
 
 Owns the one rule by which a request to an MCP endpoint reaches its handler, the same
 for the adapter and the bridge (and the legacy GET stream of a session, which both serve
-alike): a refused Host or Origin is answered here (421/403);
+alike): a refused Host or Origin is answered here (421/403), then a caller the
+endpoint's ``gate`` refuses (401/403, ``serve.auth``);
 a request whose ``MCP-Protocol-Version`` names the stateless 2026-07-28 era goes to the
 stateless handler whatever its method; the rest is the legacy session protocol, by
 method (POST, GET, DELETE; anything else 405), a POST naming its caller (the key the
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from mcp_operator.serve.asgi import Receive, Scope, Send, request_headers, respond_plain
+from mcp_operator.serve.auth.gate import AuthGate
 from mcp_operator.serve.era import is_modern
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import read_json
@@ -50,11 +52,15 @@ class McpEndpoint:
     stateless: StatelessHandler
     sessions: SessionHandlers
     caller_key: CallerKey = client_address
+    gate: AuthGate | None = None
+    """Who may call (``serve.auth.gate``); None when authentication is off."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Answer one request to the MCP endpoint through the handler it is for."""
         headers = request_headers(scope)
         if await self.policy.refused(headers, send):
+            return
+        if self.gate is not None and await self.gate.admit(scope, headers, send) is None:
             return
         method = scope["method"]
         if is_modern(headers.get(b"mcp-protocol-version")):

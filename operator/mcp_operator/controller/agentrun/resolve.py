@@ -167,6 +167,17 @@ def _bind(
                 f"{where} sends Secret-backed headers, which cannot be used from namespace "
                 f"{run_namespace}",
             )
+    callers = server.spec.access.service_account_names(namespace) if server.spec.access else None
+    caller = f"{run_namespace}/{run.spec.agent.service_account_name or 'default'}"
+    if server.spec.mode == "managed" and callers is not None and caller not in callers:
+        return Binding(
+            ref,
+            namespace,
+            server,
+            NOT_PERMITTED,
+            f"{where} does not permit the ServiceAccount {caller} "
+            "(its spec.access.serviceAccounts)",
+        )
     secrets = sorted(
         header.value_from.secret_key_ref.name
         for header in server.spec.headers or ()

@@ -247,6 +247,9 @@ def _stdio_containers(
         f"--port={spec.port}",
         f"--path={spec.path}",
         f"--stdio-fifo-dir={FIFO_DIR}",
+        # Inbound authentication is off until the access ConfigMap is rendered beside it
+        # (the adapter's default, kubernetes, needs --access-config).
+        "--auth=none",
     ]
     # The Service's names (an operator outside the cluster, through the API server's service
     # proxy, sends one too: managed.probe_endpoint), and the Pod's own IP, for a client that
