@@ -24,6 +24,7 @@ from mcp_operator.bridge.errors import (
 from mcp_operator.bridge.hooks import Call, CallOutcome, PiiHook
 from mcp_operator.bridge.pii import MAX_SCAN_CHARS, PiiScanner, builtin_detectors
 from mcp_operator.bridge.pipeline import CallPipeline, CallReport
+from mcp_operator.mcp.session import McpFailure
 
 MARKER = "alice@example.com"
 
@@ -448,13 +449,24 @@ async def test_every_error_code_is_reachable_and_no_audit_line_holds_a_value() -
     setup = Setup(timeoutSeconds=1)
     script = setup.upstream.script
     script["create_issue"] = [UpstreamUnavailable("refused")]
-    script["get_issue"] = [UpstreamRejected("nope")]
+    script["get_issue"] = [
+        UpstreamRejected("nope"),
+        McpFailure("http", "HTTP 401", status=401, challenge='Bearer error="invalid_token"'),
+        McpFailure(
+            "http",
+            "HTTP 403",
+            status=403,
+            challenge='Bearer error="insufficient_scope", scope="repo:read"',
+        ),
+    ]
     script["close_issue"] = ["hang"]
     script["send"] = [ok(f"to {MARKER}")]
     calls: list[tuple[str, Any]] = [
         ("gh_unknown", {"x": MARKER}),
         ("gh_create_issue", {"body": MARKER}),
         ("mail_send", {"to": MARKER}),
+        ("gh_get_issue", {"q": MARKER}),
+        ("gh_get_issue", {"q": MARKER}),
         ("gh_get_issue", {"q": MARKER}),
         ("gh_close_issue", {"q": MARKER}),
         ("gh_create_issue", {"title": MARKER}),

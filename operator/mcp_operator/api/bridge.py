@@ -286,6 +286,8 @@ class UpstreamServer(ConfigModel):
     @model_validator(mode="after")
     def _unique_headers(self) -> UpstreamServer:
         check_unique((h.name.lower() for h in self.headers), "header names (ignoring case)")
+        if self.auth is not None and self.token_file is not None:
+            raise ValueError("auth and tokenFile must not both be set: one credential per server")
         return self
 
     def allows(self, original_name: str) -> bool:

@@ -21,10 +21,10 @@ from mcp_operator.mcp.oauth import (
     TokenExchangeGrant,
     file_secret,
 )
-from mcp_operator.net.pool import Http1Pool
+from mcp_operator.mcp.session import Pool
 
 
-def credentials_for(auth: UpstreamAuth | None, pool: Http1Pool) -> OAuthCredentials | None:
+def credentials_for(auth: UpstreamAuth | None, pool: Pool) -> OAuthCredentials | None:
     """The credentials ``auth`` configures (``None`` without it), token requests on ``pool``."""
     if auth is None:
         return None

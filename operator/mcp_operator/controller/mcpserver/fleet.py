@@ -27,6 +27,7 @@ from typing import Any
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.kind import KindController, Known, Reconciled
 from mcp_operator.controller.mcpserver import reconcile
+from mcp_operator.controller.mcpserver.auth import ProbeCredentials
 from mcp_operator.controller.mcpserver.listeners import Listeners
 from mcp_operator.controller.mcpserver.status import events, probed_reason, remembered, status_patch
 from mcp_operator.controller.mcpserver.wake import RolloutState, WakePolicy
@@ -63,6 +64,8 @@ class Fleet(KindController[MCPServer]):
         self._wake = WakePolicy()
         self._listeners = Listeners(self.settings.listeners)
         self._registry = RegistryClient(self.settings.registry)
+        self._credentials = ProbeCredentials()
+        """The probes' OAuth credentials by server uid, whose tokens outlive one probe."""
 
     # -- kopf side -------------------------------------------------------------------
 
@@ -100,6 +103,7 @@ class Fleet(KindController[MCPServer]):
 
     def ended(self, uid: str) -> None:
         self._wake.forget(uid)
+        self._credentials.forget(uid)
         self._listeners.stop(uid)
 
     # -- one run -----------------------------------------------------------------------
@@ -118,6 +122,7 @@ class Fleet(KindController[MCPServer]):
                 render_settings=self.settings.render,
                 registry=self._registry,
                 egress_settings=self.settings.egress,
+                probe_credentials=self._credentials,
             )
             written = await self._write(server, parsed, result)
         if written is None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
-from mcp_operator.controller.mcpserver import destinations, managed, render, report
+from mcp_operator.controller.mcpserver import auth, destinations, managed, render, report
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.controller.parsing import InvalidSpec
 from mcp_operator.controller.settings import EgressSettings, RenderSettings
@@ -51,6 +51,22 @@ async def resolve_headers(kube: Kube, namespace: str, server: MCPServer) -> dict
         if use.reader == "probe":
             headers[use.name] = await kube.read_secret_key(namespace, use.secret, use.key)
     return headers
+
+
+async def check_auth_secret(kube: Kube, namespace: str, server: MCPServer) -> None:
+    """Raise :class:`SecretReferenceError` when the client secret the probe's ``auth`` names
+    cannot be read (its value is read again, and only, when a token is requested)."""
+    ref = server.spec.probe_auth.client_secret_ref if server.spec.probe_auth else None
+    if ref is not None:
+        await kube.read_secret_key(namespace, ref.name, ref.key)
+
+
+READY_REASONS = frozenset({"DestinationRefused", "AuthRequired", "InsufficientScope"})
+"""Probe failures that are ``Ready``'s reason too (the policy's verdict, the server's
+authorization layer), not ``ProbeFailed``: a user acts on them differently."""
+
+_PROBE_CREDENTIALS = auth.ProbeCredentials()
+"""The credentials of callers that keep none of their own (the fleet keeps its own)."""
 
 
 def _image_unusable(
@@ -105,6 +121,7 @@ async def mcpserver(
     render_settings: RenderSettings,
     registry: RegistryClient | None = None,
     egress_settings: EgressSettings | None = None,
+    probe_credentials: auth.ProbeCredentials | None = None,
 ) -> Result:
     """Reconcile an MCPServer once and say what its status should say."""
     if isinstance(server, InvalidSpec):
@@ -169,6 +186,7 @@ async def mcpserver(
 
     try:
         headers = await resolve_headers(kube, namespace, server)
+        await check_auth_secret(kube, namespace, server)
     except SecretReferenceError as error:
         outcome = Outcome(
             "failed", error.reason, str(error), deployed=deployed, ready_reason=error.reason
@@ -178,8 +196,10 @@ async def mcpserver(
     egress = await egress_policy(
         kube, namespace, egress_settings or EgressSettings(), managed=spec.mode == "managed"
     )
+    credentials = (probe_credentials or _PROBE_CREDENTIALS).credentials(kube, server, egress)
     target = ProbeTarget(
         url=probe_url,
+        credentials=credentials,
         transport="sse" if spec.effective_transport == "sse" else "streamable-http",
         headers={**headers, **extra_headers},
         timeout_seconds=float(spec.probe.timeout_seconds),
@@ -193,7 +213,7 @@ async def mcpserver(
             discovery = await discover(target, report.STATUS_KEEP)
     except ProbeError as error:
         # A refused destination is the policy's verdict, not the server's fault: Ready says so.
-        ready = error.reason if error.reason == "DestinationRefused" else "ProbeFailed"
+        ready = error.reason if error.reason in READY_REASONS else "ProbeFailed"
         outcome = Outcome(
             "failed", error.reason, error.message, deployed=deployed, ready_reason=ready
         )
