@@ -16,7 +16,9 @@ through :func:`oauth_peers`, which starts it in its own process group and yields
   ``--lifetime`` seconds;
 - ``POST /introspect`` (RFC 7662, for the resource server): inactive once revoked;
 - ``POST /admin/revoke-client?client=ID``: that client's secret stops working and every token
-  issued to it is inactive; ``GET /admin/stats``: token requests by grant.
+  issued to it is inactive; ``POST /admin/rotate-keys``: a new signing key (every token issued
+  before is refused); ``GET /admin/stats``: token requests by grant; ``GET /admin/issued``:
+  every token issued (tests look for them where they must not be).
 
 **The MCP server** is the official SDK's ``MCPServer`` with its bearer-token auth
 (``AuthSettings`` + a ``TokenVerifier``): it checks signature, issuer, audience (its own URL)
@@ -59,6 +61,12 @@ class OAuthPeers:
         import httpx
 
         return dict(httpx.get(f"{self.issuer}/admin/stats", timeout=5).json())
+
+    def issued(self) -> list[str]:
+        """Every access token issued so far."""
+        import httpx
+
+        return list(httpx.get(f"{self.issuer}/admin/issued", timeout=5).json())
 
     def rotate_keys(self) -> None:
         """A new signing key: every token issued so far is refused by the MCP server."""
@@ -128,6 +136,8 @@ class AuthorizationServer:
         self._new_key()
         self.clients = dict(pair.split(":", 1) for pair in args.client or ())
         self.revoked: set[str] = set()
+        self.issued: list[str] = []
+        """Every access token issued (for tests that look for them where they must not be)."""
         self.lifetime = args.lifetime
         self.stats: dict[str, int] = {"client_credentials": 0, "token_exchange": 0, "refused": 0}
         self.subject_keys: Any = None
@@ -217,6 +227,9 @@ class AuthorizationServer:
         async def stats(_request: Request) -> JSONResponse:
             return JSONResponse(self.stats)
 
+        async def issued(_request: Request) -> JSONResponse:
+            return JSONResponse(self.issued)
+
         async def rotate(_request: Request) -> JSONResponse:
             self._new_key()
             return JSONResponse({"kid": self.kid})
@@ -230,6 +243,7 @@ class AuthorizationServer:
                 Route("/admin/revoke-client", revoke, methods=["POST"]),
                 Route("/admin/stats", stats),
                 Route("/admin/rotate-keys", rotate, methods=["POST"]),
+                Route("/admin/issued", issued),
             ]
         )
 
@@ -287,6 +301,7 @@ class AuthorizationServer:
         if actor is not None:
             claims["act"] = {"sub": actor}
         token = jwt.encode(claims, self.key, algorithm="RS256", headers={"kid": self.kid})
+        self.issued.append(token)
         body = {"access_token": token, "token_type": "Bearer", "expires_in": self.lifetime}
         if form.get("scope"):
             body["scope"] = form["scope"]
