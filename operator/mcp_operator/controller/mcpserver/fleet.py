@@ -27,6 +27,7 @@ from typing import Any
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.kind import KindController, Known, Reconciled
 from mcp_operator.controller.mcpserver import reconcile
+from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.listeners import Listeners
 from mcp_operator.controller.mcpserver.status import events, probed_reason, remembered, status_patch
 from mcp_operator.controller.mcpserver.wake import RolloutState, WakePolicy
@@ -48,6 +49,7 @@ class Fleet(KindController[MCPServer]):
         *,
         clock: Clock | None = None,
         metrics: OperatorMetrics | None = None,
+        data_path: DataPath | None = None,
     ) -> None:
         self.settings = settings or FleetSettings()
         super().__init__(
@@ -63,6 +65,9 @@ class Fleet(KindController[MCPServer]):
         self._wake = WakePolicy()
         self._listeners = Listeners(self.settings.listeners)
         self._registry = RegistryClient(self.settings.registry)
+        self.data_path = data_path
+        """The operator's side of managed servers' authentication (``None``: not wired,
+        as in tests of the fleet alone)."""
 
     # -- kopf side -------------------------------------------------------------------
 
@@ -70,6 +75,16 @@ class Fleet(KindController[MCPServer]):
         """Reconcile a managed server now if its Deployment's rollout state moved."""
         if self._wake.woken_by_rollout(uid, state):
             self.wake(uid)
+
+    def pod_deleted(self, pod: Mapping[str, Any]) -> None:
+        """An AgentRun Pod is gone: the servers its tokens were for refuse them from now on
+        (their access ConfigMaps are written at once)."""
+        if self.data_path is None:
+            return
+        servers = set(self.data_path.pod_deleted(pod))
+        for known in self.known():
+            if (known.ref.namespace, known.ref.name) in servers:
+                self.wake(known.ref.uid)
 
     def secret_changed(self, namespace: str, name: str) -> None:
         """Reconcile now every server in ``namespace`` that references Secret ``name``."""
@@ -118,6 +133,7 @@ class Fleet(KindController[MCPServer]):
                 render_settings=self.settings.render,
                 registry=self._registry,
                 egress_settings=self.settings.egress,
+                data_path=self.data_path,
             )
             written = await self._write(server, parsed, result)
         if written is None:
@@ -148,6 +164,8 @@ class Fleet(KindController[MCPServer]):
             url=result.url,
             now=self.now(),
         )
+        if result.authentication is not None:
+            patch["access"] = {"authentication": result.authentication}
         if result.probe_seconds is not None:
             probed = result.outcome.kind == "probed"
             self.metrics.probed(probed, probed_reason(result.outcome), result.probe_seconds)

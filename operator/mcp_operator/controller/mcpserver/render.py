@@ -17,7 +17,14 @@ A managed ``stdio`` server runs as two containers in one Pod, sharing an
 - ``adapter`` (our image) serves Streamable HTTP on the port and speaks stdio
   to the server through the FIFOs.
 
-A managed ``streamable-http`` or ``sse`` server runs the user's container alone.
+A managed ``stdio`` server's adapter authenticates every request as
+``spec.access.authentication`` says (``--auth``, default ``kubernetes``), with the access
+configuration the operator writes into the ConfigMap ``<server>-access``
+(:mod:`~mcp_operator.controller.mcpserver.access`) mounted read-only at
+``/etc/mcp-operator/access/``.
+
+A managed ``streamable-http`` or ``sse`` server runs the user's container alone (no
+authenticating front yet: its status says ``none``).
 Reading the registry is the caller's business; this module only uses what it read.
 """
 
@@ -48,6 +55,9 @@ EXEC_DIR = "/run/mcp-exec"
 EXEC_HELPER = "mcp-stdio-exec"
 """Our static helper: on ``PATH`` in our image, copied to ``EXEC_DIR`` for the server."""
 ADAPTER_PORT_NAME = "mcp"
+ACCESS_DIR = "/etc/mcp-operator/access"
+ACCESS_KEY = "access.json"
+ACCESS_VOLUME = "access"
 ADAPTER_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"memory": "256Mi"},
@@ -90,6 +100,21 @@ def allowed_hosts(server: MCPServer, settings: RenderSettings) -> list[str]:
         f"{name}.{namespace}.svc",
         f"{name}.{namespace}.svc.{settings.cluster_domain}",
     ]
+
+
+def access_config_map_name(server: MCPServer) -> str:
+    """``<server>-access``: the adapter's access configuration."""
+    return f"{server.metadata.name[:246]}-access"
+
+
+def authentication(server: MCPServer) -> str:
+    """The authentication the server's endpoint enforces: ``spec.access.authentication``
+    (``kubernetes`` when unset) where the adapter serves it, ``none`` for a server that
+    serves HTTP itself (no authenticating front of ours in front of it yet)."""
+    if server.spec.effective_transport != "stdio":
+        return "none"
+    access = server.spec.access
+    return access.authentication if access is not None else "kubernetes"
 
 
 def secret_references(server: MCPServer) -> list[str]:
@@ -148,6 +173,13 @@ def deployment(
             {"name": "fifos", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
             {"name": "exec", "emptyDir": {"sizeLimit": "16Mi"}},
         ]
+        if authentication(server) != "none":
+            pod_spec["volumes"].append(
+                {
+                    "name": ACCESS_VOLUME,
+                    "configMap": {"name": access_config_map_name(server), "defaultMode": 0o444},
+                }
+            )
     pod_spec["volumes"] += [
         {"name": f"writable-{i}", "emptyDir": {"sizeLimit": writable.size_limit}}
         for i, writable in enumerate(spec.writable_dirs or ())
@@ -247,10 +279,15 @@ def _stdio_containers(
         f"--port={spec.port}",
         f"--path={spec.path}",
         f"--stdio-fifo-dir={FIFO_DIR}",
-        # Inbound authentication is off until the access ConfigMap is rendered beside it
-        # (the adapter's default, kubernetes, needs --access-config).
-        "--auth=none",
+        f"--auth={authentication(server)}",
     ]
+    adapter_mounts: list[dict[str, Any]] = [
+        {"name": "fifos", "mountPath": FIFO_DIR},
+        {"name": "tmp", "mountPath": "/tmp"},
+    ]
+    if authentication(server) != "none":
+        adapter_args.append(f"--access-config={ACCESS_DIR}/{ACCESS_KEY}")
+        adapter_mounts.append({"name": ACCESS_VOLUME, "mountPath": ACCESS_DIR, "readOnly": True})
     # The Service's names (an operator outside the cluster, through the API server's service
     # proxy, sends one too: managed.probe_endpoint), and the Pod's own IP, for a client that
     # addresses the Pod itself.
@@ -276,10 +313,7 @@ def _stdio_containers(
         },
         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "resources": copy.deepcopy(ADAPTER_RESOURCES),
-        "volumeMounts": [
-            {"name": "fifos", "mountPath": FIFO_DIR},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        "volumeMounts": adapter_mounts,
         "securityContext": restricted_container_security(),
     }
     return [server_container, adapter]
