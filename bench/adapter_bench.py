@@ -11,6 +11,10 @@ measured three ways (see DESIGN §6 for why both loads are needed):
    against its caller → wall time;
 3. RSS of the adapter's whole process tree (adapter + children) after the loads.
 
+Ours runs twice, with ``--auth none`` and with ``--auth kubernetes`` (every request carries a
+ServiceAccount-shaped token signed by a key made for the run; verified once, then cached),
+so the table shows what authentication costs per call (target: at least 0.9x the calls/s).
+
 Needs ``bash hack/install-bench-tools.sh`` first. Run it on a quiet machine:
 ``.venv/bin/python bench/adapter_bench.py``. Results are also written as JSON
 to ``bench/results/`` (git-ignored).
@@ -28,6 +32,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -39,6 +44,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.support import wire  # noqa: E402
+from tests.support.issuer import TestIssuer, access_document, write_access  # noqa: E402
 
 from mcp_operator.dev.cluster import stop_process_group  # noqa: E402
 
@@ -51,6 +57,8 @@ LUA = Path(__file__).resolve().parent / "wrk_call.lua"
 CHILD = f"node {EVERYTHING} stdio"
 VERSION = wire.LEGACY_VERSION
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+AUTH_NAME = "mcp-operator adapter --auth kubernetes"
+"""Ours with a ServiceAccount token on every request (verified once, then cached)."""
 
 
 @dataclass
@@ -79,12 +87,19 @@ def free_port() -> int:
         return port
 
 
-def commands(port: int) -> dict[str, list[str]]:
+def commands(port: int, access: Path | None = None) -> dict[str, list[str]]:
+    """The adapters to measure; with ``access`` (an access configuration) ours also with
+    ``--auth kubernetes``, side by side with ``--auth none``."""
+    ours = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
+            "--log-level", "warning"]  # fmt: skip
+    child = ["--", "node", str(EVERYTHING), "stdio"]
+    authenticated = {}
+    if access is not None:
+        authenticated[AUTH_NAME] = [*ours, "--auth", "kubernetes", "--access-config", str(access),
+                                    *child]  # fmt: skip
     return {
-        "mcp-operator adapter": [
-            sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
-            "--auth", "none", "--log-level", "warning", "--", "node", str(EVERYTHING), "stdio",
-        ],
+        "mcp-operator adapter": [*ours, "--auth", "none", *child],
+        **authenticated,
         "mcp-proxy 0.13.0": [
             str(MCP_PROXY), "--port", str(port), "--host", "127.0.0.1",
             "--log-level", "WARNING", "node", str(EVERYTHING), "stdio",
@@ -133,10 +148,11 @@ def decode(response: httpx.Response) -> dict[str, object]:
     return dict(response.json())
 
 
-def open_session(url: str) -> str:
+def open_session(url: str, token: str | None = None) -> str:
     """Initialize one session and prove, with one checked call, that echo answers right."""
     init = wire.initialize(id=1)
-    with httpx.Client(timeout=30) as http:
+    auth = {"authorization": f"Bearer {token}"} if token else {}
+    with httpx.Client(timeout=30, headers=auth) as http:
         for _ in range(100):  # the child may still be starting
             response = http.post(url, json=init, headers=HEADERS)
             if response.status_code == 200:
@@ -161,8 +177,10 @@ def open_session(url: str) -> str:
     return session
 
 
-def run_wrk(url: str, session: str, seconds: int, result: Result) -> None:
+def run_wrk(url: str, session: str, seconds: int, result: Result, token: str | None = None) -> None:
     env = {**os.environ, "MCP_SESSION_ID": session, "MCP_PROTOCOL_VERSION": VERSION}
+    if token:
+        env["MCP_AUTHORIZATION"] = f"Bearer {token}"
     argv = ["wrk", "-t2", "-c10", f"-d{seconds}s", "--latency", "-s", str(LUA), url]
     output = subprocess.run(
         argv, capture_output=True, text=True, env=env, timeout=seconds + 60
@@ -179,11 +197,19 @@ def run_wrk(url: str, session: str, seconds: int, result: Result) -> None:
             result.wrk_errors += sum(int(group) for group in match.groups())
 
 
-async def many_sessions(url: str, clients: int, calls: int, result: Result) -> None:
+async def many_sessions(
+    url: str, clients: int, calls: int, result: Result, token: str | None = None
+) -> None:
+    import httpx2
     from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    auth = {"authorization": f"Bearer {token}"} if token else {}
 
     async def one(number: int) -> list[bool]:
-        async with Client(url, mode="legacy") as client:
+        http = httpx2.AsyncClient(headers=auth, timeout=60)
+        transport = streamable_http_client(url, http_client=http)
+        async with http, Client(transport, mode="legacy") as client:
 
             async def call(index: int) -> bool:
                 message = f"client-{number}-call-{index}"
@@ -233,16 +259,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(name: str, command: list[str], port: int, args: argparse.Namespace) -> Result:
+def measure(
+    name: str, command: list[str], port: int, args: argparse.Namespace, token: str | None = None
+) -> Result:
     result = Result(name)
     url = f"http://127.0.0.1:{port}/mcp"
     with started(command, port) as process:
-        session = open_session(url)
+        session = open_session(url, token)
         before = cpu_seconds(process.pid)
-        run_wrk(url, session, args.seconds, result)
+        run_wrk(url, session, args.seconds, result, token)
         used = cpu_seconds(process.pid) - before
         result.cpu_us_per_call = used * 1e6 / result.wrk_checked if result.wrk_checked else 0.0
-        asyncio.run(many_sessions(url, args.clients, args.calls, result))
+        asyncio.run(many_sessions(url, args.clients, args.calls, result, token))
         result.rss_mib = tree_rss_mib(process.pid)
     return result
 
@@ -264,9 +292,16 @@ def table(results: list[Result]) -> str:
 
 
 def verdict(results: list[Result]) -> list[str]:
-    by = {r.name.split()[0]: r for r in results}
-    ours, proxy, gateway = by.get("mcp-operator"), by.get("mcp-proxy"), by.get("supergateway")
+    names = {r.name: r for r in results}
+    plain, authenticated = names.get("mcp-operator adapter"), names.get(AUTH_NAME)
     lines = []
+    if plain and authenticated and plain.calls_per_second:
+        ratio = authenticated.calls_per_second / plain.calls_per_second
+        lines.append(
+            f"calls/s with --auth kubernetes vs --auth none: {ratio:.2f}x (target >= 0.9x)"
+        )
+    by = {r.name.split()[0]: r for r in results if r.name != AUTH_NAME}
+    ours, proxy, gateway = by.get("mcp-operator"), by.get("mcp-proxy"), by.get("supergateway")
     if ours and proxy and proxy.calls_per_second:
         ratio = ours.calls_per_second / proxy.calls_per_second
         lines.append(f"calls/s vs mcp-proxy: {ratio:.2f}x (target >= 1.5x)")
@@ -291,7 +326,16 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=10, help="concurrent calls per client")
     parser.add_argument("--only", action="append", help="measure only adapters whose name has this")
     args = parser.parse_args()
-    missing = [str(p) for p in (EVERYTHING, SUPERGATEWAY, MCP_PROXY) if not p.exists()]
+    wanted = [
+        path
+        for name, path in (
+            ("mcp-operator", EVERYTHING),
+            ("supergateway", SUPERGATEWAY),
+            ("mcp-proxy", MCP_PROXY),
+        )
+        if not args.only or any(o in name for o in args.only) or path == EVERYTHING
+    ]
+    missing = [str(p) for p in wanted if not p.exists()]
     if shutil.which("wrk") is None:
         missing.append("wrk")
     if missing:
@@ -302,16 +346,21 @@ def main() -> int:
     if subprocess.run(["pgrep", "-f", "go build"], capture_output=True).returncode == 0:
         print("warning: a Go build is running; the numbers will not be honest", file=sys.stderr)
     results = []
-    for name, command in commands(0).items():
+    scratch = Path(tempfile.mkdtemp(prefix="adapter-bench-"))
+    issuer = TestIssuer()
+    access = write_access(scratch / "access.json", access_document(issuer))
+    token = issuer.service_account_token(lifetime=3600)
+    for name in commands(0, access):
         if args.only and not any(o in name for o in args.only):
             continue
         port = free_port()
-        command = commands(port)[name]
+        command = commands(port, access)[name]
         print(f"measuring {name} ...", file=sys.stderr, flush=True)
         try:
-            results.append(measure(name, command, port, args))
+            results.append(measure(name, command, port, args, token if name == AUTH_NAME else None))
         except Exception as error:  # one broken peer must not hide the others
             results.append(Result(name, notes=[f"failed: {error!r}"[:300]]))
+    shutil.rmtree(scratch, ignore_errors=True)
     print(table(results))
     for line in verdict(results):
         print("-", line)

@@ -94,9 +94,9 @@ class Adapter:
 
 @contextlib.contextmanager
 def adapter(
-    command: Sequence[str], tmp_path: Path, *flags: str, ready: bool = True
+    command: Sequence[str], tmp_path: Path, *flags: str, ready: bool = True, port: int = 0
 ) -> Iterator[Adapter]:
-    port = free_port()
+    port = port or free_port()
     log = tmp_path / f"adapter-{port}.log"
     argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), *flags]
     if not any(flag.startswith("--auth") for flag in flags):

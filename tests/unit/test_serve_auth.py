@@ -62,12 +62,14 @@ def test_each_broken_token_is_refused_with_its_own_reason() -> None:
     cases = {
         "expired": ISSUER.service_account_token(now=NOW - 700),
         "not_yet_valid": ISSUER.service_account_token(now=NOW + 300),
-        "wrong_audience": ISSUER.service_account_token(audience="mcpserver.mcp-operator.dev/x/y"),
-        "wrong_issuer": TestIssuer("https://elsewhere").service_account_token(),
-        "bad_signature": other_key.service_account_token(),
-        "unknown_key": TestIssuer(ISSUER.issuer).service_account_token(),
+        "wrong_audience": ISSUER.service_account_token(
+            audience="mcpserver.mcp-operator.dev/x/y", now=NOW
+        ),
+        "wrong_issuer": TestIssuer("https://elsewhere").service_account_token(now=NOW),
+        "bad_signature": other_key.service_account_token(now=NOW),
+        "unknown_key": TestIssuer(ISSUER.issuer).service_account_token(now=NOW),
         "no_expiry": ISSUER.sign({"iss": ISSUER.issuer, "aud": AUDIENCE, "sub": "x"}),
-        "bad_claims": ISSUER.service_account_token(sub="system:serviceaccount:team:admin"),
+        "bad_claims": ISSUER.service_account_token(sub="system:serviceaccount:team:admin", now=NOW),
         "malformed": "not.a.jwt",
     }
     assert {reason: refusal(token) for reason, token in cases.items()} == {
@@ -83,13 +85,15 @@ def test_the_leeway_is_small_and_both_sides_of_it_hold() -> None:
 
 
 def test_an_audience_list_that_contains_ours_is_accepted() -> None:
-    token = ISSUER.service_account_token(audience=["https://kubernetes.default.svc", AUDIENCE])
+    token = ISSUER.service_account_token(
+        audience=["https://kubernetes.default.svc", AUDIENCE], now=NOW
+    )
     assert verifier().check(token, NOW).permitted
 
 
 def test_unsigned_and_symmetric_tokens_are_refused_however_they_are_dressed() -> None:
     claims = json.loads(base64.urlsafe_b64decode(
-        ISSUER.service_account_token().split(".")[1] + "=="))  # fmt: skip
+        ISSUER.service_account_token(now=NOW).split(".")[1] + "=="))  # fmt: skip
     unsigned = f"{b64({'alg': 'none', 'kid': ISSUER.kid})}.{b64(claims)}."
     assert refusal(unsigned) in ("unknown_key", "malformed")
     # HS256 with the public key's JSON as the secret: the classic algorithm confusion.
@@ -115,8 +119,8 @@ def test_garbage_tokens_are_refused_never_raised(garbage: str) -> None:
 
 def test_a_revoked_pods_token_is_refused_and_other_pods_of_the_account_still_work() -> None:
     v = verifier(revoked=["gone-uid"])
-    assert refusal(ISSUER.service_account_token(pod_uid="gone-uid"), v) == "revoked"
-    assert v.check(ISSUER.service_account_token(pod_uid="live-uid"), NOW).permitted
+    assert refusal(ISSUER.service_account_token(pod_uid="gone-uid", now=NOW), v) == "revoked"
+    assert v.check(ISSUER.service_account_token(pod_uid="live-uid", now=NOW), NOW).permitted
 
 
 def test_rotated_keys_old_and_new_both_verify_while_both_are_published() -> None:
@@ -124,10 +128,12 @@ def test_rotated_keys_old_and_new_both_verify_while_both_are_published() -> None
     document = access_document(ISSUER)
     document["jwks"]["keys"].append(new.jwk)
     v = Verifier(parse(document))
-    assert v.check(ISSUER.service_account_token(), NOW).permitted
-    assert v.check(new.service_account_token(), NOW).permitted
+    assert v.check(ISSUER.service_account_token(now=NOW), NOW).permitted
+    assert v.check(new.service_account_token(now=NOW), NOW).permitted
     document["jwks"] = new.jwks()  # the old key retired
-    assert refusal(ISSUER.service_account_token(), Verifier(parse(document))) == "unknown_key"
+    assert (
+        refusal(ISSUER.service_account_token(now=NOW), Verifier(parse(document))) == "unknown_key"
+    )
 
 
 def test_a_jwks_with_odd_keys_keeps_the_good_ones_and_never_raises() -> None:
@@ -168,7 +174,7 @@ def test_who_may_call_follows_namespaces_accounts_and_operators(
     token_of: tuple[str, str], allow: dict[str, Any], permitted: bool
 ) -> None:
     v = verifier(**allow)
-    decision = v.check(ISSUER.service_account_token(*token_of, pod=None), NOW)
+    decision = v.check(ISSUER.service_account_token(*token_of, pod=None, now=NOW), NOW)
     assert decision.permitted is permitted
 
 
@@ -178,20 +184,20 @@ def test_who_may_call_follows_namespaces_accounts_and_operators(
 def test_a_verified_token_is_checked_once_and_never_trusted_past_its_expiry(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    decodes = 0
-    real = jwt.decode
+    verifications = 0
+    real = tokens._verifies
 
-    def counting(*args: Any, **kwargs: Any) -> Any:
-        nonlocal decodes
-        decodes += 1
-        return real(*args, **kwargs)
+    def counting(*args: Any) -> bool:
+        nonlocal verifications
+        verifications += 1
+        return real(*args)
 
     v = verifier()
     token = ISSUER.service_account_token(now=NOW, lifetime=600)
-    monkeypatch.setattr(tokens.jwt, "decode", counting)
+    monkeypatch.setattr(tokens, "_verifies", counting)
     for _ in range(5):
         assert v.check(token, NOW).permitted
-    assert decodes == 2  # one unverified read of iss, one verification
+    assert verifications == 1
     assert v.cached() == 1
     assert refusal(token, v, now=NOW + 600 + tokens.LEEWAY_SECONDS) == "expired"
     assert v.cached() == 0
@@ -199,7 +205,7 @@ def test_a_verified_token_is_checked_once_and_never_trusted_past_its_expiry(
 
 def test_the_cache_is_bounded_and_drops_the_oldest_first() -> None:
     cache = TokenCache(max_entries=3)
-    caller = verifier().check(ISSUER.service_account_token(), NOW).caller
+    caller = verifier().check(ISSUER.service_account_token(now=NOW), NOW).caller
     for i in range(5):
         cache.put(bytes([i]), Verified(caller, NOW + 100), NOW)
     assert len(cache) == 3
@@ -210,7 +216,7 @@ def test_a_cached_token_of_a_pod_revoked_later_is_refused_after_the_reload(tmp_p
     path = write_access(tmp_path / "access.json", access_document(ISSUER))
     clock = FakeClock()
     gate = AuthGate("kubernetes", AccessFile(str(path), clock=clock), clock=lambda: NOW)
-    token = ISSUER.service_account_token(pod_uid="p1")
+    token = ISSUER.service_account_token(pod_uid="p1", now=NOW)
     assert gate.verifier().check(token, NOW).permitted
     write_access(path, access_document(ISSUER, revoked=["p1"]))
     bump(path)
@@ -370,7 +376,7 @@ def test_a_valid_caller_that_may_not_call_gets_403_naming_it_never_the_token(
     tmp_path: Path,
 ) -> None:
     gate, counted = gate_of(tmp_path)
-    token = ISSUER.service_account_token("other", "agent")
+    token = ISSUER.service_account_token("other", "agent", now=NOW)
     caller, send, _ = admit(gate, {b"authorization": f"Bearer {token}"})
     assert caller is None and send.status == 403 and counted == ["forbidden"]
     assert b"system:serviceaccount:other:agent" in send.body and token.encode() not in send.body
@@ -378,7 +384,7 @@ def test_a_valid_caller_that_may_not_call_gets_403_naming_it_never_the_token(
 
 def test_the_service_proxy_header_is_checked_like_authorization(tmp_path: Path) -> None:
     gate, _ = gate_of(tmp_path, operators=["system:serviceaccount:mcp-operator:mcp-operator"])
-    token = ISSUER.service_account_token("mcp-operator", "mcp-operator", pod=None)
+    token = ISSUER.service_account_token("mcp-operator", "mcp-operator", pod=None, now=NOW)
     caller, _, scope = admit(gate, {b"mcp-operator-authorization": f"Bearer {token}"})
     assert caller is not None and scope[SCOPE_KEY] is caller
     assert caller.key == "sa:mcp-operator/mcp-operator"
@@ -404,7 +410,9 @@ def test_oidc_mode_names_its_metadata_in_the_challenge_and_accepts_its_issuers_t
     assert send.status == 401 and 'error="invalid_token"' in challenge
     assert "resource_metadata=" in challenge
     # the cluster's ServiceAccount tokens still work in OIDC mode (the operator's probe)
-    caller, _, _ = admit(gate, {b"authorization": f"Bearer {ISSUER.service_account_token()}"})
+    caller, _, _ = admit(
+        gate, {b"authorization": f"Bearer {ISSUER.service_account_token(now=NOW)}"}
+    )
     assert caller is not None and caller.kind == "serviceaccount"
     send = Captured()
     assert asyncio.run(gate.serve_metadata("/.well-known/oauth-protected-resource/mcp", send))
@@ -432,3 +440,36 @@ def test_kubernetes_mode_serves_no_metadata_and_none_mode_admits_anonymous(tmp_p
 )  # fmt: skip
 def test_bearer_values_are_read_by_rfc_6750s_rules(value: str | None, token: str | None) -> None:
     assert bearer(value) == token
+
+
+@pytest.mark.parametrize("alg", ["RS384", "RS512", "PS256", "PS384", "PS512", "ES384"])
+def test_every_algorithm_of_the_allowed_list_verifies_and_refuses_a_changed_payload(
+    alg: str,
+) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    issuer = TestIssuer(alg="ES256" if alg.startswith("ES") else "RS256")
+    if alg == "ES384":
+        issuer.key = ec.generate_private_key(ec.SECP384R1())
+        issuer.jwk = {**json.loads(jwt.algorithms.ECAlgorithm.to_jwk(issuer.key.public_key())),
+                      "kid": issuer.kid}  # fmt: skip
+    issuer.alg = alg
+    issuer.jwk["alg"] = alg
+    v = verifier(issuer)
+    token = issuer.service_account_token(now=NOW)
+    assert v.check(token, NOW).permitted
+    head, body, signature = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(body + "=="))
+    claims["kubernetes.io"]["namespace"] = "team"  # same claims, re-encoded differently
+    claims["sub"] = "system:serviceaccount:team:admin"
+    forged = f"{head}.{b64(claims)}.{signature}"
+    assert refusal(forged, v) == "bad_signature"
+
+
+def test_pyjwt_and_we_agree_on_a_token_pyjwt_signed() -> None:
+    """The JWS reading of tokens.read against the library's own encoder and decoder."""
+    token = ISSUER.service_account_token(now=NOW)
+    key = jwt.PyJWK(ISSUER.jwk)
+    times = {"verify_exp": False, "verify_iat": False, "verify_nbf": False}
+    theirs = jwt.decode(token, key, algorithms=["RS256"], audience=AUDIENCE, options=times)
+    assert verifier().check(token, NOW).caller.subject == theirs["sub"]

@@ -18,17 +18,17 @@ from mcp_operator.serve.auth.gate import AuthGate, AuthMode
 from mcp_operator.serve.auth.jwks import JwksFetcher
 
 if TYPE_CHECKING:
-    from mcp_operator.adapter.core import AdapterCore
+    from mcp_operator.adapter.config import AdapterConfig
+    from mcp_operator.adapter.metrics import AdapterMetrics
 
 logger = logging.getLogger("mcp_operator.adapter")
 
 
-def build_gate(core: AdapterCore) -> AuthGate:
-    """The gate of ``core``'s configuration. Raises ``ValueError`` (an
+def build_gate(config: AdapterConfig, metrics: AdapterMetrics) -> AuthGate:
+    """The gate of ``config``, counting into ``metrics``. Raises ``ValueError`` (an
     ``AccessConfigError`` for the file) with a message for the command line."""
-    config = core.config
     mode = cast(AuthMode, config.auth)
-    core.metrics.auth_mode.labels(mode).set(1)
+    metrics.auth_mode.labels(mode).set(1)
     if mode == "none":
         logger.warning(
             "Serving without authentication (--auth none): every caller that reaches the "
@@ -46,4 +46,4 @@ def build_gate(core: AdapterCore) -> AuthGate:
     if mode == "oidc" and oidc is not None and oidc.jwks is None and oidc.jwks_url:
         jwks = JwksFetcher(oidc.jwks_url, clock=time.monotonic)
     logger.info("Authenticating callers (--auth %s, %s)", mode, config.access_config)
-    return AuthGate(mode, access, count=core.metrics.refused, jwks=jwks)
+    return AuthGate(mode, access, count=metrics.refused, jwks=jwks)

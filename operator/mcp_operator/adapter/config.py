@@ -131,6 +131,14 @@ class AdapterConfig:
     """The access configuration (JSON, re-read when it changes): issuer keys, audience, who
     may call, revoked Pods. Required unless ``auth`` is ``none``."""
 
+    audit: str | None = None
+    """Write one JSON line per ``tools/call`` served (caller, tool, outcome, duration; never
+    arguments or values) to stdout (``-``) or append it to this file (``adapter.audit``)."""
+
+    upstream_url: str | None = None
+    """Front mode: no stdio child; every request that passes the checks is forwarded to the
+    HTTP-native MCP server at this loopback URL in the same Pod (``adapter.upstream``)."""
+
     env: Mapping[str, str] = field(default_factory=dict)
     """Extra environment for the child (tests); the adapter's own environment is inherited."""
 
@@ -161,6 +169,8 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("body_timeout_seconds", "--body-timeout-seconds", float, "request body read timeout"),
     ("auth", "--auth", str, "kubernetes (default), oidc or none: who may call"),
     ("access_config", "--access-config", str, "the access configuration file (JSON)"),
+    ("audit", "--audit", str, "audit line per tools/call: - (stdout) or a file"),
+    ("upstream_url", "--upstream-url", str, "front mode: forward to this loopback HTTP server"),
 )
 
 # (field, flag, metavar, help) — the repeatable flags: every use adds one entry; without the
@@ -234,7 +244,9 @@ def from_args(args: argparse.Namespace, environ: Mapping[str, str] | None = None
         command = command[1:]
     if values.get("stdio_fifo_dir") and command:
         raise ValueError("pass either --stdio-fifo-dir or a server command, not both")
-    if not command and not values.get("stdio_fifo_dir"):
+    if values.get("upstream_url") and (command or values.get("stdio_fifo_dir")):
+        raise ValueError("--upstream-url fronts an HTTP server: no command or --stdio-fifo-dir")
+    if not command and not values.get("stdio_fifo_dir") and not values.get("upstream_url"):
         raise ValueError("no server command: pass it after --, e.g. -- npx -y SERVER")
     config = AdapterConfig(
         command=tuple(command),
@@ -266,6 +278,11 @@ def validate(config: AdapterConfig) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be positive")
     if config.max_inflight_bytes < config.max_body_bytes:
         raise ValueError("--max-inflight-bytes must be at least --max-body-bytes")
+    if config.upstream_url is not None:
+        from mcp_operator.adapter.upstream import check_upstream_url
+
+        if (why := check_upstream_url(config.upstream_url)) is not None:
+            raise ValueError(why)
     if config.auth not in ("kubernetes", "oidc", "none"):
         raise ValueError("--auth must be kubernetes, oidc or none")
     if config.log_level.lower() not in ("debug", "info", "warning", "error"):

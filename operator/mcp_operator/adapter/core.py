@@ -22,6 +22,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from pydantic import ValidationError
 
 from mcp_operator import __version__
+from mcp_operator.adapter.audit import from_flag as audit_from_flag
 from mcp_operator.adapter.child import (
     ChildProcess,
     ChildUnavailableError,
@@ -103,6 +104,7 @@ class AdapterCore:
             restarts=lambda: self.supervisor.restart_count,
             unattributed=lambda: self.router.unattributed,
         )
+        self.audit = audit_from_flag(config.audit)
         self.init_result: dict[str, Any] | None = None
         """The child's InitializeResult, once its handshake is done (None: not ready)."""
         self.failed = False
@@ -289,6 +291,8 @@ class AdapterCore:
         ChildUnavailableError (after forgetting the call) when there is no child to write to.
         """
         sink = self.metrics.timed(message, sink)
+        if self.audit is not None:
+            sink = self.audit.wrap(message, sink)
         call, line = self.router.forward_request(
             message,
             session,
@@ -309,6 +313,8 @@ class AdapterCore:
     ) -> PendingCall:
         """Forward a request without waiting for the pipe; raises RouterFullError when full."""
         sink = self.metrics.timed(message, sink)
+        if self.audit is not None:
+            sink = self.audit.wrap(message, sink)
         call, line = self.router.forward_request(message, session, sink)
         self.write_nowait(line)
         return call

@@ -71,7 +71,7 @@ class HttpFront:
         by default the verified caller's identity, else the client's address. ``gate``: who
         may call (``serve.auth``), else built from the configuration's ``--auth``."""
         self.core = core
-        self.gate = gate if gate is not None else build_gate(core)
+        self.gate = gate if gate is not None else build_gate(core.config, core.metrics)
         active = self.gate if self.gate.enabled else None
         if caller_key is None:
             caller_key = identity_key if active is not None else client_address

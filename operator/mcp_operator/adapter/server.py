@@ -13,17 +13,52 @@ import asyncio
 import logging
 import signal
 
+from mcp_operator.adapter.auth import build_gate
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front import HttpFront
+from mcp_operator.adapter.metrics import AdapterMetrics
+from mcp_operator.adapter.upstream import UpstreamFront
 from mcp_operator.serve import process
 from mcp_operator.serve.process import QuietServer
 
 logger = logging.getLogger("mcp_operator.adapter")
 
 
+async def serve_front(config: AdapterConfig) -> int:
+    """Front mode (``--upstream-url``): serve until SIGTERM/SIGINT; the exit code."""
+    metrics = AdapterMetrics(sessions=lambda: 0, inflight=lambda: 0, restarts=lambda: 0)
+    try:
+        front = UpstreamFront(config, build_gate(config, metrics), metrics)
+    except ValueError as error:
+        logger.error("Refused to start: %s", error)
+        return 2
+    server = process.server(
+        front,
+        host=config.host,
+        port=config.port,
+        log_level=config.log_level,
+        grace_seconds=config.shutdown_grace_seconds,
+        header_timeout_seconds=config.header_timeout_seconds,
+        body_timeout_seconds=config.body_timeout_seconds,
+    )
+
+    def stop() -> None:
+        server.should_exit = True
+
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop)
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    logger.info("Serving %s on http://%s:%d%s", config.upstream_url, host, config.port, config.path)
+    await server.serve()
+    return 0
+
+
 async def serve(config: AdapterConfig) -> int:
     """Serve until SIGTERM/SIGINT or a crash loop; returns the process exit code."""
+    if config.upstream_url is not None:
+        return await serve_front(config)
     server: QuietServer | None = None
 
     def stop() -> None:

@@ -49,7 +49,7 @@ from mcp_operator.mcp.naming import default_prefix
 NAMESPACE_OR_ANY_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
 WRITABLE_PATH_PATTERN = r"^/[^:]*[^/:]$"
 """An absolute path, not ``/`` itself, without ``:`` and without a trailing ``/``."""
-RESERVED_MOUNT_PATHS = ("/tmp", "/run/mcp", "/run/mcp-exec", "/etc/mcp-operator")
+RESERVED_MOUNT_PATHS = ("/tmp", "/run/mcp", "/run/mcp-exec")
 """Where the operator mounts its own volumes into the server container."""
 SERVICE_ACCOUNT_REF_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
 """``name`` (of the server's namespace) or ``namespace/name`` of a ServiceAccount."""
@@ -409,12 +409,19 @@ class ServerInfo(StatusModel):
     protocol_version: Annotated[str, StringConstraints(max_length=32)] | None = None
 
 
+class AccessStatus(StatusModel):
+    """How a managed server's endpoint authenticates its callers."""
+
+    authentication: Authentication | None = None
+
+
 class MCPServerStatus(StatusModel):
     """Observed state of an MCP server, written by the operator."""
 
     admission: AdmissionLayer | None = None
     observed_generation: Generation | None = None
     url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    access: AccessStatus | None = None
     tools: Annotated[list[ToolStatus], Field(max_length=256)] | None = None
     tool_count: Counter | None = None
     discovered_tool_count: Counter | None = None

@@ -30,6 +30,7 @@ from mcp_operator.bridge.hooks import Hook, default_hooks
 from mcp_operator.bridge.metrics import BridgeMetrics
 from mcp_operator.bridge.pipeline import CallPipeline
 from mcp_operator.bridge.upstreams import UpstreamPool
+from mcp_operator.serve.audit import AuditWriter
 from mcp_operator.serve.jsonrpc import RequestId, error_response
 from mcp_operator.serve.sessions import LegacySession, SessionTable
 
@@ -71,31 +72,6 @@ class SystemClock:
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
-
-
-class AuditWriter:
-    """Writes audit lines to stdout and, when configured, appends them to a file."""
-
-    def __init__(self, stdout: IO[str] | None, file_path: str | None) -> None:
-        self.stdout = stdout
-        self.file: IO[str] | None = None
-        if file_path is not None:
-            try:
-                self.file = open(file_path, "a", encoding="utf-8")  # noqa: SIM115 - kept open
-            except OSError as error:
-                logger.error("Could not open the audit file %s: %s", file_path, error.strerror)
-
-    def write(self, record: AuditRecord) -> None:
-        line = record.to_json_line()
-        for sink in (self.stdout, self.file):
-            if sink is not None:
-                sink.write(line)
-                sink.flush()
-
-    def close(self) -> None:
-        if self.file is not None:
-            self.file.close()
-            self.file = None
 
 
 class BridgeCore:

@@ -45,6 +45,7 @@ from mcp_operator.api import AgentRun, CallPolicySpec, MCPServer
 from mcp_operator.api.bridge import CallPolicy, CallPolicyOverride, tighten
 from mcp_operator.api.mcpserver import token_audience
 from mcp_operator.controller.agentrun.resolve import Binding, Resolution
+from mcp_operator.controller.mcpserver.render import authentication as server_authentication
 from mcp_operator.controller.render import (
     owner_reference,
     recommended_labels,
@@ -231,10 +232,8 @@ def token_mounts(resolution: Resolution) -> dict[tuple[str, str], str]:
 
 
 def _authenticates(server: MCPServer) -> bool:
-    access = server.spec.access
-    return server.spec.mode == "managed" and (
-        access is None or access.authentication == "kubernetes"
-    )
+    """Whether the server's endpoint checks Kubernetes tokens (so the bridge needs one)."""
+    return server.spec.mode == "managed" and server_authentication(server) == "kubernetes"
 
 
 def service_account(run: AgentRun) -> str:

@@ -2,11 +2,13 @@
 
 A :class:`Caller` is built only from verified claims (``tokens``) or stands for the explicit
 absence of authentication (``--auth none``: :data:`ANONYMOUS`). Its :meth:`Caller.describe`
-is the one way it is written in logs, refusals and audit lines.
+is the one way it is written in logs and refusals; :meth:`Caller.to_dict` in audit lines.
+:data:`CURRENT_CALLER` holds the caller of the request being served.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Literal
 
@@ -60,3 +62,8 @@ class Caller:
 
 ANONYMOUS = Caller(kind="anonymous")
 """The caller of every request when authentication is off (``--auth none``)."""
+
+
+CURRENT_CALLER: ContextVar[Caller] = ContextVar("mcp_operator_caller", default=ANONYMOUS)
+"""The verified caller of the request being served: set by the gate in the request's own task,
+so that what the request causes there (an audit line, say) knows who asked."""

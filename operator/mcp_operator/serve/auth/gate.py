@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from mcp_operator.serve.asgi import Scope, Send, respond_json, respond_plain
 from mcp_operator.serve.auth.access import AccessFile
-from mcp_operator.serve.auth.caller import ANONYMOUS, Caller
+from mcp_operator.serve.auth.caller import ANONYMOUS, CURRENT_CALLER, Caller
 from mcp_operator.serve.auth.jwks import JwksFetcher
 from mcp_operator.serve.auth.metadata import document, is_metadata_path, metadata_url
 from mcp_operator.serve.auth.tokens import TokenRefused
@@ -157,6 +157,7 @@ class AuthGate:
             await respond_plain(send, 403, text.encode())
             return None
         scope[SCOPE_KEY] = caller
+        CURRENT_CALLER.set(caller)
         return caller
 
     async def _decide(self, token: str) -> Decision | str:

@@ -6,11 +6,14 @@ signature against a key of the configured JWK Set (RSA and EC keys only: ``RS256
 is fixed by the key, not by the token's header — no algorithm confusion), the issuer, the
 audience (the token's ``aud`` must contain ours), ``exp`` (required) and ``nbf``/``iat``
 within :data:`LEEWAY_SECONDS`; for Kubernetes the ``kubernetes.io`` claims (namespace,
-ServiceAccount name and uid, Pod name and uid when bound) and the revoked Pods. The checks
-are PyJWT's (``jwt``, with ``cryptography`` under it), the one JOSE library the process
-already carries (the ``mcp`` SDK's auth uses it): ~30-60 µs per RS256 token on this machine,
-so verified tokens are kept in a :class:`TokenCache` for their remaining life (bounded,
-keyed by a SHA-256 of the token, thrown away with the configuration that verified them).
+ServiceAccount name and uid, Pod name and uid when bound) and the revoked Pods.
+
+The JWK Set is read by PyJWT's ``PyJWK`` (already in the process under the ``mcp`` SDK), the
+compact JWS and its signature by this module on ``cryptography``: PyJWT's own ``decode``
+spent ~20x the RSA verification itself checking base64 text a character at a time
+(bench/auth_bench.py). Verified tokens are kept in a :class:`TokenCache` for their remaining
+life (bounded, keyed by a SHA-256 of the token, thrown away with the configuration that
+verified them).
 
 Leaves who may call to ``policy``, fetching keys from a URL to ``jwks``, and the HTTP side
 to ``gate``. No clock of its own: callers pass ``now`` (wall-clock seconds).
@@ -18,13 +21,19 @@ to ``gate``. No clock of its own: callers pass ``now`` (wall-clock seconds).
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import logging
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import jwt
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
+from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from jwt import PyJWK
 
 from mcp_operator.serve.auth.caller import Caller
@@ -84,10 +93,12 @@ class TokenRefused(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Verified:
-    """A token that verified: who, and until when (``exp``) it may be trusted."""
+    """A token that verified: who, until when (``exp``) it may be trusted, and whether the
+    configuration that verified it permits the caller (403 when not)."""
 
     caller: Caller
     expires: float
+    permitted: bool = False
 
 
 class KeySet:
@@ -146,40 +157,63 @@ class Issuer:
         self.audience = audience
         self.keys = keys
 
-    def decode(self, token: str, header: Mapping[str, Any], now: float) -> dict[str, Any]:
-        """The verified claims of ``token`` (whose unverified ``header`` was read), or
-        :class:`TokenRefused`."""
-        candidates = self.keys.candidates(header.get("kid"))
+    def decode(self, token: Jws, now: float) -> dict[str, Any]:
+        """The verified claims of ``token`` (read by :func:`read`), or :class:`TokenRefused`."""
+        candidates = self.keys.candidates(token.header.get("kid"))
         if not candidates:
             raise TokenRefused("unknown_key")
-        alg = header.get("alg")
+        alg = token.header.get("alg")
         refusal = TokenRefused("unknown_key")
         for key in candidates:
             if alg != key.algorithm_name:
                 continue
-            try:
-                claims: dict[str, Any] = jwt.decode(
-                    token,
-                    key,
-                    algorithms=[key.algorithm_name],
-                    audience=self.audience,
-                    issuer=self.issuer,
-                    leeway=LEEWAY_SECONDS,
-                    # Times are checked against the caller's ``now`` below.
-                    options={
-                        "require": ["exp"],
-                        "verify_exp": False,
-                        "verify_nbf": False,
-                        "verify_iat": False,
-                    },
-                )
-            except jwt.InvalidSignatureError:
-                refusal = TokenRefused("bad_signature")
-                continue
-            except jwt.PyJWTError as error:
-                raise _refusal(error) from None
-            return _check_times(claims, now)
-        raise refusal
+            if _verifies(key, token):
+                break
+            refusal = TokenRefused("bad_signature")
+        else:
+            raise refusal
+        claims = token.claims
+        if claims.get("iss") != self.issuer:
+            raise TokenRefused("wrong_issuer")
+        audience = claims.get("aud")
+        audiences = [audience] if isinstance(audience, str) else audience
+        if not isinstance(audiences, list) or self.audience not in audiences:
+            raise TokenRefused("wrong_audience")
+        return _check_times(claims, now)
+
+
+_HASHES: dict[str, Callable[[], hashes.HashAlgorithm]] = {
+    "256": hashes.SHA256,
+    "384": hashes.SHA384,
+    "512": hashes.SHA512,
+}
+_EC_SIZES = {"ES256": 32, "ES384": 48}
+
+
+def _verifies(key: PyJWK, token: Jws) -> bool:
+    """Whether ``token``'s signature verifies with ``key`` under the key's own algorithm."""
+    name = key.algorithm_name
+    digest = _HASHES[name[2:]]()
+    public = key.key
+    try:
+        if name.startswith("RS") and isinstance(public, rsa.RSAPublicKey):
+            public.verify(token.signature, token.signing_input, padding.PKCS1v15(), digest)
+        elif name.startswith("PS") and isinstance(public, rsa.RSAPublicKey):
+            pss = padding.PSS(mgf=padding.MGF1(digest), salt_length=digest.digest_size)
+            public.verify(token.signature, token.signing_input, pss, digest)
+        elif name.startswith("ES") and isinstance(public, ec.EllipticCurvePublicKey):
+            size = _EC_SIZES[name]
+            if len(token.signature) != 2 * size or public.curve.key_size != size * 8:
+                return False
+            r = int.from_bytes(token.signature[:size], "big")
+            s = int.from_bytes(token.signature[size:], "big")
+            der = encode_dss_signature(r, s)
+            public.verify(der, token.signing_input, ec.ECDSA(digest))
+        else:
+            return False
+    except (InvalidSignature, ValueError):
+        return False
+    return True
 
 
 def _check_times(claims: dict[str, Any], now: float) -> dict[str, Any]:
@@ -196,36 +230,39 @@ def _check_times(claims: dict[str, Any], now: float) -> dict[str, Any]:
     return claims
 
 
-def _refusal(error: jwt.PyJWTError) -> TokenRefused:
-    if isinstance(error, jwt.ExpiredSignatureError):
-        return TokenRefused("expired")
-    if isinstance(error, jwt.ImmatureSignatureError):
-        return TokenRefused("not_yet_valid")
-    if isinstance(error, jwt.InvalidAudienceError):
-        return TokenRefused("wrong_audience")
-    if isinstance(error, jwt.InvalidIssuerError):
-        return TokenRefused("wrong_issuer")
-    if isinstance(error, jwt.MissingRequiredClaimError):
-        return TokenRefused("no_expiry" if error.claim == "exp" else "bad_claims")
-    if isinstance(error, jwt.InvalidAlgorithmError):
-        return TokenRefused("unknown_key")
-    return TokenRefused("malformed")
+@dataclass(frozen=True, slots=True)
+class Jws:
+    """A compact JWS read but not verified: its header, claims, signed bytes and signature."""
+
+    header: dict[str, Any]
+    claims: dict[str, Any]
+    signing_input: bytes
+    signature: bytes
 
 
-def unverified_header(token: str) -> tuple[dict[str, Any], str | None]:
-    """The token's JOSE header and its unverified ``iss`` (to pick the issuer to check it
-    with), or :class:`TokenRefused` ``malformed``."""
+_SEGMENT = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def _segment(text: str) -> bytes:
+    if _SEGMENT.fullmatch(text) is None or len(text) % 4 == 1:
+        raise TokenRefused("malformed")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def read(token: str) -> Jws:
+    """The parts of a compact JWS (strict base64url, JSON objects), or :class:`TokenRefused`
+    ``malformed``. Nothing in it is trusted until :meth:`Issuer.decode` verified it."""
     if len(token) > MAX_TOKEN_BYTES or token.count(".") != 2:
         raise TokenRefused("malformed")
+    head, body, signature = token.split(".")
     try:
-        header = jwt.get_unverified_header(token)
-        payload = jwt.decode(token, options={"verify_signature": False})
-    except (jwt.PyJWTError, ValueError, TypeError):
+        header = json.loads(_segment(head))
+        claims = json.loads(_segment(body))
+    except (ValueError, RecursionError):
         raise TokenRefused("malformed") from None
-    if not isinstance(payload, dict):
+    if not isinstance(header, dict) or not isinstance(claims, dict) or "crit" in header:
         raise TokenRefused("malformed")
-    issuer = payload.get("iss")
-    return header, issuer if isinstance(issuer, str) else None
+    return Jws(header, claims, f"{head}.{body}".encode("ascii"), _segment(signature))
 
 
 def service_account_caller(claims: Mapping[str, Any], revoked: frozenset[str]) -> Caller:

@@ -3,17 +3,14 @@
 Owns the order of the checks and their cache: the token's unverified ``iss`` picks the issuer
 to check it against (the cluster's ServiceAccount issuer, or in OIDC mode the OIDC issuer);
 ``tokens`` verifies it; ``policy`` decides whether the caller may call; the outcome of a token
-that verified (permitted or not) is cached until its ``exp``. A :class:`Verifier` is built per
+that verified is cached with the decision until its ``exp``. A :class:`Verifier` is built per
 configuration generation, so a changed file (new keys, a revoked Pod, a narrowed allow list)
 starts with an empty cache. No clock of its own: ``now`` is wall-clock seconds.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from mcp_operator.serve.auth.access import AccessConfig
-from mcp_operator.serve.auth.caller import Caller
 from mcp_operator.serve.auth.policy import permitted
 from mcp_operator.serve.auth.tokens import (
     Issuer,
@@ -22,18 +19,13 @@ from mcp_operator.serve.auth.tokens import (
     TokenRefused,
     Verified,
     oidc_caller,
+    read,
     service_account_caller,
     token_hash,
-    unverified_header,
 )
 
-
-@dataclass(frozen=True, slots=True)
-class Decision:
-    """A verified caller and whether it may call (403 when not)."""
-
-    caller: Caller
-    permitted: bool
+Decision = Verified
+"""A verified caller and whether it may call (403 when not)."""
 
 
 class Verifier:
@@ -75,18 +67,17 @@ class Verifier:
         key = token_hash(token)
         hit = self._cache.get(key, now)
         if hit is not None:
-            return Decision(hit.caller, self._permitted(hit.caller))
-        header, issuer = unverified_header(token)
+            return hit
+        jws = read(token)
+        issuer = jws.claims.get("iss")
         if self._kube is not None and issuer == self._kube.issuer:
-            claims = self._kube.decode(token, header, now)
+            claims = self._kube.decode(jws, now)
             caller = service_account_caller(claims, self.config.revoked_pods)
         elif self._oidc is not None and issuer == self._oidc.issuer:
-            claims = self._oidc.decode(token, header, now)
+            claims = self._oidc.decode(jws, now)
             caller = oidc_caller(claims)
         else:
             raise TokenRefused("wrong_issuer")
-        self._cache.put(key, Verified(caller, float(claims["exp"])), now)
-        return Decision(caller, self._permitted(caller))
-
-    def _permitted(self, caller: Caller) -> bool:
-        return permitted(caller, self.config)
+        decision = Verified(caller, float(claims["exp"]), permitted(caller, self.config))
+        self._cache.put(key, decision, now)
+        return decision
