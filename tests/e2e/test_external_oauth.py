@@ -155,6 +155,7 @@ def test_a_token_url_on_the_metadata_address_is_refused(
     auth["oauth2ClientCredentials"]["tokenURL"] = "http://169.254.169.254/latest/token"
     cluster.apply(namespace, mcpserver("ssrf", authority.mcp_url, auth=auth))
     obj = wait_for(cluster, namespace, "ssrf", not_ready("DestinationRefused"), timeout=60)
-    assert "the token endpoint http://169.254.169.254/latest/token was not contacted" in (
-        condition(obj, "Ready")["message"]
+    assert (
+        "the token endpoint http://169.254.169.254/latest/token was not contacted"
+        in (condition(obj, "Ready")["message"])
     )

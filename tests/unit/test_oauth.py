@@ -95,6 +95,28 @@ def test_a_client_secret_needs_a_client_in_a_token_exchange() -> None:
         server(auth=exchange)
 
 
+@pytest.mark.parametrize(
+    "audience",
+    [
+        "https://kubernetes.default.svc",
+        "https://as.example:8443",
+        "http://as.example",
+        "as.example",
+    ],
+)
+def test_a_subject_token_audience_names_the_authorization_server_it_is_sent_to(
+    audience: str,
+) -> None:
+    """A tenant's server must not make the bridge (or the operator) hand a token good for
+    the Kubernetes API, or for anything but the token endpoint, to that endpoint."""
+    exchange = {"tokenExchange": {"tokenURL": "https://as.example/token"}}
+    exchange["tokenExchange"]["subjectTokenAudience"] = audience
+    with pytest.raises(ValidationError, match="tokenURL's scheme, host and port"):
+        server(auth=exchange)
+    exchange["tokenExchange"]["subjectTokenAudience"] = "https://as.example/exchange"
+    assert server(auth=exchange).spec.auth is not None
+
+
 def test_the_probe_uses_its_own_auth_else_the_calls_and_both_secrets_are_referenced() -> None:
     probe_cc = json.loads(json.dumps(CC).replace("oauth-client", "probe-client"))
     both = server(auth=CC, probe={"auth": probe_cc})

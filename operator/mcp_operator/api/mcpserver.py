@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Literal, NamedTuple
+from urllib.parse import urlsplit
 
 from pydantic import (
     Field,
@@ -189,12 +190,36 @@ class TokenExchangeSpec(SpecModel):
     def _secret_needs_client(self) -> TokenExchangeSpec:
         if self.client_secret_ref is not None and self.client_id is None:
             raise ValueError("clientSecretRef must be set only together with clientID")
+        if self.subject_token_audience is not None and _origin(
+            self.subject_token_audience
+        ) != _origin(self.token_url):
+            # The run's (or the operator's) token goes to this authorization server: its
+            # audience names that server and nothing else (never the Kubernetes API).
+            raise ValueError(
+                "subjectTokenAudience must be a URL with the tokenURL's scheme, host and port"
+            )
         return self
 
     @property
     def effective_subject_token_audience(self) -> str:
         """``subjectTokenAudience``, or its default: the token URL."""
         return self.subject_token_audience or self.token_url
+
+
+def _origin(url: str) -> tuple[str, str, str] | None:
+    """Scheme, host and port as written (the CRD's CEL ``url()`` compares these), or
+    ``None`` for what is not an http(s) URL."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    host, _, port = parts.netloc.rpartition("@")[2].partition(":")
+    if host.startswith("["):
+        host, _, port = parts.netloc.rpartition("@")[2][1:].partition("]")
+        port = port.removeprefix(":")
+    return parts.scheme, host, port
 
 
 class AuthSpec(SpecModel):
