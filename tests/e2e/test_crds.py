@@ -357,7 +357,7 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
      changed(EXTERNAL_SERVER, "spec.auth",
              {"tokenExchange": {**OAUTH_EXCHANGE["tokenExchange"],
                                 "subjectTokenAudience": "https://kubernetes.default.svc"}}),
-     "subjectTokenAudience must be a URL with the tokenURL's scheme, host and port"),
+     "subjectTokenAudience must be the tokenURL or the part of it before a '/'"),
     ("auth-scope-with-space",
      changed(EXTERNAL_SERVER, "spec.auth",
              {"oauth2ClientCredentials": {**OAUTH_CC["oauth2ClientCredentials"],

@@ -93,7 +93,9 @@ def oauth_peers(
     public_host: str | None = None,
 ) -> Iterator[OAuthPeers]:
     """Start both servers on free ports of ``host``; ``clients``: client id → secret.
-    ``public_host``: the host name in the URLs they announce (default ``host``)."""
+    ``public_host``: the host name in the URLs they announce (default ``host``).
+    ``subject_jwks``: the keys subject tokens of a token exchange must be signed with, for
+    ``subject_audience`` (default: the token URL)."""
     from tests.support.peers import _accepts, free_port, run_server
     from tests.support.waiting import eventually
 
@@ -116,9 +118,11 @@ def oauth_peers(
         argv += ["--client", f"{client}:{secret}"]
     if required_scope:
         argv += ["--required-scope", required_scope]
-    if subject_jwks is not None:
-        argv += ["--subject-jwks", str(subject_jwks), "--subject-audience", subject_audience or ""]
     shown = public_host or host
+    if subject_jwks is not None:
+        # The default subject audience is the token URL, as spec.auth.tokenExchange's is.
+        audience = subject_audience or f"http://{shown}:{as_port}/token"
+        argv += ["--subject-jwks", str(subject_jwks), "--subject-audience", audience]
     with run_server(argv, mcp_port, name="oauth peers", host=host, env={"PYTHONPATH": str(REPO)}):
         eventually("the authorization server listening", lambda: _accepts(as_port, host), 10)
         issuer = f"http://{shown}:{as_port}"

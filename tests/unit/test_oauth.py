@@ -101,7 +101,8 @@ def test_a_client_secret_needs_a_client_in_a_token_exchange() -> None:
         "https://kubernetes.default.svc",
         "https://as.example:8443",
         "http://as.example",
-        "as.example",
+        "https://as.example/tok",
+        "https://as.exampl",
     ],
 )
 def test_a_subject_token_audience_names_the_authorization_server_it_is_sent_to(
@@ -111,10 +112,11 @@ def test_a_subject_token_audience_names_the_authorization_server_it_is_sent_to(
     the Kubernetes API, or for anything but the token endpoint, to that endpoint."""
     exchange = {"tokenExchange": {"tokenURL": "https://as.example/token"}}
     exchange["tokenExchange"]["subjectTokenAudience"] = audience
-    with pytest.raises(ValidationError, match="tokenURL's scheme, host and port"):
+    with pytest.raises(ValidationError, match="the tokenURL or the part of it before a '/'"):
         server(auth=exchange)
-    exchange["tokenExchange"]["subjectTokenAudience"] = "https://as.example/exchange"
-    assert server(auth=exchange).spec.auth is not None
+    for good in ("https://as.example", "https://as.example/token"):
+        exchange["tokenExchange"]["subjectTokenAudience"] = good
+        assert server(auth=exchange).spec.auth is not None
 
 
 def test_the_probe_uses_its_own_auth_else_the_calls_and_both_secrets_are_referenced() -> None:

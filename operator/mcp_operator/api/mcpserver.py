@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Literal, NamedTuple
-from urllib.parse import urlsplit
 
 from pydantic import (
     Field,
@@ -150,6 +149,8 @@ SCOPE_PATTERN = r"^[!#-\[\]-~]+$"
 CLIENT_ID_PATTERN = r"^[ -~]+$"
 """An OAuth client identifier (RFC 6749 §2.2 and Appendix A.1: printable ASCII)."""
 AUDIENCE_PATTERN = r"^\S+$"
+SUBJECT_AUDIENCE_PATTERN = r"^https?://[^/\s]+(/\S*)?$"
+"""The subject token's audience: a URL (the token endpoint's, or a part of it)."""
 
 Scopes = Annotated[
     list[Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=SCOPE_PATTERN)]],
@@ -184,19 +185,27 @@ class TokenExchangeSpec(SpecModel):
     scopes: Scopes | None = None
     client_id: ClientID | None = Field(default=None, alias="clientID")
     client_secret_ref: SecretKeyRef | None = None
-    subject_token_audience: Audience | None = None
+    subject_token_audience: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=2048, pattern=SUBJECT_AUDIENCE_PATTERN),
+        ]
+        | None
+    ) = None
 
     @model_validator(mode="after")
     def _secret_needs_client(self) -> TokenExchangeSpec:
         if self.client_secret_ref is not None and self.client_id is None:
             raise ValueError("clientSecretRef must be set only together with clientID")
-        if self.subject_token_audience is not None and _origin(
-            self.subject_token_audience
-        ) != _origin(self.token_url):
+        audience = self.subject_token_audience
+        if audience is not None and not (
+            self.token_url == audience or self.token_url.startswith(audience + "/")
+        ):
             # The run's (or the operator's) token goes to this authorization server: its
             # audience names that server and nothing else (never the Kubernetes API).
             raise ValueError(
-                "subjectTokenAudience must be a URL with the tokenURL's scheme, host and port"
+                "subjectTokenAudience must be the tokenURL or the part of it before a '/' "
+                "of its path"
             )
         return self
 
@@ -204,22 +213,6 @@ class TokenExchangeSpec(SpecModel):
     def effective_subject_token_audience(self) -> str:
         """``subjectTokenAudience``, or its default: the token URL."""
         return self.subject_token_audience or self.token_url
-
-
-def _origin(url: str) -> tuple[str, str, str] | None:
-    """Scheme, host and port as written (the CRD's CEL ``url()`` compares these), or
-    ``None`` for what is not an http(s) URL."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return None
-    host, _, port = parts.netloc.rpartition("@")[2].partition(":")
-    if host.startswith("["):
-        host, _, port = parts.netloc.rpartition("@")[2][1:].partition("]")
-        port = port.removeprefix(":")
-    return parts.scheme, host, port
 
 
 class AuthSpec(SpecModel):
