@@ -58,9 +58,6 @@ class ProbeCredentials:
         self.max_servers = max_servers
         self._kept: OrderedDict[str, tuple[str, OAuthCredentials]] = OrderedDict()
 
-    def __len__(self) -> int:
-        return len(self._kept)
-
     def credentials(
         self, kube: Kube, server: MCPServer, egress: EgressPolicy
     ) -> OAuthCredentials | None:

@@ -248,7 +248,8 @@ async def _mcpserver(
         kube, namespace, egress_settings or EgressSettings(), managed=spec.mode == "managed"
     )
     if spec.mode == "external":
-        credentials = (probe_credentials or _PROBE_CREDENTIALS).credentials(kube, server, egress)
+        kept = _PROBE_CREDENTIALS if probe_credentials is None else probe_credentials
+        credentials = kept.credentials(kube, server, egress)
     target = ProbeTarget(
         url=probe_url,
         transport="sse" if spec.effective_transport == "sse" else "streamable-http",
