@@ -380,6 +380,7 @@ def test_a_deleted_run_pods_token_is_refused_within_the_documented_window(
         request.add_header("content-type", "application/json")
         request.add_header("accept", "application/json, text/event-stream")
         request.add_header("authorization", f"Bearer {token}")
+        request.add_header("host", f"hello.{namespace}.svc.cluster.local:8080")
         try:
             with urllib.request.urlopen(request, timeout=5) as answer:
                 return int(answer.status)
