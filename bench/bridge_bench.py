@@ -15,6 +15,9 @@ and what PII scanning costs per call.
 3. **PII scanning**: the calls of 1. through the bridge over the adapter with PII ``off``,
    ``detect`` and ``redact`` in both directions (argument validation is always on; its own cost
    is in bench/bridge_validation_bench.py).
+4. **Tokens**: the calls of 1. through the bridge over the adapter with ``--auth kubernetes``,
+   the bridge presenting a ServiceAccount token from a file (``tokenFile``, as in a run Pod),
+   against the same path with ``--auth none`` and no token; target at least 0.9x the calls/s.
 
 ``.venv/bin/python bench/bridge_bench.py`` (needs wrk and the npm peers of ``make
 node-tools``). The JSON of a run goes to ``bench/results/`` (git-ignored).
@@ -30,8 +33,9 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -46,6 +50,7 @@ import contextforge  # noqa: E402
 from adapter_bench import tree_rss_mib  # noqa: E402
 from tests.support import peers, wire  # noqa: E402
 from tests.support.bridge_run import bridge_config, run_bridge, server_entry  # noqa: E402
+from tests.support.issuer import TestIssuer, access_document, write_access  # noqa: E402
 from tests.support.waiting import eventually  # noqa: E402
 
 from mcp_operator.api.bridge import BridgeConfig  # noqa: E402
@@ -147,10 +152,10 @@ def wrk(
 
 
 @contextmanager
-def adapter_over_stdio() -> Iterator[str]:
+def adapter_over_stdio(auth: Sequence[str] = ("--auth=none",)) -> Iterator[str]:
     port = peers.free_port()
     node = ["node", str(peers.SERVER_EVERYTHING), "stdio"]
-    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--auth=none",
+    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), *auth,
             "--log-level", "warning", "--", *node]  # fmt: skip
     with peers.run_server(argv, port, name="adapter"):
         # The port opens before the child has answered its handshake (503 until then).
@@ -167,6 +172,8 @@ def pii_policy(mode: str) -> dict[str, Any]:
 
 
 def calls(args: argparse.Namespace) -> list[Load]:
+    if args.tokens_only:
+        return plain_and_token_loads(args)
     loads: list[Load] = []
     quiet = ["--log-level=WARNING"]
     with peers.server_everything() as http_url, adapter_over_stdio() as adapter_url:
@@ -188,6 +195,43 @@ def calls(args: argparse.Namespace) -> list[Load]:
                     seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
                     name = f"bridge → adapter + stdio, PII {mode}"
                     loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+    loads.extend(token_loads(args))
+    return loads
+
+
+TOKENS = "bridge → adapter --auth kubernetes + stdio, tokenFile"
+
+
+def plain_and_token_loads(args: argparse.Namespace) -> list[Load]:
+    """Only 4., with its baseline measured in the same run (``--tokens-only``)."""
+    loads: list[Load] = []
+    with ExitStack() as stack:
+        adapter_url = stack.enter_context(adapter_over_stdio())
+        entry = server_entry("everything", adapter_url, "ev")
+        bridge = stack.enter_context(run_bridge([entry], extra_args=["--log-level=WARNING"]))
+        for connections in (10, 1):
+            seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
+            name = "bridge → adapter + stdio"
+            loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+    return loads + token_loads(args)
+
+
+def token_loads(args: argparse.Namespace) -> list[Load]:
+    """The bridge presenting a projected-style token to an adapter that verifies it."""
+    scratch = Path(tempfile.mkdtemp(prefix="bridge-bench-tokens-"))
+    issuer = TestIssuer()
+    access = write_access(scratch / "access.json", access_document(issuer, namespaces=["default"]))
+    token_file = scratch / "token"
+    token_file.write_text(issuer.service_account_token("default", "agent", lifetime=3600))
+    loads: list[Load] = []
+    auth = ("--auth=kubernetes", f"--access-config={access}")
+    quiet = ["--log-level=WARNING"]
+    with adapter_over_stdio(auth) as adapter_url:
+        entry = server_entry("everything", adapter_url, "ev", tokenFile=str(token_file))
+        with run_bridge([entry], extra_args=quiet) as bridge:
+            for connections in (10, 1):
+                seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
+                loads.append(wrk(TOKENS, bridge.url, "ev_echo", connections, seconds))
     return loads
 
 
@@ -326,6 +370,16 @@ def verdicts(loads: list[Load]) -> list[str]:
         if peer10 and bridge10 and peer10.calls_per_second:
             ratio = bridge10.calls_per_second / peer10.calls_per_second
             lines.append(f"{label}: bridge/ContextForge calls/s {ratio:,.0f}x")
+    for connections in (10, 1):
+        plain = by.get(("bridge → adapter + stdio", connections))
+        tokens = by.get((TOKENS, connections))
+        if plain and tokens and plain.calls_per_second:
+            ratio = tokens.calls_per_second / plain.calls_per_second
+            added = (tokens.p50_ms - plain.p50_ms) * 1000
+            lines.append(
+                f"tokens (bridge sends, adapter verifies), {connections} connection(s): "
+                f"{ratio:.2f}x calls/s (target >= 0.9x), {added:+.0f} µs p50"
+            )
     base = by.get(("bridge → adapter + stdio", 1))
     for mode in ("detect", "redact"):
         scanned = by.get((f"bridge → adapter + stdio, PII {mode}", 1))
@@ -340,6 +394,11 @@ def main() -> int:
     parser.add_argument("--seconds", type=int, default=10, help="wrk duration (default 10)")
     parser.add_argument("--rounds", type=int, default=5, help="tools/list rounds (default 5)")
     parser.add_argument("--skip", choices=("calls", "listing"), action="append", default=[])
+    parser.add_argument(
+        "--tokens-only",
+        action="store_true",
+        help="only the bridge over the adapter with and without tokens (4.), side by side",
+    )
     args = parser.parse_args()
     report: dict[str, Any] = {}
     lines: list[str] = []

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_operator.dev.cluster import ControlPlane, free_port
+from mcp_operator.dev.cluster import DEV_IDENTITY, ControlPlane, free_port
 from tests.support import needs, registry
 from tests.support.cluster import CRDS, Cluster, OperatorProcess, operator_process
 
@@ -130,6 +130,8 @@ def operator(
         # Private addresses only for Namespaces labelled
         # mcp-operator.dev/private-destinations=allowed (tests/e2e/test_external.py).
         "--private-destinations=labelled",
+        # Whose tokens the probe presents to managed servers (the plane makes the account).
+        f"--identity={DEV_IDENTITY}",
         env=cluster.env(),
         log_path=log_path,
     ) as running:
@@ -184,6 +186,8 @@ def node_operator(
         # Test servers on the host listen on the node's bridge address, a private one: only
         # for Namespaces labelled mcp-operator.dev/private-destinations=allowed.
         "--private-destinations=labelled",
+        # Whose tokens the probe presents to managed servers (the plane makes the account).
+        f"--identity={DEV_IDENTITY}",
         env=node_cluster.env(),
         log_path=tmp_path / "operator.log",
     ) as running:

@@ -195,6 +195,15 @@ def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
 
 DELETE = object()
 
+OAUTH_CC: dict[str, Any] = {
+    "oauth2ClientCredentials": {
+        "tokenURL": "https://auth.example.com/token",
+        "clientID": "platform",
+        "clientSecretRef": {"name": "client", "key": "secret"},
+    }
+}
+OAUTH_EXCHANGE: dict[str, Any] = {"tokenExchange": {"tokenURL": "https://auth.example.com/token"}}
+
 INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("writable-dir-reserved", changed(MINIMAL_SERVER, "spec.deployment.writableDirs",
                                       [{"mountPath": "/run/mcp"}]),
@@ -329,6 +338,40 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
      "spec.promptsAllow[0]"),
     ("resources-glob-space", changed(EXTERNAL_SERVER, "spec.resourcesDeny", ["file:///a b"]),
      "spec.resourcesDeny[0]"),
+    ("auth-two-methods", changed(EXTERNAL_SERVER, "spec.auth", {**OAUTH_CC, **OAUTH_EXCHANGE}),
+     "must set exactly one of oauth2ClientCredentials or tokenExchange"),
+    ("auth-no-method", changed(EXTERNAL_SERVER, "spec.auth", {}),
+     "must set exactly one of oauth2ClientCredentials or tokenExchange"),
+    ("auth-for-managed", changed(MINIMAL_SERVER, "spec.auth", OAUTH_CC),
+     "auth and probe.auth must be set only when mode is external"),
+    ("probe-auth-for-managed", changed(MINIMAL_SERVER, "spec.probe", {"auth": OAUTH_CC}),
+     "auth and probe.auth must be set only when mode is external"),
+    ("auth-over-sse", changed(changed(EXTERNAL_SERVER, "spec.auth", OAUTH_CC),
+                              "spec.transport", "sse"),
+     "auth and probe.auth need transport streamable-http"),
+    ("auth-and-authorization-header",
+     changed(changed(EXTERNAL_SERVER, "spec.auth", OAUTH_CC), "spec.headers",
+             [{"name": "authorization", "value": "Bearer x"}]),
+     "must not be set together with an Authorization header"),
+    ("exchange-secret-without-client",
+     changed(EXTERNAL_SERVER, "spec.auth",
+             {"tokenExchange": {**OAUTH_EXCHANGE["tokenExchange"],
+                                "clientSecretRef": {"name": "s", "key": "k"}}}),
+     "clientSecretRef must be set only together with clientID"),
+    ("exchange-audience-of-the-api",
+     changed(EXTERNAL_SERVER, "spec.auth",
+             {"tokenExchange": {**OAUTH_EXCHANGE["tokenExchange"],
+                                "subjectTokenAudience": "https://kubernetes.default.svc"}}),
+     "subjectTokenAudience must be the tokenURL or the part of it before a '/'"),
+    ("auth-scope-with-space",
+     changed(EXTERNAL_SERVER, "spec.auth",
+             {"oauth2ClientCredentials": {**OAUTH_CC["oauth2ClientCredentials"],
+                                          "scopes": ["a b"]}}),
+     "spec.auth.oauth2ClientCredentials.scopes[0]"),
+    ("auth-token-url-not-http",
+     changed(EXTERNAL_SERVER, "spec.auth",
+             {"tokenExchange": {"tokenURL": "file:///etc/passwd"}}),
+     "spec.auth.tokenExchange.tokenURL"),
     ("deadline-0", changed(MINIMAL_RUN, "spec.activeDeadlineSeconds", 0),
      "spec.activeDeadlineSeconds"),
     ("ttl-negative", changed(MINIMAL_RUN, "spec.ttlSecondsAfterFinished", -1),

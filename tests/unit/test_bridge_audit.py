@@ -69,3 +69,10 @@ def test_the_arguments_themselves_are_not_in_the_line() -> None:
     secret = {"email": "alice@example.com", "card": "4111111111111111"}
     line = record(arguments_sha256=arguments_digest(secret)).to_json_line()
     assert "alice" not in line and "4111" not in line
+
+
+def test_the_run_pods_identity_is_named_when_known_and_left_out_otherwise() -> None:
+    who = {"namespace": "agents", "serviceAccount": "triager", "pod": "triage"}
+    parsed = json.loads(record(identity=who).to_json_line())
+    assert parsed["identity"] == who
+    assert "identity" not in json.loads(record().to_json_line())

@@ -25,6 +25,7 @@ from mcp_operator.bridge.errors import (
 from mcp_operator.bridge.hooks import Call, CallOutcome, PiiHook
 from mcp_operator.bridge.pii import MAX_SCAN_CHARS, PiiScanner, builtin_detectors
 from mcp_operator.bridge.pipeline import CallPipeline, CallReport
+from mcp_operator.mcp.session import McpFailure
 
 MARKER = "alice@example.com"
 
@@ -449,13 +450,24 @@ async def test_every_error_code_is_reachable_and_no_audit_line_holds_a_value() -
     setup = Setup(timeoutSeconds=1)
     script = setup.upstream.script
     script["create_issue"] = [UpstreamUnavailable("refused")]
-    script["get_issue"] = [UpstreamRejected("nope")]
+    script["get_issue"] = [
+        UpstreamRejected("nope"),
+        McpFailure("http", "HTTP 401", status=401, challenge='Bearer error="invalid_token"'),
+        McpFailure(
+            "http",
+            "HTTP 403",
+            status=403,
+            challenge='Bearer error="insufficient_scope", scope="repo:read"',
+        ),
+    ]
     script["close_issue"] = ["hang"]
     script["send"] = [ok(f"to {MARKER}")]
     calls: list[tuple[str, Any]] = [
         ("gh_unknown", {"x": MARKER}),
         ("gh_create_issue", {"body": MARKER}),
         ("mail_send", {"to": MARKER}),
+        ("gh_get_issue", {"q": MARKER}),
+        ("gh_get_issue", {"q": MARKER}),
         ("gh_get_issue", {"q": MARKER}),
         ("gh_close_issue", {"q": MARKER}),
         ("gh_create_issue", {"title": MARKER}),
@@ -588,3 +600,20 @@ async def test_a_hook_that_asks_for_it_runs_in_a_worker_thread_for_a_large_value
     setup.upstream.script["get_issue"] = [ok("big")]
     await setup.call("gh_get_issue", {"q": "big"})
     assert len(seen) == 2 and threading.get_ident() not in seen
+
+
+async def test_every_audit_record_names_the_run_pods_identity_from_the_config() -> None:
+    setup = Setup()
+    body = setup.config.model_dump(by_alias=True, exclude_none=True)
+    body["identity"] = {"namespace": "agents", "serviceAccount": "triager", "pod": "triage"}
+    config = BridgeConfig.model_validate(body)
+    setup.pipeline.reconfigure(config, build_catalog(config.servers, TOOLS))
+    called = await setup.call("gh_get_issue", {"number": 7})
+    refused = await setup.call("gh_nope", {})
+    unreadable = setup.pipeline.unreadable(b"{")
+    for audit in (called.audit, refused.audit, unreadable):
+        assert audit.identity == {
+            "namespace": "agents",
+            "serviceAccount": "triager",
+            "pod": "triage",
+        }

@@ -195,6 +195,7 @@ SET = {
     "private_destinations": (["--set", "privateDestinations=labelled"], "labelled"),
     "loopback_destinations": (["--set", "loopbackDestinations=allowed"], "allowed"),
     "tenant_admission_policy": ([], "mcpo-mcp-operator-tenants"),
+    "identity": ([], "ops/mcpo-mcp-operator"),
     "namespace_scoped": (
         ["--set", "namespaceScoped=true", "--set", "watchNamespaces={team-a}"],
         True,

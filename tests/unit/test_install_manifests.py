@@ -171,9 +171,42 @@ def test_the_bindings_give_the_role_to_the_operators_service_account(helm: str) 
         assert deployment["metadata"]["namespace"] == account["metadata"]["namespace"]
 
 
+def all_rules(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rules of the ClusterRole and of every Role."""
+    return [rule for o in objects if o["kind"] in ("ClusterRole", "Role") for rule in o["rules"]]
+
+
+def test_the_operator_may_mint_tokens_for_its_own_service_account_only(helm: str) -> None:
+    for objects in (deploy_objects(), helm_template(helm)):
+        account = one(objects, "ServiceAccount")["metadata"]
+        minting = [r for r in all_rules(objects) if "serviceaccounts/token" in r["resources"]]
+        assert minting == [
+            {
+                "apiGroups": [""],
+                "resources": ["serviceaccounts/token"],
+                "resourceNames": [account["name"]],
+                "verbs": ["create"],
+            }
+        ]
+        (role,) = [
+            o
+            for o in objects
+            if o["kind"] == "Role" and "serviceaccounts/token" in str(o.get("rules"))
+        ]
+        assert role["metadata"]["namespace"] == account["namespace"]
+        (binding,) = [
+            o
+            for o in objects
+            if o["kind"] == "RoleBinding" and o["roleRef"]["name"] == role["metadata"]["name"]
+        ]
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": account["name"], "namespace": account["namespace"]}
+        ]
+
+
 def test_every_api_resource_the_code_calls_is_granted() -> None:
     """A new ``Resource`` in ``mcp_operator.kube`` needs an RBAC rule (and a reason for it)."""
-    rules = one(deploy_objects(), "ClusterRole")["rules"] + one(deploy_objects(), "Role")["rules"]
+    rules = all_rules(deploy_objects())
     granted = {(g, r) for rule in rules for g in rule["apiGroups"] for r in rule["resources"]}
     resources = [v for v in vars(kube).values() if isinstance(v, kube.Resource)]
     assert resources
@@ -184,8 +217,7 @@ def test_every_api_resource_the_code_calls_is_granted() -> None:
 
 
 def test_rbac_grants_no_wildcards_and_deletes_only_finished_agentruns() -> None:
-    roles = one(deploy_objects(), "ClusterRole")["rules"] + one(deploy_objects(), "Role")["rules"]
-    for rule in roles:
+    for rule in all_rules(deploy_objects()):
         for key in ("apiGroups", "resources", "verbs"):
             assert "*" not in rule[key], rule
         if "update" in rule["verbs"]:

@@ -275,6 +275,59 @@ CASES = [
         id="session-timeout",
     ),
     pytest.param(
+        McpFailure(
+            "credentials",
+            "no credentials for the server: the token file /var/run/t/token does not exist",
+        ),
+        state(),
+        "CredentialsUnavailable",
+        "no credentials for the server: the token file /var/run/t/token does not exist",
+        id="session-credentials-unavailable",
+    ),
+    pytest.param(
+        McpFailure(
+            "http",
+            "HTTP 401",
+            status=401,
+            challenge='Bearer error="invalid_token", resource_metadata="https://srv.example/.well-known/oauth-protected-resource/mcp"',
+        ),
+        state(),
+        "AuthRequired",
+        f"{URL} (during the handshake) answered HTTP 401 asking for Bearer authentication "
+        "(error invalid_token; resource metadata "
+        "https://srv.example/.well-known/oauth-protected-resource/mcp): configure spec.auth "
+        "(see docs/authentication.md)",
+        id="session-401-challenge",
+    ),
+    pytest.param(
+        McpFailure("http", "HTTP 401", status=401),
+        state(),
+        "AuthRequired",
+        f"{URL} (during the handshake) answered HTTP 401 without a WWW-Authenticate challenge",
+        id="session-401-without-challenge",
+    ),
+    pytest.param(
+        McpFailure(
+            "http",
+            "HTTP 403",
+            status=403,
+            challenge='Bearer error="insufficient_scope", scope="files:read files:write"',
+        ),
+        state(),
+        "InsufficientScope",
+        f"{URL} (during the handshake) answered HTTP 403: the token lacks a scope it needs "
+        "(scope 'files:read files:write'): grant the client that scope, or ask for it in "
+        "spec.auth",
+        id="session-403-insufficient-scope",
+    ),
+    pytest.param(
+        McpFailure("http", "HTTP 403", status=403, challenge='Bearer realm="x"'),
+        state(),
+        "HTTPError",
+        f"{URL} answered HTTP 403 Forbidden during the handshake",
+        id="session-403-other",
+    ),
+    pytest.param(
         McpFailure("json", "the server answered with a body that is not JSON"),
         state(),
         "ProtocolError",

@@ -66,6 +66,9 @@ class AgentSpec(SpecModel):
     env: EnvVars | None = None
     resources: ResourceRequirements | None = None
     service_account_name: DnsSubdomain | None = None
+    automount_service_account_token: bool = False
+    """Mount a Kubernetes API token of the run's ServiceAccount into the agent container
+    (never a token of an MCPServer's audience: those are the bridge's alone)."""
 
     @model_validator(mode="after")
     def _unique_env(self) -> AgentSpec:

@@ -84,6 +84,17 @@ class RunRef(ConfigModel):
     """``metadata.namespace`` of the AgentRun."""
 
 
+class RunIdentity(ConfigModel):
+    """Who the bridge calls as: the run Pod's ServiceAccount (for audit lines)."""
+
+    namespace: DnsLabel
+    """The Pod's namespace."""
+    service_account: DnsSubdomain
+    """The Pod's ServiceAccount, whose audience-bound tokens the bridge presents."""
+    pod: DnsSubdomain | None = None
+    """The Pod's name (the operator names the run's Pod)."""
+
+
 class Listen(ConfigModel):
     """Where the bridge offers its one MCP endpoint to the agent."""
 
@@ -129,6 +140,65 @@ class Header(ConfigModel):
     @model_validator(mode="after")
     def _exactly_one(self) -> Header:
         check_exactly_one(self, "value", "value_file")
+        return self
+
+
+class ClientCredentialsAuth(ConfigModel):
+    """OAuth client credentials (RFC 6749 §4.4): the bridge obtains the client's own token."""
+
+    token_url: str = Field(alias="tokenURL", max_length=2048, pattern=URL_PATTERN)
+    """The authorization server's token endpoint."""
+    client_id: Annotated[str, StringConstraints(min_length=1, max_length=256)] = Field(
+        alias="clientID"
+    )
+    """The OAuth client identifier."""
+    client_secret_file: AbsolutePath
+    """Path of the mounted Secret key that holds the client secret (never its value)."""
+    scopes: Annotated[
+        list[Annotated[str, StringConstraints(max_length=256)]], Field(max_length=32)
+    ] = Field(default_factory=list)
+    """Scopes asked for."""
+    resource: str = Field(max_length=2048, pattern=URL_PATTERN)
+    """The RFC 8707 resource (the controller writes the server's URL when it is not set)."""
+    audience: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    """The ``audience`` parameter, when configured."""
+
+
+class TokenExchangeAuth(ConfigModel):
+    """OAuth token exchange (RFC 8693): the run's projected ServiceAccount token is the subject."""
+
+    token_url: str = Field(alias="tokenURL", max_length=2048, pattern=URL_PATTERN)
+    """The authorization server's token endpoint."""
+    subject_token_file: AbsolutePath
+    """Path of the projected ServiceAccount token (mounted into the bridge container only),
+    re-read for every exchange as the kubelet rotates it."""
+    resource: str = Field(max_length=2048, pattern=URL_PATTERN)
+    """The RFC 8707 resource (the controller writes the server's URL when it is not set)."""
+    audience: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    """The ``audience`` parameter, when configured."""
+    scopes: Annotated[
+        list[Annotated[str, StringConstraints(max_length=256)]], Field(max_length=32)
+    ] = Field(default_factory=list)
+    """Scopes asked for."""
+    client_id: Annotated[str, StringConstraints(min_length=1, max_length=256)] | None = Field(
+        default=None, alias="clientID"
+    )
+    """The client that performs the exchange (the actor), when one authenticates."""
+    client_secret_file: AbsolutePath | None = None
+    """Path of the mounted Secret key with that client's secret."""
+
+
+class UpstreamAuth(ConfigModel):
+    """How the bridge authenticates to one upstream: exactly one OAuth method."""
+
+    oauth2_client_credentials: ClientCredentialsAuth | None = None
+    """Client credentials."""
+    token_exchange: TokenExchangeAuth | None = None
+    """Token exchange of the run's own identity."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> UpstreamAuth:
+        check_exactly_one(self, "oauth2_client_credentials", "token_exchange")
         return self
 
 
@@ -216,10 +286,20 @@ class UpstreamServer(ConfigModel):
     their exposed names in a collision, so that a tool the server adds later is exposed only
     after the operator has seen it and never takes over a name. Unset: the filter layers
     alone decide."""
+    auth: UpstreamAuth | None = None
+    """OAuth credentials the bridge presents (``Authorization: Bearer``, a cached token); the
+    secrets they need are mounted files, named here by path."""
+
+    token_file: AbsolutePath | None = None
+    """A projected ServiceAccount token (audience: this server) sent as ``Authorization:
+    Bearer`` on every request, re-read as the kubelet rotates it; mounted into the bridge
+    container only."""
 
     @model_validator(mode="after")
     def _unique_headers(self) -> UpstreamServer:
         check_unique((h.name.lower() for h in self.headers), "header names (ignoring case)")
+        if self.auth is not None and self.token_file is not None:
+            raise ValueError("auth and tokenFile must not both be set: one credential per server")
         return self
 
     def allows(self, original_name: str) -> bool:
@@ -251,6 +331,8 @@ class BridgeConfig(ConfigModel):
     """The resolved servers, in the run's order (may be empty while none is Ready)."""
     audit: AuditSink = Field(default_factory=AuditSink)
     """Audit destinations."""
+    identity: RunIdentity | None = None
+    """The run Pod's identity, named in every audit line."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> BridgeConfig:

@@ -52,6 +52,15 @@ WRITABLE_PATH_PATTERN = r"^/[^:]*[^/:]$"
 """An absolute path, not ``/`` itself, without ``:`` and without a trailing ``/``."""
 RESERVED_MOUNT_PATHS = ("/tmp", "/run/mcp", "/run/mcp-exec")
 """Where the operator mounts its own volumes into the server container."""
+SERVICE_ACCOUNT_REF_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+"""``name`` (of the server's namespace) or ``namespace/name`` of a ServiceAccount."""
+TOKEN_AUDIENCE_PREFIX = "mcpserver.mcp-operator.dev/"
+
+
+def token_audience(namespace: str, name: str) -> str:
+    """The audience of the tokens a managed MCPServer accepts: its own, so that a token
+    minted for one server (or for the API server) is refused by every other."""
+    return f"{TOKEN_AUDIENCE_PREFIX}{namespace}/{name}"
 
 
 class SecretKeyRef(SpecModel):
@@ -140,19 +149,128 @@ class DeploymentSpec(SpecModel):
         return self
 
 
+SCOPE_PATTERN = r"^[!#-\[\]-~]+$"
+"""An OAuth scope token (RFC 6749 §3.3): printable ASCII but for space, ``"`` and ``\\``."""
+CLIENT_ID_PATTERN = r"^[ -~]+$"
+"""An OAuth client identifier (RFC 6749 §2.2 and Appendix A.1: printable ASCII)."""
+AUDIENCE_PATTERN = r"^\S+$"
+SUBJECT_AUDIENCE_PATTERN = r"^https?://[^/\s]+(/\S*)?$"
+"""The subject token's audience: a URL (the token endpoint's, or a part of it)."""
+
+Scopes = Annotated[
+    list[Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=SCOPE_PATTERN)]],
+    Field(max_length=32),
+]
+TokenURL = Annotated[str, StringConstraints(max_length=2048, pattern=URL_PATTERN)]
+Audience = Annotated[
+    str, StringConstraints(min_length=1, max_length=2048, pattern=AUDIENCE_PATTERN)
+]
+ClientID = Annotated[
+    str, StringConstraints(min_length=1, max_length=256, pattern=CLIENT_ID_PATTERN)
+]
+
+
+class ClientCredentialsSpec(SpecModel):
+    """OAuth 2.0 client credentials (RFC 6749 §4.4): every caller is the client itself."""
+
+    token_url: TokenURL = Field(alias="tokenURL")
+    client_id: ClientID = Field(alias="clientID")
+    client_secret_ref: SecretKeyRef
+    scopes: Scopes | None = None
+    resource: str | None = Field(default=None, max_length=2048, pattern=URL_PATTERN)
+    audience: Audience | None = None
+
+
+class TokenExchangeSpec(SpecModel):
+    """OAuth 2.0 token exchange (RFC 8693): the caller's own identity is the subject."""
+
+    token_url: TokenURL = Field(alias="tokenURL")
+    audience: Audience | None = None
+    resource: str | None = Field(default=None, max_length=2048, pattern=URL_PATTERN)
+    scopes: Scopes | None = None
+    client_id: ClientID | None = Field(default=None, alias="clientID")
+    client_secret_ref: SecretKeyRef | None = None
+    subject_token_audience: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=2048, pattern=SUBJECT_AUDIENCE_PATTERN),
+        ]
+        | None
+    ) = None
+
+    @model_validator(mode="after")
+    def _secret_needs_client(self) -> TokenExchangeSpec:
+        if self.client_secret_ref is not None and self.client_id is None:
+            raise ValueError("clientSecretRef must be set only together with clientID")
+        audience = self.subject_token_audience
+        if audience is not None and not (
+            self.token_url == audience or self.token_url.startswith(audience + "/")
+        ):
+            # The run's (or the operator's) token goes to this authorization server: its
+            # audience names that server and nothing else (never the Kubernetes API).
+            raise ValueError(
+                "subjectTokenAudience must be the tokenURL or the part of it before a '/' "
+                "of its path"
+            )
+        return self
+
+    @property
+    def effective_subject_token_audience(self) -> str:
+        """``subjectTokenAudience``, or its default: the token URL."""
+        return self.subject_token_audience or self.token_url
+
+
+class AuthSpec(SpecModel):
+    """The credentials presented to an external server: exactly one method."""
+
+    oauth2_client_credentials: ClientCredentialsSpec | None = None
+    token_exchange: TokenExchangeSpec | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> AuthSpec:
+        check_exactly_one(self, "oauth2_client_credentials", "token_exchange")
+        return self
+
+    @property
+    def method(self) -> ClientCredentialsSpec | TokenExchangeSpec:
+        method = self.oauth2_client_credentials or self.token_exchange
+        assert method is not None  # exactly one is set
+        return method
+
+    @property
+    def client_secret_ref(self) -> SecretKeyRef | None:
+        return self.method.client_secret_ref
+
+
 class ProbeSpec(SpecModel):
     """How and how often the operator discovers the server's tools."""
 
     enabled: bool = True
     interval_seconds: int = Field(default=300, ge=10, le=86400)
     timeout_seconds: int = Field(default=10, ge=1, le=300)
+    auth: AuthSpec | None = None
 
 
 Transport = Literal["stdio", "streamable-http", "sse"]
 
 
+Authentication = Literal["kubernetes", "oidc", "none"]
+
+
+class OidcSpec(SpecModel):
+    """The OpenID Connect issuer whose JWTs a managed server accepts (clients outside the
+    cluster, e.g. an IDE through an Ingress)."""
+
+    issuer: str = Field(max_length=2048, pattern=r"^https?://[^\s]+$")
+    audience: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+    jwks_url: str | None = Field(
+        default=None, alias="jwksURL", max_length=2048, pattern=r"^https?://[^\s]+$"
+    )
+
+
 class AccessSpec(SpecModel):
-    """Which AgentRuns may use a server: its own namespace, plus the ones listed (``*``: all)."""
+    """Which AgentRuns may use a server: its own namespace, plus the ones listed (``*``: all);
+    and how a managed server's endpoint authenticates its callers."""
 
     namespaces: (
         Annotated[
@@ -168,6 +286,41 @@ class AccessSpec(SpecModel):
         ]
         | None
     ) = None
+
+    authentication: Authentication = "kubernetes"
+    service_accounts: (
+        Annotated[
+            list[
+                Annotated[
+                    str,
+                    StringConstraints(
+                        min_length=1, max_length=317, pattern=SERVICE_ACCOUNT_REF_PATTERN
+                    ),
+                ]
+            ],
+            Field(max_length=64),
+        ]
+        | None
+    ) = None
+    oidc: OidcSpec | None = None
+
+    @model_validator(mode="after")
+    def _oidc_when_oidc(self) -> AccessSpec:
+        # The same rule as the CRD's x-kubernetes-validations, in the same words.
+        if self.authentication == "oidc" and self.oidc is None:
+            raise ValueError("spec.access.oidc: oidc must be set when authentication is oidc")
+        check_unique(self.service_accounts or (), "access.serviceAccounts entries")
+        return self
+
+    def service_account_names(self, server_namespace: str) -> list[str] | None:
+        """``serviceAccounts`` as ``namespace/name`` (a bare name is of the server's
+        namespace); ``None``: any ServiceAccount of a permitted namespace."""
+        if self.service_accounts is None:
+            return None
+        return [
+            entry if "/" in entry else f"{server_namespace}/{entry}"
+            for entry in self.service_accounts
+        ]
 
     def permits(self, namespace: str, server_namespace: str) -> bool:
         """Whether a run in ``namespace`` may use a server that lives in ``server_namespace``."""
@@ -196,6 +349,7 @@ class MCPServerSpec(SpecModel):
     prompts_deny: Globs | None = None
     resources_allow: UriGlobs | None = None
     resources_deny: UriGlobs | None = None
+    auth: AuthSpec | None = None
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> MCPServerSpec:
@@ -220,12 +374,33 @@ class MCPServerSpec(SpecModel):
                     "spec.transport: transport must be streamable-http or sse when mode is external"
                 )
         check_unique((h.name.lower() for h in self.headers or ()), "header names (ignoring case)")
+        self._auth_rules()
         check_globs(self.tools_allow, self.tools_deny)
         check_globs(self.prompts_allow, self.prompts_deny, "prompts")
         check_globs(self.resources_allow, self.resources_deny, "resources")
         if self.access is not None:
             check_unique(self.access.namespaces or (), "access.namespaces entries")
         return self
+
+    def _auth_rules(self) -> None:
+        if self.auth is None and self.probe.auth is None:
+            return
+        if self.mode != "external":
+            raise ValueError(
+                "spec.auth: auth and probe.auth must be set only when mode is external"
+            )
+        if self.effective_transport != "streamable-http":
+            raise ValueError("spec.auth: auth and probe.auth need transport streamable-http")
+        if any(h.name.lower() == "authorization" for h in self.headers or ()):
+            raise ValueError(
+                "spec.auth: auth and probe.auth must not be set together with an "
+                "Authorization header"
+            )
+
+    @property
+    def probe_auth(self) -> AuthSpec | None:
+        """How the probe authenticates: ``probe.auth``, else the calls' ``auth``."""
+        return self.probe.auth or self.auth
 
     @property
     def effective_transport(self) -> Transport:
@@ -263,12 +438,19 @@ class ServerInfo(StatusModel):
     protocol_version: Annotated[str, StringConstraints(max_length=32)] | None = None
 
 
+class AccessStatus(StatusModel):
+    """How a managed server's endpoint authenticates its callers."""
+
+    authentication: Authentication | None = None
+
+
 class MCPServerStatus(StatusModel):
     """Observed state of an MCP server, written by the operator."""
 
     admission: AdmissionLayer | None = None
     observed_generation: Generation | None = None
     url: Annotated[str, StringConstraints(max_length=2048)] | None = None
+    access: AccessStatus | None = None
     tools: Annotated[list[ToolStatus], Field(max_length=256)] | None = None
     tool_count: Counter | None = None
     discovered_tool_count: Counter | None = None
@@ -280,8 +462,10 @@ class MCPServerStatus(StatusModel):
 class SecretUse(NamedTuple):
     """One key of a Secret that an MCPServer reads, and who reads it."""
 
-    reader: Literal["probe", "pod", "registry"]
-    """``probe``: a request header of the operator's probe (``spec.headers``); ``pod``: an
+    reader: Literal["probe", "pod", "registry", "auth"]
+    """``probe``: a request header of the operator's probe (``spec.headers``); ``auth``: a
+    client secret of ``spec.auth`` or ``spec.probe.auth``, sent to the token endpoint (by the
+    operator's probe and the bridge, never to the server); ``pod``: an
     environment variable of the managed server's Pod (``spec.deployment.env``);
     ``registry``: a pull Secret (``spec.deployment.imagePullSecrets``), read by the operator
     when it reads the image's configuration."""
@@ -309,8 +493,8 @@ class MCPServer(KindObject):
         return default_prefix(self.metadata.name)
 
     def referenced_secrets(self) -> list[SecretUse]:
-        """Every Secret key the server reads: its headers' first, then its Pod's environment,
-        then its pull Secrets."""
+        """Every Secret key the server reads: its headers' first, then its client secrets
+        (``auth``, ``probe.auth``), then its Pod's environment, then its pull Secrets."""
         uses = [
             SecretUse(
                 "probe", h.name, h.value_from.secret_key_ref.name, h.value_from.secret_key_ref.key
@@ -318,6 +502,10 @@ class MCPServer(KindObject):
             for h in self.spec.headers or ()
             if h.value_from is not None
         ]
+        for where, auth in (("auth", self.spec.auth), ("probe.auth", self.spec.probe.auth)):
+            secret = auth.client_secret_ref if auth is not None else None
+            if secret is not None:
+                uses.append(SecretUse("auth", where, secret.name, secret.key))
         env = self.spec.deployment.env if self.spec.deployment is not None else None
         for var in env or ():
             ref = var.value_from.secret_key_ref if var.value_from is not None else None

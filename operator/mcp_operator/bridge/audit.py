@@ -1,6 +1,8 @@
 """The audit trail: one JSON line per call, with outcome and facts, never a value.
 
-A record names the time, run, server, exposed and original tool, the outcome code (``ok``,
+A record names the time, run, the run Pod's identity (``identity``: namespace, ServiceAccount,
+Pod — the caller a server's own log names), server, exposed and original tool, the outcome
+code (``ok``,
 one of :data:`~mcp_operator.bridge.errors.ERROR_CODES`, or ``invalid_request`` for a request
 that was not a readable call), duration, attempts, the PII kinds and counts found in each
 direction, and a SHA-256 of the canonical JSON of the arguments (to match a call across logs
@@ -75,12 +77,21 @@ class AuditRecord:
     """:func:`tool_digest` of the name sent, when ``tool`` is ``(unknown)``."""
     pii_unscanned: tuple[str, ...] = ()
     """Directions too large to scan whole for PII (only their first part was scanned)."""
+    identity: Mapping[str, str] | None = None
+    """The run Pod's ``namespace``, ``serviceAccount`` and ``pod``: who the bridge called
+    the servers as."""
+    upstream_subject: str | None = None
+    """Whom the server's token names as its subject (``sub``), when the bridge presents an
+    OAuth token that is a JWT: for a token exchange, the run's ServiceAccount."""
+    upstream_actor: str | None = None
+    """Whom it names as the acting party (``act.sub``, RFC 8693 §4.1), when it does."""
 
     def to_dict(self) -> dict[str, Any]:
         when = self.time.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
         record: dict[str, Any] = {
             "time": when,
             "run": self.run,
+            **({"identity": dict(self.identity)} if self.identity is not None else {}),
             "server": self.server,
             "tool": self.tool,
             "originalTool": self.original_tool,
@@ -96,6 +107,10 @@ class AuditRecord:
             record["piiUnscanned"] = list(self.pii_unscanned)
         if self.schema_unchecked:
             record["schemaUnchecked"] = True
+        if self.upstream_subject is not None:
+            record["upstreamSubject"] = self.upstream_subject
+        if self.upstream_actor is not None:
+            record["upstreamActor"] = self.upstream_actor
         return record
 
     def to_json_line(self) -> str:

@@ -125,6 +125,7 @@ class BridgeCore:
             random=random.random,
             hooks=default_hooks() if hooks is None else hooks,
         )
+        self.pipeline.upstream_identity = self.pool.identity
         self._audit_stdout = audit_stdout if audit_stdout is not None else sys.stdout
         self.audit = self._audit_writer(config)
         self.listing_result: dict[str, Any] = {"tools": []}

@@ -28,6 +28,8 @@ ErrorCode = Literal[
     "circuit_open",
     "timeout",
     "cancelled",
+    "upstream_unauthorized",
+    "insufficient_scope",
 ]
 
 ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)

@@ -11,7 +11,9 @@ decides what happens to a call. It yields the result for the agent (the upstream
 3. **call**, unless refused: the injected upstream call function, under the call's deadline
    (``timeout``), the server's circuit breaker (``circuit_open``) and the retry rules
    (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no;
-   ``cancelled`` when the agent cancelled the call, :mod:`~mcp_operator.bridge.relay`);
+   ``cancelled`` when the agent cancelled the call, :mod:`~mcp_operator.bridge.relay`;
+   ``upstream_unauthorized`` / ``insufficient_scope`` when its authorization layer or the
+   token endpoint did, :mod:`~mcp_operator.bridge.unauthorized`);
 4. **after-hooks**, always (PII on the result);
 5. **normalise-error**: any failure becomes :meth:`ToolError.to_result`, with every header
    value in use masked (:class:`~mcp_operator.mcp.scrub.Scrubber`, the probe's; the pool
@@ -49,6 +51,7 @@ from mcp_operator.bridge.errors import (
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
 from mcp_operator.bridge.retry import next_delay, retry_safe
+from mcp_operator.bridge.unauthorized import unauthorized
 from mcp_operator.bridge.validate import ArgumentValidator, invalid_arguments
 from mcp_operator.mcp.naming import cut, quoted
 from mcp_operator.mcp.scrub import Scrubber
@@ -91,6 +94,10 @@ class CallReport:
     audit: AuditRecord
 
 
+def _nobody(_server: str) -> tuple[str | None, str | None]:
+    return None, None
+
+
 class CallPipeline:
     """The call pipeline of one bridge: its configuration, catalog, hooks and breakers."""
 
@@ -113,6 +120,9 @@ class CallPipeline:
         self.breakers: dict[str, CircuitBreaker] = {}
         self.scrubber = Scrubber(())
         """Masks the header values in use (set by whoever reads them: the upstream pool)."""
+        self.upstream_identity: Callable[[str], tuple[str | None, str | None]] = _nobody
+        """The subject and actor of the token a server (by key) is called with, for the
+        audit line (set from the upstream pool)."""
         self.problems: dict[str, str] = {}
         """Why a server cannot be called at all, by server key (set from the upstream pool);
         named in the hint of a refused call that names one of its tools."""
@@ -123,6 +133,16 @@ class CallPipeline:
         self.config = config
         self.catalog = catalog
         self.run = f"{config.run.namespace}/{config.run.name}"
+        who = config.identity
+        self.identity = (
+            None
+            if who is None
+            else {
+                "namespace": who.namespace,
+                "serviceAccount": who.service_account,
+                **({"pod": who.pod} if who.pod else {}),
+            }
+        )
         self.servers = {server_key(s): s for s in config.servers}
         breakers: dict[str, CircuitBreaker] = {}
         for key, server in self.servers.items():
@@ -250,7 +270,8 @@ class CallPipeline:
             except Exception as error:
                 if isinstance(error, UpstreamFailure) and not error.transient:
                     breaker.record_success(self.clock.monotonic())  # it answered: it is up
-                    outcome.error = self._rejected(call, error)
+                    refused = unauthorized(call.entry.server if call.entry else "?", error)
+                    outcome.error = self._rejected(call, error) if refused is None else refused
                     return
                 now = self.clock.monotonic()
                 breaker.record_failure(now)
@@ -380,9 +401,11 @@ class CallPipeline:
             if code == "upstream_error":
                 result = self.scrubber.json(result)
         known = self.catalog.get(exposed_name) is not None
+        subject, actor = self.upstream_identity(call.entry.server) if call.entry else (None, None)
         audit = AuditRecord(
             time=arrived,
             run=self.run,
+            identity=self.identity,
             server=call.entry.server if call.entry else None,
             tool=exposed_name if known else UNKNOWN_TOOL,
             tool_sha256=None if known else tool_digest(exposed_name),
@@ -394,6 +417,8 @@ class CallPipeline:
             pii={direction: dict(counts) for direction, counts in call.pii.items()},
             schema_unchecked=call.schema_problem is not None,
             pii_unscanned=tuple(call.pii_unscanned),
+            upstream_subject=subject,
+            upstream_actor=actor,
         )
         return CallReport(result=result, audit=audit)
 
@@ -403,6 +428,7 @@ class CallPipeline:
         return AuditRecord(
             time=self.clock.now(),
             run=self.run,
+            identity=self.identity,
             server=None,
             tool=UNKNOWN_TOOL,
             tool_sha256=tool_digest(sent),

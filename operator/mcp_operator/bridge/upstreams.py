@@ -28,6 +28,9 @@ request's head) fails that one server: it is never contacted, it is down with th
 ``/readyz``, the metrics (``mcp_bridge_upstream_misconfigured``) and the hint of every call to
 it, and the other servers keep working. So does a ``valueFile`` that cannot be read (a
 Secret not mounted, a key missing): the server is not called without the header.
+A server's ``tokenFile`` (the run's projected ServiceAccount token for that server's audience)
+becomes the session's :class:`~mcp_operator.mcp.credentials.TokenFileCredentials`: sent on
+every request, re-read as the kubelet rotates it, never logged.
 Calling a tool through the pipeline is :meth:`UpstreamPool.call`; what a failure means for
 the agent is the pipeline's job.
 """
@@ -50,10 +53,13 @@ from mcp.shared.inbound import x_mcp_header_map
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge import relay
+from mcp_operator.bridge.auth import credentials_for
 from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamUnavailable
 from mcp_operator.bridge.prompts import PromptCatalog, build_prompts
+from mcp_operator.mcp.credentials import Credentials, TokenFileCredentials
+from mcp_operator.mcp.oauth import OAuthCredentials
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import (
     McpFailure,
@@ -157,6 +163,8 @@ class ServerState:
     listing: asyncio.Task[None] | None = field(default=None, repr=False)
     follower: asyncio.Task[None] | None = field(default=None, repr=False)
     """Follows the server's ``tools/list_changed`` (:func:`~mcp_operator.mcp.session.follow`)."""
+    oauth: OAuthCredentials | None = field(default=None, repr=False)
+    """The server's OAuth credentials (``auth``), whose token the session presents."""
 
     def tasks(self) -> list[asyncio.Task[None]]:
         return [task for task in (self.listing, self.follower) if task is not None]
@@ -164,8 +172,10 @@ class ServerState:
 
 def _connection_signature(server: UpstreamServer, headers: Mapping[str, str]) -> str:
     """What forces a new upstream session when it changes (values hashed into the text)."""
+    auth = server.auth.model_dump(mode="json") if server.auth is not None else None
     return json.dumps(
-        [server.url, server.protocol_version, sorted(headers.items())], separators=(",", ":")
+        [server.url, server.protocol_version, sorted(headers.items()), server.token_file, auth],
+        separators=(",", ":"),
     )
 
 
@@ -223,11 +233,17 @@ class UpstreamPool:
             problem = unreadable or header_problem(server, headers)
             hint = server.protocol_version
             sent = {} if problem is not None else headers
-            upstream = upstream_session(key, server.url, self.http1, sent, hint)
+            oauth = credentials_for(server.auth, self.http1)
+            credentials: Credentials | None = oauth
+            if server.token_file:
+                credentials = TokenFileCredentials(server.token_file)
+            upstream = upstream_session(key, server.url, self.http1, sent, hint, credentials)
             if self.on_notice is not None:
                 upstream.on_notice = _bound(self.on_notice, key)
                 upstream.listen_filter.update(promptsListChanged=True, resourcesListChanged=True)
-            state = ServerState(server=server, upstream=upstream, headers_signature=signature)
+            state = ServerState(
+                server=server, upstream=upstream, headers_signature=signature, oauth=oauth
+            )
             states[key] = state
             if problem is None:
                 fresh.append(state)
@@ -402,6 +418,10 @@ class UpstreamPool:
                     "tools/call", {"name": tool, "arguments": arguments}
                 )
         except McpFailure as error:
+            if state.oauth is not None:  # a server may echo the token it was sent
+                mask = Scrubber(state.oauth.secrets())
+                error.message = mask(error.message)
+                error.detail = mask(error.detail) if error.detail else error.detail
             if error.kind == "unavailable" and state.up:
                 told = self.scrubber(error.message)
                 logger.warning("Lost server %s: %s", state.upstream.name, told)
@@ -413,6 +433,13 @@ class UpstreamPool:
             state.due = 0.0  # it answered: list it again at once to notice its return
         return result
 
+    def identity(self, key: str) -> tuple[str | None, str | None]:
+        """The subject and actor of the token the server ``key`` is called with (its claims
+        when it is a JWT, for the audit line; never the token), or ``(None, None)``."""
+        state = self.states.get(key)
+        token = state.oauth.token if state is not None and state.oauth is not None else None
+        return (token.subject, token.actor) if token is not None else (None, None)
+
 
 def upstream_session(
     name: str,
@@ -420,13 +447,16 @@ def upstream_session(
     pool: Pool,
     headers: Mapping[str, str] | None = None,
     protocol_hint: str | None = None,
+    credentials: Credentials | None = None,
 ) -> McpSession:
-    """The session of one upstream server (``protocol_hint``: the version its status gave)."""
+    """The session of one upstream server (``protocol_hint``: the version its status gave;
+    ``credentials``: its projected token, or its OAuth token)."""
     return McpSession(
         url,
         pool,
         name=name,
         headers=headers,
+        credentials=credentials,
         client_info=CLIENT_INFO,
         protocol_hint=protocol_hint,
         read_body=capped(MAX_ANSWER_BYTES, name),

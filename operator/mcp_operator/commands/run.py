@@ -29,6 +29,7 @@ from mcp_operator.controller.settings import (
     RenderSettings,
     ScheduleSettings,
 )
+from mcp_operator.kube.identity import ServiceAccountRef
 from mcp_operator.oci.settings import RegistrySettings, host_list
 
 if TYPE_CHECKING:
@@ -200,11 +201,31 @@ def add_high_availability_arguments(parser: argparse.ArgumentParser) -> None:
         "objects besides the opt-in labels (docs/security.md); default: none",
     )
     parser.add_argument(
+        "--identity",
+        default=None,
+        metavar="NAMESPACE/NAME",
+        help="the operator's own ServiceAccount, whose audience-bound tokens (TokenRequest) "
+        "its probes present to managed servers and which every server's access "
+        "configuration permits; default: the ServiceAccount of its in-cluster token "
+        "(needed outside a cluster: without it, probes of servers that authenticate fail)",
+    )
+    parser.add_argument(
         "--namespace-scoped",
         action="store_true",
         help="run with Roles in the watched namespaces only (no ClusterRole): neither list nor "
         "watch CRDs and namespaces; needs --namespace, and the CRDs installed before start",
     )
+
+
+def identity_setting(value: str | None) -> str | None:
+    """``--identity``, checked (``namespace/name``)."""
+    if value is None:
+        return None
+    try:
+        ServiceAccountRef.parse(value)
+    except ValueError as error:
+        raise SystemExit(f"--identity: {error}") from None
+    return value
 
 
 def election_settings(args: argparse.Namespace) -> LeaderElectionSettings:
@@ -303,6 +324,7 @@ def run(args: argparse.Namespace) -> int:
         scanning=not args.namespace_scoped,
         shard_selector=shard_selector,
         tenant_admission_policy=args.tenant_admission_policy,
+        identity=identity_setting(args.identity),
     )
 
     async def operate(stop: asyncio.Event, quiesced: asyncio.Event) -> None:

@@ -22,6 +22,7 @@ from mcp_operator import GROUP, OPT_IN_LABEL, OPT_IN_VALUE, VERSION
 from mcp_operator.controller.admission import admission_layer
 from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
 from mcp_operator.controller.agentrun.runs import Runs
+from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.fleet import Fleet
 from mcp_operator.controller.mcpserver.render import pinned_image
 from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
@@ -31,6 +32,7 @@ from mcp_operator.controller.settings import AgentRunSettings, FleetSettings
 from mcp_operator.controller.shards import owns
 from mcp_operator.kube import PODS, Kube, KubeError
 from mcp_operator.kube.credentials import load_credentials, login
+from mcp_operator.kube.identity import OwnTokens, own_identity
 
 logger = logging.getLogger(__name__)
 
@@ -109,7 +111,17 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     layer = await admission_layer(memo.kube, getattr(memo, "tenant_admission_policy", None))
     fleet_settings = dataclasses.replace(fleet_settings, admission=layer)
     run_settings = dataclasses.replace(run_settings, admission=layer)
-    memo.fleet = Fleet(memo.kube, fleet_settings, metrics=metrics)
+    identity = own_identity(getattr(memo, "identity", None))
+    if identity is None:
+        logger.warning(
+            "Found no ServiceAccount of the operator's own (run with --identity "
+            "NAMESPACE/NAME): probes of managed servers that authenticate will be refused"
+        )
+    else:
+        logger.info("Probing managed servers as ServiceAccount %s", identity)
+    tokens = OwnTokens(memo.kube, identity) if identity is not None else None
+    data_path = DataPath(memo.kube, tokens=tokens)
+    memo.fleet = Fleet(memo.kube, fleet_settings, metrics=metrics, data_path=data_path)
     memo.runs = Runs(memo.kube, run_settings, metrics=metrics)
 
 
@@ -180,8 +192,11 @@ async def agentrun_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo,
     "pods",
     labels={"app.kubernetes.io/managed-by": MANAGED_BY, AGENT_RUN_LABEL: kopf.PRESENT},
 )
-async def agent_pod_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def agent_pod_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     memo.runs.pod_changed(dict(body))
+    if event.get("type") == "DELETED":
+        # Its tokens stay valid until they expire: the servers they were for refuse them now.
+        memo.fleet.pod_deleted(dict(body))
 
 
 @kopf.on.event("apps", "v1", "deployments", labels={"app.kubernetes.io/managed-by": MANAGED_BY})

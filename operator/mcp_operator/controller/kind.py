@@ -181,6 +181,10 @@ class KindController(abc.ABC, Generic[M]):
     def __len__(self) -> int:
         return len(self._worker)
 
+    def known(self) -> list[Known[M]]:
+        """Every object with a worker, as last seen."""
+        return list(self._worker.items())
+
     # -- for the kind's reconcile --------------------------------------------------------
 
     @property

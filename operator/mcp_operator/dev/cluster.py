@@ -40,7 +40,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,9 @@ READY_TIMEOUT_SECONDS = 90.0
 SERVICE_CIDR = "10.96.0.0/16"
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 """The API server's identity towards the kubelet (its client certificate's CN)."""
+DEV_IDENTITY = "mcp-operator-dev/mcp-operator"
+"""The ServiceAccount the local cluster makes for an operator run from this machine
+(``mcp-operator run --identity mcp-operator-dev/mcp-operator``)."""
 NODE_LISTEN_ADDRESS = "10.244.0.1"
 """Where the API server listens when a node runs: the cluster bridge (see dev/node_config.py)."""
 
@@ -399,6 +402,7 @@ class ControlPlane:
             )
         self.version = json.loads(self._get(f"{self.server}/version", ca=certs.ca_cert))
         self._wait_for_controller_manager(certs.ca_cert)
+        self._create_operator_identity(certs.ca_cert)
         if self.node:
             self._grant_kubelet_api(certs.ca_cert)
             self.node.start(
@@ -461,6 +465,39 @@ class ControlPlane:
     def _ssl_context(self, ca: Path | None) -> ssl.SSLContext | None:
         return ssl.create_default_context(cafile=str(ca)) if ca else None
 
+    def _create_operator_identity(self, ca: Path) -> None:
+        """The ServiceAccount an operator run from this machine is (``mcp-operator run
+        --identity`` :data:`DEV_IDENTITY`): its probes present that account's tokens to
+        managed servers, which refuse callers without one."""
+        namespace, name = DEV_IDENTITY.split("/")
+        objects = [
+            (
+                "/api/v1/namespaces",
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            ),
+            (
+                f"/api/v1/namespaces/{namespace}/serviceaccounts",
+                {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
+            ),
+        ]
+        for path, body in objects:
+            self._post(path, body, ca, what=f"the operator's identity {DEV_IDENTITY}")
+
+    def _post(self, path: str, body: Mapping[str, Any], ca: Path, *, what: str) -> None:
+        """Create ``body`` at ``path`` (one that exists already is kept)."""
+        request = urllib.request.Request(
+            f"{self.server}{path}",
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=self._ssl_context(ca)):
+                pass
+        except urllib.error.HTTPError as error:
+            if error.code != 409:  # already there (a directory reused)
+                raise ControlPlaneError(f"Could not create {what}: {error}") from error
+
     def _grant_kubelet_api(self, ca: Path) -> None:
         """Let the API server's kubelet client (logs, exec, port-forward) use the kubelet API
         and nothing else: the built-in ``system:kubelet-api-admin``, not ``system:masters``."""
@@ -481,20 +518,12 @@ class ControlPlane:
                 }
             ],
         }
-        request = urllib.request.Request(
-            f"{self.server}/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-            data=json.dumps(binding).encode(),
-            method="POST",
-            headers={"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"},
+        self._post(
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+            binding,
+            ca,
+            what="the kubelet client's role binding",
         )
-        try:
-            with urllib.request.urlopen(request, timeout=10, context=self._ssl_context(ca)):
-                pass
-        except urllib.error.HTTPError as error:
-            if error.code != 409:  # already there (a directory reused)
-                raise ControlPlaneError(
-                    f"Could not bind the kubelet client's role: {error}"
-                ) from error
 
     def _get(self, url: str, ca: Path | None = None) -> str:
         request = urllib.request.Request(url)

@@ -30,7 +30,7 @@ import anyio
 import mcp
 from mcp_types import METHOD_NOT_FOUND
 
-from mcp_operator.mcp import session
+from mcp_operator.mcp import challenge, session
 from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.errors import ProbeError, ProbeState, reraise_cancellation, scrub, translate
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
@@ -38,6 +38,7 @@ from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.streamable import streamable
+from mcp_operator.net.tls import tls_context
 
 __all__ = ["MAX_DISCOVERED_TOOLS", "DiscoveredTool", "Discovery", "Keep", "Paginator", "discover"]
 from mcp_operator.mcp.target import ProbeTarget, check_target
@@ -102,8 +103,42 @@ async def discover(target: ProbeTarget, keep: Keep | None = None) -> Discovery:
             found = await _discover(target, state, keep or Keep())
     except Exception as error:  # boundary: every failure becomes one ProbeError
         reraise_cancellation()
-        raise scrub(translate(error, state), target.headers) from None
+        failure = await _with_authorization_servers(translate(error, state), error, target)
+        raise scrub(failure, target.headers) from None
     return scrubbed(found, Scrubber(target.headers.values()))
+
+
+async def _with_authorization_servers(
+    failure: ProbeError, error: BaseException, target: ProbeTarget
+) -> ProbeError:
+    """An ``AuthRequired``/``InsufficientScope`` whose challenge names RFC 9728 metadata,
+    with the authorization servers that metadata lists (fetched under the target's egress
+    policy, within the probe's own timeout); any other failure as it is."""
+    if failure.reason not in ("AuthRequired", "InsufficientScope"):
+        return failure
+    refusal = next(
+        (leaf for leaf in _failures(error) if leaf.status in (401, 403) and leaf.challenge),
+        None,
+    )
+    found = challenge.parse(refusal.challenge) if refusal is not None else None
+    if refusal is None or found is None or found.resource_metadata is None:
+        return failure
+    servers = await challenge.authorization_servers(
+        found.resource_metadata,
+        target.egress,
+        seconds=min(challenge.METADATA_SECONDS, target.timeout_seconds),
+        ssl_context=tls_context(target.verify_tls),
+    )
+    if not servers:
+        return failure
+    where = failure.message.partition(" answered HTTP")[0]
+    return ProbeError(failure.reason, challenge.explain(where, refusal.status or 0, found, servers))
+
+
+def _failures(error: BaseException) -> list[McpFailure]:
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in _failures(inner)]
+    return [error] if isinstance(error, McpFailure) else []
 
 
 def scrubbed(discovery: Discovery, mask: Scrubber) -> Discovery:

@@ -27,7 +27,9 @@ import mcp
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
 from pydantic import ValidationError
 
+from mcp_operator.mcp import challenge
 from mcp_operator.mcp.naming import cut
+from mcp_operator.mcp.oauth import TokenError
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.net.cancel import cancelling
@@ -46,6 +48,8 @@ class ProbeError(Exception):
     Reasons: ``InvalidTarget``, ``Unreachable``, ``TLSError``, ``Timeout``,
     ``HTTPError``, ``ProtocolError``, ``ServerError``, ``ResponseTooLarge``,
     ``PaginationLoop``, ``TooManyPages``, ``TooManyTools``, ``DestinationRefused``,
+    ``CredentialsUnavailable``, ``AuthRequired`` (a 401, or a token endpoint that refused
+    the credentials), ``InsufficientScope`` (a challenge's ``insufficient_scope``),
     ``ProbeFailed``.
     """
 
@@ -230,6 +234,17 @@ def _answered_http(status: Callable[[Any, ProbeState], int | None]) -> Callable[
     )
 
 
+def _challenged(error: McpFailure, state: ProbeState) -> str:
+    return challenge.explain(
+        f"{state.url} (during {state.phase})", error.status or 0, challenge.parse(error.challenge)
+    )
+
+
+def _asks_scope(error: McpFailure, _state: ProbeState) -> bool:
+    found = challenge.parse(error.challenge)
+    return error.status in (401, 403) and found is not None and found.insufficient_scope
+
+
 def _not_json_rpc(_error: BaseException, state: ProbeState) -> str:
     return f"{state.url} answered {state.phase} with a body that is not valid JSON-RPC"
 
@@ -322,6 +337,9 @@ RULES: tuple[Rule[Any], ...] = (
         when=_says("certificate", "ssl", "tls"),
     ),
     Rule(_CONNECT, "Unreachable", _not_connected(lambda _e: "connection failed")),
+    # The server's authorization layer said no: what its challenge asks for.
+    Rule(McpFailure, "InsufficientScope", _challenged, when=_asks_scope),
+    Rule(McpFailure, "AuthRequired", _challenged, when=lambda e, _s: e.status == 401),
     # An HTTP error status, seen by httpx2, by the session, or behind the SDK's error.
     Rule(
         McpFailure,
@@ -339,6 +357,12 @@ RULES: tuple[Rule[Any], ...] = (
     # The session's failures: a timeout of its own, a body that is not JSON, an answer that
     # is not MCP (or not to this request), a JSON-RPC error.
     Rule(McpFailure, "Timeout", _timed_out, when=lambda e, _s: e.fault == "timeout"),
+    Rule(
+        McpFailure,
+        "CredentialsUnavailable",
+        lambda e, _s: e.message,
+        when=lambda e, _s: e.fault == "credentials",
+    ),
     Rule(McpFailure, "ProtocolError", _not_json_rpc, when=lambda e, _s: e.fault == "json"),
     Rule(
         McpFailure,
@@ -443,6 +467,8 @@ def translate(error: BaseException, state: ProbeState) -> ProbeError:
     if state.failure is not None:
         return state.failure
     for leaf in leaves:
+        if isinstance(leaf, TokenError):  # the token endpoint's failure, in its own words
+            return ProbeError(leaf.reason, f"{leaf.message} (for {state.url})")
         if isinstance(leaf, McpFailure) and leaf.limit is not None:
             return ProbeError(leaf.limit, leaf.message)
         if isinstance(leaf, ConnectFailed) and isinstance(leaf.__cause__, Refused):

@@ -27,6 +27,10 @@ the bridge (:mod:`~mcp_operator.bridge.upstreams`) speak to MCP servers through 
   cancelled, the server is told (legacy: ``notifications/cancelled``; 2026-07-28: the
   request's stream is closed). Without ``related`` such messages are skipped. A server's
   request on a legacy session's GET stream belongs to no call and is refused.
+- **Credentials** (:mod:`~mcp_operator.mcp.credentials`): their headers are asked for
+  before every request (``POST``, ``GET`` stream, ``DELETE``) and merged after the static
+  ones; a ``401``/``403`` (the auth layer refused, the server did not act) is reported to
+  them, and the one request is sent once more only when they say new headers are worth it.
 - **Failures** are one type, :class:`McpFailure`: a ``fault`` (what broke), the ``kind`` a
   caller acts on (``unavailable``, ``timeout``, ``error``), and the JSON-RPC ``code`` and
   ``data`` when the server answered with a JSON-RPC error. The probe turns it into a reason
@@ -75,17 +79,28 @@ from mcp_types.version import (
 from pydantic import ValidationError
 
 from mcp_operator.mcp import sse
+from mcp_operator.mcp.credentials import Credentials, CredentialsError
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.pool import Http1Error, Http1Pool, Http1Response
 
 logger = logging.getLogger(__name__)
 
 Fault = Literal[
-    "connect", "connection", "mismatch", "http", "rpc", "json", "mcp", "timeout", "limit"
+    "connect",
+    "connection",
+    "mismatch",
+    "http",
+    "rpc",
+    "json",
+    "mcp",
+    "timeout",
+    "limit",
+    "credentials",
 ]
 """What broke: no connection; the connection failed or ended mid-answer; an answer to another
 request; an HTTP error status; a JSON-RPC error; a body that is not JSON; an answer that is
-not MCP; the caller's deadline; one of the session's bounds."""
+not MCP; the caller's deadline; one of the session's bounds; the session's credentials could
+not produce anything to present (nothing was sent)."""
 Kind = Literal["unavailable", "timeout", "error"]
 """What a caller does with a failure: ``unavailable`` and ``timeout`` may pass (the server
 could not be reached, lost the call, or a gateway said 502/503/504); ``error``: the server
@@ -145,6 +160,9 @@ class McpFailure(Exception):
     limit: str | None = None
     """The listing bound that was passed (``TooManyPages``, ``PaginationLoop``,
     ``TooManyTools``)."""
+    challenge: str | None = None
+    """The ``WWW-Authenticate`` header of a 401 or 403 answer (:mod:`~mcp_operator.mcp.challenge`
+    reads it)."""
 
     def __post_init__(self) -> None:
         super().__init__(self.message)
@@ -285,8 +303,11 @@ class McpSession:
         read_body: BodyReader | None = None,
         discover_seconds: float = DISCOVER_SECONDS,
         capabilities: Mapping[str, Any] | None = None,
+        credentials: Credentials | None = None,
     ) -> None:
         self.url = url
+        self.credentials = credentials
+        """Asked for headers before every request (:mod:`~mcp_operator.mcp.credentials`)."""
         self.name = name
         self._pool = pool
         self._headers = dict(headers or {})
@@ -383,6 +404,8 @@ class McpSession:
             except McpFailure as failure:
                 if failure.fault in ("connect", "timeout", "limit") or failure.__cause__:
                     raise  # no answer at all (or too much of one): not a legacy server's sign
+                if failure.status in (401, 403):
+                    raise  # the auth layer refused: no sign of the era either
                 if failure.code == UNSUPPORTED_PROTOCOL_VERSION:
                     supported = _supported(failure.data)
                     mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in (supported or ())]
@@ -665,6 +688,36 @@ class McpSession:
         return {**params, "_meta": meta}
 
     async def _send(self, verb: str, headers: Mapping[str, str], body: bytes) -> Http1Response:
+        """Send one request with the credentials' headers; after a ``401``/``403`` that the
+        credentials say fresh headers may cure, once more (the auth layer refused it, so the
+        server did not act on it: this is no resend of a request that may have been read)."""
+        credentials = self.credentials
+        if credentials is None:
+            return await self._transmit(verb, headers, body)
+        answer = await self._transmit(verb, await self._authorized(credentials, headers), body)
+        if answer.status_code not in (401, 403):
+            return answer
+        challenge = answer.headers.get("www-authenticate")
+        if not await credentials.rejected(answer.status_code, challenge):
+            return answer
+        await answer.aclose()
+        return await self._transmit(verb, await self._authorized(credentials, headers), body)
+
+    async def _authorized(
+        self, credentials: Credentials, headers: Mapping[str, str]
+    ) -> dict[str, str]:
+        """``headers`` with the credentials' merged over them (case-insensitively; never
+        over the protocol's own)."""
+        try:
+            extra = await credentials.headers()
+        except CredentialsError as error:
+            raise McpFailure("credentials", f"no credentials for {self.name}: {error}") from None
+        names = {name.lower() for name in extra} - PROTOCOL_HEADERS
+        merged = {name: value for name, value in headers.items() if name.lower() not in names}
+        merged.update((name, value) for name, value in extra.items() if name.lower() in names)
+        return merged
+
+    async def _transmit(self, verb: str, headers: Mapping[str, str], body: bytes) -> Http1Response:
         try:
             return await self._pool.request(verb, self.url, headers, body)
         except Http1Error as error:
@@ -757,6 +810,7 @@ class McpSession:
             code=code,
             data=data,
             detail=detail,
+            challenge=answer.headers.get("www-authenticate") if status in (401, 403) else None,
         )
 
     async def _notify(self, method: str, params: Mapping[str, Any] | None = None) -> None:

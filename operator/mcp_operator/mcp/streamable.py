@@ -60,6 +60,7 @@ class StreamableClient:
             client_info=CLIENT_INFO,
             read_body=self._bounded,
             discover_seconds=DISCOVER_SECONDS,
+            credentials=target.credentials,
         )
 
     @property

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlsplit
 
+from mcp_operator.mcp.credentials import Credentials
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.session import display_url
 from mcp_operator.net.egress import EgressPolicy
@@ -38,13 +39,17 @@ class ProbeTarget:
     egress: EgressPolicy = field(default_factory=EgressPolicy)
     """Where connections may go (:mod:`~mcp_operator.net.egress`); the default refuses
     loopback, link-local, metadata and private addresses."""
+    credentials: Credentials | None = field(default=None, compare=False, hash=False)
+    """Asked for headers before every request (a managed server's audience-bound token);
+    ``repr`` says where they come from, never their value."""
 
     def __repr__(self) -> str:
         verify = "custom" if isinstance(self.verify_tls, ssl.SSLContext) else self.verify_tls
         return (
             f"ProbeTarget(url={display_url(self.url)!r}, transport={self.transport!r}, "
             f"headers={sorted(self.headers)!r}, timeout_seconds={self.timeout_seconds!r}, "
-            f"verify_tls={verify!r})"
+            f"verify_tls={verify!r}"
+            + (f", credentials={self.credentials.describe()!r})" if self.credentials else ")")
         )
 
 

@@ -19,6 +19,15 @@ after the next probe has seen it, never before.
 Secret values never enter the ConfigMap: a header whose value comes from a
 Secret is rendered as the path of a file that a Secret volume mounts into the
 bridge container only.
+
+The bridge's identity towards each managed server that authenticates with
+Kubernetes tokens is a projected ServiceAccount token whose audience names that
+server (:func:`~mcp_operator.api.mcpserver.token_audience`), short-lived and
+rotated by the kubelet, in a volume mounted into the bridge container only. The
+Pod mounts no API token by itself (``automountServiceAccountToken: false``); the
+agent gets one, as its own projected volume, only when the run asks for it. No
+shared process namespace: the agent cannot read the bridge's files through
+``/proc``.
 """
 
 from __future__ import annotations
@@ -34,7 +43,9 @@ import yaml
 from mcp_operator import API_VERSION, GROUP
 from mcp_operator.api import AgentRun, CallPolicySpec, MCPServer
 from mcp_operator.api.bridge import CallPolicy, CallPolicyOverride, tighten
+from mcp_operator.api.mcpserver import token_audience
 from mcp_operator.controller.agentrun.resolve import Binding, Resolution
+from mcp_operator.controller.mcpserver.render import authentication as server_authentication
 from mcp_operator.controller.render import (
     owner_reference,
     recommended_labels,
@@ -46,6 +57,13 @@ from mcp_operator.controller.settings import AgentRenderSettings
 CONFIG_DIR = "/etc/mcp-bridge"
 CONFIG_KEY = "config.yaml"
 SECRETS_DIR = "/var/run/mcp-bridge/secrets"
+TOKENS_DIR = "/var/run/mcp-bridge/tokens"
+EXCHANGE_DIR = "/var/run/mcp-bridge/exchange"
+"""Where the run's projected tokens for token exchanges are mounted (bridge container only)."""
+TOKEN_FILE = "token"
+TOKEN_EXPIRATION_SECONDS = 600
+"""The lifetime of the bridge's projected tokens; the kubelet renews them at 80 %."""
+API_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 AUDIT_DIR = "/var/log/mcp-bridge"
 AUDIT_FILE = f"{AUDIT_DIR}/audit.jsonl"
 BRIDGE_PATH = "/mcp"
@@ -137,13 +155,96 @@ def secret_mounts(resolution: Resolution) -> dict[str, str]:
             for header in _server(binding).spec.headers or ()
             if header.value_from is not None
         }
+        | {name for binding in resolution.usable if (name := _auth_secret(_server(binding)))}
     )
     return {name: f"{SECRETS_DIR}/{name}" for name in names}
+
+
+def _auth_secret(server: MCPServer) -> str | None:
+    """The Secret of the client secret the bridge sends to ``spec.auth``'s token endpoint."""
+    ref = server.spec.auth.client_secret_ref if server.spec.auth is not None else None
+    return ref.name if ref is not None else None
+
+
+def exchange_mounts(resolution: Resolution) -> dict[tuple[str, str], tuple[str, str]]:
+    """``(namespace, name)`` of each usable server whose ``spec.auth`` is a token exchange →
+    the directory of the run's projected token that the bridge exchanges for it (the subject
+    token) and that token's audience (what the authorization server expects)."""
+    mounts: dict[tuple[str, str], tuple[str, str]] = {}
+    for binding in resolution.usable:
+        server = _server(binding)
+        directory = exchange_mount(binding)
+        if directory is not None and server.spec.auth and server.spec.auth.token_exchange:
+            audience = server.spec.auth.token_exchange.effective_subject_token_audience
+            mounts[(binding.namespace, server.metadata.name)] = (directory, audience)
+    return mounts
+
+
+def exchange_mount(binding: Binding) -> str | None:
+    """The directory of the subject token of ``binding``'s token exchange, if it has one."""
+    server = _server(binding)
+    if server.spec.auth is None or server.spec.auth.token_exchange is None:
+        return None
+    return f"{EXCHANGE_DIR}/{binding.namespace}/{server.metadata.name}"
+
+
+def _auth_config(
+    server: MCPServer,
+    url: str,
+    mounts: Mapping[str, str],
+    exchange_dir: str | None,
+) -> dict[str, Any] | None:
+    """The bridge's ``auth`` of a server: files for secrets, the resource defaulted to the
+    server's URL (RFC 8707)."""
+    auth = server.spec.auth
+    if auth is None:
+        return None
+    method = auth.method
+    config: dict[str, Any] = {
+        "tokenURL": method.token_url,
+        "resource": method.resource or url,
+        "scopes": list(method.scopes or ()),
+    }
+    if method.audience:
+        config["audience"] = method.audience
+    if method.client_id:
+        config["clientID"] = method.client_id
+    ref = method.client_secret_ref
+    if ref is not None:
+        config["clientSecretFile"] = f"{mounts[ref.name]}/{ref.key}"
+    if auth.token_exchange is not None:
+        assert exchange_dir is not None  # exchange_mounts names every token exchange
+        config["subjectTokenFile"] = f"{exchange_dir}/{TOKEN_FILE}"
+        return {"tokenExchange": config}
+    return {"oauth2ClientCredentials": config}
+
+
+def token_mounts(resolution: Resolution) -> dict[tuple[str, str], str]:
+    """``(namespace, name)`` of each usable server that authenticates with Kubernetes tokens
+    → the directory of the bridge's projected token for it."""
+    return {
+        (binding.namespace, server.metadata.name): (
+            f"{TOKENS_DIR}/{binding.namespace}/{server.metadata.name}"
+        )
+        for binding in resolution.usable
+        if _authenticates(server := _server(binding))
+    }
+
+
+def _authenticates(server: MCPServer) -> bool:
+    """Whether the server's endpoint checks Kubernetes tokens (so the bridge needs one)."""
+    return server.spec.mode == "managed" and server_authentication(server) == "kubernetes"
+
+
+def service_account(run: AgentRun) -> str:
+    """The run Pod's ServiceAccount."""
+    return run.spec.agent.service_account_name or "default"
 
 
 def bridge_config(run: AgentRun, resolution: Resolution) -> dict[str, Any]:
     """The bridge's configuration file (``api.bridge.BridgeConfig``): no secret value in it."""
     mounts = secret_mounts(resolution)
+    tokens = token_mounts(resolution)
     audit: dict[str, Any] = {"stdout": run.spec.bridge.audit.stdout}
     if run.spec.bridge.audit.file:
         audit["file"] = AUDIT_FILE
@@ -152,12 +253,22 @@ def bridge_config(run: AgentRun, resolution: Resolution) -> dict[str, Any]:
         "kind": "BridgeConfig",
         "run": {"name": run.metadata.name, "namespace": run.metadata.namespace},
         "listen": {"host": "127.0.0.1", "port": run.spec.bridge.port, "path": BRIDGE_PATH},
-        "servers": [_server_config(run, binding, mounts) for binding in resolution.usable],
+        "servers": [_server_config(run, binding, mounts, tokens) for binding in resolution.usable],
         "audit": audit,
+        "identity": {
+            "namespace": run.metadata.namespace,
+            "serviceAccount": service_account(run),
+            "pod": pod_name(run),
+        },
     }
 
 
-def _server_config(run: AgentRun, binding: Binding, mounts: Mapping[str, str]) -> dict[str, Any]:
+def _server_config(
+    run: AgentRun,
+    binding: Binding,
+    mounts: Mapping[str, str],
+    tokens: Mapping[tuple[str, str], str],
+) -> dict[str, Any]:
     server = _server(binding)
     status = server.status
     assert status is not None and status.url is not None  # a usable binding is Ready
@@ -184,6 +295,13 @@ def _server_config(run: AgentRun, binding: Binding, mounts: Mapping[str, str]) -
         "headers": headers,
         "policy": effective_policy(server.spec.policy, run.spec.bridge.policy),
     }
+    token_dir = tokens.get((binding.namespace, server.metadata.name))
+    if token_dir is not None:
+        config["tokenFile"] = f"{token_dir}/{TOKEN_FILE}"
+    exchange = exchange_mount(binding)
+    auth = _auth_config(server, status.url, mounts, exchange)
+    if auth is not None:
+        config["auth"] = auth
     if status.server_info is not None and status.server_info.protocol_version:
         config["protocolVersion"] = status.server_info.protocol_version
     if status.tools is not None and status.tool_count == len(status.tools):
@@ -254,10 +372,12 @@ def pod(run: AgentRun, resolution: Resolution, settings: AgentRenderSettings) ->
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
-        "automountServiceAccountToken": agent.service_account_name is not None,
+        # No API token by itself: the agent's, when asked for, is a volume of its own.
+        "automountServiceAccountToken": False,
         "enableServiceLinks": False,
         "securityContext": restricted_pod_security(),
         "containers": [_agent_container(run, with_bridge)],
+        # Never shareProcessNamespace: through /proc the agent could read the bridge's files.
         "volumes": volumes,
     }
     if with_bridge:
@@ -275,8 +395,14 @@ def pod(run: AgentRun, resolution: Resolution, settings: AgentRenderSettings) ->
                     "secret": {"secretName": secret, "defaultMode": 0o440},
                 }
             )
+        for index, (namespace, name) in enumerate(token_mounts(resolution)):
+            volumes.append(_token_volume(f"token-{index}", namespace, name))
+        for index, (_path, audience) in enumerate(exchange_mounts(resolution).values()):
+            volumes.append(_token_volume(f"exchange-{index}", "", "", audience=audience))
         if run.spec.bridge.audit.file:
             volumes.append({"name": "audit", "emptyDir": {"sizeLimit": "256Mi"}})
+    if agent.automount_service_account_token:
+        volumes.append(API_TOKEN_VOLUME)
     if agent.service_account_name is not None:
         spec["serviceAccountName"] = agent.service_account_name
     if run.spec.active_deadline_seconds is not None:
@@ -287,6 +413,47 @@ def pod(run: AgentRun, resolution: Resolution, settings: AgentRenderSettings) ->
         "metadata": _metadata(run, pod_name(run)),
         "spec": spec,
     }
+
+
+def _token_volume(
+    volume: str, namespace: str, name: str, *, audience: str | None = None
+) -> dict[str, Any]:
+    """The bridge's projected token for the server ``namespace/name``: its audience only
+    (``audience``: another one, the subject token of a token exchange)."""
+    token = {
+        "audience": audience or token_audience(namespace, name),
+        "expirationSeconds": TOKEN_EXPIRATION_SECONDS,
+        "path": TOKEN_FILE,
+    }
+    return {
+        "name": volume,
+        "projected": {"defaultMode": 0o440, "sources": [{"serviceAccountToken": token}]},
+    }
+
+
+API_TOKEN_VOLUME: dict[str, Any] = {
+    # What the kubelet would mount for automountServiceAccountToken, for the agent alone.
+    "name": "kube-api-access",
+    "projected": {
+        "defaultMode": 0o444,
+        "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {
+                "configMap": {
+                    "name": "kube-root-ca.crt",
+                    "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                }
+            },
+            {
+                "downwardAPI": {
+                    "items": [
+                        {"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}
+                    ]
+                }
+            },
+        ],
+    },
+}
 
 
 def _agent_container(run: AgentRun, with_bridge: bool) -> dict[str, Any]:
@@ -308,6 +475,10 @@ def _agent_container(run: AgentRun, with_bridge: bool) -> dict[str, Any]:
         "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
         "securityContext": restricted_container_security(),
     }
+    if agent.automount_service_account_token:
+        container["volumeMounts"].append(
+            {"name": "kube-api-access", "mountPath": API_TOKEN_DIR, "readOnly": True}
+        )
     if agent.command:
         container["command"] = list(agent.command)
     if agent.args:
@@ -328,6 +499,10 @@ def _bridge_container(
     ]
     for index, (_secret, path) in enumerate(secret_mounts(resolution).items()):
         mounts.append({"name": f"secret-{index}", "mountPath": path, "readOnly": True})
+    for index, path in enumerate(token_mounts(resolution).values()):
+        mounts.append({"name": f"token-{index}", "mountPath": path, "readOnly": True})
+    for index, (path, _audience) in enumerate(exchange_mounts(resolution).values()):
+        mounts.append({"name": f"exchange-{index}", "mountPath": path, "readOnly": True})
     if run.spec.bridge.audit.file:
         mounts.append({"name": "audit", "mountPath": AUDIT_DIR})
     return {

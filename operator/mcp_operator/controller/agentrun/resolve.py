@@ -114,14 +114,25 @@ def keys(run: AgentRun) -> list[ServerKey]:
 
 
 def header_secrets(servers: Mapping[ServerKey, MCPServer | None]) -> set[ServerKey]:
-    """``(namespace, name)`` of every Secret the servers' headers read."""
+    """``(namespace, name)`` of every Secret the bridge reads for the servers (their headers'
+    and their ``spec.auth`` client secrets)."""
     return {
-        (namespace, header.value_from.secret_key_ref.name)
+        (namespace, name)
         for (namespace, _), server in servers.items()
         if server is not None
+        for name in bridge_secrets(server)
+    }
+
+
+def bridge_secrets(server: MCPServer) -> list[str]:
+    """The Secrets the bridge mounts for ``server``: its headers', then its client secret's."""
+    names = [
+        header.value_from.secret_key_ref.name
         for header in server.spec.headers or ()
         if header.value_from is not None
-    }
+    ]
+    ref = server.spec.auth.client_secret_ref if server.spec.auth is not None else None
+    return names + ([ref.name] if ref is not None else [])
 
 
 def resolve(
@@ -158,20 +169,27 @@ def _bind(
                 f"{where} does not permit runs from namespace {run_namespace} "
                 "(its spec.access.namespaces)",
             )
-        if any(header.value_from is not None for header in server.spec.headers or ()):
+        if bridge_secrets(server):
             return Binding(
                 ref,
                 namespace,
                 server,
                 SECRET_NOT_SHAREABLE,
-                f"{where} sends Secret-backed headers, which cannot be used from namespace "
-                f"{run_namespace}",
+                f"{where} sends Secret-backed headers or a client secret, which cannot be used "
+                f"from namespace {run_namespace}",
             )
-    secrets = sorted(
-        header.value_from.secret_key_ref.name
-        for header in server.spec.headers or ()
-        if header.value_from is not None
-    )
+    callers = server.spec.access.service_account_names(namespace) if server.spec.access else None
+    caller = f"{run_namespace}/{run.spec.agent.service_account_name or 'default'}"
+    if server.spec.mode == "managed" and callers is not None and caller not in callers:
+        return Binding(
+            ref,
+            namespace,
+            server,
+            NOT_PERMITTED,
+            f"{where} does not permit the ServiceAccount {caller} "
+            "(its spec.access.serviceAccounts)",
+        )
+    secrets = sorted(set(bridge_secrets(server)))
     missing = [
         name for name in secrets if opted_in is not None and (namespace, name) not in opted_in
     ]
@@ -181,7 +199,8 @@ def _bind(
             namespace,
             server,
             SECRET_NOT_SHAREABLE,
-            f"{where} sends headers from Secret {', '.join(missing)}, which is not labelled "
+            f"{where} sends headers or a client secret from Secret {', '.join(missing)}, "
+            "which is not labelled "
             f"{OPT_IN_LABEL}={OPT_IN_VALUE}",
         )
     ready, why = _readiness(server)

@@ -27,6 +27,8 @@ from typing import Any
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.kind import KindController, Known, Reconciled
 from mcp_operator.controller.mcpserver import reconcile
+from mcp_operator.controller.mcpserver.auth import ProbeCredentials, no_subject
+from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.listeners import Listeners
 from mcp_operator.controller.mcpserver.status import events, probed_reason, remembered, status_patch
 from mcp_operator.controller.mcpserver.wake import RolloutState, WakePolicy
@@ -35,6 +37,8 @@ from mcp_operator.controller.parsing import InvalidSpec, parse
 from mcp_operator.controller.settings import FleetSettings
 from mcp_operator.controller.worker import Clock, Next
 from mcp_operator.kube import MCPSERVERS, Kube
+from mcp_operator.kube.tokens import CredentialError
+from mcp_operator.mcp.oauth import TokenError
 from mcp_operator.oci.client import RegistryClient
 
 
@@ -48,6 +52,7 @@ class Fleet(KindController[MCPServer]):
         *,
         clock: Clock | None = None,
         metrics: OperatorMetrics | None = None,
+        data_path: DataPath | None = None,
     ) -> None:
         self.settings = settings or FleetSettings()
         super().__init__(
@@ -63,6 +68,22 @@ class Fleet(KindController[MCPServer]):
         self._wake = WakePolicy()
         self._listeners = Listeners(self.settings.listeners)
         self._registry = RegistryClient(self.settings.registry)
+        self._credentials = ProbeCredentials(subject=self._own_token)
+        """The probes' OAuth credentials by server uid, whose tokens outlive one probe."""
+        self.data_path = data_path
+        """The operator's side of managed servers' authentication (``None``: not wired,
+        as in tests of the fleet alone)."""
+
+    async def _own_token(self, audience: str) -> str:
+        """The operator's own token for ``audience``: the subject of the probe's token
+        exchanges (``spec.auth.tokenExchange``)."""
+        tokens = self.data_path.tokens if self.data_path is not None else None
+        if tokens is None:
+            return await no_subject(audience)
+        try:
+            return await tokens.token(audience)
+        except CredentialError as error:
+            raise TokenError("AuthRequired", f"no token of the operator's own: {error}") from None
 
     # -- kopf side -------------------------------------------------------------------
 
@@ -70,6 +91,16 @@ class Fleet(KindController[MCPServer]):
         """Reconcile a managed server now if its Deployment's rollout state moved."""
         if self._wake.woken_by_rollout(uid, state):
             self.wake(uid)
+
+    def pod_deleted(self, pod: Mapping[str, Any]) -> None:
+        """An AgentRun Pod is gone: the servers its tokens were for refuse them from now on
+        (their access ConfigMaps are written at once)."""
+        if self.data_path is None:
+            return
+        servers = set(self.data_path.pod_deleted(pod))
+        for known in self.known():
+            if (known.ref.namespace, known.ref.name) in servers:
+                self.wake(known.ref.uid)
 
     def secret_changed(self, namespace: str, name: str) -> None:
         """Reconcile now every server in ``namespace`` that references Secret ``name``."""
@@ -100,6 +131,7 @@ class Fleet(KindController[MCPServer]):
 
     def ended(self, uid: str) -> None:
         self._wake.forget(uid)
+        self._credentials.forget(uid)
         self._listeners.stop(uid)
 
     # -- one run -----------------------------------------------------------------------
@@ -118,6 +150,8 @@ class Fleet(KindController[MCPServer]):
                 render_settings=self.settings.render,
                 registry=self._registry,
                 egress_settings=self.settings.egress,
+                probe_credentials=self._credentials,
+                data_path=self.data_path,
             )
             written = await self._write(server, parsed, result)
         if written is None:
@@ -148,6 +182,8 @@ class Fleet(KindController[MCPServer]):
             url=result.url,
             now=self.now(),
         )
+        if result.authentication is not None:
+            patch["access"] = {"authentication": result.authentication}
         if result.probe_seconds is not None:
             probed = result.outcome.kind == "probed"
             self.metrics.probed(probed, probed_reason(result.outcome), result.probe_seconds)

@@ -7,6 +7,7 @@ into the probe's request headers and nowhere else: not into the outcome, not int
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import ssl
 import time
@@ -15,12 +16,15 @@ from dataclasses import dataclass
 
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
-from mcp_operator.controller.mcpserver import destinations, managed, render, report
+from mcp_operator.controller.mcpserver import auth, destinations, managed, render, report
+from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.controller.parsing import InvalidSpec
 from mcp_operator.controller.settings import EgressSettings, RenderSettings
 from mcp_operator.kube import NAMESPACES, Kube, KubeError, NameConflict, SecretReferenceError
+from mcp_operator.kube.tokens import CredentialError
 from mcp_operator.mcp import naming
+from mcp_operator.mcp.credentials import Credentials
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
@@ -42,6 +46,8 @@ class Result:
     """Where to listen for ``tools/list_changed``: set when the server advertises it."""
     probe_seconds: float | None = None
     """How long the probe took, when one ran (for the metrics)."""
+    authentication: str | None = None
+    """The authentication a managed server's endpoint enforces (``status.access``)."""
 
 
 async def resolve_headers(kube: Kube, namespace: str, server: MCPServer) -> dict[str, str]:
@@ -51,6 +57,22 @@ async def resolve_headers(kube: Kube, namespace: str, server: MCPServer) -> dict
         if use.reader == "probe":
             headers[use.name] = await kube.read_secret_key(namespace, use.secret, use.key)
     return headers
+
+
+async def check_auth_secret(kube: Kube, namespace: str, server: MCPServer) -> None:
+    """Raise :class:`SecretReferenceError` when the client secret the probe's ``auth`` names
+    cannot be read (its value is read again, and only, when a token is requested)."""
+    ref = server.spec.probe_auth.client_secret_ref if server.spec.probe_auth else None
+    if ref is not None:
+        await kube.read_secret_key(namespace, ref.name, ref.key)
+
+
+READY_REASONS = frozenset({"DestinationRefused", "AuthRequired", "InsufficientScope"})
+"""Probe failures that are ``Ready``'s reason too (the policy's verdict, the server's
+authorization layer), not ``ProbeFailed``: a user acts on them differently."""
+
+_PROBE_CREDENTIALS = auth.ProbeCredentials()
+"""The credentials of callers that keep none of their own (the fleet keeps its own)."""
 
 
 def _image_unusable(
@@ -105,8 +127,36 @@ async def mcpserver(
     render_settings: RenderSettings,
     registry: RegistryClient | None = None,
     egress_settings: EgressSettings | None = None,
+    probe_credentials: auth.ProbeCredentials | None = None,
+    data_path: DataPath | None = None,
 ) -> Result:
     """Reconcile an MCPServer once and say what its status should say."""
+    result = await _mcpserver(
+        kube,
+        server,
+        probe_slots=probe_slots,
+        render_settings=render_settings,
+        registry=registry,
+        egress_settings=egress_settings,
+        data_path=data_path,
+        probe_credentials=probe_credentials,
+    )
+    if not isinstance(server, InvalidSpec) and server.spec.mode == "managed":
+        return dataclasses.replace(result, authentication=render.authentication(server))
+    return result
+
+
+async def _mcpserver(
+    kube: Kube,
+    server: MCPServer | InvalidSpec,
+    *,
+    probe_slots: AbstractAsyncContextManager[None],
+    render_settings: RenderSettings,
+    registry: RegistryClient | None,
+    egress_settings: EgressSettings | None,
+    data_path: DataPath | None,
+    probe_credentials: auth.ProbeCredentials | None,
+) -> Result:
     if isinstance(server, InvalidSpec):
         return Result(Outcome("invalid", "InvalidSpec", server.message), None, None)
     namespace = server.metadata.namespace
@@ -117,13 +167,29 @@ async def mcpserver(
     deployed: WantedCondition | None = None
     extra_headers: dict[str, str] = {}
     verify: ssl.SSLContext | bool = True
+    credentials: Credentials | None = None
     if spec.mode == "managed":
         url = render.service_url(server, render_settings)
         try:
+            if data_path is not None:
+                await data_path.write_access(server)
             applied = await managed.deploy(kube, server, render_settings, registry)
             deployed = await managed.deployed_condition(kube, server, applied)
         except (RegistryError, ImageConfigError, PullSecretError) as error:
             return Result(_image_unusable(server, error), url, interval)
+        except CredentialError as error:
+            # The cluster's ServiceAccount issuer could not be read: no access configuration,
+            # so nothing is rolled out that would refuse every caller.
+            message = str(error)[:1024]
+            deployed = WantedCondition("Deployed", "False", "IssuerUnavailable", message)
+            outcome = Outcome(
+                "failed",
+                "IssuerUnavailable",
+                message,
+                deployed=deployed,
+                ready_reason="IssuerUnavailable",
+            )
+            return Result(outcome, url, interval)
         except SecretReferenceError as error:
             deployed = WantedCondition("Deployed", "False", error.reason, str(error))
             outcome = Outcome(
@@ -158,6 +224,8 @@ async def mcpserver(
         except managed.OutsideProxy as error:
             outcome = Outcome("invalid", "InvalidSpec", str(error), deployed=deployed)
             return Result(outcome, url, None)
+        if data_path is not None:
+            credentials = data_path.probe_credentials(server, proxied=not kube.in_cluster)
     else:
         assert spec.url is not None
         url = probe_url = spec.url
@@ -169,6 +237,7 @@ async def mcpserver(
 
     try:
         headers = await resolve_headers(kube, namespace, server)
+        await check_auth_secret(kube, namespace, server)
     except SecretReferenceError as error:
         outcome = Outcome(
             "failed", error.reason, str(error), deployed=deployed, ready_reason=error.reason
@@ -178,6 +247,9 @@ async def mcpserver(
     egress = await egress_policy(
         kube, namespace, egress_settings or EgressSettings(), managed=spec.mode == "managed"
     )
+    if spec.mode == "external":
+        kept = _PROBE_CREDENTIALS if probe_credentials is None else probe_credentials
+        credentials = kept.credentials(kube, server, egress)
     target = ProbeTarget(
         url=probe_url,
         transport="sse" if spec.effective_transport == "sse" else "streamable-http",
@@ -185,6 +257,7 @@ async def mcpserver(
         timeout_seconds=float(spec.probe.timeout_seconds),
         verify_tls=verify,
         egress=egress,
+        credentials=credentials,
     )
     started = time.monotonic()
     try:
@@ -193,7 +266,7 @@ async def mcpserver(
             discovery = await discover(target, report.STATUS_KEEP)
     except ProbeError as error:
         # A refused destination is the policy's verdict, not the server's fault: Ready says so.
-        ready = error.reason if error.reason == "DestinationRefused" else "ProbeFailed"
+        ready = error.reason if error.reason in READY_REASONS else "ProbeFailed"
         outcome = Outcome(
             "failed", error.reason, error.message, deployed=deployed, ready_reason=ready
         )

@@ -17,7 +17,19 @@ A managed ``stdio`` server runs as two containers in one Pod, sharing an
 - ``adapter`` (our image) serves Streamable HTTP on the port and speaks stdio
   to the server through the FIFOs.
 
-A managed ``streamable-http`` or ``sse`` server runs the user's container alone.
+A managed ``stdio`` server's adapter authenticates every request as
+``spec.access.authentication`` says (``--auth``, default ``kubernetes``), with the access
+configuration the operator writes into the ConfigMap ``<server>-access``
+(:mod:`~mcp_operator.controller.mcpserver.access`) mounted read-only at
+``/etc/mcp-operator/access/``.
+
+A managed ``streamable-http`` server that authenticates (the default) runs its container
+behind ``front``, our adapter in front mode (``--upstream-url``) in the same Pod: the front
+takes the Service's port (the container port named ``mcp``), checks every request as the
+adapter does and forwards what passes to the server on ``127.0.0.1:<port>``; the server's own
+port is named ``server`` and is not the Service's (a NetworkPolicy admits only ``mcp``). A
+managed ``sse`` server, and one with ``authentication: none``, runs its container alone (its
+status says ``none``).
 Reading the registry is the caller's business; this module only uses what it read.
 """
 
@@ -50,6 +62,13 @@ EXEC_HELPER = "mcp-stdio-exec"
 SPAWN_SOCKET = "spawn.sock"
 """The helper's socket of ``perSession`` (the adapter's ``socket_child.SPAWN_SOCKET``)."""
 ADAPTER_PORT_NAME = "mcp"
+ACCESS_DIR = "/etc/mcp-operator/access"
+ACCESS_KEY = "access.json"
+ACCESS_VOLUME = "access"
+SERVER_PORT_NAME = "server"
+FRONT_PORT = 18080
+"""Where the authenticating front of an HTTP-native server listens (18081 when the server
+itself uses 18080)."""
 ADAPTER_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"memory": "256Mi"},
@@ -92,6 +111,30 @@ def allowed_hosts(server: MCPServer, settings: RenderSettings) -> list[str]:
         f"{name}.{namespace}.svc",
         f"{name}.{namespace}.svc.{settings.cluster_domain}",
     ]
+
+
+def access_config_map_name(server: MCPServer) -> str:
+    """``<server>-access``: the adapter's access configuration."""
+    return f"{server.metadata.name[:246]}-access"
+
+
+def authentication(server: MCPServer) -> str:
+    """The authentication the server's endpoint enforces: ``spec.access.authentication``
+    (``kubernetes`` when unset) where our adapter or front serves it, ``none`` for a legacy
+    ``sse`` server (no front of ours speaks that transport)."""
+    if server.spec.effective_transport == "sse":
+        return "none"
+    access = server.spec.access
+    return access.authentication if access is not None else "kubernetes"
+
+
+def fronted(server: MCPServer) -> bool:
+    """Whether an HTTP-native server runs behind our authenticating front."""
+    return server.spec.effective_transport == "streamable-http" and authentication(server) != "none"
+
+
+def front_port(spec: DeploymentSpec) -> int:
+    return FRONT_PORT + 1 if spec.port == FRONT_PORT else FRONT_PORT
 
 
 def secret_references(server: MCPServer) -> list[str]:
@@ -137,7 +180,9 @@ def deployment(
         "enableServiceLinks": False,
         "securityContext": restricted_pod_security(),
         "containers": (
-            _stdio_containers(server, settings, image) if stdio else [_http_container(spec)]
+            _stdio_containers(server, settings, image)
+            if stdio
+            else [_http_container(spec, fronted(server))]
         ),
         "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
     }
@@ -150,6 +195,15 @@ def deployment(
             {"name": "fifos", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
             {"name": "exec", "emptyDir": {"sizeLimit": "16Mi"}},
         ]
+    if not stdio and fronted(server):
+        pod_spec["containers"].append(_front_container(server, settings))
+    if (stdio or fronted(server)) and authentication(server) != "none":
+        pod_spec["volumes"].append(
+            {
+                "name": ACCESS_VOLUME,
+                "configMap": {"name": access_config_map_name(server), "defaultMode": 0o444},
+            }
+        )
     pod_spec["volumes"] += [
         {"name": f"writable-{i}", "emptyDir": {"sizeLimit": writable.size_limit}}
         for i, writable in enumerate(spec.writable_dirs or ())
@@ -242,30 +296,47 @@ def _stdio_containers(
         "securityContext": security,
     }
     _add_optional(server_container, spec)
-    probe_port = {"port": ADAPTER_PORT_NAME}
     adapter_args = [
         "adapter",
         "--host=::",  # every address, IPv4 and IPv6: single-stack clusters of either family
         f"--port={spec.port}",
         f"--path={spec.path}",
         f"--stdio-fifo-dir={FIFO_DIR}",
-        # Inbound authentication is off until the access ConfigMap is rendered beside it
-        # (the adapter's default, kubernetes, needs --access-config).
-        "--auth=none",
     ]
+    if spec.sessions == "perSession":
+        adapter_args.append("--child-per-session")
+    mounts = [{"name": "fifos", "mountPath": FIFO_DIR}]
+    adapter = _adapter_container(server, settings, "adapter", adapter_args, spec.port, mounts)
+    return [server_container, adapter]
+
+
+def _adapter_container(
+    server: MCPServer,
+    settings: RenderSettings,
+    name: str,
+    args: list[str],
+    port: int,
+    mounts: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """Our adapter (stdio, or the front of an HTTP-native server): ``args`` plus the
+    authentication and the allowed hosts, serving on ``port`` (the Service's ``mcp``)."""
+    probe_port = {"port": ADAPTER_PORT_NAME}
+    adapter_args = [*args, f"--auth={authentication(server)}"]
+    adapter_mounts: list[dict[str, Any]] = [*mounts, {"name": "tmp", "mountPath": "/tmp"}]
+    if authentication(server) != "none":
+        adapter_args.append(f"--access-config={ACCESS_DIR}/{ACCESS_KEY}")
+        adapter_mounts.append({"name": ACCESS_VOLUME, "mountPath": ACCESS_DIR, "readOnly": True})
     # The Service's names (an operator outside the cluster, through the API server's service
     # proxy, sends one too: managed.probe_endpoint), and the Pod's own IP, for a client that
     # addresses the Pod itself.
-    if spec.sessions == "perSession":
-        adapter_args.append("--child-per-session")
     hosts = [*allowed_hosts(server, settings), "$(POD_IP)"]
     adapter_args += [f"--allowed-host={host}" for host in hosts]
-    adapter = {
-        "name": "adapter",
+    return {
+        "name": name,
         "image": settings.adapter_image,
         "imagePullPolicy": settings.adapter_image_pull_policy,
         "args": adapter_args,
-        "ports": [{"name": ADAPTER_PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
+        "ports": [{"name": ADAPTER_PORT_NAME, "containerPort": port, "protocol": "TCP"}],
         "readinessProbe": {
             "httpGet": {"path": "/readyz", **probe_port},
             "periodSeconds": 5,
@@ -280,13 +351,22 @@ def _stdio_containers(
         },
         "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
         "resources": copy.deepcopy(ADAPTER_RESOURCES),
-        "volumeMounts": [
-            {"name": "fifos", "mountPath": FIFO_DIR},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
+        "volumeMounts": adapter_mounts,
         "securityContext": restricted_container_security(),
     }
-    return [server_container, adapter]
+
+
+def _front_container(server: MCPServer, settings: RenderSettings) -> dict[str, Any]:
+    """The authenticating front of an HTTP-native server, on the Service's port."""
+    spec = _deployment(server)
+    args = [
+        "adapter",
+        f"--upstream-url=http://127.0.0.1:{spec.port}{spec.path}",
+        "--host=::",
+        f"--port={front_port(spec)}",
+        f"--path={spec.path}",
+    ]
+    return _adapter_container(server, settings, "front", args, front_port(spec), [])
 
 
 def _helper_mode(spec: DeploymentSpec) -> str:
@@ -328,15 +408,17 @@ def _writable_mounts(spec: DeploymentSpec) -> list[dict[str, Any]]:
     ]
 
 
-def _http_container(spec: DeploymentSpec) -> dict[str, Any]:
+def _http_container(spec: DeploymentSpec, behind_front: bool) -> dict[str, Any]:
+    # Behind the front, the server's own port is not the Service's (named "mcp").
+    port_name = SERVER_PORT_NAME if behind_front else ADAPTER_PORT_NAME
     container: dict[str, Any] = {
         "name": "server",
         "image": spec.image,
-        "ports": [{"name": ADAPTER_PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}],
+        "ports": [{"name": port_name, "containerPort": spec.port, "protocol": "TCP"}],
         "env": _env(spec, extra={"HOME": "/tmp"}),
-        "readinessProbe": {"tcpSocket": {"port": ADAPTER_PORT_NAME}, "periodSeconds": 5},
+        "readinessProbe": {"tcpSocket": {"port": port_name}, "periodSeconds": 5},
         "livenessProbe": {
-            "tcpSocket": {"port": ADAPTER_PORT_NAME},
+            "tcpSocket": {"port": port_name},
             "periodSeconds": 10,
             "failureThreshold": 3,
         },
