@@ -30,6 +30,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -42,9 +43,11 @@ from mcp_operator.api.common import (
     URL_PATTERN,
     DnsLabel,
     DnsSubdomain,
+    Glob,
     Globs,
     check_exactly_one,
 )
+from mcp_operator.api.expressions import MAX_EXPRESSION_CHARS, check_expression
 from mcp_operator.mcp.naming import matches
 
 API_VERSION: Final = "mcp-operator.dev/v1alpha1"
@@ -81,6 +84,17 @@ class RunRef(ConfigModel):
     """``metadata.name`` of the AgentRun."""
     namespace: DnsLabel
     """``metadata.namespace`` of the AgentRun."""
+
+
+class RunIdentity(ConfigModel):
+    """Who the run is to the servers it calls (authorization rules read it as ``caller``)."""
+
+    namespace: DnsLabel
+    """The run's namespace."""
+    service_account: DnsSubdomain
+    """The ServiceAccount the run's Pod runs as (``default`` when the run names none)."""
+    pod: DnsSubdomain | None = None
+    """The run's Pod."""
 
 
 class Listen(ConfigModel):
@@ -157,6 +171,39 @@ class CircuitBreakerPolicy(ConfigModel):
     """Seconds the circuit stays open before one trial call is let through."""
 
 
+class Rule(ConfigModel):
+    """An authorization rule (``spec.policy.rules`` of the MCPServer, ``spec.bridge.policy.
+    rules`` of the AgentRun), evaluated by :mod:`mcp_operator.bridge.rules`."""
+
+    match: Annotated[str, StringConstraints(min_length=1, max_length=MAX_EXPRESSION_CHARS)]
+    """A CEL expression over ``caller``, ``server``, ``tool`` and ``arguments``."""
+    action: Literal["allow", "deny", "approve"]
+    """What a call the expression matches gets."""
+    reason: Annotated[str, StringConstraints(max_length=512)] | None = None
+    """Said to the agent when the rule refuses a call (the hint of ``policy_denied``)."""
+    layer: Literal["server", "run"] = "server"
+    """Whose rule: the server's (first) or the run's, which may only add restrictions."""
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        return check_expression(value)
+
+
+class RateLimit(ConfigModel):
+    """A token bucket per matching tool (``spec.policy.rateLimits``, ``spec.bridge.policy.
+    rateLimits``), kept by :mod:`mcp_operator.bridge.ratelimit`."""
+
+    tools: Annotated[list[Glob], Field(min_length=1, max_length=64)]
+    """Globs on the original or the exposed tool name."""
+    per_minute: int = Field(ge=1, le=100_000)
+    """Tokens added per minute."""
+    burst: int | None = Field(default=None, ge=1, le=10_000)
+    """Most tokens held at once (calls in a burst); unset: ``perMinute``."""
+    layer: Literal["server", "run"] = "server"
+    """Whose limit (every limit that matches applies)."""
+
+
 class CallPolicy(ConfigModel):
     """How calls to one server are governed (the effective policy, after :func:`tighten`)."""
 
@@ -168,6 +215,10 @@ class CallPolicy(ConfigModel):
     """Deadline of one call, all attempts and waits included."""
     circuit_breaker: CircuitBreakerPolicy = Field(default_factory=CircuitBreakerPolicy)
     """The per-server circuit breaker."""
+    rules: Annotated[list[Rule], Field(max_length=128)] = Field(default_factory=list)
+    """Authorization rules, the server's then the run's."""
+    rate_limits: Annotated[list[RateLimit], Field(max_length=64)] = Field(default_factory=list)
+    """Rate limits, the server's and the run's (all that match apply)."""
 
 
 class UpstreamServer(ConfigModel):
@@ -205,6 +256,23 @@ class UpstreamServer(ConfigModel):
     after the operator has seen it and never takes over a name. Unset: the filter layers
     alone decide."""
 
+    pinning: Literal["strict", "pin", "off"] = "pin"
+    """The server's ``spec.toolsPinning``: whether the bridge refuses a tool whose live
+    definition differs from its pin (``off``: it does not check), and whether a tool
+    without a pin is refused (``strict``)."""
+    tool_digests: (
+        Annotated[
+            dict[
+                Annotated[str, StringConstraints(min_length=1, max_length=128)],
+                Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")],
+            ],
+            Field(max_length=5000),
+        ]
+        | None
+    ) = None
+    """The pinned definition digests (original name → ``definitionSha256`` of the server's
+    ``status.tools``). Unset: no pins, nothing checked."""
+
     @model_validator(mode="after")
     def _unique_headers(self) -> UpstreamServer:
         check_unique((h.name.lower() for h in self.headers), "header names (ignoring case)")
@@ -239,6 +307,8 @@ class BridgeConfig(ConfigModel):
     """The resolved servers, in the run's order (may be empty while none is Ready)."""
     audit: AuditSink = Field(default_factory=AuditSink)
     """Audit destinations."""
+    identity: RunIdentity | None = None
+    """The run's identity (audit, and the ``caller`` of authorization rules)."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> BridgeConfig:
@@ -289,6 +359,10 @@ class CallPolicyOverride(ConfigModel):
     """Kept when shorter than the server's."""
     circuit_breaker: CircuitBreakerOverride = Field(default_factory=CircuitBreakerOverride)
     """The run's circuit breaker settings."""
+    rules: Annotated[list[Rule], Field(max_length=64)] = Field(default_factory=list)
+    """The run's rules: they come after the server's and can only add restrictions."""
+    rate_limits: Annotated[list[RateLimit], Field(max_length=32)] = Field(default_factory=list)
+    """The run's rate limits: they apply besides the server's."""
 
 
 def stricter_pii(first: PiiMode, second: PiiMode | None) -> PiiMode:
@@ -311,7 +385,9 @@ def tighten(server_default: CallPolicy, run_override: CallPolicyOverride | None)
 
     Stricter means: the stricter PII mode per direction; fewer attempts; a shorter timeout;
     longer backoffs (gentler on the server); a circuit that opens after fewer failures and
-    stays open longer. An unset run field keeps the server's value. Pure.
+    stays open longer; the run's rules after the server's (:mod:`~mcp_operator.bridge.rules`
+    lets them only add restrictions) and its rate limits besides the server's. An unset run
+    field keeps the server's value. Pure.
     """
     if run_override is None:
         return server_default.model_copy(deep=True)
@@ -334,6 +410,11 @@ def tighten(server_default: CallPolicy, run_override: CallPolicyOverride | None)
             ),
             open_seconds=_high(base.circuit_breaker.open_seconds, run.circuit_breaker.open_seconds),
         ),
+        rules=[*base.rules, *(r.model_copy(update={"layer": "run"}) for r in run.rules)],
+        rate_limits=[
+            *base.rate_limits,
+            *(limit.model_copy(update={"layer": "run"}) for limit in run.rate_limits),
+        ],
     )
 
 

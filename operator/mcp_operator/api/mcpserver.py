@@ -44,6 +44,7 @@ from mcp_operator.api.common import (
     check_globs,
     check_unique,
 )
+from mcp_operator.mcp.definitions import SHA256_PATTERN
 from mcp_operator.mcp.naming import default_prefix
 
 NAMESPACE_OR_ANY_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
@@ -187,6 +188,8 @@ class MCPServerSpec(SpecModel):
     suspend: bool = False
     access: AccessSpec | None = None
     policy: CallPolicySpec | None = None
+    tools_pinning: Literal["strict", "pin", "off"] = "pin"
+    """When a definition digest becomes the pin (:mod:`~mcp_operator.controller.mcpserver.pins`)."""
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> MCPServerSpec:
@@ -242,6 +245,10 @@ class ToolStatus(StatusModel):
     original_name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     description: Annotated[str, StringConstraints(max_length=1024)] | None = None
     annotations: ToolAnnotations | None = None
+    definition_sha256: (
+        Annotated[str, StringConstraints(max_length=64, pattern=SHA256_PATTERN)] | None
+    ) = None
+    """The pin: :func:`~mcp_operator.mcp.definitions.definition_digest` of the definition."""
 
 
 class ServerInfo(StatusModel):

@@ -75,6 +75,9 @@ class AuditRecord:
     """:func:`tool_digest` of the name sent, when ``tool`` is ``(unknown)``."""
     pii_unscanned: tuple[str, ...] = ()
     """Directions too large to scan whole for PII (only their first part was scanned)."""
+    policy: Mapping[str, Any] = field(default_factory=dict)
+    """What the authorization rules and the approval decided: ``rule``, ``action``,
+    ``approval`` (``{decision, by, waitedMs}``); left out when no rule decided."""
 
     def to_dict(self) -> dict[str, Any]:
         when = self.time.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -96,6 +99,8 @@ class AuditRecord:
             record["piiUnscanned"] = list(self.pii_unscanned)
         if self.schema_unchecked:
             record["schemaUnchecked"] = True
+        if self.policy:
+            record["policy"] = dict(self.policy)
         return record
 
     def to_json_line(self) -> str:

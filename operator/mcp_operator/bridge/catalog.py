@@ -24,7 +24,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_operator.api.bridge import FilterLayer, UpstreamServer
+from mcp_operator.bridge.pinning import Drift, drift
 from mcp_operator.mcp import naming
+from mcp_operator.mcp.definitions import definition_digest
 
 
 def server_key(server: UpstreamServer) -> str:
@@ -58,6 +60,12 @@ class CatalogEntry:
     """The whole tool as the server listed it (description, title, outputSchema, ``_meta``
     …), for ``tools/list``; :meth:`listed` renames it."""
 
+    sha256: str = ""
+    """:func:`~mcp_operator.mcp.definitions.definition_digest` of the live ``definition``."""
+    drift: Drift | None = None
+    """Why the live definition is not the pinned one (:func:`~mcp_operator.bridge.pinning.
+    drift`): such a tool is left out of ``tools/list`` and its calls are refused."""
+
     def listed(self) -> dict[str, Any]:
         """The tool as the agent's ``tools/list`` shows it: as sent, under the exposed name."""
         return {**self.definition, "name": self.exposed_name}
@@ -84,8 +92,11 @@ class Catalog:
         return sorted(self.entries)
 
     def listing(self) -> list[dict[str, Any]]:
-        """Every tool for the agent's ``tools/list``, in the order of :meth:`names`."""
-        return [self.entries[name].listed() for name in self.names()]
+        """Every tool for the agent's ``tools/list``, in the order of :meth:`names`, but those
+        whose live definition is not the pinned one."""
+        return [
+            self.entries[name].listed() for name in self.names() if self.entries[name].drift is None
+        ]
 
     def similar(self, name: str, limit: int = 3) -> list[str]:
         """Callable names close to ``name`` (for a hint when ``name`` is not allowed)."""
@@ -157,6 +168,7 @@ def build_catalog(
                 )
                 continue
             annotations = tool.get("annotations")
+            live = definition_digest(tool)
             entries[exposed_name] = CatalogEntry(
                 exposed_name=exposed_name,
                 server=key,
@@ -164,5 +176,7 @@ def build_catalog(
                 input_schema=tool.get("inputSchema"),
                 annotations=dict(annotations) if isinstance(annotations, Mapping) else {},
                 definition=dict(tool),
+                sha256=live,
+                drift=drift(server, listed_tool.name, live),
             )
     return Catalog(entries=entries, collisions=collisions)

@@ -180,6 +180,8 @@ class BridgeCore:
             if state.problem is not None
         }
         self.pipeline.reconfigure(config, self.pool.catalog)
+        # New rules can hide or show tools without any server's list changing.
+        self.listing_result = {"tools": self.pool.scrubber.json(self.pipeline.listing())}
         for key in gone:
             self.metrics.forget_server(key)
 
@@ -191,7 +193,7 @@ class BridgeCore:
     def _catalog_changed(self, catalog: Catalog) -> None:
         self.pipeline.reconfigure(self.config, catalog)
         # A server can echo the header values it was sent into its tools' texts.
-        self.listing_result = {"tools": self.pool.scrubber.json(catalog.listing())}
+        self.listing_result = {"tools": self.pool.scrubber.json(self.pipeline.listing())}
         self.metrics.catalog_tools.set(len(catalog.entries))
         logger.info("Listed %d tools of %d servers", len(catalog.entries), len(self.config.servers))
         if self.started:

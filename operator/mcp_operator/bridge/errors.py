@@ -27,6 +27,11 @@ ErrorCode = Literal[
     "upstream_error",
     "circuit_open",
     "timeout",
+    "definition_changed",
+    "policy_denied",
+    "rate_limited",
+    "approval_denied",
+    "approval_timeout",
 ]
 
 ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)

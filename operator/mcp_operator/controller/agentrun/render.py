@@ -121,7 +121,11 @@ def effective_policy(server: CallPolicySpec | None, run: CallPolicySpec | None) 
     complete: what neither sets is the bridge's default, written out."""
     base = CallPolicy.model_validate(_fields(server))
     override = CallPolicyOverride.model_validate(_fields(run)) if run is not None else None
-    return tighten(base, override).model_dump(by_alias=True)
+    policy = tighten(base, override).model_dump(by_alias=True, exclude_none=True)
+    for key in ("rules", "rateLimits"):  # written only when set
+        if not policy[key]:
+            del policy[key]
+    return policy
 
 
 def _fields(policy: CallPolicySpec | None) -> dict[str, Any]:
@@ -154,6 +158,11 @@ def bridge_config(run: AgentRun, resolution: Resolution) -> dict[str, Any]:
         "listen": {"host": "127.0.0.1", "port": run.spec.bridge.port, "path": BRIDGE_PATH},
         "servers": [_server_config(run, binding, mounts) for binding in resolution.usable],
         "audit": audit,
+        "identity": {
+            "namespace": run.metadata.namespace,
+            "serviceAccount": run.spec.agent.service_account_name or "default",
+            "pod": pod_name(run),
+        },
     }
 
 
@@ -191,6 +200,14 @@ def _server_config(run: AgentRun, binding: Binding, mounts: Mapping[str, str]) -
         # (a tool the server adds later reaches the agent only after the next probe has
         # listed it here) and as the incumbents of the naming plan (it never takes a name).
         config["tools"] = sorted(tool.original_name for tool in binding.tools)
+        # The pinned definitions (status.tools[].definitionSha256): a live definition that
+        # differs is refused by the bridge (definition_changed) until the operator re-pins it.
+        config["pinning"] = server.spec.tools_pinning
+        config["toolDigests"] = {
+            tool.original_name: tool.definition_sha256
+            for tool in sorted(binding.tools, key=lambda t: t.original_name)
+            if tool.definition_sha256
+        }
     return config
 
 
