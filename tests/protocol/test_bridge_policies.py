@@ -148,5 +148,6 @@ async def test_a_burst_above_the_rate_limit_is_refused_with_retry_after(managed_
         assert 9000 <= refused["retryAfterMs"] <= 10000  # 6 a minute: one every 10 s
         assert f"{refused['retryAfterMs']} ms" in refused["hint"]
         assert not other.is_error  # another tool, no limit
-        metrics = httpx.get(f"{bridge.health}/metrics").text
+        async with httpx.AsyncClient() as http:
+            metrics = (await http.get(f"{bridge.health}/metrics")).text
         assert 'outcome="rate_limited"' in metrics
