@@ -18,9 +18,9 @@ its hints after review.
 
 **Cost.** Rules that do not read ``arguments`` have one answer per tool: they are evaluated
 once per tool when the catalog changes. The others run per call against one CEL context per
-tool that holds the tool's fixed variables, converted once, with only ``arguments`` added per
-call (converting the variables is most of the cost of a CEL evaluation:
-``bench/policy_bench.py``).
+tool that holds the tool's fixed variables, converted once; ``arguments`` are handed to CEL
+by a variable resolver, because adding a variable to a context rebuilds all of it
+(converting the variables is most of the cost of a CEL evaluation: ``bench/policy_bench.py``).
 
 **Listing.** A tool is left out of ``tools/list`` when a layer's verdict for it is ``deny``
 whatever the arguments: its rules up to the first that matches read no arguments, and that
@@ -86,6 +86,7 @@ class ToolRules:
         self.layers: list[list[_Compiled]] = []
         self._context: cel.Context | None = None
         self._variables = dict(variables)
+        self._arguments: Any = None
         for layer in ("server", "run"):
             entries = []
             for position, rule in enumerate(r for r in rules if r.layer == layer):
@@ -97,10 +98,15 @@ class ToolRules:
 
     @property
     def context(self) -> cel.Context:
-        """The CEL context of the tool's fixed variables (converted once)."""
+        """The CEL context of the tool's fixed variables, converted once; ``arguments`` come
+        from a resolver, so giving a call's arguments does not rebuild it."""
         if self._context is None:
             self._context = cel.Context(self._variables)
+            self._context.set_variable_resolver(self._resolve)
         return self._context
+
+    def _resolve(self, name: str) -> Any:
+        return self._arguments if name == "arguments" else None
 
     def _evaluate(self, rule: Rule, program: cel.Program) -> bool:
         try:
@@ -110,37 +116,26 @@ class ToolRules:
             logger.warning("Rule %r could not be evaluated: %s", rule.match, str(error)[:200])
             return rule.action != "allow"
 
-    def _layer(self, entries: Sequence[_Compiled], arguments: Any) -> Decision:
-        added: bool | None = None  # None: not yet; False: the arguments cannot be converted
+    def _layer(self, entries: Sequence[_Compiled]) -> Decision:
         for entry in entries:
-            if entry.static:
-                matched = bool(entry.known)
-            else:
-                if added is None:
-                    added = self._arguments(arguments)
-                if added:
-                    matched = self._evaluate(entry.rule, entry.program)
-                else:
-                    matched = entry.rule.action != "allow"  # fail closed
+            matched = (
+                bool(entry.known) if entry.static else self._evaluate(entry.rule, entry.program)
+            )
             if matched:
                 return Decision(entry.rule.action, entry.rule, entry.position)
         return ALLOWED
 
-    def _arguments(self, arguments: Any) -> bool:
-        try:
-            self.context.add_variable("arguments", arguments)
-        except Exception as error:
-            logger.warning("Arguments could not be given to the rules: %s", str(error)[:200])
-            return False
-        return True
-
     def decide(self, arguments: Any) -> Decision:
         """The stricter of the two layers' first matching rules."""
         verdict = ALLOWED
-        for entries in self.layers:
-            found = self._layer(entries, arguments)
-            if STRICTNESS[found.action] > STRICTNESS[verdict.action]:
-                verdict = found
+        self._arguments = arguments
+        try:
+            for entries in self.layers:
+                found = self._layer(entries)
+                if STRICTNESS[found.action] > STRICTNESS[verdict.action]:
+                    verdict = found
+        finally:
+            self._arguments = None  # the call's values are not kept past its decision
         return verdict
 
     def denied_whatever_the_arguments(self) -> Decision | None:
