@@ -151,3 +151,21 @@ async def test_a_burst_above_the_rate_limit_is_refused_with_retry_after(managed_
         async with httpx.AsyncClient() as http:
             metrics = (await http.get(f"{bridge.health}/metrics")).text
         assert 'outcome="rate_limited"' in metrics
+
+
+async def test_an_overridden_tool_shows_our_text_and_keeps_its_fixed_argument(
+    managed_url: str,
+) -> None:
+    override = {"name": "echo", "description": "Says the approved greeting.",
+                "fixedArguments": {"message": "approved greeting"}}  # fmt: skip
+    entry = server_entry("ev", managed_url, overrides=[override])
+    with run_bridge([entry]) as bridge:
+        async with Client(bridge.url) as client:
+            echo = next(t for t in (await client.list_tools()).tools if t.name == "ev_echo")
+            sent = await client.call_tool("ev_echo", {})
+            forced = _structured(await client.call_tool("ev_echo", {"message": "rm -rf /"}))
+    assert echo.description == "Says the approved greeting."
+    assert "message" not in echo.input_schema.get("properties", {})
+    assert "message" not in echo.input_schema.get("required", [])
+    assert not sent.is_error and sent.content[0].text == "Echo: approved greeting"
+    assert forced["code"] == "invalid_arguments" and forced["fixed"] == ["message"]

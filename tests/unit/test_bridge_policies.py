@@ -10,7 +10,7 @@ import pytest
 from pydantic import ValidationError
 
 from mcp_operator.api import AgentRun, MCPServer
-from mcp_operator.api.bridge import BridgeConfig
+from mcp_operator.api.bridge import BridgeConfig, Rule, ToolOverride
 from mcp_operator.bridge.catalog import build_catalog
 from mcp_operator.bridge.pipeline import CallPipeline
 from mcp_operator.mcp.definitions import definition_digest
@@ -285,3 +285,50 @@ async def test_every_matching_limit_applies_and_a_refused_call_takes_no_token() 
     # The wide bucket lost only the one token of the call that went.
     key = next(k for k in p.limiter.buckets if k[1] == "server")
     assert p.limiter.buckets[key].tokens == pytest.approx(9.0)
+
+
+# -- overrides ----------------------------------------------------------------------------------
+
+
+async def test_an_override_shows_our_text_and_fixes_an_argument_the_agent_cannot_set() -> None:
+    cfg = config(pins=PINS)
+    server = cfg.servers[0].model_copy(
+        update={
+            "overrides": [
+                ToolOverride(
+                    name="delete_page",
+                    title="Delete a draft",
+                    description="Deletes a page under /drafts only.",
+                    fixed_arguments={"path": "/drafts/current"},
+                )
+            ]
+        }
+    )
+    cfg = cfg.model_copy(update={"servers": [server]})
+    p = pipeline(cfg)
+    listed = {t["name"]: t for t in p.listing()}["docs_delete_page"]
+    assert listed["description"] == "Deletes a page under /drafts only."
+    assert listed["title"] == "Delete a draft"
+    assert "path" not in listed["inputSchema"]["properties"]
+    # The pin is the server's own definition: the override does not make it drift.
+    assert code((await p.call("docs_delete_page", {})).result) == "ok"
+    assert p.upstream.calls[-1][2] == {"path": "/drafts/current"}  # type: ignore[attr-defined]
+    refused = (await p.call("docs_delete_page", {"path": "/"})).result["structuredContent"]
+    assert refused["code"] == "invalid_arguments" and refused["fixed"] == ["path"]
+    assert len(p.upstream.calls) == 1  # type: ignore[attr-defined]
+    # Rules see the arguments that will be sent.
+    rules = [{"match": "arguments.path.startsWith('/drafts/')", "action": "deny"}]
+    guarded = pipeline(
+        cfg.model_copy(
+            update={
+                "servers": [
+                    server.model_copy(
+                        update={
+                            "policy": server.policy.model_copy(update={"rules": [Rule(**rules[0])]})
+                        }
+                    )
+                ]
+            }
+        )
+    )
+    assert code((await guarded.call("docs_delete_page", {})).result) == "policy_denied"

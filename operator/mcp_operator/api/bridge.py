@@ -221,6 +221,21 @@ class CallPolicy(ConfigModel):
     """Rate limits, the server's and the run's (all that match apply)."""
 
 
+class ToolOverride(ConfigModel):
+    """The server's ``spec.toolsOverride`` entry for one tool (:mod:`mcp_operator.bridge.
+    overrides`)."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    """The tool's original name."""
+    title: Annotated[str, StringConstraints(max_length=256)] | None = None
+    """The title the agent sees instead of the server's."""
+    description: Annotated[str, StringConstraints(max_length=4096)] | None = None
+    """The description the agent sees instead of the server's."""
+    fixed_arguments: Annotated[dict[str, Any], Field(max_length=32)] | None = None
+    """Arguments sent with every call whatever the agent says; removed from the schema the
+    agent sees."""
+
+
 class UpstreamServer(ConfigModel):
     """One resolved MCPServer whose allowed tools the bridge exposes."""
 
@@ -260,6 +275,8 @@ class UpstreamServer(ConfigModel):
     """The server's ``spec.toolsPinning``: whether the bridge refuses a tool whose live
     definition differs from its pin (``off``: it does not check), and whether a tool
     without a pin is refused (``strict``)."""
+    overrides: Annotated[list[ToolOverride], Field(max_length=256)] = Field(default_factory=list)
+    """The server's tool overrides (``spec.toolsOverride``)."""
     tool_digests: (
         Annotated[
             dict[

@@ -6,7 +6,7 @@ Mirrors ``crds/mcpservers.mcp-operator.dev.yaml`` (see :mod:`mcp_operator.api.co
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     Field,
@@ -171,6 +171,15 @@ class AccessSpec(SpecModel):
         return namespace == server_namespace or "*" in listed or namespace in listed
 
 
+class ToolOverrideSpec(SpecModel):
+    """Our title, description and fixed arguments for one of the server's tools."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    title: Annotated[str, StringConstraints(max_length=256)] | None = None
+    description: Annotated[str, StringConstraints(max_length=4096)] | None = None
+    fixed_arguments: Annotated[dict[str, Any], Field(max_length=32)] | None = None
+
+
 class MCPServerSpec(SpecModel):
     """Desired state of an MCP server."""
 
@@ -188,6 +197,7 @@ class MCPServerSpec(SpecModel):
     suspend: bool = False
     access: AccessSpec | None = None
     policy: CallPolicySpec | None = None
+    tools_override: Annotated[list[ToolOverrideSpec], Field(max_length=256)] | None = None
     tools_pinning: Literal["strict", "pin", "off"] = "pin"
     """When a definition digest becomes the pin (:mod:`~mcp_operator.controller.mcpserver.pins`)."""
 
@@ -215,6 +225,7 @@ class MCPServerSpec(SpecModel):
                 )
         check_unique((h.name.lower() for h in self.headers or ()), "header names (ignoring case)")
         check_globs(self.tools_allow, self.tools_deny)
+        check_unique((o.name for o in self.tools_override or ()), "toolsOverride names")
         if self.access is not None:
             check_unique(self.access.namespaces or (), "access.namespaces entries")
         return self

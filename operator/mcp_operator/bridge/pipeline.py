@@ -55,6 +55,7 @@ from mcp_operator.bridge.errors import (
     UpstreamMisconfigured,
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
+from mcp_operator.bridge.overrides import fixed_named
 from mcp_operator.bridge.ratelimit import RateLimiter, limited
 from mcp_operator.bridge.retry import next_delay, retry_safe
 from mcp_operator.bridge.rules import ALLOWED, Decision, RuleBook, denied
@@ -215,6 +216,12 @@ class CallPipeline:
             call.refusal = invalid_arguments(entry, verdict)
         elif call.arguments is None:
             call.arguments = {}
+        if call.refusal is None and entry.fixed_arguments and isinstance(call.arguments, dict):
+            named = sorted(set(call.arguments) & set(entry.fixed_arguments))
+            if named:
+                call.refusal = fixed_named(entry.exposed_name, named)
+            else:
+                call.arguments = {**call.arguments, **entry.fixed_arguments}
         call.schema_problem = verdict.schema_problem
         if verdict.schema_problem is not None and call.refusal is None:
             logger.warning("Forwarded %s unchecked: %s", entry.exposed_name, verdict.schema_problem)

@@ -193,6 +193,10 @@ def _server_config(run: AgentRun, binding: Binding, mounts: Mapping[str, str]) -
         "headers": headers,
         "policy": effective_policy(server.spec.policy, run.spec.bridge.policy),
     }
+    if server.spec.tools_override:
+        config["overrides"] = [
+            o.model_dump(by_alias=True, exclude_none=True) for o in server.spec.tools_override
+        ]
     if status.server_info is not None and status.server_info.protocol_version:
         config["protocolVersion"] = status.server_info.protocol_version
     if status.tools is not None and status.tool_count == len(status.tools):
