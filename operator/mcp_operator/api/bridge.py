@@ -219,6 +219,12 @@ class CallPolicy(ConfigModel):
     """Authorization rules, the server's then the run's."""
     rate_limits: Annotated[list[RateLimit], Field(max_length=64)] = Field(default_factory=list)
     """Rate limits, the server's and the run's (all that match apply)."""
+    require_approval: Globs = Field(default_factory=list)
+    """Tools (globs on the original or exposed name) every call of which waits for a
+    person's approval (the server's and the run's)."""
+    approve_destructive: bool = False
+    """Every call of a tool that may be destructive (its pinned ``destructiveHint`` is not
+    false and it is not ``readOnlyHint``; unknown counts as destructive) waits for approval."""
 
 
 class ToolOverride(ConfigModel):
@@ -309,6 +315,24 @@ class AuditSink(ConfigModel):
     """Also append them to this file."""
 
 
+class ApprovalWebhook(ConfigModel):
+    """Where the bridge asks a person about a held call (:mod:`mcp_operator.bridge.approval`)."""
+
+    url: str = Field(max_length=2048, pattern=URL_PATTERN)
+    """The webhook's URL (``http://`` or ``https://``); the bridge's egress policy applies."""
+    timeout_seconds: int = Field(default=300, ge=1, le=3600)
+    """How long the bridge waits for the answer; none in time is a denial."""
+    secret_file: AbsolutePath
+    """A mounted Secret key: the HMAC-SHA256 key that signs each request's body."""
+
+
+class ApprovalConfig(ConfigModel):
+    """How held calls are approved."""
+
+    webhook: ApprovalWebhook | None = None
+    """The approval webhook (unset: held calls are refused)."""
+
+
 class BridgeConfig(ConfigModel):
     """The whole bridge configuration file."""
 
@@ -326,6 +350,8 @@ class BridgeConfig(ConfigModel):
     """Audit destinations."""
     identity: RunIdentity | None = None
     """The run's identity (audit, and the ``caller`` of authorization rules)."""
+    approval: ApprovalConfig | None = None
+    """How calls held for approval are approved (unset: they are refused)."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> BridgeConfig:
@@ -380,6 +406,10 @@ class CallPolicyOverride(ConfigModel):
     """The run's rules: they come after the server's and can only add restrictions."""
     rate_limits: Annotated[list[RateLimit], Field(max_length=32)] = Field(default_factory=list)
     """The run's rate limits: they apply besides the server's."""
+    require_approval: Globs = Field(default_factory=list)
+    """The run's tools that wait for approval, besides the server's."""
+    approve_destructive: bool = False
+    """The run asks approval for every destructive tool (kept when either asks)."""
 
 
 def stricter_pii(first: PiiMode, second: PiiMode | None) -> PiiMode:
@@ -428,6 +458,8 @@ def tighten(server_default: CallPolicy, run_override: CallPolicyOverride | None)
             open_seconds=_high(base.circuit_breaker.open_seconds, run.circuit_breaker.open_seconds),
         ),
         rules=[*base.rules, *(r.model_copy(update={"layer": "run"}) for r in run.rules)],
+        require_approval=list(dict.fromkeys([*base.require_approval, *run.require_approval])),
+        approve_destructive=base.approve_destructive or run.approve_destructive,
         rate_limits=[
             *base.rate_limits,
             *(limit.model_copy(update={"layer": "run"}) for limit in run.rate_limits),

@@ -290,3 +290,5 @@ class CallPolicySpec(SpecModel):
     timeout_seconds: int | None = Field(default=None, ge=1, le=300)
     rules: Annotated[list[PolicyRuleSpec], Field(max_length=64)] | None = None
     rate_limits: Annotated[list[RateLimitSpec], Field(max_length=32)] | None = None
+    require_approval: Globs | None = None
+    approve_destructive: bool | None = None

@@ -24,6 +24,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig
+from mcp_operator.bridge.approval import WebhookApprover
 from mcp_operator.bridge.audit import AuditRecord
 from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.hooks import Hook, default_hooks
@@ -130,6 +131,7 @@ class BridgeCore:
             random=random.random,
             hooks=default_hooks() if hooks is None else hooks,
         )
+        self.pipeline.approver = self._approver(config)
         self._audit_stdout = audit_stdout if audit_stdout is not None else sys.stdout
         self.audit = self._audit_writer(config)
         self.listing_result: dict[str, Any] = {"tools": []}
@@ -137,6 +139,16 @@ class BridgeCore:
         self.inflight = 0
         self.audited = 0
         """Audit lines written so far (the front audits a refusal no call step audited)."""
+
+    def _approver(self, config: BridgeConfig) -> WebhookApprover | None:
+        """The approval webhook's asker, on the upstreams' pool (their egress policy)."""
+        webhook = config.approval.webhook if config.approval is not None else None
+        if webhook is None:
+            return None
+        clock = self.pipeline.clock
+        return WebhookApprover(
+            config, webhook, self.pool.http1, monotonic=clock.monotonic, now=clock.now
+        )
 
     def _audit_writer(self, config: BridgeConfig) -> AuditWriter:
         stdout = self._audit_stdout if config.audit.stdout else None
@@ -180,6 +192,7 @@ class BridgeCore:
             if state.problem is not None
         }
         self.pipeline.reconfigure(config, self.pool.catalog)
+        self.pipeline.approver = self._approver(config)
         # New rules can hide or show tools without any server's list changing.
         self.listing_result = {"tools": self.pool.scrubber.json(self.pipeline.listing())}
         for key in gone:

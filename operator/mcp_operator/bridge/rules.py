@@ -41,6 +41,7 @@ from mcp_operator.api.bridge import BridgeConfig, Rule, UpstreamServer
 from mcp_operator.api.expressions import compiled, is_static
 from mcp_operator.bridge.catalog import Catalog, CatalogEntry, server_key
 from mcp_operator.bridge.errors import ToolError
+from mcp_operator.mcp.naming import matches
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +60,13 @@ class Decision:
     position: int | None = None
     """The rule's place in its layer's list, from 0 (``spec...rules[position]``)."""
 
+    source: str | None = None
+    """What decided when no rule did: ``requireApproval`` or ``approveDestructive``."""
+
     def describe(self) -> str:
-        """``server rule 2`` / ``run rule 0`` (for hints and audit lines)."""
+        """``server rule 2`` / ``run rule 0`` / ``requireApproval`` (hints and audit lines)."""
         if self.rule is None:
-            return "no rule"
+            return self.source or "no rule"
         return f"{self.rule.layer} rule {self.position}"
 
 
@@ -179,6 +183,16 @@ def tool_variables(
     }
 
 
+def destructive(config: BridgeConfig, server: UpstreamServer, entry: CatalogEntry) -> bool:
+    """Whether the tool may be destructive by its pinned annotations: not ``readOnlyHint``,
+    and ``destructiveHint`` not false (the MCP default is true); without pinned annotations
+    it counts as destructive."""
+    annotations = tool_variables(config, server, entry)["tool"]["annotations"]
+    if annotations.get("readOnlyHint") is True:
+        return False
+    return annotations.get("destructiveHint") is not False
+
+
 class RuleBook:
     """Every tool's rules for one configuration and catalog (rebuilt when either changes)."""
 
@@ -196,10 +210,28 @@ class RuleBook:
             if rules.denied_whatever_the_arguments() is not None
         }
         """Exposed names no call can be allowed for: left out of ``tools/list``."""
+        self.held: dict[str, Decision] = {}
+        """Tools every call of which waits for approval (``requireApproval``,
+        ``approveDestructive``), whatever the rules allow."""
+        for name, entry in catalog.entries.items():
+            server = servers.get(entry.server)
+            if server is None:
+                continue
+            policy = server.policy
+            if matches(policy.require_approval, entry.original_name) or matches(
+                policy.require_approval, name
+            ):
+                self.held[name] = Decision("approve", source="requireApproval")
+            elif policy.approve_destructive and destructive(config, server, entry):
+                self.held[name] = Decision("approve", source="approveDestructive")
 
     def decide(self, exposed_name: str, arguments: Any) -> Decision:
         rules = self.tools.get(exposed_name)
-        return ALLOWED if rules is None else rules.decide(arguments)
+        decision = ALLOWED if rules is None else rules.decide(arguments)
+        held = self.held.get(exposed_name)
+        if held is not None and decision.action == "allow":
+            return held
+        return decision
 
 
 def denied(exposed_name: str, decision: Decision) -> ToolError:

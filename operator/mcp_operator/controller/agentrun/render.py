@@ -33,6 +33,7 @@ import yaml
 
 from mcp_operator import API_VERSION, GROUP
 from mcp_operator.api import AgentRun, CallPolicySpec, MCPServer
+from mcp_operator.api.agentrun import ApprovalWebhookSpec
 from mcp_operator.api.bridge import CallPolicy, CallPolicyOverride, tighten
 from mcp_operator.controller.agentrun.resolve import Binding, Resolution
 from mcp_operator.controller.render import (
@@ -122,8 +123,8 @@ def effective_policy(server: CallPolicySpec | None, run: CallPolicySpec | None) 
     base = CallPolicy.model_validate(_fields(server))
     override = CallPolicyOverride.model_validate(_fields(run)) if run is not None else None
     policy = tighten(base, override).model_dump(by_alias=True, exclude_none=True)
-    for key in ("rules", "rateLimits"):  # written only when set
-        if not policy[key]:
+    for key in ("rules", "rateLimits", "requireApproval", "approveDestructive"):
+        if not policy[key]:  # written only when set
             del policy[key]
     return policy
 
@@ -132,26 +133,34 @@ def _fields(policy: CallPolicySpec | None) -> dict[str, Any]:
     return policy.model_dump(by_alias=True, exclude_none=True) if policy is not None else {}
 
 
-def secret_mounts(resolution: Resolution) -> dict[str, str]:
-    """Secret name → the directory the bridge reads its keys from (usable servers only)."""
-    names = sorted(
-        {
-            header.value_from.secret_key_ref.name
-            for binding in resolution.usable
-            for header in _server(binding).spec.headers or ()
-            if header.value_from is not None
-        }
-    )
-    return {name: f"{SECRETS_DIR}/{name}" for name in names}
+def secret_mounts(resolution: Resolution, run: AgentRun | None = None) -> dict[str, str]:
+    """Secret name → the directory the bridge reads its keys from (usable servers' headers,
+    and the run's approval webhook key)."""
+    names = {
+        header.value_from.secret_key_ref.name
+        for binding in resolution.usable
+        for header in _server(binding).spec.headers or ()
+        if header.value_from is not None
+    }
+    webhook = approval_webhook(run) if run is not None else None
+    if webhook is not None:
+        names.add(webhook.secret_ref.name)
+    return {name: f"{SECRETS_DIR}/{name}" for name in sorted(names)}
+
+
+def approval_webhook(run: AgentRun) -> ApprovalWebhookSpec | None:
+    """The run's approval webhook, when the bridge runs and has one."""
+    approval = run.spec.bridge.approval
+    return approval.webhook if approval is not None else None
 
 
 def bridge_config(run: AgentRun, resolution: Resolution) -> dict[str, Any]:
     """The bridge's configuration file (``api.bridge.BridgeConfig``): no secret value in it."""
-    mounts = secret_mounts(resolution)
+    mounts = secret_mounts(resolution, run)
     audit: dict[str, Any] = {"stdout": run.spec.bridge.audit.stdout}
     if run.spec.bridge.audit.file:
         audit["file"] = AUDIT_FILE
-    return {
+    config: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "BridgeConfig",
         "run": {"name": run.metadata.name, "namespace": run.metadata.namespace},
@@ -164,6 +173,17 @@ def bridge_config(run: AgentRun, resolution: Resolution) -> dict[str, Any]:
             "pod": pod_name(run),
         },
     }
+    webhook = approval_webhook(run)
+    if webhook is not None:
+        key = webhook.secret_ref
+        config["approval"] = {
+            "webhook": {
+                "url": webhook.url,
+                "timeoutSeconds": webhook.timeout_seconds,
+                "secretFile": f"{mounts[key.name]}/{key.key}",
+            }
+        }
+    return config
 
 
 def _server_config(run: AgentRun, binding: Binding, mounts: Mapping[str, str]) -> dict[str, Any]:
@@ -273,7 +293,7 @@ def pod(run: AgentRun, resolution: Resolution, settings: AgentRenderSettings) ->
                 "configMap": {"name": config_map_name(run), "defaultMode": 0o444},
             }
         )
-        for index, (secret, _path) in enumerate(secret_mounts(resolution).items()):
+        for index, (secret, _path) in enumerate(secret_mounts(resolution, run).items()):
             volumes.append(
                 {
                     "name": f"secret-{index}",
@@ -331,7 +351,7 @@ def _bridge_container(
         {"name": "bridge-config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
-    for index, (_secret, path) in enumerate(secret_mounts(resolution).items()):
+    for index, (_secret, path) in enumerate(secret_mounts(resolution, run).items()):
         mounts.append({"name": f"secret-{index}", "mountPath": path, "readOnly": True})
     if run.spec.bridge.audit.file:
         mounts.append({"name": "audit", "mountPath": AUDIT_DIR})
