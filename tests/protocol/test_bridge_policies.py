@@ -8,14 +8,22 @@ rules and the rate limit.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import http.server
+import json
 import sys
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from mcp import Client
 
+from mcp_operator.bridge.approval import SIGNATURE_HEADER
 from mcp_operator.controller.mcpserver.report import STATUS_KEEP
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.target import ProbeTarget
@@ -169,3 +177,93 @@ async def test_an_overridden_tool_shows_our_text_and_keeps_its_fixed_argument(
     assert "message" not in echo.input_schema.get("required", [])
     assert not sent.is_error and sent.content[0].text == "Echo: approved greeting"
     assert forced["code"] == "invalid_arguments" and forced["fixed"] == ["message"]
+
+
+class Approvals:
+    """An approval webhook of the test's: checks each request's signature, records it, and
+    answers from a script (``approve``/``refuse`` with a name, or ``stall``)."""
+
+    def __init__(self, key: bytes, script: list[str]) -> None:
+        self.key = key
+        self.script = script
+        self.seen: list[dict[str, Any]] = []
+        self.bad_signatures = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["content-length"]))
+                wanted = "sha256=" + hmac.new(outer.key, body, hashlib.sha256).hexdigest()
+                if not hmac.compare_digest(self.headers.get(SIGNATURE_HEADER, ""), wanted):
+                    outer.bad_signatures += 1
+                    self.send_response(401)
+                    self.end_headers()
+                    return
+                outer.seen.append(json.loads(body))
+                step = outer.script.pop(0)
+                if step == "stall":
+                    time.sleep(4)
+                    return
+                verdict, by = step.split(":")
+                answer = json.dumps({"approved": verdict == "approve", "by": by}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/approve"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> Approvals:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+async def test_a_destructive_tool_waits_for_the_webhook_which_approves_refuses_and_times_out(
+    tmp_path: Path,
+) -> None:
+    key = b"the-approval-key"
+    (tmp_path / "key").write_bytes(key + b"\n")
+    script = ["approve:alice", "refuse:bob", "stall"]
+    with peers.rug_pull_server() as url, Approvals(key, script) as approvals:
+        pins = await _pins(url)
+        entry = server_entry("rug", url, toolDigests=pins, policy={"approveDestructive": True})
+        webhook = {"url": approvals.url, "timeoutSeconds": 2, "secretFile": str(tmp_path / "key")}
+        extra = {"identity": IDENTITY, "approval": {"webhook": webhook}}
+        with run_bridge([entry], extra_config=extra) as bridge:
+            async with Client(bridge.url) as client:
+                approved = await client.call_tool("rug_wipe", {"path": "/tmp/a"})
+                refused = _structured(await client.call_tool("rug_wipe", {"path": "/etc"}))
+                started = time.monotonic()
+                unanswered = _structured(await client.call_tool("rug_wipe", {"path": "/"}))
+                waited = time.monotonic() - started
+                looked = await client.call_tool("rug_lookup", {"word": "x"})  # read-only
+            lines = eventually("five audit lines", bridge.audit_lines, 10, until=len)
+    assert not approved.is_error and approved.content[0].text == "wiped /tmp/a"
+    assert refused["code"] == "approval_denied" and "refused by bob" in refused["hint"]
+    assert unanswered["code"] == "approval_timeout" and 2 <= waited < 4
+    assert not looked.is_error
+    assert approvals.bad_signatures == 0 and len(approvals.seen) == 3  # lookup asked nobody
+    first = approvals.seen[0]
+    assert (first["tool"], first["originalTool"], first["arguments"]) == (
+        "rug_wipe",
+        "wipe",
+        {"path": "/tmp/a"},
+    )
+    assert first["rule"] == "approveDestructive" and first["identity"] == IDENTITY
+    decisions = [line["policy"]["approval"] for line in lines if "policy" in line]
+    assert [(d["decision"], d["by"]) for d in decisions] == [
+        ("approved", "alice"),
+        ("denied", "bob"),
+        ("timeout", None),
+    ]
+    assert all(d["waitedMs"] >= 0 for d in decisions) and decisions[2]["waitedMs"] >= 2000
