@@ -267,3 +267,51 @@ async def test_a_destructive_tool_waits_for_the_webhook_which_approves_refuses_a
         ("timeout", None),
     ]
     assert all(d["waitedMs"] >= 0 for d in decisions) and decisions[2]["waitedMs"] >= 2000
+
+
+async def test_search_discovery_lists_two_tools_and_saves_most_schema_bytes_for_five_servers(
+    managed_url: str, time_url: str
+) -> None:
+    no_wipe = {"rules": [{"match": "tool.name == 'wipe'", "action": "deny"}]}
+    with peers.rug_pull_server() as rug:
+        servers = [
+            server_entry("ev", managed_url),
+            server_entry("ops", managed_url),
+            server_entry("lab", managed_url),
+            server_entry("time", time_url),
+            server_entry("rug", rug, policy=no_wipe),
+        ]  # fmt: skip
+        sizes = {}
+        for mode in ("full", "search"):
+            with run_bridge(servers, extra_config={"discovery": mode}) as bridge:
+                async with Client(bridge.url) as client:
+                    tools = (await client.list_tools()).tools
+                    listed = [t.model_dump(by_alias=True, exclude_none=True) for t in tools]
+                    if mode == "search":
+                        names = [t.name for t in tools]
+                        found = await client.call_tool(
+                            "search_tools", {"query": "current time timezone", "limit": 3}
+                        )
+                        hidden = await client.call_tool("search_tools", {"query": "wipe path"})
+                        called = await client.call_tool(
+                            "call_tool", {"name": "ops_echo", "arguments": {"message": "hi"}}
+                        )
+                        refused = await client.call_tool(
+                            "call_tool", {"name": "rug_wipe", "arguments": {"path": "/"}}
+                        )
+                if mode == "search":
+                    lines = eventually("two audit lines", bridge.audit_lines, 10, until=len)
+            sizes[mode] = len(json.dumps(listed, separators=(",", ":")))
+    assert names == ["search_tools", "call_tool"]
+    hits = found.structured_content["tools"]
+    assert hits[0]["name"] == "time_get_current_time" and "properties" in hits[0]["inputSchema"]
+    assert "rug_wipe" not in [h["name"] for h in hidden.structured_content["tools"]]
+    assert not called.is_error and called.content[0].text == "Echo: hi"
+    assert _structured(refused)["code"] == "policy_denied"  # the same pipeline
+    assert [(line["tool"], line["outcome"]) for line in lines] == [
+        ("ops_echo", "ok"),
+        ("rug_wipe", "policy_denied"),
+    ]
+    saved = 1 - sizes["search"] / sizes["full"]
+    print(f"tools/list bytes: full {sizes['full']}, search {sizes['search']} ({saved:.0%} saved)")
+    assert saved > 0.8

@@ -332,3 +332,24 @@ async def test_an_override_shows_our_text_and_fixes_an_argument_the_agent_cannot
         )
     )
     assert code((await guarded.call("docs_delete_page", {})).result) == "policy_denied"
+
+
+# -- progressive discovery ------------------------------------------------------------------------
+
+
+def test_search_ranks_names_over_titles_over_descriptions_and_drops_non_matches() -> None:
+    from mcp_operator.bridge.discovery import search, search_result
+
+    listing = [
+        {"name": "docs_search_docs", "description": "Search the docs.", "inputSchema": {}},
+        {"name": "git_log", "title": "Search history", "inputSchema": {}},
+        {"name": "mail_send", "description": "Sends mail; can search contacts.", "inputSchema": {}},
+        {"name": "time_now", "description": "The time.", "inputSchema": {"type": "object"}},
+    ]
+    hits = search(listing, "search", 10)
+    assert [h["name"] for h in hits] == ["docs_search_docs", "git_log", "mail_send"]
+    assert hits[1]["title"] == "Search history" and "inputSchema" in hits[0]
+    assert [h["name"] for h in search(listing, "tim", 10)] == ["time_now"]  # a prefix counts
+    assert search(listing, "search", 1) == hits[:1]
+    bad = search_result(listing, {"limit": 2})
+    assert bad["isError"] and bad["structuredContent"]["code"] == "invalid_arguments"

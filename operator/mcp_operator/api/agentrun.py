@@ -105,6 +105,7 @@ class BridgeSpec(SpecModel):
     policy: CallPolicySpec | None = None
     audit: AuditSpec = Field(default_factory=AuditSpec)
     approval: ApprovalSpec | None = None
+    discovery: Literal["full", "search"] = "full"
 
 
 class AgentRunSpec(SpecModel):

@@ -352,6 +352,9 @@ class BridgeConfig(ConfigModel):
     """The run's identity (audit, and the ``caller`` of authorization rules)."""
     approval: ApprovalConfig | None = None
     """How calls held for approval are approved (unset: they are refused)."""
+    discovery: Literal["full", "search"] = "full"
+    """``full``: the agent's ``tools/list`` shows every tool; ``search``: two tools, search
+    and call-by-name (:mod:`mcp_operator.bridge.discovery`)."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> BridgeConfig:

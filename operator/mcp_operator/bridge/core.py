@@ -24,6 +24,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig
+from mcp_operator.bridge import discovery
 from mcp_operator.bridge.approval import WebhookApprover
 from mcp_operator.bridge.audit import AuditRecord
 from mcp_operator.bridge.catalog import Catalog, server_key
@@ -227,7 +228,8 @@ class BridgeCore:
                 return error_response(request_id, INVALID_PARAMS, f"Invalid params: {problem}")
             result = await self.call_tool(params)
         elif method == "tools/list":
-            result = self.listing_result
+            searching = self.config.discovery == "search"
+            result = {"tools": discovery.TOOLS} if searching else self.listing_result
         elif method == "ping":
             result = {}
         else:
@@ -235,7 +237,22 @@ class BridgeCore:
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
     async def call_tool(self, params: dict[str, Any]) -> dict[str, Any]:
-        """A ``tools/call`` through the pipeline; the ``CallToolResult`` for the agent."""
+        """A ``tools/call`` through the pipeline; the ``CallToolResult`` for the agent. In
+        ``search`` discovery, the bridge's two tools: search answered from the listing, and
+        call-by-name through the pipeline like any call."""
+        if self.config.discovery == "search":
+            if params["name"] == discovery.SEARCH_TOOL:
+                return discovery.search_result(
+                    self.listing_result["tools"], params.get("arguments")
+                )
+            if params["name"] == discovery.CALL_TOOL:
+                inner = params.get("arguments")
+                inner = inner if isinstance(inner, dict) else {}
+                name = inner.get("name")
+                params = {
+                    "name": name if isinstance(name, str) else "",
+                    "arguments": inner.get("arguments"),
+                }
         self.inflight += 1
         try:
             report = await self.pipeline.call(params["name"], params.get("arguments"))

@@ -173,6 +173,8 @@ def bridge_config(run: AgentRun, resolution: Resolution) -> dict[str, Any]:
             "pod": pod_name(run),
         },
     }
+    if run.spec.bridge.discovery != "full":
+        config["discovery"] = run.spec.bridge.discovery
     webhook = approval_webhook(run)
     if webhook is not None:
         key = webhook.secret_ref
