@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.api.bridge import BridgeConfig, Rule, ToolOverride
 from mcp_operator.bridge.catalog import build_catalog
+from mcp_operator.controller.parsing import InvalidSpec, parse
 from mcp_operator.bridge.pipeline import CallPipeline
 from mcp_operator.mcp.definitions import definition_digest
 from tests.unit.test_bridge_pipeline import Clock, Upstream
@@ -238,6 +239,9 @@ def test_a_bad_expression_is_refused_when_the_object_is_read_naming_the_rule(
         MCPServer.model_validate(body)
     text = str(caught.value)
     assert "rules.1.match" in text and words in text
+    invalid = parse(MCPServer, body)  # what the operator's controller does with the object
+    assert isinstance(invalid, InvalidSpec)
+    assert invalid.message.startswith("spec.policy.rules.1.match: ") and words in invalid.message
     run = {
         "apiVersion": "mcp-operator.dev/v1alpha1",
         "kind": "AgentRun",
