@@ -10,10 +10,10 @@ import pytest
 from pydantic import ValidationError
 
 from mcp_operator.api import AgentRun, MCPServer
-from mcp_operator.api.bridge import BridgeConfig, Rule, ToolOverride
+from mcp_operator.api.bridge import ApprovalWebhook, BridgeConfig, Rule, ToolOverride
 from mcp_operator.bridge.catalog import build_catalog
-from mcp_operator.controller.parsing import InvalidSpec, parse
 from mcp_operator.bridge.pipeline import CallPipeline
+from mcp_operator.controller.parsing import InvalidSpec, parse
 from mcp_operator.mcp.definitions import definition_digest
 from tests.unit.test_bridge_pipeline import Clock, Upstream
 
@@ -357,3 +357,61 @@ def test_search_ranks_names_over_titles_over_descriptions_and_drops_non_matches(
     assert search(listing, "search", 1) == hits[:1]
     bad = search_result(listing, {"limit": 2})
     assert bad["isError"] and bad["structuredContent"]["code"] == "invalid_arguments"
+
+
+# -- approval: what a tenant or a broken webhook can do ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "answer", "verdict"),
+    [
+        (200, b'{"approved": true, "by": "alice"}', (True, "alice")),
+        (200, b'{"approved": false}', (False, None)),
+        (201, b'{"approved": true}', (None, None)),
+        (200, b"yes", (None, None)),
+        (200, b'{"approved": "true"}', (None, None)),
+        (200, b'["approved"]', (None, None)),
+        (200, b'{"approved": true, "by": "eve\\n{\\"outcome\\":\\"ok\\"}\\u0000"}',
+         (True, 'eve?{"outcome":"ok"}?')),
+    ],
+)  # fmt: skip
+def test_only_a_clear_answer_approves_and_who_answered_cannot_forge_an_audit_line(
+    status: int, answer: bytes, verdict: tuple[bool | None, str | None]
+) -> None:
+    from mcp_operator.bridge.approval import _verdict
+
+    assert _verdict(status, answer) == verdict
+
+
+async def test_a_webhook_at_a_metadata_address_is_refused_by_the_egress_policy(
+    tmp_path: Any,
+) -> None:
+    from mcp_operator.bridge.approval import WebhookApprover
+    from mcp_operator.bridge.egress import BRIDGE_EGRESS
+    from mcp_operator.mcp.session import session_pool
+
+    key = tmp_path / "key"
+    key.write_text("k")
+    cfg = config().model_copy(
+        update={
+            "servers": [
+                config().servers[0].model_copy(
+                    update={"policy": config().servers[0].policy.model_copy(
+                        update={"require_approval": ["search_*"]})}
+                )
+            ]
+        }
+    )  # fmt: skip
+    p = pipeline(cfg)
+    pool = session_pool(BRIDGE_EGRESS)
+    webhook = ApprovalWebhook(url="http://169.254.169.254/approve", secret_file=str(key))
+    clock = p.clock
+    p.approver = WebhookApprover(cfg, webhook, pool, monotonic=clock.monotonic, now=clock.now)
+    try:
+        report = await p.call("docs_search_docs", {"query": "x"})
+    finally:
+        await pool.aclose()
+    content = report.result["structuredContent"]
+    assert content["code"] == "approval_denied" and "could not be reached" in content["hint"]
+    assert report.audit.to_dict()["policy"]["approval"]["decision"] == "unavailable"
+    assert p.upstream.calls == []  # type: ignore[attr-defined]
