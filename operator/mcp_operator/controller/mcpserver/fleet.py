@@ -28,6 +28,7 @@ from mcp_operator.api import MCPServer
 from mcp_operator.controller.kind import KindController, Known, Reconciled
 from mcp_operator.controller.mcpserver import reconcile
 from mcp_operator.controller.mcpserver.listeners import Listeners
+from mcp_operator.controller.mcpserver.pins import APPROVED_TOOLS_ANNOTATION
 from mcp_operator.controller.mcpserver.status import events, probed_reason, remembered, status_patch
 from mcp_operator.controller.mcpserver.wake import RolloutState, WakePolicy
 from mcp_operator.controller.metrics import OperatorMetrics
@@ -40,6 +41,9 @@ from mcp_operator.oci.client import RegistryClient
 
 class Fleet(KindController[MCPServer]):
     """Every MCPServer this operator watches, each with its own worker."""
+
+    inputs_in_annotations = (APPROVED_TOOLS_ANNOTATION,)
+    """A person approving changed tool definitions (``toolsPinning: strict``) re-probes."""
 
     def __init__(
         self,
