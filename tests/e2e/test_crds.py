@@ -87,6 +87,7 @@ def test_the_api_server_applies_the_schema_defaults(
     }
     assert spec["probe"] == {"enabled": True, "intervalSeconds": 300, "timeoutSeconds": 10}
     assert spec["suspend"] is False
+    assert spec["toolsPinning"] == "pin"
     assert MCPServer.model_validate(stored).spec.effective_transport == "stdio"
 
     apply(cluster, namespace, yaml.safe_dump({**MINIMAL_RUN, "metadata": {"name": "defaults"}}))
@@ -95,6 +96,7 @@ def test_the_api_server_applies_the_schema_defaults(
         "enabled": True,
         "port": 7800,
         "audit": {"stdout": True, "file": False},
+        "discovery": "full",
     }
     assert run["spec"]["mcpServers"] == [{"name": "everything", "optional": False}]
 

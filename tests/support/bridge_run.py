@@ -87,9 +87,10 @@ def run_bridge(
     extra_args: Sequence[str] = (),
     timeout: float = 30.0,
     env: Mapping[str, str] | None = None,
+    extra_config: Mapping[str, Any] | None = None,
 ) -> Iterator[RunningBridge]:
     port, health_port = free_port(), free_port()
-    config = bridge_config(servers, port)
+    config = bridge_config(servers, port) | dict(extra_config or {})
     with tempfile.TemporaryDirectory(prefix="mcp-bridge-") as tmp:
         config_path = Path(tmp) / "config.yaml"
         config_path.write_text(yaml.safe_dump(config))

@@ -446,8 +446,39 @@ async def test_a_crashing_hook_fails_closed(setup: Setup, when: str, sent: int) 
     assert MARKER not in json.dumps(report.result)
 
 
+class Answering:
+    """An approver that answers every held call with the given refusal maker."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+
+    async def ask(self, call: Call, decision: Any) -> ToolError | None:
+        assert call.entry is not None
+        return self.answer(call.entry.exposed_name, decision)  # type: ignore[no-any-return]
+
+
 async def test_every_error_code_is_reachable_and_no_audit_line_holds_a_value() -> None:
-    setup = Setup(timeoutSeconds=1)
+    from mcp_operator.bridge.approval import refused, timed_out
+    from mcp_operator.mcp.definitions import definition_digest
+
+    setup = Setup(
+        timeoutSeconds=1,
+        rules=[
+            {"match": "has(arguments.title) && arguments.title == 'no'", "action": "deny"},
+            {
+                "match": "has(arguments.title) && arguments.title.startsWith('ask')",
+                "action": "approve",
+            },
+        ],
+        rateLimits=[{"tools": ["close_issue"], "perMinute": 1, "burst": 1}],
+    )
+    github = setup.config.servers[0]
+    pins = {tool["name"]: definition_digest(tool) for tool in TOOLS["tools/github"]} | {
+        "odd": "0" * 64
+    }  # the server changed "odd" since the operator pinned it
+    changed = github.model_copy(update={"tool_digests": pins})
+    setup.config = setup.config.model_copy(update={"servers": [changed, *setup.config.servers[1:]]})
+    setup.pipeline.reconfigure(setup.config, build_catalog(setup.config.servers, TOOLS))
     script = setup.upstream.script
     script["create_issue"] = [UpstreamUnavailable("refused")]
     script["get_issue"] = [
@@ -484,6 +515,21 @@ async def test_every_error_code_is_reachable_and_no_audit_line_holds_a_value() -
         # Only catalog names reach the audit: a made-up one is "(unknown)" (issue 17).
         known = setup.pipeline.catalog.get(name) is not None
         assert json.loads(line)["tool"] == (name if known else "(unknown)")
+        outcomes.add(report.audit.outcome)
+    calls = [
+        ("gh_odd", {"q": MARKER}),  # definition_changed
+        ("gh_create_issue", {"title": "no", "body": MARKER}),  # policy_denied
+        ("gh_close_issue", {"q": MARKER}),  # rate_limited (the hanging call took the token)
+        ("gh_create_issue", {"title": "ask", "body": MARKER}),  # approval_denied: no approver
+    ]
+    for name, arguments in calls:
+        report = await setup.call(name, arguments)
+        assert MARKER not in report.audit.to_json_line()
+        outcomes.add(report.audit.outcome)
+    for answer in (lambda n, d: refused(n, d, "a reviewer"), lambda n, d: timed_out(n, d, 1)):
+        setup.pipeline.approver = Answering(answer)
+        report = await setup.call("gh_create_issue", {"title": "ask", "body": MARKER})
+        assert MARKER not in report.audit.to_json_line()
         outcomes.add(report.audit.outcome)
     setup.pipeline.hooks.append(Crashing("before"))
     report = await setup.call("mail_send", {"to": "team"})

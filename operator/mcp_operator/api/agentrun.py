@@ -13,6 +13,7 @@ from pydantic import Field, StringConstraints, model_validator
 from mcp_operator.api.common import (
     PREFIX_MAX_LENGTH,
     REASON_PATTERN,
+    URL_PATTERN,
     AdmissionLayer,
     Arguments,
     CallPolicySpec,
@@ -27,6 +28,7 @@ from mcp_operator.api.common import (
     Image,
     KindObject,
     ResourceRequirements,
+    SecretKey,
     SpecModel,
     StatusModel,
     UriGlobs,
@@ -83,6 +85,27 @@ class AuditSpec(SpecModel):
     file: bool = False
 
 
+class ApprovalSecretRef(SpecModel):
+    """A key of a Secret in the run's namespace."""
+
+    name: DnsSubdomain
+    key: SecretKey
+
+
+class ApprovalWebhookSpec(SpecModel):
+    """Where the bridge asks a person about held calls of an unattended run."""
+
+    url: str = Field(max_length=2048, pattern=URL_PATTERN)
+    timeout_seconds: int = Field(default=300, ge=1, le=3600)
+    secret_ref: ApprovalSecretRef
+
+
+class ApprovalSpec(SpecModel):
+    """How calls that the rules hold for approval are approved."""
+
+    webhook: ApprovalWebhookSpec | None = None
+
+
 class BridgeSpec(SpecModel):
     """The mcp-bridge sidecar."""
 
@@ -91,6 +114,8 @@ class BridgeSpec(SpecModel):
     image: Image | None = None
     policy: CallPolicySpec | None = None
     audit: AuditSpec = Field(default_factory=AuditSpec)
+    approval: ApprovalSpec | None = None
+    discovery: Literal["full", "search"] = "full"
 
 
 class AgentRunSpec(SpecModel):

@@ -30,6 +30,7 @@ from pydantic import (
     Field,
     StringConstraints,
     ValidationError,
+    field_validator,
     model_validator,
 )
 from pydantic.alias_generators import to_camel
@@ -42,10 +43,12 @@ from mcp_operator.api.common import (
     URL_PATTERN,
     DnsLabel,
     DnsSubdomain,
+    Glob,
     Globs,
     UriGlobs,
     check_exactly_one,
 )
+from mcp_operator.api.expressions import MAX_EXPRESSION_CHARS, check_expression
 from mcp_operator.mcp.naming import matches
 
 API_VERSION: Final = "mcp-operator.dev/v1alpha1"
@@ -237,6 +240,39 @@ class CircuitBreakerPolicy(ConfigModel):
     """Seconds the circuit stays open before one trial call is let through."""
 
 
+class Rule(ConfigModel):
+    """An authorization rule (``spec.policy.rules`` of the MCPServer, ``spec.bridge.policy.
+    rules`` of the AgentRun), evaluated by :mod:`mcp_operator.bridge.rules`."""
+
+    match: Annotated[str, StringConstraints(min_length=1, max_length=MAX_EXPRESSION_CHARS)]
+    """A CEL expression over ``caller``, ``server``, ``tool`` and ``arguments``."""
+    action: Literal["allow", "deny", "approve"]
+    """What a call the expression matches gets."""
+    reason: Annotated[str, StringConstraints(max_length=512)] | None = None
+    """Said to the agent when the rule refuses a call (the hint of ``policy_denied``)."""
+    layer: Literal["server", "run"] = "server"
+    """Whose rule: the server's (first) or the run's, which may only add restrictions."""
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        return check_expression(value)
+
+
+class RateLimit(ConfigModel):
+    """A token bucket per matching tool (``spec.policy.rateLimits``, ``spec.bridge.policy.
+    rateLimits``), kept by :mod:`mcp_operator.bridge.ratelimit`."""
+
+    tools: Annotated[list[Glob], Field(min_length=1, max_length=64)]
+    """Globs on the original or the exposed tool name."""
+    per_minute: int = Field(ge=1, le=100_000)
+    """Tokens added per minute."""
+    burst: int | None = Field(default=None, ge=1, le=10_000)
+    """Most tokens held at once (calls in a burst); unset: ``perMinute``."""
+    layer: Literal["server", "run"] = "server"
+    """Whose limit (every limit that matches applies)."""
+
+
 class CallPolicy(ConfigModel):
     """How calls to one server are governed (the effective policy, after :func:`tighten`)."""
 
@@ -248,6 +284,31 @@ class CallPolicy(ConfigModel):
     """Deadline of one call, all attempts and waits included."""
     circuit_breaker: CircuitBreakerPolicy = Field(default_factory=CircuitBreakerPolicy)
     """The per-server circuit breaker."""
+    rules: Annotated[list[Rule], Field(max_length=128)] = Field(default_factory=list)
+    """Authorization rules, the server's then the run's."""
+    rate_limits: Annotated[list[RateLimit], Field(max_length=64)] = Field(default_factory=list)
+    """Rate limits, the server's and the run's (all that match apply)."""
+    require_approval: Globs = Field(default_factory=list)
+    """Tools (globs on the original or exposed name) every call of which waits for a
+    person's approval (the server's and the run's)."""
+    approve_destructive: bool = False
+    """Every call of a tool that may be destructive (its pinned ``destructiveHint`` is not
+    false and it is not ``readOnlyHint``; unknown counts as destructive) waits for approval."""
+
+
+class ToolOverride(ConfigModel):
+    """The server's ``spec.toolsOverride`` entry for one tool (:mod:`mcp_operator.bridge.
+    overrides`)."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    """The tool's original name."""
+    title: Annotated[str, StringConstraints(max_length=256)] | None = None
+    """The title the agent sees instead of the server's."""
+    description: Annotated[str, StringConstraints(max_length=4096)] | None = None
+    """The description the agent sees instead of the server's."""
+    fixed_arguments: Annotated[dict[str, Any], Field(max_length=32)] | None = None
+    """Arguments sent with every call whatever the agent says; removed from the schema the
+    agent sees."""
 
 
 class UpstreamServer(ConfigModel):
@@ -295,6 +356,25 @@ class UpstreamServer(ConfigModel):
     Bearer`` on every request, re-read as the kubelet rotates it; mounted into the bridge
     container only."""
 
+    pinning: Literal["strict", "pin", "off"] = "pin"
+    """The server's ``spec.toolsPinning``: whether the bridge refuses a tool whose live
+    definition differs from its pin (``off``: it does not check), and whether a tool
+    without a pin is refused (``strict``)."""
+    overrides: Annotated[list[ToolOverride], Field(max_length=256)] = Field(default_factory=list)
+    """The server's tool overrides (``spec.toolsOverride``)."""
+    tool_digests: (
+        Annotated[
+            dict[
+                Annotated[str, StringConstraints(min_length=1, max_length=128)],
+                Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")],
+            ],
+            Field(max_length=5000),
+        ]
+        | None
+    ) = None
+    """The pinned definition digests (original name → ``definitionSha256`` of the server's
+    ``status.tools``). Unset: no pins, nothing checked."""
+
     @model_validator(mode="after")
     def _unique_headers(self) -> UpstreamServer:
         check_unique((h.name.lower() for h in self.headers), "header names (ignoring case)")
@@ -316,6 +396,24 @@ class AuditSink(ConfigModel):
     """Also append them to this file."""
 
 
+class ApprovalWebhook(ConfigModel):
+    """Where the bridge asks a person about a held call (:mod:`mcp_operator.bridge.approval`)."""
+
+    url: str = Field(max_length=2048, pattern=URL_PATTERN)
+    """The webhook's URL (``http://`` or ``https://``); the bridge's egress policy applies."""
+    timeout_seconds: int = Field(default=300, ge=1, le=3600)
+    """How long the bridge waits for the answer; none in time is a denial."""
+    secret_file: AbsolutePath
+    """A mounted Secret key: the HMAC-SHA256 key that signs each request's body."""
+
+
+class ApprovalConfig(ConfigModel):
+    """How held calls are approved."""
+
+    webhook: ApprovalWebhook | None = None
+    """The approval webhook (unset: held calls are refused)."""
+
+
 class BridgeConfig(ConfigModel):
     """The whole bridge configuration file."""
 
@@ -332,7 +430,12 @@ class BridgeConfig(ConfigModel):
     audit: AuditSink = Field(default_factory=AuditSink)
     """Audit destinations."""
     identity: RunIdentity | None = None
-    """The run Pod's identity, named in every audit line."""
+    """The run's identity (audit, and the ``caller`` of authorization rules)."""
+    approval: ApprovalConfig | None = None
+    """How calls held for approval are approved (unset: they are refused)."""
+    discovery: Literal["full", "search"] = "full"
+    """``full``: the agent's ``tools/list`` shows every tool; ``search``: two tools, search
+    and call-by-name (:mod:`mcp_operator.bridge.discovery`)."""
 
     @model_validator(mode="after")
     def _unique_servers(self) -> BridgeConfig:
@@ -383,6 +486,14 @@ class CallPolicyOverride(ConfigModel):
     """Kept when shorter than the server's."""
     circuit_breaker: CircuitBreakerOverride = Field(default_factory=CircuitBreakerOverride)
     """The run's circuit breaker settings."""
+    rules: Annotated[list[Rule], Field(max_length=64)] = Field(default_factory=list)
+    """The run's rules: they come after the server's and can only add restrictions."""
+    rate_limits: Annotated[list[RateLimit], Field(max_length=32)] = Field(default_factory=list)
+    """The run's rate limits: they apply besides the server's."""
+    require_approval: Globs = Field(default_factory=list)
+    """The run's tools that wait for approval, besides the server's."""
+    approve_destructive: bool = False
+    """The run asks approval for every destructive tool (kept when either asks)."""
 
 
 def stricter_pii(first: PiiMode, second: PiiMode | None) -> PiiMode:
@@ -405,7 +516,9 @@ def tighten(server_default: CallPolicy, run_override: CallPolicyOverride | None)
 
     Stricter means: the stricter PII mode per direction; fewer attempts; a shorter timeout;
     longer backoffs (gentler on the server); a circuit that opens after fewer failures and
-    stays open longer. An unset run field keeps the server's value. Pure.
+    stays open longer; the run's rules after the server's (:mod:`~mcp_operator.bridge.rules`
+    lets them only add restrictions) and its rate limits besides the server's. An unset run
+    field keeps the server's value. Pure.
     """
     if run_override is None:
         return server_default.model_copy(deep=True)
@@ -428,6 +541,13 @@ def tighten(server_default: CallPolicy, run_override: CallPolicyOverride | None)
             ),
             open_seconds=_high(base.circuit_breaker.open_seconds, run.circuit_breaker.open_seconds),
         ),
+        rules=[*base.rules, *(r.model_copy(update={"layer": "run"}) for r in run.rules)],
+        require_approval=list(dict.fromkeys([*base.require_approval, *run.require_approval])),
+        approve_destructive=base.approve_destructive or run.approve_destructive,
+        rate_limits=[
+            *base.rate_limits,
+            *(limit.model_copy(update={"layer": "run"}) for limit in run.rate_limits),
+        ],
     )
 
 

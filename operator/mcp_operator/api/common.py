@@ -20,8 +20,17 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
+
+from mcp_operator.api.expressions import MAX_EXPRESSION_CHARS, check_expression
 
 # -- patterns (identical to the CRD's; Go RE2 and pydantic's regex agree on them) --------------
 
@@ -256,9 +265,35 @@ class RetrySpec(SpecModel):
     max_attempts: int | None = Field(default=None, ge=1, le=5)
 
 
+class PolicyRuleSpec(SpecModel):
+    """An authorization rule: when ``match`` (CEL, :mod:`~mcp_operator.api.expressions`) is
+    true for a call, ``action`` decides it."""
+
+    match: Annotated[str, StringConstraints(min_length=1, max_length=MAX_EXPRESSION_CHARS)]
+    action: Literal["allow", "deny", "approve"]
+    reason: Annotated[str, StringConstraints(max_length=512)] | None = None
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        return check_expression(value)
+
+
+class RateLimitSpec(SpecModel):
+    """A token bucket per tool: ``perMinute`` tokens a minute, at most ``burst`` at once."""
+
+    tools: Annotated[list[Glob], Field(min_length=1, max_length=64)]
+    per_minute: int = Field(ge=1, le=100_000)
+    burst: int | None = Field(default=None, ge=1, le=10_000)
+
+
 class CallPolicySpec(SpecModel):
     """The bridge's call policy: server defaults (MCPServer) that a run may only tighten."""
 
     pii: PiiPolicySpec | None = None
     retry: RetrySpec | None = None
     timeout_seconds: int | None = Field(default=None, ge=1, le=300)
+    rules: Annotated[list[PolicyRuleSpec], Field(max_length=64)] | None = None
+    rate_limits: Annotated[list[RateLimitSpec], Field(max_length=32)] | None = None
+    require_approval: Globs | None = None
+    approve_destructive: bool | None = None

@@ -6,7 +6,7 @@ Mirrors ``crds/mcpservers.mcp-operator.dev.yaml`` (see :mod:`mcp_operator.api.co
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     Field,
@@ -45,6 +45,7 @@ from mcp_operator.api.common import (
     check_globs,
     check_unique,
 )
+from mcp_operator.mcp.definitions import SHA256_PATTERN
 from mcp_operator.mcp.naming import default_prefix
 
 NAMESPACE_OR_ANY_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
@@ -328,6 +329,15 @@ class AccessSpec(SpecModel):
         return namespace == server_namespace or "*" in listed or namespace in listed
 
 
+class ToolOverrideSpec(SpecModel):
+    """Our title, description and fixed arguments for one of the server's tools."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
+    title: Annotated[str, StringConstraints(max_length=256)] | None = None
+    description: Annotated[str, StringConstraints(max_length=4096)] | None = None
+    fixed_arguments: Annotated[dict[str, Any], Field(max_length=32)] | None = None
+
+
 class MCPServerSpec(SpecModel):
     """Desired state of an MCP server."""
 
@@ -350,6 +360,9 @@ class MCPServerSpec(SpecModel):
     resources_allow: UriGlobs | None = None
     resources_deny: UriGlobs | None = None
     auth: AuthSpec | None = None
+    tools_override: Annotated[list[ToolOverrideSpec], Field(max_length=256)] | None = None
+    tools_pinning: Literal["strict", "pin", "off"] = "pin"
+    """When a definition digest becomes the pin (:mod:`~mcp_operator.controller.mcpserver.pins`)."""
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> MCPServerSpec:
@@ -378,6 +391,7 @@ class MCPServerSpec(SpecModel):
         check_globs(self.tools_allow, self.tools_deny)
         check_globs(self.prompts_allow, self.prompts_deny, "prompts")
         check_globs(self.resources_allow, self.resources_deny, "resources")
+        check_unique((o.name for o in self.tools_override or ()), "toolsOverride names")
         if self.access is not None:
             check_unique(self.access.namespaces or (), "access.namespaces entries")
         return self
@@ -428,6 +442,10 @@ class ToolStatus(StatusModel):
     original_name: Annotated[str, StringConstraints(min_length=1, max_length=128)]
     description: Annotated[str, StringConstraints(max_length=1024)] | None = None
     annotations: ToolAnnotations | None = None
+    definition_sha256: (
+        Annotated[str, StringConstraints(max_length=64, pattern=SHA256_PATTERN)] | None
+    ) = None
+    """The pin: :func:`~mcp_operator.mcp.definitions.definition_digest` of the definition."""
 
 
 class ServerInfo(StatusModel):

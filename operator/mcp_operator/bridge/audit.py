@@ -85,6 +85,9 @@ class AuditRecord:
     OAuth token that is a JWT: for a token exchange, the run's ServiceAccount."""
     upstream_actor: str | None = None
     """Whom it names as the acting party (``act.sub``, RFC 8693 §4.1), when it does."""
+    policy: Mapping[str, Any] = field(default_factory=dict)
+    """What the authorization rules and the approval decided: ``rule``, ``action``,
+    ``approval`` (``{decision, by, waitedMs}``); left out when no rule decided."""
 
     def to_dict(self) -> dict[str, Any]:
         when = self.time.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -111,6 +114,8 @@ class AuditRecord:
             record["upstreamSubject"] = self.upstream_subject
         if self.upstream_actor is not None:
             record["upstreamActor"] = self.upstream_actor
+        if self.policy:
+            record["policy"] = dict(self.policy)
         return record
 
     def to_json_line(self) -> str:

@@ -24,7 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_operator.api.bridge import FilterLayer, UpstreamServer
+from mcp_operator.bridge.overrides import overridden
+from mcp_operator.bridge.pinning import Drift, drift
 from mcp_operator.mcp import naming, uris
+from mcp_operator.mcp.definitions import definition_digest
 
 
 def server_key(server: UpstreamServer) -> str:
@@ -58,6 +61,16 @@ class CatalogEntry:
     """The whole tool as the server listed it (description, title, outputSchema, ``_meta``
     …), for ``tools/list``; :meth:`listed` renames it."""
 
+    fixed_arguments: Mapping[str, Any] = field(default_factory=dict)
+    """Arguments the server's owner fixed (:mod:`~mcp_operator.bridge.overrides`): not in
+    ``input_schema``, merged into every call after validation."""
+    sha256: str = ""
+    """:func:`~mcp_operator.mcp.definitions.definition_digest` of the server's own live
+    definition (before any override)."""
+    drift: Drift | None = None
+    """Why the live definition is not the pinned one (:func:`~mcp_operator.bridge.pinning.
+    drift`): such a tool is left out of ``tools/list`` and its calls are refused."""
+
     def listed(self) -> dict[str, Any]:
         """The tool as the agent's ``tools/list`` shows it: as sent, under the exposed name."""
         return {**self.definition, "name": self.exposed_name}
@@ -84,8 +97,11 @@ class Catalog:
         return sorted(self.entries)
 
     def listing(self) -> list[dict[str, Any]]:
-        """Every tool for the agent's ``tools/list``, in the order of :meth:`names`."""
-        return [self.entries[name].listed() for name in self.names()]
+        """Every tool for the agent's ``tools/list``, in the order of :meth:`names`, but those
+        whose live definition is not the pinned one."""
+        return [
+            self.entries[name].listed() for name in self.names() if self.entries[name].drift is None
+        ]
 
     def similar(self, name: str, limit: int = 3) -> list[str]:
         """Callable names close to ``name`` (for a hint when ``name`` is not allowed)."""
@@ -141,6 +157,7 @@ def build_catalog(
         held.setdefault(entry.server, set()).add(entry.original_name)
     for server in servers:
         key = server_key(server)
+        overrides = {o.name: o for o in server.overrides}
         planned = plan_server(server, listed.get(key, ()), held.get(key, set()))
         collisions.extend(
             f"{key}: {naming.quoted(r.holder)} and {naming.quoted(r.original_name)} both map "
@@ -157,12 +174,18 @@ def build_catalog(
                 )
                 continue
             annotations = tool.get("annotations")
+            live = definition_digest(tool)  # the server's own definition is what is pinned
+            override = overrides.get(listed_tool.name)
+            definition, schema = overridden(tool, override)
             entries[exposed_name] = CatalogEntry(
                 exposed_name=exposed_name,
                 server=key,
                 original_name=listed_tool.name,
-                input_schema=tool.get("inputSchema"),
+                input_schema=schema,
                 annotations=dict(annotations) if isinstance(annotations, Mapping) else {},
-                definition=uris.with_exposed_ui(server.prefix, tool),
+                definition=uris.with_exposed_ui(server.prefix, definition),
+                fixed_arguments=dict(override.fixed_arguments or {}) if override else {},
+                sha256=live,
+                drift=drift(server, listed_tool.name, live),
             )
     return Catalog(entries=entries, collisions=collisions)

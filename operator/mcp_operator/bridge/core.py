@@ -24,7 +24,8 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig
-from mcp_operator.bridge import aggregate
+from mcp_operator.bridge import aggregate, discovery
+from mcp_operator.bridge.approval import WebhookApprover
 from mcp_operator.bridge.audit import AuditRecord
 from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.hooks import Hook, default_hooks
@@ -126,6 +127,7 @@ class BridgeCore:
             hooks=default_hooks() if hooks is None else hooks,
         )
         self.pipeline.upstream_identity = self.pool.identity
+        self.pipeline.approver = self._approver(config)
         self._audit_stdout = audit_stdout if audit_stdout is not None else sys.stdout
         self.audit = self._audit_writer(config)
         self.listing_result: dict[str, Any] = {"tools": []}
@@ -133,6 +135,16 @@ class BridgeCore:
         self.inflight = 0
         self.audited = 0
         """Audit lines written so far (the front audits a refusal no call step audited)."""
+
+    def _approver(self, config: BridgeConfig) -> WebhookApprover | None:
+        """The approval webhook's asker, on the upstreams' pool (their egress policy)."""
+        webhook = config.approval.webhook if config.approval is not None else None
+        if webhook is None:
+            return None
+        clock = self.pipeline.clock
+        return WebhookApprover(
+            config, webhook, self.pool.http1, monotonic=clock.monotonic, now=clock.now
+        )
 
     def _audit_writer(self, config: BridgeConfig) -> AuditWriter:
         stdout = self._audit_stdout if config.audit.stdout else None
@@ -176,6 +188,9 @@ class BridgeCore:
             if state.problem is not None
         }
         self.pipeline.reconfigure(config, self.pool.catalog)
+        self.pipeline.approver = self._approver(config)
+        # New rules can hide or show tools without any server's list changing.
+        self.listing_result = {"tools": self.pool.scrubber.json(self.pipeline.listing())}
         for key in gone:
             self.metrics.forget_server(key)
 
@@ -187,7 +202,7 @@ class BridgeCore:
     def _catalog_changed(self, catalog: Catalog) -> None:
         self.pipeline.reconfigure(self.config, catalog)
         # A server can echo the header values it was sent into its tools' texts.
-        self.listing_result = {"tools": self.pool.scrubber.json(catalog.listing())}
+        self.listing_result = {"tools": self.pool.scrubber.json(self.pipeline.listing())}
         self.metrics.catalog_tools.set(len(catalog.entries))
         logger.info("Listed %d tools of %d servers", len(catalog.entries), len(self.config.servers))
         prompts = self.pool.prompts.listing()
@@ -271,7 +286,8 @@ class BridgeCore:
                 return error_response(request_id, INVALID_PARAMS, f"Invalid params: {problem}")
             result = await self.call_tool(params)
         elif method == "tools/list":
-            result = self.listing_result
+            searching = self.config.discovery == "search"
+            result = {"tools": discovery.TOOLS} if searching else self.listing_result
         elif method == "ping":
             result = {}
         else:
@@ -279,7 +295,22 @@ class BridgeCore:
         return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
     async def call_tool(self, params: dict[str, Any]) -> dict[str, Any]:
-        """A ``tools/call`` through the pipeline; the ``CallToolResult`` for the agent."""
+        """A ``tools/call`` through the pipeline; the ``CallToolResult`` for the agent. In
+        ``search`` discovery, the bridge's two tools: search answered from the listing, and
+        call-by-name through the pipeline like any call."""
+        if self.config.discovery == "search":
+            if params["name"] == discovery.SEARCH_TOOL:
+                return discovery.search_result(
+                    self.listing_result["tools"], params.get("arguments")
+                )
+            if params["name"] == discovery.CALL_TOOL:
+                inner = params.get("arguments")
+                inner = inner if isinstance(inner, dict) else {}
+                name = inner.get("name")
+                params = {
+                    "name": name if isinstance(name, str) else "",
+                    "arguments": inner.get("arguments"),
+                }
         self.inflight += 1
         try:
             report = await self.pipeline.call(params["name"], params.get("arguments"))

@@ -30,6 +30,11 @@ ErrorCode = Literal[
     "cancelled",
     "upstream_unauthorized",
     "insufficient_scope",
+    "definition_changed",
+    "policy_denied",
+    "rate_limited",
+    "approval_denied",
+    "approval_timeout",
 ]
 
 ERROR_CODES: tuple[ErrorCode, ...] = get_args(ErrorCode)

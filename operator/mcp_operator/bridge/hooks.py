@@ -55,6 +55,9 @@ class Call:
     """PII kinds and counts found per direction (``arguments``, ``results``), for the audit."""
     pii_unscanned: list[str] = field(default_factory=list)
     """Directions too large to scan whole (only their first part was scanned)."""
+    authorization: dict[str, Any] = field(default_factory=dict)
+    """What the rules and the approval decided (``rule``, ``action``, ``approval``), for the
+    audit."""
 
     @property
     def policy(self) -> CallPolicy:

@@ -5,9 +5,16 @@ decides what happens to a call. It yields the result for the agent (the upstream
 ``CallToolResult``, or a structured tool error) and the audit record.
 
 1. **validate**: the exposed name must be in the catalog and pass the server's filter layers
-   (``not_allowlisted``), the arguments must match the tool's schema (``invalid_arguments``);
+   (``not_allowlisted``), its live definition must be the pinned one (``definition_changed``,
+   :mod:`~mcp_operator.bridge.pinning`), the arguments must match the tool's schema
+   (``invalid_arguments``); then **authorize**: the authorization rules
+   (``policy_denied``, :mod:`~mcp_operator.bridge.rules`) and the rate limits
+   (``rate_limited``, :mod:`~mcp_operator.bridge.ratelimit`);
 2. **before-hooks**, always, even when validation refused the call (PII on the arguments);
    a hook that says a value is large (``offload``) runs in a worker thread for it;
+   then, for a call the rules hold for approval, the **approval** (``approval_denied``,
+   ``approval_timeout``, :mod:`~mcp_operator.bridge.approval`), after the hooks so that the
+   person sees the arguments that would be sent;
 3. **call**, unless refused: the injected upstream call function, under the call's deadline
    (``timeout``), the server's circuit breaker (``circuit_open``) and the retry rules
    (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no;
@@ -38,6 +45,8 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
+from mcp_operator.bridge import pinning
+from mcp_operator.bridge.approval import Approver, no_approver
 from mcp_operator.bridge.audit import UNKNOWN_TOOL, AuditRecord, arguments_digest, tool_digest
 from mcp_operator.bridge.breaker import CircuitBreaker
 from mcp_operator.bridge.catalog import Catalog, server_key
@@ -50,8 +59,11 @@ from mcp_operator.bridge.errors import (
     UpstreamMisconfigured,
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
+from mcp_operator.bridge.overrides import fixed_named
+from mcp_operator.bridge.ratelimit import RateLimiter, limited
 from mcp_operator.bridge.retry import next_delay, retry_safe
 from mcp_operator.bridge.unauthorized import unauthorized
+from mcp_operator.bridge.rules import ALLOWED, Decision, RuleBook, denied
 from mcp_operator.bridge.validate import ArgumentValidator, invalid_arguments
 from mcp_operator.mcp.naming import cut, quoted
 from mcp_operator.mcp.scrub import Scrubber
@@ -111,6 +123,7 @@ class CallPipeline:
         random: Callable[[], float],
         hooks: Sequence[Hook] = (),
         validator: ArgumentValidator | None = None,
+        approver: Approver | None = None,
     ) -> None:
         self.upstream = upstream
         self.clock = clock
@@ -126,6 +139,9 @@ class CallPipeline:
         self.problems: dict[str, str] = {}
         """Why a server cannot be called at all, by server key (set from the upstream pool);
         named in the hint of a refused call that names one of its tools."""
+        self.limiter = RateLimiter()
+        self.approver: Approver | None = approver
+        """Asks a person about calls that the rules hold for approval (none: refused)."""
         self.reconfigure(config, catalog)
 
     def reconfigure(self, config: BridgeConfig, catalog: Catalog) -> None:
@@ -154,6 +170,14 @@ class CallPipeline:
             breaker.open_seconds = policy.open_seconds
             breakers[key] = breaker
         self.breakers = breakers
+        self.rules = RuleBook(config, catalog)
+        self.limiter.forget_others(catalog.entries)
+
+    def listing(self) -> list[dict[str, Any]]:
+        """The agent's ``tools/list``: the catalog's listing without the tools the rules
+        deny whatever the arguments (:class:`~mcp_operator.bridge.rules.RuleBook`)."""
+        hidden = self.rules.hidden
+        return [tool for tool in self.catalog.listing() if tool.get("name") not in hidden]
 
     # -- the steps ---------------------------------------------------------------------------
 
@@ -204,14 +228,48 @@ class CallPipeline:
             )
             return
         call.entry, call.server = entry, server
+        if entry.drift is not None:
+            call.refusal = pinning.refusal(
+                entry.exposed_name, server, entry.original_name, entry.drift, entry.sha256
+            )
+            return
         verdict = self.validator.check(entry, call.arguments)
         if not verdict.ok:
             call.refusal = invalid_arguments(entry, verdict)
         elif call.arguments is None:
             call.arguments = {}
+        if call.refusal is None and entry.fixed_arguments and isinstance(call.arguments, dict):
+            named = sorted(set(call.arguments) & set(entry.fixed_arguments))
+            if named:
+                call.refusal = fixed_named(entry.exposed_name, named)
+            else:
+                call.arguments = {**call.arguments, **entry.fixed_arguments}
         call.schema_problem = verdict.schema_problem
         if verdict.schema_problem is not None and call.refusal is None:
             logger.warning("Forwarded %s unchecked: %s", entry.exposed_name, verdict.schema_problem)
+
+    def _authorize(self, call: Call) -> Decision:
+        """The rules' verdict, then the rate limits; sets ``call.refusal`` when refused."""
+        assert call.entry is not None and call.server is not None
+        decision = self.rules.decide(call.entry.exposed_name, call.arguments)
+        if decision.rule is not None:
+            call.authorization.update(rule=decision.describe(), action=decision.action)
+        if decision.action == "deny":
+            call.refusal = denied(call.entry.exposed_name, decision)
+            return decision
+        wait = self.limiter.take(call.server, call.entry, self.clock.monotonic())
+        if wait > 0.0:
+            call.refusal = limited(call.entry.exposed_name, call.entry.server, wait)
+        return decision
+
+    async def _approve(self, call: Call, decision: Decision) -> None:
+        """Hold the call until a person answers (the approver), or refuse it."""
+        assert call.entry is not None
+        if self.approver is None:
+            call.authorization["approval"] = {"decision": "unavailable"}
+            call.refusal = no_approver(call.entry.exposed_name, decision)
+            return
+        call.refusal = await self.approver.ask(call, decision)
 
     async def _before(self, call: Call) -> None:
         for hook in self.hooks:
@@ -384,7 +442,10 @@ class CallPipeline:
         digest = arguments_digest(arguments)
         call = Call(run=self.run, exposed_name=exposed_name, arguments=arguments)
         self._validate(call)
+        decision = self._authorize(call) if call.refusal is None else ALLOWED
         await self._before(call)
+        if call.refusal is None and decision.action == "approve":
+            await self._approve(call, decision)
         outcome = CallOutcome(error=call.refusal)
         if call.refusal is None:
             deadline = started + call.policy.timeout_seconds
@@ -419,6 +480,7 @@ class CallPipeline:
             pii_unscanned=tuple(call.pii_unscanned),
             upstream_subject=subject,
             upstream_actor=actor,
+            policy=dict(call.authorization),
         )
         return CallReport(result=result, audit=audit)
 

@@ -10,7 +10,9 @@ index and its status decisions:
   it at once, its back-off started over (the API server bumps the generation on every
   change of the spec, and only then: the echoes of our own status writes are not parsed
   again); a deleted object, or one being deleted, stops it;
-- **parse once per generation**, through the kind's :meth:`KindController.parse` (which
+- **parse once per generation** (and when an annotation the kind names as an input changes,
+  :attr:`KindController.inputs_in_annotations`), through the kind's
+  :meth:`KindController.parse` (which
   says what of the body the model gets);
 - **InvalidSpec**, the same for every kind: an object that does not parse is logged
   once, its status says ``Ready=False, reason=InvalidSpec`` and why
@@ -89,6 +91,10 @@ def _describe(known: Known[Any]) -> str:
 class KindController(abc.ABC, Generic[M]):
     """Every object of one kind that this operator watches, each on its own worker."""
 
+    inputs_in_annotations: tuple[str, ...] = ()
+    """Annotations that are inputs of the reconcile like the spec (a change of one is parsed
+    again and wakes the object, though the generation stays)."""
+
     def __init__(
         self,
         kube: Kube,
@@ -164,7 +170,11 @@ class KindController(abc.ABC, Generic[M]):
             self._worker.start(uid, Known(parsed, ObjectRef.of(body), status))
             return
         known.ref = ObjectRef.of(body)
-        if metadata.get("generation") != known.parsed.metadata.generation:
+        annotations = metadata.get("annotations") or {}
+        before = known.parsed.metadata.annotations or {}
+        if metadata.get("generation") != known.parsed.metadata.generation or any(
+            annotations.get(key) != before.get(key) for key in self.inputs_in_annotations
+        ):
             known.parsed = self._parse(body)
             self.track(uid, known.parsed, new=False)
             self._worker.wake(uid, changed=True)

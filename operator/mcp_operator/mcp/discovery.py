@@ -32,6 +32,7 @@ from mcp_types import METHOD_NOT_FOUND
 
 from mcp_operator.mcp import challenge, session
 from mcp_operator.mcp.client import connect, probe_state
+from mcp_operator.mcp.definitions import DIGEST_META
 from mcp_operator.mcp.errors import ProbeError, ProbeState, reraise_cancellation, scrub, translate
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
@@ -64,6 +65,10 @@ class DiscoveredTool:
     input_schema: dict[str, Any] = field(default_factory=dict, repr=False)
     """The ``inputSchema`` JSON object as the server sent it (the bridge validates
     arguments against it)."""
+    sha256: str | None = field(default=None, repr=False)
+    """The digest of the whole definition as the server listed it
+    (:func:`~mcp_operator.mcp.definitions.definition_digest`), when the caller's ``Keep``
+    asked for digests."""
 
 
 @dataclass(frozen=True)
@@ -228,7 +233,15 @@ def _discovered_tool(tool: Any, keep: Keep) -> DiscoveredTool:
         annotations=annotations or None,
         title=_cut(title, keep.title_chars) if isinstance(title, str) else None,
         input_schema=tool.input_schema if keep.input_schema else {},
+        sha256=_digest(tool) if keep.digests else None,
     )
+
+
+def _digest(tool: Any) -> str | None:
+    """The digest the page's slimming took over the raw definition (``Keep.digests``)."""
+    meta = getattr(tool, "meta", None)
+    digest = meta.get(DIGEST_META) if isinstance(meta, dict) else None
+    return digest if isinstance(digest, str) else None
 
 
 def _cut(text: str | None, limit: int | None) -> str | None:

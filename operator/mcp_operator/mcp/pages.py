@@ -16,6 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_operator.mcp.definitions import DIGEST_META, definition_digest
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
 from mcp_operator.mcp.session import MAX_ITEMS
@@ -41,10 +42,19 @@ class Keep:
     """Titles (``title`` and ``annotations.title``) are cut likewise."""
     input_schema: bool = True
     """Whether ``inputSchema`` is kept (an empty object when not)."""
+    digests: bool = False
+    """Whether each tool's :func:`~mcp_operator.mcp.definitions.definition_digest` is taken
+    on arrival, over the whole definition, and kept in its ``_meta``
+    (:data:`~mcp_operator.mcp.definitions.DIGEST_META`) for the discovery to read."""
 
     @property
     def whole(self) -> bool:
-        return self.description_chars is None and self.title_chars is None and self.input_schema
+        return (
+            self.description_chars is None
+            and self.title_chars is None
+            and self.input_schema
+            and not self.digests
+        )
 
 
 class ToolCount:
@@ -92,6 +102,10 @@ def slim_tool(tool: Any, keep: Keep) -> Any:
     slim["description"] = _cut(slim.get("description"), keep.description_chars)
     if slim["description"] is None:
         del slim["description"]
+    if keep.digests:
+        meta = slim.get("_meta")
+        slim["_meta"] = {**(meta if isinstance(meta, dict) else {})}
+        slim["_meta"][DIGEST_META] = definition_digest(tool)
     if "title" in slim:
         slim["title"] = _cut(slim["title"], keep.title_chars)
     if isinstance(slim.get("annotations"), dict) and "title" in slim["annotations"]:

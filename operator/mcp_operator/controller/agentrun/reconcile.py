@@ -129,6 +129,11 @@ async def refusal(
     try:
         for name in render.agent_secrets(run):
             await opt_in.require_secret(kube, namespace, name, reader="the agent")
+        webhook = render.approval_webhook(run)
+        if webhook is not None:
+            await opt_in.require_secret(
+                kube, namespace, webhook.secret_ref.name, reader="the approval webhook"
+            )
         account = run.spec.agent.service_account_name
         if account is not None:
             await opt_in.require_service_account(kube, namespace, account, runs="agents")

@@ -42,6 +42,7 @@ import yaml
 
 from mcp_operator import API_VERSION, GROUP
 from mcp_operator.api import AgentRun, CallPolicySpec, MCPServer
+from mcp_operator.api.agentrun import ApprovalWebhookSpec
 from mcp_operator.api.bridge import CallPolicy, CallPolicyOverride, tighten
 from mcp_operator.api.mcpserver import token_audience
 from mcp_operator.controller.agentrun.resolve import Binding, Resolution
@@ -139,25 +140,36 @@ def effective_policy(server: CallPolicySpec | None, run: CallPolicySpec | None) 
     complete: what neither sets is the bridge's default, written out."""
     base = CallPolicy.model_validate(_fields(server))
     override = CallPolicyOverride.model_validate(_fields(run)) if run is not None else None
-    return tighten(base, override).model_dump(by_alias=True)
+    policy = tighten(base, override).model_dump(by_alias=True, exclude_none=True)
+    for key in ("rules", "rateLimits", "requireApproval", "approveDestructive"):
+        if not policy[key]:  # written only when set
+            del policy[key]
+    return policy
 
 
 def _fields(policy: CallPolicySpec | None) -> dict[str, Any]:
     return policy.model_dump(by_alias=True, exclude_none=True) if policy is not None else {}
 
 
-def secret_mounts(resolution: Resolution) -> dict[str, str]:
-    """Secret name → the directory the bridge reads its keys from (usable servers only)."""
-    names = sorted(
-        {
-            header.value_from.secret_key_ref.name
-            for binding in resolution.usable
-            for header in _server(binding).spec.headers or ()
-            if header.value_from is not None
-        }
-        | {name for binding in resolution.usable if (name := _auth_secret(_server(binding)))}
-    )
-    return {name: f"{SECRETS_DIR}/{name}" for name in names}
+def secret_mounts(resolution: Resolution, run: AgentRun | None = None) -> dict[str, str]:
+    """Secret name → the directory the bridge reads its keys from (usable servers' headers
+    and OAuth client secrets, and the run's approval webhook key)."""
+    names = {
+        header.value_from.secret_key_ref.name
+        for binding in resolution.usable
+        for header in _server(binding).spec.headers or ()
+        if header.value_from is not None
+    } | {name for binding in resolution.usable if (name := _auth_secret(_server(binding)))}
+    webhook = approval_webhook(run) if run is not None else None
+    if webhook is not None:
+        names.add(webhook.secret_ref.name)
+    return {name: f"{SECRETS_DIR}/{name}" for name in sorted(names)}
+
+
+def approval_webhook(run: AgentRun) -> ApprovalWebhookSpec | None:
+    """The run's approval webhook, when the bridge runs and has one."""
+    approval = run.spec.bridge.approval
+    return approval.webhook if approval is not None else None
 
 
 def _auth_secret(server: MCPServer) -> str | None:
@@ -243,12 +255,12 @@ def service_account(run: AgentRun) -> str:
 
 def bridge_config(run: AgentRun, resolution: Resolution) -> dict[str, Any]:
     """The bridge's configuration file (``api.bridge.BridgeConfig``): no secret value in it."""
-    mounts = secret_mounts(resolution)
+    mounts = secret_mounts(resolution, run)
     tokens = token_mounts(resolution)
     audit: dict[str, Any] = {"stdout": run.spec.bridge.audit.stdout}
     if run.spec.bridge.audit.file:
         audit["file"] = AUDIT_FILE
-    return {
+    config: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "BridgeConfig",
         "run": {"name": run.metadata.name, "namespace": run.metadata.namespace},
@@ -261,6 +273,19 @@ def bridge_config(run: AgentRun, resolution: Resolution) -> dict[str, Any]:
             "pod": pod_name(run),
         },
     }
+    if run.spec.bridge.discovery != "full":
+        config["discovery"] = run.spec.bridge.discovery
+    webhook = approval_webhook(run)
+    if webhook is not None:
+        key = webhook.secret_ref
+        config["approval"] = {
+            "webhook": {
+                "url": webhook.url,
+                "timeoutSeconds": webhook.timeout_seconds,
+                "secretFile": f"{mounts[key.name]}/{key.key}",
+            }
+        }
+    return config
 
 
 def _server_config(
@@ -302,6 +327,10 @@ def _server_config(
     auth = _auth_config(server, status.url, mounts, exchange)
     if auth is not None:
         config["auth"] = auth
+    if server.spec.tools_override:
+        config["overrides"] = [
+            o.model_dump(by_alias=True, exclude_none=True) for o in server.spec.tools_override
+        ]
     if status.server_info is not None and status.server_info.protocol_version:
         config["protocolVersion"] = status.server_info.protocol_version
     if status.tools is not None and status.tool_count == len(status.tools):
@@ -309,6 +338,14 @@ def _server_config(
         # (a tool the server adds later reaches the agent only after the next probe has
         # listed it here) and as the incumbents of the naming plan (it never takes a name).
         config["tools"] = sorted(tool.original_name for tool in binding.tools)
+        # The pinned definitions (status.tools[].definitionSha256): a live definition that
+        # differs is refused by the bridge (definition_changed) until the operator re-pins it.
+        config["pinning"] = server.spec.tools_pinning
+        config["toolDigests"] = {
+            tool.original_name: tool.definition_sha256
+            for tool in sorted(binding.tools, key=lambda t: t.original_name)
+            if tool.definition_sha256
+        }
     return config
 
 
@@ -388,7 +425,7 @@ def pod(run: AgentRun, resolution: Resolution, settings: AgentRenderSettings) ->
                 "configMap": {"name": config_map_name(run), "defaultMode": 0o444},
             }
         )
-        for index, (secret, _path) in enumerate(secret_mounts(resolution).items()):
+        for index, (secret, _path) in enumerate(secret_mounts(resolution, run).items()):
             volumes.append(
                 {
                     "name": f"secret-{index}",
@@ -497,7 +534,7 @@ def _bridge_container(
         {"name": "bridge-config", "mountPath": CONFIG_DIR, "readOnly": True},
         {"name": "tmp", "mountPath": "/tmp"},
     ]
-    for index, (_secret, path) in enumerate(secret_mounts(resolution).items()):
+    for index, (_secret, path) in enumerate(secret_mounts(resolution, run).items()):
         mounts.append({"name": f"secret-{index}", "mountPath": path, "readOnly": True})
     for index, path in enumerate(token_mounts(resolution).values()):
         mounts.append({"name": f"token-{index}", "mountPath": path, "readOnly": True})

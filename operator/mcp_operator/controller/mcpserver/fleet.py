@@ -30,6 +30,7 @@ from mcp_operator.controller.mcpserver import reconcile
 from mcp_operator.controller.mcpserver.auth import ProbeCredentials, no_subject
 from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.listeners import Listeners
+from mcp_operator.controller.mcpserver.pins import APPROVED_TOOLS_ANNOTATION
 from mcp_operator.controller.mcpserver.status import events, probed_reason, remembered, status_patch
 from mcp_operator.controller.mcpserver.wake import RolloutState, WakePolicy
 from mcp_operator.controller.metrics import OperatorMetrics
@@ -44,6 +45,9 @@ from mcp_operator.oci.client import RegistryClient
 
 class Fleet(KindController[MCPServer]):
     """Every MCPServer this operator watches, each with its own worker."""
+
+    inputs_in_annotations = (APPROVED_TOOLS_ANNOTATION,)
+    """A person approving changed tool definitions (``toolsPinning: strict``) re-probes."""
 
     def __init__(
         self,

@@ -18,6 +18,7 @@ from mcp_operator.api import MCPServer
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import auth, destinations, managed, render, report
 from mcp_operator.controller.mcpserver.data_path import DataPath
+from mcp_operator.controller.mcpserver.pins import APPROVED_TOOLS_ANNOTATION
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.controller.parsing import InvalidSpec
 from mcp_operator.controller.settings import EgressSettings, RenderSettings
@@ -290,6 +291,9 @@ async def _mcpserver(
         probe_fields=report.status_fields(discovery, selection),
         warnings=report.warnings(selection),
         deployed=deployed,
+        pinning=spec.tools_pinning,
+        approved_tools=(server.metadata.annotations or {}).get(APPROVED_TOOLS_ANNOTATION),
+        server=server.metadata.name,
     )
     watch = target if discovery.list_changed else None
     return Result(outcome, url, interval, watch=watch, probe_seconds=probe_seconds)

@@ -30,9 +30,13 @@ MAX_TITLE_CHARS = 256
 """The ``title`` annotation in status is cut to this many characters, the last one being ``…``."""
 
 STATUS_KEEP = Keep(
-    description_chars=MAX_DESCRIPTION_CHARS, title_chars=MAX_TITLE_CHARS, input_schema=False
+    description_chars=MAX_DESCRIPTION_CHARS,
+    title_chars=MAX_TITLE_CHARS,
+    input_schema=False,
+    digests=True,
 )
-"""What the probe keeps of each tool for status: no more than status shows, cut on arrival."""
+"""What the probe keeps of each tool for status: no more than status shows, cut on arrival,
+and the digest of the whole definition taken before the cut (the pin bridges enforce)."""
 
 BOOLEAN_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 """The tool annotations kept in status besides ``title``; anything else is dropped."""
@@ -54,6 +58,8 @@ class StatusTool:
     original_name: str
     description: str
     annotations: dict[str, Any]
+    sha256: str | None = None
+    """The digest of the whole definition (``definitionSha256``), when the probe took it."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +106,7 @@ def _status_tool(name: str, tool: DiscoveredTool) -> StatusTool:
         original_name=tool.name,
         description=cut(tool.description or "", MAX_DESCRIPTION_CHARS),
         annotations=bounded_annotations(tool.annotations, tool.title),
+        sha256=tool.sha256,
     )
 
 
@@ -151,6 +158,8 @@ def status_fields(discovery: Discovery, selection: StatusTools) -> dict[str, Any
             item["description"] = tool.description
         if tool.annotations:
             item["annotations"] = dict(tool.annotations)
+        if tool.sha256:
+            item["definitionSha256"] = tool.sha256
         tools.append(item)
     server_info: dict[str, str] = {
         "protocolVersion": cut(discovery.protocol_version, MAX_PROTOCOL_VERSION_CHARS)

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from mcp_operator.controller.conditions import WantedCondition, find, invalid_spec, merge
 from mcp_operator.controller.events import Event
+from mcp_operator.controller.mcpserver.pins import SHA, Pinning, changes, pin
 
 SERVER_INFO_KEYS = ("name", "version", "protocolVersion")
 
@@ -39,6 +40,12 @@ class Outcome:
     ready_reason: str = "ProbeFailed"
     """The ``Ready`` reason of a failure: ``ProbeFailed``, or what stopped us before probing
     (``SecretNotFound``, ``ApplyFailed``, ...)."""
+    pinning: Pinning = "pin"
+    """``spec.toolsPinning`` (:mod:`~mcp_operator.controller.mcpserver.pins`)."""
+    approved_tools: str | None = None
+    """The approval annotation's value (``strict`` pinning)."""
+    server: str = ""
+    """The MCPServer's name, for the approval command in the ``ToolsChanged`` message."""
 
 
 def probed_reason(outcome: Outcome) -> str:
@@ -68,8 +75,16 @@ def status_patch(
 
     if outcome.kind == "probed":
         patch.update(outcome.probe_fields)
-        if "tools" not in outcome.probe_fields:
-            patch["tools"] = []
+        pinned = pin(
+            outcome.probe_fields.get("tools") or [],
+            previous.get("tools"),
+            mode=outcome.pinning,
+            approved=outcome.approved_tools,
+            server=outcome.server,
+        )
+        patch["tools"] = pinned.tools
+        if pinned.condition is not None:
+            wanted.append(pinned.condition)
         # A merge patch keeps keys it does not mention: null removes what an earlier probe
         # said and this one does not (a server that stopped reporting its version).
         patch["serverInfo"] = {key: None for key in SERVER_INFO_KEYS} | dict(
@@ -126,7 +141,10 @@ def remembered(status: Mapping[str, Any] | None) -> dict[str, Any] | None:
         key: status[key] for key in ("conditions", "lastProbeTime", "toolCount") if key in status
     }
     if "tools" in status:
-        kept["tools"] = [{"name": tool.get("name")} for tool in status["tools"] or []]
+        kept["tools"] = [
+            {key: tool[key] for key in ("name", "originalName", SHA) if key in tool}
+            for tool in status["tools"] or []
+        ]
     return kept
 
 
@@ -151,18 +169,25 @@ def events(previous: Mapping[str, Any] | None, new: Mapping[str, Any]) -> list[E
         if old_state != "True":
             result.append(Event("Normal", "ToolsDiscovered", str(new_probed.get("message"))))
         else:
-            old_names = {t.get("name") for t in previous.get("tools") or []}
-            new_names = {t.get("name") for t in new.get("tools") or []}
-            added, removed = new_names - old_names, old_names - new_names
-            if added or removed:
+            seen = changes(previous.get("tools"), new.get("tools") or [])
+            if seen:
+                count = new.get("toolCount", len(new.get("tools") or []))
                 result.append(
                     Event(
                         "Normal",
                         "ToolsChanged",
-                        f"{len(added)} tools added, {len(removed)} removed; "
-                        f"{new.get('toolCount', len(new_names))} exposed",
+                        f"{len(seen.added)} tools added, {len(seen.removed)} removed, "
+                        f"{len(seen.changed)} changed; {count} exposed ({seen.sentence()})",
                     )
                 )
+        old_pins = find(previous.get("conditions"), "ToolsChanged")
+        new_pins = find(new.get("conditions"), "ToolsChanged")
+        if (
+            new_pins is not None
+            and new_pins.get("reason") == "ApprovalRequired"
+            and (old_pins is None or old_pins.get("message") != new_pins.get("message"))
+        ):
+            result.append(Event("Warning", "ToolsApprovalRequired", str(new_pins.get("message"))))
         if new_probed.get("reason") == "ToolsDiscoveredWithWarnings" and (
             old_probed is None or old_probed.get("message") != new_probed.get("message")
         ):
