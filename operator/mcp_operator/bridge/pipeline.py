@@ -62,8 +62,8 @@ from mcp_operator.bridge.hooks import Call, CallOutcome, Hook
 from mcp_operator.bridge.overrides import fixed_named
 from mcp_operator.bridge.ratelimit import RateLimiter, limited
 from mcp_operator.bridge.retry import next_delay, retry_safe
-from mcp_operator.bridge.unauthorized import unauthorized
 from mcp_operator.bridge.rules import ALLOWED, Decision, RuleBook, denied
+from mcp_operator.bridge.unauthorized import unauthorized
 from mcp_operator.bridge.validate import ArgumentValidator, invalid_arguments
 from mcp_operator.mcp.naming import cut, quoted
 from mcp_operator.mcp.scrub import Scrubber
