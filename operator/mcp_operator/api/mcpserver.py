@@ -44,6 +44,7 @@ from mcp_operator.api.common import (
     check_globs,
     check_unique,
 )
+from mcp_operator.api.network import ServerNetworkSpec
 from mcp_operator.mcp.naming import default_prefix
 
 NAMESPACE_OR_ANY_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
@@ -187,6 +188,7 @@ class MCPServerSpec(SpecModel):
     suspend: bool = False
     access: AccessSpec | None = None
     policy: CallPolicySpec | None = None
+    network: ServerNetworkSpec | None = None
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> MCPServerSpec:
@@ -209,6 +211,11 @@ class MCPServerSpec(SpecModel):
             if self.transport == "stdio":
                 raise ValueError(
                     "spec.transport: transport must be streamable-http or sse when mode is external"
+                )
+            if self.network is not None:
+                raise ValueError(
+                    "spec.network: network must not be set when mode is external: "
+                    "the operator runs no Pods for it"
                 )
         check_unique((h.name.lower() for h in self.headers or ()), "header names (ignoring case)")
         check_globs(self.tools_allow, self.tools_deny)

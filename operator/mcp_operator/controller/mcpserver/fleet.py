@@ -118,6 +118,7 @@ class Fleet(KindController[MCPServer]):
                 render_settings=self.settings.render,
                 registry=self._registry,
                 egress_settings=self.settings.egress,
+                network_settings=self.settings.network,
             )
             written = await self._write(server, parsed, result)
         if written is None:

@@ -7,6 +7,7 @@ into the probe's request headers and nowhere else: not into the outcome, not int
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import ssl
 import time
@@ -14,11 +15,16 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from mcp_operator.api import MCPServer
+from mcp_operator.controller import network, network_policies
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import destinations, managed, render, report
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.controller.parsing import InvalidSpec
-from mcp_operator.controller.settings import EgressSettings, RenderSettings
+from mcp_operator.controller.settings import (
+    EgressSettings,
+    NetworkPolicySettings,
+    RenderSettings,
+)
 from mcp_operator.kube import NAMESPACES, Kube, KubeError, NameConflict, SecretReferenceError
 from mcp_operator.mcp import naming
 from mcp_operator.mcp.discovery import discover
@@ -105,8 +111,48 @@ async def mcpserver(
     render_settings: RenderSettings,
     registry: RegistryClient | None = None,
     egress_settings: EgressSettings | None = None,
+    network_settings: NetworkPolicySettings | None = None,
 ) -> Result:
-    """Reconcile an MCPServer once and say what its status should say."""
+    """Reconcile an MCPServer once and say what its status should say.
+
+    A managed server's NetworkPolicy is applied first: one that cannot be applied (a
+    NetworkPolicy of the name that is not the server's, the API server refusing it) leaves
+    the Deployment as it is, so that a new server's Pods never start unprotected."""
+    if isinstance(server, InvalidSpec) or server.spec.mode != "managed":
+        return await _reconcile(
+            kube, server, probe_slots, render_settings, registry, egress_settings
+        )
+    namespace, name = server.metadata.namespace, server.metadata.name
+    try:
+        policy = await network_policies.for_server(
+            kube, server, network_settings or NetworkPolicySettings()
+        )
+    except KubeError as error:
+        if isinstance(error, NameConflict):
+            reason, message = error.reason, str(error)[:1024]
+        else:
+            reason = "ApplyFailed"
+            message = f"Applying the NetworkPolicy failed: HTTP {error.status}: {error}"[:1024]
+        logger.warning("MCPServer %s/%s: %s", namespace, name, message)
+        policy = network.failed(reason, message)
+        deployed = WantedCondition("Deployed", "False", reason, message)
+        outcome = Outcome(
+            "failed", reason, message, deployed=deployed, ready_reason=reason, network=policy
+        )
+        url = None if reason == NameConflict.reason else render.service_url(server, render_settings)
+        return Result(outcome, url, float(server.spec.probe.interval_seconds))
+    result = await _reconcile(kube, server, probe_slots, render_settings, registry, egress_settings)
+    return dataclasses.replace(result, outcome=dataclasses.replace(result.outcome, network=policy))
+
+
+async def _reconcile(
+    kube: Kube,
+    server: MCPServer | InvalidSpec,
+    probe_slots: AbstractAsyncContextManager[None],
+    render_settings: RenderSettings,
+    registry: RegistryClient | None,
+    egress_settings: EgressSettings | None,
+) -> Result:
     if isinstance(server, InvalidSpec):
         return Result(Outcome("invalid", "InvalidSpec", server.message), None, None)
     namespace = server.metadata.namespace

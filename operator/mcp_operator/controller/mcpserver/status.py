@@ -39,6 +39,8 @@ class Outcome:
     ready_reason: str = "ProbeFailed"
     """The ``Ready`` reason of a failure: ``ProbeFailed``, or what stopped us before probing
     (``SecretNotFound``, ``ApplyFailed``, ...)."""
+    network: WantedCondition | None = None
+    """The ``NetworkPolicy`` condition of a managed server, ``None`` for an external one."""
 
 
 def probed_reason(outcome: Outcome) -> str:
@@ -65,6 +67,8 @@ def status_patch(
     wanted: list[WantedCondition] = []
     if outcome.deployed is not None:
         wanted.append(outcome.deployed)
+    if outcome.network is not None:
+        wanted.append(outcome.network)
 
     if outcome.kind == "probed":
         patch.update(outcome.probe_fields)
