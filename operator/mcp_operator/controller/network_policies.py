@@ -44,6 +44,7 @@ from mcp_operator.kube import (
     SERVICE_ACCOUNT_DIR,
     Kube,
     KubeError,
+    NameConflict,
 )
 from mcp_operator.net.egress import EgressPolicy
 
@@ -53,21 +54,28 @@ RESOLVE_TIMEOUT_SECONDS = 5.0
 """How long one external server's name may take to resolve; past it, it gets no rule."""
 
 
-async def for_server(
-    kube: Kube, server: MCPServer, settings: NetworkPolicySettings
-) -> WantedCondition:
-    """Apply (or, when disabled, remove) a managed server's NetworkPolicy.
+class PolicyNotApplied(KubeError):
+    """The API server refused to write a NetworkPolicy (not a name conflict: RBAC, say)."""
+
+
+async def for_server(kube: Kube, server: MCPServer, settings: NetworkPolicySettings) -> None:
+    """Apply (or, when disabled, remove) a managed server's NetworkPolicy; its condition is
+    :func:`~mcp_operator.controller.mcpserver.network.condition`.
 
     Raises:
         NameConflict: a NetworkPolicy of the server's name that the server does not control.
-        KubeError: the API server refused the write (RBAC, say).
+        PolicyNotApplied: the API server refused the write.
     """
     name = server_network.policy_name(server)
-    if not settings.enabled:
-        await _remove(kube, server.metadata.namespace, name, server.metadata.uid)
-        return network.disabled()
-    await kube.apply(NETWORKPOLICIES, server_network.network_policy(server, settings))
-    return network.restricted(name, server_network.describe(server))
+    try:
+        if not settings.enabled:
+            await _remove(kube, server.metadata.namespace, name, server.metadata.uid)
+            return
+        await kube.apply(NETWORKPOLICIES, server_network.network_policy(server, settings))
+    except NameConflict:
+        raise
+    except KubeError as error:
+        raise PolicyNotApplied(error.status, str(error), error.fields) from error
 
 
 async def for_run(

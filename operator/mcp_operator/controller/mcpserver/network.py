@@ -20,6 +20,7 @@ from typing import Any
 from mcp_operator.api import MCPServer
 from mcp_operator.controller import network
 from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
+from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver.render import ADAPTER_PORT_NAME, labels, selector
 from mcp_operator.controller.settings import NetworkPolicySettings
 
@@ -80,3 +81,10 @@ def describe(server: MCPServer) -> str:
     else:
         text += "; egress open"
     return text
+
+
+def condition(server: MCPServer, settings: NetworkPolicySettings) -> WantedCondition:
+    """The ``NetworkPolicy`` condition once the policy was applied (or removed: disabled)."""
+    if not settings.enabled:
+        return network.disabled()
+    return network.restricted(policy_name(server), describe(server))

@@ -18,6 +18,7 @@ from mcp_operator.api import MCPServer
 from mcp_operator.controller import network, network_policies
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import destinations, managed, render, report
+from mcp_operator.controller.mcpserver import network as server_network
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.controller.parsing import InvalidSpec
 from mcp_operator.controller.settings import (
@@ -115,34 +116,33 @@ async def mcpserver(
 ) -> Result:
     """Reconcile an MCPServer once and say what its status should say.
 
-    A managed server's NetworkPolicy is applied first: one that cannot be applied (a
-    NetworkPolicy of the name that is not the server's, the API server refusing it) leaves
-    the Deployment as it is, so that a new server's Pods never start unprotected."""
-    if isinstance(server, InvalidSpec) or server.spec.mode != "managed":
-        return await _reconcile(
-            kube, server, probe_slots, render_settings, registry, egress_settings
-        )
-    namespace, name = server.metadata.namespace, server.metadata.name
-    try:
-        policy = await network_policies.for_server(
-            kube, server, network_settings or NetworkPolicySettings()
-        )
-    except KubeError as error:
-        if isinstance(error, NameConflict):
-            reason, message = error.reason, str(error)[:1024]
-        else:
-            reason = "ApplyFailed"
-            message = f"Applying the NetworkPolicy failed: HTTP {error.status}: {error}"[:1024]
-        logger.warning("MCPServer %s/%s: %s", namespace, name, message)
-        policy = network.failed(reason, message)
-        deployed = WantedCondition("Deployed", "False", reason, message)
-        outcome = Outcome(
-            "failed", reason, message, deployed=deployed, ready_reason=reason, network=policy
-        )
-        url = None if reason == NameConflict.reason else render.service_url(server, render_settings)
-        return Result(outcome, url, float(server.spec.probe.interval_seconds))
-    result = await _reconcile(kube, server, probe_slots, render_settings, registry, egress_settings)
-    return dataclasses.replace(result, outcome=dataclasses.replace(result.outcome, network=policy))
+    A managed server's NetworkPolicy is applied with its children, before its Service and
+    Deployment (:func:`~mcp_operator.controller.mcpserver.managed.deploy`): one that cannot
+    be applied (a NetworkPolicy of the name that is not the server's, the API server refusing
+    it) leaves the Deployment as it is, so that a new server's Pods never start unprotected."""
+    policy = _Policy()
+    result = await _reconcile(
+        kube,
+        server,
+        probe_slots,
+        render_settings,
+        registry,
+        egress_settings,
+        network_settings or NetworkPolicySettings(),
+        policy,
+    )
+    if policy.condition is None:
+        return result
+    return dataclasses.replace(
+        result, outcome=dataclasses.replace(result.outcome, network=policy.condition)
+    )
+
+
+@dataclass
+class _Policy:
+    """The ``NetworkPolicy`` condition, once this reconcile applied the policy or failed to."""
+
+    condition: WantedCondition | None = None
 
 
 async def _reconcile(
@@ -152,6 +152,8 @@ async def _reconcile(
     render_settings: RenderSettings,
     registry: RegistryClient | None,
     egress_settings: EgressSettings | None,
+    network_settings: NetworkPolicySettings,
+    policy: _Policy,
 ) -> Result:
     if isinstance(server, InvalidSpec):
         return Result(Outcome("invalid", "InvalidSpec", server.message), None, None)
@@ -166,7 +168,10 @@ async def _reconcile(
     if spec.mode == "managed":
         url = render.service_url(server, render_settings)
         try:
-            applied = await managed.deploy(kube, server, render_settings, registry)
+            applied = await managed.deploy(
+                kube, server, render_settings, registry, network=network_settings
+            )
+            policy.condition = server_network.condition(server, network_settings)
             deployed = await managed.deployed_condition(kube, server, applied)
         except (RegistryError, ImageConfigError, PullSecretError) as error:
             return Result(_image_unusable(server, error), url, interval)
@@ -182,14 +187,20 @@ async def _reconcile(
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, error)
             message = str(error)[:1024]
             deployed = WantedCondition("Deployed", "False", NameConflict.reason, message)
+            if message.startswith("NetworkPolicy"):
+                policy.condition = network.failed(NameConflict.reason, message)
             outcome = Outcome(
                 "failed", error.reason, message, deployed=deployed, ready_reason=error.reason
             )
             # No url: the Service of that name is not this server's.
             return Result(outcome, None, interval)
         except KubeError as error:
-            message = f"Applying the Deployment or Service failed: HTTP {error.status}: {error}"
+            refused_policy = isinstance(error, network_policies.PolicyNotApplied)
+            what = "NetworkPolicy" if refused_policy else "Deployment or Service"
+            message = f"Applying the {what} failed: HTTP {error.status}: {error}"
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, message)
+            if refused_policy:
+                policy.condition = network.failed("ApplyFailed", message)
             deployed = WantedCondition("Deployed", "False", "ApplyFailed", message[:1024])
             outcome = Outcome(
                 "failed",
