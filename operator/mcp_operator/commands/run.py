@@ -163,7 +163,7 @@ def add_network_policy_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--dns-cidrs",
-        default=os.environ.get("MCP_OPERATOR_DNS_CIDRS", ""),
+        default=os.environ.get("MCP_OPERATOR_DNS_CIDRS"),
         help="comma-separated CIDRs of DNS servers that are not Pods (NodeLocal DNSCache, a DNS "
         "on the nodes), which restricted egress reaches on port 53 too (env "
         "MCP_OPERATOR_DNS_CIDRS; default none)",

@@ -24,7 +24,7 @@ from mcp_operator.controller.settings import NetworkPolicySettings
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 """The label the API server sets on every Namespace to its name (immutable by tenants)."""
-CONDITION = "NetworkPolicy"
+CONDITION = "NetworkPolicy"  # a condition type, not a reason
 """The condition type that says which network posture applies to an object's Pods."""
 DNS_PORT = 53
 

@@ -31,7 +31,7 @@ from typing import Any
 import pydantic
 
 from mcp_operator.api import AgentRun, MCPServer
-from mcp_operator.controller import network_policies, opt_in
+from mcp_operator.controller import network, network_policies, opt_in
 from mcp_operator.controller.agentrun import render, resolve
 from mcp_operator.controller.agentrun.status import BridgeState, Observed, status_patch
 from mcp_operator.controller.conditions import WantedCondition, timestamp
@@ -149,7 +149,7 @@ async def reconcile(
     settings: AgentRenderSettings,
     *,
     now: datetime.datetime,
-    network: NetworkPolicySettings | None = None,
+    network_settings: NetworkPolicySettings | None = None,
     refused_endpoints: frozenset[tuple[str, int | None]] = frozenset(),
 ) -> Pass:
     """Reconcile ``run`` once; ``previous`` is its status as last written.
@@ -180,7 +180,11 @@ async def reconcile(
     try:
         if may_start or (pod is not None and refused is None):
             policy = await network_policies.for_run(
-                kube, run, resolution, network or NetworkPolicySettings(), refused_endpoints
+                kube,
+                run,
+                resolution,
+                network_settings or NetworkPolicySettings(),
+                refused_endpoints,
             )
         if bridge == "enabled" and may_start:
             config = render.bridge_config(run, resolution)
@@ -198,12 +202,12 @@ async def reconcile(
         # is, no Pod runs.
         refused = (error.reason, str(error)[:1024])
         if policy is None:
-            policy = WantedCondition("NetworkPolicy", "False", error.reason, refused[1])
+            policy = network.failed(error.reason, refused[1])
     except KubeError as error:
         what = "ConfigMap or Pod" if policy is not None else "NetworkPolicy"
         apply_error = f"Applying the {what} failed: HTTP {error.status}: {error}"[:1024]
         if policy is None:
-            policy = WantedCondition("NetworkPolicy", "False", "ApplyFailed", apply_error)
+            policy = network.failed("ApplyFailed", apply_error)
     if refused is not None:
         logger.warning("AgentRun %s/%s: %s", namespace, run.metadata.name, refused[1])
     if apply_error is not None:

@@ -89,7 +89,7 @@ class Runs(KindController[AgentRun]):
             dict(run.status or {}),
             self.settings.render,
             now=self.clock.now(),
-            network=self.settings.network,
+            network_settings=self.settings.network,
             refused_endpoints=self.settings.refused_endpoints,
         )
         written = await self.write(run, done.patch)
