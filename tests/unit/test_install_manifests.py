@@ -171,12 +171,6 @@ def test_the_bindings_give_the_role_to_the_operators_service_account(helm: str) 
         assert deployment["metadata"]["namespace"] == account["metadata"]["namespace"]
 
 
-OUTSIDE_THE_CLUSTER_ONLY = (kube.ENDPOINTSLICES,)
-"""Read only by an operator outside the cluster, with its user's own credentials: the
-``default/kubernetes`` EndpointSlice (the API server's addresses, which managed servers'
-NetworkPolicies let in for the service proxy). The ServiceAccount gets no rule for it."""
-
-
 def test_every_api_resource_the_code_calls_is_granted() -> None:
     """A new ``Resource`` in ``mcp_operator.kube`` needs an RBAC rule (and a reason for it)."""
     rules = one(deploy_objects(), "ClusterRole")["rules"] + one(deploy_objects(), "Role")["rules"]
@@ -184,9 +178,7 @@ def test_every_api_resource_the_code_calls_is_granted() -> None:
     resources = [v for v in vars(kube).values() if isinstance(v, kube.Resource)]
     assert resources
     missing = [
-        f"{r.group or 'core'}/{r.plural}"
-        for r in resources
-        if (r.group, r.plural) not in granted and r not in OUTSIDE_THE_CLUSTER_ONLY
+        f"{r.group or 'core'}/{r.plural}" for r in resources if (r.group, r.plural) not in granted
     ]
     assert not missing, f"no RBAC rule in deploy/rbac.yaml for {missing}"
 

@@ -477,3 +477,27 @@ def test_only_a_change_by_someone_else_wakes_the_policys_owner() -> None:
         ("MCPServer", "uid-srv")
     ]
     assert network_policies.owners(owned(FIELD_MANAGER)) == [("MCPServer", "uid-srv")]
+
+
+class Discovering(FakeKube):
+    """The API server's ``GET /api`` answer, and nothing else."""
+
+    async def request(self, method: str, path: str, **_: Any) -> Any:
+        assert (method, path) == ("GET", "/api")
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": "10.0.0.5:6443"},
+                {"clientCIDR": "::/0", "serverAddress": "[fd00::5]:6443"},
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": "api.example:6443"},
+            ],
+        }
+
+
+async def test_outside_the_cluster_the_api_servers_advertised_addresses_are_let_in() -> None:
+    kube = Discovering()
+    kube.in_cluster = False
+    settings = await network_policies.where_probes_come_from(kube, NetworkPolicySettings())  # type: ignore[arg-type]
+    assert settings.api_server_addresses == ("10.0.0.5", "fd00::5")
+    assert settings.operator_namespace is None

@@ -13,8 +13,9 @@ Rendering is pure (:mod:`mcp_operator.controller.mcpserver.network`,
 - resolves, on every reconcile, the names of a run's external servers to the addresses the
   egress policy allows (:mod:`mcp_operator.net.egress`: never link-local, metadata or the
   API server's);
-- reads at start-up the API server's addresses (the ``default/kubernetes`` EndpointSlice)
-  for an operator outside the cluster, whose probes reach the Pods through the API server.
+- reads at start-up the API server's advertised addresses (what the ``default/kubernetes``
+  endpoints hold) for an operator outside the cluster, whose probes reach the Pods through
+  the API server.
 
 Each function returns the ``NetworkPolicy`` condition of its object.
 """
@@ -30,6 +31,8 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import httpx
+
 from mcp_operator import FIELD_MANAGER
 from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.controller import network
@@ -39,7 +42,6 @@ from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import network as server_network
 from mcp_operator.controller.settings import NetworkPolicySettings
 from mcp_operator.kube import (
-    ENDPOINTSLICES,
     NETWORKPOLICIES,
     SERVICE_ACCOUNT_DIR,
     Kube,
@@ -145,23 +147,22 @@ async def _remove(kube: Kube, namespace: str | None, name: str, uid: str | None)
 
 
 async def api_server_addresses(kube: Kube) -> tuple[str, ...]:
-    """The API server's addresses from the ``default/kubernetes`` EndpointSlices (where the
-    service proxy's connections to Pods come from); empty when they cannot be read."""
+    """The API server's advertised addresses (``serverAddressByClientCIDRs`` of ``GET /api``,
+    which every authenticated client may read: the address the ``default/kubernetes``
+    endpoints hold), from which its service proxy dials the Pods; empty when unknown."""
     try:
-        slices = await kube.list(
-            ENDPOINTSLICES, "default", label_selector="kubernetes.io/service-name=kubernetes"
-        )
-    except KubeError as error:
-        logger.warning("Could not read the API server's endpoints: %s", error)
+        answer = await kube.request("GET", "/api")
+    except (KubeError, httpx.HTTPError) as error:
+        logger.warning("Could not read the API server's advertised address: %s", error)
         return ()
     found = set()
-    for item in slices:
-        for endpoint in item.get("endpoints") or ():
-            for address in endpoint.get("addresses") or ():
-                try:
-                    found.add(str(ipaddress.ip_address(address)))
-                except ValueError:
-                    continue
+    for entry in (answer or {}).get("serverAddressByClientCIDRs") or ():
+        host = str(entry.get("serverAddress") or "")
+        host = host.rsplit(":", 1)[0] if host.count(":") == 1 or "]" in host else host
+        try:
+            found.add(str(ipaddress.ip_address(host.strip("[]"))))
+        except ValueError:
+            continue
     return tuple(sorted(found))
 
 

@@ -38,7 +38,6 @@ CONFIGMAPS = Resource("", "v1", "configmaps")
 MCPSERVERS = Resource(GROUP, VERSION, "mcpservers")
 AGENTRUNS = Resource(GROUP, VERSION, "agentruns")
 NETWORKPOLICIES = Resource("networking.k8s.io", "v1", "networkpolicies")
-ENDPOINTSLICES = Resource("discovery.k8s.io", "v1", "endpointslices")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 VALIDATING_ADMISSION_POLICIES = Resource(
     "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"
