@@ -184,11 +184,6 @@ def node_operator(
         # Test servers on the host listen on the node's bridge address, a private one: only
         # for Namespaces labelled mcp-operator.dev/private-destinations=allowed.
         "--private-destinations=labelled",
-        # Off for the tests that do not test them: on this node, kube-router refuses the
-        # host's connections (the API server's service proxy, the kubelet's probes) to Pods
-        # a policy selects, so a policed managed server never becomes Ready here.
-        # tests/e2e/test_network_policies.py turns them on (docs/security.md).
-        "--network-policies=disabled",
         env=node_cluster.env(),
         log_path=tmp_path / "operator.log",
     ) as running:

@@ -124,12 +124,11 @@ def ready_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
 
 
 def server_pod_ip(cluster: Cluster, namespace: str, server: str) -> str:
-    """The address of the server's Pod once its containers run. Not once Ready: on this node
-    kube-router also refuses the kubelet's probes from the host (see the module), so a
-    policed Pod is never Ready here, and its Service has no endpoints."""
+    """The address of the server's Pod once it is Ready (the kubelet's probes come from the
+    Pod's own node, which kube-router always lets in)."""
     pod = pods.only_pod(cluster, namespace, f"mcp-operator.dev/server={server}", timeout=120)
-    running = pods.wait_for_phase(cluster, namespace, pod["metadata"]["name"], "Running")
-    return str(running["status"]["podIP"])
+    ready = ready_pod(cluster, namespace, pod["metadata"]["name"])
+    return str(ready["status"]["podIP"])
 
 
 def test_a_managed_server_takes_connections_only_from_permitted_runs_on_its_serving_port(
@@ -179,6 +178,13 @@ def test_a_managed_server_takes_connections_only_from_permitted_runs_on_its_serv
         for where, pod in ((permitted, "friend"), (stranger, "stranger"), (namespace, "neighbour")):
             ready_pod(cluster, where, pod)
 
+        # The operator's probe (through the API server's service proxy) is let in.
+        eventually(
+            "MCPServer ev Ready",
+            lambda: condition(get(cluster, namespace, "mcpserver", "ev"), "Ready"),
+            timeout=180,
+            until=lambda c: c.get("status") == "True",
+        )
         policy = eventually(
             "the server's NetworkPolicy",
             lambda: get(cluster, namespace, "networkpolicy", "ev"),
@@ -251,7 +257,7 @@ def test_a_managed_server_takes_connections_only_from_permitted_runs_on_its_serv
 
 AGENT = f"""
 trap 'exit 0' TERM
-/bin/busybox nslookup kubernetes.default 2>&1 | /bin/busybox sed 's/^/dns: /'
+/bin/busybox nslookup kubernetes.default.svc.cluster.local 2>&1 | /bin/busybox sed 's/^/dns: /'
 printf 'GET / HTTP/1.0\\r\\n\\r\\n' | /bin/busybox nc -w 3 "$SERVER_IP" {SERVING_PORT} \\
   | /bin/busybox head -1 | /bin/busybox sed 's/^/server: /'
 printf 'GET / HTTP/1.0\\r\\n\\r\\n' | /bin/busybox nc -w 3 "$WEB_IP" {SERVING_PORT} \\
