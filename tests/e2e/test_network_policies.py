@@ -23,7 +23,6 @@ node: no connection where the policy says no, a connection where it says yes.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,8 +34,7 @@ import pytest
 from tests.e2e.test_node_network import busybox_pod, client, fetch, push_busybox, run_in
 from tests.support import needs, pods
 from tests.support.cluster import Cluster, OperatorProcess, operator_process
-from tests.support.objects import condition
-from tests.support.waiting import eventually
+from tests.support.objects import agentrun, condition, eventually, get, mcpserver
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.real_node_missing())]
 
@@ -92,20 +90,6 @@ def other_namespaces(node_cluster: Cluster) -> Iterator[tuple[str, str]]:
     yield names
     for name in names:
         node_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
-
-
-def mcpserver(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def get(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
-    result = cluster.kubectl("-n", namespace, "get", "-o", "json", f"{kind}/{name}", check=False)
-    return json.loads(result.stdout) if result.returncode == 0 else None
 
 
 def connects(cluster: Cluster, namespace: str, pod: str, address: str, port: int) -> bool:
@@ -315,23 +299,15 @@ def test_a_restricted_agent_run_reaches_dns_and_its_server_and_nothing_else(
             timeout=120,
             until=lambda c: c.get("status") == "True",
         )
-        run = {
-            "apiVersion": "mcp-operator.dev/v1alpha1",
-            "kind": "AgentRun",
-            "metadata": {"name": "agent"},
-            "spec": {
-                "mcpServers": [{"name": "ev"}],
-                "agent": {
-                    "image": busybox,
-                    "command": ["/bin/busybox", "sh", "-c", AGENT],
-                    "env": [
-                        {"name": "WEB_IP", "value": web_ip},
-                        {"name": "SERVER_IP", "value": server_ip},
-                    ],
-                },
-            },
+        agent = {
+            "image": busybox,
+            "command": ["/bin/busybox", "sh", "-c", AGENT],
+            "env": [
+                {"name": "WEB_IP", "value": web_ip},
+                {"name": "SERVER_IP", "value": server_ip},
+            ],
         }
-        cluster.apply(namespace, run)
+        cluster.apply(namespace, agentrun("agent", ["ev"], agent))
         pod = pods.wait_for_phase(cluster, namespace, "agent", "Succeeded", "Failed")
         log = pods.logs(cluster, namespace, "agent", "agent")
         print(f"--- agent ---\n{log}")

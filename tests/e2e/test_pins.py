@@ -18,23 +18,15 @@ import pytest
 
 from tests.support import peers
 from tests.support.cluster import Cluster, OperatorProcess
-from tests.support.objects import condition, eventually
+from tests.support.objects import condition, eventually, mcpserver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 
 def rug_server(name: str, url: str, pinning: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": name},
-        "spec": {
-            "mode": "external",
-            "url": url,
-            "toolsPinning": pinning,
-            "probe": {"intervalSeconds": 10},
-        },
-    }
+    return mcpserver(
+        name, mode="external", url=url, toolsPinning=pinning, probe={"intervalSeconds": 10}
+    )
 
 
 def pins(obj: dict[str, Any]) -> dict[str, str | None]:
