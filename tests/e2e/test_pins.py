@@ -46,6 +46,16 @@ def wait(cluster: Cluster, namespace: str, name: str, until: Any, what: str) -> 
     return obj
 
 
+def ready_rug(
+    cluster: Cluster, namespace: str, name: str, url: str, pinning: str
+) -> dict[str, Any]:
+    """Create the rug-pull server's MCPServer; it once Ready."""
+    cluster.apply(namespace, rug_server(name, url, pinning))
+    return wait(
+        cluster, namespace, name, lambda o: condition(o, "Ready").get("status") == "True", "Ready"
+    )
+
+
 def change(url: str) -> None:
     """Make the server rewrite lookup's description (a rug pull)."""
 
@@ -67,14 +77,7 @@ def test_a_changed_description_is_repinned_with_a_condition_and_an_event(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     with peers.rug_pull_server() as url:
-        cluster.apply(namespace, rug_server("rug", url, "pin"))
-        first = wait(
-            cluster,
-            namespace,
-            "rug",
-            lambda o: condition(o, "Ready").get("status") == "True",
-            "Ready",
-        )
+        first = ready_rug(cluster, namespace, "rug", url, "pin")
         before = pins(first)
         assert set(before) == {"lookup", "wipe", "change"} and all(before.values())
         assert condition(first, "ToolsChanged")["reason"] == "Pinned"
@@ -97,14 +100,7 @@ def test_strict_pinning_keeps_the_old_pin_until_the_annotation_approves(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     with peers.rug_pull_server() as url:
-        cluster.apply(namespace, rug_server("strict", url, "strict"))
-        first = wait(
-            cluster,
-            namespace,
-            "strict",
-            lambda o: condition(o, "Ready").get("status") == "True",
-            "Ready",
-        )
+        first = ready_rug(cluster, namespace, "strict", url, "strict")
         before = pins(first)
         change(url)
         pending = wait(
