@@ -34,7 +34,7 @@ import pytest
 from tests.e2e.test_node_network import busybox_pod, client, fetch, push_busybox, run_in
 from tests.support import needs, pods
 from tests.support.cluster import Cluster, OperatorProcess, operator_process
-from tests.support.objects import agentrun, condition, eventually, get, mcpserver
+from tests.support.objects import agentrun, condition, eventually, get, mcpserver, ready
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.real_node_missing())]
 
@@ -98,13 +98,7 @@ def connects(cluster: Cluster, namespace: str, pod: str, address: str, port: int
 
 
 def ready_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    pod: dict[str, Any] = eventually(
-        f"Pod {namespace}/{name} Ready",
-        lambda: get(cluster, namespace, "pod", name),
-        timeout=120,
-        until=pods.is_ready,
-    )
-    return pod
+    return pods.wait_for_pod(cluster, namespace, name, pods.is_ready, "Ready", timeout=120)
 
 
 def server_pod_ip(cluster: Cluster, namespace: str, server: str) -> str:
@@ -163,12 +157,7 @@ def test_a_managed_server_takes_connections_only_from_permitted_runs_on_its_serv
             ready_pod(cluster, where, pod)
 
         # The operator's probe (through the API server's service proxy) is let in.
-        eventually(
-            "MCPServer ev Ready",
-            lambda: condition(get(cluster, namespace, "mcpserver", "ev"), "Ready"),
-            timeout=180,
-            until=lambda c: c.get("status") == "True",
-        )
+        ready(cluster, namespace, "mcpserver", "ev", timeout=180)
         policy = eventually(
             "the server's NetworkPolicy",
             lambda: get(cluster, namespace, "networkpolicy", "ev"),
@@ -293,12 +282,7 @@ def test_a_restricted_agent_run_reaches_dns_and_its_server_and_nothing_else(
     ):
         url = f"http://{server_ip}:{SERVING_PORT}/mcp"
         cluster.apply(namespace, mcpserver("ev", mode="external", url=url))
-        eventually(
-            "MCPServer ev Ready",
-            lambda: condition(get(cluster, namespace, "mcpserver", "ev"), "Ready"),
-            timeout=120,
-            until=lambda c: c.get("status") == "True",
-        )
+        ready(cluster, namespace, "mcpserver", "ev", timeout=120)
         agent = {
             "image": busybox,
             "command": ["/bin/busybox", "sh", "-c", AGENT],

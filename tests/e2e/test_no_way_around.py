@@ -42,7 +42,7 @@ import pytest
 from tests.e2e.test_real_node import push_hello
 from tests.support import needs, pods
 from tests.support.cluster import Cluster, OperatorProcess
-from tests.support.objects import agentrun, condition, eventually, mcpserver, python_agent
+from tests.support.objects import agentrun, eventually, mcpserver, python_agent, ready
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.image_tools_missing())]
 
@@ -152,15 +152,6 @@ def tempted_agent(cluster: Cluster, namespace: str, account: str) -> None:
     )  # fmt: skip
 
 
-def ready(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        obj: dict[str, Any] = cluster.get_json("-n", namespace, f"mcpserver/{name}")
-        return obj if condition(obj, "Ready").get("status") == "True" else None
-
-    found: dict[str, Any] = eventually(f"MCPServer {name} Ready", check, timeout=180)
-    return found
-
-
 def jwt_audiences(text: str) -> list[str]:
     """The ``aud`` of every JWT-looking word of ``text``."""
     found: list[str] = []
@@ -238,7 +229,8 @@ def test_the_agent_cannot_go_around_its_bridge_and_holds_no_server_token(
     )
     image = push_hello(cluster, tmp_path, "65532")
     cluster.apply(namespace, keyed_server("hello", image, "hello-key"))
-    server = ready(cluster, namespace, "hello")  # the operator's probe got in: its own token
+    # Ready: the operator's probe got in, with its own token.
+    server = ready(cluster, namespace, "mcpserver", "hello", timeout=180)
     assert server["status"]["access"]["authentication"] == "kubernetes"
     server_pod = pods.only_pod(cluster, namespace, "mcp-operator.dev/server=hello")
 
@@ -322,7 +314,7 @@ def test_a_deleted_run_pods_token_is_refused_within_the_documented_window(
     cluster, namespace = node_cluster, node_namespace
     image = push_hello(cluster, tmp_path, "65532")
     cluster.apply(namespace, mcpserver("hello", mode="managed", deployment={"image": image}))
-    ready(cluster, namespace, "hello")
+    ready(cluster, namespace, "mcpserver", "hello", timeout=180)
     server_pod = pods.only_pod(cluster, namespace, "mcp-operator.dev/server=hello")
     sleeper = python_agent(node_images["mcp-operator"], "import time; time.sleep(600)")
     cluster.apply(namespace, agentrun("brief", ["hello"], sleeper))

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,7 +22,7 @@ from tests.e2e.test_secret_hygiene import forms, secret
 from tests.support import pods
 from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.oauth_peers import oauth_peers
-from tests.support.objects import agentrun, condition, eventually, get, mcpserver, python_agent
+from tests.support.objects import agentrun, eventually, get, mcpserver, python_agent, ready
 
 pytestmark = pytest.mark.e2e
 
@@ -69,13 +68,8 @@ def test_a_run_calls_an_oauth_server_as_its_own_service_account_through_the_brid
             }
         }
         cluster.apply(namespace, mcpserver("secure", mode="external", url=peers.mcp_url, auth=auth))
-
-        def ready() -> dict[str, Any] | None:
-            obj = get(cluster, namespace, "mcpserver", "secure")
-            return obj if condition(obj, "Ready").get("status") == "True" else None
-
-        server = eventually("MCPServer secure Ready", ready, timeout=120)
-        assert server is not None and server["status"]["toolCount"] == 2
+        server = ready(cluster, namespace, "mcpserver", "secure")
+        assert server["status"]["toolCount"] == 2
         probed = peers.stats()["token_exchange"]
         assert probed >= 1  # the probe exchanged the operator's own token
         agent = python_agent(node_images["mcp-operator"], AGENT)

@@ -36,7 +36,7 @@ import pytest
 from mcp_operator.dev.cluster import BIN_DIR
 from tests.support import needs, peers, pods, registry
 from tests.support.cluster import Cluster, OperatorProcess
-from tests.support.objects import agentrun, condition, eventually, mcpserver, python_agent
+from tests.support.objects import agentrun, condition, eventually, mcpserver, python_agent, ready
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.image_tools_missing())]
 
@@ -94,15 +94,11 @@ def ready_server(cluster: Cluster, namespace: str, name: str, image: str) -> dic
     cluster.apply(namespace, mcpserver(name, mode="managed", deployment={"image": image}))
     pod = pods.only_pod(cluster, namespace, f"mcp-operator.dev/server={name}")
     pod_name = pod["metadata"]["name"]
-
-    def ready() -> bool:
-        obj = cluster.get_json("-n", namespace, f"mcpserver/{name}")
-        return condition(obj, "Ready").get("status") == "True"
-
-    eventually(
-        f"MCPServer {name} Ready",
-        ready,
-        timeout=120,
+    ready(
+        cluster,
+        namespace,
+        "mcpserver",
+        name,
         explain=lambda: pods.describe(cluster, namespace, pod_name),
     )
     return pods.wait_for_pod(cluster, namespace, pod_name, pods.is_ready, "Ready")

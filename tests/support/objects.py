@@ -8,7 +8,7 @@ object tests are its most frequent users.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tests.support.waiting import eventually
@@ -16,7 +16,15 @@ from tests.support.waiting import eventually
 if TYPE_CHECKING:
     from tests.support.cluster import Cluster
 
-__all__ = ["agentrun", "condition", "eventually", "get", "mcpserver", "python_agent"]
+__all__ = [
+    "agentrun",
+    "condition",
+    "eventually",
+    "get",
+    "mcpserver",
+    "python_agent",
+    "ready",
+]
 
 API_VERSION = "mcp-operator.dev/v1alpha1"
 
@@ -62,3 +70,22 @@ def condition(obj: Mapping[str, Any] | None, type_: str) -> dict[str, Any]:
         if entry["type"] == type_:
             return dict(entry)
     return {}
+
+
+def ready(
+    cluster: Cluster,
+    namespace: str,
+    kind: str,
+    name: str,
+    timeout: float = 120,
+    explain: Callable[[], str] | None = None,
+) -> dict[str, Any]:
+    """The object once its ``Ready`` condition is ``True``."""
+    found: dict[str, Any] = eventually(
+        f"{kind} {name} Ready",
+        lambda: get(cluster, namespace, kind, name),
+        timeout,
+        until=lambda obj: condition(obj, "Ready").get("status") == "True",
+        explain=explain,
+    )
+    return found
