@@ -266,7 +266,9 @@ async def test_a_destructive_tool_waits_for_the_webhook_which_approves_refuses_a
         ("denied", "bob"),
         ("timeout", None),
     ]
-    assert all(d["waitedMs"] >= 0 for d in decisions) and decisions[2]["waitedMs"] >= 2000
+    assert (
+        all(d["waitedMs"] >= 0 for d in decisions) and decisions[2]["waitedMs"] >= 1990
+    )  # asyncio timers may fire a little early
 
 
 async def test_search_discovery_lists_two_tools_and_saves_most_schema_bytes_for_five_servers(
