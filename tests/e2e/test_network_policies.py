@@ -23,7 +23,6 @@ node: no connection where the policy says no, a connection where it says yes.
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,8 +34,7 @@ import pytest
 from tests.e2e.test_node_network import busybox_pod, client, fetch, push_busybox, run_in
 from tests.support import needs, pods
 from tests.support.cluster import Cluster, OperatorProcess, operator_process
-from tests.support.objects import condition
-from tests.support.waiting import eventually
+from tests.support.objects import agentrun, condition, eventually, get, mcpserver, ready
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.real_node_missing())]
 
@@ -94,33 +92,13 @@ def other_namespaces(node_cluster: Cluster) -> Iterator[tuple[str, str]]:
         node_cluster.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 
-def mcpserver(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def get(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
-    result = cluster.kubectl("-n", namespace, "get", "-o", "json", f"{kind}/{name}", check=False)
-    return json.loads(result.stdout) if result.returncode == 0 else None
-
-
 def connects(cluster: Cluster, namespace: str, pod: str, address: str, port: int) -> bool:
     """Whether a TCP connection from the Pod got an HTTP answer (any status)."""
     return "HTTP/1." in fetch(cluster, namespace, pod, address, port)
 
 
 def ready_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    pod: dict[str, Any] = eventually(
-        f"Pod {namespace}/{name} Ready",
-        lambda: get(cluster, namespace, "pod", name),
-        timeout=120,
-        until=pods.is_ready,
-    )
-    return pod
+    return pods.wait_for_pod(cluster, namespace, name, pods.is_ready, "Ready", timeout=120)
 
 
 def server_pod_ip(cluster: Cluster, namespace: str, server: str) -> str:
@@ -179,12 +157,7 @@ def test_a_managed_server_takes_connections_only_from_permitted_runs_on_its_serv
             ready_pod(cluster, where, pod)
 
         # The operator's probe (through the API server's service proxy) is let in.
-        eventually(
-            "MCPServer ev Ready",
-            lambda: condition(get(cluster, namespace, "mcpserver", "ev"), "Ready"),
-            timeout=180,
-            until=lambda c: c.get("status") == "True",
-        )
+        ready(cluster, namespace, "mcpserver", "ev", timeout=180)
         policy = eventually(
             "the server's NetworkPolicy",
             lambda: get(cluster, namespace, "networkpolicy", "ev"),
@@ -309,29 +282,16 @@ def test_a_restricted_agent_run_reaches_dns_and_its_server_and_nothing_else(
     ):
         url = f"http://{server_ip}:{SERVING_PORT}/mcp"
         cluster.apply(namespace, mcpserver("ev", mode="external", url=url))
-        eventually(
-            "MCPServer ev Ready",
-            lambda: condition(get(cluster, namespace, "mcpserver", "ev"), "Ready"),
-            timeout=120,
-            until=lambda c: c.get("status") == "True",
-        )
-        run = {
-            "apiVersion": "mcp-operator.dev/v1alpha1",
-            "kind": "AgentRun",
-            "metadata": {"name": "agent"},
-            "spec": {
-                "mcpServers": [{"name": "ev"}],
-                "agent": {
-                    "image": busybox,
-                    "command": ["/bin/busybox", "sh", "-c", AGENT],
-                    "env": [
-                        {"name": "WEB_IP", "value": web_ip},
-                        {"name": "SERVER_IP", "value": server_ip},
-                    ],
-                },
-            },
+        ready(cluster, namespace, "mcpserver", "ev", timeout=120)
+        agent = {
+            "image": busybox,
+            "command": ["/bin/busybox", "sh", "-c", AGENT],
+            "env": [
+                {"name": "WEB_IP", "value": web_ip},
+                {"name": "SERVER_IP", "value": server_ip},
+            ],
         }
-        cluster.apply(namespace, run)
+        cluster.apply(namespace, agentrun("agent", ["ev"], agent))
         pod = pods.wait_for_phase(cluster, namespace, "agent", "Succeeded", "Failed")
         log = pods.logs(cluster, namespace, "agent", "agent")
         print(f"--- agent ---\n{log}")

@@ -402,11 +402,10 @@ async def test_a_tenants_policy_of_the_servers_name_is_left_alone_and_nothing_is
     assert probe.targets == []
 
 
-async def test_a_tenants_policy_of_the_runs_name_keeps_the_pod_from_being_created() -> None:
-    kube = FakeKube()
-    before = copy.deepcopy(kube.put(NETWORKPOLICIES, tenants_policy("triage")))
+async def reconcile_restricted_run(kube: FakeKube) -> Any:
+    """Reconcile a run without a bridge whose egress is restricted."""
     run = agentrun([], bridge={"enabled": False}, network={"egress": "restricted"})
-    done = await run_reconcile.reconcile(
+    return await run_reconcile.reconcile(
         kube,  # type: ignore[arg-type]
         run,
         None,
@@ -414,6 +413,12 @@ async def test_a_tenants_policy_of_the_runs_name_keeps_the_pod_from_being_create
         now=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
         network_settings=NetworkPolicySettings(),
     )
+
+
+async def test_a_tenants_policy_of_the_runs_name_keeps_the_pod_from_being_created() -> None:
+    kube = FakeKube()
+    before = copy.deepcopy(kube.put(NETWORKPOLICIES, tenants_policy("triage")))
+    done = await reconcile_restricted_run(kube)
     assert kube.objects[("networkpolicies", "ns", "triage")] == before
     assert (PODS.plural, "ns", "triage") not in kube.objects
     policy = find(done.patch["conditions"], "NetworkPolicy")
@@ -424,15 +429,7 @@ async def test_a_tenants_policy_of_the_runs_name_keeps_the_pod_from_being_create
 
 async def test_a_restricted_runs_policy_exists_before_its_pod() -> None:
     kube = FakeKube()
-    run = agentrun([], bridge={"enabled": False}, network={"egress": "restricted"})
-    done = await run_reconcile.reconcile(
-        kube,  # type: ignore[arg-type]
-        run,
-        None,
-        AgentRenderSettings(),
-        now=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
-        network_settings=NetworkPolicySettings(),
-    )
+    done = await reconcile_restricted_run(kube)
     assert kube.applied == [("networkpolicies", "triage"), ("pods", "triage")]
     policy = find(done.patch["conditions"], "NetworkPolicy")
     assert policy is not None and (policy["status"], policy["reason"]) == ("True", "Restricted")
