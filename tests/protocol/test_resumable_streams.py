@@ -246,3 +246,67 @@ async def test_the_bridge_resumes_its_upstreams_change_streams_or_lists_again(
             await asyncio.to_thread(stack.close)
     assert after["ours"] == before["ours"]
     assert theirs.sent(b"last-event-id:") == 0
+
+
+async def test_a_client_cut_mid_call_through_the_bridge_resumes_and_gets_the_answer(
+    everything_url: str,
+) -> None:
+    """The bridge's own call stream (a legacy agent's POST upgraded to SSE) is resumable:
+    the SDK cut after its first progress event resumes with GET + Last-Event-ID, gets the
+    progress it missed and the answer, and the disconnect did not cancel the call."""
+    with run_bridge([server_entry("everything", everything_url, "ev")]) as bridge:
+        port = int(bridge.url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+        path = "/" + bridge.url.split("://", 1)[1].split("/", 1)[1]
+        async with Cutter(port) as cutter:
+            seen: list[float] = []
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                seen.append(value)
+                if len(seen) == 1:
+                    cutter.cut()
+
+            url = f"http://127.0.0.1:{cutter.port}{path}"
+            async with Client(url, mode="legacy") as client:
+                result = await client.call_tool(
+                    f"ev_{LONG}", {"duration": 3, "steps": 6}, progress_callback=progress
+                )
+            assert cutter.cuts >= 1
+            assert cutter.sent(b"last-event-id") >= 1  # it resumed, not called again
+        content = result.content[0]
+        assert isinstance(content, types.TextContent)
+        assert "Long running operation completed" in content.text
+        assert seen == [1, 2, 3, 4, 5, 6]
+        async with httpx.AsyncClient(timeout=5) as http:
+            metrics = (await http.get(f"{bridge.health}/metrics")).text
+        assert 'outcome="cancelled"' not in metrics
+
+
+def test_a_legacy_call_stream_of_the_bridge_carries_ids_and_replays_after_one(
+    everything_url: str,
+) -> None:
+    entry = server_entry("everything", everything_url, "ev")
+    with run_bridge([entry]) as bridge, httpx.Client(timeout=30) as http:
+        session = start_session(http, bridge.url)
+        call: dict[str, Any] = {"jsonrpc": "2.0", "id": 5, "method": "tools/call"}
+        call["params"] = {
+            "name": f"ev_{LONG}",
+            "arguments": {"duration": 0.5, "steps": 3},
+            "_meta": {"progressToken": "p"},
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-session-id": session,
+        }
+        text = http.post(bridge.url, json=call, headers=headers).text
+        ids = sse_ids(text)
+        assert len(ids) == text.count("\n\n") == 1 + 3 + 1, text
+        get = {"accept": "text/event-stream", "mcp-session-id": session}
+        replay = http.get(bridge.url, headers={**get, "last-event-id": ids[1]})
+        assert replay.status_code == 200
+        assert sse_ids(replay.text) == ids[2:]
+        assert '"result"' in replay.text.rsplit("\n\n", 2)[-2]
+        other = start_session(http, bridge.url)
+        theirs = {"accept": "text/event-stream", "mcp-session-id": other}
+        stolen = http.get(bridge.url, headers={**theirs, "last-event-id": ids[1]})
+        assert stolen.status_code == 404  # another session's call stream is never replayed

@@ -37,6 +37,7 @@ from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 
+from mcp_operator.bridge.aggregate import call_log
 from mcp_operator.bridge.core import SERVER_INFO, BridgeCore
 from mcp_operator.bridge.relay import (
     CURRENT,
@@ -55,6 +56,7 @@ from mcp_operator.serve.asgi import (
     watching_disconnect,
 )
 from mcp_operator.serve.capabilities import declared_capabilities
+from mcp_operator.serve.events import EventStore, StreamLog
 from mcp_operator.serve.jsonrpc import RequestId, dumps, error_response
 from mcp_operator.serve.rounds import RoundStore, input_responses, request_target
 from mcp_operator.serve.sse import (
@@ -78,16 +80,25 @@ _running: set[asyncio.Task[Any]] = set()
 """Calls whose agent went away, finishing (and writing their audit line) on their own."""
 
 
-async def _run(core: BridgeCore, request_id: RequestId, params: Any, relay: CallRelay) -> Any:
+async def _run(
+    core: BridgeCore, request_id: RequestId, params: Any, relay: CallRelay, session: str | None
+) -> Any:
     """The call through the core, with its relay for the upstream pool to find."""
     CURRENT.set(relay)  # this task's own context: no other call sees it
-    return await core.answer(request_id, "tools/call", params)
+    return await core.answer(request_id, "tools/call", params, session)
 
 
 def _start(
-    core: BridgeCore, request_id: RequestId, params: Any, relay: CallRelay, wake: Waitable
+    core: BridgeCore,
+    request_id: RequestId,
+    params: Any,
+    relay: CallRelay,
+    wake: Waitable,
+    session: str | None = None,
 ) -> asyncio.Task[dict[str, Any]]:
-    task = asyncio.get_running_loop().create_task(_run(core, request_id, params, relay))
+    """The call's own task (``session``: the legacy agent's session id, for the core)."""
+    work = _run(core, request_id, params, relay, session)
+    task = asyncio.get_running_loop().create_task(work)
     _running.add(task)
     task.add_done_callback(_running.discard)
     task.add_done_callback(lambda _task: wake.wake())
@@ -95,29 +106,76 @@ def _start(
 
 
 class _Reply:
-    """One HTTP answer: JSON, or SSE once an event went first."""
+    """One HTTP answer: JSON, or SSE once an event went first.
 
-    def __init__(self, send: Send) -> None:
+    With an event store and its owner (a legacy session), the SSE answer is resumable
+    (``serve.events``): it opens with a priming event, every event carries an id and is
+    kept, and an agent that disconnects does not stop it (:attr:`gone`): what follows is
+    kept for its ``GET`` with ``Last-Event-ID``, the answer last."""
+
+    def __init__(
+        self, send: Send, store: EventStore | None = None, owner: str | None = None
+    ) -> None:
         self.send = send
         self.streaming = False
+        self.store = store
+        self.owner = owner
+        self.log: StreamLog | None = None
+        self.gone = False
+        """The agent disconnected from a resumable answer: it goes on in the store only."""
+
+    async def _out(self, data: bytes) -> None:
+        if self.gone:
+            return
+        try:
+            await send_more(self.send, data)
+        except ClientGoneError:
+            if self.log is None:
+                raise
+            self.gone = True
 
     async def event(self, message: dict[str, Any]) -> None:
         if not self.streaming:
             await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             self.streaming = True
-        await send_more(self.send, sse_event(message))
+            if self.store is not None and self.owner is not None:
+                self.log, priming = self.store.open(self.owner, time.monotonic())
+                await self._out(priming)
+        if self.log is not None and self.store is not None:
+            await self._out(self.store.append(self.log, message, time.monotonic()))
+        else:
+            await self._out(sse_event(message))
 
     async def keepalive(self) -> None:
         if self.streaming:
-            await send_more(self.send, KEEPALIVE_FRAME)
+            await self._out(KEEPALIVE_FRAME)
 
-    async def final(self, status: int, body: bytes | None) -> None:
-        """The answer (None: none, for a call its agent cancelled)."""
-        if self.streaming:
-            last = b"event: message\ndata: " + body + b"\n\n" if body is not None else b""
-            await self.send({"type": "http.response.body", "body": last})
-        else:
+    async def final(self, status: int, body: bytes | None, message: Any = None) -> None:
+        """The answer (None: none, for a call its agent cancelled); ``message``: the same
+        answer unencoded, for a resumable stream's store."""
+        if not self.streaming:
             await respond_json(self.send, status, body if body is not None else b"{}")
+            return
+        if self.log is not None and self.store is not None:
+            last = b""
+            if body is not None:
+                last = self.store.append(self.log, message, time.monotonic(), last=True)
+            self.close()
+        else:
+            last = b"event: message\ndata: " + body + b"\n\n" if body is not None else b""
+        if self.gone:
+            return
+        try:
+            await self.send({"type": "http.response.body", "body": last})
+        except OSError:
+            if self.log is None:
+                raise
+            self.gone = True  # the answer is kept for the agent's resume
+
+    def close(self) -> None:
+        """No more events: a resume of this answer ends after what it has."""
+        if self.log is not None and self.store is not None and not self.log.ended:
+            self.store.end(self.log)
 
 
 # ------------------------------------------------------------------------------ legacy agents
@@ -186,6 +244,20 @@ class LegacyChannel(Waitable):
                 session.asked.pop(visible, None)
 
 
+def _log(
+    core: BridgeCore,
+    session: BridgeSession,
+    relay: CallRelay,
+    channel: LegacyChannel,
+    message: dict[str, Any],
+) -> None:
+    """A log message on the call's own stream: to its agent, if its session's level reaches
+    it (``logging/setLevel``), where its progress goes."""
+    shown = call_log(core.aggregator.session_level(session.id), message, relay.scrubber)
+    if shown is not None:
+        channel.progress(shown)
+
+
 async def serve_legacy_call(
     core: BridgeCore,
     session: BridgeSession,
@@ -204,9 +276,10 @@ async def serve_legacy_call(
         capabilities=session.declared,
         observe=core.metrics.observe_server_request,
     )
+    relay.on_notification = lambda message: _log(core, session, relay, channel, message)
     session.calls[request_id] = relay
-    task = _start(core, request_id, params, relay, channel)
-    reply = _Reply(send)
+    task = _start(core, request_id, params, relay, channel, session.id)
+    reply = _Reply(send, core.events, session.id)
     try:
         while not task.done() and not channel.events:
             await channel.sleep(None)
@@ -224,10 +297,12 @@ async def serve_legacy_call(
             if not task.done() and not channel.events:
                 await reply.keepalive()
         channel.done = True
-        await reply.final(200, None if relay.cancelled else dumps(task.result()))
-    except ClientGoneError:
+        answer = None if relay.cancelled else task.result()
+        await reply.final(200, None if answer is None else dumps(answer), answer)
+    except ClientGoneError:  # a stream that is not resumable (a resumable one goes on)
         relay.cancel("The client went away")
     finally:
+        reply.close()
         channel.done = True
         session.calls.pop(request_id, None)
 
