@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, SERVER_INFO_META_KEY
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 
-from mcp_operator.bridge.aggregate import call_log
+from mcp_operator.bridge.aggregate import LOG_LEVELS, call_log
 from mcp_operator.bridge.core import SERVER_INFO, BridgeCore
 from mcp_operator.bridge.relay import (
     CURRENT,
@@ -244,18 +244,16 @@ class LegacyChannel(Waitable):
                 session.asked.pop(visible, None)
 
 
-def _log(
-    core: BridgeCore,
-    session: BridgeSession,
-    relay: CallRelay,
-    channel: LegacyChannel,
-    message: dict[str, Any],
-) -> None:
-    """A log message on the call's own stream: to its agent, if its session's level reaches
-    it (``logging/setLevel``), where its progress goes."""
-    shown = call_log(core.aggregator.session_level(session.id), message, relay.scrubber)
-    if shown is not None:
-        channel.progress(shown)
+def _deliver_logs(relay: CallRelay, channel: LegacyChannel | ModernChannel) -> None:
+    """Log messages on the call's own stream go to its agent, where its progress goes, when
+    the level it asked for (:attr:`CallRelay.log_level`) reaches them."""
+
+    def deliver(message: dict[str, Any]) -> None:
+        shown = call_log(relay.log_level, message, relay.scrubber)
+        if shown is not None:
+            channel.progress(shown)
+
+    relay.on_notification = deliver
 
 
 async def serve_legacy_call(
@@ -276,7 +274,8 @@ async def serve_legacy_call(
         capabilities=session.declared,
         observe=core.metrics.observe_server_request,
     )
-    relay.on_notification = lambda message: _log(core, session, relay, channel, message)
+    relay.log_level = core.aggregator.session_level(session.id)  # its logging/setLevel
+    _deliver_logs(relay, channel)
     session.calls[request_id] = relay
     task = _start(core, request_id, params, relay, channel, session.id)
     reply = _Reply(send, core.events, session.id)
@@ -418,6 +417,9 @@ class ModernCalls:
                 capabilities=declared_capabilities(meta.get(CLIENT_CAPABILITIES_META_KEY)),
                 observe=self.core.metrics.observe_server_request,
             )
+            level = meta.get(LOG_LEVEL_META_KEY)
+            relay.log_level = level if level in LOG_LEVELS else None
+            _deliver_logs(relay, channel)
             task = _start(self.core, request_id, era.strip_envelope(params), relay, channel)
             channel.answer(answers)  # answers sent along before anything was asked: unused
         channel.events = deque() if sse_ok else None

@@ -49,7 +49,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    LOG_LEVEL_META_KEY,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+)
 from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
 
 from mcp_operator.bridge.errors import CallCancelled
@@ -195,6 +199,9 @@ class CallRelay:
         self.on_notification: Callable[[dict[str, Any]], None] | None = None
         """Told every other notification the server sends about the call (a log message):
         who delivers it, and to whom, decides (nothing is delivered without it)."""
+        self.log_level: str | None = None
+        """The level of log messages its agent asked for (its session's, or its request's):
+        sent along to a 2026-07-28 server, which takes it per request (None: no logs)."""
         self.agent_token = progress_token
         """The agent's own progress token (None: it asked for no progress)."""
         self.token = f"mcp-bridge-{next(_tokens)}"
@@ -251,6 +258,8 @@ class CallRelay:
                 meta["progressToken"] = self.token
             if session.modern:
                 meta[CLIENT_CAPABILITIES_META_KEY] = capabilities_object(self.capabilities)
+                if self.log_level is not None:
+                    meta[LOG_LEVEL_META_KEY] = self.log_level
             if meta:
                 base["_meta"] = meta
             params = base
