@@ -34,7 +34,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, LOG_LEVEL_META_KEY, SERVER_INFO_META_KEY
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    LOG_LEVEL_META_KEY,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    SERVER_INFO_META_KEY,
+)
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 
 from mcp_operator.bridge.aggregate import LOG_LEVELS, call_log
@@ -467,7 +472,7 @@ class ModernCalls:
                 while events:
                     await reply.event(events.popleft())
                 channel.events = None
-                status, body = _modern_body(task.result(), request_id, version)
+                status, body = _modern_body(_refused(relay, task.result()), request_id, version)
                 await reply.final(status, body)
         except ClientGoneError:
             relay.cancel("The agent closed its request")
@@ -493,6 +498,20 @@ class ModernCalls:
             "_meta": {SERVER_INFO_META_KEY: SERVER_INFO},
         }
         await reply.final(200, dumps({"jsonrpc": "2.0", "id": request_id, "result": result}))
+
+
+def _refused(relay: CallRelay, message: dict[str, Any]) -> dict[str, Any]:
+    """A call that needed a client capability its 2026-07-28 agent did not declare ends in
+    that error (``-32021``, HTTP 400, with ``requiredCapabilities``), not a tool result."""
+    required = relay.required_capabilities
+    if required is None:
+        return message
+    names = ", ".join(sorted(required)) or "a capability"
+    error = error_response(
+        message.get("id"), MISSING_REQUIRED_CLIENT_CAPABILITY, f"The client did not declare {names}"
+    )
+    error["error"]["data"] = {"requiredCapabilities": required}
+    return error
 
 
 def _modern_body(message: dict[str, Any], request_id: RequestId, version: str) -> tuple[int, bytes]:

@@ -209,6 +209,10 @@ class CallRelay:
         self.capabilities = capabilities
         self.cancelled: str | None = None
         """Why the call was cancelled, once it was."""
+        self.required_capabilities: dict[str, Any] | None = None
+        """The client capabilities the call needed and its agent did not declare (``-32021``
+        of its server, or of the relay's own check), once that ended it: a 2026-07-28 agent
+        gets that error, not a failed tool result."""
         self._waiting: asyncio.Task[Any] | None = None
         """The task awaiting the server (or the agent) for this call, while it does."""
         self._cancelling = False
@@ -249,6 +253,7 @@ class CallRelay:
         ``resources/read``) on ``session`` with this relay: the server's final result."""
         self._session = session
         self.ended = False  # the pipeline may try the call again after a failure
+        self.required_capabilities = None
         try:
             if not session.connected:
                 await session.connect()
@@ -275,6 +280,12 @@ class CallRelay:
             raise McpFailure(
                 "limit", f"{session.name} asked for the agent's input more than {MAX_ROUNDS} times"
             )
+        except McpFailure as failure:
+            if failure.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+                data = failure.data if isinstance(failure.data, dict) else {}
+                required = data.get("requiredCapabilities")
+                self.required_capabilities = required if isinstance(required, dict) else {}
+            raise
         finally:
             self.end()
 
@@ -345,6 +356,7 @@ class CallRelay:
                     f"{session.name} asked the agent for {method}, but the agent did not "
                     f"declare {missing}",
                     code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    data={"requiredCapabilities": required_object(missing)},
                 )
             asked[key] = {"method": method, "params": self.scrubber.json(params)}
         self.asked += len(asked)
@@ -472,6 +484,14 @@ class CallRelay:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def required_object(missing: str) -> dict[str, Any]:
+    """A missing capability's name as ``requiredCapabilities`` shows it (a
+    ``ClientCapabilities`` object): ``"sampling"`` -> ``{"sampling": {}}``,
+    ``"elicitation.url"`` -> ``{"elicitation": {"url": {}}}``."""
+    name, _, sub = missing.partition(".")
+    return {name: {sub: {}} if sub else {}}
 
 
 def current() -> CallRelay | None:
