@@ -39,6 +39,7 @@ from mcp_operator.api.bridge import resource_allowed
 from mcp_operator.bridge.catalog import server_key
 from mcp_operator.bridge.cursor import CursorCodec, InvalidCursor, Position
 from mcp_operator.bridge.prompts import PromptCatalog
+from mcp_operator.bridge.relay import current as relay_of_call
 from mcp_operator.bridge.upstreams import ServerState, UpstreamPool
 from mcp_operator.mcp.naming import cut
 from mcp_operator.mcp.scrub import Scrubber
@@ -247,7 +248,13 @@ class Aggregator:
     async def _forward(self, state: ServerState, method: str, params: dict[str, Any]) -> Any:
         if not state.upstream.modern:  # a legacy server gets no 2026-07-28 envelope
             params = era.strip_envelope(params)
+        relay = relay_of_call()
         try:
+            if relay is not None and method in ("prompts/get", "resources/read"):
+                # The server may ask the agent something meanwhile: the front's relay carries
+                # it (a legacy agent's SSE, a 2026-07-28 agent's input_required rounds).
+                relay.scrubber = self.pool.scrubber
+                return await relay.request(state.upstream, method, params, REQUEST_SECONDS)
             return await state.upstream.request(method, params, REQUEST_SECONDS)
         except McpFailure as failure:
             name = server_key(state.server)

@@ -36,7 +36,7 @@ from mcp_types.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND
 
 from mcp_operator.bridge.core import SERVER_INFO, BridgeCore
 from mcp_operator.bridge.front_legacy import SessionEndpoint
-from mcp_operator.bridge.front_relay import ModernCalls
+from mcp_operator.bridge.front_relay import RELAYED, ModernCalls
 from mcp_operator.serve import era, listeners
 from mcp_operator.serve.asgi import (
     Message,
@@ -166,6 +166,18 @@ class BridgeFront:
                 sse_ok=sse_ok,
                 receive=receive,
                 send=send,
+            )
+            return
+        elif method in RELAYED and isinstance(decoded.get("params"), dict):
+            sse_ok = "text/event-stream" in headers.get(b"accept", "")
+            await self._calls.serve(
+                request_id,
+                outcome.protocol_version,
+                decoded["params"],
+                sse_ok=sse_ok,
+                receive=receive,
+                send=send,
+                method=method,
             )
             return
         else:

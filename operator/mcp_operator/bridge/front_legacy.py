@@ -23,7 +23,7 @@ from typing import Any
 from mcp_types.jsonrpc import INVALID_REQUEST
 
 from mcp_operator.bridge.core import BridgeCore
-from mcp_operator.bridge.front_relay import serve_legacy_call
+from mcp_operator.bridge.front_relay import RELAYED, serve_legacy_call
 from mcp_operator.bridge.relay import BridgeSession, agent_message, end_session
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import Receive, Send, respond_json, respond_plain
@@ -93,13 +93,13 @@ class SessionEndpoint:
             return
         session.open_requests += 1
         try:
-            if method == "tools/call":  # the upstream may speak of it: bridge.front_relay
+            if method in RELAYED:  # the upstream may speak of it: bridge.front_relay
                 json_ok = "application/json" in accept or "*/*" in accept
                 sse_ok = "text/event-stream" in accept
                 params = message.get("params")
                 await serve_legacy_call(
                     self.core, session, request_id, params, json_ok=json_ok, sse_ok=sse_ok,
-                    send=send,
+                    send=send, method=method,
                 )  # fmt: skip
                 return
             response = await self.core.answer(request_id, method, message.get("params"), session.id)

@@ -72,6 +72,8 @@ from mcp_operator.serve.sse import (
     sse_event,
 )
 
+RELAYED: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
+"""The agent requests during which a server may ask the agent something: served here."""
 EVENT_LIMIT: Final = 64
 """Messages one call's stream may hold for its agent before more are dropped."""
 MAX_PARKED: Final = 64
@@ -86,23 +88,30 @@ _running: set[asyncio.Task[Any]] = set()
 
 
 async def _run(
-    core: BridgeCore, request_id: RequestId, params: Any, relay: CallRelay, session: str | None
+    core: BridgeCore,
+    request_id: RequestId,
+    method: str,
+    params: Any,
+    relay: CallRelay,
+    session: str | None,
 ) -> Any:
-    """The call through the core, with its relay for the upstream pool to find."""
+    """The call through the core, with its relay for the upstream pool (or the aggregator)
+    to find."""
     CURRENT.set(relay)  # this task's own context: no other call sees it
-    return await core.answer(request_id, "tools/call", params, session)
+    return await core.answer(request_id, method, params, session)
 
 
 def _start(
     core: BridgeCore,
     request_id: RequestId,
+    method: str,
     params: Any,
     relay: CallRelay,
     wake: Waitable,
     session: str | None = None,
 ) -> asyncio.Task[dict[str, Any]]:
     """The call's own task (``session``: the legacy agent's session id, for the core)."""
-    work = _run(core, request_id, params, relay, session)
+    work = _run(core, request_id, method, params, relay, session)
     task = asyncio.get_running_loop().create_task(work)
     _running.add(task)
     task.add_done_callback(_running.discard)
@@ -270,8 +279,10 @@ async def serve_legacy_call(
     json_ok: bool,
     sse_ok: bool,
     send: Send,
+    method: str = "tools/call",
 ) -> None:
-    """Answer a legacy agent's ``tools/call``: JSON, or SSE once the upstream spoke first."""
+    """Answer a legacy agent's ``tools/call`` (or another of :data:`RELAYED`): JSON, or SSE
+    once the upstream spoke first."""
     channel = LegacyChannel(session, can_stream=sse_ok)
     relay = CallRelay(
         channel,
@@ -282,7 +293,7 @@ async def serve_legacy_call(
     relay.log_level = core.aggregator.session_level(session.id)  # its logging/setLevel
     _deliver_logs(relay, channel)
     session.calls[request_id] = relay
-    task = _start(core, request_id, params, relay, channel, session.id)
+    task = _start(core, request_id, method, params, relay, channel, session.id)
     reply = _Reply(send, core.events, session.id)
     try:
         while not task.done() and not channel.events:
@@ -390,20 +401,22 @@ class ModernCalls:
         sse_ok: bool,
         receive: Receive,
         send: Send,
+        method: str = "tools/call",
     ) -> None:
-        """Answer one 2026-07-28 ``tools/call`` request: a new call, or a retry of a round."""
+        """Answer one 2026-07-28 ``tools/call`` (or another of :data:`RELAYED`) request: a new
+        call, or a retry of a round."""
         params = dict(params)
         valid, answers = input_responses(params)
         if not valid:
             text = "inputResponses must be an object whose values are results"
             await respond_json(send, 400, dumps(error_response(request_id, INVALID_PARAMS, text)))
             return
-        target = request_target("tools/call", params)
+        target = request_target(method, params)
         if "requestState" in params:
             state = params.pop("requestState")
             parked: ParkedCall | None = None
             if isinstance(state, str):
-                parked, dropped = self.rounds.take(state, "tools/call", target, time.monotonic())
+                parked, dropped = self.rounds.take(state, method, target, time.monotonic())
                 self._dropped(dropped)
             if parked is None:
                 text = "requestState is unknown, expired, altered or not for this request"
@@ -425,15 +438,17 @@ class ModernCalls:
             level = meta.get(LOG_LEVEL_META_KEY)
             relay.log_level = level if level in LOG_LEVELS else None
             _deliver_logs(relay, channel)
-            task = _start(self.core, request_id, era.strip_envelope(params), relay, channel)
+            params = era.strip_envelope(params)
+            task = _start(self.core, request_id, method, params, relay, channel)
             channel.answer(answers)  # answers sent along before anything was asked: unused
         channel.events = deque() if sse_ok else None
-        await self._answer(request_id, version, target, channel, relay, task, receive, send)
+        await self._answer(request_id, version, method, target, channel, relay, task, receive, send)
 
     async def _answer(
         self,
         request_id: RequestId,
         version: str,
+        method: str,
         target: str | None,
         channel: ModernChannel,
         relay: CallRelay,
@@ -455,7 +470,7 @@ class ModernCalls:
                     if channel.pending:
                         await asyncio.sleep(SETTLE_SECONDS)  # the rest of the round's questions
                     if channel.pending and not task.done():
-                        await self._round(request_id, target, channel, relay, task, reply)
+                        await self._round(request_id, method, target, channel, relay, task, reply)
                         return
                     if gone:
                         relay.cancel("The agent closed its request")
@@ -472,7 +487,8 @@ class ModernCalls:
                 while events:
                     await reply.event(events.popleft())
                 channel.events = None
-                status, body = _modern_body(_refused(relay, task.result()), request_id, version)
+                answer = _refused(relay, task.result())
+                status, body = _modern_body(answer, request_id, version, method)
                 await reply.final(status, body)
         except ClientGoneError:
             relay.cancel("The agent closed its request")
@@ -480,6 +496,7 @@ class ModernCalls:
     async def _round(
         self,
         request_id: RequestId,
+        method: str,
         target: str | None,
         channel: ModernChannel,
         relay: CallRelay,
@@ -488,7 +505,7 @@ class ModernCalls:
     ) -> None:
         """Park the call and answer this request with the round's questions."""
         channel.events = None
-        parked = ParkedCall("tools/call", target, 0.0, channel, relay, task)
+        parked = ParkedCall(method, target, 0.0, channel, relay, task)
         token, dropped = self.rounds.park(parked, time.monotonic())
         self._dropped(dropped)
         result = {
@@ -514,7 +531,9 @@ def _refused(relay: CallRelay, message: dict[str, Any]) -> dict[str, Any]:
     return error
 
 
-def _modern_body(message: dict[str, Any], request_id: RequestId, version: str) -> tuple[int, bytes]:
+def _modern_body(
+    message: dict[str, Any], request_id: RequestId, version: str, method: str
+) -> tuple[int, bytes]:
     """The core's answer for a 2026-07-28 agent: its status, the result shaped for the era,
     under the id of the request it answers now (a round's retry has its own)."""
     message = {**message, "id": request_id}
@@ -522,5 +541,5 @@ def _modern_body(message: dict[str, Any], request_id: RequestId, version: str) -
     if isinstance(error, dict):
         return ERROR_CODE_HTTP_STATUS.get(error.get("code"), 200), dumps(message)  # type: ignore[arg-type]
     plain = message.get("result")
-    message["result"] = era.modern_result("tools/call", version, plain, SERVER_INFO)
+    message["result"] = era.modern_result(method, version, plain, SERVER_INFO)
     return 200, dumps(message)

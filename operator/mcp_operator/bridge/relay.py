@@ -247,10 +247,16 @@ class CallRelay:
         return await self.request(session, "tools/call", {"name": tool, "arguments": arguments})
 
     async def request(
-        self, session: McpSession, method: str, params: Mapping[str, Any]
+        self,
+        session: McpSession,
+        method: str,
+        params: Mapping[str, Any],
+        seconds: float | None = None,
     ) -> dict[str, Any]:
         """A request that may ask the agent something (``tools/call``, ``prompts/get``,
-        ``resources/read``) on ``session`` with this relay: the server's final result."""
+        ``resources/read``) on ``session`` with this relay: the server's final result.
+        ``seconds`` bounds each of its rounds with the server (without it, the caller's own
+        deadline does)."""
         self._session = session
         self.ended = False  # the pipeline may try the call again after a failure
         self.required_capabilities = None
@@ -269,7 +275,7 @@ class CallRelay:
                 base["_meta"] = meta
             params = base
             for _round in range(MAX_ROUNDS + 1):
-                result = await self._race(session.request(method, params, related=self))
+                result = await self._race(session.request(method, params, seconds, related=self))
                 if result.get("resultType") != "input_required":
                     return result
                 answers = await self._race(self._inputs(session, result))
