@@ -1,7 +1,9 @@
-"""An agent's ``tools/call`` over HTTP while its upstream speaks of it: both eras of the agent.
+"""An agent's ``tools/call`` (``prompts/get``, ``resources/read``: :data:`RELAYED`) over HTTP
+while its upstream speaks of it: both eras of the agent.
 
 Owns the agent's side of :mod:`~mcp_operator.bridge.relay`: the channel of one call in each
-era, and the HTTP answer that carries it.
+era, and the HTTP answer that carries it. Log messages the server sends on the call's stream
+go where its progress goes, at or above the level the agent asked for.
 
 - **A legacy agent** (:func:`serve_legacy_call`): the call runs in a task of its own; its
   answer is ``application/json`` unless something about the call reaches the agent first
@@ -10,7 +12,10 @@ era, and the HTTP answer that carries it.
   server request with no stream to go on is refused to the server). The agent's answers
   come back as POSTed responses and its ``notifications/cancelled`` cancel the call
   (:func:`~mcp_operator.bridge.relay.agent_message`); a call cancelled so gets no answer
-  on its stream. Each server request the agent sees has an id of its session's own.
+  on its stream. Each server request the agent sees has an id of its session's own. The SSE
+  answer is resumable (``serve.events``, the core's store): an agent that disconnects does
+  not cancel its call (a disconnection is not a cancellation), and resumes it with ``GET``
+  and ``Last-Event-ID``.
 - **A 2026-07-28 agent** (:class:`ModernCalls`): what the upstream asks becomes an
   ``input_required`` result (``inputRequests`` by key, an opaque ``requestState``: the one
   store of parked calls, ``serve.rounds``); the call waits, parked, for the agent's retry
@@ -18,7 +23,8 @@ era, and the HTTP answer that carries it.
   unknown, expired, altered or for another tool gets ``-32602``, HTTP 400). Progress goes on
   the request's own SSE answer when the agent accepts one. An agent that closes its request
   while the call runs cancels it; one that does not retry within :data:`PARKED_SECONDS`
-  has its call cancelled.
+  has its call cancelled. A call that needed a client capability the agent did not declare
+  answers ``-32021`` with ``requiredCapabilities``.
 
 Leaves the checks before a call (session, envelope) to the fronts, and the call itself to
 the core's pipeline.
