@@ -246,6 +246,14 @@ def test_a_capability_a_2026_agent_did_not_declare_never_becomes_a_round(
                 bridge.url, json=wire.request("tools/call", params), headers=_modern(tool)
             )
             (message,) = _messages(answer)
+            if tool == "ask_sample":  # a 2026-07-28 server: its -32021, as the spec has it
+                assert answer.status_code == 400, message
+                error = message["error"]
+                assert error["code"] == -32021
+                assert error["data"] == {"requiredCapabilities": {"sampling": {}}}
+                assert "secret" not in json.dumps(error)
+                continue
+            # a legacy server was refused its request (-32601) and failed the call itself
             result = message["result"]
             assert result.get("resultType") != "input_required", result
             assert result["isError"] is True and "secret" not in json.dumps(result["content"])
