@@ -12,6 +12,7 @@ the ``_meta`` envelope and the routing headers), else the legacy session endpoin
   always a ``CallToolResult``, a structured tool error when the pipeline refused or failed;
   what its upstream asks or reports meanwhile reaches the agent in its era
   (:mod:`~mcp_operator.bridge.front_relay`: SSE, or ``input_required`` rounds);
+  ``prompts/get`` and ``resources/read`` go the same way (their server may ask too);
 - ``ping``: an empty result; ``server/discover`` (2026-07-28) the bridge's own;
 - anything else: JSON-RPC -32601.
 
@@ -156,17 +157,6 @@ class BridgeFront:
         elif method == "tools/call" and (mismatch := self._param_headers(decoded, scope)):
             refused = era.refusal(mismatch, request_id)
             await respond_json(send, refused.status, dumps(refused.message))
-            return
-        elif method == "tools/call" and isinstance(decoded.get("params"), dict):
-            sse_ok = "text/event-stream" in headers.get(b"accept", "")
-            await self._calls.serve(
-                request_id,
-                outcome.protocol_version,
-                decoded["params"],
-                sse_ok=sse_ok,
-                receive=receive,
-                send=send,
-            )
             return
         elif method in RELAYED and isinstance(decoded.get("params"), dict):
             sse_ok = "text/event-stream" in headers.get(b"accept", "")
