@@ -6,8 +6,9 @@ Owns the handshake-era wire towards the agent: ``initialize`` answered by the br
 header on every later request (400 without it, 404 for an unknown session); notifications
 and answers accepted with 202; requests answered by
 :meth:`~mcp_operator.bridge.core.BridgeCore.answer` as ``application/json``, a ``tools/call``
-by :func:`~mcp_operator.bridge.front_relay.serve_legacy_call` (SSE once its upstream speaks
-of it; the agent's answers to relayed requests and its ``notifications/cancelled`` go to
+(``prompts/get``, ``resources/read``) by
+:func:`~mcp_operator.bridge.front_relay.serve_legacy_call` (SSE once its upstream speaks of
+it, resumable; the agent's answers to relayed requests and its ``notifications/cancelled`` go to
 :func:`~mcp_operator.bridge.relay.agent_message`); one GET stream
 per session, on which the bridge sends ``notifications/tools/list_changed``; DELETE ending
 the session. Leaves the Host/Origin checks and the choice of era to
