@@ -4,12 +4,13 @@ to the agent of the call (``bridge.aggregate.call_log``), and ``requiredCapabili
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 
 from mcp_operator.bridge.aggregate import call_log
-from mcp_operator.bridge.front_relay import _Reply
+from mcp_operator.bridge.front_relay import ModernChannel, _Reply
 from mcp_operator.bridge.relay import required_object
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.serve.asgi import ClientGoneError
@@ -107,3 +108,17 @@ def test_a_call_log_reaches_its_agent_only_at_or_above_its_level_and_scrubbed() 
 def test_a_missing_capability_is_shown_as_a_client_capabilities_object() -> None:
     assert required_object("sampling") == {"sampling": {}}
     assert required_object("elicitation.url") == {"elicitation": {"url": {}}}
+
+
+async def test_an_answer_sent_along_with_a_2026_call_answers_its_question_at_once() -> None:
+    channel = ModernChannel()
+    channel.early = {"user_name": {"action": "accept", "content": {"name": "Alice"}}}
+    sampling = {"method": "sampling/createMessage", "params": {}}
+    elicit = {"method": "elicitation/create", "params": {}}
+    asked = asyncio.ensure_future(channel.ask({"user_name": elicit, "llm": sampling}))
+    await asyncio.sleep(0)
+    assert list(channel.pending) == ["llm"]  # only the question nobody answered is a round
+    channel.answer({"llm": {"role": "assistant"}})
+    answers = await asked
+    assert answers["user_name"]["content"] == {"name": "Alice"}
+    assert channel.early == {}  # each early answer serves one question

@@ -340,6 +340,9 @@ class ModernChannel(Waitable):
         """The current request's stream, when its agent takes SSE."""
         self.pending: dict[str, dict[str, Any]] = {}
         """Questions not answered yet, by key."""
+        self.early: dict[str, dict[str, Any]] = {}
+        """Answers the agent sent along with the call itself, before anything was asked: a
+        question of the same key takes its answer from here (the adapter's rule)."""
         self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     def progress(self, message: dict[str, Any]) -> None:
@@ -355,8 +358,12 @@ class ModernChannel(Waitable):
             while shown in self.pending:  # two of the server's requests under one key
                 shown = f"{shown}-"
             keys[key] = shown
-            self.pending[shown] = {"method": request["method"], "params": request.get("params")}
             self._waiters[shown] = loop.create_future()
+            early = self.early.pop(shown, None)
+            if early is not None:
+                self._waiters[shown].set_result(early)
+                continue
+            self.pending[shown] = {"method": request["method"], "params": request.get("params")}
         self.wake()
         try:
             return {key: await self._waiters[shown] for key, shown in keys.items()}
@@ -446,7 +453,7 @@ class ModernCalls:
             _deliver_logs(relay, channel)
             params = era.strip_envelope(params)
             task = _start(self.core, request_id, method, params, relay, channel)
-            channel.answer(answers)  # answers sent along before anything was asked: unused
+            channel.early = answers  # sent along before anything was asked
         channel.events = deque() if sse_ok else None
         await self._answer(request_id, version, method, target, channel, relay, task, receive, send)
 
