@@ -13,6 +13,7 @@ class FakeSession:
 
     name = "fake"
     announces_changes = True
+    announces_notices = True
 
     def __init__(self, resumed: list[bool]) -> None:
         self._resumed = resumed
