@@ -97,7 +97,9 @@ class Agent:
 
     async def elicit(self, context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         self.seen.append(params.message)
-        return types.ElicitResult(action="accept", content={"word": self.name, "name": self.name})
+        return types.ElicitResult(
+            action="accept", content={"word": self.name, "name": self.name, "context": self.name}
+        )
 
     async def roots(self, context: Any) -> types.ListRootsResult:
         self.seen.append("roots")
@@ -244,6 +246,14 @@ def test_a_capability_a_2026_agent_did_not_declare_never_becomes_a_round(
                 bridge.url, json=wire.request("tools/call", params), headers=_modern(tool)
             )
             (message,) = _messages(answer)
+            if tool == "ask_sample":  # a 2026-07-28 server: its -32021, as the spec has it
+                assert answer.status_code == 400, message
+                error = message["error"]
+                assert error["code"] == -32021
+                assert error["data"] == {"requiredCapabilities": {"sampling": {}}}
+                assert "secret" not in json.dumps(error)
+                continue
+            # a legacy server was refused its request (-32601) and failed the call itself
             result = message["result"]
             assert result.get("resultType") != "input_required", result
             assert result["isError"] is True and "secret" not in json.dumps(result["content"])
@@ -523,3 +533,34 @@ def test_a_legacy_agent_without_sse_on_its_post_is_asked_on_its_get_stream(
                 answer = posted.result(30)
     assert answer.headers["content-type"].startswith("application/json")
     assert answer.json()["result"]["content"][0]["text"] == "over GET"
+
+
+# ------------------------------------------------------------------ prompts/get that asks
+
+CONFORMANCE = [sys.executable, str(ASKING.parent / "conformance_server.py")]
+
+
+@pytest.fixture(scope="module")
+def asking_prompt_bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningBridge]:
+    """Our conformance server (its prompt asks the user mid-request) behind our adapter,
+    the bridge in front of it under the prefix ``cf``."""
+    with (
+        adapter(CONFORMANCE, tmp_path_factory.mktemp("conformance")) as running,
+        run_bridge([server_entry("conformance", running.url, "cf")]) as bridge,
+    ):
+        yield bridge
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_prompt_whose_server_asks_the_agent_is_relayed_in_both_eras(
+    asking_prompt_bridge: RunningBridge, mode: str
+) -> None:
+    """prompts/get goes through the call relay: a legacy agent is asked on the request's
+    own stream, a 2026-07-28 agent in an input_required round; the prompt has its answer."""
+    agent = Agent(f"agent-{mode}", mode)
+    async with agent.client(asking_prompt_bridge.url) as client:
+        prompt = await client.get_prompt("cf_test_input_required_result_prompt")
+    assert agent.seen == ["What context should the prompt use?"]
+    content = prompt.messages[0].content
+    assert isinstance(content, types.TextContent)
+    assert content.text == f"Use this context: {agent.name}"

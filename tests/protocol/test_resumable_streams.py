@@ -206,11 +206,10 @@ async def test_the_bridge_resumes_its_upstreams_change_streams_or_lists_again(
 ) -> None:
     """Our adapter's legacy GET stream gives its events ids (a priming event first): cut,
     the bridge reopens it with ``Last-Event-ID`` and, resumed, lists nothing again.
-    server-everything's own HTTP transport gives ids only to the messages it sends: it asks
-    the bridge for its roots on that stream (the bridge declares roots to legacy servers), so
-    its stream is resumed from that message's id, or, when it had sent none, listed again
-    after the cut; a 2026-07-28 upstream, whose ``subscriptions/listen`` stream has no ids
-    (that era removed resumability), is always listed again."""
+    server-everything's own HTTP transport gives ids only to the messages it sends (its
+    log messages, once the bridge set a level): it is resumed when one came before the cut,
+    else listed again. A 2026-07-28 upstream, whose ``subscriptions/listen`` stream has no
+    ids (that era removed resumability), is always listed again."""
     sdk_port = int(everything_url.split(":")[2].split("/")[0])
     async with Cutter(port_of(everything)) as ours, Cutter(sdk_port) as theirs:
         servers = [
@@ -239,15 +238,76 @@ async def test_the_bridge_resumes_its_upstreams_change_streams_or_lists_again(
 
             async def relisted() -> bool:
                 now = [await listings(bridge, name) for name in ("theirs", "modern")]
-                theirs_caught_up = now[0] > before["theirs"] or theirs.sent(b"last-event-id:") > 0
-                return theirs_caught_up and now[1] > before["modern"]
+                resumed = theirs.sent(b"last-event-id:") > 0
+                return (resumed or now[0] > before["theirs"]) and now[1] > before["modern"]
 
             await eventually_async("the others listed again", relisted)
             await asyncio.sleep(1)
             after = {name: await listings(bridge, name) for name in names}
             await asyncio.to_thread(stack.close)
     assert after["ours"] == before["ours"]
-    if theirs.sent(b"last-event-id:"):  # resumed: nothing was missed, nothing listed again
-        assert after["theirs"] == before["theirs"]
-    else:
-        assert after["theirs"] > before["theirs"]
+    assert after["modern"] > before["modern"]
+
+
+async def test_a_client_cut_mid_call_through_the_bridge_resumes_and_gets_the_answer(
+    everything_url: str,
+) -> None:
+    """The bridge's own call stream (a legacy agent's POST upgraded to SSE) is resumable:
+    the SDK cut after its first progress event resumes with GET + Last-Event-ID, gets the
+    progress it missed and the answer, and the disconnect did not cancel the call."""
+    with run_bridge([server_entry("everything", everything_url, "ev")]) as bridge:
+        port = int(bridge.url.split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1])
+        path = "/" + bridge.url.split("://", 1)[1].split("/", 1)[1]
+        async with Cutter(port) as cutter:
+            seen: list[float] = []
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                seen.append(value)
+                if len(seen) == 1:
+                    cutter.cut()
+
+            url = f"http://127.0.0.1:{cutter.port}{path}"
+            async with Client(url, mode="legacy") as client:
+                result = await client.call_tool(
+                    f"ev_{LONG}", {"duration": 3, "steps": 6}, progress_callback=progress
+                )
+            assert cutter.cuts >= 1
+            assert cutter.sent(b"last-event-id") >= 1  # it resumed, not called again
+        content = result.content[0]
+        assert isinstance(content, types.TextContent)
+        assert "Long running operation completed" in content.text
+        assert seen == [1, 2, 3, 4, 5, 6]
+        async with httpx.AsyncClient(timeout=5) as http:
+            metrics = (await http.get(f"{bridge.health}/metrics")).text
+        assert 'outcome="cancelled"' not in metrics
+
+
+def test_a_legacy_call_stream_of_the_bridge_carries_ids_and_replays_after_one(
+    everything_url: str,
+) -> None:
+    entry = server_entry("everything", everything_url, "ev")
+    with run_bridge([entry]) as bridge, httpx.Client(timeout=30) as http:
+        session = start_session(http, bridge.url)
+        call: dict[str, Any] = {"jsonrpc": "2.0", "id": 5, "method": "tools/call"}
+        call["params"] = {
+            "name": f"ev_{LONG}",
+            "arguments": {"duration": 0.5, "steps": 3},
+            "_meta": {"progressToken": "p"},
+        }
+        headers = {
+            "accept": "application/json, text/event-stream",
+            "content-type": "application/json",
+            "mcp-session-id": session,
+        }
+        text = http.post(bridge.url, json=call, headers=headers).text
+        ids = sse_ids(text)
+        assert len(ids) == text.count("\n\n") == 1 + 3 + 1, text
+        get = {"accept": "text/event-stream", "mcp-session-id": session}
+        replay = http.get(bridge.url, headers={**get, "last-event-id": ids[1]})
+        assert replay.status_code == 200
+        assert sse_ids(replay.text) == ids[2:]
+        assert '"result"' in replay.text.rsplit("\n\n", 2)[-2]
+        other = start_session(http, bridge.url)
+        theirs = {"accept": "text/event-stream", "mcp-session-id": other}
+        stolen = http.get(bridge.url, headers={**theirs, "last-event-id": ids[1]})
+        assert stolen.status_code == 404  # another session's call stream is never replayed

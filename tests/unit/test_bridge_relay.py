@@ -69,7 +69,12 @@ class Session:
         pass
 
     async def request(
-        self, method: str, params: Mapping[str, Any], *, related: Any = None
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        seconds: float | None = None,
+        *,
+        related: Any = None,
     ) -> dict[str, Any]:
         self.requests.append(dict(params))
         step = self.results.pop(0)
@@ -317,7 +322,12 @@ async def test_a_call_tried_again_after_a_failure_still_relays_its_requests() ->
 
     class Asking(Session):
         async def request(
-            self, method: str, params: Mapping[str, Any], *, related: Any = None
+            self,
+            method: str,
+            params: Mapping[str, Any],
+            seconds: float | None = None,
+            *,
+            related: Any = None,
         ) -> dict[str, Any]:
             related.heard({"id": 9, "method": "sampling/createMessage", "params": SAMPLE})
             await settle()

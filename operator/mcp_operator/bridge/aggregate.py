@@ -39,8 +39,10 @@ from mcp_operator.api.bridge import resource_allowed
 from mcp_operator.bridge.catalog import server_key
 from mcp_operator.bridge.cursor import CursorCodec, InvalidCursor, Position
 from mcp_operator.bridge.prompts import PromptCatalog
+from mcp_operator.bridge.relay import current as relay_of_call
 from mcp_operator.bridge.upstreams import ServerState, UpstreamPool
 from mcp_operator.mcp.naming import cut
+from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.uris import exposed_uri, original_uri
 from mcp_operator.serve import era
@@ -108,6 +110,23 @@ class AgentInterest:
     log_level: str | None = None
     subscriptions: set[str] = field(default_factory=set)
     """Exposed URIs."""
+
+
+def call_log(
+    level: str | None, message: Mapping[str, Any], scrubber: Scrubber
+) -> dict[str, Any] | None:
+    """A log message a server sent on a call's own stream, as its agent gets it: only
+    when ``level`` (the agent's: its session's, or its request's) reaches it."""
+    params = message.get("params")
+    if (
+        message.get("method") != "notifications/message"
+        or not isinstance(params, dict)
+        or params.get("level") not in LOG_LEVELS
+        or level not in LOG_LEVELS
+        or LOG_LEVELS.index(str(params["level"])) < LOG_LEVELS.index(str(level))
+    ):
+        return None
+    return {"jsonrpc": "2.0", "method": "notifications/message", "params": scrubber.json(params)}
 
 
 def capabilities(states: Mapping[str, ServerState], *, modern: bool) -> dict[str, Any]:
@@ -229,7 +248,13 @@ class Aggregator:
     async def _forward(self, state: ServerState, method: str, params: dict[str, Any]) -> Any:
         if not state.upstream.modern:  # a legacy server gets no 2026-07-28 envelope
             params = era.strip_envelope(params)
+        relay = relay_of_call()
         try:
+            if relay is not None and method in ("prompts/get", "resources/read"):
+                # The server may ask the agent something meanwhile: the front's relay carries
+                # it (a legacy agent's SSE, a 2026-07-28 agent's input_required rounds).
+                relay.scrubber = self.pool.scrubber
+                return await relay.request(state.upstream, method, params, REQUEST_SECONDS)
             return await state.upstream.request(method, params, REQUEST_SECONDS)
         except McpFailure as failure:
             name = server_key(state.server)
@@ -433,6 +458,11 @@ class Aggregator:
             except _Refused as refused:
                 logger.debug("Could not unsubscribe from %s: %s", uri, refused.message)
         self.interests.pop(session, None)
+
+    def session_level(self, session: str) -> str | None:
+        """The log level a legacy agent session set (None: it asked for no logs)."""
+        interest = self.interests.get(session)
+        return interest.log_level if interest is not None else None
 
     def notice(self, server: str, message: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         """Where an upstream's notification goes: ``(agent session, message)`` pairs, the

@@ -12,6 +12,7 @@ the ``_meta`` envelope and the routing headers), else the legacy session endpoin
   always a ``CallToolResult``, a structured tool error when the pipeline refused or failed;
   what its upstream asks or reports meanwhile reaches the agent in its era
   (:mod:`~mcp_operator.bridge.front_relay`: SSE, or ``input_required`` rounds);
+  ``prompts/get`` and ``resources/read`` go the same way (their server may ask too);
 - ``ping``: an empty result; ``server/discover`` (2026-07-28) the bridge's own;
 - anything else: JSON-RPC -32601.
 
@@ -36,7 +37,7 @@ from mcp_types.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND
 
 from mcp_operator.bridge.core import SERVER_INFO, BridgeCore
 from mcp_operator.bridge.front_legacy import SessionEndpoint
-from mcp_operator.bridge.front_relay import ModernCalls
+from mcp_operator.bridge.front_relay import RELAYED, ModernCalls
 from mcp_operator.serve import era, listeners
 from mcp_operator.serve.asgi import (
     Message,
@@ -157,7 +158,7 @@ class BridgeFront:
             refused = era.refusal(mismatch, request_id)
             await respond_json(send, refused.status, dumps(refused.message))
             return
-        elif method == "tools/call" and isinstance(decoded.get("params"), dict):
+        elif method in RELAYED and isinstance(decoded.get("params"), dict):
             sse_ok = "text/event-stream" in headers.get(b"accept", "")
             await self._calls.serve(
                 request_id,
@@ -166,6 +167,7 @@ class BridgeFront:
                 sse_ok=sse_ok,
                 receive=receive,
                 send=send,
+                method=method,
             )
             return
         else:

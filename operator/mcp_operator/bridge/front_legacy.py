@@ -6,8 +6,9 @@ Owns the handshake-era wire towards the agent: ``initialize`` answered by the br
 header on every later request (400 without it, 404 for an unknown session); notifications
 and answers accepted with 202; requests answered by
 :meth:`~mcp_operator.bridge.core.BridgeCore.answer` as ``application/json``, a ``tools/call``
-by :func:`~mcp_operator.bridge.front_relay.serve_legacy_call` (SSE once its upstream speaks
-of it; the agent's answers to relayed requests and its ``notifications/cancelled`` go to
+(``prompts/get``, ``resources/read``) by
+:func:`~mcp_operator.bridge.front_relay.serve_legacy_call` (SSE once its upstream speaks of
+it, resumable; the agent's answers to relayed requests and its ``notifications/cancelled`` go to
 :func:`~mcp_operator.bridge.relay.agent_message`); one GET stream
 per session, on which the bridge sends ``notifications/tools/list_changed``; DELETE ending
 the session. Leaves the Host/Origin checks and the choice of era to
@@ -23,7 +24,7 @@ from typing import Any
 from mcp_types.jsonrpc import INVALID_REQUEST
 
 from mcp_operator.bridge.core import BridgeCore
-from mcp_operator.bridge.front_relay import serve_legacy_call
+from mcp_operator.bridge.front_relay import RELAYED, serve_legacy_call
 from mcp_operator.bridge.relay import BridgeSession, agent_message, end_session
 from mcp_operator.serve import era
 from mcp_operator.serve.asgi import Receive, Send, respond_json, respond_plain
@@ -93,13 +94,13 @@ class SessionEndpoint:
             return
         session.open_requests += 1
         try:
-            if method == "tools/call":  # the upstream may speak of it: bridge.front_relay
+            if method in RELAYED:  # the upstream may speak of it: bridge.front_relay
                 json_ok = "application/json" in accept or "*/*" in accept
                 sse_ok = "text/event-stream" in accept
                 params = message.get("params")
                 await serve_legacy_call(
                     self.core, session, request_id, params, json_ok=json_ok, sse_ok=sse_ok,
-                    send=send,
+                    send=send, method=method,
                 )  # fmt: skip
                 return
             response = await self.core.answer(request_id, method, message.get("params"), session.id)

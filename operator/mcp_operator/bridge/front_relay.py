@@ -1,7 +1,9 @@
-"""An agent's ``tools/call`` over HTTP while its upstream speaks of it: both eras of the agent.
+"""An agent's ``tools/call`` (``prompts/get``, ``resources/read``: :data:`RELAYED`) over HTTP
+while its upstream speaks of it: both eras of the agent.
 
 Owns the agent's side of :mod:`~mcp_operator.bridge.relay`: the channel of one call in each
-era, and the HTTP answer that carries it.
+era, and the HTTP answer that carries it. Log messages the server sends on the call's stream
+go where its progress goes, at or above the level the agent asked for.
 
 - **A legacy agent** (:func:`serve_legacy_call`): the call runs in a task of its own; its
   answer is ``application/json`` unless something about the call reaches the agent first
@@ -10,7 +12,10 @@ era, and the HTTP answer that carries it.
   server request with no stream to go on is refused to the server). The agent's answers
   come back as POSTed responses and its ``notifications/cancelled`` cancel the call
   (:func:`~mcp_operator.bridge.relay.agent_message`); a call cancelled so gets no answer
-  on its stream. Each server request the agent sees has an id of its session's own.
+  on its stream. Each server request the agent sees has an id of its session's own. The SSE
+  answer is resumable (``serve.events``, the core's store): an agent that disconnects does
+  not cancel its call (a disconnection is not a cancellation), and resumes it with ``GET``
+  and ``Last-Event-ID``.
 - **A 2026-07-28 agent** (:class:`ModernCalls`): what the upstream asks becomes an
   ``input_required`` result (``inputRequests`` by key, an opaque ``requestState``: the one
   store of parked calls, ``serve.rounds``); the call waits, parked, for the agent's retry
@@ -18,7 +23,8 @@ era, and the HTTP answer that carries it.
   unknown, expired, altered or for another tool gets ``-32602``, HTTP 400). Progress goes on
   the request's own SSE answer when the agent accepts one. An agent that closes its request
   while the call runs cancels it; one that does not retry within :data:`PARKED_SECONDS`
-  has its call cancelled.
+  has its call cancelled. A call that needed a client capability the agent did not declare
+  answers ``-32021`` with ``requiredCapabilities``.
 
 Leaves the checks before a call (session, envelope) to the fronts, and the call itself to
 the core's pipeline.
@@ -34,9 +40,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, SERVER_INFO_META_KEY
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    LOG_LEVEL_META_KEY,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+    SERVER_INFO_META_KEY,
+)
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS
 
+from mcp_operator.bridge.aggregate import LOG_LEVELS, call_log
 from mcp_operator.bridge.core import SERVER_INFO, BridgeCore
 from mcp_operator.bridge.relay import (
     CURRENT,
@@ -55,6 +67,7 @@ from mcp_operator.serve.asgi import (
     watching_disconnect,
 )
 from mcp_operator.serve.capabilities import declared_capabilities
+from mcp_operator.serve.events import EventStore, StreamLog
 from mcp_operator.serve.jsonrpc import RequestId, dumps, error_response
 from mcp_operator.serve.rounds import RoundStore, input_responses, request_target
 from mcp_operator.serve.sse import (
@@ -65,6 +78,8 @@ from mcp_operator.serve.sse import (
     sse_event,
 )
 
+RELAYED: Final = frozenset({"tools/call", "prompts/get", "resources/read"})
+"""The agent requests during which a server may ask the agent something: served here."""
 EVENT_LIMIT: Final = 64
 """Messages one call's stream may hold for its agent before more are dropped."""
 MAX_PARKED: Final = 64
@@ -78,16 +93,32 @@ _running: set[asyncio.Task[Any]] = set()
 """Calls whose agent went away, finishing (and writing their audit line) on their own."""
 
 
-async def _run(core: BridgeCore, request_id: RequestId, params: Any, relay: CallRelay) -> Any:
-    """The call through the core, with its relay for the upstream pool to find."""
+async def _run(
+    core: BridgeCore,
+    request_id: RequestId,
+    method: str,
+    params: Any,
+    relay: CallRelay,
+    session: str | None,
+) -> Any:
+    """The call through the core, with its relay for the upstream pool (or the aggregator)
+    to find."""
     CURRENT.set(relay)  # this task's own context: no other call sees it
-    return await core.answer(request_id, "tools/call", params)
+    return await core.answer(request_id, method, params, session)
 
 
 def _start(
-    core: BridgeCore, request_id: RequestId, params: Any, relay: CallRelay, wake: Waitable
+    core: BridgeCore,
+    request_id: RequestId,
+    method: str,
+    params: Any,
+    relay: CallRelay,
+    wake: Waitable,
+    session: str | None = None,
 ) -> asyncio.Task[dict[str, Any]]:
-    task = asyncio.get_running_loop().create_task(_run(core, request_id, params, relay))
+    """The call's own task (``session``: the legacy agent's session id, for the core)."""
+    work = _run(core, request_id, method, params, relay, session)
+    task = asyncio.get_running_loop().create_task(work)
     _running.add(task)
     task.add_done_callback(_running.discard)
     task.add_done_callback(lambda _task: wake.wake())
@@ -95,29 +126,76 @@ def _start(
 
 
 class _Reply:
-    """One HTTP answer: JSON, or SSE once an event went first."""
+    """One HTTP answer: JSON, or SSE once an event went first.
 
-    def __init__(self, send: Send) -> None:
+    With an event store and its owner (a legacy session), the SSE answer is resumable
+    (``serve.events``): it opens with a priming event, every event carries an id and is
+    kept, and an agent that disconnects does not stop it (:attr:`gone`): what follows is
+    kept for its ``GET`` with ``Last-Event-ID``, the answer last."""
+
+    def __init__(
+        self, send: Send, store: EventStore | None = None, owner: str | None = None
+    ) -> None:
         self.send = send
         self.streaming = False
+        self.store = store
+        self.owner = owner
+        self.log: StreamLog | None = None
+        self.gone = False
+        """The agent disconnected from a resumable answer: it goes on in the store only."""
+
+    async def _out(self, data: bytes) -> None:
+        if self.gone:
+            return
+        try:
+            await send_more(self.send, data)
+        except ClientGoneError:
+            if self.log is None:
+                raise
+            self.gone = True
 
     async def event(self, message: dict[str, Any]) -> None:
         if not self.streaming:
             await self.send({"type": "http.response.start", "status": 200, "headers": SSE_HEADERS})
             self.streaming = True
-        await send_more(self.send, sse_event(message))
+            if self.store is not None and self.owner is not None:
+                self.log, priming = self.store.open(self.owner, time.monotonic())
+                await self._out(priming)
+        if self.log is not None and self.store is not None:
+            await self._out(self.store.append(self.log, message, time.monotonic()))
+        else:
+            await self._out(sse_event(message))
 
     async def keepalive(self) -> None:
         if self.streaming:
-            await send_more(self.send, KEEPALIVE_FRAME)
+            await self._out(KEEPALIVE_FRAME)
 
-    async def final(self, status: int, body: bytes | None) -> None:
-        """The answer (None: none, for a call its agent cancelled)."""
-        if self.streaming:
-            last = b"event: message\ndata: " + body + b"\n\n" if body is not None else b""
-            await self.send({"type": "http.response.body", "body": last})
-        else:
+    async def final(self, status: int, body: bytes | None, message: Any = None) -> None:
+        """The answer (None: none, for a call its agent cancelled); ``message``: the same
+        answer unencoded, for a resumable stream's store."""
+        if not self.streaming:
             await respond_json(self.send, status, body if body is not None else b"{}")
+            return
+        if self.log is not None and self.store is not None:
+            last = b""
+            if body is not None:
+                last = self.store.append(self.log, message, time.monotonic(), last=True)
+            self.close()
+        else:
+            last = b"event: message\ndata: " + body + b"\n\n" if body is not None else b""
+        if self.gone:
+            return
+        try:
+            await self.send({"type": "http.response.body", "body": last})
+        except OSError:
+            if self.log is None:
+                raise
+            self.gone = True  # the answer is kept for the agent's resume
+
+    def close(self) -> None:
+        """No more events: a resume of this answer ends after what it has."""
+        if self.log is not None and self.store is not None and not self.log.ended:
+            self.store.end(self.log)
 
 
 # ------------------------------------------------------------------------------ legacy agents
@@ -186,6 +264,18 @@ class LegacyChannel(Waitable):
                 session.asked.pop(visible, None)
 
 
+def _deliver_logs(relay: CallRelay, channel: LegacyChannel | ModernChannel) -> None:
+    """Log messages on the call's own stream go to its agent, where its progress goes, when
+    the level it asked for (:attr:`CallRelay.log_level`) reaches them."""
+
+    def deliver(message: dict[str, Any]) -> None:
+        shown = call_log(relay.log_level, message, relay.scrubber)
+        if shown is not None:
+            channel.progress(shown)
+
+    relay.on_notification = deliver
+
+
 async def serve_legacy_call(
     core: BridgeCore,
     session: BridgeSession,
@@ -195,8 +285,10 @@ async def serve_legacy_call(
     json_ok: bool,
     sse_ok: bool,
     send: Send,
+    method: str = "tools/call",
 ) -> None:
-    """Answer a legacy agent's ``tools/call``: JSON, or SSE once the upstream spoke first."""
+    """Answer a legacy agent's ``tools/call`` (or another of :data:`RELAYED`): JSON, or SSE
+    once the upstream spoke first."""
     channel = LegacyChannel(session, can_stream=sse_ok)
     relay = CallRelay(
         channel,
@@ -204,9 +296,11 @@ async def serve_legacy_call(
         capabilities=session.declared,
         observe=core.metrics.observe_server_request,
     )
+    relay.log_level = core.aggregator.session_level(session.id)  # its logging/setLevel
+    _deliver_logs(relay, channel)
     session.calls[request_id] = relay
-    task = _start(core, request_id, params, relay, channel)
-    reply = _Reply(send)
+    task = _start(core, request_id, method, params, relay, channel, session.id)
+    reply = _Reply(send, core.events, session.id)
     try:
         while not task.done() and not channel.events:
             await channel.sleep(None)
@@ -224,10 +318,12 @@ async def serve_legacy_call(
             if not task.done() and not channel.events:
                 await reply.keepalive()
         channel.done = True
-        await reply.final(200, None if relay.cancelled else dumps(task.result()))
-    except ClientGoneError:
+        answer = None if relay.cancelled else task.result()
+        await reply.final(200, None if answer is None else dumps(answer), answer)
+    except ClientGoneError:  # a stream that is not resumable (a resumable one goes on)
         relay.cancel("The client went away")
     finally:
+        reply.close()
         channel.done = True
         session.calls.pop(request_id, None)
 
@@ -244,6 +340,9 @@ class ModernChannel(Waitable):
         """The current request's stream, when its agent takes SSE."""
         self.pending: dict[str, dict[str, Any]] = {}
         """Questions not answered yet, by key."""
+        self.early: dict[str, dict[str, Any]] = {}
+        """Answers the agent sent along with the call itself, before anything was asked: a
+        question of the same key takes its answer from here (the adapter's rule)."""
         self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     def progress(self, message: dict[str, Any]) -> None:
@@ -259,8 +358,12 @@ class ModernChannel(Waitable):
             while shown in self.pending:  # two of the server's requests under one key
                 shown = f"{shown}-"
             keys[key] = shown
-            self.pending[shown] = {"method": request["method"], "params": request.get("params")}
             self._waiters[shown] = loop.create_future()
+            early = self.early.pop(shown, None)
+            if early is not None:
+                self._waiters[shown].set_result(early)
+                continue
+            self.pending[shown] = {"method": request["method"], "params": request.get("params")}
         self.wake()
         try:
             return {key: await self._waiters[shown] for key, shown in keys.items()}
@@ -311,20 +414,22 @@ class ModernCalls:
         sse_ok: bool,
         receive: Receive,
         send: Send,
+        method: str = "tools/call",
     ) -> None:
-        """Answer one 2026-07-28 ``tools/call`` request: a new call, or a retry of a round."""
+        """Answer one 2026-07-28 ``tools/call`` (or another of :data:`RELAYED`) request: a new
+        call, or a retry of a round."""
         params = dict(params)
         valid, answers = input_responses(params)
         if not valid:
             text = "inputResponses must be an object whose values are results"
             await respond_json(send, 400, dumps(error_response(request_id, INVALID_PARAMS, text)))
             return
-        target = request_target("tools/call", params)
+        target = request_target(method, params)
         if "requestState" in params:
             state = params.pop("requestState")
             parked: ParkedCall | None = None
             if isinstance(state, str):
-                parked, dropped = self.rounds.take(state, "tools/call", target, time.monotonic())
+                parked, dropped = self.rounds.take(state, method, target, time.monotonic())
                 self._dropped(dropped)
             if parked is None:
                 text = "requestState is unknown, expired, altered or not for this request"
@@ -343,15 +448,20 @@ class ModernCalls:
                 capabilities=declared_capabilities(meta.get(CLIENT_CAPABILITIES_META_KEY)),
                 observe=self.core.metrics.observe_server_request,
             )
-            task = _start(self.core, request_id, era.strip_envelope(params), relay, channel)
-            channel.answer(answers)  # answers sent along before anything was asked: unused
+            level = meta.get(LOG_LEVEL_META_KEY)
+            relay.log_level = level if level in LOG_LEVELS else None
+            _deliver_logs(relay, channel)
+            params = era.strip_envelope(params)
+            task = _start(self.core, request_id, method, params, relay, channel)
+            channel.early = answers  # sent along before anything was asked
         channel.events = deque() if sse_ok else None
-        await self._answer(request_id, version, target, channel, relay, task, receive, send)
+        await self._answer(request_id, version, method, target, channel, relay, task, receive, send)
 
     async def _answer(
         self,
         request_id: RequestId,
         version: str,
+        method: str,
         target: str | None,
         channel: ModernChannel,
         relay: CallRelay,
@@ -373,7 +483,7 @@ class ModernCalls:
                     if channel.pending:
                         await asyncio.sleep(SETTLE_SECONDS)  # the rest of the round's questions
                     if channel.pending and not task.done():
-                        await self._round(request_id, target, channel, relay, task, reply)
+                        await self._round(request_id, method, target, channel, relay, task, reply)
                         return
                     if gone:
                         relay.cancel("The agent closed its request")
@@ -390,7 +500,8 @@ class ModernCalls:
                 while events:
                     await reply.event(events.popleft())
                 channel.events = None
-                status, body = _modern_body(task.result(), request_id, version)
+                answer = _refused(relay, task.result())
+                status, body = _modern_body(answer, request_id, version, method)
                 await reply.final(status, body)
         except ClientGoneError:
             relay.cancel("The agent closed its request")
@@ -398,6 +509,7 @@ class ModernCalls:
     async def _round(
         self,
         request_id: RequestId,
+        method: str,
         target: str | None,
         channel: ModernChannel,
         relay: CallRelay,
@@ -406,7 +518,7 @@ class ModernCalls:
     ) -> None:
         """Park the call and answer this request with the round's questions."""
         channel.events = None
-        parked = ParkedCall("tools/call", target, 0.0, channel, relay, task)
+        parked = ParkedCall(method, target, 0.0, channel, relay, task)
         token, dropped = self.rounds.park(parked, time.monotonic())
         self._dropped(dropped)
         result = {
@@ -418,7 +530,23 @@ class ModernCalls:
         await reply.final(200, dumps({"jsonrpc": "2.0", "id": request_id, "result": result}))
 
 
-def _modern_body(message: dict[str, Any], request_id: RequestId, version: str) -> tuple[int, bytes]:
+def _refused(relay: CallRelay, message: dict[str, Any]) -> dict[str, Any]:
+    """A call that needed a client capability its 2026-07-28 agent did not declare ends in
+    that error (``-32021``, HTTP 400, with ``requiredCapabilities``), not a tool result."""
+    required = relay.required_capabilities
+    if required is None:
+        return message
+    names = ", ".join(sorted(required)) or "a capability"
+    error = error_response(
+        message.get("id"), MISSING_REQUIRED_CLIENT_CAPABILITY, f"The client did not declare {names}"
+    )
+    error["error"]["data"] = {"requiredCapabilities": required}
+    return error
+
+
+def _modern_body(
+    message: dict[str, Any], request_id: RequestId, version: str, method: str
+) -> tuple[int, bytes]:
     """The core's answer for a 2026-07-28 agent: its status, the result shaped for the era,
     under the id of the request it answers now (a round's retry has its own)."""
     message = {**message, "id": request_id}
@@ -426,5 +554,5 @@ def _modern_body(message: dict[str, Any], request_id: RequestId, version: str) -
     if isinstance(error, dict):
         return ERROR_CODE_HTTP_STATUS.get(error.get("code"), 200), dumps(message)  # type: ignore[arg-type]
     plain = message.get("result")
-    message["result"] = era.modern_result("tools/call", version, plain, SERVER_INFO)
+    message["result"] = era.modern_result(method, version, plain, SERVER_INFO)
     return 200, dumps(message)

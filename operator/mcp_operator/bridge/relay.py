@@ -49,7 +49,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol, TypeVar
 
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, MISSING_REQUIRED_CLIENT_CAPABILITY
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    LOG_LEVEL_META_KEY,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+)
 from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
 
 from mcp_operator.bridge.errors import CallCancelled
@@ -195,6 +199,9 @@ class CallRelay:
         self.on_notification: Callable[[dict[str, Any]], None] | None = None
         """Told every other notification the server sends about the call (a log message):
         who delivers it, and to whom, decides (nothing is delivered without it)."""
+        self.log_level: str | None = None
+        """The level of log messages its agent asked for (its session's, or its request's):
+        sent along to a 2026-07-28 server, which takes it per request (None: no logs)."""
         self.agent_token = progress_token
         """The agent's own progress token (None: it asked for no progress)."""
         self.token = f"mcp-bridge-{next(_tokens)}"
@@ -202,6 +209,10 @@ class CallRelay:
         self.capabilities = capabilities
         self.cancelled: str | None = None
         """Why the call was cancelled, once it was."""
+        self.required_capabilities: dict[str, Any] | None = None
+        """The client capabilities the call needed and its agent did not declare (``-32021``
+        of its server, or of the relay's own check), once that ended it: a 2026-07-28 agent
+        gets that error, not a failed tool result."""
         self._waiting: asyncio.Task[Any] | None = None
         """The task awaiting the server (or the agent) for this call, while it does."""
         self._cancelling = False
@@ -236,12 +247,19 @@ class CallRelay:
         return await self.request(session, "tools/call", {"name": tool, "arguments": arguments})
 
     async def request(
-        self, session: McpSession, method: str, params: Mapping[str, Any]
+        self,
+        session: McpSession,
+        method: str,
+        params: Mapping[str, Any],
+        seconds: float | None = None,
     ) -> dict[str, Any]:
         """A request that may ask the agent something (``tools/call``, ``prompts/get``,
-        ``resources/read``) on ``session`` with this relay: the server's final result."""
+        ``resources/read``) on ``session`` with this relay: the server's final result.
+        ``seconds`` bounds each of its rounds with the server (without it, the caller's own
+        deadline does)."""
         self._session = session
         self.ended = False  # the pipeline may try the call again after a failure
+        self.required_capabilities = None
         try:
             if not session.connected:
                 await session.connect()
@@ -251,11 +269,13 @@ class CallRelay:
                 meta["progressToken"] = self.token
             if session.modern:
                 meta[CLIENT_CAPABILITIES_META_KEY] = capabilities_object(self.capabilities)
+                if self.log_level is not None:
+                    meta[LOG_LEVEL_META_KEY] = self.log_level
             if meta:
                 base["_meta"] = meta
             params = base
             for _round in range(MAX_ROUNDS + 1):
-                result = await self._race(session.request(method, params, related=self))
+                result = await self._race(session.request(method, params, seconds, related=self))
                 if result.get("resultType") != "input_required":
                     return result
                 answers = await self._race(self._inputs(session, result))
@@ -266,6 +286,12 @@ class CallRelay:
             raise McpFailure(
                 "limit", f"{session.name} asked for the agent's input more than {MAX_ROUNDS} times"
             )
+        except McpFailure as failure:
+            if failure.code == MISSING_REQUIRED_CLIENT_CAPABILITY:
+                data = failure.data if isinstance(failure.data, dict) else {}
+                required = data.get("requiredCapabilities")
+                self.required_capabilities = required if isinstance(required, dict) else {}
+            raise
         finally:
             self.end()
 
@@ -336,6 +362,7 @@ class CallRelay:
                     f"{session.name} asked the agent for {method}, but the agent did not "
                     f"declare {missing}",
                     code=MISSING_REQUIRED_CLIENT_CAPABILITY,
+                    data={"requiredCapabilities": required_object(missing)},
                 )
             asked[key] = {"method": method, "params": self.scrubber.json(params)}
         self.asked += len(asked)
@@ -463,6 +490,14 @@ class CallRelay:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
+
+
+def required_object(missing: str) -> dict[str, Any]:
+    """A missing capability's name as ``requiredCapabilities`` shows it (a
+    ``ClientCapabilities`` object): ``"sampling"`` -> ``{"sampling": {}}``,
+    ``"elicitation.url"`` -> ``{"elicitation": {"url": {}}}``."""
+    name, _, sub = missing.partition(".")
+    return {name: {sub: {}} if sub else {}}
 
 
 def current() -> CallRelay | None:
