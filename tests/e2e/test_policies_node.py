@@ -223,7 +223,12 @@ def test_one_run_meets_approval_rules_pins_rate_limits_and_fixed_arguments(
 
         eventually("MCPServer pol Ready", ready, timeout=120)
         cluster.apply(namespace, agentrun(node_images["mcp-operator"], hook))
-        eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"))
+        try:
+            eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"), 60)
+        except AssertionError:
+            print(json.dumps(get(cluster, namespace, "agentrun", "agent"), indent=1))
+            print(node_operator.log()[-3000:])
+            raise
         pod = pods.wait_for_phase(cluster, namespace, "agent", "Succeeded", "Failed")
         agent_log = pods.logs(cluster, namespace, "agent", "agent")
         bridge_log = pods.logs(cluster, namespace, "agent", "mcp-bridge")
