@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_agentrun_traffic import get
-from tests.e2e.test_secret_hygiene import secret
+from tests.e2e.test_secret_hygiene import OPT_IN, secret
 from tests.support import needs, pods
 from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
@@ -212,8 +212,10 @@ def test_one_run_meets_approval_rules_pins_rate_limits_and_fixed_arguments(
         cluster.kubectl(
             "label", "namespace", namespace, "mcp-operator.dev/private-destinations=allowed"
         )
-        cluster.apply(namespace, {"apiVersion": "v1", "kind": "ServiceAccount",
-                                  "metadata": {"name": "researcher"}})  # fmt: skip
+        account = {"name": "researcher", "labels": OPT_IN}
+        cluster.apply(
+            namespace, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account}
+        )
         cluster.apply(namespace, secret("approvals", {"hmac-key": HMAC_KEY}))
         cluster.apply(namespace, mcpserver(f"http://{host}:{port}/mcp"))
 
