@@ -95,8 +95,8 @@ def managed_url() -> Iterator[str]:
     if reason:
         pytest.fail(reason)
     port = peers.free_port()
-    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--",
-            "node", str(peers.SERVER_EVERYTHING), "stdio"]  # fmt: skip
+    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
+            "--auth", "none", "--", "node", str(peers.SERVER_EVERYTHING), "stdio"]  # fmt: skip
     with peers.run_server(argv, port, name="adapter"):
         yield f"http://127.0.0.1:{port}/mcp"
 
