@@ -91,6 +91,12 @@ async def main():
         out["lookup1"] = brief(await call("pol_lookup", {"word": "a"}))
         out["change"] = brief(await call("pol_change", {}))
         start = time.monotonic()
+        while time.monotonic() - start < 30:  # the bridge re-lists on list_changed
+            names = {t.name for t in (await client.list_tools()).tools}
+            if "pol_lookup" not in names:
+                break
+            await asyncio.sleep(0.2)
+        out["hidden_after_s"] = round(time.monotonic() - start, 1)
         out["after"] = []
         while time.monotonic() - start < 150:
             result = brief(await call("pol_lookup", {"word": "b"}))
@@ -261,6 +267,7 @@ def test_one_run_meets_approval_rules_pins_rate_limits_and_fixed_arguments(
     assert limited["code"] == "rate_limited" and limited["retryAfterMs"] > 0
     # Pins: the changed lookup is refused until re-pinned, then callable.
     assert out["lookup1"]["error"] is False and out["change"]["error"] is False
+    assert out["hidden_after_s"] < 30, out  # left out of tools/list while it drifted
     assert out["after"][0]["code"] == "definition_changed" and out["repinned_after_s"] < 150
     assert out["after"][-1]["error"] is False, out["after"]
     changed = condition(server, "ToolsChanged")
