@@ -146,7 +146,16 @@ async def run_mode(url: str, pid: int, sessions: int, calls: int) -> dict[str, A
 
 def start_adapter(flags: list[str]) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
-    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), *flags]
+    argv = [
+        sys.executable,
+        "-m",
+        "mcp_operator",
+        "adapter",
+        "--port",
+        str(port),
+        "--auth=none",
+        *flags,
+    ]
     command = ["node", str(SERVER_EVERYTHING), "stdio"]
     process = subprocess.Popen(
         [*argv, "--", *command], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO

@@ -24,7 +24,7 @@ import yaml
 from mcp_operator.bridge.audit import tool_digest
 from tests.support import peers, pods
 from tests.support.cluster import Cluster, OperatorProcess
-from tests.support.objects import condition, eventually
+from tests.support.objects import agentrun, condition, eventually, get, mcpserver, python_agent
 
 pytestmark = pytest.mark.e2e
 
@@ -55,35 +55,13 @@ asyncio.run(main())
 """
 
 
-def mcpserver(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def agentrun(image: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "AgentRun",
-        "metadata": {"name": "agent"},
-        "spec": {
-            "mcpServers": [{"name": "ev", "toolsDeny": ["get-sum"]}, {"name": "clock"}],
-            "agent": {
-                "image": image,
-                "command": ["python", "-c", AGENT],
-                "env": [{"name": "WORD", "value": SECRET_WORD}],
-            },
-            "bridge": {"policy": {"pii": {"arguments": "block"}}},
-        },
-    }
-
-
-def get(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any] | None:
-    result = cluster.kubectl("-n", namespace, "get", "-o", "json", f"{kind}/{name}", check=False)
-    return json.loads(result.stdout) if result.returncode == 0 else None
+def the_agent(image: str) -> dict[str, Any]:
+    return agentrun(
+        "agent",
+        [{"name": "ev", "toolsDeny": ["get-sum"]}, "clock"],
+        python_agent(image, AGENT, env=[{"name": "WORD", "value": SECRET_WORD}]),
+        bridge={"policy": {"pii": {"arguments": "block"}}},
+    )
 
 
 def structured(result: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +102,7 @@ def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
         for name in ("ev", "clock"):
             eventually(f"MCPServer {name} Ready", lambda n=name: ready(n), timeout=120)
 
-        cluster.apply(namespace, agentrun(node_images["mcp-operator"]))
+        cluster.apply(namespace, the_agent(node_images["mcp-operator"]))
         eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"))
         service = f"ev.{namespace}.svc.cluster.local"
         config_map = get(cluster, namespace, "configmap", "agent-bridge")
@@ -132,10 +110,9 @@ def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
         config = yaml.safe_load(config_map["data"]["config.yaml"])
         urls = {server["name"]: server["url"] for server in config["servers"]}
         assert urls == {"ev": f"http://{service}:8080/mcp", "clock": clock_url}
-        pod = pods.wait_for_phase(cluster, namespace, "agent", "Succeeded", "Failed")
-        agent_log = pods.logs(cluster, namespace, "agent", "agent")
-        bridge_log = pods.logs(cluster, namespace, "agent", "mcp-bridge")
-        print(f"--- agent ---\n{agent_log[-3000:]}\n--- bridge ---\n{bridge_log[-3000:]}")
+        finished = pods.finished_run(cluster, namespace, "agent")
+        pod, agent_log, bridge_log = finished.pod, finished.agent_log, finished.bridge_log
+        print(finished.show())
         assert pods.phase(pod) == "Succeeded"
         eventually(
             "the run Succeeded",

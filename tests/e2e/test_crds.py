@@ -291,6 +291,30 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         EXTERNAL_SERVER, "spec.headers",
         [{"name": "A", "valueFrom": {"secretKeyRef": {"name": "Not_Valid", "key": "k"}}}]),
      "spec.headers[0].valueFrom.secretKeyRef.name"),
+    ("network-on-external", changed(EXTERNAL_SERVER, "spec.network", {"egress": "restricted"}),
+     "network must not be set when mode is external"),
+    ("network-peer-empty", changed(MINIMAL_SERVER, "spec.network", {"ingressFrom": [{}]}),
+     "must set podSelector, namespaceSelector or ipBlock"),
+    ("network-peer-ip-and-pods", changed(MINIMAL_SERVER, "spec.network", {"ingressFrom": [
+        {"ipBlock": {"cidr": "10.0.0.0/8"}, "podSelector": {}}]}),
+     "ipBlock must not be set together with podSelector or namespaceSelector"),
+    ("network-cidr-host-bits", changed(MINIMAL_SERVER, "spec.network", {"ingressFrom": [
+        {"ipBlock": {"cidr": "10.1.2.3/8"}}]}),
+     "must be a CIDR with no host bits set"),
+    ("network-selector-in-without-values", changed(MINIMAL_SERVER, "spec.network", {
+        "ingressFrom": [{"podSelector": {"matchExpressions": [{"key": "a", "operator": "In"}]}}]}),
+     "values must be non-empty when operator is In or NotIn"),
+    ("network-label-key-bogus", changed(MINIMAL_SERVER, "spec.network", {
+        "ingressFrom": [{"podSelector": {"matchLabels": {"a b": "c"}}}]}),
+     "every key must be a label key"),
+    ("network-egress-to-while-open", changed(MINIMAL_SERVER, "spec.network", {
+        "egressTo": [{"to": [{"ipBlock": {"cidr": "203.0.113.0/24"}}]}]}),
+     "egressTo must be set only when egress is restricted"),
+    ("run-egress-bogus", changed(MINIMAL_RUN, "spec.network", {"egress": "closed"}),
+     "spec.network.egress: Unsupported value"),
+    ("run-egress-port-range-backwards", changed(MINIMAL_RUN, "spec.network", {"egressTo": [
+        {"to": [{"podSelector": {}}], "ports": [{"port": 9, "endPort": 8}]}]}),
+     "endPort must be set only with port, and be at least port"),
     ("run-without-agent-image", changed(MINIMAL_RUN, "spec.agent.image", DELETE),
      "spec.agent.image: Required value"),
     ("run-without-agent", changed(MINIMAL_RUN, "spec.agent", DELETE), "spec.agent: Required value"),

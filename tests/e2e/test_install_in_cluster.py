@@ -23,7 +23,6 @@ removal takes them away.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -37,7 +36,7 @@ import yaml
 from mcp_operator.dev import images
 from tests.support import pods
 from tests.support.cluster import REPO, Cluster
-from tests.support.objects import condition, eventually
+from tests.support.objects import agentrun, condition, eventually, python_agent
 
 pytestmark = pytest.mark.e2e
 
@@ -265,28 +264,14 @@ def test_the_installed_operator_runs_in_the_cluster_and_serves_a_managed_server_
         assert {ours[n] for n in ("fifos", "stdio-exec", "adapter")} == {own}
         assert ours["server"].startswith(node_images["server-everything"].split("@")[0])
 
-        cluster.apply(
-            namespace,
-            {
-                "apiVersion": "mcp-operator.dev/v1alpha1",
-                "kind": "AgentRun",
-                "metadata": {"name": "agent"},
-                "spec": {
-                    "mcpServers": [{"name": "everything"}],
-                    "agent": {
-                        "image": node_images["mcp-operator"],
-                        "command": ["python", "-c", AGENT],
-                    },
-                },
-            },
-        )
+        agent = python_agent(node_images["mcp-operator"], AGENT)
+        cluster.apply(namespace, agentrun("agent", ["everything"], agent))
         pod = pods.wait_for_phase(cluster, namespace, "agent", "Succeeded", "Failed", timeout=180)
         bridge = next(c for c in pod["spec"]["initContainers"] if c["name"] == "mcp-bridge")
         assert bridge["image"] == own and bridge["restartPolicy"] == "Always"
         agent_log = pods.logs(cluster, namespace, "agent", "agent")
         assert pods.phase(pod) == "Succeeded", agent_log[-3000:]
-        line = next(x for x in agent_log.splitlines() if x.startswith("AGENT-RESULT "))
-        result = json.loads(line.removeprefix("AGENT-RESULT "))
+        result = pods.marked(agent_log, "AGENT-RESULT")
         assert result == {
             "tools": ["everything_echo", "everything_get-sum"],
             "echo": "Echo: in the cluster",

@@ -39,10 +39,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_real_node import marked, push_hello
+from tests.e2e.test_real_node import push_hello
 from tests.support import needs, pods
 from tests.support.cluster import Cluster, OperatorProcess
-from tests.support.objects import condition, eventually
+from tests.support.objects import agentrun, eventually, mcpserver, python_agent, ready
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.image_tools_missing())]
 
@@ -131,19 +131,9 @@ time.sleep(600)
 """
 
 
-def mcpserver(name: str, image: str, secret: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": name},
-        "spec": {
-            "mode": "managed",
-            "deployment": {"image": image},
-            "headers": [
-                {"name": "X-Api-Key", "valueFrom": {"secretKeyRef": {"name": secret, "key": "key"}}}
-            ],
-        },
-    }
+def keyed_server(name: str, image: str, secret: str) -> dict[str, Any]:
+    key = {"name": "X-Api-Key", "valueFrom": {"secretKeyRef": {"name": secret, "key": "key"}}}
+    return mcpserver(name, mode="managed", deployment={"image": image}, headers=[key])
 
 
 def tempted_agent(cluster: Cluster, namespace: str, account: str) -> None:
@@ -160,15 +150,6 @@ def tempted_agent(cluster: Cluster, namespace: str, account: str) -> None:
         "-n", namespace, "create", "rolebinding", f"{account}-mints",
         f"--role={account}-mints", f"--serviceaccount={namespace}:{account}",
     )  # fmt: skip
-
-
-def ready(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
-    def check() -> dict[str, Any] | None:
-        obj: dict[str, Any] = cluster.get_json("-n", namespace, f"mcpserver/{name}")
-        return obj if condition(obj, "Ready").get("status") == "True" else None
-
-    found: dict[str, Any] = eventually(f"MCPServer {name} Ready", check, timeout=180)
-    return found
 
 
 def jwt_audiences(text: str) -> list[str]:
@@ -247,33 +228,27 @@ def test_the_agent_cannot_go_around_its_bridge_and_holds_no_server_token(
         "-n", namespace, "label", "secret", "hello-key", "mcp-operator.dev/for-mcp-servers=true"
     )
     image = push_hello(cluster, tmp_path, "65532")
-    cluster.apply(namespace, mcpserver("hello", image, "hello-key"))
-    server = ready(cluster, namespace, "hello")  # the operator's probe got in: its own token
+    cluster.apply(namespace, keyed_server("hello", image, "hello-key"))
+    # Ready: the operator's probe got in, with its own token.
+    server = ready(cluster, namespace, "mcpserver", "hello", timeout=180)
     assert server["status"]["access"]["authentication"] == "kubernetes"
     server_pod = pods.only_pod(cluster, namespace, "mcp-operator.dev/server=hello")
 
     tempted_agent(cluster, namespace, "tempted")
     audience = f"{AUDIENCE_PREFIX}{namespace}/hello"
-    run = {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "AgentRun",
-        "metadata": {"name": "sneaky"},
-        "spec": {
-            "mcpServers": [{"name": "hello"}],
-            "agent": {
-                "image": node_images["mcp-operator"],
-                "command": ["python", "-c", AGENT],
-                "serviceAccountName": "tempted",
-                "automountServiceAccountToken": True,
-                "env": [
-                    {"name": "SERVER_URL", "value": server["status"]["url"]},
-                    {"name": "SERVER_AUDIENCE", "value": audience},
-                    {"name": "ME", "value": "tempted"},
-                ],
-            },
-        },
-    }
-    cluster.apply(namespace, run)
+    env = [
+        {"name": "SERVER_URL", "value": server["status"]["url"]},
+        {"name": "SERVER_AUDIENCE", "value": audience},
+        {"name": "ME", "value": "tempted"},
+    ]
+    agent = python_agent(
+        node_images["mcp-operator"],
+        AGENT,
+        serviceAccountName="tempted",
+        automountServiceAccountToken=True,
+        env=env,
+    )
+    cluster.apply(namespace, agentrun("sneaky", ["hello"], agent))
     pod = pods.wait_for_pod(cluster, namespace, "sneaky", pods.is_ready, "Ready", timeout=180)
     log = eventually(
         "the agent's report",
@@ -281,7 +256,7 @@ def test_the_agent_cannot_go_around_its_bridge_and_holds_no_server_token(
         timeout=120,
         until=lambda text: "AGENT-TRIES " in text,
     )
-    tries = marked(log, "AGENT-TRIES")
+    tries = pods.marked(log, "AGENT-TRIES")
 
     # Directly, with no token: refused by the auth layer, never a tool-level answer.
     assert tries["direct_initialize"]["status"] == 401, tries
@@ -338,30 +313,11 @@ def test_a_deleted_run_pods_token_is_refused_within_the_documented_window(
 ) -> None:
     cluster, namespace = node_cluster, node_namespace
     image = push_hello(cluster, tmp_path, "65532")
-    cluster.apply(
-        namespace,
-        {
-            "apiVersion": "mcp-operator.dev/v1alpha1",
-            "kind": "MCPServer",
-            "metadata": {"name": "hello"},
-            "spec": {"mode": "managed", "deployment": {"image": image}},
-        },
-    )
-    ready(cluster, namespace, "hello")
+    cluster.apply(namespace, mcpserver("hello", mode="managed", deployment={"image": image}))
+    ready(cluster, namespace, "mcpserver", "hello", timeout=180)
     server_pod = pods.only_pod(cluster, namespace, "mcp-operator.dev/server=hello")
-    run = {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "AgentRun",
-        "metadata": {"name": "brief"},
-        "spec": {
-            "mcpServers": [{"name": "hello"}],
-            "agent": {
-                "image": node_images["mcp-operator"],
-                "command": ["python", "-c", "import time; time.sleep(600)"],
-            },
-        },
-    }
-    cluster.apply(namespace, run)
+    sleeper = python_agent(node_images["mcp-operator"], "import time; time.sleep(600)")
+    cluster.apply(namespace, agentrun("brief", ["hello"], sleeper))
     pod = pods.wait_for_pod(cluster, namespace, "brief", pods.is_ready, "Ready", timeout=180)
     bridge = pods.main_process(pod, "mcp-bridge")
     # /var/run is a link to /run in the image: read through the container's own /run.

@@ -15,16 +15,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from tests.e2e.test_agentrun_traffic import get, mcpserver
 from tests.e2e.test_secret_hygiene import forms, secret
 from tests.support import pods
 from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.oauth_peers import oauth_peers
-from tests.support.objects import condition, eventually
+from tests.support.objects import agentrun, eventually, get, mcpserver, python_agent, ready
 
 pytestmark = pytest.mark.e2e
 
@@ -70,40 +68,19 @@ def test_a_run_calls_an_oauth_server_as_its_own_service_account_through_the_brid
             }
         }
         cluster.apply(namespace, mcpserver("secure", mode="external", url=peers.mcp_url, auth=auth))
-
-        def ready() -> dict[str, Any] | None:
-            obj = get(cluster, namespace, "mcpserver", "secure")
-            return obj if condition(obj, "Ready").get("status") == "True" else None
-
-        server = eventually("MCPServer secure Ready", ready, timeout=120)
-        assert server is not None and server["status"]["toolCount"] == 2
+        server = ready(cluster, namespace, "mcpserver", "secure")
+        assert server["status"]["toolCount"] == 2
         probed = peers.stats()["token_exchange"]
         assert probed >= 1  # the probe exchanged the operator's own token
-        cluster.apply(
-            namespace,
-            {
-                "apiVersion": "mcp-operator.dev/v1alpha1",
-                "kind": "AgentRun",
-                "metadata": {"name": "agent"},
-                "spec": {
-                    "mcpServers": [{"name": "secure"}],
-                    "agent": {
-                        "image": node_images["mcp-operator"],
-                        "command": ["python", "-c", AGENT],
-                    },
-                },
-            },
-        )
+        agent = python_agent(node_images["mcp-operator"], AGENT)
+        cluster.apply(namespace, agentrun("agent", ["secure"], agent))
         eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"))
-        pod = pods.wait_for_phase(cluster, namespace, "agent", "Succeeded", "Failed")
-        agent_log = pods.logs(cluster, namespace, "agent", "agent")
-        bridge_log = pods.logs(cluster, namespace, "agent", "mcp-bridge")
-        print(f"--- agent ---\n{agent_log[-3000:]}\n--- bridge ---\n{bridge_log[-3000:]}")
-        assert pods.phase(pod) == "Succeeded"
+        finished = pods.finished_run(cluster, namespace, "agent")
+        print(finished.show())
+        assert pods.phase(finished.pod) == "Succeeded"
         issued = peers.issued()
         exchanges = peers.stats()["token_exchange"] - probed
-    line = next(x for x in agent_log.splitlines() if x.startswith("AGENT-RESULT "))
-    result = json.loads(line.removeprefix("AGENT-RESULT "))
+    result = pods.marked(finished.agent_log, "AGENT-RESULT")
     assert result["sees_exchange_token"] is False  # mounted into the bridge container only
     who = json.loads(result["whoami"]["content"][0]["text"])
     subject = f"system:serviceaccount:{namespace}:default"
@@ -114,14 +91,14 @@ def test_a_run_calls_an_oauth_server_as_its_own_service_account_through_the_brid
         "scopes": ["mcp:tools"],
     }
     assert exchanges == 1  # the bridge's listing and the call: one token
-    audit = [json.loads(x) for x in bridge_log.splitlines() if x.startswith("{")]
+    audit = [json.loads(x) for x in finished.bridge_log.splitlines() if x.startswith("{")]
     call = next(a for a in audit if a.get("tool") == "secure_whoami")
     assert call["outcome"] == "ok"
     assert call["upstreamSubject"] == subject and call["upstreamActor"] == "platform"
     written = cluster.kubectl(
         "-n", namespace, "get", "mcpservers,agentruns,events,configmaps,pods", "-o", "json"
     ).stdout
-    everything = written + bridge_log + agent_log + node_operator.log()
+    everything = written + finished.bridge_log + finished.agent_log + node_operator.log()
     for token in issued:
         assert token not in everything and token.split(".")[2] not in everything
     assert [form for form in forms(CLIENT_SECRET) if form in everything.lower()] == []

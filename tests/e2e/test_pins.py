@@ -18,23 +18,15 @@ import pytest
 
 from tests.support import peers
 from tests.support.cluster import Cluster, OperatorProcess
-from tests.support.objects import condition, eventually
+from tests.support.objects import condition, eventually, mcpserver
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
 
 def rug_server(name: str, url: str, pinning: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": name},
-        "spec": {
-            "mode": "external",
-            "url": url,
-            "toolsPinning": pinning,
-            "probe": {"intervalSeconds": 10},
-        },
-    }
+    return mcpserver(
+        name, mode="external", url=url, toolsPinning=pinning, probe={"intervalSeconds": 10}
+    )
 
 
 def pins(obj: dict[str, Any]) -> dict[str, str | None]:
@@ -52,6 +44,16 @@ def wait(cluster: Cluster, namespace: str, name: str, until: Any, what: str) -> 
         until=until, interval=0.5,
     )  # fmt: skip
     return obj
+
+
+def ready_rug(
+    cluster: Cluster, namespace: str, name: str, url: str, pinning: str
+) -> dict[str, Any]:
+    """Create the rug-pull server's MCPServer; it once Ready."""
+    cluster.apply(namespace, rug_server(name, url, pinning))
+    return wait(
+        cluster, namespace, name, lambda o: condition(o, "Ready").get("status") == "True", "Ready"
+    )
 
 
 def change(url: str) -> None:
@@ -75,14 +77,7 @@ def test_a_changed_description_is_repinned_with_a_condition_and_an_event(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     with peers.rug_pull_server() as url:
-        cluster.apply(namespace, rug_server("rug", url, "pin"))
-        first = wait(
-            cluster,
-            namespace,
-            "rug",
-            lambda o: condition(o, "Ready").get("status") == "True",
-            "Ready",
-        )
+        first = ready_rug(cluster, namespace, "rug", url, "pin")
         before = pins(first)
         assert set(before) == {"lookup", "wipe", "change"} and all(before.values())
         assert condition(first, "ToolsChanged")["reason"] == "Pinned"
@@ -105,14 +100,7 @@ def test_strict_pinning_keeps_the_old_pin_until_the_annotation_approves(
     cluster: Cluster, operator: OperatorProcess, namespace: str
 ) -> None:
     with peers.rug_pull_server() as url:
-        cluster.apply(namespace, rug_server("strict", url, "strict"))
-        first = wait(
-            cluster,
-            namespace,
-            "strict",
-            lambda o: condition(o, "Ready").get("status") == "True",
-            "Ready",
-        )
+        first = ready_rug(cluster, namespace, "strict", url, "strict")
         before = pins(first)
         change(url)
         pending = wait(

@@ -36,7 +36,7 @@ import pytest
 from mcp_operator.dev.cluster import BIN_DIR
 from tests.support import needs, peers, pods, registry
 from tests.support.cluster import Cluster, OperatorProcess
-from tests.support.objects import condition, eventually
+from tests.support.objects import agentrun, condition, eventually, mcpserver, python_agent, ready
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.image_tools_missing())]
 
@@ -72,27 +72,6 @@ WRITES = {"/written-by-a-test": "EROFS", "/tmp/written-by-a-test": "written"}
 SLEEP = "import time; time.sleep(600)"
 
 
-def mcpserver(name: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "MCPServer",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
-
-
-def agentrun(name: str, servers: list[str], image: str, script: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "mcp-operator.dev/v1alpha1",
-        "kind": "AgentRun",
-        "metadata": {"name": name},
-        "spec": {
-            "mcpServers": [{"name": server} for server in servers],
-            "agent": {"image": image, "command": ["python", "-c", script]},
-        },
-    }
-
-
 def push_hello(cluster: Cluster, workdir: Path, user: str) -> str:
     """The shell-less Go hello server as an image running as ``user``, in the node's
     registry; the reference names it alone (the operator reads its ENTRYPOINT and USER)."""
@@ -115,15 +94,11 @@ def ready_server(cluster: Cluster, namespace: str, name: str, image: str) -> dic
     cluster.apply(namespace, mcpserver(name, mode="managed", deployment={"image": image}))
     pod = pods.only_pod(cluster, namespace, f"mcp-operator.dev/server={name}")
     pod_name = pod["metadata"]["name"]
-
-    def ready() -> bool:
-        obj = cluster.get_json("-n", namespace, f"mcpserver/{name}")
-        return condition(obj, "Ready").get("status") == "True"
-
-    eventually(
-        f"MCPServer {name} Ready",
-        ready,
-        timeout=120,
+    ready(
+        cluster,
+        namespace,
+        "mcpserver",
+        name,
         explain=lambda: pods.describe(cluster, namespace, pod_name),
     )
     return pods.wait_for_pod(cluster, namespace, pod_name, pods.is_ready, "Ready")
@@ -136,13 +111,6 @@ def http_get(url: str) -> tuple[int, dict[str, Any]]:
             return answer.status, json.loads(answer.read() or b"{}")
     except urllib.error.HTTPError as error:
         return error.code, json.loads(error.read() or b"{}")
-
-
-def marked(log: str, mark: str) -> dict[str, Any]:
-    """The JSON a program printed after ``mark`` (its first such line)."""
-    line = next(x for x in log.splitlines() if x.startswith(mark + " "))
-    found: dict[str, Any] = json.loads(line.removeprefix(mark + " "))
-    return found
 
 
 # -- the bridge's startup probe gates the agent ----------------------------------------------
@@ -176,7 +144,8 @@ def test_the_bridge_startup_probe_holds_the_agent_until_the_bridge_is_ready(
             timeout=120,
         )
         cluster.apply(
-            namespace, agentrun("gated", ["slow"], node_images["mcp-operator"], GATED_AGENT)
+            namespace,
+            agentrun("gated", ["slow"], python_agent(node_images["mcp-operator"], GATED_AGENT)),
         )
         pod = pods.wait_for_phase(cluster, namespace, "gated", "Succeeded", "Failed", timeout=180)
         agent_log = pods.logs(cluster, namespace, "gated", "agent")
@@ -193,7 +162,9 @@ def test_the_bridge_startup_probe_holds_the_agent_until_the_bridge_is_ready(
     # kubelet's times are whole seconds.
     assert held >= timedelta(seconds=2 * SLOW_SECONDS - 1), "the agent did not wait for the bridge"
     assert agent_started >= initialized
-    assert marked(agent_log, "AGENT-READYZ")["status"] == 200, "the agent found the bridge unready"
+    assert pods.marked(agent_log, "AGENT-READYZ")["status"] == 200, (
+        "the agent found the bridge unready"
+    )
     events = cluster.get_json(
         "-n", namespace, "events", "--field-selector=involvedObject.name=gated,reason=Unhealthy"
     )["items"]
@@ -214,7 +185,10 @@ def test_a_read_only_root_filesystem_refuses_writes_in_every_rendered_container(
     cluster, namespace = node_cluster, node_namespace
     server = ready_server(cluster, namespace, "hello", push_hello(cluster, tmp_path, "10001:10001"))
     cluster.apply(
-        namespace, agentrun("writer", ["hello"], node_images["mcp-operator"], WRITE_CHECK + SLEEP)
+        namespace,
+        agentrun(
+            "writer", ["hello"], python_agent(node_images["mcp-operator"], WRITE_CHECK + SLEEP)
+        ),
     )
     run = pods.wait_for_pod(
         cluster,
@@ -229,14 +203,14 @@ def test_a_read_only_root_filesystem_refuses_writes_in_every_rendered_container(
         lambda: "WRITES " in pods.logs(cluster, namespace, "writer", "agent"),
     )
     assert written
-    assert marked(pods.logs(cluster, namespace, "writer", "agent"), "WRITES") == WRITES
+    assert pods.marked(pods.logs(cluster, namespace, "writer", "agent"), "WRITES") == WRITES
     # Inside our own containers (the operator image has Python), tried through the kubelet.
     server_name = server["metadata"]["name"]
     for pod_name, container in ((server_name, "adapter"), ("writer", "mcp-bridge")):
         result = cluster.kubectl(
             "-n", namespace, "exec", pod_name, "-c", container, "--", "python", "-c", WRITE_CHECK
         )
-        assert marked(result.stdout, "WRITES") == WRITES, f"{pod_name}/{container}"
+        assert pods.marked(result.stdout, "WRITES") == WRITES, f"{pod_name}/{container}"
     # Every container, the shell-less server's included, as the kernel mounted its root.
     for pod, names in (
         (server, ("server", "adapter")),
@@ -351,7 +325,10 @@ def test_a_config_map_change_reaches_the_running_bridge_through_the_kubelet(
             ),
             timeout=60,
         )
-        cluster.apply(namespace, agentrun("watcher", ["clock"], node_images["mcp-operator"], SLEEP))
+        cluster.apply(
+            namespace,
+            agentrun("watcher", ["clock"], python_agent(node_images["mcp-operator"], SLEEP)),
+        )
         pod = pods.wait_for_pod(cluster, namespace, "watcher", pods.is_ready, "Ready")
         readyz = f"http://{pod['status']['podIP']}:{BRIDGE_HEALTH}/readyz"
         assert http_get(readyz)[1]["tools"] == 2  # get_current_time, convert_time

@@ -95,8 +95,8 @@ def managed_url() -> Iterator[str]:
     if reason:
         pytest.fail(reason)
     port = peers.free_port()
-    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
-            "--auth", "none", "--", "node", str(peers.SERVER_EVERYTHING), "stdio"]  # fmt: skip
+    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--auth=none",
+            "--", "node", str(peers.SERVER_EVERYTHING), "stdio"]  # fmt: skip
     with peers.run_server(argv, port, name="adapter"):
         yield f"http://127.0.0.1:{port}/mcp"
 
@@ -266,7 +266,9 @@ async def test_a_destructive_tool_waits_for_the_webhook_which_approves_refuses_a
         ("denied", "bob"),
         ("timeout", None),
     ]
-    assert all(d["waitedMs"] >= 0 for d in decisions) and decisions[2]["waitedMs"] >= 2000
+    assert (
+        all(d["waitedMs"] >= 0 for d in decisions) and decisions[2]["waitedMs"] >= 1990
+    )  # asyncio timers may fire a little early
 
 
 async def test_search_discovery_lists_two_tools_and_saves_most_schema_bytes_for_five_servers(

@@ -169,7 +169,7 @@ HOSTILE_FAILURES = [
         "ResponseTooLarge",
         id="huge-announced",
     ),
-    pytest.param("status", ["--status", "401"], "HTTPError", id="http-401"),
+    pytest.param("status", ["--status", "401"], "AuthRequired", id="http-401"),
     pytest.param("status", ["--status", "403"], "HTTPError", id="http-403"),
     pytest.param("status", ["--status", "404"], "HTTPError", id="http-404"),
     pytest.param("status", ["--status", "500"], "HTTPError", id="http-500"),
@@ -362,7 +362,7 @@ async def test_headers_reach_the_server_and_their_values_never_show() -> None:
         wrong = local(url, headers={"Authorization": SECRET + "x"}, timeout_seconds=5)
         with pytest.raises(ProbeError) as caught:
             await discover(wrong)
-    assert caught.value.reason == "HTTPError"
+    assert caught.value.reason == "AuthRequired"  # a 401: the server wants credentials
     assert "HTTP 401" in caught.value.message
     for text in (str(caught.value), repr(caught.value), repr(with_header), repr(wrong)):
         assert "s3cr3t" not in text

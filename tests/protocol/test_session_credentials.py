@@ -17,7 +17,7 @@ import pytest
 from mcp_operator.api.bridge import BridgeConfig
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstreams import UpstreamPool
-from mcp_operator.mcp.credentials import TokenFileCredentials
+from mcp_operator.mcp.credentials import CHECK_SECONDS, TokenFileCredentials
 from mcp_operator.mcp.session import McpFailure, McpSession
 from mcp_operator.net.pool import Http1Pool
 from tests.support.http_peer import Answer, Behaviour, Request, http_peer
@@ -66,6 +66,15 @@ def rotate(path: Path, token: str) -> None:
     os.replace(fresh, path)
 
 
+def token_session(
+    url: str, token_file: Path, check_seconds: float = CHECK_SECONDS
+) -> tuple[Http1Pool, McpSession]:
+    """A session to ``url`` sending the token in ``token_file``, and its connection pool."""
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
+    credentials = TokenFileCredentials(token_file, check_seconds=check_seconds)
+    return pool, McpSession(url, pool, client_info=CLIENT, credentials=credentials)
+
+
 async def test_every_request_carries_the_token_and_a_rotated_one_is_picked_up(
     tmp_path: Path,
 ) -> None:
@@ -74,9 +83,7 @@ async def test_every_request_carries_the_token_and_a_rotated_one_is_picked_up(
     current = {"token": "first"}
     behaviour = Behaviour(respond=guarded(lambda: current["token"]))
     async with http_peer(behaviour) as peer:
-        pool = Http1Pool(egress=BRIDGE_EGRESS)
-        credentials = TokenFileCredentials(token_file, check_seconds=0)
-        session = McpSession(peer.url, pool, client_info=CLIENT, credentials=credentials)
+        pool, session = token_session(peer.url, token_file, check_seconds=0)
         await session.request("tools/list", {}, 5)
         rotate(token_file, "second")
         current["token"] = "second"
@@ -101,10 +108,8 @@ async def test_a_refusal_reads_the_file_again_and_resends_that_request_once(
     accepted = {"token": "old"}
     behaviour = Behaviour(respond=guarded(lambda: accepted["token"]))
     async with http_peer(behaviour) as peer:
-        pool = Http1Pool(egress=BRIDGE_EGRESS)
         # Metadata looked at only every hour: only the refusal makes it read the file again.
-        credentials = TokenFileCredentials(token_file, check_seconds=3600)
-        session = McpSession(peer.url, pool, client_info=CLIENT, credentials=credentials)
+        pool, session = token_session(peer.url, token_file, check_seconds=3600)
         await session.request("tools/list", {}, 5)
         rotate(token_file, "new")
         accepted["token"] = "new"
@@ -120,9 +125,7 @@ async def test_a_refusal_with_the_same_token_is_not_resent(tmp_path: Path) -> No
     rotate(token_file, "wrong")
     behaviour = Behaviour(respond=guarded(lambda: "right"))
     async with http_peer(behaviour) as peer:
-        pool = Http1Pool(egress=BRIDGE_EGRESS)
-        credentials = TokenFileCredentials(token_file)
-        session = McpSession(peer.url, pool, client_info=CLIENT, credentials=credentials)
+        pool, session = token_session(peer.url, token_file)
         with pytest.raises(McpFailure) as caught:
             await session.request("tools/list", {}, 5)
         await pool.aclose()
@@ -135,10 +138,7 @@ async def test_a_missing_token_file_fails_naming_the_path_and_sends_nothing(
 ) -> None:
     token_file = tmp_path / "absent"
     async with http_peer(Behaviour(respond=guarded(lambda: "x"))) as peer:
-        pool = Http1Pool(egress=BRIDGE_EGRESS)
-        session = McpSession(
-            peer.url, pool, client_info=CLIENT, credentials=TokenFileCredentials(token_file)
-        )
+        pool, session = token_session(peer.url, token_file)
         with pytest.raises(McpFailure) as caught:
             await session.request("tools/list", {}, 5)
         await pool.aclose()

@@ -136,6 +136,34 @@ def logs(
     return cluster.kubectl(*args).stdout
 
 
+def marked(log: str, mark: str) -> dict[str, Any]:
+    """The JSON a program printed after ``mark`` (its first such line)."""
+    line = next(x for x in log.splitlines() if x.startswith(mark + " "))
+    found: dict[str, Any] = json.loads(line.removeprefix(mark + " "))
+    return found
+
+
+@dataclass(frozen=True)
+class FinishedRun:
+    """An AgentRun's Pod once it ended, and what its agent and bridge containers wrote."""
+
+    pod: Pod
+    agent_log: str
+    bridge_log: str
+
+    def show(self) -> str:
+        """The tail of both logs, for a test's output should it fail."""
+        return f"--- agent ---\n{self.agent_log[-3000:]}\n--- bridge ---\n{self.bridge_log[-3000:]}"
+
+
+def finished_run(cluster: Cluster, namespace: str, run: str, timeout: float = 120) -> FinishedRun:
+    """Wait until the run's Pod (named as the run) Succeeded or Failed; read its logs."""
+    pod = wait_for_phase(cluster, namespace, run, "Succeeded", "Failed", timeout=timeout)
+    return FinishedRun(
+        pod, logs(cluster, namespace, run, "agent"), logs(cluster, namespace, run, "mcp-bridge")
+    )
+
+
 def describe(cluster: Cluster, namespace: str, name: str) -> str:
     """The Pod's status, its Events and its containers' last lines, for a failing test."""
     pod = get_pod(cluster, namespace, name)

@@ -113,6 +113,15 @@ class FakeKube:
         self.deleted.append((resource.plural, name))
         return self.objects.pop((resource.plural, namespace, name), None) is not None
 
+    async def delete_owned(
+        self, resource: Resource, namespace: str | None, name: str, owner_uid: str
+    ) -> bool:
+        """As the real client: only an object whose controller is ``owner_uid`` goes."""
+        found = self.objects.get((resource.plural, namespace, name))
+        if ownership.decide(found, owner_uid) != ownership.OWNED:
+            return False
+        return await self.delete(resource, namespace, name)
+
     async def patch_status(
         self, resource: Resource, namespace: str, name: str, status: Mapping[str, Any]
     ) -> Any:

@@ -129,7 +129,7 @@ def test_the_service_monitor_is_rendered_only_when_asked(helm: str) -> None:
 # -- the README's value table ---------------------------------------------------------------
 
 
-STRUCTURED = ("podSecurityContext", "securityContext", "resources")
+STRUCTURED = ("podSecurityContext", "securityContext", "resources", "podLabels")
 """Mappings whose default is documented as one value (Kubernetes shapes, not settings)."""
 
 
@@ -196,6 +196,23 @@ SET = {
     "loopback_destinations": (["--set", "loopbackDestinations=allowed"], "allowed"),
     "tenant_admission_policy": ([], "mcpo-mcp-operator-tenants"),
     "identity": ([], "ops/mcpo-mcp-operator"),
+    "network_policies": (["--set", "networkPolicies.enabled=false"], "disabled"),
+    "agent_egress": (["--set", "networkPolicies.agentEgress=restricted"], "restricted"),
+    # The chart's own selector labels of the operator's Pods.
+    "operator_pod_labels": (
+        [],
+        "app.kubernetes.io/component=operator,app.kubernetes.io/instance=mcpo,"
+        "app.kubernetes.io/name=mcp-operator",
+    ),
+    "dns_namespace": (["--set", "networkPolicies.dns.namespace=dns"], "dns"),
+    "dns_pod_labels": (
+        ["--set", "networkPolicies.dns.podLabels.k8s-app=coredns"],
+        "k8s-app=coredns",
+    ),
+    "dns_cidrs": (
+        ["--set", "networkPolicies.dns.cidrs={169.254.20.10/32}"],
+        "169.254.20.10/32",
+    ),
     "namespace_scoped": (
         ["--set", "namespaceScoped=true", "--set", "watchNamespaces={team-a}"],
         True,

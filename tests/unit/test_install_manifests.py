@@ -230,8 +230,12 @@ def test_rbac_grants_no_wildcards_and_deletes_only_finished_agentruns() -> None:
             "impersonate",
         }, rule
         if "delete" in rule["verbs"]:
-            # ttlSecondsAfterFinished: the one delete the operator makes.
-            assert (rule["apiGroups"], rule["resources"]) == (["mcp-operator.dev"], ["agentruns"])
+            # ttlSecondsAfterFinished, and the owner's own NetworkPolicy once it is no longer
+            # wanted: the only deletes the operator makes.
+            assert (rule["apiGroups"], rule["resources"]) in (
+                (["mcp-operator.dev"], ["agentruns"]),
+                (["networking.k8s.io"], ["networkpolicies"]),
+            ), rule
 
 
 # -- the operator's Pod -----------------------------------------------------------------

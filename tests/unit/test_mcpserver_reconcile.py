@@ -122,7 +122,11 @@ async def test_a_missing_secret_fails_before_probing_with_secret_not_found(probe
 async def test_a_managed_server_is_applied_then_deployed_then_probed(probe: Probe) -> None:
     kube = FakeKube()
     first = await run(kube, server(**MANAGED))
-    assert sorted(kube.applied) == [("deployments", "srv"), ("services", "srv")]
+    assert sorted(kube.applied) == [
+        ("deployments", "srv"),
+        ("networkpolicies", "srv"),
+        ("services", "srv"),
+    ]
     assert first.url == "http://srv.ns.svc.cluster.local:8080/mcp"
     assert first.outcome.kind == "probed"
     assert first.outcome.deployed is not None

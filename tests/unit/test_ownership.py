@@ -135,7 +135,9 @@ async def test_the_servers_own_children_are_applied_again_as_before(probe: Probe
     await run(kube, server(**MANAGED))
     result = await run(kube, server(**MANAGED))
     assert result.outcome.kind == "probed"
-    assert sorted(kube.applied) == sorted([("services", "srv"), ("deployments", "srv")] * 2)
+    assert sorted(kube.applied) == sorted(
+        [("networkpolicies", "srv"), ("services", "srv"), ("deployments", "srv")] * 2
+    )
 
 
 def agent_run(**spec: Any) -> AgentRun:

@@ -79,7 +79,11 @@ async def test_a_pod_env_secret_with_the_label_is_rendered(probe: Probe) -> None
     kube = FakeKube()
     kube.put_secret("ns", "db", {"pw": "hunter2"})
     result = await run(kube, server(**managed(env=ENV_FROM_SECRET)))
-    assert sorted(kube.applied) == [("deployments", "srv"), ("services", "srv")]
+    assert sorted(kube.applied) == [
+        ("deployments", "srv"),
+        ("networkpolicies", "srv"),
+        ("services", "srv"),
+    ]
     assert result.outcome.kind == "probed"
 
 

@@ -45,6 +45,15 @@ modes cannot drift apart; every rule says why (tests/unit/test_install_manifests
   - apiGroups: [""]
     resources: [configmaps]
     verbs: [get, create, patch]
+  # Managed MCPServers' and restricted AgentRuns' NetworkPolicies (docs/security.md,
+  # "NetworkPolicies"): read (is the name free, or the owner's own?), then server-side
+  # applied; watched (labelled app.kubernetes.io/managed-by=mcp-operator; RBAC cannot
+  # narrow by label) so that one deleted or edited by someone else is put back. Deleted
+  # only when it is the owner's own and no longer wanted (--network-policies=disabled,
+  # a run's egress open); one the operator did not create is never written.
+  - apiGroups: [networking.k8s.io]
+    resources: [networkpolicies]
+    verbs: [get, list, watch, create, patch, delete]
   # Secrets named by spec.headers / spec.deployment.env are read for the probe
   # and the Pod template checksum, and used only when labelled
   # mcp-operator.dev/for-mcp-servers=true; kopf watches only Secrets with that

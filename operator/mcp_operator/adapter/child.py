@@ -242,27 +242,26 @@ def make_fifos(directory: str) -> None:
             os.chmod(path, 0o666)
 
 
-class FifoChild(ChildProcess):
-    """A stdio server in another container, reached through two FIFOs in a shared volume.
+class StreamChild(ChildProcess):
+    """A stdio server that is not our process, reached through a transport we write to.
 
-    The server container runs ``exec CMD <DIR/stdin >DIR/stdout`` (see
-    ``docs/managed-mode.md``); the kubelet, not the adapter, starts and restarts it.
-    ``start`` waits until a server process has both FIFOs open; the server's exit
-    shows as end-of-file on ``stdout``; ``terminate`` closes our ends, which gives the
-    server end-of-file on its stdin. There is no pid: the process is not ours.
+    What the FIFO and socket kinds share: there is no pid, the child runs while our write
+    end is open, the read loop reads ``self._reader``, ``terminate`` closes our end (the
+    server sees end-of-file on its stdin) and writes are refused, not buffered without
+    bound, when the server stops reading. Subclasses open both ends in ``start``.
     """
+
+    _closed_message = "the MCP server's stdin is closed"
+    """Why a write is refused before ``start`` or after the end closed."""
 
     def __init__(
         self,
-        directory: str,
+        name: str,
         *,
         max_line_bytes: int,
         on_message: Callable[[dict[str, Any]], None],
     ) -> None:
-        super().__init__(
-            (f"fifo:{directory}",), env={}, max_line_bytes=max_line_bytes, on_message=on_message
-        )
-        self._directory = directory
+        super().__init__((name,), env={}, max_line_bytes=max_line_bytes, on_message=on_message)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.WriteTransport | None = None
 
@@ -273,6 +272,52 @@ class FifoChild(ChildProcess):
     @property
     def running(self) -> bool:
         return self._writer is not None and not self._writer.is_closing()
+
+    def _stdout(self) -> asyncio.StreamReader:
+        assert self._reader is not None
+        return self._reader
+
+    def write_nowait(self, line: bytes) -> None:
+        if self._writer is None or self._writer.is_closing():
+            raise ChildUnavailableError(self._closed_message)
+        # A pipe transport has no flow control of its own: a server that stops reading
+        # would let the buffer grow until the container is out of memory.
+        if self._writer.get_write_buffer_size() > _STDIN_BUFFER_LIMIT:
+            raise ChildUnavailableError("the MCP server is not reading its stdin")
+        self._writer.write(line)
+
+    async def write(self, line: bytes) -> None:
+        self.write_nowait(line)
+
+    async def wait(self) -> int:
+        return 0
+
+    async def terminate(self, grace: float) -> None:
+        if self._writer is not None:
+            self._writer.close()
+
+
+class FifoChild(StreamChild):
+    """A stdio server in another container, reached through two FIFOs in a shared volume.
+
+    The server container runs ``exec CMD <DIR/stdin >DIR/stdout`` (see
+    ``docs/managed-mode.md``); the kubelet, not the adapter, starts and restarts it.
+    ``start`` waits until a server process has both FIFOs open; the server's exit
+    shows as end-of-file on ``stdout``; ``terminate`` closes our ends, which gives the
+    server end-of-file on its stdin. There is no pid: the process is not ours.
+    """
+
+    _closed_message = "the MCP server container has not opened its stdin"
+
+    def __init__(
+        self,
+        directory: str,
+        *,
+        max_line_bytes: int,
+        on_message: Callable[[dict[str, Any]], None],
+    ) -> None:
+        super().__init__(f"fifo:{directory}", max_line_bytes=max_line_bytes, on_message=on_message)
+        self._directory = directory
 
     async def start(self) -> None:
         loop = asyncio.get_running_loop()
@@ -296,29 +341,6 @@ class FifoChild(ChildProcess):
         self._writer, _ = await loop.connect_write_pipe(
             asyncio.Protocol, os.fdopen(write_fd, "wb", buffering=0)
         )
-
-    def _stdout(self) -> asyncio.StreamReader:
-        assert self._reader is not None
-        return self._reader
-
-    def write_nowait(self, line: bytes) -> None:
-        if self._writer is None or self._writer.is_closing():
-            raise ChildUnavailableError("the MCP server container has not opened its stdin")
-        # A pipe transport has no flow control of its own: a server that stops reading
-        # would let the buffer grow until the container is out of memory.
-        if self._writer.get_write_buffer_size() > _STDIN_BUFFER_LIMIT:
-            raise ChildUnavailableError("the MCP server is not reading its stdin")
-        self._writer.write(line)
-
-    async def write(self, line: bytes) -> None:
-        self.write_nowait(line)
-
-    async def wait(self) -> int:
-        return 0
-
-    async def terminate(self, grace: float) -> None:
-        if self._writer is not None:
-            self._writer.close()
 
 
 def _killpg(pgid: int, sig: int) -> None:

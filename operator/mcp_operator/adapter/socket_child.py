@@ -17,20 +17,20 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from mcp_operator.adapter.child import ChildProcess, ChildUnavailableError
+from mcp_operator.adapter.child import StreamChild
 
 SPAWN_SOCKET = "spawn.sock"
 """The helper's socket, in the Pod's shared ``--stdio-fifo-dir``."""
-_BUFFER_LIMIT = 16 * 1024 * 1024
-"""Most bytes queued for a server that does not read (as for a pipe, ``child``)."""
 
 
 def spawn_socket(directory: str) -> str:
     return os.path.join(directory, SPAWN_SOCKET)
 
 
-class SocketChild(ChildProcess):
+class SocketChild(StreamChild):
     """One server process, reached through one connection to the spawn helper's socket."""
+
+    _closed_message = "the MCP server's connection is closed"
 
     def __init__(
         self,
@@ -39,45 +39,14 @@ class SocketChild(ChildProcess):
         max_line_bytes: int,
         on_message: Callable[[dict[str, Any]], None],
     ) -> None:
-        super().__init__(
-            (f"spawn:{path}",), env={}, max_line_bytes=max_line_bytes, on_message=on_message
-        )
+        super().__init__(f"spawn:{path}", max_line_bytes=max_line_bytes, on_message=on_message)
         self._path = path
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return None
-
-    @property
-    def running(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
+        self._stream: asyncio.StreamWriter | None = None
+        """Kept so that the stream (which closes its transport when collected) lives."""
 
     async def start(self) -> None:
         """Connect (raises OSError while the server container has not opened the socket)."""
-        self._reader, self._writer = await asyncio.open_unix_connection(
+        self._reader, self._stream = await asyncio.open_unix_connection(
             self._path, limit=self._max_line
         )
-
-    def _stdout(self) -> asyncio.StreamReader:
-        assert self._reader is not None
-        return self._reader
-
-    def write_nowait(self, line: bytes) -> None:
-        writer = self._writer
-        if writer is None or writer.is_closing():
-            raise ChildUnavailableError("the MCP server's connection is closed")
-        if writer.transport.get_write_buffer_size() > _BUFFER_LIMIT:
-            raise ChildUnavailableError("the MCP server is not reading its stdin")
-        writer.write(line)
-
-    async def write(self, line: bytes) -> None:
-        self.write_nowait(line)
-
-    async def wait(self) -> int:
-        return 0
-
-    async def terminate(self, grace: float) -> None:
-        if self._writer is not None:
-            self._writer.close()
+        self._writer = self._stream.transport

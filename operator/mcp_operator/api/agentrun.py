@@ -36,6 +36,7 @@ from mcp_operator.api.common import (
     check_globs,
     check_unique,
 )
+from mcp_operator.api.network import RunNetworkSpec
 
 
 class ServerRef(SpecModel):
@@ -126,6 +127,7 @@ class AgentRunSpec(SpecModel):
     bridge: BridgeSpec = Field(default_factory=BridgeSpec)
     active_deadline_seconds: int | None = Field(default=None, ge=1, le=604800)
     ttl_seconds_after_finished: int | None = Field(default=None, ge=0, le=604800)
+    network: RunNetworkSpec | None = None
 
     @model_validator(mode="after")
     def _unique_servers(self) -> AgentRunSpec:

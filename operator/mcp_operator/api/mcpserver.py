@@ -45,6 +45,7 @@ from mcp_operator.api.common import (
     check_globs,
     check_unique,
 )
+from mcp_operator.api.network import ServerNetworkSpec
 from mcp_operator.mcp.definitions import SHA256_PATTERN
 from mcp_operator.mcp.naming import default_prefix
 
@@ -363,6 +364,7 @@ class MCPServerSpec(SpecModel):
     tools_override: Annotated[list[ToolOverrideSpec], Field(max_length=256)] | None = None
     tools_pinning: Literal["strict", "pin", "off"] = "pin"
     """When a definition digest becomes the pin (:mod:`~mcp_operator.controller.mcpserver.pins`)."""
+    network: ServerNetworkSpec | None = None
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> MCPServerSpec:
@@ -385,6 +387,11 @@ class MCPServerSpec(SpecModel):
             if self.transport == "stdio":
                 raise ValueError(
                     "spec.transport: transport must be streamable-http or sse when mode is external"
+                )
+            if self.network is not None:
+                raise ValueError(
+                    "spec.network: network must not be set when mode is external: "
+                    "the operator runs no Pods for it"
                 )
         check_unique((h.name.lower() for h in self.headers or ()), "header names (ignoring case)")
         self._auth_rules()

@@ -77,6 +77,9 @@ class CursorCodec:
             payload, signature = _unb64(body), _unb64(mac)
         except (binascii.Error, ValueError):
             raise InvalidCursor("the cursor is not one this listing gave") from None
+        if _b64(payload) != body or _b64(signature) != mac:
+            # base64's last character may carry padding bits: only the text we wrote is ours
+            raise InvalidCursor("the cursor is not one this listing gave")
         if not hmac.compare_digest(signature, self._mac(payload)):
             raise InvalidCursor("the cursor is not one this listing gave")
         data = json.loads(payload)  # ours: signed, so well formed

@@ -19,6 +19,7 @@ from typing import Any
 import kopf
 
 from mcp_operator import GROUP, OPT_IN_LABEL, OPT_IN_VALUE, VERSION
+from mcp_operator.controller import network_policies
 from mcp_operator.controller.admission import admission_layer
 from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
 from mcp_operator.controller.agentrun.runs import Runs
@@ -28,7 +29,11 @@ from mcp_operator.controller.mcpserver.render import pinned_image
 from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
 from mcp_operator.controller.metrics import OperatorMetrics
 from mcp_operator.controller.render import MANAGED_BY
-from mcp_operator.controller.settings import AgentRunSettings, FleetSettings
+from mcp_operator.controller.settings import (
+    AgentRunSettings,
+    FleetSettings,
+    NetworkPolicySettings,
+)
 from mcp_operator.controller.shards import owns
 from mcp_operator.kube import PODS, Kube, KubeError
 from mcp_operator.kube.credentials import load_credentials, login
@@ -99,6 +104,13 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
         fleet_settings.egress, refused_endpoints=fleet_settings.egress.refused_endpoints | refused
     )
     fleet_settings = dataclasses.replace(fleet_settings, egress=egress)
+    network = await network_policies.where_probes_come_from(memo.kube, fleet_settings.network)
+    fleet_settings = dataclasses.replace(fleet_settings, network=network)
+    run_settings = dataclasses.replace(
+        run_settings,
+        network=dataclasses.replace(run_settings.network, **_origin(network)),
+        refused_endpoints=run_settings.refused_endpoints | egress.refused_endpoints,
+    )
     logger.info(
         "Refusing probes to the API server at %s; private destinations %s, "
         "loopback destinations %s",
@@ -123,6 +135,13 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     data_path = DataPath(memo.kube, tokens=tokens)
     memo.fleet = Fleet(memo.kube, fleet_settings, metrics=metrics, data_path=data_path)
     memo.runs = Runs(memo.kube, run_settings, metrics=metrics)
+
+
+def _origin(network: NetworkPolicySettings) -> dict[str, Any]:
+    return {
+        "operator_namespace": network.operator_namespace,
+        "api_server_addresses": network.api_server_addresses,
+    }
 
 
 async def own_image(kube: Kube) -> str | None:
@@ -203,6 +222,29 @@ async def agent_pod_event(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
 async def deployment_event(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     for uid in owning_servers(body):
         memo.fleet.deployment_changed(uid, rollout_state(body))
+
+
+@kopf.on.event(
+    "networking.k8s.io",
+    "v1",
+    "networkpolicies",
+    labels={"app.kubernetes.io/managed-by": MANAGED_BY},
+)
+async def network_policy_event(
+    event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any
+) -> None:
+    """One of our NetworkPolicies was deleted or written by someone else: its owner
+    reconciles now and puts it back (the operator's own writes wake nobody)."""
+    owners = (
+        network_policies.owners(body)
+        if event.get("type") == "DELETED"
+        else network_policies.drifted(body)
+    )
+    for kind, uid in owners:
+        if kind == "MCPServer":
+            memo.fleet.wake(uid)
+        elif kind == "AgentRun":
+            memo.runs.wake(uid)
 
 
 @kopf.on.event("", "v1", "secrets")

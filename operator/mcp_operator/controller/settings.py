@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from mcp_operator.api.common import AdmissionLayer
+from mcp_operator.api.network import Egress
 from mcp_operator.oci.settings import RegistrySettings
 
 Permission = Literal["refused", "labelled", "allowed"]
@@ -83,6 +84,46 @@ class EgressSettings:
 
 
 @dataclass(frozen=True)
+class NetworkPolicySettings:
+    """The NetworkPolicies the operator renders for managed servers and AgentRun Pods
+    (docs/security.md, "NetworkPolicies"). They are defence in depth next to the endpoints'
+    token check, and only hold where the cluster's network plugin enforces them."""
+
+    enabled: bool = True
+    """Render them (``--network-policies=enabled``); off where the cluster has no enforcer,
+    where they would only pretend: status then says ``NetworkPolicy=False, Disabled``."""
+
+    agent_egress: Egress = "open"
+    """The egress of an AgentRun Pod whose ``spec.network.egress`` is unset."""
+
+    operator_namespace: str | None = None
+    """The operator's own namespace (in a Pod: ``POD_NAMESPACE``), whose Pods labelled
+    :attr:`operator_pod_labels` may reach managed servers (the probe); ``None``: no Pod peer
+    (an operator outside the cluster probes through the API server)."""
+
+    operator_pod_labels: tuple[tuple[str, str], ...] = (
+        ("app.kubernetes.io/name", "mcp-operator"),
+        ("app.kubernetes.io/component", "operator"),
+    )
+    """The labels the chart and ``deploy/`` give the operator's Pods."""
+
+    api_server_addresses: tuple[str, ...] = ()
+    """The API server's addresses (the ``default/kubernetes`` endpoints, read at start-up)
+    when the operator runs outside the cluster and probes through the API server's service
+    proxy: the proxied connections come from them."""
+
+    dns_namespace: str = "kube-system"
+    """The namespace of the cluster's DNS Pods, which restricted egress may reach."""
+
+    dns_pod_labels: tuple[tuple[str, str], ...] = (("k8s-app", "kube-dns"),)
+    """The labels of the cluster's DNS Pods (CoreDNS's and kube-dns's usual label)."""
+
+    dns_cidrs: tuple[str, ...] = ()
+    """Addresses of a DNS server that is not a Pod (NodeLocal DNSCache's link-local address,
+    a DNS on the nodes), which restricted egress may reach on port 53 too."""
+
+
+@dataclass(frozen=True)
 class FleetSettings:
     """Everything the MCPServer controller is configured with, by group."""
 
@@ -102,6 +143,9 @@ class FleetSettings:
     admission: AdmissionLayer = "Labels"
     """The admission layer that status reports (found at start, controller.admission)."""
     """Where probes of external servers may connect."""
+
+    network: NetworkPolicySettings = field(default_factory=NetworkPolicySettings)
+    """The NetworkPolicy of each managed server's Pods."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +184,13 @@ class AgentRunSettings:
     admission: AdmissionLayer = "Labels"
     """The admission layer that status reports (found at start, controller.admission)."""
     """How runs' Pods and ConfigMaps are rendered (bridge image, the operator-wide switch)."""
+
+    network: NetworkPolicySettings = field(default_factory=NetworkPolicySettings)
+    """The egress NetworkPolicy of each run's Pod."""
+
+    refused_endpoints: frozenset[tuple[str, int | None]] = frozenset()
+    """The API server's addresses and ports (found at start-up), never opened to a run's Pod
+    even when an external server's name resolves to one."""
 
 
 # -- high availability: leader election and the operator's own endpoints -----------------

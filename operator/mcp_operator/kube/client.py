@@ -352,6 +352,27 @@ class Kube:
             return False
         return True
 
+    async def delete_owned(
+        self, resource: Resource, namespace: str | None, name: str, owner_uid: str
+    ) -> bool:
+        """Delete the object of that name if its controller is the owner ``owner_uid``
+        (:func:`~mcp_operator.kube.ownership.decide`), never anyone else's; False when there
+        was nothing of the owner's to delete. The delete carries the UID read, so an object
+        re-created by someone else in between is not deleted (409)."""
+        existing = await self.get(resource, namespace, name)
+        if ownership.decide(existing, owner_uid) != ownership.OWNED:
+            return False
+        uid = str(((existing or {}).get("metadata") or {}).get("uid") or "")
+        try:
+            await self.request(
+                "DELETE",
+                resource.path(namespace, name),
+                body={"propagationPolicy": "Background", "preconditions": {"uid": uid}},
+            )
+        except NotFound:
+            return False
+        return True
+
     async def patch_status(
         self, resource: Resource, namespace: str, name: str, status: Mapping[str, Any]
     ) -> Any:

@@ -37,6 +37,7 @@ PODS = Resource("", "v1", "pods")
 CONFIGMAPS = Resource("", "v1", "configmaps")
 MCPSERVERS = Resource(GROUP, VERSION, "mcpservers")
 AGENTRUNS = Resource(GROUP, VERSION, "agentruns")
+NETWORKPOLICIES = Resource("networking.k8s.io", "v1", "networkpolicies")
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 VALIDATING_ADMISSION_POLICIES = Resource(
     "admissionregistration.k8s.io", "v1", "validatingadmissionpolicies"

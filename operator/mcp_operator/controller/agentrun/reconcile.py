@@ -31,11 +31,11 @@ from typing import Any
 import pydantic
 
 from mcp_operator.api import AgentRun, MCPServer
-from mcp_operator.controller import opt_in
+from mcp_operator.controller import network, network_policies, opt_in
 from mcp_operator.controller.agentrun import render, resolve
 from mcp_operator.controller.agentrun.status import BridgeState, Observed, status_patch
-from mcp_operator.controller.conditions import timestamp
-from mcp_operator.controller.settings import AgentRenderSettings
+from mcp_operator.controller.conditions import WantedCondition, timestamp
+from mcp_operator.controller.settings import AgentRenderSettings, NetworkPolicySettings
 from mcp_operator.kube import (
     CONFIGMAPS,
     MCPSERVERS,
@@ -154,8 +154,14 @@ async def reconcile(
     settings: AgentRenderSettings,
     *,
     now: datetime.datetime,
+    network_settings: NetworkPolicySettings | None = None,
+    refused_endpoints: frozenset[tuple[str, int | None]] = frozenset(),
 ) -> Pass:
-    """Reconcile ``run`` once; ``previous`` is its status as last written."""
+    """Reconcile ``run`` once; ``previous`` is its status as last written.
+
+    The Pod's egress NetworkPolicy is applied before the Pod is created (and again on every
+    pass, with the external servers' addresses resolved afresh): a policy that cannot be
+    applied keeps the Pod from being created."""
     namespace = run.metadata.namespace or ""
     bridge = bridge_state(run, settings)
     servers = await read_servers(kube, run) if bridge == "enabled" else {}
@@ -175,7 +181,16 @@ async def reconcile(
         refused = await refusal(kube, run, settings)
     may_start = may_start and not pod_lost and refused is None
     apply_error: str | None = None
+    policy: WantedCondition | None = None
     try:
+        if may_start or (pod is not None and refused is None):
+            policy = await network_policies.for_run(
+                kube,
+                run,
+                resolution,
+                network_settings or NetworkPolicySettings(),
+                refused_endpoints,
+            )
         if bridge == "enabled" and may_start:
             config = render.bridge_config(run, resolution)
             await kube.apply(CONFIGMAPS, render.config_map(run, config))
@@ -188,10 +203,16 @@ async def reconcile(
                 run.metadata.name,
             )
     except NameConflict as error:
-        # The ConfigMap's or Pod's name is taken: that object is left as it is, no Pod runs.
+        # The NetworkPolicy's, ConfigMap's or Pod's name is taken: that object is left as it
+        # is, no Pod runs.
         refused = (error.reason, str(error)[:1024])
+        if policy is None:
+            policy = network.failed(error.reason, refused[1])
     except KubeError as error:
-        apply_error = f"Applying the ConfigMap or Pod failed: HTTP {error.status}: {error}"[:1024]
+        what = "ConfigMap or Pod" if policy is not None else "NetworkPolicy"
+        apply_error = f"Applying the {what} failed: HTTP {error.status}: {error}"[:1024]
+        if policy is None:
+            policy = network.failed("ApplyFailed", apply_error)
     if refused is not None:
         logger.warning("AgentRun %s/%s: %s", namespace, run.metadata.name, refused[1])
     if apply_error is not None:
@@ -206,6 +227,7 @@ async def reconcile(
         apply_error=apply_error,
         refused=refused,
         pod_lost=pod_lost,
+        network=policy,
     )
     stamp = timestamp(now)
     patch = status_patch(previous, observed, generation=run.metadata.generation, now=stamp)

@@ -84,7 +84,13 @@ class Runs(KindController[AgentRun]):
 
     async def reconcile_object(self, run: Known[AgentRun], parsed: AgentRun) -> Reconciled:
         done = await reconcile.reconcile(
-            self.kube, parsed, dict(run.status or {}), self.settings.render, now=self.clock.now()
+            self.kube,
+            parsed,
+            dict(run.status or {}),
+            self.settings.render,
+            now=self.clock.now(),
+            network_settings=self.settings.network,
+            refused_endpoints=self.settings.refused_endpoints,
         )
         written = await self.write(run, done.patch)
         if written is None:

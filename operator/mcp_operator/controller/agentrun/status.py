@@ -53,6 +53,8 @@ class Observed:
     in, a bridge image not allowed, a child's name taken by another object."""
     pod_lost: bool = False
     """The Pod existed once and is gone: the run is not started again."""
+    network: WantedCondition | None = None
+    """The ``NetworkPolicy`` condition, when this pass applied (or removed) the policy."""
 
     @property
     def bridge_on(self) -> bool:
@@ -75,6 +77,8 @@ def status_patch(
     previous = previous or {}
     patch: dict[str, Any] = {"observedGeneration": generation}
     wanted = [_servers_resolved(observed), _bridge(observed)]
+    if observed.network is not None:
+        wanted.append(observed.network)
     if observed.bridge_on:
         patch["servers"] = _servers(observed.resolution)
         patch["toolCount"] = observed.resolution.tool_count if not observed.blocked else 0

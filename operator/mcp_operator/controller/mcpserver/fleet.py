@@ -156,6 +156,7 @@ class Fleet(KindController[MCPServer]):
                 egress_settings=self.settings.egress,
                 probe_credentials=self._credentials,
                 data_path=self.data_path,
+                network_settings=self.settings.network,
             )
             written = await self._write(server, parsed, result)
         if written is None:

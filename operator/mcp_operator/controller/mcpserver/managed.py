@@ -20,9 +20,10 @@ from urllib.parse import unquote
 import httpx
 
 from mcp_operator.api import MCPServer
-from mcp_operator.controller import opt_in
+from mcp_operator.controller import network_policies, opt_in
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import images, render
+from mcp_operator.controller.settings import NetworkPolicySettings
 from mcp_operator.kube import DEPLOYMENTS, PODS, SERVICES, Kube
 from mcp_operator.oci.client import RegistryClient
 
@@ -69,8 +70,11 @@ async def deploy(
     server: MCPServer,
     settings: render.RenderSettings,
     registry: RegistryClient | None = None,
+    *,
+    network: NetworkPolicySettings | None = None,
 ) -> Mapping[str, Any]:
-    """Apply the Deployment and the Service; return the Deployment as the API server has it.
+    """Apply the NetworkPolicy (``network``: how), the Service and the Deployment, in that
+    order; return the Deployment as the API server has it.
 
     Nothing is applied when the image's configuration is needed and cannot be read (the
     previous Deployment, if any, keeps running): the errors of
@@ -79,8 +83,9 @@ async def deploy(
 
     Raises:
         SecretReferenceError: a Secret or the ServiceAccount is not usable (nothing applied).
-        NameConflict: the Service or Deployment's name is taken by an object this server
-            does not control (that object is left untouched).
+        NameConflict: the NetworkPolicy's, Service's or Deployment's name is taken by an
+            object this server does not control (that object is left untouched).
+        PolicyNotApplied: the API server refused the NetworkPolicy (nothing else applied).
     """
     await check_service_account(kube, server)
     image = None
@@ -90,6 +95,8 @@ async def deploy(
         image = await images.image_config(kube, server, registry)
     version = await secrets_version(kube, server)
     manifest = render.deployment(server, settings, secrets_version=version, image=image)
+    if network is not None:
+        await network_policies.for_server(kube, server, network)
     await kube.apply(SERVICES, render.service(server))
     applied: Mapping[str, Any] = await kube.apply(DEPLOYMENTS, manifest)
     return applied

@@ -15,13 +15,19 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
 from mcp_operator.api import MCPServer
+from mcp_operator.controller import network, network_policies
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import auth, destinations, managed, render, report
+from mcp_operator.controller.mcpserver import network as server_network
 from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.pins import APPROVED_TOOLS_ANNOTATION
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.controller.parsing import InvalidSpec
-from mcp_operator.controller.settings import EgressSettings, RenderSettings
+from mcp_operator.controller.settings import (
+    EgressSettings,
+    NetworkPolicySettings,
+    RenderSettings,
+)
 from mcp_operator.kube import NAMESPACES, Kube, KubeError, NameConflict, SecretReferenceError
 from mcp_operator.kube.tokens import CredentialError
 from mcp_operator.mcp import naming
@@ -130,8 +136,15 @@ async def mcpserver(
     egress_settings: EgressSettings | None = None,
     probe_credentials: auth.ProbeCredentials | None = None,
     data_path: DataPath | None = None,
+    network_settings: NetworkPolicySettings | None = None,
 ) -> Result:
-    """Reconcile an MCPServer once and say what its status should say."""
+    """Reconcile an MCPServer once and say what its status should say.
+
+    A managed server's NetworkPolicy is applied with its children, before its Service and
+    Deployment (:func:`~mcp_operator.controller.mcpserver.managed.deploy`): one that cannot
+    be applied (a NetworkPolicy of the name that is not the server's, the API server refusing
+    it) leaves the Deployment as it is, so that a new server's Pods never start unprotected."""
+    policy = _Policy()
     result = await _mcpserver(
         kube,
         server,
@@ -141,10 +154,23 @@ async def mcpserver(
         egress_settings=egress_settings,
         data_path=data_path,
         probe_credentials=probe_credentials,
+        network_settings=network_settings or NetworkPolicySettings(),
+        policy=policy,
     )
+    if policy.condition is not None:
+        result = dataclasses.replace(
+            result, outcome=dataclasses.replace(result.outcome, network=policy.condition)
+        )
     if not isinstance(server, InvalidSpec) and server.spec.mode == "managed":
-        return dataclasses.replace(result, authentication=render.authentication(server))
+        result = dataclasses.replace(result, authentication=render.authentication(server))
     return result
+
+
+@dataclass
+class _Policy:
+    """The ``NetworkPolicy`` condition, once this reconcile applied the policy or failed to."""
+
+    condition: WantedCondition | None = None
 
 
 async def _mcpserver(
@@ -157,6 +183,8 @@ async def _mcpserver(
     egress_settings: EgressSettings | None,
     data_path: DataPath | None,
     probe_credentials: auth.ProbeCredentials | None,
+    network_settings: NetworkPolicySettings,
+    policy: _Policy,
 ) -> Result:
     if isinstance(server, InvalidSpec):
         return Result(Outcome("invalid", "InvalidSpec", server.message), None, None)
@@ -174,7 +202,10 @@ async def _mcpserver(
         try:
             if data_path is not None:
                 await data_path.write_access(server)
-            applied = await managed.deploy(kube, server, render_settings, registry)
+            applied = await managed.deploy(
+                kube, server, render_settings, registry, network=network_settings
+            )
+            policy.condition = server_network.condition(server, network_settings)
             deployed = await managed.deployed_condition(kube, server, applied)
         except (RegistryError, ImageConfigError, PullSecretError) as error:
             return Result(_image_unusable(server, error), url, interval)
@@ -203,14 +234,20 @@ async def _mcpserver(
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, error)
             message = str(error)[:1024]
             deployed = WantedCondition("Deployed", "False", NameConflict.reason, message)
+            if message.startswith("NetworkPolicy"):
+                policy.condition = network.failed(NameConflict.reason, message)
             outcome = Outcome(
                 "failed", error.reason, message, deployed=deployed, ready_reason=error.reason
             )
             # No url: the Service of that name is not this server's.
             return Result(outcome, None, interval)
         except KubeError as error:
-            message = f"Applying the Deployment or Service failed: HTTP {error.status}: {error}"
+            refused_policy = isinstance(error, network_policies.PolicyNotApplied)
+            what = "NetworkPolicy" if refused_policy else "Deployment or Service"
+            message = f"Applying the {what} failed: HTTP {error.status}: {error}"
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, message)
+            if refused_policy:
+                policy.condition = network.failed("ApplyFailed", message)
             deployed = WantedCondition("Deployed", "False", "ApplyFailed", message[:1024])
             outcome = Outcome(
                 "failed",

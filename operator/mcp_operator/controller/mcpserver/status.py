@@ -46,6 +46,8 @@ class Outcome:
     """The approval annotation's value (``strict`` pinning)."""
     server: str = ""
     """The MCPServer's name, for the approval command in the ``ToolsChanged`` message."""
+    network: WantedCondition | None = None
+    """The ``NetworkPolicy`` condition of a managed server, ``None`` for an external one."""
 
 
 def probed_reason(outcome: Outcome) -> str:
@@ -72,6 +74,8 @@ def status_patch(
     wanted: list[WantedCondition] = []
     if outcome.deployed is not None:
         wanted.append(outcome.deployed)
+    if outcome.network is not None:
+        wanted.append(outcome.network)
 
     if outcome.kind == "probed":
         patch.update(outcome.probe_fields)
