@@ -26,11 +26,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_agentrun_traffic import get
 from tests.e2e.test_secret_hygiene import OPT_IN, secret
 from tests.support import needs, pods
 from tests.support.cluster import Cluster, OperatorProcess
-from tests.support.objects import condition, eventually
+from tests.support.objects import condition, eventually, get, ready
 from tests.support.peers import free_port, run_server
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.image_tools_missing())]
@@ -225,11 +224,7 @@ def test_one_run_meets_approval_rules_pins_rate_limits_and_fixed_arguments(
         cluster.apply(namespace, secret("approvals", {"hmac-key": HMAC_KEY}))
         cluster.apply(namespace, mcpserver(f"http://{host}:{port}/mcp"))
 
-        def ready() -> dict[str, Any] | None:
-            obj = get(cluster, namespace, "mcpserver", "pol")
-            return obj if condition(obj, "Ready").get("status") == "True" else None
-
-        eventually("MCPServer pol Ready", ready, timeout=120)
+        ready(cluster, namespace, "mcpserver", "pol")
         cluster.apply(namespace, agentrun(node_images["mcp-operator"], hook))
         try:
             eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"), 60)
