@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
-from mcp import Client
+from mcp import Client, types
 
 from mcp_operator.bridge.approval import SIGNATURE_HEADER
 from mcp_operator.controller.mcpserver.report import STATUS_KEEP
@@ -317,3 +317,38 @@ async def test_search_discovery_lists_two_tools_and_saves_most_schema_bytes_for_
     saved = 1 - sizes["search"] / sizes["full"]
     print(f"tools/list bytes: full {sizes['full']}, search {sizes['search']} ({saved:.0%} saved)")
     assert saved > 0.8
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_an_agent_that_declared_elicitation_approves_once_and_refuses_once(
+    mode: str,
+) -> None:
+    """The bridge asks the agent itself (``elicitation/create``: on the call's stream for a
+    legacy agent, an ``input_required`` round for a 2026-07-28 one); no webhook is asked."""
+    answers = ["accept", "decline"]
+    asked: list[str] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action=answers.pop(0))  # type: ignore[arg-type]
+
+    with peers.rug_pull_server() as url:
+        pins = await _pins(url)
+        entry = server_entry("rug", url, toolDigests=pins, policy={"approveDestructive": True})
+        with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
+            client = Client(bridge.url, mode=mode, elicitation_callback=elicit)  # type: ignore[arg-type]
+            async with client:
+                approved = await client.call_tool("rug_wipe", {"path": "/tmp/a"})
+                refused = _structured(await client.call_tool("rug_wipe", {"path": "/etc"}))
+                looked = await client.call_tool("rug_lookup", {"word": "x"})  # read-only
+            lines = eventually("three audit lines", bridge.audit_lines, 10, until=len)
+    assert not approved.is_error and approved.content[0].text == "wiped /tmp/a"
+    assert refused["code"] == "approval_denied" and "refused by agent" in refused["hint"]
+    assert not looked.is_error
+    assert len(asked) == 2 and "rug_wipe" in asked[0] and '"/tmp/a"' in asked[0]
+    decisions = [line["policy"]["approval"] for line in lines if "policy" in line]
+    assert [(d["decision"], d["by"]) for d in decisions] == [
+        ("approved", "agent"),
+        ("denied", "agent"),
+    ]
+    assert all(d["waitedMs"] >= 0 for d in decisions)

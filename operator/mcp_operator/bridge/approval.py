@@ -6,6 +6,14 @@ a :class:`~mcp_operator.bridge.errors.ToolError` refuses it (``approval_denied``
 decision, who answered and how long it took in ``call.authorization["approval"]`` for the
 audit line. Without an approver configured, a held call is refused (:func:`no_approver`).
 
+:class:`AgentApprover` asks the agent itself (its human) when the agent declared the
+``elicitation`` capability: an ``elicitation/create`` in form mode through the call's relay
+(:meth:`~mcp_operator.bridge.relay.CallRelay.ask_agent`: a legacy agent gets it on the call's
+SSE stream, a 2026-07-28 agent as an ``input_required`` round). ``accept`` approves,
+``decline`` or ``cancel`` refuses, no answer within :data:`AGENT_TIMEOUT_SECONDS` is
+``approval_timeout``; the answer's ``by`` is ``agent``. An agent that did not declare it is
+not asked: the webhook is, when the run has one, else the call is refused.
+
 :class:`WebhookApprover` asks the run's approval webhook (an unattended run's way to reach a
 person): a ``POST`` of the held call as JSON (run, identity, server, tool, its arguments as
 they would be sent, the rule), signed with HMAC-SHA256 over the exact body with the key of a
@@ -32,6 +40,7 @@ from typing import Any, Final, Protocol
 from mcp_operator.api.bridge import ApprovalWebhook, BridgeConfig
 from mcp_operator.bridge.errors import ToolError
 from mcp_operator.bridge.hooks import Call
+from mcp_operator.bridge.relay import AgentRefusal, current
 from mcp_operator.bridge.rules import Decision
 from mcp_operator.mcp.session import Pool
 from mcp_operator.net.post import post
@@ -41,6 +50,8 @@ logger = logging.getLogger(__name__)
 SIGNATURE_HEADER: Final = "X-Mcp-Operator-Signature"
 MAX_ANSWER_BYTES: Final = 64 * 1024
 MAX_BY_CHARS: Final = 128
+AGENT_TIMEOUT_SECONDS: Final = 300.0
+"""How long an agent's human has to answer an approval asked through elicitation."""
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 
 
@@ -193,3 +204,69 @@ def _unavailable(exposed_name: str, decision: Decision, why: str) -> ToolError:
         f"gave none: {why}. The call was not sent (no approval is a refusal).",
         {"rule": decision.describe(), "approval": "unavailable"},
     )
+
+
+class AgentApprover:
+    """Asks the calling agent through elicitation, else ``fallback`` (see the module)."""
+
+    def __init__(
+        self,
+        fallback: Approver | None,
+        *,
+        monotonic: Callable[[], float],
+        seconds: float = AGENT_TIMEOUT_SECONDS,
+    ) -> None:
+        self.fallback = fallback
+        self.monotonic = monotonic
+        self.seconds = seconds
+
+    @staticmethod
+    def question(call: Call, decision: Decision) -> dict[str, Any]:
+        """The ``elicitation/create`` params: the tool, why, and the arguments to be sent."""
+        assert call.entry is not None
+        shown = json.dumps(call.arguments, separators=(",", ":"), default=repr)
+        if len(shown) > 2000:
+            shown = shown[:2000] + "…"
+        return {
+            "mode": "form",
+            "message": (
+                f"Allow the call of {call.entry.exposed_name} (server {call.entry.server})"
+                f"{_why(decision)} with the arguments {shown}? Accept to let it go, decline "
+                "to refuse it."
+            ),
+            "requestedSchema": {"type": "object", "properties": {}},
+        }
+
+    async def ask(self, call: Call, decision: Decision) -> ToolError | None:
+        assert call.entry is not None
+        name = call.entry.exposed_name
+        relay = current()
+        params = self.question(call, decision)
+        started = self.monotonic()
+
+        def record(verdict: str) -> None:
+            waited = round((self.monotonic() - started) * 1000.0, 1)
+            call.authorization["approval"] = {
+                "decision": verdict,
+                "by": "agent",
+                "waitedMs": waited,
+            }
+
+        try:
+            async with asyncio.timeout(self.seconds):
+                answer = await relay.ask_agent("elicitation/create", params) if relay else None
+        except TimeoutError:
+            record("timeout")
+            return timed_out(name, decision, self.seconds)
+        except AgentRefusal as refusal:
+            logger.info("The agent could not be asked to approve %s: %s", name, refusal.message)
+            record("unavailable")
+            return refused(name, decision, "agent")
+        if answer is None:  # the agent did not declare elicitation
+            if self.fallback is not None:
+                return await self.fallback.ask(call, decision)
+            call.authorization["approval"] = {"decision": "unavailable"}
+            return no_approver(name, decision)
+        approved = answer.get("action") == "accept"
+        record("approved" if approved else "denied")
+        return None if approved else refused(name, decision, "agent")

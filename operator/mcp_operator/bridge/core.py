@@ -25,7 +25,7 @@ from mcp_types.version import LATEST_HANDSHAKE_VERSION
 from mcp_operator import __version__
 from mcp_operator.api.bridge import BridgeConfig
 from mcp_operator.bridge import aggregate, discovery
-from mcp_operator.bridge.approval import WebhookApprover
+from mcp_operator.bridge.approval import AgentApprover, WebhookApprover
 from mcp_operator.bridge.audit import AuditRecord
 from mcp_operator.bridge.catalog import Catalog, server_key
 from mcp_operator.bridge.hooks import Hook, default_hooks
@@ -136,15 +136,19 @@ class BridgeCore:
         self.audited = 0
         """Audit lines written so far (the front audits a refusal no call step audited)."""
 
-    def _approver(self, config: BridgeConfig) -> WebhookApprover | None:
-        """The approval webhook's asker, on the upstreams' pool (their egress policy)."""
+    def _approver(self, config: BridgeConfig) -> AgentApprover:
+        """The agent (elicitation) when it can be asked, else the approval webhook's asker,
+        on the upstreams' pool (their egress policy)."""
         webhook = config.approval.webhook if config.approval is not None else None
-        if webhook is None:
-            return None
         clock = self.pipeline.clock
-        return WebhookApprover(
-            config, webhook, self.pool.http1, monotonic=clock.monotonic, now=clock.now
+        fallback = (
+            WebhookApprover(
+                config, webhook, self.pool.http1, monotonic=clock.monotonic, now=clock.now
+            )
+            if webhook is not None
+            else None
         )
+        return AgentApprover(fallback, monotonic=clock.monotonic)
 
     def _audit_writer(self, config: BridgeConfig) -> AuditWriter:
         stdout = self._audit_stdout if config.audit.stdout else None

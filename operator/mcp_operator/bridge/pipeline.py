@@ -269,7 +269,10 @@ class CallPipeline:
             call.authorization["approval"] = {"decision": "unavailable"}
             call.refusal = no_approver(call.entry.exposed_name, decision)
             return
-        call.refusal = await self.approver.ask(call, decision)
+        try:
+            call.refusal = await self.approver.ask(call, decision)
+        except CallCancelled:  # the agent cancelled while it was being asked
+            call.refusal = self._cancelled(call)
 
     async def _before(self, call: Call) -> None:
         for hook in self.hooks:

@@ -295,6 +295,20 @@ class CallRelay:
         finally:
             self.end()
 
+    async def ask_agent(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        """The bridge's own question to this call's agent (an approval), in the agent's era:
+        its result, or None when the agent did not declare what ``method`` needs.
+
+        Raises:
+            AgentRefusal: the agent could not be asked or answered with an error.
+            CallCancelled: the agent cancelled the call meanwhile.
+        """
+        if required_capability(method, params, self.capabilities) is not None:
+            return None
+        asked = {"approval": {"method": method, "params": params}}
+        answers = await self._race(self.channel.ask(asked))
+        return answers.get("approval", {})
+
     def end(self) -> None:
         """The call is over: whatever is still asked of the agent is moot."""
         self.ended = True

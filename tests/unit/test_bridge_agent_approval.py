@@ -1,0 +1,72 @@
+"""Approval asked of the agent through elicitation (bridge.approval.AgentApprover): the
+paths the SDK client of tests/protocol cannot take in a short test (no answer in time, an
+agent that cannot be asked, one that did not declare elicitation)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from types import SimpleNamespace
+from typing import Any
+
+from mcp_operator.bridge.approval import AgentApprover
+from mcp_operator.bridge.hooks import Call
+from mcp_operator.bridge.relay import CURRENT, AgentRefusal, CallRelay
+from mcp_operator.bridge.rules import Decision
+
+
+class Channel:
+    def __init__(self, answer: dict[str, Any] | None = None, refuse: bool = False) -> None:
+        self.answer, self.refuse = answer, refuse
+        self.asked: list[dict[str, Any]] = []
+
+    def progress(self, message: dict[str, Any]) -> None:
+        pass
+
+    async def ask(self, requests: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        self.asked.extend(requests.values())
+        if self.refuse:
+            raise AgentRefusal(-32603, "no open stream")
+        if self.answer is None:
+            await asyncio.sleep(3600)
+        return {key: dict(self.answer or {}) for key in requests}
+
+
+def call() -> Call:
+    entry: Any = SimpleNamespace(exposed_name="docs_wipe", server="team/docs")
+    return Call(run="team/r1", exposed_name="docs_wipe", arguments={"path": "/x"}, entry=entry)
+
+
+async def ask(channel: Channel, declared: frozenset[str], seconds: float = 5.0) -> Any:
+    relay = CallRelay(channel, progress_token=None, capabilities=declared)
+    CURRENT.set(relay)
+    held = call()
+    approver = AgentApprover(None, monotonic=time.monotonic, seconds=seconds)
+    refusal = await approver.ask(held, Decision(action="approve", source="requireApproval"))
+    return refusal, held.authorization.get("approval")
+
+
+async def test_an_accept_approves_and_a_cancel_refuses_recording_the_agent() -> None:
+    channel = Channel({"action": "accept"})
+    refusal, record = await ask(channel, frozenset({"elicitation"}))
+    assert refusal is None and record["decision"] == "approved" and record["by"] == "agent"
+    assert channel.asked[0]["method"] == "elicitation/create"
+    assert '"path":"/x"' in channel.asked[0]["params"]["message"]
+    refusal, record = await ask(Channel({"action": "cancel"}), frozenset({"elicitation"}))
+    assert refusal.code == "approval_denied" and record["decision"] == "denied"
+
+
+async def test_no_answer_in_time_is_approval_timeout() -> None:
+    refusal, record = await ask(Channel(None), frozenset({"elicitation"}), seconds=0.2)
+    assert refusal.code == "approval_timeout" and record["decision"] == "timeout"
+    assert record["waitedMs"] >= 200
+
+
+async def test_an_agent_that_cannot_be_asked_or_did_not_declare_elicitation_is_refused() -> None:
+    refusal, record = await ask(Channel(refuse=True), frozenset({"elicitation"}))
+    assert refusal.code == "approval_denied" and record["decision"] == "unavailable"
+    channel = Channel({"action": "accept"})
+    refusal, record = await ask(channel, frozenset({"sampling"}))
+    assert refusal.code == "approval_denied" and record == {"decision": "unavailable"}
+    assert channel.asked == []  # never asked what it did not declare
