@@ -13,6 +13,7 @@ import asyncio
 import logging
 import signal
 
+from mcp_operator import tracing
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front import HttpFront
@@ -63,5 +64,7 @@ async def serve(config: AdapterConfig) -> int:
 
 
 def run(config: AdapterConfig) -> int:
-    """Configure logging, pick the event loop, serve."""
+    """Configure logging (and tracing, when the OTEL_* variables ask), pick the event loop,
+    serve."""
+    tracing.configure("mcp-operator-adapter")
     return process.run(serve(config), config.log_level)

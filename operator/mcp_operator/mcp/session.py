@@ -74,6 +74,7 @@ from mcp_types.version import (
 )
 from pydantic import ValidationError
 
+from mcp_operator import tracing
 from mcp_operator.mcp import sse
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.pool import Http1Error, Http1Pool, Http1Response
@@ -450,7 +451,25 @@ class McpSession:
         """One request in the negotiated era (connecting first if need be); a lost legacy
         session is established again once. ``seconds`` bounds it all (a ``timeout``
         failure); without it the caller's own deadline does. ``related`` hears what the
-        server says on the request's stream, and cancelling the request tells the server."""
+        server says on the request's stream, and cancelling the request tells the server.
+        A client span when tracing is on, its context in the request's ``_meta``."""
+        if tracing.ENABLED:
+            with tracing.client(method, params, server=self.name, session_id=self.session_id) as (
+                span,
+                carried,
+            ):
+                result = await self._timed(method, carried, seconds, related)
+                tracing.outcome(span, result)
+                return result
+        return await self._timed(method, params, seconds, related)
+
+    async def _timed(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        seconds: float | None,
+        related: Related | None,
+    ) -> dict[str, Any]:
         if seconds is None:
             return await self._request(method, params, related)
         try:
