@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +19,13 @@ import httpx
 import pytest
 from mcp import Client
 from opentelemetry import trace
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tests.support import peers, wire
 from tests.support.bridge_run import run_bridge, server_entry
+from tests.support.otlp_collector import Collector
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -35,68 +33,13 @@ pytestmark = [pytest.mark.timeout(120)]
 TRACED_SERVER = Path(__file__).parent.parent / "support" / "traced_server.py"
 SECRET = "argument-value-never-recorded"
 ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-KINDS = {1: "INTERNAL", 2: "SERVER", 3: "CLIENT"}
-
-
-class Collector:
-    """An OTLP/HTTP collector stand-in: the spans it was sent, decoded."""
-
-    def __init__(self) -> None:
-        self.spans: list[dict[str, Any]] = []
-        self.metrics_posts = 0
-        collector = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", "0")))
-                if self.path == "/v1/traces":
-                    request = ExportTraceServiceRequest()
-                    request.ParseFromString(body)
-                    collector._take(request)
-                else:
-                    collector.metrics_posts += 1
-                self.send_response(200)
-                self.send_header("content-type", "application/x-protobuf")
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def _take(self, request: ExportTraceServiceRequest) -> None:
-        for resource_spans in request.resource_spans:
-            service = next(
-                (a.value.string_value for a in resource_spans.resource.attributes
-                 if a.key == "service.name"), None,
-            )  # fmt: skip
-            for scope_spans in resource_spans.scope_spans:
-                for span in scope_spans.spans:
-                    self.spans.append({
-                        "service": service,
-                        "trace": span.trace_id.hex(),
-                        "span": span.span_id.hex(),
-                        "parent": span.parent_span_id.hex() or None,
-                        "name": span.name,
-                        "kind": KINDS.get(span.kind, str(span.kind)),
-                        "attributes": {a.key: _value(a.value) for a in span.attributes},
-                        "links": [(link.trace_id.hex(), link.span_id.hex()) for link in span.links],
-                        "error": span.status.code == 2,
-                    })  # fmt: skip
-
-
-def _value(value: Any) -> Any:
-    return getattr(value, value.WhichOneof("value")) if value.WhichOneof("value") else None
 
 
 @pytest.fixture(scope="module")
 def collector() -> Iterator[Collector]:
     collector = Collector()
     yield collector
-    collector.server.shutdown()
+    collector.close()
 
 
 @pytest.fixture(scope="module")
