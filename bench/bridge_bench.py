@@ -211,6 +211,14 @@ def tracing_loads(adapter_url: str, args: argparse.Namespace) -> list[Load]:
                         seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
                         name = f"bridge → {label}, tracing on"
                         loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+        sampled = {**env, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+                   "OTEL_TRACES_SAMPLER_ARG": "0.1"}  # fmt: skip
+        entry = server_entry("everything", adapter_url, "ev")
+        with run_bridge([entry], extra_args=["--log-level=WARNING"], env=sampled) as bridge:
+            for connections in (10, 1):
+                seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
+                name = "bridge → adapter + stdio, tracing on, 1 in 10 sampled"
+                loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
         if not collector.trace_posts:
             raise RuntimeError("tracing was on but the collector stand-in got no spans")
     finally:
@@ -354,15 +362,16 @@ def verdicts(loads: list[Load]) -> list[str]:
         if peer10 and bridge10 and peer10.calls_per_second:
             ratio = bridge10.calls_per_second / peer10.calls_per_second
             lines.append(f"{label}: bridge/ContextForge calls/s {ratio:,.0f}x")
-    for connections in (10, 1):
-        off = by.get(("bridge → adapter + stdio", connections))
-        on = by.get(("bridge → adapter + stdio, tracing on", connections))
-        if off and on and off.calls_per_second:
-            cost = 1 - on.calls_per_second / off.calls_per_second
-            lines.append(
-                f"tracing on (bridge), {connections} connection(s): {cost:+.1%} calls/s, "
-                f"p50 {(on.p50_ms - off.p50_ms) * 1000:+.0f} µs (target <= 10 %)"
-            )
+    for suffix in ("tracing on", "tracing on, 1 in 10 sampled"):
+        for connections in (10, 1):
+            off = by.get(("bridge → adapter + stdio", connections))
+            on = by.get((f"bridge → adapter + stdio, {suffix}", connections))
+            if off and on and off.calls_per_second:
+                cost = 1 - on.calls_per_second / off.calls_per_second
+                lines.append(
+                    f"{suffix} (bridge), {connections} connection(s): costs {cost:.1%} of the "
+                    f"calls/s, p50 {(on.p50_ms - off.p50_ms) * 1000:+.0f} µs (target <= 10 %)"
+                )
     base = by.get(("bridge → adapter + stdio", 1))
     for mode in ("detect", "redact"):
         scanned = by.get((f"bridge → adapter + stdio, PII {mode}", 1))

@@ -140,7 +140,7 @@ def uninstall() -> None:
 
 
 def _target(method: str, params: Any) -> str | None:
-    if method in _TARGETED and isinstance(params, Mapping):
+    if method in _TARGETED and isinstance(params, dict):
         name = params.get("name")
         if isinstance(name, str):
             return name
@@ -166,19 +166,19 @@ def _attributes(
 def error_type(response: Any) -> str | None:
     """The conventions' ``error.type`` of a JSON-RPC response (its error code) or a tool's
     result that is an error (``tool_error``); ``None`` for a success."""
-    if not isinstance(response, Mapping):
+    if not isinstance(response, dict):
         return None
     error = response.get("error")
-    if isinstance(error, Mapping):
+    if isinstance(error, dict):
         return str(error.get("code", "_OTHER"))
     result = response.get("result", response)
-    if isinstance(result, Mapping) and result.get("isError") is True:
+    if isinstance(result, dict) and result.get("isError") is True:
         return "tool_error"
     return None
 
 
 def _carrier_of(meta: Any) -> dict[str, str]:
-    if not isinstance(meta, Mapping):
+    if not isinstance(meta, dict):
         return {}
     carrier: dict[str, str] = {}
     for key in (TRACEPARENT, TRACESTATE):
@@ -228,7 +228,7 @@ async def serve(
     assert _propagator is not None
     target = _target(method, params)
     attributes = _attributes(method, target, request_id, session_id)
-    meta = params.get("_meta") if isinstance(params, Mapping) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
     parent = _propagator.extract(_carrier_of(meta))
     links = []
     headers = _header_carrier(HEADERS.get())
@@ -284,7 +284,7 @@ def client(
         name, kind=SpanKind.CLIENT, attributes=attributes, record_exception=False
     ) as span:
         meta = params.get("_meta")
-        carried = dict(meta) if isinstance(meta, Mapping) else {}
+        carried = dict(meta) if isinstance(meta, dict) else {}
         carried.pop(TRACESTATE, None)
         _propagator.inject(carried)
         failure: str | None = None
