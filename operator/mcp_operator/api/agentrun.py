@@ -80,6 +80,15 @@ class AuditSpec(SpecModel):
     file: bool = False
 
 
+class TracingSpec(SpecModel):
+    """OpenTelemetry traces of the bridge, exported over OTLP/HTTP (docs/observability.md)."""
+
+    endpoint: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048)
+    """The collector's OTLP/HTTP base URL (``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+    sample_percent: int = Field(default=100, ge=0, le=100)
+    """The share of new traces recorded; a call that arrives in a sampled trace is recorded."""
+
+
 class BridgeSpec(SpecModel):
     """The mcp-bridge sidecar."""
 
@@ -88,6 +97,7 @@ class BridgeSpec(SpecModel):
     image: Image | None = None
     policy: CallPolicySpec | None = None
     audit: AuditSpec = Field(default_factory=AuditSpec)
+    tracing: TracingSpec | None = None
 
 
 class AgentRunSpec(SpecModel):
