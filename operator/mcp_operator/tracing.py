@@ -5,7 +5,7 @@ Owns the one place the bridge, the adapter and the operator speak OpenTelemetry:
 - **Configuration** (:func:`configure`): from the standard variables only
   (``OTEL_TRACES_EXPORTER``, ``OTEL_EXPORTER_OTLP_ENDPOINT``,
   ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_SDK_DISABLED``, ``OTEL_SERVICE_NAME``,
-  ``OTEL_METRICS_EXPORTER``...): without an exporter named or an OTLP endpoint set, nothing
+  ``OTEL_TRACES_SAMPLER``...): without an exporter named or an OTLP endpoint set, nothing
   is imported and :data:`ENABLED` stays ``False``. :func:`install` takes providers of the
   caller's own (an in-memory exporter in tests).
 - **Spans per the MCP semantic conventions** (semantic-conventions-genai ``mcp.md``): a
@@ -18,7 +18,8 @@ Owns the one place the bridge, the adapter and the operator speak OpenTelemetry:
   (:data:`HEADERS`, set by the fronts) a link; a client span's context is written into the
   ``_meta`` of the request it sends (a copy: the caller's params are not changed).
 - **Metrics**: ``mcp.server.operation.duration`` / ``mcp.client.operation.duration``
-  histograms (seconds) next to the Prometheus ones, when a meter provider is configured.
+  histograms (seconds) next to the Prometheus ones, when ``OTEL_METRICS_EXPORTER=otlp`` names
+  them (or :func:`install` is given a meter provider).
 
 With tracing off the callers check :data:`ENABLED` (a module attribute: ``tracing.ENABLED``)
 and build nothing.
@@ -93,10 +94,9 @@ def configure(service_name: str, environ: Mapping[str, str] | None = None) -> bo
         exporter = OTLPSpanExporter()  # endpoint, headers, timeout: the OTEL_* variables
     provider.add_span_processor(BatchSpanProcessor(exporter))
     meter_provider = None
-    metrics = env.get("OTEL_METRICS_EXPORTER", "otlp").strip().lower()
-    if metrics == "otlp" and (
-        env.get("OTEL_EXPORTER_OTLP_ENDPOINT") or env.get("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
-    ):
+    # Named explicitly, not by default: a histogram record costs the SDK about as much as a
+    # span (bench/README.md), and the Prometheus histograms are always there.
+    if env.get("OTEL_METRICS_EXPORTER", "").strip().lower() == "otlp":
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
