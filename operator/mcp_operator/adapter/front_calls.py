@@ -16,7 +16,9 @@ into to ``http_call``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
@@ -74,24 +76,22 @@ class CallForwarder:
         ``envelope`` (2026-07-28): the caller's capabilities, log level and the input
         responses it sent along; with it, the child's questions become input-required rounds.
         """
+        forward = functools.partial(
+            self._forward, message, session, json_ok, sse_ok, receive, send, modern, envelope
+        )
         if tracing.ENABLED:
-            await self._traced(message, session, json_ok, sse_ok, receive, send, modern, envelope)
+            await self._traced(message, session, forward)
             return
-        await self._forward(message, session, json_ok, sse_ok, receive, send, modern, envelope)
+        await forward()
 
     async def _traced(
         self,
         message: dict[str, Any],
         session: Session | None,
-        json_ok: bool,
-        sse_ok: bool,
-        receive: Receive,
-        send: Send,
-        modern: str | None,
-        envelope: Envelope | None,
+        forward: Callable[[], Awaitable[HttpCall | None]],
     ) -> None:
-        """:meth:`_forward` in a server span (its parent the caller's ``_meta`` context) and
-        a client span for the child's request, whose context the child sees in ``_meta``."""
+        """``forward`` in a server span (its parent the caller's ``_meta`` context) and a
+        client span for the child's request, whose context the child sees in ``_meta``."""
         method, params = message["method"], message.get("params")
         session_id = session.id if session is not None else None
 
@@ -100,10 +100,8 @@ class CallForwarder:
                 span,
                 carried,
             ):
-                message["params"] = carried
-                sink = await self._forward(
-                    message, session, json_ok, sse_ok, receive, send, modern, envelope
-                )
+                message["params"] = carried  # what forward() sends the child
+                sink = await forward()
                 answer = sink.final if sink is not None else None
                 tracing.outcome(span, answer)
                 return answer if isinstance(answer, dict) else {}
