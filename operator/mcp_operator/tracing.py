@@ -32,6 +32,7 @@ import os
 import time
 from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
+from types import SimpleNamespace
 from typing import Any, Final
 
 ENABLED: bool = False
@@ -53,6 +54,7 @@ _tracer: Any = None
 _server_duration: Any = None
 _client_duration: Any = None
 _propagator: Any = None
+_api: Any = None
 
 
 def wanted(environ: Mapping[str, str]) -> bool:
@@ -110,8 +112,21 @@ def configure(service_name: str, environ: Mapping[str, str] | None = None) -> bo
 def install(tracer_provider: Any, meter_provider: Any = None) -> None:
     """Make spans with ``tracer_provider`` (and the duration histograms with
     ``meter_provider``, when given) from now on."""
-    global ENABLED, _tracer, _server_duration, _client_duration, _propagator
+    global ENABLED, _tracer, _server_duration, _client_duration, _propagator, _api
+    from opentelemetry import context, trace
     from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    # Looked up once, not per request.
+    _api = SimpleNamespace(
+        attach=context.attach,
+        detach=context.detach,
+        Link=trace.Link,
+        SpanKind=trace.SpanKind,
+        Status=trace.Status,
+        StatusCode=trace.StatusCode,
+        get_current_span=trace.get_current_span,
+        set_span_in_context=trace.set_span_in_context,
+    )
 
     from mcp_operator import __version__
 
@@ -198,11 +213,9 @@ def _header_carrier(headers: Sequence[tuple[bytes, bytes]] | None) -> dict[str, 
 
 
 def _end(span: Any, kind_error: str | None, histogram: Any, attributes: dict[str, Any]) -> None:
-    from opentelemetry.trace import Status, StatusCode
-
     if kind_error is not None:
         span.set_attribute("error.type", kind_error)
-        span.set_status(Status(StatusCode.ERROR))
+        span.set_status(_api.Status(_api.StatusCode.ERROR))
         attributes["error.type"] = kind_error
     if histogram is not None:
         attributes.pop("jsonrpc.request.id", None)
@@ -223,8 +236,6 @@ async def serve(
 ) -> dict[str, Any]:
     """``work`` (the JSON-RPC response to a request received) in a SERVER span: its parent
     the context in ``params._meta``, the HTTP headers' context a link."""
-    from opentelemetry.trace import Link, SpanKind, get_current_span
-
     assert _propagator is not None
     target = _target(method, params)
     attributes = _attributes(method, target, request_id, session_id)
@@ -233,32 +244,30 @@ async def serve(
     links = []
     headers = _header_carrier(HEADERS.get())
     if headers:
-        linked = get_current_span(_propagator.extract(headers)).get_span_context()
+        linked = _api.get_current_span(_propagator.extract(headers)).get_span_context()
         if linked.is_valid:
-            links.append(Link(linked))
+            links.append(_api.Link(linked))
     name = f"{method} {target}" if target else method
     started = time.perf_counter()
-    with _tracer.start_as_current_span(
-        name,
-        context=parent,
-        kind=SpanKind.SERVER,
-        attributes=attributes,
-        links=links,
-        record_exception=False,
-    ) as span:
-        failure: str | None = None
-        try:
-            response = await work
-        except BaseException as error:
-            failure = type(error).__name__
-            raise
-        else:
-            failure = error_type(response)
-            return response
-        finally:
-            _end(span, failure, _server_duration, attributes)
-            if _server_duration is not None:
-                _server_duration.record(time.perf_counter() - started, attributes)
+    span = _tracer.start_span(
+        name, context=parent, kind=_api.SpanKind.SERVER, attributes=attributes, links=links
+    )
+    token = _api.attach(_api.set_span_in_context(span, parent))
+    failure: str | None = None
+    try:
+        response = await work
+    except BaseException as error:
+        failure = type(error).__name__
+        raise
+    else:
+        failure = error_type(response)
+        return response
+    finally:
+        _api.detach(token)
+        _end(span, failure, _server_duration, attributes)
+        span.end()
+        if _server_duration is not None:
+            _server_duration.record(time.perf_counter() - started, attributes)
 
 
 @contextlib.contextmanager
@@ -271,8 +280,6 @@ def client(
 ) -> Iterator[tuple[Any, dict[str, Any]]]:
     """A CLIENT span for a request sent, current while the request runs; yields the span and
     a copy of ``params`` whose ``_meta`` carries the span's context."""
-    from opentelemetry.trace import SpanKind
-
     assert _propagator is not None
     target = _target(method, params)
     attributes = _attributes(method, target, None, session_id)
@@ -280,23 +287,22 @@ def client(
         attributes["server.address"] = server
     name = f"{method} {target}" if target else method
     started = time.perf_counter()
-    with _tracer.start_as_current_span(
-        name, kind=SpanKind.CLIENT, attributes=attributes, record_exception=False
-    ) as span:
-        meta = params.get("_meta")
-        carried = dict(meta) if isinstance(meta, dict) else {}
-        carried.pop(TRACESTATE, None)
-        _propagator.inject(carried)
-        failure: str | None = None
-        try:
-            yield span, {**params, "_meta": carried}
-        except BaseException as error:
-            failure = getattr(error, "kind", None) or type(error).__name__
-            raise
-        finally:
-            _end(span, failure, _client_duration, attributes)
-            if _client_duration is not None:
-                _client_duration.record(time.perf_counter() - started, attributes)
+    span = _tracer.start_span(name, kind=_api.SpanKind.CLIENT, attributes=attributes)
+    meta = params.get("_meta")
+    carried = dict(meta) if isinstance(meta, dict) else {}
+    carried.pop(TRACESTATE, None)
+    _propagator.inject(carried, context=_api.set_span_in_context(span))
+    failure: str | None = None
+    try:
+        yield span, {**params, "_meta": carried}
+    except BaseException as error:
+        failure = getattr(error, "kind", None) or type(error).__name__
+        raise
+    finally:
+        _end(span, failure, _client_duration, attributes)
+        span.end()
+        if _client_duration is not None:
+            _client_duration.record(time.perf_counter() - started, attributes)
 
 
 def outcome(span: Any, response: Any) -> None:
@@ -313,7 +319,6 @@ def internal(name: str, **attributes: Any) -> Iterator[Any]:
     if not ENABLED:
         yield None
         return
-    from opentelemetry.trace import Status, StatusCode
 
     shown = {key.replace("_", "."): value for key, value in attributes.items() if value is not None}
     with _tracer.start_as_current_span(name, attributes=shown, record_exception=False) as span:
@@ -321,5 +326,5 @@ def internal(name: str, **attributes: Any) -> Iterator[Any]:
             yield span
         except BaseException as error:
             span.set_attribute("error.type", type(error).__name__)
-            span.set_status(Status(StatusCode.ERROR))
+            span.set_status(_api.Status(_api.StatusCode.ERROR))
             raise
