@@ -336,3 +336,31 @@ def test_prompt_and_resource_filters_of_server_and_run_become_bridge_filter_laye
         ["*.key"],
     )
     assert (second.prompts_allow, second.resources_deny) == (["review"], ["file:///tmp/*"])
+
+
+def test_the_runs_tracing_setting_becomes_the_bridges_standard_otel_variables() -> None:
+    resolution = resolve.resolve(TWO, TWO_SERVERS)
+    (untraced,) = render.pod(TWO, resolution, SETTINGS)["spec"]["initContainers"]
+    assert not [var for var in untraced["env"] if var["name"].startswith("OTEL_")]
+    tracing = {"endpoint": "http://collector.obs:4318", "samplePercent": 25}
+    traced_run = TWO.model_copy(deep=True)
+    traced_run.spec.bridge = traced_run.spec.bridge.model_validate(
+        {**traced_run.spec.bridge.model_dump(by_alias=True), "tracing": tracing}
+    )
+    (bridge,) = render.pod(traced_run, resolution, SETTINGS)["spec"]["initContainers"]
+    env = {var["name"]: var["value"] for var in bridge["env"]}
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == "http://collector.obs:4318"
+    assert env["OTEL_TRACES_SAMPLER"] == "parentbased_traceidratio"
+    assert env["OTEL_TRACES_SAMPLER_ARG"] == "0.25"
+    assert "k8s.namespace.name=" in env["OTEL_RESOURCE_ATTRIBUTES"]
+
+
+@pytest.mark.parametrize(
+    "tracing",
+    [{}, {"endpoint": "collector:4318"}, {"endpoint": "http://c:4318", "samplePercent": 101}],
+)
+def test_a_tracing_setting_without_an_http_endpoint_or_with_a_ratio_over_one_is_refused(
+    tracing: dict[str, Any],
+) -> None:
+    with pytest.raises(ValueError):
+        run({"name": "docs"}, bridge={"tracing": tracing})

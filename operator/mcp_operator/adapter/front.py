@@ -30,6 +30,7 @@ from collections.abc import Awaitable, Callable
 
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_REQUEST
 
+from mcp_operator import tracing
 from mcp_operator.adapter.auth import build_gate
 from mcp_operator.adapter.budget import BodyBudget
 from mcp_operator.adapter.core import AdapterCore
@@ -110,6 +111,8 @@ class HttpFront:
         if kind == "http":
             path = scope["path"]
             if path == self._path or path == self._path + "/":
+                if tracing.ENABLED:  # the request's header context: a link of its span
+                    tracing.HEADERS.set(scope["headers"])
                 await self._endpoint(scope, receive, send)
             elif path == "/healthz" or path == "/readyz":
                 await self._health(path, send)

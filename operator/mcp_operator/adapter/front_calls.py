@@ -16,12 +16,15 @@ into to ``http_call``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
 from mcp_types.jsonrpc import INTERNAL_ERROR, REQUEST_TIMEOUT
 
+from mcp_operator import tracing
 from mcp_operator.adapter.child import ChildUnavailableError
 from mcp_operator.adapter.core import AdapterCore
 from mcp_operator.adapter.front_rounds import InputRounds, RoundOfCall
@@ -73,6 +76,49 @@ class CallForwarder:
         ``envelope`` (2026-07-28): the caller's capabilities, log level and the input
         responses it sent along; with it, the child's questions become input-required rounds.
         """
+        forward = functools.partial(
+            self._forward, message, session, json_ok, sse_ok, receive, send, modern, envelope
+        )
+        if tracing.ENABLED:
+            await self._traced(message, session, forward)
+            return
+        await forward()
+
+    async def _traced(
+        self,
+        message: dict[str, Any],
+        session: Session | None,
+        forward: Callable[[], Awaitable[HttpCall | None]],
+    ) -> None:
+        """``forward`` in a server span (its parent the caller's ``_meta`` context) and a
+        client span for the child's request, whose context the child sees in ``_meta``."""
+        method, params = message["method"], message.get("params")
+        session_id = session.id if session is not None else None
+
+        async def work() -> dict[str, Any]:
+            with tracing.client(method, params if isinstance(params, dict) else {}) as (
+                span,
+                carried,
+            ):
+                message["params"] = carried  # what forward() sends the child
+                sink = await forward()
+                answer = sink.final if sink is not None else None
+                tracing.outcome(span, answer)
+                return answer if isinstance(answer, dict) else {}
+
+        await tracing.serve(method, params, work(), request_id=message["id"], session_id=session_id)
+
+    async def _forward(
+        self,
+        message: dict[str, Any],
+        session: Session | None,
+        json_ok: bool,
+        sse_ok: bool,
+        receive: Receive,
+        send: Send,
+        modern: str | None,
+        envelope: Envelope | None,
+    ) -> HttpCall | None:
         core = self.core
         request_id = message["id"]
         method = message["method"]
@@ -82,16 +128,17 @@ class CallForwarder:
             call = await core.submit(message, session, sink, envelope)
         except RouterFullError:
             await unavailable(send, request_id, "Too many calls in flight")
-            return
+            return None
         except ChildUnavailableError:
             await unavailable(send, request_id)
-            return
+            return None
         rounds = (
             self.rounds.for_call(call, sink, envelope.answers, envelope.target)
             if envelope is not None and interactive
             else None
         )
         await self.answer(sink, call, receive, send, json_ok, method, modern, rounds)
+        return sink
 
     async def answer(
         self,

@@ -15,6 +15,7 @@ import signal
 from collections.abc import Callable
 from typing import Any
 
+from mcp_operator import tracing
 from mcp_operator.adapter.auth import build_gate
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.core import AdapterCore
@@ -96,5 +97,7 @@ async def serve(config: AdapterConfig) -> int:
 
 
 def run(config: AdapterConfig) -> int:
-    """Configure logging, pick the event loop, serve."""
+    """Configure logging (and tracing, when the OTEL_* variables ask), pick the event loop,
+    serve."""
+    tracing.configure("mcp-operator-adapter")
     return process.run(serve(config), config.log_level)

@@ -107,6 +107,15 @@ class ApprovalSpec(SpecModel):
     webhook: ApprovalWebhookSpec | None = None
 
 
+class TracingSpec(SpecModel):
+    """OpenTelemetry traces of the bridge, exported over OTLP/HTTP (docs/tracing.md)."""
+
+    endpoint: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048)
+    """The collector's OTLP/HTTP base URL (``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+    sample_percent: int = Field(default=100, ge=0, le=100)
+    """The share of new traces recorded; a call that arrives in a sampled trace is recorded."""
+
+
 class BridgeSpec(SpecModel):
     """The mcp-bridge sidecar."""
 
@@ -117,6 +126,7 @@ class BridgeSpec(SpecModel):
     audit: AuditSpec = Field(default_factory=AuditSpec)
     approval: ApprovalSpec | None = None
     discovery: Literal["full", "search"] = "full"
+    tracing: TracingSpec | None = None
 
 
 class AgentRunSpec(SpecModel):

@@ -22,7 +22,7 @@ from typing import IO, Any, Final
 from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
-from mcp_operator import __version__
+from mcp_operator import __version__, tracing
 from mcp_operator.api.bridge import BridgeConfig
 from mcp_operator.bridge import aggregate, discovery
 from mcp_operator.bridge.approval import AgentApprover, WebhookApprover
@@ -279,7 +279,17 @@ class BridgeCore:
         ``tools/call`` through the pipeline, ``tools/list`` from the catalog, ``ping``, the
         other features through :mod:`~mcp_operator.bridge.aggregate` (``session``: the
         legacy session asking, to whom its subscriptions and logs go); any other method
-        -32601."""
+        -32601. A server span when tracing is on (:mod:`~mcp_operator.tracing`)."""
+        if tracing.ENABLED:
+            work = self._answer(request_id, method, params, session)
+            return await tracing.serve(
+                method, params, work, request_id=request_id, session_id=session
+            )
+        return await self._answer(request_id, method, params, session)
+
+    async def _answer(
+        self, request_id: RequestId, method: str, params: Any, session: str | None
+    ) -> dict[str, Any]:
         if method in aggregate.METHODS:
             return await self.aggregator.answer(request_id, method, params, session)
         if method == "tools/call":

@@ -35,6 +35,7 @@ from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS, validate_mcp_param_header
 from mcp_types import methods as _methods
 from mcp_types.jsonrpc import INVALID_REQUEST, METHOD_NOT_FOUND
 
+from mcp_operator import tracing
 from mcp_operator.bridge.core import SERVER_INFO, BridgeCore
 from mcp_operator.bridge.front_legacy import SessionEndpoint
 from mcp_operator.bridge.front_relay import RELAYED, ModernCalls
@@ -114,6 +115,8 @@ class BridgeFront:
                 status = message["status"]
             await send(message)
 
+        if tracing.ENABLED:  # the request's header context: a link of its span
+            tracing.HEADERS.set(scope["headers"])
         try:
             await self._endpoint(scope, receive, watched)
         except Exception as error:

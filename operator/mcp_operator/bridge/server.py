@@ -19,6 +19,7 @@ from pathlib import Path
 
 from prometheus_client import disable_created_metrics
 
+from mcp_operator import tracing
 from mcp_operator.api.bridge import BridgeConfigError, load_bridge_config
 from mcp_operator.bridge.core import BridgeCore
 from mcp_operator.bridge.front import BridgeFront
@@ -117,4 +118,5 @@ def run(settings: BridgeSettings) -> int:
     for noisy in ("httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, level))
     disable_created_metrics()  # type: ignore[no-untyped-call]
+    tracing.configure("mcp-operator-bridge")
     return process.run(serve(settings), settings.log_level)

@@ -346,10 +346,12 @@ def run(args: argparse.Namespace) -> int:
     from kopf._core.engines.peering import Identity
 
     import mcp_operator.controller.handlers  # noqa: F401  (registers the handlers)
+    from mcp_operator import tracing
     from mcp_operator.controller.metrics import OperatorMetrics
     from mcp_operator.controller.shards import parse_selector
     from mcp_operator.serve.process import run_on_fastest_loop
 
+    tracing.configure("mcp-operator")  # reconciles and probes, when OTEL_* configure it
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
     kopf.configure(verbose=args.verbose, debug=args.debug, log_format=log_format)
     if not args.debug:

@@ -43,6 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
+from mcp_operator import tracing
 from mcp_operator.api import ObjectMeta
 from mcp_operator.controller.conditions import invalid_spec, merge, timestamp
 from mcp_operator.controller.events import ObjectRef
@@ -258,12 +259,16 @@ class KindController(abc.ABC, Generic[M]):
     async def _reconcile(self, known: Known[M]) -> Next:
         started = time.monotonic()
         written: Mapping[str, Any] | None = None
+        ref = known.ref
         try:
-            parsed = known.parsed
-            if isinstance(parsed, InvalidSpec):
-                written, asked = await self._invalid(known, parsed)
-            else:
-                written, asked = await self.reconcile_object(known, parsed)
+            with tracing.internal(
+                f"reconcile {self.kind}", k8s_namespace_name=ref.namespace, k8s_object_name=ref.name
+            ):
+                parsed = known.parsed
+                if isinstance(parsed, InvalidSpec):
+                    written, asked = await self._invalid(known, parsed)
+                else:
+                    written, asked = await self.reconcile_object(known, parsed)
         finally:
             self.metrics.reconciled(self.kind, written, time.monotonic() - started)
         return asked

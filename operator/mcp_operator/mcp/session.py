@@ -78,6 +78,7 @@ from mcp_types.version import (
 )
 from pydantic import ValidationError
 
+from mcp_operator import tracing
 from mcp_operator.mcp import sse
 from mcp_operator.mcp.credentials import Credentials, CredentialsError
 from mcp_operator.net.egress import EgressPolicy
@@ -473,7 +474,25 @@ class McpSession:
         """One request in the negotiated era (connecting first if need be); a lost legacy
         session is established again once. ``seconds`` bounds it all (a ``timeout``
         failure); without it the caller's own deadline does. ``related`` hears what the
-        server says on the request's stream, and cancelling the request tells the server."""
+        server says on the request's stream, and cancelling the request tells the server.
+        A client span when tracing is on, its context in the request's ``_meta``."""
+        if tracing.ENABLED:
+            with tracing.client(method, params, server=self.name, session_id=self.session_id) as (
+                span,
+                carried,
+            ):
+                result = await self._timed(method, carried, seconds, related)
+                tracing.outcome(span, result)
+                return result
+        return await self._timed(method, params, seconds, related)
+
+    async def _timed(
+        self,
+        method: str,
+        params: Mapping[str, Any],
+        seconds: float | None,
+        related: Related | None,
+    ) -> dict[str, Any]:
         if seconds is None:
             return await self._request(method, params, related)
         try:

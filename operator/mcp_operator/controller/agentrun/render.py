@@ -561,11 +561,28 @@ def _bridge_container(
             "periodSeconds": 10,
             "failureThreshold": 3,
         },
-        "env": [{"name": "HOME", "value": "/tmp"}],
+        "env": [{"name": "HOME", "value": "/tmp"}, *_tracing_env(run)],
         "resources": copy.deepcopy(BRIDGE_RESOURCES),
         "volumeMounts": mounts,
         "securityContext": restricted_container_security(),
     }
+
+
+def _tracing_env(run: AgentRun) -> list[dict[str, str]]:
+    """The standard OpenTelemetry variables of ``spec.bridge.tracing`` (none when unset)."""
+    tracing = run.spec.bridge.tracing
+    if tracing is None:
+        return []
+    resource = (
+        f"k8s.namespace.name={run.metadata.namespace},mcp_operator.agent_run={run.metadata.name}"
+    )
+    return [
+        {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": tracing.endpoint},
+        {"name": "OTEL_SERVICE_NAME", "value": "mcp-operator-bridge"},
+        {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": resource},
+        {"name": "OTEL_TRACES_SAMPLER", "value": "parentbased_traceidratio"},
+        {"name": "OTEL_TRACES_SAMPLER_ARG", "value": f"{tracing.sample_percent / 100:g}"},
+    ]
 
 
 def _metadata(run: AgentRun, name: str) -> dict[str, Any]:

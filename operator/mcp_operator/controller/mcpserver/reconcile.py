@@ -14,6 +14,7 @@ import time
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 
+from mcp_operator import tracing
 from mcp_operator.api import MCPServer
 from mcp_operator.controller import network, network_policies
 from mcp_operator.controller.conditions import WantedCondition
@@ -301,7 +302,15 @@ async def _mcpserver(
     try:
         async with probe_slots:
             started = time.monotonic()
-            discovery = await discover(target, report.STATUS_KEEP)
+            with tracing.internal(
+                "probe", k8s_namespace_name=namespace, mcpserver=server.metadata.name
+            ) as span:
+                try:
+                    discovery = await discover(target, report.STATUS_KEEP)
+                except ProbeError as error:
+                    if span is not None:
+                        span.set_attribute("error.type", error.reason)
+                    raise
     except ProbeError as error:
         # A refused destination is the policy's verdict, not the server's fault: Ready says so.
         ready = error.reason if error.reason in READY_REASONS else "ProbeFailed"
