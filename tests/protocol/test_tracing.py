@@ -70,8 +70,8 @@ def child_spans(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def traced_bridge(collector: Collector, child_spans: Path) -> Iterator[tuple[str, str]]:
     port = peers.free_port()
-    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--",
-            sys.executable, str(TRACED_SERVER), str(child_spans)]  # fmt: skip
+    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--auth=none",
+            "--", sys.executable, str(TRACED_SERVER), str(child_spans)]  # fmt: skip
     env = {**_otel_env(collector), "OTEL_SERVICE_NAME": "adapter-under-test"}
     with peers.run_server(argv, port, name="adapter", env=env):
         adapter = f"http://127.0.0.1:{port}/mcp"
