@@ -668,6 +668,8 @@ def can_list(cluster: Cluster, user: str, namespace: str) -> dict[str, set[str]]
         if not match or not match.group(1) or match.group(2):
             continue  # non-resource URLs
         resource, names, verbs = match.group(1), match.group(3), match.group(4)
+        if names == user.rsplit(":", 1)[-1]:
+            names = "its own"  # a rule on the identity's own ServiceAccount (resourceNames)
         key = f"{resource} ({names})" if names else resource
         found.setdefault(key, set()).update(verbs.split())
     return found
