@@ -84,6 +84,7 @@ def test_the_api_server_applies_the_schema_defaults(
         "port": 8080,
         "path": "/mcp",
         "replicas": 1,
+        "sessions": "shared",
     }
     assert spec["probe"] == {"enabled": True, "intervalSeconds": 300, "timeoutSeconds": 10}
     assert spec["suspend"] is False

@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from mcp_operator.dev.cluster import DEV_IDENTITY
 from tests.e2e.test_node_network import busybox_pod, client, fetch, push_busybox, run_in
 from tests.support import needs, pods
 from tests.support.cluster import Cluster, OperatorProcess, operator_process
@@ -65,6 +66,8 @@ def operator(
         "--liveness=none",
         f"--dns-cidrs={node.ip}/32",
         "--private-destinations=labelled",
+        # Whose tokens the probe presents to managed servers (the plane makes the account).
+        f"--identity={DEV_IDENTITY}",
         *extra,
         env=cluster.env(),
         log_path=log,
