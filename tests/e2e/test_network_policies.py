@@ -31,6 +31,7 @@ from typing import Any
 
 import pytest
 
+from mcp_operator.controller.mcpserver.render import FRONT_PORT
 from mcp_operator.dev.cluster import DEV_IDENTITY
 from tests.e2e.test_node_network import busybox_pod, client, fetch, push_busybox, run_in
 from tests.support import needs, pods
@@ -188,13 +189,15 @@ def test_a_managed_server_takes_connections_only_from_permitted_runs_on_its_serv
         assert not connects(cluster, namespace, "neighbour", ev_ip, SERVING_PORT)
         print("what the stranger saw:", fetch(cluster, stranger, "stranger", ev_ip, SERVING_PORT))
 
-        # The HTTP-native server: its serving port (named mcp) for the permitted Pod, any
-        # other port of its Pod for nobody, while the Pod itself listens on it.
+        # The HTTP-native server: its serving port (named mcp: the authenticating front's) for
+        # the permitted Pod; the server's own port behind the front, and any other port of its
+        # Pod, for nobody, while the Pod itself listens on them.
         eventually(
-            "the permitted Pod to reach the HTTP-native server",
-            lambda: connects(cluster, permitted, "friend", web_ip, SERVING_PORT),
+            "the permitted Pod to reach the HTTP-native server's front",
+            lambda: connects(cluster, permitted, "friend", web_ip, FRONT_PORT),
             timeout=60,
         )
+        assert not connects(cluster, permitted, "friend", web_ip, SERVING_PORT)
         assert not connects(cluster, permitted, "friend", web_ip, OWN_PORT)
         assert not connects(cluster, namespace, "neighbour", web_ip, OWN_PORT)
         web_pod = pods.only_pod(cluster, namespace, "mcp-operator.dev/server=web")
