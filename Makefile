@@ -11,11 +11,15 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(MCP_OPERATOR_CACHE)/bin:$(PATH)
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(PY): pyproject.toml
+# The stamp, not $(PY), records the install: $(PY) is a symlink, and touching it would touch
+# the interpreter it points at (making every venv on the machine look up to date).
+$(PY): $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
-	@touch $(PY)
+	@touch $@
 
 .PHONY: venv
 venv: $(PY) ## Create the virtual environment with the package and its dev tools
