@@ -11,8 +11,9 @@ one that must succeed at the same moment, so that a failure can only be the poli
   one does; a port of the Pod other than the serving one (an HTTP-native server's own,
   behind its front) is reachable from no other Pod at all;
 - with the operator's policies turned off (``--network-policies=disabled``) the operator
-  removes its policy and the stranger's connection is made: until the endpoints check
-  tokens (docs/security.md), nothing else stands in its way;
+  removes its policy and the stranger's connection is made — and its MCP request without a
+  token is refused with a 401 by the server's adapter (docs/security.md: the token is the
+  line that holds without the network's);
 - an AgentRun with restricted egress resolves names through the cluster's DNS and reaches
   its server, and cannot reach another Pod that any unrestricted Pod reaches.
 
@@ -99,6 +100,19 @@ def other_namespaces(node_cluster: Cluster) -> Iterator[tuple[str, str]]:
 def connects(cluster: Cluster, namespace: str, pod: str, address: str, port: int) -> bool:
     """Whether a TCP connection from the Pod got an HTTP answer (any status)."""
     return "HTTP/1." in fetch(cluster, namespace, pod, address, port)
+
+
+def post_mcp(cluster: Cluster, namespace: str, pod: str, address: str, host: str) -> str:
+    """An MCP ``initialize`` POST without a token from the Pod to ``address``'s serving port,
+    with the Service's ``host`` name (what the adapter's Host check admits); the raw answer."""
+    body = '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}'
+    head = (
+        f"POST /mcp HTTP/1.0\\r\\nHost: {host}\\r\\nContent-Type: application/json\\r\\n"
+        f"Accept: application/json, text/event-stream\\r\\nContent-Length: {len(body)}\\r\\n\\r\\n"
+    )
+    request = f"printf '{head}{body}'"
+    command = f"{request} | /bin/busybox nc -w 3 {address} {SERVING_PORT}"
+    return run_in(cluster, namespace, pod, command)
 
 
 def ready_pod(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
@@ -231,6 +245,12 @@ def test_a_managed_server_takes_connections_only_from_permitted_runs_on_its_serv
             lambda: connects(cluster, stranger, "stranger", ev_ip, SERVING_PORT),
             timeout=60,
         )
+        # The connection is made, the call is not: the adapter wants a token.
+        refused = post_mcp(cluster, stranger, "stranger", ev_ip, f"ev.{namespace}.svc")
+        assert refused.startswith("HTTP/1.1 401"), refused
+        # RFC 6750: no token presented, so a bare challenge (no error code).
+        assert "www-authenticate: Bearer" in refused.lower().replace("bearer", "Bearer"), refused
+        assert "a bearer token is required" in refused, refused
         assert connects(cluster, namespace, "neighbour", web_ip, OWN_PORT)
 
 
