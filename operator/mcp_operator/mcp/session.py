@@ -18,6 +18,9 @@ the bridge (:mod:`~mcp_operator.bridge.upstreams`) speak to MCP servers through 
 - **Pages** follow one rule (:class:`Paginator`): only an absent ``nextCursor`` ends a
   listing, ``""`` is a cursor in every era; a loop, too many pages or too many items is an
   error, never a silently shortened list.
+- **A cut answer stream** of a legacy session's request, whose events had ids, is resumed
+  with ``GET`` + ``Last-Event-ID`` (2025-11-25 "Resumability and Redelivery"), never by
+  sending the request again; bounded in reopenings and by the caller's deadline.
 - **Change streams** (:meth:`McpSession.changes`): the legacy session's GET stream, or the
   answer to 2026-07-28's ``subscriptions/listen``; :func:`follow` keeps one open.
 - **Related messages**: a caller that passes ``related`` to :meth:`McpSession.request`
@@ -125,6 +128,13 @@ OPEN_STREAM_SECONDS = 10.0
 (changes are rare)."""
 MAX_EVENT_ID_CHARS = 256
 """A longer event id of the server's is not kept as the change stream's cursor."""
+RESUME_ATTEMPTS = 3
+"""A request's answer stream cut before its response is reopened (``GET`` with
+``Last-Event-ID``) at most this many times in a row without a new event."""
+RESUME_PAUSES = (0.1, 0.5, 1.0)
+"""Seconds before each of those reopenings (the last repeats)."""
+MAX_RESUMES = 100
+"""However many events each brings, a request's answer stream is reopened at most this often."""
 REOPEN_SECONDS = 2.0
 """A change stream that ended or could not be opened is opened again after this pause."""
 LIST_CHANGED = "notifications/tools/list_changed"
@@ -785,7 +795,8 @@ class McpSession:
                 await self._refusal(answer, method, session_id)
             if method == "initialize":
                 self.session_id = answer.headers.get("mcp-session-id")
-            reply = await self._reply(answer, request_id, related)
+            resume = (session_id, method) if legacy and session_id is not None else None
+            reply = await self._reply(answer, request_id, related, resume)
         except asyncio.CancelledError:
             if related is not None:
                 answer.discard()  # the stream closed: how a 2026-07-28 server hears it
@@ -841,11 +852,16 @@ class McpSession:
         await answer.aclose()  # an error status is no failure: nothing answers a notification
 
     async def _reply(
-        self, answer: Http1Response, request_id: int, related: Related | None = None
+        self,
+        answer: Http1Response,
+        request_id: int,
+        related: Related | None = None,
+        resume: tuple[str, str] | None = None,
     ) -> Mapping[str, Any]:
         """The JSON-RPC response to ``request_id``: a JSON body, or an event of an SSE
         stream (the requests and notifications before it go to ``related``, else are
-        skipped)."""
+        skipped). With ``resume`` (a legacy session's id and the method), a stream cut or
+        ended after an event id and before the response is resumed (:meth:`_resumed`)."""
         media = _media(answer)
         if media not in ("application/json", "text/event-stream"):
             raise McpFailure("mcp", f"unexpected content type {media or 'none'!r}")
@@ -857,7 +873,30 @@ class McpSession:
                 answer.discard()
                 raise McpFailure("mismatch", "the answer is not the response to the request")
             return message
-        events = sse.messages(self._read_body(answer, "sse"))
+        cursor = _Cursor()
+        try:
+            found = await self._answer_in(answer, request_id, related, cursor)
+        except Http1Error:
+            if resume is None or cursor.last is None:
+                raise
+            found = None  # cut mid-stream, after an event id: resumable
+        if found is not None:
+            return found
+        if resume is not None and cursor.last is not None:
+            return await self._resumed(resume, request_id, related, cursor)
+        raise McpFailure("connection", f"{self.name} ended the stream before answering")
+
+    async def _answer_in(
+        self,
+        answer: Http1Response,
+        request_id: int,
+        related: Related | None,
+        cursor: _Cursor,
+    ) -> Mapping[str, Any] | None:
+        """The response to ``request_id`` on the SSE stream ``answer``, or ``None`` when the
+        stream ended first; the requests and notifications before it go to ``related``,
+        the events' ids to ``cursor``."""
+        events = sse.messages(self._read_body(answer, "sse"), on_id=cursor.saw)
         async with contextlib.aclosing(events):
             async for data in events:
                 message = self._decode(data)
@@ -869,7 +908,89 @@ class McpSession:
                 if "method" not in message:  # a response, but to another request
                     answer.discard()
                     raise McpFailure("mismatch", "the answer is not the response to the request")
-        raise McpFailure("connection", f"{self.name} ended the stream before answering")
+        return None
+
+    async def _resumed(
+        self,
+        resume: tuple[str, str],
+        request_id: int,
+        related: Related | None,
+        cursor: _Cursor,
+    ) -> Mapping[str, Any]:
+        """The response to ``request_id`` after its answer stream was cut (or ended) before
+        it, read on ``GET`` streams with ``Last-Event-ID`` (2025-11-25 "Resumability and
+        Redelivery"; ``resume``: the legacy session and the method). The request itself is
+        never sent again. Bounded: :data:`RESUME_ATTEMPTS` reopenings in a row that bring no
+        new event (a refused ``GET``, a failed connection, a stream that replays nothing)
+        fail the call, as does the session's end; the caller's deadline bounds it all."""
+        session_id, method = resume
+        idle = 0
+        for reopened in range(1, MAX_RESUMES + 1):
+            if self.session_id != session_id:
+                raise McpFailure(
+                    "connection",
+                    f"{self.name} cut the answer stream of {method}, and its session ended "
+                    "before the stream could be resumed",
+                )
+            await asyncio.sleep(RESUME_PAUSES[min(idle, len(RESUME_PAUSES) - 1)])
+            seen = cursor.events
+            try:
+                found = await self._reopen(method, request_id, related, cursor)
+            except McpFailure as failure:
+                if failure.fault not in ("connect", "connection") or failure.status is not None:
+                    raise
+                logger.debug("Could not resume %s of %s: %s", method, self.name, failure)
+                found = None
+            if found is not None:
+                logger.info(
+                    "Resumed the answer stream of %s of %s (%d reopenings)",
+                    method,
+                    self.name,
+                    reopened,
+                )
+                return found
+            idle = 0 if cursor.events > seen else idle + 1
+            if idle >= RESUME_ATTEMPTS:
+                raise McpFailure(
+                    "connection",
+                    f"{self.name} cut the answer stream of {method}; {RESUME_ATTEMPTS} "
+                    "attempts to resume it with Last-Event-ID replayed nothing",
+                )
+        raise McpFailure(
+            "connection",
+            f"{self.name} cut the answer stream of {method} more than {MAX_RESUMES} times",
+        )
+
+    async def _reopen(
+        self, method: str, request_id: int, related: Related | None, cursor: _Cursor
+    ) -> Mapping[str, Any] | None:
+        """One ``GET`` with ``Last-Event-ID``: the response, if it came; ``None`` when the
+        stream ended (or broke) first. A refusal fails the call with its status."""
+        headers = self._request_headers("", None)
+        headers["accept"] = "text/event-stream"
+        del headers["content-type"]
+        headers["last-event-id"] = cursor.last or ""
+        answer = await self._send("GET", headers, b"")
+        answer.hold()
+        try:
+            media = _media(answer)
+            if answer.status_code != 200 or media != "text/event-stream":
+                answer.discard()
+                raise McpFailure(
+                    "connection",
+                    f"{self.name} cut the answer stream of {method} and refused to resume it "
+                    f"(HTTP {answer.status_code} to GET with Last-Event-ID)",
+                    status=answer.status_code,
+                )
+            try:
+                return await self._answer_in(answer, request_id, related, cursor)
+            except Http1Error:
+                return None
+        except asyncio.CancelledError:
+            answer.discard()  # the resumed stream closed: the caller stopped waiting
+            raise
+        finally:
+            await answer.aclose()
 
     def _decode(self, text: bytes) -> dict[str, Any]:
         message = _loads(text)
@@ -920,6 +1041,22 @@ async def follow(
             except McpFailure as failure:
                 logger.debug("Could not follow the tool list of %s: %s", session.name, failure)
         await asyncio.sleep(reopen_seconds)
+
+
+class _Cursor:
+    """Where a request's answer stream got to: its last event id (the ``Last-Event-ID`` of
+    a resume; a longer id than :data:`MAX_EVENT_ID_CHARS` makes the stream not resumable
+    until the next) and how many ids it gave."""
+
+    __slots__ = ("events", "last")
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.events = 0
+
+    def saw(self, event_id: str) -> None:
+        self.events += 1
+        self.last = event_id if event_id and len(event_id) <= MAX_EVENT_ID_CHARS else None
 
 
 _NOT_JSON = object()
