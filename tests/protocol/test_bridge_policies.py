@@ -53,7 +53,7 @@ async def _pins(url: str) -> dict[str, str]:
 async def test_a_rug_pull_is_refused_until_the_probe_repins_the_new_definition() -> None:
     with peers.rug_pull_server() as url:
         pins = await _pins(url)
-        assert set(pins) == {"lookup", "wipe", "change"}
+        assert set(pins) == {"lookup", "wipe", "change", "change_quietly"}
         entry = server_entry("rug", url, pinning="pin", toolDigests=pins)
         with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
             async with Client(bridge.url) as client:
@@ -86,6 +86,30 @@ async def test_a_rug_pull_is_refused_until_the_probe_repins_the_new_definition()
                     t for t in (await client.list_tools()).tools if t.name == "rug_lookup"
                 )
                 assert "id_rsa" in (described.description or "")  # what was reviewed now
+
+
+async def test_a_change_the_server_never_announced_is_listed_when_the_operator_repins() -> None:
+    """A server that changes a tool without ``list_changed``: the operator's probe sees it and
+    re-pins; the new pins make the bridge list that server again at once, so the tool is
+    neither hidden nor stale until the bridge's own next listing."""
+    with peers.rug_pull_server() as url:
+        pins = await _pins(url)
+        entry = server_entry("rug", url, pinning="pin", toolDigests=pins)
+        with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
+            async with Client(bridge.url) as client:
+                await client.call_tool("rug_change_quietly", {"note": "Reviewed on Tuesday."})
+                repinned = await _pins(url)
+                assert repinned["lookup"] != pins["lookup"]
+                bridge.rewrite(bridge.config | {"servers": [entry | {"toolDigests": repinned}]})
+
+                async def fresh() -> bool:
+                    tools = {t.name: t for t in (await client.list_tools()).tools}
+                    lookup = tools.get("rug_lookup")
+                    return lookup is not None and "Tuesday" in (lookup.description or "")
+
+                await eventually_async("the re-pinned definition listed", fresh, 15)
+                again = await client.call_tool("rug_lookup", {"word": "pin"})
+                assert not again.is_error
 
 
 @pytest.fixture(scope="module")

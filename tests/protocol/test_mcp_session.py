@@ -32,6 +32,7 @@ from tests.protocol.test_probe_wire import (
     INITIALIZED,
     LOOPBACK,
     Answer,
+    Script,
     Seen,
     Start,
     error,
@@ -275,6 +276,8 @@ async def test_the_bridges_follower_relists_on_a_change_and_hangs_up_when_stoppe
         following = asyncio.create_task(follow(session, on_changed, reopen_seconds=0.1))
         try:
             await eventually_async("the stream open", lambda: _open_streams(url), 10)
+            await asyncio.wait_for(changes.get(), 10)  # an open is followed by one listing
+            assert changes.empty()
             async with httpx.AsyncClient() as http:
                 await http.post(url.replace("/mcp", "/change"))
             await asyncio.wait_for(changes.get(), 10)
@@ -283,6 +286,45 @@ async def test_the_bridges_follower_relists_on_a_change_and_hangs_up_when_stoppe
             with contextlib.suppress(asyncio.CancelledError):
                 await following
         await eventually_async("the stream closed", lambda: _closed(url), 10)
+
+
+def modern_listen(acknowledged: bool) -> Script:
+    """A 2026-07-28 server whose listen stream announces one change, after its acknowledgement
+    or without one."""
+
+    def script(seen: Seen) -> Answer:
+        if seen.method == "server/discover":
+            capabilities = {"tools": {"listChanged": True}}
+            versions = {"supportedVersions": ["2026-07-28"], "capabilities": capabilities}
+            return json_answer(result(seen, versions))
+        if seen.method == "tools/list":
+            return json_answer(result(seen, {"tools": TOOLS}))
+        assert seen.method == "subscriptions/listen"
+        ack = {"notifications": {"toolsListChanged": True}}
+        events = [{"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged"}]
+        events[0]["params"] = ack
+        events = events if acknowledged else []
+        events.append({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        body = b"".join(
+            b"event: message\ndata: " + json.dumps(e).encode() + b"\n\n" for e in events
+        )
+        return 200, {"content-type": "text/event-stream"}, body
+
+    return script
+
+
+@pytest.mark.parametrize("acknowledged", [True, False])
+async def test_a_listen_stream_is_open_once_the_server_acknowledged_it(
+    scripted: Start, pool: Pool, acknowledged: bool
+) -> None:
+    """The server subscribes before it acknowledges: a change it announces before then may
+    have been published to no one, so the follower's listing after the open waits for it."""
+    server = await scripted(modern_listen(acknowledged))
+    session = upstream_session("modern", server.url, pool)
+    await list_tools(session, 5)
+    assert session.protocol_version == "2026-07-28"
+    seen = [changed async for changed in session.changes()]
+    assert seen == ([False, True] if acknowledged else [True])
 
 
 async def _closed(url: str) -> bool:

@@ -170,6 +170,11 @@ class ServerState:
         return [task for task in (self.listing, self.follower) if task is not None]
 
 
+def _pins(server: UpstreamServer) -> tuple[object, object]:
+    """What the operator's probe last saw of a server's tools (its names and digests)."""
+    return server.tools, server.tool_digests
+
+
 def _connection_signature(server: UpstreamServer, headers: Mapping[str, str]) -> str:
     """What forces a new upstream session when it changes (values hashed into the text)."""
     auth = server.auth.model_dump(mode="json") if server.auth is not None else None
@@ -216,7 +221,9 @@ class UpstreamPool:
 
     async def configure(self, config: BridgeConfig) -> None:
         """Take the servers of ``config``: keep the unchanged, (re)connect the new or changed,
-        drop the removed; list the new ones; rebuild the catalog."""
+        drop the removed; list the new ones, and the kept ones whose pins changed (the
+        operator's probe saw other definitions than the bridge last listed, whether or not
+        the server announced it); rebuild the catalog."""
         states: dict[str, ServerState] = {}
         fresh: list[ServerState] = []
         secrets: list[str] = []
@@ -227,6 +234,8 @@ class UpstreamPool:
             signature = _connection_signature(server, headers)
             state = self.states.get(key)
             if state is not None and state.headers_signature == signature:
+                if _pins(state.server) != _pins(server) and state.problem is None:
+                    fresh.append(state)  # the operator saw other definitions: list again
                 state.server = server
                 states[key] = state
                 continue

@@ -138,6 +138,7 @@ MAX_RESUMES = 100
 REOPEN_SECONDS = 2.0
 """A change stream that ended or could not be opened is opened again after this pause."""
 LIST_CHANGED = "notifications/tools/list_changed"
+LISTEN_ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 PROTOCOL_HEADERS = frozenset(
     {
         "content-type",
@@ -607,8 +608,8 @@ class McpSession:
     async def changes(self) -> AsyncGenerator[bool, None]:
         """Open the stream the server announces tool list changes on (the legacy session's
         GET stream, or the answer to 2026-07-28's ``subscriptions/listen``): yield ``False``
-        once it is open, then ``True`` per ``notifications/tools/list_changed``; ends when
-        the stream does.
+        once it is open (a listen stream at its acknowledgement), then ``True`` per
+        ``notifications/tools/list_changed``; ends when the stream does.
 
         Raises:
             McpFailure: the stream could not be opened (not connected, a refusal).
@@ -632,12 +633,19 @@ class McpSession:
                     f"{self.name} did not open a change stream (HTTP {answer.status_code})",
                     status=answer.status_code,
                 )
-            yield False
+            # A 2026-07-28 server subscribes before it acknowledges: only then is it open.
+            acknowledged = not self.modern
+            if acknowledged:
+                yield False
             async for data in sse.messages(
                 answer.aiter_bytes(), MAX_EVENT_BYTES, on_id=self._saw_event_id
             ):
                 message = _loads(data)
-                if isinstance(message, dict) and message.get("method") == LIST_CHANGED:
+                method = message.get("method") if isinstance(message, dict) else None
+                if method == LISTEN_ACKNOWLEDGED and not acknowledged:
+                    acknowledged = True
+                    yield False
+                elif method == LIST_CHANGED:
                     yield True
                 elif isinstance(message, dict) and "id" in message and "method" in message:
                     await self._refuse_unrelated(message)
@@ -1025,19 +1033,18 @@ async def follow(
 ) -> None:
     """Keep the server's change stream open until cancelled, calling ``on_changed`` for every
     change it announces. A stream that ends (the server restarted, the session was
-    established again, the connection dropped) is opened again after ``reopen_seconds``;
-    a re-opened stream that did not resume the previous one (the server gave no event ids,
-    or refused the ``Last-Event-ID``; 2026-07-28 has none) is followed by one
-    ``on_changed`` (a change may have been missed)."""
-    opened_before = False
+    established again, the connection dropped) is opened again after ``reopen_seconds``.
+    Every open that did not resume a previous stream (the first one, a server that gave no
+    event ids or refused the ``Last-Event-ID``; 2026-07-28 has none) is followed by one
+    ``on_changed``: a change announced between the caller's last listing and the moment the
+    stream opened reached no one (list, then watch, then list once more)."""
     while True:
         if session.announces_notices:
             try:
                 async for changed in session.changes():
                     # a stream resumed with Last-Event-ID replays what it missed: no relist
-                    if changed or (opened_before and not session.stream_resumed):
+                    if changed or not session.stream_resumed:
                         await on_changed()
-                    opened_before = True
             except McpFailure as failure:
                 logger.debug("Could not follow the tool list of %s: %s", session.name, failure)
         await asyncio.sleep(reopen_seconds)
