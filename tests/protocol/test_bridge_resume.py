@@ -8,6 +8,11 @@ adapter and cuts the bridge's connections once, after the agent saw the first pr
 event: the bridge's ``tools/call`` answer stream breaks mid-call. The bridge reopens it with
 ``GET`` + ``Last-Event-ID``, never sends the ``POST`` again, and the agent gets every
 progress event and the answer; the child's own record says the tool ran once.
+
+The same through a server nobody here wrote the resumability of: the official SDK's
+Streamable HTTP server with an event store and ``retry_interval``, whose tool closes its
+call's stream on purpose after the first progress event (2025-11-25's SSE polling): the
+bridge waits the ``retry`` it was given, reconnects with ``Last-Event-ID`` and hears the rest.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ import pytest
 from mcp import Client
 
 from tests.protocol.test_adapter import adapter
+from tests.support import peers
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.cutter import Cutter
 
 pytestmark = pytest.mark.timeout(120)
 
 SLOW_SERVER = Path(__file__).parent.parent / "support" / "slow_server.py"
+POLLING_SERVER = Path(__file__).parent.parent / "support" / "polling_server.py"
 STEPS = 6
 
 
@@ -68,3 +75,32 @@ async def test_a_cut_upstream_call_stream_is_resumed_and_the_agent_gets_everythi
     assert runs.read_text().splitlines() == ["started"]  # the child ran the tool once
     assert cutter.sent(b'"method":"tools/call"') == 1  # the POST went up once
     assert "Resumed the answer stream of tools/call of default/slow" in log
+
+
+async def test_the_bridge_polls_an_sdk_server_that_closes_its_call_stream_on_purpose(
+    tmp_path: Path,
+) -> None:
+    runs = tmp_path / "runs"
+    port = peers.free_port()
+    argv = [sys.executable, str(POLLING_SERVER), str(port), str(runs), "300"]
+    with peers.run_server(argv, port, name="polling"):
+        upstream = f"http://127.0.0.1:{port}/mcp"
+        entry = server_entry("polling", upstream, "po", protocolVersion="2025-11-25")
+        with run_bridge([entry]) as bridge:
+            seen: list[float] = []
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                seen.append(value)
+
+            async with Client(bridge.url, mode="legacy") as agent:
+                result = await agent.call_tool(
+                    "po_slow", {"steps": STEPS, "pause": 0.3}, progress_callback=progress
+                )
+            log = bridge.log()
+    assert not result.is_error, result
+    content = result.content[0]
+    assert isinstance(content, types.TextContent)
+    assert content.text == f"done after {STEPS} steps"
+    assert seen == [float(step) for step in range(1, STEPS + 1)]
+    assert runs.read_text().splitlines() == ["started"]
+    assert "Resumed the answer stream of tools/call of default/polling" in log

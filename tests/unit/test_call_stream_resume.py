@@ -58,6 +58,8 @@ class Server:
         self.replay = replay
         self.call_id: Any = None
         self.gets: list[Request] = []
+        self.first_answer: Answer | None = None
+        """Instead of ``first``, these bytes answer the call."""
 
     def __call__(self, request: Request) -> Answer | None:
         if request.method == "DELETE":
@@ -76,7 +78,7 @@ class Server:
             return _json({"id": ident, "result": info}, **{"mcp-session-id": SESSION})
         if method == "tools/call":
             self.call_id = ident
-            return _sse(*self.first)
+            return self.first_answer or _sse(*self.first)
         return 202, {}, b""
 
 
@@ -200,3 +202,35 @@ async def test_a_resume_that_never_answers_is_bounded_by_the_calls_own_deadline(
         assert posts_of(peer, "tools/call") == 1
     assert caught.value.kind == "timeout"
     assert len(server.gets) == 1
+
+
+def _retry_priming(event_id: str, milliseconds: int) -> Answer:
+    status, headers, body = _sse((event_id, None))
+    return status, headers, f"retry: {milliseconds}\n".encode() + body
+
+
+async def test_a_polling_servers_empty_reopenings_are_polls_not_failed_attempts(
+    pool: Http1Pool,
+) -> None:
+    """A 2025-11-25 server that sent ``retry`` closes streams on purpose: five empty polls
+    in a row (more than RESUME_ATTEMPTS) are waited out, then the answer comes."""
+
+    def replay(_request: Request, n: int) -> Answer:
+        return _sse(("e-2", _answer(server.call_id))) if n > 5 else _sse()
+
+    server = Server([], replay)
+    server.first_answer = _retry_priming("e-1", 0)
+    async with http_peer(Behaviour(respond=server)) as peer:
+        result = await call(peer, pool)
+        assert posts_of(peer, "tools/call") == 1
+    assert result["content"][0]["text"] == "done"
+    assert len(server.gets) == 6
+
+
+def test_the_pause_before_a_reopening_is_the_servers_retry_else_the_back_off() -> None:
+    cursor = session_module._Cursor()
+    assert [cursor.pause(idle) for idle in range(4)] == [0.0, 0.0, 0.0, 0.0]  # no_pauses
+    cursor.asked_to_wait(2500)
+    assert cursor.pause(0) == cursor.pause(5) == 2.5
+    cursor.asked_to_wait(10**9)
+    assert cursor.pause(0) == session_module.MAX_RETRY_SECONDS

@@ -132,9 +132,13 @@ RESUME_ATTEMPTS = 3
 """A request's answer stream cut before its response is reopened (``GET`` with
 ``Last-Event-ID``) at most this many times in a row without a new event."""
 RESUME_PAUSES = (0.1, 0.5, 1.0)
-"""Seconds before each of those reopenings (the last repeats)."""
-MAX_RESUMES = 100
-"""However many events each brings, a request's answer stream is reopened at most this often."""
+"""Seconds before each of those reopenings (the last repeats), unless the server's SSE
+``retry`` says how long to wait."""
+MAX_RETRY_SECONDS = 10.0
+"""A server's SSE ``retry`` longer than this is taken as this."""
+MAX_RESUMES = 1000
+"""However many events each brings, a request's answer stream is reopened at most this often
+(a polling server's, too)."""
 REOPEN_SECONDS = 2.0
 """A change stream that ended or could not be opened is opened again after this pause."""
 LIST_CHANGED = "notifications/tools/list_changed"
@@ -904,7 +908,8 @@ class McpSession:
         """The response to ``request_id`` on the SSE stream ``answer``, or ``None`` when the
         stream ended first; the requests and notifications before it go to ``related``,
         the events' ids to ``cursor``."""
-        events = sse.messages(self._read_body(answer, "sse"), on_id=cursor.saw)
+        body = self._read_body(answer, "sse")
+        events = sse.messages(body, on_id=cursor.saw, on_retry=cursor.asked_to_wait)
         async with contextlib.aclosing(events):
             async for data in events:
                 message = self._decode(data)
@@ -928,9 +933,13 @@ class McpSession:
         """The response to ``request_id`` after its answer stream was cut (or ended) before
         it, read on ``GET`` streams with ``Last-Event-ID`` (2025-11-25 "Resumability and
         Redelivery"; ``resume``: the legacy session and the method). The request itself is
-        never sent again. Bounded: :data:`RESUME_ATTEMPTS` reopenings in a row that bring no
-        new event (a refused ``GET``, a failed connection, a stream that replays nothing)
-        fail the call, as does the session's end; the caller's deadline bounds it all."""
+        never sent again. Each reopening waits the server's SSE ``retry``, else a short
+        back-off. Bounded: a refused ``GET`` fails the call, and so do
+        :data:`RESUME_ATTEMPTS` reopenings in a row that bring no new event (a failed
+        connection, a stream that replays nothing; a stream that ends cleanly after the
+        server asked for a ``retry`` is a poll of a 2025-11-25 polling server, not counted),
+        the session's end, or :data:`MAX_RESUMES` reopenings; the caller's deadline bounds
+        it all."""
         session_id, method = resume
         idle = 0
         for reopened in range(1, MAX_RESUMES + 1):
@@ -940,10 +949,13 @@ class McpSession:
                     f"{self.name} cut the answer stream of {method}, and its session ended "
                     "before the stream could be resumed",
                 )
-            await asyncio.sleep(RESUME_PAUSES[min(idle, len(RESUME_PAUSES) - 1)])
+            await asyncio.sleep(cursor.pause(idle))
             seen = cursor.events
+            polled = False
             try:
                 found = await self._reopen(method, request_id, related, cursor)
+                # a stream that ended cleanly after the server asked for a retry: its poll
+                polled = cursor.retry is not None
             except McpFailure as failure:
                 if failure.fault not in ("connect", "connection") or failure.status is not None:
                     raise
@@ -957,7 +969,7 @@ class McpSession:
                     reopened,
                 )
                 return found
-            idle = 0 if cursor.events > seen else idle + 1
+            idle = 0 if cursor.events > seen or polled else idle + 1
             if idle >= RESUME_ATTEMPTS:
                 raise McpFailure(
                     "connection",
@@ -973,7 +985,8 @@ class McpSession:
         self, method: str, request_id: int, related: Related | None, cursor: _Cursor
     ) -> Mapping[str, Any] | None:
         """One ``GET`` with ``Last-Event-ID``: the response, if it came; ``None`` when the
-        stream ended (or broke) first. A refusal fails the call with its status."""
+        stream ended first. A refusal fails the call with its status; a stream that broke is
+        a ``connection`` failure without one."""
         headers = self._request_headers("", None)
         headers["accept"] = "text/event-stream"
         del headers["content-type"]
@@ -992,8 +1005,10 @@ class McpSession:
                 )
             try:
                 return await self._answer_in(answer, request_id, related, cursor)
-            except Http1Error:
-                return None
+            except Http1Error as error:
+                raise McpFailure(
+                    "connection", f"the resumed stream of {method} from {self.name} broke"
+                ) from error
         except asyncio.CancelledError:
             answer.discard()  # the resumed stream closed: the caller stopped waiting
             raise
@@ -1053,17 +1068,30 @@ async def follow(
 class _Cursor:
     """Where a request's answer stream got to: its last event id (the ``Last-Event-ID`` of
     a resume; a longer id than :data:`MAX_EVENT_ID_CHARS` makes the stream not resumable
-    until the next) and how many ids it gave."""
+    until the next), how many ids it gave, and the wait the server last asked of a
+    reconnect (SSE ``retry``, seconds; 2025-11-25's "polling" servers close a stream on
+    purpose after one)."""
 
-    __slots__ = ("events", "last")
+    __slots__ = ("events", "last", "retry")
 
     def __init__(self) -> None:
         self.last: str | None = None
         self.events = 0
+        self.retry: float | None = None
 
     def saw(self, event_id: str) -> None:
         self.events += 1
         self.last = event_id if event_id and len(event_id) <= MAX_EVENT_ID_CHARS else None
+
+    def asked_to_wait(self, milliseconds: int) -> None:
+        self.retry = min(milliseconds / 1000, MAX_RETRY_SECONDS)
+
+    def pause(self, idle: int) -> float:
+        """Seconds before the next reopening: the server's ``retry`` (at least the first of
+        :data:`RESUME_PAUSES`), else the back-off after ``idle`` empty reopenings."""
+        if self.retry is not None:
+            return max(self.retry, RESUME_PAUSES[0])
+        return RESUME_PAUSES[min(idle, len(RESUME_PAUSES) - 1)]
 
 
 _NOT_JSON = object()
