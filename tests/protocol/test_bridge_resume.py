@@ -34,7 +34,6 @@ from tests.support.cutter import Cutter
 pytestmark = pytest.mark.timeout(120)
 
 SLOW_SERVER = Path(__file__).parent.parent / "support" / "slow_server.py"
-POLLING_SERVER = Path(__file__).parent.parent / "support" / "polling_server.py"
 STEPS = 6
 
 
@@ -82,7 +81,7 @@ async def test_the_bridge_polls_an_sdk_server_that_closes_its_call_stream_on_pur
 ) -> None:
     runs = tmp_path / "runs"
     port = peers.free_port()
-    argv = [sys.executable, str(POLLING_SERVER), str(port), str(runs), "300"]
+    argv = [sys.executable, str(SLOW_SERVER), str(runs), "--poll", str(port), "300"]
     with peers.run_server(argv, port, name="polling"):
         upstream = f"http://127.0.0.1:{port}/mcp"
         entry = server_entry("polling", upstream, "po", protocolVersion="2025-11-25")
