@@ -180,6 +180,7 @@ MINIMAL_RUN: dict[str, Any] = {
 }
 SECRET_REF = {"secretKeyRef": {"name": "s", "key": "token"}}
 CASE_ONLY = [{"name": "X-A", "value": "1"}, {"name": "x-a", "value": "2"}]
+COLLECTOR = {"endpoint": "http://otel-collector.observability:4318"}
 
 
 def changed(base: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
@@ -294,6 +295,20 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
      "spec.headers[0].valueFrom.secretKeyRef.name"),
     ("network-on-external", changed(EXTERNAL_SERVER, "spec.network", {"egress": "restricted"}),
      "network must not be set when mode is external"),
+    ("tracing-on-external", changed(EXTERNAL_SERVER, "spec.tracing", COLLECTOR),
+     "tracing must not be set when mode is external"),
+    ("tracing-on-sse", changed(changed(MINIMAL_SERVER, "spec.transport", "sse"),
+                               "spec.tracing", COLLECTOR),
+     "tracing needs the adapter or front of ours in the Pod"),
+    ("tracing-on-unfronted-http", changed(changed(changed(
+        MINIMAL_SERVER, "spec.transport", "streamable-http"),
+        "spec.access", {"authentication": "none"}), "spec.tracing", COLLECTOR),
+     "tracing needs the adapter or front of ours in the Pod"),
+    ("tracing-endpoint-not-http", changed(MINIMAL_SERVER, "spec.tracing", {"endpoint": "c:4318"}),
+     "spec.tracing.endpoint"),
+    ("tracing-sample-101", changed(MINIMAL_SERVER, "spec.tracing", {**COLLECTOR,
+                                                                    "samplePercent": 101}),
+     "spec.tracing.samplePercent"),
     ("network-peer-empty", changed(MINIMAL_SERVER, "spec.network", {"ingressFrom": [{}]}),
      "must set podSelector, namespaceSelector or ipBlock"),
     ("network-peer-ip-and-pods", changed(MINIMAL_SERVER, "spec.network", {"ingressFrom": [
@@ -433,6 +448,23 @@ def test_the_explicit_empty_prefix_and_uri_globs_are_accepted_and_kept_as_given(
     parsed = MODELS["MCPServer"].model_validate(stored)
     assert parsed.effective_prefix == ""  # type: ignore[attr-defined]
     assert stored["spec"]["resourcesAllow"] == ["ui://*", "file:///docs/*"]
+
+
+def test_a_managed_servers_tracing_is_accepted_with_its_default_sampling(
+    cluster: Any, crds: None, namespace: str
+) -> None:
+    stdio = changed(MINIMAL_SERVER, "spec.tracing", COLLECTOR)
+    stdio["metadata"] = {"name": "traced"}
+    fronted = changed(changed(stdio, "spec.transport", "streamable-http"), "metadata.name", "web")
+    for server in (stdio, fronted):
+        apply(cluster, namespace, yaml.safe_dump(server))
+        stored = json.loads(
+            cluster.kubectl(
+                "get", "mcpservers", server["metadata"]["name"], "-n", namespace, "-o", "json"
+            ).stdout
+        )
+        assert stored["spec"]["tracing"] == {**COLLECTOR, "samplePercent": 100}
+        MODELS["MCPServer"].model_validate(stored)
 
 
 def test_the_mode_of_a_server_cannot_change(cluster: Any, crds: None, namespace: str) -> None:

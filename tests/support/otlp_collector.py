@@ -17,7 +17,7 @@ KINDS = {1: "INTERNAL", 2: "SERVER", 3: "CLIENT"}
 class Collector:
     """An OTLP/HTTP collector stand-in: the spans it was sent, decoded."""
 
-    def __init__(self, *, keep: bool = True) -> None:
+    def __init__(self, *, keep: bool = True, host: str = "127.0.0.1") -> None:
         self.spans: list[dict[str, Any]] = []
         self.metrics_posts = 0
         self.trace_posts = 0
@@ -43,8 +43,8 @@ class Collector:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.server = ThreadingHTTPServer((host, 0), Handler)
+        self.url = f"http://{host}:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def close(self) -> None:
@@ -53,14 +53,13 @@ class Collector:
 
     def _take(self, request: ExportTraceServiceRequest) -> None:
         for resource_spans in request.resource_spans:
-            service = next(
-                (a.value.string_value for a in resource_spans.resource.attributes
-                 if a.key == "service.name"), None,
-            )  # fmt: skip
+            resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+            service = resource.get("service.name")
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
                     self.spans.append({
                         "service": service,
+                        "resource": resource,
                         "trace": span.trace_id.hex(),
                         "span": span.span_id.hex(),
                         "parent": span.parent_span_id.hex() or None,

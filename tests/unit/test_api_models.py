@@ -64,6 +64,33 @@ def test_an_external_server_defaults_to_streamable_http() -> None:
             {"mode": "external", "url": "http://x", "transport": "stdio"},
             "transport must be streamable-http or sse",
         ),
+        (
+            {"mode": "external", "url": "http://x", "tracing": {"endpoint": "http://c:4318"}},
+            "tracing must not be set when mode is external",
+        ),
+        (
+            {
+                "mode": "managed",
+                "transport": "sse",
+                "deployment": DEPLOYMENT,
+                "tracing": {"endpoint": "http://c:4318"},
+            },
+            "tracing needs the adapter or front of ours",
+        ),
+        (
+            {
+                "mode": "managed",
+                "transport": "streamable-http",
+                "deployment": DEPLOYMENT,
+                "access": {"authentication": "none"},
+                "tracing": {"endpoint": "http://c:4318"},
+            },
+            "tracing needs the adapter or front of ours",
+        ),
+        (
+            {"mode": "managed", "deployment": DEPLOYMENT, "tracing": {"endpoint": "c:4318"}},
+            "should match pattern",
+        ),
         ({"mode": "external", "url": "ftp://x"}, "should match pattern"),
         ({"mode": "bogus", "url": "http://x"}, "Input should be 'managed' or 'external'"),
         ({"mode": "external", "url": "http://x", "toolsPrefix": "Abc"}, "should match pattern"),

@@ -288,3 +288,49 @@ def test_the_images_own_words_reach_the_server_verbatim_through_the_kubelets_exp
     assert command[3:] == ["/srv", "--home=$$(HOME)", "--home=$(HOME)"], (
         "the user's own: as in a Pod"
     )
+
+
+TRACING = {"endpoint": "http://collector.obs:4318", "samplePercent": 10}
+
+
+def otel_env(container: dict[str, Any]) -> dict[str, str]:
+    return {
+        var["name"]: var["value"]
+        for var in container.get("env", ())
+        if var["name"].startswith("OTEL_")
+    }
+
+
+def dumped(obj: MCPServer) -> dict[str, Any]:
+    assert obj.spec.deployment is not None
+    return obj.spec.deployment.model_dump(by_alias=True, exclude_none=True)
+
+
+def test_the_servers_tracing_setting_becomes_the_adapters_standard_otel_variables() -> None:
+    untraced = render.deployment(STDIO, SETTINGS)
+    assert not [otel_env(c) for c in pod_containers(untraced) if otel_env(c)]
+    traced = server("everything", deployment=dumped(STDIO), tracing=TRACING)
+    containers = {c["name"]: c for c in pod_containers(render.deployment(traced, SETTINGS))}
+    assert otel_env(containers["adapter"]) == {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector.obs:4318",
+        "OTEL_SERVICE_NAME": "mcp-operator-adapter",
+        "OTEL_RESOURCE_ATTRIBUTES": "k8s.namespace.name=tools,mcp_operator.mcp_server=everything",
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": "0.1",
+    }
+    assert otel_env(containers["server"]) == {}  # the server's environment is the user's
+    assert containers["adapter"]["env"][0]["name"] == "POD_IP"  # the adapter's own still there
+
+
+def test_an_http_native_servers_tracing_setting_reaches_its_front_only() -> None:
+    traced = server(
+        "web",
+        transport="streamable-http",
+        deployment=dumped(HTTP),
+        tracing={"endpoint": "https://collector.obs:4318"},
+    )
+    containers = {c["name"]: c for c in pod_containers(render.deployment(traced, SETTINGS))}
+    front = otel_env(containers["front"])
+    assert front["OTEL_EXPORTER_OTLP_ENDPOINT"] == "https://collector.obs:4318"
+    assert front["OTEL_TRACES_SAMPLER_ARG"] == "1"  # samplePercent defaults to 100
+    assert otel_env(containers["server"]) == {}

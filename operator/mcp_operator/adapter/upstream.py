@@ -11,6 +11,11 @@ streams back as it arrives — a JSON body or an event stream alike, chunk by ch
 buffered whole — until the upstream ends it or the client goes (then the upstream
 connection is closed, not reused). A request body is read within ``--max-body-bytes``.
 
+With tracing on (``OTEL_*``, :mod:`mcp_operator.tracing`), each forwarded JSON-RPC request
+gets a SERVER span (its parent the caller's ``params._meta`` context, the HTTP header's a
+link); the body is forwarded as it came, so the server continues the caller's context, and
+the span's ``error.type`` is the HTTP status of an answer that is an HTTP error.
+
 ``/healthz`` is the front's own liveness; ``/readyz`` asks whether the upstream's port
 accepts connections; ``/metrics`` and the RFC 9728 metadata are served as in stdio mode.
 The server's own port must not be reachable from outside the Pod: the operator's
@@ -27,6 +32,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+from mcp_operator import tracing
 from mcp_operator.adapter.audit import from_flag as audit_from_flag
 from mcp_operator.adapter.audit import tool_of
 from mcp_operator.adapter.config import AdapterConfig
@@ -184,18 +190,25 @@ class UpstreamFront:
         status: int | None = None
         started = time.perf_counter()
         self.inflight += 1
+
+        async def relay() -> dict[str, Any]:
+            nonlocal status
+            status = await self._relay(scope["method"], target, outgoing, body, receive, send)
+            return {} if status is not None and status < 400 else {"error": {"code": status or 502}}
+
         try:
-            try:
-                async with asyncio.timeout(self.config.request_timeout_seconds):
-                    answer = await self.pool.request(scope["method"], target, outgoing, body)
-            except (Http1Error, TimeoutError, OSError, ValueError) as error:
-                self.failed += 1
-                logger.warning("Failed to forward a request to %s: %s", self._upstream, error)
-                await respond_plain(send, 502, b"The MCP server in this Pod did not answer")
-                return
-            self.forwarded += 1
-            status = answer.status_code
-            await self._stream(answer, receive, send)
+            if tracing.ENABLED and _is_request(message):
+                assert message is not None
+                tracing.HEADERS.set(scope["headers"])  # the header context: a link of its span
+                await tracing.serve(
+                    message["method"],
+                    message.get("params"),
+                    relay(),
+                    request_id=message["id"],
+                    session_id=headers.get(b"mcp-session-id"),
+                )
+            else:
+                await relay()
         finally:
             self.inflight -= 1
             seconds = time.perf_counter() - started
@@ -206,6 +219,29 @@ class UpstreamFront:
                 tool, digest = tool_of(message)
                 caller = CURRENT_CALLER.get()
                 self.audit.write(caller, tool, digest, "forwarded", seconds, status or 502)
+
+    async def _relay(
+        self,
+        method: str,
+        target: str,
+        outgoing: dict[str, str],
+        body: bytes,
+        receive: Receive,
+        send: Send,
+    ) -> int | None:
+        """Forward one request and stream its answer back; the upstream's HTTP status, or
+        ``None`` when it did not answer (the client got 502)."""
+        try:
+            async with asyncio.timeout(self.config.request_timeout_seconds):
+                answer = await self.pool.request(method, target, outgoing, body)
+        except (Http1Error, TimeoutError, OSError, ValueError) as error:
+            self.failed += 1
+            logger.warning("Failed to forward a request to %s: %s", self._upstream, error)
+            await respond_plain(send, 502, b"The MCP server in this Pod did not answer")
+            return None
+        self.forwarded += 1
+        await self._stream(answer, receive, send)
+        return answer.status_code
 
     async def _stream(self, answer: Http1Response, receive: Receive, send: Send) -> None:
         """The upstream's answer, head then body chunks as they arrive, until its end or the
@@ -238,6 +274,15 @@ class UpstreamFront:
             if chunk:
                 await send_more(send, chunk)
         await send({"type": "http.response.body", "body": b""})
+
+
+def _is_request(message: dict[str, Any] | None) -> bool:
+    """Whether ``message`` is a JSON-RPC request (a method and an id): what gets a span."""
+    return (
+        message is not None
+        and isinstance(message.get("method"), str)
+        and isinstance(message.get("id"), str | int)
+    )
 
 
 def _message(body: bytes) -> dict[str, Any] | None:

@@ -28,6 +28,7 @@ from mcp_operator.api.common import (
     ResourceFieldSelector,
     ResourceRequirements,
     RetrySpec,
+    TracingSpec,
 )
 from mcp_operator.api.mcpserver import (
     AccessSpec,
@@ -102,5 +103,6 @@ __all__ = [
     "TokenExchangeSpec",
     "ToolAnnotations",
     "ToolStatus",
+    "TracingSpec",
     "Transport",
 ]

@@ -31,6 +31,7 @@ from mcp_operator.api.common import (
     SecretKey,
     SpecModel,
     StatusModel,
+    TracingSpec,
     UriGlobs,
     check_env,
     check_globs,
@@ -105,15 +106,6 @@ class ApprovalSpec(SpecModel):
     """How calls that the rules hold for approval are approved."""
 
     webhook: ApprovalWebhookSpec | None = None
-
-
-class TracingSpec(SpecModel):
-    """OpenTelemetry traces of the bridge, exported over OTLP/HTTP (docs/tracing.md)."""
-
-    endpoint: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048)
-    """The collector's OTLP/HTTP base URL (``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
-    sample_percent: int = Field(default=100, ge=0, le=100)
-    """The share of new traces recorded; a call that arrives in a sampled trace is recorded."""
 
 
 class BridgeSpec(SpecModel):

@@ -287,6 +287,16 @@ class RateLimitSpec(SpecModel):
     burst: int | None = Field(default=None, ge=1, le=10_000)
 
 
+class TracingSpec(SpecModel):
+    """OpenTelemetry traces of our program in a Pod (an AgentRun's bridge, a managed
+    MCPServer's adapter or front), exported over OTLP/HTTP (docs/tracing.md)."""
+
+    endpoint: str = Field(pattern=r"^https?://[^\s]+$", max_length=2048)
+    """The collector's OTLP/HTTP base URL (``OTEL_EXPORTER_OTLP_ENDPOINT``)."""
+    sample_percent: int = Field(default=100, ge=0, le=100)
+    """The share of new traces recorded; a call that arrives in a sampled trace is recorded."""
+
+
 class CallPolicySpec(SpecModel):
     """The bridge's call policy: server defaults (MCPServer) that a run may only tighten."""
 

@@ -39,6 +39,7 @@ from mcp_operator.api.common import (
     SecretKey,
     SpecModel,
     StatusModel,
+    TracingSpec,
     UriGlobs,
     check_env,
     check_exactly_one,
@@ -365,6 +366,8 @@ class MCPServerSpec(SpecModel):
     tools_pinning: Literal["strict", "pin", "off"] = "pin"
     """When a definition digest becomes the pin (:mod:`~mcp_operator.controller.mcpserver.pins`)."""
     network: ServerNetworkSpec | None = None
+    tracing: TracingSpec | None = None
+    """The ``OTEL_*`` variables of the Pod's adapter or front (managed only)."""
 
     @model_validator(mode="after")
     def _cross_field_rules(self) -> MCPServerSpec:
@@ -393,6 +396,12 @@ class MCPServerSpec(SpecModel):
                     "spec.network: network must not be set when mode is external: "
                     "the operator runs no Pods for it"
                 )
+            if self.tracing is not None:
+                raise ValueError(
+                    "spec.tracing: tracing must not be set when mode is external: "
+                    "the operator runs no adapter for it"
+                )
+        self._tracing_rule()
         check_unique((h.name.lower() for h in self.headers or ()), "header names (ignoring case)")
         self._auth_rules()
         check_globs(self.tools_allow, self.tools_deny)
@@ -402,6 +411,17 @@ class MCPServerSpec(SpecModel):
         if self.access is not None:
             check_unique(self.access.namespaces or (), "access.namespaces entries")
         return self
+
+    def _tracing_rule(self) -> None:
+        if self.tracing is None or self.mode != "managed":
+            return
+        transport = self.effective_transport
+        unauthenticated = self.access is not None and self.access.authentication == "none"
+        if transport == "sse" or (transport == "streamable-http" and unauthenticated):
+            raise ValueError(
+                "spec.tracing: tracing needs the adapter or front of ours in the Pod: "
+                "transport stdio, or streamable-http with access.authentication other than none"
+            )
 
     def _auth_rules(self) -> None:
         if self.auth is None and self.probe.auth is None:

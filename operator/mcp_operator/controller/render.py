@@ -1,14 +1,18 @@
 """Render helpers every controller shares: pure functions, manifest pieces out.
 
 Owner references of our objects, the recommended ``app.kubernetes.io/*``
-labels, and the restricted Pod and container security contexts. What each
-child looks like is the business of each controller's own ``render`` module.
+labels, the restricted Pod and container security contexts, and the ``OTEL_*``
+variables of a ``tracing`` setting. What each child looks like is the business
+of each controller's own ``render`` module.
 """
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any, Protocol
+
+from mcp_operator.api import TracingSpec
 
 MANAGED_BY = "mcp-operator"
 """``app.kubernetes.io/managed-by`` of every child (the Deployment watch selects on it)."""
@@ -79,3 +83,21 @@ def restricted_container_security() -> dict[str, Any]:
 def restricted_pod_security() -> dict[str, Any]:
     """A Pod ``securityContext`` within the ``restricted`` standard: a fixed non-root user."""
     return copy.deepcopy(_RESTRICTED_POD)
+
+
+def tracing_env(
+    tracing: TracingSpec | None, service_name: str, resource: Mapping[str, str | None]
+) -> list[dict[str, str]]:
+    """The standard OpenTelemetry variables of a ``tracing`` setting (none when unset) for
+    our program in a Pod (``mcp_operator.tracing`` reads them): the collector, the service
+    name, the resource attributes (``resource``, in order) and a parent-based ratio sampler."""
+    if tracing is None:
+        return []
+    attributes = ",".join(f"{key}={value}" for key, value in resource.items())
+    return [
+        {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": tracing.endpoint},
+        {"name": "OTEL_SERVICE_NAME", "value": service_name},
+        {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": attributes},
+        {"name": "OTEL_TRACES_SAMPLER", "value": "parentbased_traceidratio"},
+        {"name": "OTEL_TRACES_SAMPLER_ARG", "value": f"{tracing.sample_percent / 100:g}"},
+    ]

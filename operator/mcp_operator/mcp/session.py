@@ -18,6 +18,9 @@ the bridge (:mod:`~mcp_operator.bridge.upstreams`) speak to MCP servers through 
 - **Pages** follow one rule (:class:`Paginator`): only an absent ``nextCursor`` ends a
   listing, ``""`` is a cursor in every era; a loop, too many pages or too many items is an
   error, never a silently shortened list.
+- **A cut answer stream** of a legacy session's request, whose events had ids, is resumed
+  with ``GET`` + ``Last-Event-ID`` (2025-11-25 "Resumability and Redelivery"), never by
+  sending the request again; bounded in reopenings and by the caller's deadline.
 - **Change streams** (:meth:`McpSession.changes`): the legacy session's GET stream, or the
   answer to 2026-07-28's ``subscriptions/listen``; :func:`follow` keeps one open.
 - **Related messages**: a caller that passes ``related`` to :meth:`McpSession.request`
@@ -125,6 +128,17 @@ OPEN_STREAM_SECONDS = 10.0
 (changes are rare)."""
 MAX_EVENT_ID_CHARS = 256
 """A longer event id of the server's is not kept as the change stream's cursor."""
+RESUME_ATTEMPTS = 3
+"""A request's answer stream cut before its response is reopened (``GET`` with
+``Last-Event-ID``) at most this many times in a row without a new event."""
+RESUME_PAUSES = (0.1, 0.5, 1.0)
+"""Seconds before each of those reopenings (the last repeats), unless the server's SSE
+``retry`` says how long to wait."""
+MAX_RETRY_SECONDS = 10.0
+"""A server's SSE ``retry`` longer than this is taken as this."""
+MAX_RESUMES = 1000
+"""However many events each brings, a request's answer stream is reopened at most this often
+(a polling server's, too)."""
 REOPEN_SECONDS = 2.0
 """A change stream that ended or could not be opened is opened again after this pause."""
 LIST_CHANGED = "notifications/tools/list_changed"
@@ -793,7 +807,8 @@ class McpSession:
                 await self._refusal(answer, method, session_id)
             if method == "initialize":
                 self.session_id = answer.headers.get("mcp-session-id")
-            reply = await self._reply(answer, request_id, related)
+            resume = (session_id, method) if legacy and session_id is not None else None
+            reply = await self._reply(answer, request_id, related, resume)
         except asyncio.CancelledError:
             if related is not None:
                 answer.discard()  # the stream closed: how a 2026-07-28 server hears it
@@ -849,11 +864,16 @@ class McpSession:
         await answer.aclose()  # an error status is no failure: nothing answers a notification
 
     async def _reply(
-        self, answer: Http1Response, request_id: int, related: Related | None = None
+        self,
+        answer: Http1Response,
+        request_id: int,
+        related: Related | None = None,
+        resume: tuple[str, str] | None = None,
     ) -> Mapping[str, Any]:
         """The JSON-RPC response to ``request_id``: a JSON body, or an event of an SSE
         stream (the requests and notifications before it go to ``related``, else are
-        skipped)."""
+        skipped). With ``resume`` (a legacy session's id and the method), a stream cut or
+        ended after an event id and before the response is resumed (:meth:`_resumed`)."""
         media = _media(answer)
         if media not in ("application/json", "text/event-stream"):
             raise McpFailure("mcp", f"unexpected content type {media or 'none'!r}")
@@ -865,7 +885,31 @@ class McpSession:
                 answer.discard()
                 raise McpFailure("mismatch", "the answer is not the response to the request")
             return message
-        events = sse.messages(self._read_body(answer, "sse"))
+        cursor = _Cursor()
+        try:
+            found = await self._answer_in(answer, request_id, related, cursor)
+        except Http1Error:
+            if resume is None or cursor.last is None:
+                raise
+            found = None  # cut mid-stream, after an event id: resumable
+        if found is not None:
+            return found
+        if resume is not None and cursor.last is not None:
+            return await self._resumed(resume, request_id, related, cursor)
+        raise McpFailure("connection", f"{self.name} ended the stream before answering")
+
+    async def _answer_in(
+        self,
+        answer: Http1Response,
+        request_id: int,
+        related: Related | None,
+        cursor: _Cursor,
+    ) -> Mapping[str, Any] | None:
+        """The response to ``request_id`` on the SSE stream ``answer``, or ``None`` when the
+        stream ended first; the requests and notifications before it go to ``related``,
+        the events' ids to ``cursor``."""
+        body = self._read_body(answer, "sse")
+        events = sse.messages(body, on_id=cursor.saw, on_retry=cursor.asked_to_wait)
         async with contextlib.aclosing(events):
             async for data in events:
                 message = self._decode(data)
@@ -877,7 +921,99 @@ class McpSession:
                 if "method" not in message:  # a response, but to another request
                     answer.discard()
                     raise McpFailure("mismatch", "the answer is not the response to the request")
-        raise McpFailure("connection", f"{self.name} ended the stream before answering")
+        return None
+
+    async def _resumed(
+        self,
+        resume: tuple[str, str],
+        request_id: int,
+        related: Related | None,
+        cursor: _Cursor,
+    ) -> Mapping[str, Any]:
+        """The response to ``request_id`` after its answer stream was cut (or ended) before
+        it, read on ``GET`` streams with ``Last-Event-ID`` (2025-11-25 "Resumability and
+        Redelivery"; ``resume``: the legacy session and the method). The request itself is
+        never sent again. Each reopening waits the server's SSE ``retry``, else a short
+        back-off. Bounded: a refused ``GET`` fails the call, and so do
+        :data:`RESUME_ATTEMPTS` reopenings in a row that bring no new event (a failed
+        connection, a stream that replays nothing; a stream that ends cleanly after the
+        server asked for a ``retry`` is a poll of a 2025-11-25 polling server, not counted),
+        the session's end, or :data:`MAX_RESUMES` reopenings; the caller's deadline bounds
+        it all."""
+        session_id, method = resume
+        idle = 0
+        for reopened in range(1, MAX_RESUMES + 1):
+            if self.session_id != session_id:
+                raise McpFailure(
+                    "connection",
+                    f"{self.name} cut the answer stream of {method}, and its session ended "
+                    "before the stream could be resumed",
+                )
+            await asyncio.sleep(cursor.pause(idle))
+            seen = cursor.events
+            polled = False
+            try:
+                found = await self._reopen(method, request_id, related, cursor)
+                # a stream that ended cleanly after the server asked for a retry: its poll
+                polled = cursor.retry is not None
+            except McpFailure as failure:
+                if failure.fault not in ("connect", "connection") or failure.status is not None:
+                    raise
+                logger.debug("Could not resume %s of %s: %s", method, self.name, failure)
+                found = None
+            if found is not None:
+                logger.info(
+                    "Resumed the answer stream of %s of %s (%d reopenings)",
+                    method,
+                    self.name,
+                    reopened,
+                )
+                return found
+            idle = 0 if cursor.events > seen or polled else idle + 1
+            if idle >= RESUME_ATTEMPTS:
+                raise McpFailure(
+                    "connection",
+                    f"{self.name} cut the answer stream of {method}; {RESUME_ATTEMPTS} "
+                    "attempts to resume it with Last-Event-ID replayed nothing",
+                )
+        raise McpFailure(
+            "connection",
+            f"{self.name} cut the answer stream of {method} more than {MAX_RESUMES} times",
+        )
+
+    async def _reopen(
+        self, method: str, request_id: int, related: Related | None, cursor: _Cursor
+    ) -> Mapping[str, Any] | None:
+        """One ``GET`` with ``Last-Event-ID``: the response, if it came; ``None`` when the
+        stream ended first. A refusal fails the call with its status; a stream that broke is
+        a ``connection`` failure without one."""
+        headers = self._request_headers("", None)
+        headers["accept"] = "text/event-stream"
+        del headers["content-type"]
+        headers["last-event-id"] = cursor.last or ""
+        answer = await self._send("GET", headers, b"")
+        answer.hold()
+        try:
+            media = _media(answer)
+            if answer.status_code != 200 or media != "text/event-stream":
+                answer.discard()
+                raise McpFailure(
+                    "connection",
+                    f"{self.name} cut the answer stream of {method} and refused to resume it "
+                    f"(HTTP {answer.status_code} to GET with Last-Event-ID)",
+                    status=answer.status_code,
+                )
+            try:
+                return await self._answer_in(answer, request_id, related, cursor)
+            except Http1Error as error:
+                raise McpFailure(
+                    "connection", f"the resumed stream of {method} from {self.name} broke"
+                ) from error
+        except asyncio.CancelledError:
+            answer.discard()  # the resumed stream closed: the caller stopped waiting
+            raise
+        finally:
+            await answer.aclose()
 
     def _decode(self, text: bytes) -> dict[str, Any]:
         message = _loads(text)
@@ -927,6 +1063,35 @@ async def follow(
             except McpFailure as failure:
                 logger.debug("Could not follow the tool list of %s: %s", session.name, failure)
         await asyncio.sleep(reopen_seconds)
+
+
+class _Cursor:
+    """Where a request's answer stream got to: its last event id (the ``Last-Event-ID`` of
+    a resume; a longer id than :data:`MAX_EVENT_ID_CHARS` makes the stream not resumable
+    until the next), how many ids it gave, and the wait the server last asked of a
+    reconnect (SSE ``retry``, seconds; 2025-11-25's "polling" servers close a stream on
+    purpose after one)."""
+
+    __slots__ = ("events", "last", "retry")
+
+    def __init__(self) -> None:
+        self.last: str | None = None
+        self.events = 0
+        self.retry: float | None = None
+
+    def saw(self, event_id: str) -> None:
+        self.events += 1
+        self.last = event_id if event_id and len(event_id) <= MAX_EVENT_ID_CHARS else None
+
+    def asked_to_wait(self, milliseconds: int) -> None:
+        self.retry = min(milliseconds / 1000, MAX_RETRY_SECONDS)
+
+    def pause(self, idle: int) -> float:
+        """Seconds before the next reopening: the server's ``retry`` (at least the first of
+        :data:`RESUME_PAUSES`), else the back-off after ``idle`` empty reopenings."""
+        if self.retry is not None:
+            return max(self.retry, RESUME_PAUSES[0])
+        return RESUME_PAUSES[min(idle, len(RESUME_PAUSES) - 1)]
 
 
 _NOT_JSON = object()

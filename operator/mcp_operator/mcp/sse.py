@@ -61,15 +61,27 @@ def event_id(event: bytes) -> str | None:
     return None
 
 
+def event_retry(event: bytes) -> int | None:
+    """An SSE event's ``retry:`` field (milliseconds, ASCII digits only, as SSE says), ``None``
+    when it has none or another value."""
+    for line in LINES.split(event):
+        if line.startswith(b"retry:"):
+            value = line[6:].removeprefix(b" ")
+            return int(value) if value.isdigit() and len(value) <= 9 else None
+    return None
+
+
 async def messages(
     chunks: AsyncIterable[bytes],
     max_event_bytes: int | None = None,
     on_id: Callable[[str], None] | None = None,
+    on_retry: Callable[[int], None] | None = None,
 ) -> AsyncGenerator[bytes, None]:
     """The data of every ``message`` event of the stream, in order (undecoded JSON). Closing
     this reader closes the chunks' iterator too (a bounded body gives back what it holds).
     ``on_id`` is told each event's id (priming events included), before its data is
-    yielded: the cursor a reconnect sends as ``Last-Event-ID``."""
+    yielded: the cursor a reconnect sends as ``Last-Event-ID``; ``on_retry`` each ``retry``
+    the server asks a reconnect to wait (milliseconds)."""
     rest = b""
     iterator = aiter(chunks)
     try:
@@ -80,6 +92,8 @@ async def messages(
             for event in events:
                 if on_id is not None and (found := event_id(event)) is not None:
                     on_id(found)
+                if on_retry is not None and (wait := event_retry(event)) is not None:
+                    on_retry(wait)
                 kind, data = event_fields(event)
                 if data is not None and data.strip() and kind in (None, "message"):
                     yield data

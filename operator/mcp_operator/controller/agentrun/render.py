@@ -52,6 +52,7 @@ from mcp_operator.controller.render import (
     recommended_labels,
     restricted_container_security,
     restricted_pod_security,
+    tracing_env,
 )
 from mcp_operator.controller.settings import AgentRenderSettings
 
@@ -570,19 +571,11 @@ def _bridge_container(
 
 def _tracing_env(run: AgentRun) -> list[dict[str, str]]:
     """The standard OpenTelemetry variables of ``spec.bridge.tracing`` (none when unset)."""
-    tracing = run.spec.bridge.tracing
-    if tracing is None:
-        return []
-    resource = (
-        f"k8s.namespace.name={run.metadata.namespace},mcp_operator.agent_run={run.metadata.name}"
-    )
-    return [
-        {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": tracing.endpoint},
-        {"name": "OTEL_SERVICE_NAME", "value": "mcp-operator-bridge"},
-        {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": resource},
-        {"name": "OTEL_TRACES_SAMPLER", "value": "parentbased_traceidratio"},
-        {"name": "OTEL_TRACES_SAMPLER_ARG", "value": f"{tracing.sample_percent / 100:g}"},
-    ]
+    resource = {
+        "k8s.namespace.name": run.metadata.namespace,
+        "mcp_operator.agent_run": run.metadata.name,
+    }
+    return tracing_env(run.spec.bridge.tracing, "mcp-operator-bridge", resource)
 
 
 def _metadata(run: AgentRun, name: str) -> dict[str, Any]:

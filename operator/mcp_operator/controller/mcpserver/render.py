@@ -30,6 +30,8 @@ adapter does and forwards what passes to the server on ``127.0.0.1:<port>``; the
 port is named ``server`` and is not the Service's (a NetworkPolicy admits only ``mcp``). A
 managed ``sse`` server, and one with ``authentication: none``, runs its container alone (its
 status says ``none``).
+With ``spec.tracing``, the adapter or front gets the ``OTEL_*`` variables that turn its
+traces on (``controller.render.tracing_env``, as an AgentRun's bridge does).
 Reading the registry is the caller's business; this module only uses what it read.
 """
 
@@ -49,6 +51,7 @@ from mcp_operator.controller.render import (
     recommended_labels,
     restricted_container_security,
     restricted_pod_security,
+    tracing_env,
 )
 
 # Re-exported: callers render with ``render.deployment(server, render.RenderSettings())``.
@@ -349,11 +352,24 @@ def _adapter_container(
             "periodSeconds": 10,
             "failureThreshold": 3,
         },
-        "env": [{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+        "env": [
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            *_tracing_env(server),
+        ],
         "resources": copy.deepcopy(ADAPTER_RESOURCES),
         "volumeMounts": adapter_mounts,
         "securityContext": restricted_container_security(),
     }
+
+
+def _tracing_env(server: MCPServer) -> list[dict[str, str]]:
+    """The ``OTEL_*`` variables of ``spec.tracing`` for the adapter or front (none when
+    unset); the server's own container gets none (its ``deployment.env`` is the user's)."""
+    resource = {
+        "k8s.namespace.name": server.metadata.namespace,
+        "mcp_operator.mcp_server": server.metadata.name,
+    }
+    return tracing_env(server.spec.tracing, "mcp-operator-adapter", resource)
 
 
 def _front_container(server: MCPServer, settings: RenderSettings) -> dict[str, Any]:
