@@ -415,9 +415,9 @@ def test_an_agent_that_declared_elicitation_approves_refuses_and_times_out_throu
         ("timeout", "agent"),
     ] * 2
     timeouts = [d["waitedMs"] for d in decisions if d["decision"] == "timeout"]
-    assert all(
-        ASKED_TIMEOUT_SECONDS * 1000 <= w < ASKED_TIMEOUT_SECONDS * 1000 + 1500 for w in timeouts
-    )
+    # The event loop's timers may fire a clock tick early: 1999.9 ms for a 2 s wait.
+    low, high = ASKED_TIMEOUT_SECONDS * 1000 - 50, ASKED_TIMEOUT_SECONDS * 1000 + 1500
+    assert all(low <= waited < high for waited in timeouts), timeouts
     assert all(d["waitedMs"] < 2000 for d in decisions if d["decision"] != "timeout")
     lookups = [a for a in audit if a.get("tool") == "pol_lookup"]
     assert len(lookups) == 2 and all("approval" not in a.get("policy", {}) for a in lookups)

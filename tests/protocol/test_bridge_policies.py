@@ -390,7 +390,7 @@ async def test_an_agent_that_does_not_answer_within_the_runs_wait_gets_approval_
     assert line["outcome"] == "approval_timeout"
     approval = line["policy"]["approval"]
     assert (approval["decision"], approval["by"]) == ("timeout", "agent")
-    assert 1000 <= approval["waitedMs"] < 2500
+    assert 950 <= approval["waitedMs"] < 2500  # a timer may fire a clock tick early
 
 
 # -- approval through the agent: what another session, or the agent itself, can forge ------------
