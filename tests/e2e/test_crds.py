@@ -403,6 +403,12 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
      "spec.activeDeadlineSeconds"),
     ("ttl-negative", changed(MINIMAL_RUN, "spec.ttlSecondsAfterFinished", -1),
      "spec.ttlSecondsAfterFinished"),
+    ("elicitation-wait-0",
+     changed(MINIMAL_RUN, "spec.bridge", {"approval": {"elicitation": {"timeoutSeconds": 0}}}),
+     "spec.bridge.approval.elicitation.timeoutSeconds"),
+    ("elicitation-wait-over-an-hour",
+     changed(MINIMAL_RUN, "spec.bridge", {"approval": {"elicitation": {"timeoutSeconds": 3601}}}),
+     "spec.bridge.approval.elicitation.timeoutSeconds"),
 ]  # fmt: skip
 
 
