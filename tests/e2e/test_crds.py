@@ -406,8 +406,8 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("elicitation-wait-0",
      changed(MINIMAL_RUN, "spec.bridge", {"approval": {"elicitation": {"timeoutSeconds": 0}}}),
      "spec.bridge.approval.elicitation.timeoutSeconds"),
-    ("elicitation-wait-over-an-hour",
-     changed(MINIMAL_RUN, "spec.bridge", {"approval": {"elicitation": {"timeoutSeconds": 3601}}}),
+    ("elicitation-wait-over-five-minutes",
+     changed(MINIMAL_RUN, "spec.bridge", {"approval": {"elicitation": {"timeoutSeconds": 301}}}),
      "spec.bridge.approval.elicitation.timeoutSeconds"),
 ]  # fmt: skip
 

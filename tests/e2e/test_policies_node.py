@@ -12,7 +12,8 @@ server rewrites ``lookup``'s description and announces it): ``lookup`` is refuse
 MCPServer's ``ToolsChanged`` condition and Event name the change.
 
 A second run of the same server has no webhook: its agent declared elicitation, so the
-bridge asks the agent itself, which approves, refuses and answers too late, in both eras.
+bridge asks the agent itself, which approves, refuses, approves after longer than the call's
+own timeout (which starts once approved) and answers too late, in both eras.
 The server's ``wiped`` tells the test (directly, not through a bridge) which calls ran.
 """
 
@@ -127,7 +128,10 @@ asyncio.run(main())
 )
 
 
-ASKED_TIMEOUT_SECONDS = 2
+ASKED_TIMEOUT_SECONDS = 3
+CALL_TIMEOUT_SECONDS = 2
+SLOW_SECONDS = 2.5  # longer than the call's timeout, within the run's wait
+MODES = ("legacy", "2026-07-28")
 
 ASKED_AGENT = (
     PRELUDE
@@ -135,13 +139,15 @@ ASKED_AGENT = (
 async def main():
     out = {}
     for mode in ("legacy", "2026-07-28"):
-        answers, seen = ["accept", "decline", "late"], []
+        answers, seen = ["accept", "decline", "slow", "late"], []
 
         async def elicit(context, params):
             answer = answers.pop(0)
             seen.append({"message": params.message, "schema": params.requested_schema})
             if answer == "decline":
                 return types.ElicitResult(action="decline")
+            if answer == "slow":  # longer than the call's timeout, within the run's wait
+                await asyncio.sleep(2.5)  # SLOW_SECONDS
             if answer == "late":  # the human answers after the run's wait
                 await asyncio.sleep(5)
             return types.ElicitResult(action="accept", content={"approve": True})
@@ -149,7 +155,7 @@ async def main():
         url = os.environ["MCP_BRIDGE_URL"]
         calls = {}
         async with Client(url, mode=mode, cache=None, elicitation_callback=elicit) as client:
-            for answer in ("accept", "decline", "late"):
+            for answer in ("accept", "decline", "slow", "late"):
                 start = time.monotonic()
                 result = await client.call_tool("pol_wipe", {"path": f"/{mode}/{answer}"})
                 calls[answer] = brief(result) | {"took_s": round(time.monotonic() - start, 1)}
@@ -367,13 +373,15 @@ def test_an_agent_that_declared_elicitation_approves_refuses_and_times_out_throu
 ) -> None:
     """The same server and ``requireApproval: [wipe]``, no webhook: the run's agent (the SDK's
     client with an elicitation callback, once per era) is asked itself, and accepts, declines,
-    then answers after the run's ``approval.elicitation.timeoutSeconds``. Only the approved
+    accepts after 2.5 s (more than the call's 2 s timeout, which starts once approved), then
+    answers after the run's ``approval.elicitation.timeoutSeconds``. Only the approved
     calls reach the server (it says so itself); the agent sees each refusal's code and hint;
     the bridge audits decision, who answered and how long it waited."""
     cluster, namespace = node_cluster, node_namespace
     agent = python_agent(node_images["mcp-operator"], ASKED_AGENT)
     approval = {"elicitation": {"timeoutSeconds": ASKED_TIMEOUT_SECONDS}}
-    bridge = {"policy": {"requireApproval": ["wipe"]}, "approval": approval}
+    policy = {"requireApproval": ["wipe"], "timeoutSeconds": CALL_TIMEOUT_SECONDS}
+    bridge = {"policy": policy, "approval": approval}
     run = objects.agentrun("agent", ["pol"], agent, bridge=bridge)
     with policies_server(cluster, namespace) as url:
         done = finished(cluster, namespace, run, node_operator)
@@ -382,11 +390,12 @@ def test_an_agent_that_declared_elicitation_approves_refuses_and_times_out_throu
     out = pods.marked(done.agent_log, "AGENT-RESULT")
 
     # What the server did: the approved calls only (never the declined or the late one).
-    assert wiped_paths == ["/legacy/accept", "/2026-07-28/accept"]
-    for mode in ("legacy", "2026-07-28"):
+    assert wiped_paths == [f"/{mode}/{answer}" for mode in MODES for answer in ("accept", "slow")]
+    for mode in MODES:
         calls, seen = out[mode]["calls"], out[mode]["seen"]
-        assert calls["accept"]["error"] is False
-        assert calls["accept"]["text"] == f"wiped /{mode}/accept"
+        for approved in ("accept", "slow"):  # slow: approved after 2.5 s, then its own 2 s
+            assert calls[approved]["error"] is False, calls[approved]
+            assert calls[approved]["text"] == f"wiped /{mode}/{approved}"
         declined, late = calls["decline"], calls["late"]
         assert declined["code"] == "approval_denied" and declined["approval"] == "denied"
         assert "refused by agent" in declined["hint"] and "not sent" in declined["hint"]
@@ -400,24 +409,28 @@ def test_an_agent_that_declared_elicitation_approves_refuses_and_times_out_throu
         else:
             assert 5 <= late["took_s"] < 8, late
         assert calls["lookup"]["error"] is False  # not held: nobody asked
-        assert len(seen) == 3  # one question per held call, none for lookup
-        for question, answer in zip(seen, ("accept", "decline", "late"), strict=True):
+        assert len(seen) == 4  # one question per held call, none for lookup
+        for question, answer in zip(seen, ("accept", "decline", "slow", "late"), strict=True):
             assert "pol_wipe" in question["message"] and f"/{mode}/{answer}" in question["message"]
             assert question["schema"]["required"] == ["approve"]
     # The bridge's audit: decision, who answered, how long it waited.
     audit = [json.loads(x) for x in done.bridge_log.splitlines() if x.startswith("{")]
     wipes = [a for a in audit if a.get("tool") == "pol_wipe"]
-    assert [a["outcome"] for a in wipes] == ["ok", "approval_denied", "approval_timeout"] * 2
+    outcomes = ["ok", "approval_denied", "ok", "approval_timeout"] * 2
+    assert [a["outcome"] for a in wipes] == outcomes
     decisions = [a["policy"]["approval"] for a in wipes]
     assert [(d["decision"], d["by"]) for d in decisions] == [
         ("approved", "agent"),
         ("denied", "agent"),
+        ("approved", "agent"),
         ("timeout", "agent"),
     ] * 2
+    slow = [d["waitedMs"] for d in decisions[2::4]]
+    assert all(SLOW_SECONDS * 1000 <= w < ASKED_TIMEOUT_SECONDS * 1000 for w in slow), slow
     timeouts = [d["waitedMs"] for d in decisions if d["decision"] == "timeout"]
-    # The event loop's timers may fire a clock tick early: 1999.9 ms for a 2 s wait.
+    # The event loop's timers may fire a clock tick early: 2999.9 ms for a 3 s wait.
     low, high = ASKED_TIMEOUT_SECONDS * 1000 - 50, ASKED_TIMEOUT_SECONDS * 1000 + 1500
     assert all(low <= waited < high for waited in timeouts), timeouts
-    assert all(d["waitedMs"] < 2000 for d in decisions if d["decision"] != "timeout")
+    assert all(d["waitedMs"] < 1000 for d in decisions[0::4] + decisions[1::4])
     lookups = [a for a in audit if a.get("tool") == "pol_lookup"]
     assert len(lookups) == 2 and all("approval" not in a.get("policy", {}) for a in lookups)

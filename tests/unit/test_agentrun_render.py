@@ -383,6 +383,6 @@ def test_the_runs_approval_settings_reach_the_bridge_with_the_agents_wait_bounde
     unset = run({"name": "docs"})
     plain = render.bridge_config(unset, resolve.resolve(unset, servers(server)))
     assert "approval" not in plain  # the bridge's own default wait (300 s) applies
-    for seconds in (0, 3601):
+    for seconds in (0, 301):
         with pytest.raises(ValueError, match=r"timeout_?[sS]econds"):
             run({"name": "docs"}, bridge={"approval": {"elicitation": {"timeoutSeconds": seconds}}})

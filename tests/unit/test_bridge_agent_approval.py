@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
+from pydantic import ValidationError
+
+from mcp_operator.api.agentrun import ElicitationApprovalSpec
+from mcp_operator.api.bridge import ElicitationApproval
 from mcp_operator.bridge.approval import AgentApprover
+from mcp_operator.bridge.front_relay import PARKED_SECONDS, ModernChannel
 from mcp_operator.bridge.hooks import Call
 from mcp_operator.bridge.relay import CURRENT, AgentRefusal, CallRelay
 from mcp_operator.bridge.rules import Decision
@@ -107,8 +113,6 @@ async def test_the_question_asks_for_the_one_boolean_in_form_mode() -> None:
 async def test_an_answer_sent_along_before_the_question_does_not_answer_the_bridges_own() -> None:
     """A 2026-07-28 agent may send inputResponses with its call; a server's question of that
     key takes it, the bridge's approval never does: it waits for the answer to its round."""
-    from mcp_operator.bridge.front_relay import ModernChannel
-
     early = {"approval": dict(YES), "q": {"action": "accept"}}
     channel = ModernChannel()
     channel.early = dict(early)
@@ -121,3 +125,14 @@ async def test_an_answer_sent_along_before_the_question_does_not_answer_the_brid
     assert not waiting.done() and "approval" in channel.pending  # asked, in the next round
     channel.answer({"approval": {"action": "decline"}})
     assert await waiting == {"approval": {"action": "decline"}}
+
+
+def test_the_longest_wait_for_the_agent_is_as_long_as_a_parked_2026_call_lasts() -> None:
+    """A 2026-07-28 agent answers by retrying its call, which the bridge keeps parked for at
+    most PARKED_SECONDS: a longer wait would end as ``cancelled``, not ``approval_timeout``."""
+    longest = int(PARKED_SECONDS)
+    for model in (ElicitationApproval, ElicitationApprovalSpec):
+        assert model(timeout_seconds=longest).timeout_seconds == longest
+        assert model().timeout_seconds == longest
+        with pytest.raises(ValidationError):
+            model(timeout_seconds=longest + 1)

@@ -104,7 +104,7 @@ class ApprovalWebhookSpec(SpecModel):
 class ElicitationApprovalSpec(SpecModel):
     """Approval asked of the calling agent itself (its human), when it declared elicitation."""
 
-    timeout_seconds: int = Field(default=300, ge=1, le=3600)
+    timeout_seconds: int = Field(default=300, ge=1, le=300)
 
 
 class ApprovalSpec(SpecModel):

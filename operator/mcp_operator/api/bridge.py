@@ -410,8 +410,9 @@ class ApprovalWebhook(ConfigModel):
 class ElicitationApproval(ConfigModel):
     """Approval asked of the calling agent through elicitation (its human answers)."""
 
-    timeout_seconds: int = Field(default=300, ge=1, le=3600)
-    """How long the bridge waits for the agent's answer; none in time is a denial."""
+    timeout_seconds: int = Field(default=300, ge=1, le=300)
+    """How long the bridge waits for the agent's answer; none in time is a denial (at most
+    the time a 2026-07-28 agent's call stays parked for its answer)."""
 
 
 class ApprovalConfig(ConfigModel):
