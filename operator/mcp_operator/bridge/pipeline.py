@@ -16,7 +16,8 @@ decides what happens to a call. It yields the result for the agent (the upstream
    ``approval_timeout``, :mod:`~mcp_operator.bridge.approval`), after the hooks so that the
    person sees the arguments that would be sent;
 3. **call**, unless refused: the injected upstream call function, under the call's deadline
-   (``timeout``; for an approved call it starts once the person answered), the server's circuit breaker (``circuit_open``) and the retry rules
+   (``timeout``; for an approved call it starts once the person answered), the server's
+   circuit breaker (``circuit_open``) and the retry rules
    (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no;
    ``cancelled`` when the agent cancelled the call, :mod:`~mcp_operator.bridge.relay`;
    ``upstream_unauthorized`` / ``insufficient_scope`` when its authorization layer or the
