@@ -418,6 +418,12 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
      "spec.activeDeadlineSeconds"),
     ("ttl-negative", changed(MINIMAL_RUN, "spec.ttlSecondsAfterFinished", -1),
      "spec.ttlSecondsAfterFinished"),
+    ("elicitation-wait-0",
+     changed(MINIMAL_RUN, "spec.bridge", {"approval": {"elicitation": {"timeoutSeconds": 0}}}),
+     "spec.bridge.approval.elicitation.timeoutSeconds"),
+    ("elicitation-wait-over-five-minutes",
+     changed(MINIMAL_RUN, "spec.bridge", {"approval": {"elicitation": {"timeoutSeconds": 301}}}),
+     "spec.bridge.approval.elicitation.timeoutSeconds"),
 ]  # fmt: skip
 
 

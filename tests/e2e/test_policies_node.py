@@ -10,10 +10,16 @@ names a password; ``docs`` has a fixed ``space``; ``ping`` has a burst of 2. The
 server rewrites ``lookup``'s description and announces it): ``lookup`` is refused with
 ``definition_changed`` until the operator has re-pinned it and the bridge reloaded, and the
 MCPServer's ``ToolsChanged`` condition and Event name the change.
+
+A second run of the same server has no webhook: its agent declared elicitation, so the
+bridge asks the agent itself, which approves, refuses, approves after longer than the call's
+own timeout (which starts once approved) and answers too late, in both eras.
+The server's ``wiped`` tells the test (directly, not through a bridge) which calls ran.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -25,11 +31,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from mcp import Client
 
 from tests.e2e.test_secret_hygiene import OPT_IN, secret
-from tests.support import needs, pods
+from tests.support import needs, objects, pods
 from tests.support.cluster import Cluster, OperatorProcess
-from tests.support.objects import condition, eventually, get, ready
+from tests.support.objects import condition, eventually, get, python_agent, ready
 from tests.support.peers import free_port, run_server
 
 pytestmark = [pytest.mark.e2e, needs.mark(needs.image_tools_missing())]
@@ -37,14 +44,18 @@ pytestmark = [pytest.mark.e2e, needs.mark(needs.image_tools_missing())]
 HMAC_KEY = "appr0val-k3y"
 
 SERVER = """\
-import sys
+import json, sys
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import ToolAnnotations as Hints
 server = MCPServer("policies")
 def lookup(word: str) -> str:
     return f"meaning of {word}"
+WIPED = []
 def wipe(path: str) -> str:
+    WIPED.append(path)
     return f"wiped {path}"
+def wiped() -> str:
+    return json.dumps(WIPED)
 def search_docs(query: str, space: str) -> str:
     return f"found {query} in {space}"
 def ping() -> str:
@@ -53,6 +64,7 @@ server.add_tool(lookup, description="Looks a word up.", annotations=Hints(readOn
 server.add_tool(wipe, description="Deletes a path.", annotations=Hints(destructiveHint=True))
 server.add_tool(search_docs, description="Searches the docs.", annotations=Hints(readOnlyHint=True))
 server.add_tool(ping, description="Answers pong.", annotations=Hints(readOnlyHint=True))
+server.add_tool(wiped, description="Lists the paths wiped.", annotations=Hints(readOnlyHint=True))
 @server.tool()
 async def change(ctx: Context) -> str:
     \"\"\"Changes the description of lookup and announces the change.\"\"\"
@@ -63,9 +75,9 @@ async def change(ctx: Context) -> str:
 server.run("streamable-http", host=sys.argv[2], port=int(sys.argv[1]))
 """
 
-AGENT = r"""
+PRELUDE = r"""
 import asyncio, json, os, time
-from mcp import Client
+from mcp import Client, types
 
 def brief(result):
     out = {"error": bool(result.is_error)}
@@ -73,7 +85,11 @@ def brief(result):
         out.update(result.structured_content)  # code, hint and the facts
     out["text"] = " ".join(getattr(c, "text", "") for c in result.content)[:300]
     return out
+"""
 
+AGENT = (
+    PRELUDE
+    + r"""
 async def main():
     out = {}
     async with Client(os.environ["MCP_BRIDGE_URL"], mode="auto", cache=None) as client:
@@ -109,6 +125,93 @@ async def main():
 
 asyncio.run(main())
 """
+)
+
+
+ASKED_TIMEOUT_SECONDS = 3
+CALL_TIMEOUT_SECONDS = 2
+SLOW_SECONDS = 2.5  # longer than the call's timeout, within the run's wait
+MODES = ("legacy", "2026-07-28")
+
+ASKED_AGENT = (
+    PRELUDE
+    + r"""
+async def main():
+    out = {}
+    for mode in ("legacy", "2026-07-28"):
+        answers, seen = ["accept", "decline", "slow", "late"], []
+
+        async def elicit(context, params):
+            answer = answers.pop(0)
+            seen.append({"message": params.message, "schema": params.requested_schema})
+            if answer == "decline":
+                return types.ElicitResult(action="decline")
+            if answer == "slow":  # longer than the call's timeout, within the run's wait
+                await asyncio.sleep(2.5)  # SLOW_SECONDS
+            if answer == "late":  # the human answers after the run's wait
+                await asyncio.sleep(5)
+            return types.ElicitResult(action="accept", content={"approve": True})
+
+        url = os.environ["MCP_BRIDGE_URL"]
+        calls = {}
+        async with Client(url, mode=mode, cache=None, elicitation_callback=elicit) as client:
+            for answer in ("accept", "decline", "slow", "late"):
+                start = time.monotonic()
+                result = await client.call_tool("pol_wipe", {"path": f"/{mode}/{answer}"})
+                calls[answer] = brief(result) | {"took_s": round(time.monotonic() - start, 1)}
+            calls["lookup"] = brief(await client.call_tool("pol_lookup", {"word": "w"}))
+        out[mode] = {"calls": calls, "seen": seen}
+    print("AGENT-RESULT " + json.dumps(out), flush=True)
+
+asyncio.run(main())
+"""
+)
+
+
+@contextmanager
+def policies_server(cluster: Cluster, namespace: str) -> Iterator[str]:
+    """:data:`SERVER` on the node's bridge address, registered as the MCPServer ``pol`` and
+    Ready (yields its URL)."""
+    assert cluster.plane.node is not None
+    host = cluster.plane.node.ip
+    port = free_port()
+    argv = [sys.executable, "-c", SERVER, str(port), host]
+    with run_server(argv, port, name="policies server", host=host):
+        cluster.kubectl(
+            "label", "namespace", namespace, "mcp-operator.dev/private-destinations=allowed"
+        )
+        url = f"http://{host}:{port}/mcp"
+        cluster.apply(namespace, mcpserver(url))
+        ready(cluster, namespace, "mcpserver", "pol")
+        yield url
+
+
+def wiped(url: str) -> list[str]:
+    """What the server itself says was wiped (asked directly, not through any bridge)."""
+
+    async def read() -> list[str]:
+        async with Client(url, cache=None) as client:
+            result = await client.call_tool("wiped", {})
+        paths: list[str] = json.loads(result.content[0].text)  # type: ignore[union-attr]
+        return paths
+
+    return asyncio.run(read())
+
+
+def finished(
+    cluster: Cluster, namespace: str, run: dict[str, Any], operator: OperatorProcess
+) -> pods.FinishedRun:
+    """Apply the run and wait for its Pod to end (printing both logs)."""
+    cluster.apply(namespace, run)
+    try:
+        eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"), 60)
+    except AssertionError:
+        print(json.dumps(get(cluster, namespace, "agentrun", "agent"), indent=1))
+        print(operator.log()[-3000:])
+        raise
+    done = pods.finished_run(cluster, namespace, "agent")
+    print(done.show())
+    return done
 
 
 @contextmanager
@@ -211,34 +314,20 @@ def test_one_run_meets_approval_rules_pins_rate_limits_and_fixed_arguments(
     cluster, namespace = node_cluster, node_namespace
     assert cluster.plane.node is not None
     host = cluster.plane.node.ip
-    port = free_port()
-    argv = [sys.executable, "-c", SERVER, str(port), host]
-    with run_server(argv, port, name="policies server", host=host), webhook(host) as (hook, seen):
-        cluster.kubectl(
-            "label", "namespace", namespace, "mcp-operator.dev/private-destinations=allowed"
-        )
+    with policies_server(cluster, namespace) as url, webhook(host) as (hook, seen):
         account = {"name": "researcher", "labels": OPT_IN}
         cluster.apply(
             namespace, {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": account}
         )
         cluster.apply(namespace, secret("approvals", {"hmac-key": HMAC_KEY}))
-        cluster.apply(namespace, mcpserver(f"http://{host}:{port}/mcp"))
-
-        ready(cluster, namespace, "mcpserver", "pol")
-        cluster.apply(namespace, agentrun(node_images["mcp-operator"], hook))
-        try:
-            eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"), 60)
-        except AssertionError:
-            print(json.dumps(get(cluster, namespace, "agentrun", "agent"), indent=1))
-            print(node_operator.log()[-3000:])
-            raise
-        pod = pods.wait_for_phase(cluster, namespace, "agent", "Succeeded", "Failed")
-        agent_log = pods.logs(cluster, namespace, "agent", "agent")
-        bridge_log = pods.logs(cluster, namespace, "agent", "mcp-bridge")
-        print(f"--- agent ---\n{agent_log[-4000:]}\n--- bridge ---\n{bridge_log[-4000:]}")
-        assert pods.phase(pod) == "Succeeded"
+        done = finished(
+            cluster, namespace, agentrun(node_images["mcp-operator"], hook), node_operator
+        )
+        agent_log, bridge_log = done.agent_log, done.bridge_log
+        assert pods.phase(done.pod) == "Succeeded"
         server = get(cluster, namespace, "mcpserver", "pol")
         listed = json.loads(cluster.kubectl("get", "events", "-n", namespace, "-o", "json").stdout)
+        wiped_paths = wiped(url)
     line = next(x for x in agent_log.splitlines() if x.startswith("AGENT-RESULT "))
     out = json.loads(line.removeprefix("AGENT-RESULT "))
 
@@ -250,6 +339,7 @@ def test_one_run_meets_approval_rules_pins_rate_limits_and_fixed_arguments(
         ("pol_wipe", {"path": "/etc"}, True),
     ]
     assert seen[0]["identity"]["serviceAccount"] == "researcher"
+    assert wiped_paths == ["/drafts/a"]  # the refused call never reached the server
     # Rules: search_* for the researcher, never a password; the fixed space is ours.
     assert out["search"]["error"] is False and "found kopf in public" in out["search"]["text"]
     assert out["search_password"]["code"] == "policy_denied"
@@ -273,3 +363,74 @@ def test_one_run_meets_approval_rules_pins_rate_limits_and_fixed_arguments(
     wipes = [a for a in audit if a.get("tool") == "pol_wipe"]
     assert [a["outcome"] for a in wipes] == ["ok", "approval_denied"]
     assert HMAC_KEY not in bridge_log + agent_log + node_operator.log()
+
+
+def test_an_agent_that_declared_elicitation_approves_refuses_and_times_out_through_its_bridge(
+    node_cluster: Cluster,
+    node_images: dict[str, str],
+    node_operator: OperatorProcess,
+    node_namespace: str,
+) -> None:
+    """The same server and ``requireApproval: [wipe]``, no webhook: the run's agent (the SDK's
+    client with an elicitation callback, once per era) is asked itself, and accepts, declines,
+    accepts after 2.5 s (more than the call's 2 s timeout, which starts once approved), then
+    answers after the run's ``approval.elicitation.timeoutSeconds``. Only the approved
+    calls reach the server (it says so itself); the agent sees each refusal's code and hint;
+    the bridge audits decision, who answered and how long it waited."""
+    cluster, namespace = node_cluster, node_namespace
+    agent = python_agent(node_images["mcp-operator"], ASKED_AGENT)
+    approval = {"elicitation": {"timeoutSeconds": ASKED_TIMEOUT_SECONDS}}
+    policy = {"requireApproval": ["wipe"], "timeoutSeconds": CALL_TIMEOUT_SECONDS}
+    bridge = {"policy": policy, "approval": approval}
+    run = objects.agentrun("agent", ["pol"], agent, bridge=bridge)
+    with policies_server(cluster, namespace) as url:
+        done = finished(cluster, namespace, run, node_operator)
+        assert pods.phase(done.pod) == "Succeeded"
+        wiped_paths = wiped(url)
+    out = pods.marked(done.agent_log, "AGENT-RESULT")
+
+    # What the server did: the approved calls only (never the declined or the late one).
+    assert wiped_paths == [f"/{mode}/{answer}" for mode in MODES for answer in ("accept", "slow")]
+    for mode in MODES:
+        calls, seen = out[mode]["calls"], out[mode]["seen"]
+        for approved in ("accept", "slow"):  # slow: approved after 2.5 s, then its own 2 s
+            assert calls[approved]["error"] is False, calls[approved]
+            assert calls[approved]["text"] == f"wiped /{mode}/{approved}"
+        declined, late = calls["decline"], calls["late"]
+        assert declined["code"] == "approval_denied" and declined["approval"] == "denied"
+        assert "refused by agent" in declined["hint"] and "not sent" in declined["hint"]
+        assert late["code"] == "approval_timeout" and late["approval"] == "timeout"
+        assert late["timeoutSeconds"] == ASKED_TIMEOUT_SECONDS
+        assert f"nobody answered within {ASKED_TIMEOUT_SECONDS} s" in late["hint"]
+        # A legacy agent hears the refusal at the deadline, while its human still thinks; a
+        # 2026-07-28 agent when it comes back with the late answer (5 s), which counts not.
+        if mode == "legacy":
+            assert ASKED_TIMEOUT_SECONDS <= late["took_s"] < 5, late
+        else:
+            assert 5 <= late["took_s"] < 8, late
+        assert calls["lookup"]["error"] is False  # not held: nobody asked
+        assert len(seen) == 4  # one question per held call, none for lookup
+        for question, answer in zip(seen, ("accept", "decline", "slow", "late"), strict=True):
+            assert "pol_wipe" in question["message"] and f"/{mode}/{answer}" in question["message"]
+            assert question["schema"]["required"] == ["approve"]
+    # The bridge's audit: decision, who answered, how long it waited.
+    audit = [json.loads(x) for x in done.bridge_log.splitlines() if x.startswith("{")]
+    wipes = [a for a in audit if a.get("tool") == "pol_wipe"]
+    outcomes = ["ok", "approval_denied", "ok", "approval_timeout"] * 2
+    assert [a["outcome"] for a in wipes] == outcomes
+    decisions = [a["policy"]["approval"] for a in wipes]
+    assert [(d["decision"], d["by"]) for d in decisions] == [
+        ("approved", "agent"),
+        ("denied", "agent"),
+        ("approved", "agent"),
+        ("timeout", "agent"),
+    ] * 2
+    slow = [d["waitedMs"] for d in decisions[2::4]]
+    assert all(SLOW_SECONDS * 1000 <= w < ASKED_TIMEOUT_SECONDS * 1000 for w in slow), slow
+    timeouts = [d["waitedMs"] for d in decisions if d["decision"] == "timeout"]
+    # The event loop's timers may fire a clock tick early: 2999.9 ms for a 3 s wait.
+    low, high = ASKED_TIMEOUT_SECONDS * 1000 - 50, ASKED_TIMEOUT_SECONDS * 1000 + 1500
+    assert all(low <= waited < high for waited in timeouts), timeouts
+    assert all(d["waitedMs"] < 1000 for d in decisions[0::4] + decisions[1::4])
+    lookups = [a for a in audit if a.get("tool") == "pol_lookup"]
+    assert len(lookups) == 2 and all("approval" not in a.get("policy", {}) for a in lookups)

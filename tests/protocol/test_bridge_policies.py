@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from mcp import Client, types
@@ -28,7 +29,7 @@ from mcp_operator.controller.mcpserver.report import STATUS_KEEP
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.net.egress import EgressPolicy
-from tests.support import needs, peers
+from tests.support import needs, peers, wire
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.waiting import eventually, eventually_async
 
@@ -351,10 +352,14 @@ async def test_an_agent_that_declared_elicitation_approves_once_and_refuses_once
     legacy agent, an ``input_required`` round for a 2026-07-28 one); no webhook is asked."""
     answers = ["accept", "decline"]
     asked: list[str] = []
+    schemas: list[Any] = []
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
-        return types.ElicitResult(action=answers.pop(0))  # type: ignore[arg-type]
+        schemas.append(params.requested_schema)  # type: ignore[union-attr]
+        action = answers.pop(0)
+        content = {"approve": True} if action == "accept" else None
+        return types.ElicitResult(action=action, content=content)  # type: ignore[arg-type]
 
     with peers.rug_pull_server() as url:
         pins = await _pins(url)
@@ -370,9 +375,138 @@ async def test_an_agent_that_declared_elicitation_approves_once_and_refuses_once
     assert refused["code"] == "approval_denied" and "refused by agent" in refused["hint"]
     assert not looked.is_error
     assert len(asked) == 2 and "rug_wipe" in asked[0] and '"/tmp/a"' in asked[0]
+    assert schemas[0]["required"] == ["approve"]
     decisions = [line["policy"]["approval"] for line in lines if "policy" in line]
     assert [(d["decision"], d["by"]) for d in decisions] == [
         ("approved", "agent"),
         ("denied", "agent"),
     ]
     assert all(d["waitedMs"] >= 0 for d in decisions)
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_an_agent_that_does_not_answer_within_the_runs_wait_gets_approval_timeout(
+    mode: str,
+) -> None:
+    """``approval.elicitation.timeoutSeconds: 1``; the agent's human takes 3 s: the call is
+    refused with ``approval_timeout`` (a legacy agent hears it while its callback still runs;
+    a 2026-07-28 agent when it comes back with its late answer), and the late accept does not
+    send it."""
+
+    async def slow(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        await anyio.sleep(3)
+        return types.ElicitResult(action="accept", content={"approve": True})
+
+    with peers.rug_pull_server() as url:
+        pins = await _pins(url)
+        entry = server_entry("rug", url, toolDigests=pins, policy={"approveDestructive": True})
+        extra = {"identity": IDENTITY, "approval": {"elicitation": {"timeoutSeconds": 1}}}
+        with run_bridge([entry], extra_config=extra) as bridge:
+            client = Client(bridge.url, mode=mode, elicitation_callback=slow)  # type: ignore[arg-type]
+            async with client:
+                started = time.monotonic()
+                late = _structured(await client.call_tool("rug_wipe", {"path": "/tmp/late"}))
+                took = time.monotonic() - started
+            (line,) = eventually("the audit line", bridge.audit_lines, 10, until=len)
+    assert late["code"] == "approval_timeout" and late["timeoutSeconds"] == 1
+    assert "nobody answered within 1 s" in late["hint"] and "no answer is a refusal" in late["hint"]
+    assert took < 3 if mode == "legacy" else 3 <= took < 6, took
+    assert line["outcome"] == "approval_timeout"
+    approval = line["policy"]["approval"]
+    assert (approval["decision"], approval["by"]) == ("timeout", "agent")
+    assert 950 <= approval["waitedMs"] < 2500  # a timer may fire a clock tick early
+
+
+# -- approval through the agent: what another session, or the agent itself, can forge ------------
+
+_ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+_YES = {"action": "accept", "content": {"approve": True}}
+
+
+def _legacy_session(http: httpx.Client, url: str) -> dict[str, str]:
+    opened = http.post(url, json=wire.initialize(capabilities={"elicitation": {}}), headers=_ACCEPT)
+    headers = {**_ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+    http.post(url, json=wire.initialized(), headers=headers)
+    return headers
+
+
+@pytest.fixture
+def approving_bridge() -> Iterator[Any]:
+    """A bridge in front of the rug-pull server whose destructive ``wipe`` needs approval."""
+    with peers.rug_pull_server() as url:
+        pins = anyio.run(_pins, url)
+        entry = server_entry("rug", url, toolDigests=pins, policy={"approveDestructive": True})
+        with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
+            yield bridge
+
+
+def test_another_session_cannot_approve_a_sessions_held_call(approving_bridge: Any) -> None:
+    """Mallory knows the question's id (a small integer) and accepts it on her session, and
+    on none: it answers nothing; Alice's own decline refuses her call."""
+    url = approving_bridge.url
+    with httpx.Client(timeout=30) as http:
+        alice, mallory = _legacy_session(http, url), _legacy_session(http, url)
+        params = {"name": "rug_wipe", "arguments": {"path": "/alice"}}
+        with http.stream(
+            "POST", url, json=wire.request("tools/call", params, id=7), headers=alice
+        ) as answer:
+            assert answer.headers["content-type"].startswith("text/event-stream")
+            lines = answer.iter_lines()
+            asked = next(
+                json.loads(x[5:]) for x in lines if x.startswith("data:") and "method" in x
+            )
+            assert asked["method"] == "elicitation/create"
+            forged = {"jsonrpc": "2.0", "id": asked["id"], "result": _YES}
+            assert http.post(url, json=forged, headers=mallory).status_code == 202
+            no_session = {k: v for k, v in mallory.items() if k != "mcp-session-id"}
+            assert http.post(url, json=forged, headers=no_session).status_code >= 400
+            time.sleep(0.5)  # had either counted, the call would have been sent by now
+            own = {"jsonrpc": "2.0", "id": asked["id"], "result": {"action": "decline"}}
+            assert http.post(url, json=own, headers=alice).status_code == 202
+            final = next(json.loads(x[5:]) for x in lines if x.startswith("data:"))
+    assert final["id"] == 7
+    assert final["result"]["structuredContent"]["code"] == "approval_denied"
+    lines = eventually("two audit lines", approving_bridge.audit_lines, 10, until=_two)
+    by_tool = {line["tool"]: line for line in lines}
+    assert len(lines) == 2 and by_tool["(unknown)"]["outcome"] == "invalid_request"  # sessionless
+    wipe = by_tool["rug_wipe"]
+    assert wipe["outcome"] == "approval_denied"
+    assert (wipe["policy"]["approval"]["decision"], wipe["policy"]["approval"]["by"]) == (
+        "denied",
+        "agent",
+    )
+
+
+def _two(lines: list[Any]) -> bool:
+    return len(lines) >= 2
+
+
+def test_a_2026_agent_cannot_approve_with_an_answer_sent_before_it_was_asked(
+    approving_bridge: Any,
+) -> None:
+    """The agent sends an accept for the approval's key along with its call: it is asked
+    anyway (an ``input_required`` round), and its answer to that round decides."""
+    url = approving_bridge.url
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": wire.MODERN_VERSION,
+        "io.modelcontextprotocol/clientInfo": wire.CLIENT_INFO,
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    }
+    headers = {**_ACCEPT, "mcp-protocol-version": wire.MODERN_VERSION,
+               "mcp-method": "tools/call", "mcp-name": "rug_wipe"}  # fmt: skip
+    arguments = {"path": "/pre"}
+    with httpx.Client(timeout=30) as http:
+        params = {"name": "rug_wipe", "arguments": arguments, "_meta": meta,
+                  "inputResponses": {"approval": _YES, "approval-": _YES}}  # fmt: skip
+        first = http.post(url, json=wire.request("tools/call", params), headers=headers).json()
+        result = first["result"]
+        assert result["resultType"] == "input_required", first  # asked, not approved
+        ((key, question),) = result["inputRequests"].items()
+        assert question["method"] == "elicitation/create"
+        retry = {"name": "rug_wipe", "arguments": arguments, "_meta": meta,
+                 "requestState": result["requestState"],
+                 "inputResponses": {key: {"action": "decline"}}}  # fmt: skip
+        done = http.post(url, json=wire.request("tools/call", retry, id=2), headers=headers).json()
+    assert done["result"]["structuredContent"]["code"] == "approval_denied", done
+    lines = eventually("the audit line", approving_bridge.audit_lines, 10, until=len)
+    assert [x["outcome"] for x in lines] == ["approval_denied"]

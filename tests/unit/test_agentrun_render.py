@@ -364,3 +364,25 @@ def test_a_tracing_setting_without_an_http_endpoint_or_with_a_ratio_over_one_is_
 ) -> None:
     with pytest.raises(ValueError):
         run({"name": "docs"}, bridge={"tracing": tracing})
+
+
+def test_the_runs_approval_settings_reach_the_bridge_with_the_agents_wait_bounded() -> None:
+    server = ready_server("docs")
+    approval = {
+        "elicitation": {"timeoutSeconds": 30},
+        "webhook": {"url": "https://approvals.example/a", "secretRef": {"name": "k", "key": "h"}},
+    }
+    one = run({"name": "docs"}, bridge={"approval": approval})
+    resolution = resolve.resolve(one, servers(server))
+    config = parse_bridge_config(
+        render.config_map(one, render.bridge_config(one, resolution))["data"]["config.yaml"]
+    )
+    assert config.approval is not None
+    assert config.approval.elicitation.timeout_seconds == 30
+    assert config.approval.webhook is not None and config.approval.webhook.timeout_seconds == 300
+    unset = run({"name": "docs"})
+    plain = render.bridge_config(unset, resolve.resolve(unset, servers(server)))
+    assert "approval" not in plain  # the bridge's own default wait (300 s) applies
+    for seconds in (0, 301):
+        with pytest.raises(ValueError, match=r"timeout_?[sS]econds"):
+            run({"name": "docs"}, bridge={"approval": {"elicitation": {"timeoutSeconds": seconds}}})

@@ -4,6 +4,7 @@ tests/protocol/test_bridge_policies.py."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -415,3 +416,35 @@ async def test_a_webhook_at_a_metadata_address_is_refused_by_the_egress_policy(
     assert content["code"] == "approval_denied" and "could not be reached" in content["hint"]
     assert report.audit.to_dict()["policy"]["approval"]["decision"] == "unavailable"
     assert p.upstream.calls == []  # type: ignore[attr-defined]
+
+
+async def test_the_calls_timeout_starts_when_it_is_sent_not_while_a_person_decides() -> None:
+    """A person takes two minutes to approve a call whose timeout is 30 s: the call is sent
+    with its whole 30 s (and its audit line counts the wait in its duration)."""
+    from mcp_operator.bridge.hooks import Call
+    from mcp_operator.bridge.rules import Decision
+    from tests.unit.test_bridge_pipeline import ok
+
+    cfg = config(rules=[{"match": "tool.name == 'delete_page'", "action": "approve"}])
+    p = pipeline(cfg)
+    clock = p.clock
+    assert isinstance(clock, Clock)
+
+    class Slow:
+        async def ask(self, call: Call, decision: Decision) -> None:
+            clock.t += 120.0  # the person's two minutes
+            call.authorization["approval"] = {"decision": "approved", "by": "alice"}
+
+    sent: list[str] = []
+
+    async def upstream(server: Any, tool: str, arguments: Any) -> Any:
+        sent.append(tool)
+        await asyncio.sleep(0.01)  # the server's answer takes a moment
+        return ok()
+
+    p.approver = Slow()
+    p.upstream = upstream
+    report = await p.call("docs_delete_page", {"path": "/drafts/x"})
+    assert sent == ["delete_page"]
+    assert code(report.result) == "ok", report.result
+    assert report.audit.to_dict()["durationMs"] >= 120_000

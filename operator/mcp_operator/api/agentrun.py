@@ -102,9 +102,16 @@ class ApprovalWebhookSpec(SpecModel):
     secret_ref: ApprovalSecretRef
 
 
+class ElicitationApprovalSpec(SpecModel):
+    """Approval asked of the calling agent itself (its human), when it declared elicitation."""
+
+    timeout_seconds: int = Field(default=300, ge=1, le=300)
+
+
 class ApprovalSpec(SpecModel):
     """How calls that the rules hold for approval are approved."""
 
+    elicitation: ElicitationApprovalSpec | None = None
     webhook: ApprovalWebhookSpec | None = None
 
 

@@ -407,11 +407,22 @@ class ApprovalWebhook(ConfigModel):
     """A mounted Secret key: the HMAC-SHA256 key that signs each request's body."""
 
 
-class ApprovalConfig(ConfigModel):
-    """How held calls are approved."""
+class ElicitationApproval(ConfigModel):
+    """Approval asked of the calling agent through elicitation (its human answers)."""
 
+    timeout_seconds: int = Field(default=300, ge=1, le=300)
+    """How long the bridge waits for the agent's answer; none in time is a denial (at most
+    the time a 2026-07-28 agent's call stays parked for its answer)."""
+
+
+class ApprovalConfig(ConfigModel):
+    """How held calls are approved: the agent when it declared elicitation, else the webhook."""
+
+    elicitation: ElicitationApproval = Field(default_factory=ElicitationApproval)
+    """Asking the agent (its wait)."""
     webhook: ApprovalWebhook | None = None
-    """The approval webhook (unset: held calls are refused)."""
+    """The approval webhook, for an agent that did not declare elicitation (unset: its held
+    calls are refused)."""
 
 
 class BridgeConfig(ConfigModel):
@@ -432,7 +443,8 @@ class BridgeConfig(ConfigModel):
     identity: RunIdentity | None = None
     """The run's identity (audit, and the ``caller`` of authorization rules)."""
     approval: ApprovalConfig | None = None
-    """How calls held for approval are approved (unset: they are refused)."""
+    """How calls held for approval are approved (unset: an agent that declared elicitation is
+    asked, waiting the default; no other is)."""
     discovery: Literal["full", "search"] = "full"
     """``full``: the agent's ``tools/list`` shows every tool; ``search``: two tools, search
     and call-by-name (:mod:`mcp_operator.bridge.discovery`)."""

@@ -9,10 +9,14 @@ audit line. Without an approver configured, a held call is refused (:func:`no_ap
 :class:`AgentApprover` asks the agent itself (its human) when the agent declared the
 ``elicitation`` capability: an ``elicitation/create`` in form mode through the call's relay
 (:meth:`~mcp_operator.bridge.relay.CallRelay.ask_agent`: a legacy agent gets it on the call's
-SSE stream, a 2026-07-28 agent as an ``input_required`` round). ``accept`` approves,
-``decline`` or ``cancel`` refuses, no answer within :data:`AGENT_TIMEOUT_SECONDS` is
-``approval_timeout``; the answer's ``by`` is ``agent``. An agent that did not declare it is
-not asked: the webhook is, when the run has one, else the call is refused.
+SSE stream, a 2026-07-28 agent as an ``input_required`` round), whose form has one boolean,
+``approve`` (default false). ``accept`` with ``approve: true`` approves; anything else
+(``decline``, ``cancel``, an ``accept`` without it) refuses; no answer within the run's
+``approval.elicitation.timeoutSeconds`` (default 300) is
+``approval_timeout``; the answer's ``by`` is ``agent``. Only an answer to the question as sent
+counts: one the agent sent before it was asked, or on another session, answers nothing
+(the relay's ``fresh``). An agent that did not declare it is not asked: the webhook is, when
+the run has one, else the call is refused.
 
 :class:`WebhookApprover` asks the run's approval webhook (an unattended run's way to reach a
 person): a ``POST`` of the held call as JSON (run, identity, server, tool, its arguments as
@@ -50,8 +54,22 @@ logger = logging.getLogger(__name__)
 SIGNATURE_HEADER: Final = "X-Mcp-Operator-Signature"
 MAX_ANSWER_BYTES: Final = 64 * 1024
 MAX_BY_CHARS: Final = 128
-AGENT_TIMEOUT_SECONDS: Final = 300.0
-"""How long an agent's human has to answer an approval asked through elicitation."""
+APPROVE_FIELD: Final = "approve"
+"""The form's one field: ``true`` in an ``accept`` approves the call."""
+APPROVAL_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "properties": {
+        APPROVE_FIELD: {
+            "type": "boolean",
+            "title": "Approve this call",
+            "description": "True lets the call go; false or declining refuses it.",
+            "default": False,
+        }
+    },
+    "required": [APPROVE_FIELD],
+}
+"""The ``requestedSchema`` of the question (a flat object of primitives, as elicitation's form
+mode requires)."""
 _UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
 
 
@@ -214,7 +232,7 @@ class AgentApprover:
         fallback: Approver | None,
         *,
         monotonic: Callable[[], float],
-        seconds: float = AGENT_TIMEOUT_SECONDS,
+        seconds: float,
     ) -> None:
         self.fallback = fallback
         self.monotonic = monotonic
@@ -231,10 +249,10 @@ class AgentApprover:
             "mode": "form",
             "message": (
                 f"Allow the call of {call.entry.exposed_name} (server {call.entry.server})"
-                f"{_why(decision)} with the arguments {shown}? Accept to let it go, decline "
-                "to refuse it."
+                f"{_why(decision)} with the arguments {shown}? Accept with approve true to "
+                "let it go; decline to refuse it."
             ),
-            "requestedSchema": {"type": "object", "properties": {}},
+            "requestedSchema": APPROVAL_SCHEMA,
         }
 
     async def ask(self, call: Call, decision: Decision) -> ToolError | None:
@@ -267,6 +285,15 @@ class AgentApprover:
                 return await self.fallback.ask(call, decision)
             call.authorization["approval"] = {"decision": "unavailable"}
             return no_approver(name, decision)
-        approved = answer.get("action") == "accept"
+        approved = approves(answer)
         record("approved" if approved else "denied")
         return None if approved else refused(name, decision, "agent")
+
+
+def approves(answer: Any) -> bool:
+    """Whether an ``elicitation/create`` result approves: ``accept`` with ``approve: true``
+    (the boolean itself, not a truthy string)."""
+    if not isinstance(answer, dict) or answer.get("action") != "accept":
+        return False
+    content = answer.get("content")
+    return isinstance(content, dict) and content.get(APPROVE_FIELD) is True

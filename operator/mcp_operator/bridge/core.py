@@ -23,7 +23,7 @@ from mcp_types.jsonrpc import INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import LATEST_HANDSHAKE_VERSION
 
 from mcp_operator import __version__, tracing
-from mcp_operator.api.bridge import BridgeConfig
+from mcp_operator.api.bridge import ApprovalConfig, BridgeConfig
 from mcp_operator.bridge import aggregate, discovery
 from mcp_operator.bridge.approval import AgentApprover, WebhookApprover
 from mcp_operator.bridge.audit import AuditRecord
@@ -137,18 +137,19 @@ class BridgeCore:
         """Audit lines written so far (the front audits a refusal no call step audited)."""
 
     def _approver(self, config: BridgeConfig) -> AgentApprover:
-        """The agent (elicitation) when it can be asked, else the approval webhook's asker,
-        on the upstreams' pool (their egress policy)."""
-        webhook = config.approval.webhook if config.approval is not None else None
+        """The agent (elicitation) when it can be asked, waiting the run's time, else the
+        approval webhook's asker, on the upstreams' pool (their egress policy)."""
+        approval = config.approval if config.approval is not None else ApprovalConfig()
         clock = self.pipeline.clock
         fallback = (
             WebhookApprover(
-                config, webhook, self.pool.http1, monotonic=clock.monotonic, now=clock.now
+                config, approval.webhook, self.pool.http1, monotonic=clock.monotonic, now=clock.now
             )
-            if webhook is not None
+            if approval.webhook is not None
             else None
         )
-        return AgentApprover(fallback, monotonic=clock.monotonic)
+        seconds = float(approval.elicitation.timeout_seconds)
+        return AgentApprover(fallback, monotonic=clock.monotonic, seconds=seconds)
 
     def _audit_writer(self, config: BridgeConfig) -> AuditWriter:
         stdout = self._audit_stdout if config.audit.stdout else None

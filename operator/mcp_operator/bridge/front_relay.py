@@ -224,7 +224,10 @@ class LegacyChannel(Waitable):
     def progress(self, message: dict[str, Any]) -> None:
         self._deliver(message)
 
-    async def ask(self, requests: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    async def ask(
+        self, requests: Mapping[str, dict[str, Any]], *, fresh: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        # Always fresh: an answer is taken only for an id this session was sent (agent_message).
         session = self.session
         loop = asyncio.get_running_loop()
         waiting: dict[str, tuple[int, asyncio.Future[dict[str, Any]]]] = {}
@@ -342,7 +345,8 @@ class ModernChannel(Waitable):
         """Questions not answered yet, by key."""
         self.early: dict[str, dict[str, Any]] = {}
         """Answers the agent sent along with the call itself, before anything was asked: a
-        question of the same key takes its answer from here (the adapter's rule)."""
+        server's question of the same key takes its answer from here (the adapter's rule);
+        the bridge's own (an approval, ``fresh``) never does."""
         self._waiters: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
     def progress(self, message: dict[str, Any]) -> None:
@@ -350,7 +354,9 @@ class ModernChannel(Waitable):
             self.events.append(message)
             self.wake()
 
-    async def ask(self, requests: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    async def ask(
+        self, requests: Mapping[str, dict[str, Any]], *, fresh: bool = False
+    ) -> dict[str, dict[str, Any]]:
         loop = asyncio.get_running_loop()
         keys: dict[str, str] = {}
         for key, request in requests.items():
@@ -359,7 +365,7 @@ class ModernChannel(Waitable):
                 shown = f"{shown}-"
             keys[key] = shown
             self._waiters[shown] = loop.create_future()
-            early = self.early.pop(shown, None)
+            early = None if fresh else self.early.pop(shown, None)
             if early is not None:
                 self._waiters[shown].set_result(early)
                 continue

@@ -16,7 +16,8 @@ decides what happens to a call. It yields the result for the agent (the upstream
    ``approval_timeout``, :mod:`~mcp_operator.bridge.approval`), after the hooks so that the
    person sees the arguments that would be sent;
 3. **call**, unless refused: the injected upstream call function, under the call's deadline
-   (``timeout``), the server's circuit breaker (``circuit_open``) and the retry rules
+   (``timeout``; for an approved call it starts once the person answered), the server's
+   circuit breaker (``circuit_open``) and the retry rules
    (``upstream_unavailable`` once they give up; ``upstream_error`` when the server said no;
    ``cancelled`` when the agent cancelled the call, :mod:`~mcp_operator.bridge.relay`;
    ``upstream_unauthorized`` / ``insufficient_scope`` when its authorization layer or the
@@ -447,11 +448,13 @@ class CallPipeline:
         self._validate(call)
         decision = self._authorize(call) if call.refusal is None else ALLOWED
         await self._before(call)
+        sending = started
         if call.refusal is None and decision.action == "approve":
             await self._approve(call, decision)
+            sending = self.clock.monotonic()  # the timeout is the call's, not the person's
         outcome = CallOutcome(error=call.refusal)
         if call.refusal is None:
-            deadline = started + call.policy.timeout_seconds
+            deadline = sending + call.policy.timeout_seconds
             await self._send(call, outcome, deadline)
         await self._after(call, outcome)
 

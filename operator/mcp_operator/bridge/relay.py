@@ -113,8 +113,12 @@ class AgentChannel(Protocol):
         """A notification for the agent, about its call (dropped when it cannot be carried)."""
         ...
 
-    async def ask(self, requests: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Ask the agent ``{key: {"method", "params"}}``; its results by key.
+    async def ask(
+        self, requests: Mapping[str, dict[str, Any]], *, fresh: bool = False
+    ) -> dict[str, dict[str, Any]]:
+        """Ask the agent ``{key: {"method", "params"}}``; its results by key. ``fresh``: only
+        an answer given after the question reached the agent counts (never one it sent along
+        before it was asked, as a 2026-07-28 agent may for a server's question).
 
         Raises:
             AgentRefusal: no way to ask, or the agent answered with an error.
@@ -297,7 +301,8 @@ class CallRelay:
 
     async def ask_agent(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
         """The bridge's own question to this call's agent (an approval), in the agent's era:
-        its result, or None when the agent did not declare what ``method`` needs.
+        its result, or None when the agent did not declare what ``method`` needs. Only an
+        answer to the question as the agent was sent it counts (``fresh``).
 
         Raises:
             AgentRefusal: the agent could not be asked or answered with an error.
@@ -306,7 +311,7 @@ class CallRelay:
         if required_capability(method, params, self.capabilities) is not None:
             return None
         asked = {"approval": {"method": method, "params": params}}
-        answers = await self._race(self.channel.ask(asked))
+        answers = await self._race(self.channel.ask(asked, fresh=True))
         return answers.get("approval", {})
 
     def end(self) -> None:

@@ -276,17 +276,27 @@ def bridge_config(run: AgentRun, resolution: Resolution) -> dict[str, Any]:
     }
     if run.spec.bridge.discovery != "full":
         config["discovery"] = run.spec.bridge.discovery
+    approval = _approval_config(run, mounts)
+    if approval:
+        config["approval"] = approval
+    return config
+
+
+def _approval_config(run: AgentRun, mounts: Mapping[str, str]) -> dict[str, Any]:
+    """The bridge's ``approval``: the agent's wait and the webhook, as the run sets them."""
+    approval: dict[str, Any] = {}
+    spec = run.spec.bridge.approval
+    if spec is not None and spec.elicitation is not None:
+        approval["elicitation"] = {"timeoutSeconds": spec.elicitation.timeout_seconds}
     webhook = approval_webhook(run)
     if webhook is not None:
         key = webhook.secret_ref
-        config["approval"] = {
-            "webhook": {
-                "url": webhook.url,
-                "timeoutSeconds": webhook.timeout_seconds,
-                "secretFile": f"{mounts[key.name]}/{key.key}",
-            }
+        approval["webhook"] = {
+            "url": webhook.url,
+            "timeoutSeconds": webhook.timeout_seconds,
+            "secretFile": f"{mounts[key.name]}/{key.key}",
         }
-    return config
+    return approval
 
 
 def _server_config(
