@@ -49,9 +49,8 @@ def test_the_front_makes_a_server_span_per_forwarded_request(
         assert opened.status_code == 200, opened.text
         session = {"mcp-session-id": opened.headers["mcp-session-id"]}
         http.post(front, json=wire.initialized(), headers={**ACCEPT, **session})
-        call = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
-            "name": "echo", "arguments": {"message": SECRET},
-            "_meta": {"traceparent": f"00-{meta_trace}-{meta_span}-01"}}}  # fmt: skip
+        meta = f"00-{meta_trace}-{meta_span}-01"
+        call = wire.traced_call("echo", {"message": SECRET}, meta, id=9)
         headers = {**ACCEPT, **session, "traceparent": f"00-{header_trace}-{header_span}-01"}
         answered = http.post(front, json=call, headers=headers)
         assert answered.status_code == 200, answered.text

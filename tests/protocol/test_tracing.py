@@ -155,9 +155,8 @@ def test_the_http_header_context_is_a_link_and_the_meta_context_the_parent(
         opened = http.post(adapter, json=wire.initialize(), headers=ACCEPT)
         session = {"mcp-session-id": opened.headers["mcp-session-id"]}
         http.post(adapter, json=wire.initialized(), headers={**ACCEPT, **session})
-        call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-            "name": "echo", "arguments": {"message": SECRET},
-            "_meta": {"traceparent": f"00-{meta_trace}-{meta_span}-01"}}}  # fmt: skip
+        meta = f"00-{meta_trace}-{meta_span}-01"
+        call = wire.traced_call("echo", {"message": SECRET}, meta, id=7)
         headers = {**ACCEPT, **session, "traceparent": f"00-{header_trace}-{header_span}-01"}
         answered = http.post(adapter, json=call, headers=headers)
     assert answered.status_code == 200, answered.text

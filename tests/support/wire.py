@@ -66,3 +66,12 @@ def initialize(
 def initialized() -> Message:
     """The notification a legacy client sends once ``initialize`` is answered."""
     return notification("notifications/initialized")
+
+
+def traced_call(
+    name: str, arguments: dict[str, Any], traceparent: str, *, id: int | str = 1
+) -> Message:
+    """A ``tools/call`` carrying a W3C ``traceparent`` in ``params._meta`` (the parent the
+    conventions give its server span)."""
+    params = {"name": name, "arguments": arguments, "_meta": {"traceparent": traceparent}}
+    return request("tools/call", params, id=id)
