@@ -2,6 +2,8 @@
 -- Environment: MCP_SESSION_ID (required for legacy sessions), MCP_PROTOCOL_VERSION,
 -- MCP_TOOL (the echo tool's name, default "echo"; "<prefix>_echo" through the bridge),
 -- MCP_AUTHORIZATION (an Authorization header value, for gateways that want a token).
+-- With MCP_PROTOCOL_VERSION=2026-07-28 the requests are the stateless era's: no session,
+-- the routing headers and the per-request _meta envelope.
 -- Every request gets a unique id; every response body is checked for the echo,
 -- and done() prints "checked=N bad=M" so that the benchmark can count errors.
 local session = os.getenv("MCP_SESSION_ID") or ""
@@ -28,6 +30,10 @@ function init(args)
   if session ~= "" then
     wrk.headers["Mcp-Session-Id"] = session
   end
+  if version == "2026-07-28" then
+    wrk.headers["Mcp-Method"] = "tools/call"
+    wrk.headers["Mcp-Name"] = tool
+  end
   if authorization ~= "" then
     wrk.headers["Authorization"] = authorization
   end
@@ -36,9 +42,15 @@ end
 function request()
   counter = counter + 1
   local id = prefix * 100000000 + counter
+  local meta = ""
+  if version == "2026-07-28" then
+    meta = ',"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+      .. '"io.modelcontextprotocol/clientInfo":{"name":"wrk","version":"1"},'
+      .. '"io.modelcontextprotocol/clientCapabilities":{}}'
+  end
   local body = string.format(
-    '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":{"message":"wrk-%d"}}}',
-    id, tool, id)
+    '{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"%s","arguments":{"message":"wrk-%d"}%s}}',
+    id, tool, id, meta)
   return wrk.format(nil, nil, nil, body)
 end
 

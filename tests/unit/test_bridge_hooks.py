@@ -188,5 +188,17 @@ def test_detect_lets_a_large_value_through_and_only_records_it() -> None:
 def test_the_pii_hook_asks_for_a_thread_only_for_large_values() -> None:
     from mcp_operator.bridge.pii import OFFLOAD_CHARS
 
-    assert not HOOK.offload({"q": "small"})
-    assert HOOK.offload({"a": ["x" * (OFFLOAD_CHARS // 2)] * 2})
+    large = {"a": ["x" * (OFFLOAD_CHARS // 2)] * 2}
+    scanned = call(large, arguments_mode="detect", results_mode="redact")
+    assert not HOOK.offload(scanned, "arguments", {"q": "small"})
+    assert HOOK.offload(scanned, "arguments", large) and HOOK.offload(scanned, "results", large)
+
+
+def test_the_pii_hook_never_asks_for_a_thread_for_a_direction_it_does_not_scan() -> None:
+    from mcp_operator.bridge.pii import OFFLOAD_CHARS
+
+    large = {"a": ["x" * (OFFLOAD_CHARS // 2)] * 2}
+    arguments_only = call(large, arguments_mode="block")
+    assert HOOK.offload(arguments_only, "arguments", large)
+    assert not HOOK.offload(arguments_only, "results", large)
+    assert not HOOK.offload(call(large), "arguments", large)

@@ -624,11 +624,13 @@ async def test_a_hook_that_asks_for_it_runs_in_a_worker_thread_for_a_large_value
     import threading
 
     seen: list[int] = []
+    asked: list[str] = []
 
     class Heavy:
         name = "heavy"
 
-        def offload(self, value: Any) -> bool:
+        def offload(self, call: Call, direction: str, value: Any) -> bool:
+            asked.append(direction)
             return "big" in json.dumps(value)
 
         def before_call(self, call: Call) -> ToolError | None:
@@ -646,6 +648,7 @@ async def test_a_hook_that_asks_for_it_runs_in_a_worker_thread_for_a_large_value
     setup.upstream.script["get_issue"] = [ok("big")]
     await setup.call("gh_get_issue", {"q": "big"})
     assert len(seen) == 2 and threading.get_ident() not in seen
+    assert asked == ["arguments", "results"] * 2
 
 
 async def test_every_audit_record_names_the_run_pods_identity_from_the_config() -> None:

@@ -6,8 +6,10 @@ before-hook may rewrite ``call.arguments`` or refuse the call by returning a
 :class:`~mcp_operator.bridge.errors.ToolError`; an after-hook may rewrite ``outcome.result`` or
 replace it by setting ``outcome.error``. Hooks run on the event loop in order, so they must be
 quick and must not block; they see values, and must not log them. A hook whose work grows with
-the value may say so with ``offload(value) -> bool``: when it answers true, the pipeline runs
-that step in a worker thread (so the hook must not touch the event loop).
+the value may say so with ``offload(call, direction, value) -> bool`` (``direction``:
+``"arguments"`` before the call, ``"results"`` after it): when it answers true, the pipeline
+runs that step in a worker thread (so the hook must not touch the event loop). It is asked on
+every call, so it must be cheaper than the step it would move.
 
 Hooks come from the entry point group ``mcp_operator.bridge_hooks`` (an object, or a
 zero-argument factory of one). PII scanning is the built-in :class:`PiiHook`, through this
@@ -114,8 +116,13 @@ class PiiHook:
     def __init__(self, scanner: PiiScanner) -> None:
         self.scanner = scanner
 
-    def offload(self, value: Any) -> bool:
-        """Whether scanning ``value`` is worth a worker thread."""
+    def offload(self, call: Call, direction: str, value: Any) -> bool:
+        """Whether scanning ``value`` is worth a worker thread: never when the policy does not
+        scan this direction (measuring the value cost more than a small call's whole
+        pipeline), else when it holds much text."""
+        pii = call.policy.pii
+        if (pii.arguments if direction == "arguments" else pii.results) == "off":
+            return False
         return text_size(value, OFFLOAD_CHARS) >= OFFLOAD_CHARS
 
     def _scan(

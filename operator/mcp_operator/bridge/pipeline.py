@@ -278,7 +278,7 @@ class CallPipeline:
     async def _before(self, call: Call) -> None:
         for hook in self.hooks:
             try:
-                if _offloaded(hook, call.arguments):
+                if _offloaded(hook, call, "arguments", call.arguments):
                     refusal = await asyncio.to_thread(hook.before_call, call)
                 else:
                     refusal = hook.before_call(call)
@@ -290,7 +290,7 @@ class CallPipeline:
     async def _after(self, call: Call, outcome: CallOutcome) -> None:
         for hook in self.hooks:
             try:
-                if _offloaded(hook, outcome.result):
+                if _offloaded(hook, call, "results", outcome.result):
                     await asyncio.to_thread(hook.after_call, call, outcome)
                 else:
                     hook.after_call(call, outcome)
@@ -508,11 +508,11 @@ class CallPipeline:
         )
 
 
-def _offloaded(hook: Hook, value: Any) -> bool:
-    """Whether the hook asks for a worker thread for this value (a large scan must not stall
-    the calls of other sessions on the event loop)."""
+def _offloaded(hook: Hook, call: Call, direction: str, value: Any) -> bool:
+    """Whether the hook asks for a worker thread for this value of the call (a large scan must
+    not stall the calls of other sessions on the event loop)."""
     offload = getattr(hook, "offload", None)
-    return value is not None and callable(offload) and bool(offload(value))
+    return value is not None and callable(offload) and bool(offload(call, direction, value))
 
 
 def _hook_failed(hook: Hook, call: Call, error: Exception, when: str) -> ToolError:
