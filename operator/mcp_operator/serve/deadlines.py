@@ -8,7 +8,8 @@ the application sees a disconnect, nothing is answered. uvicorn bounds only
 the idle time between requests (``timeout_keep_alive``); without this a client
 that trickles a byte every few seconds holds a connection, a task and its
 buffers for ever. Built on uvicorn's httptools protocol, the parser the
-servers here run on; leaves everything else about HTTP to uvicorn.
+servers here run on; its writes go through :mod:`~mcp_operator.serve.coalesce` (a
+response's head and body in one ``send``); leaves everything else about HTTP to uvicorn.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import asyncio
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from mcp_operator.serve.coalesce import CoalescingTransport
 
 
 class DeadlineHttpToolsProtocol(HttpToolsProtocol):
@@ -38,6 +41,9 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        # After uvicorn's own setup (its flow control reads the real transport): every
+        # response, and everything else the protocol writes, goes out one send per loop turn.
+        self.transport = CoalescingTransport(transport, self.loop)  # type: ignore[assignment]
         self._expect_within(self.header_seconds)
 
     def connection_lost(self, exc: Exception | None) -> None:
