@@ -65,6 +65,9 @@ VERSION = wire.LEGACY_VERSION
 legacy upstream (the latest): server-everything costs about 1.3 ms more per call at 2025-11-25
 than at 2025-06-18 (it primes every SSE answer for resumption), so mixing them would charge the
 upstream's extra work to the bridge."""
+MODERN_DIRECT = f"direct at {wire.MODERN_VERSION}: "
+"""The direct rows in the era the bridge negotiates with an upstream that offers it (our
+adapter does: ``server/discover``): the bridge's own upstream requests are of that era."""
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 
 
@@ -94,20 +97,32 @@ def decode(response: httpx.Response) -> dict[str, Any]:
     return dict(response.json())
 
 
-def open_session(url: str, tool: str, extra: dict[str, str] | None = None) -> str:
+def open_session(
+    url: str, tool: str, extra: dict[str, str] | None = None, version: str = VERSION
+) -> str:
     """Initialize one session and prove with one checked call that ``tool`` echoes; the
-    session id, or "" from a server that runs without sessions (stateless)."""
-    init = wire.initialize(id=1)
+    session id, or "" from a server that runs without sessions (stateless, or a ``version``
+    of the stateless era: no handshake, the envelope on the call)."""
+    modern = version == wire.MODERN_VERSION
+    headers = {**HEADERS, "mcp-protocol-version": version}
+    params: dict[str, Any] = {"name": tool, "arguments": {"message": "checked"}}
     with httpx.Client(timeout=30, headers=extra) as http:
-        response = http.post(url, json=init, headers=HEADERS)
-        response.raise_for_status()
-        session = response.headers.get("mcp-session-id", "")
-        headers = {**HEADERS, "mcp-protocol-version": VERSION}
-        if session:
-            headers["mcp-session-id"] = session
-        http.post(url, json=wire.initialized(), headers=headers)
-        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                "params": {"name": tool, "arguments": {"message": "checked"}}}  # fmt: skip
+        session = ""
+        if modern:
+            headers |= {"mcp-method": "tools/call", "mcp-name": tool}
+            params["_meta"] = {
+                "io.modelcontextprotocol/protocolVersion": version,
+                "io.modelcontextprotocol/clientInfo": wire.CLIENT_INFO,
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        else:
+            response = http.post(url, json=wire.initialize(id=1), headers=HEADERS)
+            response.raise_for_status()
+            session = response.headers.get("mcp-session-id", "")
+            if session:
+                headers["mcp-session-id"] = session
+            http.post(url, json=wire.initialized(), headers=headers)
+        call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
         text = decode(http.post(url, json=call, headers=headers))["result"]["content"][0]["text"]
         if text != "Echo: checked":
             raise RuntimeError(f"the checked call to {url} answered {text!r}")
@@ -123,11 +138,14 @@ def wrk(
     *,
     authorization: str = "",
     forwarder: int | None = None,
+    version: str = VERSION,
 ) -> Load:
-    """wrk on one session at ``url``; ``forwarder``: the pid whose process tree's RSS to take."""
+    """wrk on one session at ``url`` (no session at all for ``version`` 2026-07-28);
+    ``forwarder``: the pid whose process tree's RSS to take."""
     load = Load(name, connections)
-    session = open_session(url, tool, {"authorization": authorization} if authorization else None)
-    env = {**os.environ, "MCP_SESSION_ID": session, "MCP_PROTOCOL_VERSION": VERSION,
+    extra = {"authorization": authorization} if authorization else None
+    session = open_session(url, tool, extra, version)
+    env = {**os.environ, "MCP_SESSION_ID": session, "MCP_PROTOCOL_VERSION": version,
            "MCP_TOOL": tool, "MCP_AUTHORIZATION": authorization}  # fmt: skip
     threads = min(2, connections)
     argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
@@ -185,6 +203,9 @@ def calls(args: argparse.Namespace) -> list[Load]:
             for connections in (10, 1):
                 seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
                 loads.append(wrk(f"direct: {label}", upstream, "echo", connections, seconds))
+                if label == "adapter + stdio":  # the era the bridge itself speaks to it
+                    loads.append(wrk(f"{MODERN_DIRECT}{label}", upstream, "echo", connections,
+                                     seconds, version=wire.MODERN_VERSION))  # fmt: skip
                 with run_bridge([server_entry("everything", upstream, "ev")],
                                 extra_args=quiet) as bridge:  # fmt: skip
                     pid = bridge.process.pid
@@ -192,7 +213,8 @@ def calls(args: argparse.Namespace) -> list[Load]:
                                      seconds, forwarder=pid))  # fmt: skip
             if "contextforge" not in args.skip:
                 loads.extend(contextforge_loads(label, upstream, args))
-        loads.extend(tracing_loads(adapter_url, args))
+        if "tracing" not in args.skip:
+            loads.extend(tracing_loads(adapter_url, args))
         for mode in () if "pii" in args.skip else ("detect", "redact"):
             entry = server_entry("everything", adapter_url, "ev", policy=pii_policy(mode))
             with run_bridge([entry], extra_args=quiet) as bridge:
@@ -401,6 +423,13 @@ def verdicts(loads: list[Load]) -> list[str]:
             ratio = bridge10.calls_per_second / direct10.calls_per_second
             target = 0.8 if label == "server-everything HTTP" else 0.5
             lines.append(f"{label}: bridge/direct calls/s {ratio:.2f} (target >= {target})")
+        modern10 = by.get((f"{MODERN_DIRECT}{label}", 10))
+        if modern10 and bridge10 and modern10.calls_per_second:
+            ratio = bridge10.calls_per_second / modern10.calls_per_second
+            lines.append(
+                f"{label}: bridge/direct calls/s {ratio:.2f} against direct calls in the era "
+                f"the bridge speaks upstream ({wire.MODERN_VERSION})"
+            )
         if direct1 and bridge1:
             added = bridge1.p50_ms - direct1.p50_ms
             lines.append(f"{label}: added p50, 1 connection {added:.2f} ms (target < 0.5 ms)")
@@ -443,7 +472,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5, help="tools/list rounds (default 5)")
     parser.add_argument(
         "--skip",
-        choices=("calls", "listing", "pii", "contextforge"),
+        choices=("calls", "listing", "pii", "contextforge", "tracing"),
         action="append",
         default=[],
     )
