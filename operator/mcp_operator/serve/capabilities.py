@@ -16,6 +16,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 ROUTED_CAPABILITIES: Final[dict[str, tuple[str, ...]]] = {
@@ -57,10 +58,12 @@ def declared_capabilities(capabilities: object) -> frozenset[str]:
     return frozenset(names)
 
 
+@functools.lru_cache(maxsize=128)
 def capabilities_object(names: frozenset[str]) -> dict[str, Any]:
     """The capabilities object that declares ``names`` (``declared_capabilities``' inverse, up
     to the objects' contents): ``{"sampling", "roots.listChanged"}`` ->
-    ``{"sampling": {}, "roots": {"listChanged": True}}``."""
+    ``{"sampling": {}, "roots": {"listChanged": True}}``. Made once per set (it is sent with
+    every 2026-07-28 call the bridge relays): the object is shared, never to be changed."""
     declared: dict[str, Any] = {}
     for name in sorted(n for n in names if "." not in n and n in ROUTED_CAPABILITIES):
         value: dict[str, Any] = {}
