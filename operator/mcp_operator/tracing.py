@@ -121,10 +121,11 @@ def install(tracer_provider: Any, meter_provider: Any = None) -> None:
     _api = SimpleNamespace(
         attach=context.attach,
         detach=context.detach,
+        root=context.Context(),
         Link=trace.Link,
-        SpanKind=trace.SpanKind,
-        Status=trace.Status,
-        StatusCode=trace.StatusCode,
+        SERVER=trace.SpanKind.SERVER,
+        CLIENT=trace.SpanKind.CLIENT,
+        error=trace.Status(trace.StatusCode.ERROR),
         get_current_span=trace.get_current_span,
         set_span_in_context=trace.set_span_in_context,
     )
@@ -213,10 +214,23 @@ def _header_carrier(headers: Sequence[tuple[bytes, bytes]] | None) -> dict[str, 
     return carrier
 
 
+def _inject(context: Any, carrier: dict[str, Any]) -> None:
+    """Write a span's context into ``carrier`` as W3C Trace Context (``traceparent``, and
+    ``tracestate`` when it has one): what the propagator's ``inject`` writes, from the span's
+    context directly rather than through a context made for it."""
+    if not context.is_valid:
+        return
+    carrier[TRACEPARENT] = (
+        f"00-{context.trace_id:032x}-{context.span_id:016x}-{context.trace_flags:02x}"
+    )
+    if context.trace_state:
+        carrier[TRACESTATE] = context.trace_state.to_header()
+
+
 def _end(span: Any, kind_error: str | None, histogram: Any, attributes: dict[str, Any]) -> None:
     if kind_error is not None:
         span.set_attribute("error.type", kind_error)
-        span.set_status(_api.Status(_api.StatusCode.ERROR))
+        span.set_status(_api.error)
         attributes["error.type"] = kind_error
     if histogram is not None:
         attributes.pop("jsonrpc.request.id", None)
@@ -241,17 +255,19 @@ async def serve(
     target = _target(method, params)
     attributes = _attributes(method, target, request_id, session_id)
     meta = params.get("_meta") if isinstance(params, dict) else None
-    parent = _propagator.extract(_carrier_of(meta))
-    links = []
+    carrier = _carrier_of(meta)
+    # A request without trace context (most) is a root: the empty context, made once.
+    parent = _propagator.extract(carrier) if carrier else _api.root
+    links: Sequence[Any] = ()
     headers = _header_carrier(HEADERS.get())
     if headers:
         linked = _api.get_current_span(_propagator.extract(headers)).get_span_context()
         if linked.is_valid:
-            links.append(_api.Link(linked))
+            links = (_api.Link(linked),)
     name = f"{method} {target}" if target else method
     started = time.perf_counter()
     span = _tracer.start_span(
-        name, context=parent, kind=_api.SpanKind.SERVER, attributes=attributes, links=links
+        name, context=parent, kind=_api.SERVER, attributes=attributes, links=links
     )
     token = _api.attach(_api.set_span_in_context(span, parent))
     failure: str | None = None
@@ -288,11 +304,11 @@ def client(
         attributes["server.address"] = server
     name = f"{method} {target}" if target else method
     started = time.perf_counter()
-    span = _tracer.start_span(name, kind=_api.SpanKind.CLIENT, attributes=attributes)
+    span = _tracer.start_span(name, kind=_api.CLIENT, attributes=attributes)
     meta = params.get("_meta")
     carried = dict(meta) if isinstance(meta, dict) else {}
     carried.pop(TRACESTATE, None)
-    _propagator.inject(carried, context=_api.set_span_in_context(span))
+    _inject(span.get_span_context(), carried)
     failure: str | None = None
     try:
         yield span, {**params, "_meta": carried}
@@ -327,5 +343,5 @@ def internal(name: str, **attributes: Any) -> Iterator[Any]:
             yield span
         except BaseException as error:
             span.set_attribute("error.type", type(error).__name__)
-            span.set_status(_api.Status(_api.StatusCode.ERROR))
+            span.set_status(_api.error)
             raise

@@ -20,6 +20,8 @@ import struct
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
+from opentelemetry.trace import SpanKind, StatusCode
+
 _DOUBLE: Final = struct.Struct("<d").pack
 _FIXED64: Final = struct.Struct("<Q").pack
 _FIXED32: Final = struct.Struct("<I").pack
@@ -52,11 +54,25 @@ _SCOPE_NAME, _SCOPE_VERSION, _SCOPE_ATTRIBUTE = b"\x0a", b"\x12", b"\x1a"  # Sco
 _HAS_IS_REMOTE: Final = 0x100  # SpanFlags: the is-remote bit below is known
 _IS_REMOTE: Final = 0x200
 
-_KEY_VALUES: dict[tuple[str, type, Any], bytes] = {}
-_KEY_VALUES_MAX: Final = 4096
-"""Encoded ``KeyValue``s by (key, type, value) for the attributes that repeat (the method
-name, the tool): emptied when full, so a value that never repeats (a request id) costs one
-insert and no growth."""
+_FLAGS_LOCAL: Final = _SPAN_FLAGS + _FIXED32(_HAS_IS_REMOTE)
+_FLAGS_REMOTE: Final = _SPAN_FLAGS + _FIXED32(_HAS_IS_REMOTE | _IS_REMOTE)
+"""A span's ``flags`` field as the SDK writes it: whether its parent is remote."""
+
+_KINDS: Final = {kind: _SPAN_KIND + _ONE_BYTE[kind.value + 1] for kind in SpanKind}
+"""A span's ``kind`` field (the API's kinds count from 0, OTLP's from 1: 0 is unspecified)."""
+_STATUSES: Final = {
+    code: _SPAN_STATUS
+    + (_ONE_BYTE[2] + _STATUS_CODE + _ONE_BYTE[code.value] if code.value else b"\x00")
+    for code in StatusCode
+}
+"""A span's ``status`` field when it has no description."""
+
+_FIELDS: dict[tuple[bytes, str, type, Any], bytes] = {}
+_FIELDS_MAX: Final = 4096
+_CACHED_TYPES: Final = frozenset({str, int, float, bool})
+"""Encoded attribute fields by (tag, key, type, value), for the attributes that repeat (the
+method name, the tool): emptied when full, so that values that never repeat (request ids)
+cost an insert each and no growth."""
 
 _RESOURCES: dict[int, tuple[Any, bytes]] = {}
 """Encoded resources by ``id`` (the resource kept with it, so that the id stays its own): a
@@ -106,31 +122,29 @@ def _any_value(value: Any) -> bytes:
 
 
 def key_value(key: str, value: Any) -> bytes:
-    """A ``KeyValue`` message (its body), from the cache when it repeats."""
-    cacheable = isinstance(value, (str, int, float))
+    """A ``KeyValue`` message (its body)."""
+    return _delimited(_KV_KEY, key.encode()) + _delimited(_KV_VALUE, _any_value(value))
+
+
+def _attribute(tag: bytes, key: str, value: Any) -> bytes:
+    """An attribute as the field ``tag`` of its message, from the cache when it repeats."""
+    cacheable = type(value) in _CACHED_TYPES
     if cacheable:
-        found = _KEY_VALUES.get((key, type(value), value))
+        found = _FIELDS.get((tag, key, type(value), value))
         if found is not None:
             return found
-    encoded = _delimited(_KV_KEY, key.encode()) + _delimited(_KV_VALUE, _any_value(value))
+    encoded = _delimited(tag, key_value(key, value))
     if cacheable:
-        if len(_KEY_VALUES) >= _KEY_VALUES_MAX:
-            _KEY_VALUES.clear()
-        _KEY_VALUES[key, type(value), value] = encoded
+        if len(_FIELDS) >= _FIELDS_MAX:
+            _FIELDS.clear()
+        _FIELDS[tag, key, type(value), value] = encoded
     return encoded
 
 
 def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> list[bytes]:
     if not attributes:
         return []
-    return [_delimited(tag, key_value(key, value)) for key, value in attributes.items()]
-
-
-def _flags(context: Any) -> bytes:
-    """The SDK's ``flags`` of a span (from its parent) or a link: whether that context is
-    remote."""
-    remote = context is not None and context.is_remote
-    return _FIXED32(_HAS_IS_REMOTE | _IS_REMOTE if remote else _HAS_IS_REMOTE)
+    return [_attribute(tag, key, value) for key, value in attributes.items()]
 
 
 def _trace_state(context: Any) -> bytes:
@@ -151,33 +165,40 @@ def span(readable: Any) -> bytes:
         context.trace_id.to_bytes(16, "big"),
         _SPAN_ID,
         context.span_id.to_bytes(8, "big"),
-        _trace_state(context),
     ]
+    if context.trace_state:
+        parts.append(_trace_state(context))
     if parent is not None:
         parts += (_SPAN_PARENT, parent.span_id.to_bytes(8, "big"))
     name = readable.name
     if name:
         parts.append(_delimited(_SPAN_NAME, name.encode()))
-    parts += (_SPAN_KIND, _ONE_BYTE[readable.kind.value + 1])
-    if readable.start_time:
-        parts += (_SPAN_START, _FIXED64(readable.start_time))
-    if readable.end_time:
-        parts += (_SPAN_END, _FIXED64(readable.end_time))
-    parts += _attributes(_SPAN_ATTRIBUTE, readable.attributes)
+    parts.append(_KINDS[readable.kind])
+    start, end = readable.start_time, readable.end_time
+    if start:
+        parts += (_SPAN_START, _FIXED64(start))
+    if end:
+        parts += (_SPAN_END, _FIXED64(end))
+    attributes = readable.attributes
+    if attributes:
+        parts += [_attribute(_SPAN_ATTRIBUTE, key, value) for key, value in attributes.items()]
     if readable.dropped_attributes:
         parts += (_SPAN_DROPPED_ATTRIBUTES, varint(readable.dropped_attributes))
-    for event in readable.events:
-        parts.append(_delimited(_SPAN_EVENT, _event(event)))
-    if readable.dropped_events:
-        parts += (_SPAN_DROPPED_EVENTS, varint(readable.dropped_events))
-    for link in readable.links:
-        parts.append(_delimited(_SPAN_LINK, _link(link)))
+    events = readable.events
+    if events:
+        parts += [_delimited(_SPAN_EVENT, _event(event)) for event in events]
+        if readable.dropped_events:
+            parts += (_SPAN_DROPPED_EVENTS, varint(readable.dropped_events))
+    links = readable.links
+    if links:
+        parts += [_delimited(_SPAN_LINK, _link(link)) for link in links]
     if readable.dropped_links:
         parts += (_SPAN_DROPPED_LINKS, varint(readable.dropped_links))
     status = readable.status
     if status is not None:
-        parts.append(_delimited(_SPAN_STATUS, _status(status)))
-    parts += (_SPAN_FLAGS, _flags(parent))
+        plain = None if status.description else _STATUSES.get(status.status_code)
+        parts.append(plain or _delimited(_SPAN_STATUS, _status(status)))
+    parts.append(_FLAGS_REMOTE if parent is not None and parent.is_remote else _FLAGS_LOCAL)
     return b"".join(parts)
 
 
@@ -202,7 +223,10 @@ def _link(link: Any) -> bytes:
     ]
     if link.dropped_attributes:
         parts += (_LINK_DROPPED, varint(link.dropped_attributes))
-    parts += (_LINK_FLAGS, _flags(context))
+    parts += (
+        _LINK_FLAGS,
+        _FIXED32(_HAS_IS_REMOTE | _IS_REMOTE if context.is_remote else _HAS_IS_REMOTE),
+    )
     return b"".join(parts)
 
 
