@@ -177,6 +177,8 @@ def pii_policy(mode: str) -> dict[str, Any]:
 def calls(args: argparse.Namespace) -> list[Load]:
     if args.tokens_only:
         return plain_and_token_loads(args)
+    if args.tracing_only:
+        return plain_and_tracing_loads(args)
     loads: list[Load] = []
     quiet = ["--log-level=WARNING"]
     with peers.server_everything() as http_url, adapter_over_stdio() as adapter_url:
@@ -219,6 +221,21 @@ def plain_and_token_loads(args: argparse.Namespace) -> list[Load]:
             name = "bridge → adapter + stdio"
             loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
     return loads + token_loads(args)
+
+
+def plain_and_tracing_loads(args: argparse.Namespace) -> list[Load]:
+    """Only the tracing rows, with their baseline (tracing off) measured in the same run
+    (``--tracing-only``)."""
+    loads: list[Load] = []
+    with adapter_over_stdio() as adapter_url:
+        entry = server_entry("everything", adapter_url, "ev")
+        with run_bridge([entry], extra_args=["--log-level=WARNING"]) as bridge:
+            for connections in (10, 1):
+                seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
+                name = "bridge → adapter + stdio"
+                loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+        loads.extend(tracing_loads(adapter_url, args))
+    return loads
 
 
 def token_loads(args: argparse.Namespace) -> list[Load]:
@@ -451,6 +468,11 @@ def main() -> int:
         "--tokens-only",
         action="store_true",
         help="only the bridge over the adapter with and without tokens (4.), side by side",
+    )
+    parser.add_argument(
+        "--tracing-only",
+        action="store_true",
+        help="only the bridge over the adapter with tracing off and on, side by side",
     )
     args = parser.parse_args()
     report: dict[str, Any] = {}
