@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import contextforge  # noqa: E402
-from adapter_bench import tree_rss_mib  # noqa: E402
+from adapter_bench import cpu_seconds, tree_rss_mib  # noqa: E402
 from tests.support import peers, wire  # noqa: E402
 from tests.support.bridge_run import bridge_config, run_bridge, server_entry  # noqa: E402
 from tests.support.issuer import TestIssuer, access_document, write_access  # noqa: E402
@@ -80,6 +80,9 @@ class Load:
     errors: int = 0
     rss_mib: float | None = None
     """Resident memory of the forwarding process tree after the load (bridge or gateway)."""
+    cpu_us_per_call: float | None = None
+    """CPU of the forwarding process (all its threads) per call answered, when measured: less
+    moved than calls/s by other work on a shared machine."""
 
 
 def decode(response: httpx.Response) -> dict[str, Any]:
@@ -123,8 +126,10 @@ def wrk(
     *,
     authorization: str = "",
     forwarder: int | None = None,
+    cpu_of: int | None = None,
 ) -> Load:
-    """wrk on one session at ``url``; ``forwarder``: the pid whose process tree's RSS to take."""
+    """wrk on one session at ``url``; ``forwarder``: the pid whose process tree's RSS to take;
+    ``cpu_of``: the pid whose CPU per call to take."""
     load = Load(name, connections)
     session = open_session(url, tool, {"authorization": authorization} if authorization else None)
     env = {**os.environ, "MCP_SESSION_ID": session, "MCP_PROTOCOL_VERSION": VERSION,
@@ -132,9 +137,11 @@ def wrk(
     threads = min(2, connections)
     argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
             "--timeout", "10s", "-s", str(LUA), url]  # fmt: skip
+    cpu_before = cpu_seconds(cpu_of) if cpu_of is not None else 0.0
     output = subprocess.run(
         argv, capture_output=True, text=True, env=env, timeout=seconds + 60
     ).stdout
+    cpu_used = cpu_seconds(cpu_of) - cpu_before if cpu_of is not None else 0.0
     if match := re.search(r"Requests/sec:\s+([\d.]+)", output):
         load.calls_per_second = float(match.group(1))
     if match := re.search(r"checked=(\d+) bad=(\d+)", output):
@@ -147,6 +154,8 @@ def wrk(
             load.errors += sum(int(group) for group in match.groups())
     if forwarder is not None:
         load.rss_mib = tree_rss_mib(forwarder)
+    if cpu_of is not None and load.checked:
+        load.cpu_us_per_call = cpu_used * 1e6 / load.checked
     print(f"  {name} c={connections}: {load.calls_per_second:,.0f}/s p50 {load.p50_ms:.2f} ms",
           file=sys.stderr, flush=True)  # fmt: skip
     return load
@@ -191,7 +200,7 @@ def calls(args: argparse.Namespace) -> list[Load]:
                                 extra_args=quiet) as bridge:  # fmt: skip
                     pid = bridge.process.pid
                     loads.append(wrk(f"bridge → {label}", bridge.url, "ev_echo", connections,
-                                     seconds, forwarder=pid))  # fmt: skip
+                                     seconds, forwarder=pid, cpu_of=pid))  # fmt: skip
             if "contextforge" not in args.skip:
                 loads.extend(contextforge_loads(label, upstream, args))
         loads.extend(tracing_loads(adapter_url, args))
@@ -233,7 +242,8 @@ def plain_and_tracing_loads(args: argparse.Namespace) -> list[Load]:
             for connections in (10, 1):
                 seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
                 name = "bridge → adapter + stdio"
-                loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+                loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds,
+                                 cpu_of=bridge.process.pid))  # fmt: skip
         loads.extend(tracing_loads(adapter_url, args))
     return loads
 
@@ -273,7 +283,8 @@ def tracing_loads(adapter_url: str, args: argparse.Namespace) -> list[Load]:
                     for connections in (10, 1):
                         seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
                         name = f"bridge → {label}, tracing on"
-                        loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+                        loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds,
+                                         cpu_of=bridge.process.pid))  # fmt: skip
         sampled = {**env, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
                    "OTEL_TRACES_SAMPLER_ARG": "0.1"}  # fmt: skip
         entry = server_entry("everything", adapter_url, "ev")
@@ -281,7 +292,8 @@ def tracing_loads(adapter_url: str, args: argparse.Namespace) -> list[Load]:
             for connections in (10, 1):
                 seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
                 name = "bridge → adapter + stdio, tracing on, 1 in 10 sampled"
-                loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+                loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds,
+                                 cpu_of=bridge.process.pid))  # fmt: skip
         if not collector.trace_posts:
             raise RuntimeError("tracing was on but the collector stand-in got no spans")
     finally:
@@ -396,14 +408,17 @@ def listing(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def call_table(loads: list[Load]) -> str:
-    rows = ["| path | connections | calls/s | p50 ms | p99 ms | bad/errors of checked | RSS MiB |",
-            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    cpu = any(load.cpu_us_per_call is not None for load in loads)
+    rows = ["| path | connections | calls/s | p50 ms | p99 ms | bad/errors of checked | RSS MiB |"
+            + (" bridge CPU µs/call |" if cpu else ""),
+            "|---|---|---|---|---|---|---|" + ("---|" if cpu else "")]  # fmt: skip
     for load in loads:
         rss = "" if load.rss_mib is None else f"{load.rss_mib:,.0f}"
+        used = "" if load.cpu_us_per_call is None else f"{load.cpu_us_per_call:,.0f}"
         rows.append(
             f"| {load.name} | {load.connections} | {load.calls_per_second:,.0f} "
             f"| {load.p50_ms:.2f} | {load.p99_ms:.2f} | {load.bad}/{load.errors} of "
-            f"{load.checked:,} | {rss} |"
+            f"{load.checked:,} | {rss} |" + (f" {used} |" if cpu else "")
         )
     return "\n".join(rows)
 
@@ -441,9 +456,12 @@ def verdicts(loads: list[Load]) -> list[str]:
             on = by.get((f"bridge → adapter + stdio, {suffix}", connections))
             if off and on and off.calls_per_second:
                 cost = 1 - on.calls_per_second / off.calls_per_second
+                cpu = ""
+                if on.cpu_us_per_call and off.cpu_us_per_call:
+                    cpu = f", bridge CPU {on.cpu_us_per_call - off.cpu_us_per_call:+.0f} µs/call"
                 lines.append(
                     f"{suffix} (bridge), {connections} connection(s): costs {cost:.1%} of the "
-                    f"calls/s, p50 {(on.p50_ms - off.p50_ms) * 1000:+.0f} µs (target <= 10 %)"
+                    f"calls/s, p50 {(on.p50_ms - off.p50_ms) * 1000:+.0f} µs{cpu} (target <= 10 %)"
                 )
     base = by.get(("bridge → adapter + stdio", 1))
     for mode in ("detect", "redact"):
