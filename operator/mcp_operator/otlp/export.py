@@ -51,6 +51,13 @@ DEFAULT_ENDPOINT: Final = "http://localhost:4318"
 TRACES_PATH: Final = "/v1/traces"
 LOG_EVERY: Final = 60.0
 """Seconds between two log lines about lost spans (the first loss is logged at once)."""
+ANSWER_MAX: Final = 65536
+"""Bytes of a collector's answer read at most (OTLP's is a small ExportTraceServiceResponse)."""
+REUSE_WITHIN: Final = 2.0
+"""Seconds a connection may have been idle and still be used: the collector may have closed
+one idle for longer (its idle timeout), and a batch sent on a connection closed under it is
+lost, since an export that may have been read is not sent again. Under load, batches follow
+each other faster than this and share one connection; otherwise each opens its own."""
 
 
 def _variable(env: Mapping[str, str], name: str) -> str:
@@ -134,8 +141,9 @@ class ExportError(Exception):
 
 
 class Sender:
-    """POSTs request bodies to the collector on one kept-alive connection (opened again
-    after a failure or when the collector closes it)."""
+    """POSTs request bodies to the collector on one kept-alive connection while exports
+    follow each other closely (:data:`REUSE_WITHIN`), a new one otherwise, after a failure,
+    or when the collector closes it."""
 
     def __init__(self, settings: Settings, user_agent: str) -> None:
         url = urllib.parse.urlsplit(settings.endpoint)
@@ -159,6 +167,7 @@ class Sender:
             if settings.client_certificate:
                 self._tls.load_cert_chain(settings.client_certificate, settings.client_key)
         self._connection: http.client.HTTPConnection | None = None
+        self._used_at = 0.0
 
     def _connect(self) -> http.client.HTTPConnection:
         timeout = self.settings.timeout
@@ -174,14 +183,17 @@ class Sender:
             body = zlib.compress(body, 6, wbits=31)
         elif self.settings.compression == "deflate":
             body = zlib.compress(body, 6)
+        if self._connection is not None and time.monotonic() - self._used_at > REUSE_WITHIN:
+            self.close()
         if self._connection is None:
             self._connection = self._connect()
         connection = self._connection
         try:
             connection.request("POST", self._path, body, self._headers)
             response = connection.getresponse()
-            answer = response.read(4096)
-            if response.will_close:
+            answer = response.read(ANSWER_MAX)
+            self._used_at = time.monotonic()
+            if response.will_close or not response.isclosed():  # closing, or more than we read
                 self.close()
         except (OSError, http.client.HTTPException) as error:
             self.close()
