@@ -233,19 +233,54 @@ def plain_and_token_loads(args: argparse.Namespace) -> list[Load]:
 
 
 def plain_and_tracing_loads(args: argparse.Namespace) -> list[Load]:
-    """Only the tracing rows, with their baseline (tracing off) measured in the same run
-    (``--tracing-only``)."""
+    """Only the bridge over the adapter with tracing off, on, and on with 1 in 10 sampled
+    (``--tracing-only``): three bridges up at once, measured in turn for ``--rounds`` rounds
+    of ``--seconds`` each, the median of each row: load that comes and goes on a shared
+    machine falls on all three alike."""
+    collector = Collector(keep=False)
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url}
+    sampled = {**env, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+               "OTEL_TRACES_SAMPLER_ARG": "0.1"}  # fmt: skip
     loads: list[Load] = []
-    with adapter_over_stdio() as adapter_url:
-        entry = server_entry("everything", adapter_url, "ev")
-        with run_bridge([entry], extra_args=["--log-level=WARNING"]) as bridge:
-            for connections in (10, 1):
-                seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
-                name = "bridge → adapter + stdio"
-                loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds,
-                                 cpu_of=bridge.process.pid))  # fmt: skip
-        loads.extend(tracing_loads(adapter_url, args))
+    quiet = ["--log-level=WARNING"]
+    with ExitStack() as stack:
+        stack.callback(collector.close)
+        entry = server_entry("everything", stack.enter_context(adapter_over_stdio()), "ev")
+        bridges = {
+            name: stack.enter_context(run_bridge([entry], extra_args=quiet, env=environ))
+            for name, environ in (
+                ("bridge → adapter + stdio", None),
+                ("bridge → adapter + stdio, tracing on", env),
+                ("bridge → adapter + stdio, tracing on, 1 in 10 sampled", sampled),
+            )
+        }
+        for connections in (10, 1):
+            runs: dict[str, list[Load]] = {name: [] for name in bridges}
+            for _ in range(args.rounds):
+                for name, bridge in bridges.items():
+                    pid = bridge.process.pid
+                    runs[name].append(wrk(name, bridge.url, "ev_echo", connections,
+                                          args.seconds, cpu_of=pid))  # fmt: skip
+            loads.extend(_median(name, connections, measured) for name, measured in runs.items())
+        if not collector.trace_posts:
+            raise RuntimeError("tracing was on but the collector stand-in got no spans")
     return loads
+
+
+def _median(name: str, connections: int, runs: list[Load]) -> Load:
+    """One row of several runs: the median of each measure, the sums of the counts."""
+    cpu = [run.cpu_us_per_call for run in runs if run.cpu_us_per_call is not None]
+    return Load(
+        name=f"{name} (median of {len(runs)})",
+        connections=connections,
+        calls_per_second=statistics.median(run.calls_per_second for run in runs),
+        p50_ms=statistics.median(run.p50_ms for run in runs),
+        p99_ms=statistics.median(run.p99_ms for run in runs),
+        checked=sum(run.checked for run in runs),
+        bad=sum(run.bad for run in runs),
+        errors=sum(run.errors for run in runs),
+        cpu_us_per_call=statistics.median(cpu) if cpu else None,
+    )
 
 
 def token_loads(args: argparse.Namespace) -> list[Load]:
@@ -424,7 +459,7 @@ def call_table(loads: list[Load]) -> str:
 
 
 def verdicts(loads: list[Load]) -> list[str]:
-    by = {(load.name, load.connections): load for load in loads}
+    by = {(re.sub(r" \(median of \d+\)$", "", load.name), load.connections): load for load in loads}
     lines = []
     for label in ("server-everything HTTP", "adapter + stdio"):
         direct10, bridge10 = by.get((f"direct: {label}", 10)), by.get((f"bridge → {label}", 10))
@@ -475,7 +510,12 @@ def verdicts(loads: list[Load]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10, help="wrk duration (default 10)")
-    parser.add_argument("--rounds", type=int, default=5, help="tools/list rounds (default 5)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="tools/list rounds; with --tracing-only, rounds of the three bridges (default 5)",
+    )
     parser.add_argument(
         "--skip",
         choices=("calls", "listing", "pii", "contextforge"),
