@@ -67,12 +67,11 @@ _STATUSES: Final = {
 }
 """A span's ``status`` field when it has no description."""
 
-_FIELDS: dict[tuple[bytes, str, type, Any], bytes] = {}
+_FIELDS: dict[bytes, dict[tuple[str, str], bytes]] = {}
 _FIELDS_MAX: Final = 4096
-_CACHED_TYPES: Final = frozenset({str, int, float, bool})
-"""Encoded attribute fields by (tag, key, type, value), for the attributes that repeat (the
-method name, the tool): emptied when full, so that values that never repeat (request ids)
-cost an insert each and no growth."""
+"""Encoded string attributes by field tag, then (key, value): the attributes that repeat (the
+method name, the tool, the server) are encoded once. Emptied when full, so that values that
+never repeat (request ids) cost an insert each and no growth."""
 
 _RESOURCES: dict[int, tuple[Any, bytes]] = {}
 """Encoded resources by ``id`` (the resource kept with it, so that the id stays its own): a
@@ -127,18 +126,19 @@ def key_value(key: str, value: Any) -> bytes:
 
 
 def _attribute(tag: bytes, key: str, value: Any) -> bytes:
-    """An attribute as the field ``tag`` of its message, from the cache when it repeats."""
-    cacheable = type(value) in _CACHED_TYPES
-    if cacheable:
-        found = _FIELDS.get((tag, key, type(value), value))
-        if found is not None:
-            return found
-    encoded = _delimited(tag, key_value(key, value))
-    if cacheable:
-        if len(_FIELDS) >= _FIELDS_MAX:
-            _FIELDS.clear()
-        _FIELDS[tag, key, type(value), value] = encoded
-    return encoded
+    """An attribute as the field ``tag`` of its message; a string one from the cache when it
+    repeats."""
+    if type(value) is not str:
+        return _delimited(tag, key_value(key, value))
+    cache = _FIELDS.get(tag)
+    if cache is None:
+        _FIELDS[tag] = cache = {}
+    found = cache.get((key, value))
+    if found is None:
+        if len(cache) >= _FIELDS_MAX:
+            cache.clear()
+        cache[key, value] = found = _delimited(tag, key_value(key, value))
+    return found
 
 
 def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> list[bytes]:
