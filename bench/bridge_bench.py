@@ -47,7 +47,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import contextforge  # noqa: E402
-from adapter_bench import tree_rss_mib  # noqa: E402
+from adapter_bench import cpu_seconds, tree_rss_mib  # noqa: E402
 from tests.support import peers, wire  # noqa: E402
 from tests.support.bridge_run import bridge_config, run_bridge, server_entry  # noqa: E402
 from tests.support.issuer import TestIssuer, access_document, write_access  # noqa: E402
@@ -83,6 +83,9 @@ class Load:
     errors: int = 0
     rss_mib: float | None = None
     """Resident memory of the forwarding process tree after the load (bridge or gateway)."""
+    cpu_us_per_call: float | None = None
+    """CPU of the forwarding process (all its threads) per call answered, when measured: less
+    moved than calls/s by other work on a shared machine."""
 
 
 def decode(response: httpx.Response) -> dict[str, Any]:
@@ -139,9 +142,11 @@ def wrk(
     authorization: str = "",
     forwarder: int | None = None,
     version: str = VERSION,
+    cpu_of: int | None = None,
 ) -> Load:
     """wrk on one session at ``url`` (no session at all for ``version`` 2026-07-28);
-    ``forwarder``: the pid whose process tree's RSS to take."""
+    ``forwarder``: the pid whose process tree's RSS to take; ``cpu_of``: the pid whose CPU per
+    call to take."""
     load = Load(name, connections)
     extra = {"authorization": authorization} if authorization else None
     session = open_session(url, tool, extra, version)
@@ -150,9 +155,11 @@ def wrk(
     threads = min(2, connections)
     argv = ["wrk", f"-t{threads}", f"-c{connections}", f"-d{seconds}s", "--latency",
             "--timeout", "10s", "-s", str(LUA), url]  # fmt: skip
+    cpu_before = cpu_seconds(cpu_of) if cpu_of is not None else 0.0
     output = subprocess.run(
         argv, capture_output=True, text=True, env=env, timeout=seconds + 60
     ).stdout
+    cpu_used = cpu_seconds(cpu_of) - cpu_before if cpu_of is not None else 0.0
     if match := re.search(r"Requests/sec:\s+([\d.]+)", output):
         load.calls_per_second = float(match.group(1))
     if match := re.search(r"checked=(\d+) bad=(\d+)", output):
@@ -165,6 +172,8 @@ def wrk(
             load.errors += sum(int(group) for group in match.groups())
     if forwarder is not None:
         load.rss_mib = tree_rss_mib(forwarder)
+    if cpu_of is not None and load.checked:
+        load.cpu_us_per_call = cpu_used * 1e6 / load.checked
     print(f"  {name} c={connections}: {load.calls_per_second:,.0f}/s p50 {load.p50_ms:.2f} ms",
           file=sys.stderr, flush=True)  # fmt: skip
     return load
@@ -195,6 +204,8 @@ def pii_policy(mode: str) -> dict[str, Any]:
 def calls(args: argparse.Namespace) -> list[Load]:
     if args.tokens_only:
         return plain_and_token_loads(args)
+    if args.tracing_only:
+        return plain_and_tracing_loads(args)
     loads: list[Load] = []
     quiet = ["--log-level=WARNING"]
     with peers.server_everything() as http_url, adapter_over_stdio() as adapter_url:
@@ -210,7 +221,7 @@ def calls(args: argparse.Namespace) -> list[Load]:
                                 extra_args=quiet) as bridge:  # fmt: skip
                     pid = bridge.process.pid
                     loads.append(wrk(f"bridge → {label}", bridge.url, "ev_echo", connections,
-                                     seconds, forwarder=pid))  # fmt: skip
+                                     seconds, forwarder=pid, cpu_of=pid))  # fmt: skip
             if "contextforge" not in args.skip:
                 loads.extend(contextforge_loads(label, upstream, args))
         if "tracing" not in args.skip:
@@ -241,6 +252,57 @@ def plain_and_token_loads(args: argparse.Namespace) -> list[Load]:
             name = "bridge → adapter + stdio"
             loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
     return loads + token_loads(args)
+
+
+def plain_and_tracing_loads(args: argparse.Namespace) -> list[Load]:
+    """Only the bridge over the adapter with tracing off, on, and on with 1 in 10 sampled
+    (``--tracing-only``): three bridges up at once, measured in turn for ``--rounds`` rounds
+    of ``--seconds`` each, the median of each row: load that comes and goes on a shared
+    machine falls on all three alike."""
+    collector = Collector(keep=False)
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url}
+    sampled = {**env, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+               "OTEL_TRACES_SAMPLER_ARG": "0.1"}  # fmt: skip
+    loads: list[Load] = []
+    quiet = ["--log-level=WARNING"]
+    with ExitStack() as stack:
+        stack.callback(collector.close)
+        entry = server_entry("everything", stack.enter_context(adapter_over_stdio()), "ev")
+        bridges = {
+            name: stack.enter_context(run_bridge([entry], extra_args=quiet, env=environ))
+            for name, environ in (
+                ("bridge → adapter + stdio", None),
+                ("bridge → adapter + stdio, tracing on", env),
+                ("bridge → adapter + stdio, tracing on, 1 in 10 sampled", sampled),
+            )
+        }
+        for connections in (10, 1):
+            runs: dict[str, list[Load]] = {name: [] for name in bridges}
+            for _ in range(args.rounds):
+                for name, bridge in bridges.items():
+                    pid = bridge.process.pid
+                    runs[name].append(wrk(name, bridge.url, "ev_echo", connections,
+                                          args.seconds, cpu_of=pid))  # fmt: skip
+            loads.extend(_median(name, connections, measured) for name, measured in runs.items())
+        if not collector.trace_posts:
+            raise RuntimeError("tracing was on but the collector stand-in got no spans")
+    return loads
+
+
+def _median(name: str, connections: int, runs: list[Load]) -> Load:
+    """One row of several runs: the median of each measure, the sums of the counts."""
+    cpu = [run.cpu_us_per_call for run in runs if run.cpu_us_per_call is not None]
+    return Load(
+        name=f"{name} (median of {len(runs)})",
+        connections=connections,
+        calls_per_second=statistics.median(run.calls_per_second for run in runs),
+        p50_ms=statistics.median(run.p50_ms for run in runs),
+        p99_ms=statistics.median(run.p99_ms for run in runs),
+        checked=sum(run.checked for run in runs),
+        bad=sum(run.bad for run in runs),
+        errors=sum(run.errors for run in runs),
+        cpu_us_per_call=statistics.median(cpu) if cpu else None,
+    )
 
 
 def token_loads(args: argparse.Namespace) -> list[Load]:
@@ -278,7 +340,8 @@ def tracing_loads(adapter_url: str, args: argparse.Namespace) -> list[Load]:
                     for connections in (10, 1):
                         seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
                         name = f"bridge → {label}, tracing on"
-                        loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+                        loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds,
+                                         cpu_of=bridge.process.pid))  # fmt: skip
         sampled = {**env, "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
                    "OTEL_TRACES_SAMPLER_ARG": "0.1"}  # fmt: skip
         entry = server_entry("everything", adapter_url, "ev")
@@ -286,7 +349,8 @@ def tracing_loads(adapter_url: str, args: argparse.Namespace) -> list[Load]:
             for connections in (10, 1):
                 seconds = args.seconds if connections > 1 else max(3, args.seconds // 2)
                 name = "bridge → adapter + stdio, tracing on, 1 in 10 sampled"
-                loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds))
+                loads.append(wrk(name, bridge.url, "ev_echo", connections, seconds,
+                                 cpu_of=bridge.process.pid))  # fmt: skip
         if not collector.trace_posts:
             raise RuntimeError("tracing was on but the collector stand-in got no spans")
     finally:
@@ -401,20 +465,23 @@ def listing(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def call_table(loads: list[Load]) -> str:
-    rows = ["| path | connections | calls/s | p50 ms | p99 ms | bad/errors of checked | RSS MiB |",
-            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    cpu = any(load.cpu_us_per_call is not None for load in loads)
+    rows = ["| path | connections | calls/s | p50 ms | p99 ms | bad/errors of checked | RSS MiB |"
+            + (" bridge CPU µs/call |" if cpu else ""),
+            "|---|---|---|---|---|---|---|" + ("---|" if cpu else "")]  # fmt: skip
     for load in loads:
         rss = "" if load.rss_mib is None else f"{load.rss_mib:,.0f}"
+        used = "" if load.cpu_us_per_call is None else f"{load.cpu_us_per_call:,.0f}"
         rows.append(
             f"| {load.name} | {load.connections} | {load.calls_per_second:,.0f} "
             f"| {load.p50_ms:.2f} | {load.p99_ms:.2f} | {load.bad}/{load.errors} of "
-            f"{load.checked:,} | {rss} |"
+            f"{load.checked:,} | {rss} |" + (f" {used} |" if cpu else "")
         )
     return "\n".join(rows)
 
 
 def verdicts(loads: list[Load]) -> list[str]:
-    by = {(load.name, load.connections): load for load in loads}
+    by = {(re.sub(r" \(median of \d+\)$", "", load.name), load.connections): load for load in loads}
     lines = []
     for label in ("server-everything HTTP", "adapter + stdio"):
         direct10, bridge10 = by.get((f"direct: {label}", 10)), by.get((f"bridge → {label}", 10))
@@ -453,9 +520,12 @@ def verdicts(loads: list[Load]) -> list[str]:
             on = by.get((f"bridge → adapter + stdio, {suffix}", connections))
             if off and on and off.calls_per_second:
                 cost = 1 - on.calls_per_second / off.calls_per_second
+                cpu = ""
+                if on.cpu_us_per_call and off.cpu_us_per_call:
+                    cpu = f", bridge CPU {on.cpu_us_per_call - off.cpu_us_per_call:+.0f} µs/call"
                 lines.append(
                     f"{suffix} (bridge), {connections} connection(s): costs {cost:.1%} of the "
-                    f"calls/s, p50 {(on.p50_ms - off.p50_ms) * 1000:+.0f} µs (target <= 10 %)"
+                    f"calls/s, p50 {(on.p50_ms - off.p50_ms) * 1000:+.0f} µs{cpu} (target <= 10 %)"
                 )
     base = by.get(("bridge → adapter + stdio", 1))
     for mode in ("detect", "redact"):
@@ -469,7 +539,12 @@ def verdicts(loads: list[Load]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=int, default=10, help="wrk duration (default 10)")
-    parser.add_argument("--rounds", type=int, default=5, help="tools/list rounds (default 5)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=5,
+        help="tools/list rounds; with --tracing-only, rounds of the three bridges (default 5)",
+    )
     parser.add_argument(
         "--skip",
         choices=("calls", "listing", "pii", "contextforge", "tracing"),
@@ -480,6 +555,11 @@ def main() -> int:
         "--tokens-only",
         action="store_true",
         help="only the bridge over the adapter with and without tokens (4.), side by side",
+    )
+    parser.add_argument(
+        "--tracing-only",
+        action="store_true",
+        help="only the bridge over the adapter with tracing off and on, side by side",
     )
     args = parser.parse_args()
     report: dict[str, Any] = {}

@@ -5,7 +5,9 @@ and for bench/bridge_bench.py's tracing rows (``keep=False``: decoded nowhere, o
 
 from __future__ import annotations
 
+import gzip
 import threading
+import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -22,20 +24,30 @@ class Collector:
         self.metrics_posts = 0
         self.trace_posts = 0
         self.keep = keep
+        self.status = 200
+        """What the collector answers (a 503 to play one that is overloaded)."""
+        self.headers: dict[str, str] = {}
+        """The headers of the last POST to ``/v1/traces``."""
         collector = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                encoding = self.headers.get("content-encoding", "")
+                if encoding == "gzip":
+                    body = gzip.decompress(body)
+                elif encoding == "deflate":
+                    body = zlib.decompress(body)
                 if self.path == "/v1/traces":
                     collector.trace_posts += 1
-                if self.path == "/v1/traces" and collector.keep:
+                    collector.headers = {k.lower(): v for k, v in self.headers.items()}
+                if self.path == "/v1/traces" and collector.keep and collector.status == 200:
                     request = ExportTraceServiceRequest()
                     request.ParseFromString(body)
                     collector._take(request)
                 elif self.path == "/v1/metrics":
                     collector.metrics_posts += 1
-                self.send_response(200)
+                self.send_response(collector.status)
                 self.send_header("content-type", "application/x-protobuf")
                 self.send_header("content-length", "0")
                 self.end_headers()
