@@ -5,14 +5,16 @@ Pure framing, no I/O of its own: :func:`split_events` cuts complete events off a
 data, and :func:`messages` turns a stream of byte chunks into the JSON-RPC messages it
 carries (the data of each ``message`` event; events without data, such as a priming event
 that only sets an id, are skipped; a last event without its blank line is dropped, as SSE
-says). A pending event larger than its bound is an error, so a stream that never ends an
-event cannot grow without limit. Cutting tool lists inside events is
+says); :func:`events` gives every event's type with its data (the legacy HTTP+SSE
+transport's ``endpoint`` event). A pending event larger than its bound is an error, so a
+stream that never ends an event cannot grow without limit. Cutting tool lists inside events is
 :mod:`~mcp_operator.mcp.pages`' job; what a message means, the session's
 (:mod:`~mcp_operator.mcp.session`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import AsyncGenerator, AsyncIterable, Callable
 
@@ -71,33 +73,48 @@ def event_retry(event: bytes) -> int | None:
     return None
 
 
-async def messages(
+async def events(
     chunks: AsyncIterable[bytes],
     max_event_bytes: int | None = None,
     on_id: Callable[[str], None] | None = None,
     on_retry: Callable[[int], None] | None = None,
-) -> AsyncGenerator[bytes, None]:
-    """The data of every ``message`` event of the stream, in order (undecoded JSON). Closing
-    this reader closes the chunks' iterator too (a bounded body gives back what it holds).
-    ``on_id`` is told each event's id (priming events included), before its data is
+) -> AsyncGenerator[tuple[str | None, bytes], None]:
+    """The type and data of every event of the stream that has data, in order (undecoded).
+    Closing this reader closes the chunks' iterator too (a bounded body gives back what it
+    holds). ``on_id`` is told each event's id (priming events included), before its data is
     yielded: the cursor a reconnect sends as ``Last-Event-ID``; ``on_retry`` each ``retry``
     the server asks a reconnect to wait (milliseconds)."""
     rest = b""
     iterator = aiter(chunks)
     try:
         async for chunk in iterator:
-            events, rest = split_events(rest + chunk)
+            found, rest = split_events(rest + chunk)
             if max_event_bytes is not None and len(rest) > max_event_bytes:
                 raise EventTooLarge(max_event_bytes)
-            for event in events:
-                if on_id is not None and (found := event_id(event)) is not None:
-                    on_id(found)
+            for event in found:
+                if on_id is not None and (name := event_id(event)) is not None:
+                    on_id(name)
                 if on_retry is not None and (wait := event_retry(event)) is not None:
                     on_retry(wait)
                 kind, data = event_fields(event)
-                if data is not None and data.strip() and kind in (None, "message"):
-                    yield data
+                if data is not None and data.strip():
+                    yield kind, data
     finally:
         close = getattr(iterator, "aclose", None)
         if close is not None:
             await close()
+
+
+async def messages(
+    chunks: AsyncIterable[bytes],
+    max_event_bytes: int | None = None,
+    on_id: Callable[[str], None] | None = None,
+    on_retry: Callable[[int], None] | None = None,
+) -> AsyncGenerator[bytes, None]:
+    """The data of every ``message`` event of the stream (:func:`events` of no other type),
+    in order (undecoded JSON); closing it closes :func:`events` and the chunks' iterator."""
+    stream = events(chunks, max_event_bytes, on_id, on_retry)
+    async with contextlib.aclosing(stream):
+        async for kind, data in stream:
+            if kind in (None, "message"):
+                yield data
