@@ -188,9 +188,13 @@ class LegacySseSession(McpSession):
         return stream.endpoint if stream is not None and stream.ended is None else None
 
     def reset(self) -> None:
-        """Forget the session and close its stream (the next request connects anew)."""
+        """Forget the session (the next request connects anew, on a new stream). Requests
+        still waiting on the old stream go on waiting, as a Streamable HTTP session's
+        requests in flight do; the old stream closes when the last of them is answered."""
         super().reset()
-        self._close_stream()
+        stream, self._stream = self._stream, None
+        if stream is not None and not stream.waiting:
+            self._end(stream)
 
     async def connect(self) -> None:
         """Open the stream, learn its endpoint, handshake; once at a time."""
@@ -207,8 +211,10 @@ class LegacySseSession(McpSession):
             self.session_id = stream.session_id  # the handshake forgot the last one
 
     async def close(self, seconds: float = 2.0) -> None:
-        """End the session: its stream closes (this transport has no other way)."""
-        self.reset()
+        """End the session: its stream closes now (this transport has no other way), and
+        what waits on it fails."""
+        super().reset()
+        self._close_stream()
 
     # -- the stream ------------------------------------------------------------------------
 
@@ -249,8 +255,10 @@ class LegacySseSession(McpSession):
 
     def _close_stream(self) -> None:
         stream, self._stream = self._stream, None
-        if stream is None:
-            return
+        if stream is not None:
+            self._end(stream)
+
+    def _end(self, stream: _Stream) -> None:
         stream.end(McpFailure("connection", f"the session with {self.name} was closed"))
         if stream.reader is not None:
             stream.reader.cancel()
@@ -401,6 +409,8 @@ class LegacySseSession(McpSession):
             stream.waiting.pop(request_id, None)
             if token is not None and stream.progress.get(token) is related:
                 del stream.progress[token]
+            if stream is not self._stream and not stream.waiting:
+                self._end(stream)  # a stream the session let go of: its last request is over
             if waiter.done() and not waiter.cancelled():
                 waiter.exception()  # retrieved: a stream that ended after we stopped waiting
             else:
