@@ -19,6 +19,11 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from mcp_operator.bridge.egress import BRIDGE_EGRESS
+from mcp_operator.bridge.upstreams import CLIENT_INFO
+from mcp_operator.mcp.legacy_sse import LegacySseSession
+from mcp_operator.mcp.session import McpFailure
+from mcp_operator.net.pool import Http1Pool
 from tests.support import needs, peers
 from tests.support.bridge_run import RunningBridge, run_bridge, server_entry
 from tests.support.waiting import eventually, eventually_async
@@ -130,7 +135,8 @@ class SseServer:
     (adds the tool ``added`` and announces the change). Once initialized it asks the client
     ``sampling/createMessage`` and ``ping`` on the stream (requests that belong to no call)."""
 
-    endpoint: str = "/message?sessionId=s-1"
+    endpoint: str | None = "/message?sessionId=s-1"
+    """What the ``endpoint`` event names (None: no such event)."""
     tool_error: dict[str, Any] = field(
         default_factory=lambda: {"code": -32603, "message": "the disk is full"}
     )
@@ -189,10 +195,10 @@ class SseServer:
                 headers = dict(f.lower().split(": ", 1) for f in fields if ": " in f)
                 body = await reader.readexactly(int(headers.get("content-length", "0")))
                 if verb == "GET":
+                    named = f"event: endpoint\ndata: {self.endpoint}\n\n" if self.endpoint else ""
                     writer.write(
                         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n"
-                        b"cache-control: no-cache\r\n\r\n"
-                        + f"event: endpoint\ndata: {self.endpoint}\n\n".encode()
+                        b"cache-control: no-cache\r\n\r\n" + named.encode()
                     )
                     self.streams.append(writer)
                     await writer.drain()
@@ -338,3 +344,57 @@ async def test_an_endpoint_on_another_origin_is_refused_and_nothing_is_posted_th
     assert hostile.streams, "the bridge never opened the event stream"
     assert elsewhere.posts == [] and hostile.posts == []
     assert f"named an endpoint on another origin (http://127.0.0.1:{elsewhere.port}/message)" in log
+
+
+# ------------------------------------------------------------------ the session alone
+
+
+def session_of(url: str) -> tuple[LegacySseSession, Http1Pool]:
+    pool = Http1Pool(egress=BRIDGE_EGRESS)
+    session = LegacySseSession(url, pool, name="sse", client_info=CLIENT_INFO)
+    return session, pool
+
+
+async def test_a_stream_that_names_no_endpoint_fails_the_connect_in_its_own_time() -> None:
+    async with sse_server(SseServer(endpoint=None)) as mute:
+        session, pool = session_of(mute.url)
+        session.open_seconds = 0.5
+        try:
+            with pytest.raises(McpFailure) as failed:
+                await session.connect()
+        finally:
+            await pool.aclose()
+    assert failed.value.fault == "timeout" and "named no endpoint" in str(failed.value)
+    assert not session.connected and session.endpoint is None
+
+
+async def test_concurrent_requests_each_get_their_own_answer_and_a_lost_stream_fails_the_rest() -> (
+    None
+):
+    upstream = SseServer()
+    async with sse_server(upstream):
+        session, pool = session_of(upstream.url)
+        try:
+            await session.connect()
+            assert session.session_id == "s-1" and session.protocol_version == "2024-11-05"
+            calls = [
+                asyncio.ensure_future(session.request("tools/call", {"name": "hang"}))
+                for _ in range(3)
+            ]
+            listed = [session.request("tools/list", {}) for _ in range(4)]
+            for result in await asyncio.gather(*listed):
+                assert [tool["name"] for tool in result["tools"]] == ["fail", "grow", "hang"]
+            await asyncio.sleep(0.1)
+            assert not any(call.done() for call in calls)
+            upstream.streams[-1].close()  # the server drops the stream
+            for call in calls:
+                with pytest.raises(McpFailure) as lost:
+                    await call
+                assert lost.value.kind == "unavailable"
+            assert not session.connected
+            await session.request("tools/list", {})  # a new stream, a new handshake
+            assert len(upstream.streams) == 2
+            assert len(upstream.posted("initialize")) == 2
+        finally:
+            await session.close()
+            await pool.aclose()

@@ -176,6 +176,8 @@ class LegacySseSession(McpSession):
     def __init__(self, url: str, *args: Any, max_event_bytes: int = MAX_EVENT_BYTES, **kw: Any):
         super().__init__(url, *args, **kw)
         self.max_event_bytes = max_event_bytes
+        self.open_seconds = OPEN_STREAM_SECONDS
+        """How long the stream's head and its ``endpoint`` event are awaited, each."""
         self._stream: _Stream | None = None
 
     def __repr__(self) -> str:
@@ -223,11 +225,11 @@ class LegacySseSession(McpSession):
         headers["accept"] = "text/event-stream"
         del headers["content-type"]
         try:
-            async with asyncio.timeout(OPEN_STREAM_SECONDS):
+            async with asyncio.timeout(self.open_seconds):
                 answer = await self._send("GET", headers, b"")
         except TimeoutError:
             raise McpFailure(
-                "timeout", f"{self.name} did not open its event stream in {OPEN_STREAM_SECONDS:g}s"
+                "timeout", f"{self.name} did not open its event stream in {self.open_seconds:g}s"
             ) from None
         if answer.status_code != 200 or _media(answer) != "text/event-stream":
             try:
@@ -244,8 +246,14 @@ class LegacySseSession(McpSession):
         self._stream = stream
         stream.reader = asyncio.get_running_loop().create_task(self._read(stream, answer))
         try:
-            async with asyncio.timeout(OPEN_STREAM_SECONDS):
+            async with asyncio.timeout(self.open_seconds):
                 await stream.opened.wait()
+        except TimeoutError:
+            self._close_stream()
+            raise McpFailure(
+                "timeout",
+                f"{self.name} named no endpoint on its event stream in {self.open_seconds:g}s",
+            ) from None
         except BaseException:
             self._close_stream()
             raise

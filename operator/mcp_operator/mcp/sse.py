@@ -14,7 +14,6 @@ stream that never ends an event cannot grow without limit. Cutting tool lists in
 
 from __future__ import annotations
 
-import contextlib
 import re
 from collections.abc import AsyncGenerator, AsyncIterable, Callable
 
@@ -73,17 +72,29 @@ def event_retry(event: bytes) -> int | None:
     return None
 
 
+def _read(
+    event: bytes,
+    on_id: Callable[[str], None] | None,
+    on_retry: Callable[[int], None] | None,
+) -> tuple[str | None, bytes] | None:
+    """One complete event's type and data (``None`` when it has no data), its id and retry
+    told first."""
+    if on_id is not None and (name := event_id(event)) is not None:
+        on_id(name)
+    if on_retry is not None and (wait := event_retry(event)) is not None:
+        on_retry(wait)
+    kind, data = event_fields(event)
+    return (kind, data) if data is not None and data.strip() else None
+
+
 async def events(
     chunks: AsyncIterable[bytes],
     max_event_bytes: int | None = None,
     on_id: Callable[[str], None] | None = None,
     on_retry: Callable[[int], None] | None = None,
 ) -> AsyncGenerator[tuple[str | None, bytes], None]:
-    """The type and data of every event of the stream that has data, in order (undecoded).
-    Closing this reader closes the chunks' iterator too (a bounded body gives back what it
-    holds). ``on_id`` is told each event's id (priming events included), before its data is
-    yielded: the cursor a reconnect sends as ``Last-Event-ID``; ``on_retry`` each ``retry``
-    the server asks a reconnect to wait (milliseconds)."""
+    """The type and data of every event of the stream that has data, in order (undecoded),
+    as :func:`messages` reads them (the same bounds, callbacks and closing)."""
     rest = b""
     iterator = aiter(chunks)
     try:
@@ -92,13 +103,9 @@ async def events(
             if max_event_bytes is not None and len(rest) > max_event_bytes:
                 raise EventTooLarge(max_event_bytes)
             for event in found:
-                if on_id is not None and (name := event_id(event)) is not None:
-                    on_id(name)
-                if on_retry is not None and (wait := event_retry(event)) is not None:
-                    on_retry(wait)
-                kind, data = event_fields(event)
-                if data is not None and data.strip():
-                    yield kind, data
+                read = _read(event, on_id, on_retry)
+                if read is not None:
+                    yield read
     finally:
         close = getattr(iterator, "aclose", None)
         if close is not None:
@@ -111,10 +118,23 @@ async def messages(
     on_id: Callable[[str], None] | None = None,
     on_retry: Callable[[int], None] | None = None,
 ) -> AsyncGenerator[bytes, None]:
-    """The data of every ``message`` event of the stream (:func:`events` of no other type),
-    in order (undecoded JSON); closing it closes :func:`events` and the chunks' iterator."""
-    stream = events(chunks, max_event_bytes, on_id, on_retry)
-    async with contextlib.aclosing(stream):
-        async for kind, data in stream:
-            if kind in (None, "message"):
-                yield data
+    """The data of every ``message`` event of the stream, in order (undecoded JSON). Closing
+    this reader closes the chunks' iterator too (a bounded body gives back what it holds).
+    ``on_id`` is told each event's id (priming events included), before its data is
+    yielded: the cursor a reconnect sends as ``Last-Event-ID``; ``on_retry`` each ``retry``
+    the server asks a reconnect to wait (milliseconds)."""
+    rest = b""
+    iterator = aiter(chunks)
+    try:
+        async for chunk in iterator:
+            found, rest = split_events(rest + chunk)
+            if max_event_bytes is not None and len(rest) > max_event_bytes:
+                raise EventTooLarge(max_event_bytes)
+            for event in found:
+                read = _read(event, on_id, on_retry)
+                if read is not None and read[0] in (None, "message"):
+                    yield read[1]
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            await close()
