@@ -158,11 +158,12 @@ def _node() -> str:
 
 
 @contextlib.contextmanager
-def server_everything(transport: str = "streamableHttp") -> Iterator[str]:
-    """server-everything over ``streamableHttp`` (yields ``.../mcp``) or ``sse`` (``.../sse``)."""
+def server_everything(transport: str = "streamableHttp", port: int | None = None) -> Iterator[str]:
+    """server-everything over ``streamableHttp`` (yields ``.../mcp``) or ``sse`` (``.../sse``);
+    on ``port`` when given (a test restarts a server where it was)."""
     if transport not in ("streamableHttp", "sse"):
         raise ValueError(f"server-everything has no HTTP transport {transport!r}")
-    port = free_port()
+    port = port or free_port()
     argv = [_node(), str(SERVER_EVERYTHING), transport]
     with run_server(argv, port, env={"PORT": str(port)}, name="server-everything"):
         path = "/mcp" if transport == "streamableHttp" else "/sse"

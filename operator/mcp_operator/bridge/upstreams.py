@@ -2,7 +2,9 @@
 
 Owns the live side of the configured servers: one MCP session per server
 (:class:`~mcp_operator.mcp.session.McpSession`, the client the probe uses too; the bridge has
-no client of its own), all over one pool of keep-alive connections; the last tool listing of
+no client of its own; a server of the legacy HTTP+SSE transport gets its
+:class:`~mcp_operator.mcp.legacy_sse.LegacySseSession`), all over one pool of keep-alive
+connections; the last tool listing of
 each server; the catalog built from those listings
 (:func:`~mcp_operator.bridge.catalog.build_catalog`); and the schedule of listings:
 
@@ -59,6 +61,7 @@ from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamUnavailable
 from mcp_operator.bridge.prompts import PromptCatalog, build_prompts
 from mcp_operator.mcp.credentials import Credentials, TokenFileCredentials
+from mcp_operator.mcp.legacy_sse import LegacySseSession
 from mcp_operator.mcp.oauth import OAuthCredentials
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import (
@@ -83,6 +86,9 @@ MAX_BACKOFF_SECONDS = 60.0
 TICK_SECONDS = 0.5
 """How often the timer looks for servers due to be listed."""
 
+
+Transport = Literal["streamable-http", "sse"]
+"""How a server is reached (``UpstreamServer.transport``)."""
 
 Misconfiguration = Literal["InvalidHeader", "UnreadableHeader"]
 """Why a server cannot be called as configured: a header value it must not send, or a
@@ -179,7 +185,14 @@ def _connection_signature(server: UpstreamServer, headers: Mapping[str, str]) ->
     """What forces a new upstream session when it changes (values hashed into the text)."""
     auth = server.auth.model_dump(mode="json") if server.auth is not None else None
     return json.dumps(
-        [server.url, server.protocol_version, sorted(headers.items()), server.token_file, auth],
+        [
+            server.url,
+            server.transport,
+            server.protocol_version,
+            sorted(headers.items()),
+            server.token_file,
+            auth,
+        ],
         separators=(",", ":"),
     )
 
@@ -246,7 +259,9 @@ class UpstreamPool:
             credentials: Credentials | None = oauth
             if server.token_file:
                 credentials = TokenFileCredentials(server.token_file)
-            upstream = upstream_session(key, server.url, self.http1, sent, hint, credentials)
+            upstream = upstream_session(
+                key, server.url, self.http1, sent, hint, credentials, server.transport
+            )
             if self.on_notice is not None:
                 upstream.on_notice = _bound(self.on_notice, key)
                 upstream.listen_filter.update(promptsListChanged=True, resourcesListChanged=True)
@@ -267,6 +282,7 @@ class UpstreamPool:
             if states.get(key) is not old:
                 for task in old.tasks():
                     task.cancel()
+                old.upstream.reset()  # a session that holds a stream open lets go of it
         self.states = states
         self.servers = list(config.servers)
         await asyncio.gather(*(self._list(state) for state in fresh))
@@ -457,10 +473,14 @@ def upstream_session(
     headers: Mapping[str, str] | None = None,
     protocol_hint: str | None = None,
     credentials: Credentials | None = None,
+    transport: Transport = "streamable-http",
 ) -> McpSession:
     """The session of one upstream server (``protocol_hint``: the version its status gave;
-    ``credentials``: its projected token, or its OAuth token)."""
-    return McpSession(
+    ``credentials``: its projected token, or its OAuth token), on its ``transport``:
+    Streamable HTTP, or the legacy HTTP+SSE transport's
+    :class:`~mcp_operator.mcp.legacy_sse.LegacySseSession` (the same interface)."""
+    kind = LegacySseSession if transport == "sse" else McpSession
+    return kind(
         url,
         pool,
         name=name,

@@ -44,8 +44,9 @@ pages on arrival under its byte budget, the bridge caps each answer's bytes (:fu
 
 The SDK stays where it earns its place: its constants and its models validate what the
 session reads (``DiscoverResult``, ``InitializeResult``), and its own client serves the
-legacy HTTP+SSE transport (:func:`~mcp_operator.mcp.client.connect`), which this session
-does not speak.
+legacy HTTP+SSE transport for the probe (:func:`~mcp_operator.mcp.client.connect`); the
+bridge's session of that transport is :mod:`~mcp_operator.mcp.legacy_sse`, this session's
+conversation on that transport's wire.
 
 Header values (credentials) never appear in messages or reprs.
 """
@@ -758,9 +759,14 @@ class McpSession:
         merged.update((name, value) for name, value in extra.items() if name.lower() in names)
         return merged
 
+    def _target(self, verb: str) -> str:
+        """Where a request with ``verb`` goes: the server's URL (every request of Streamable
+        HTTP; the legacy HTTP+SSE transport posts elsewhere)."""
+        return self.url
+
     async def _transmit(self, verb: str, headers: Mapping[str, str], body: bytes) -> Http1Response:
         try:
-            return await self._pool.request(verb, self.url, headers, body)
+            return await self._pool.request(verb, self._target(verb), headers, body)
         except Http1Error as error:
             fault: Fault = "connect" if error.kind == "connect" else "connection"
             what = (

@@ -5,8 +5,9 @@ Pure framing, no I/O of its own: :func:`split_events` cuts complete events off a
 data, and :func:`messages` turns a stream of byte chunks into the JSON-RPC messages it
 carries (the data of each ``message`` event; events without data, such as a priming event
 that only sets an id, are skipped; a last event without its blank line is dropped, as SSE
-says). A pending event larger than its bound is an error, so a stream that never ends an
-event cannot grow without limit. Cutting tool lists inside events is
+says); :func:`events` gives every event's type with its data (the legacy HTTP+SSE
+transport's ``endpoint`` event). A pending event larger than its bound is an error, so a
+stream that never ends an event cannot grow without limit. Cutting tool lists inside events is
 :mod:`~mcp_operator.mcp.pages`' job; what a message means, the session's
 (:mod:`~mcp_operator.mcp.session`).
 """
@@ -71,6 +72,46 @@ def event_retry(event: bytes) -> int | None:
     return None
 
 
+def _read(
+    event: bytes,
+    on_id: Callable[[str], None] | None,
+    on_retry: Callable[[int], None] | None,
+) -> tuple[str | None, bytes] | None:
+    """One complete event's type and data (``None`` when it has no data), its id and retry
+    told first."""
+    if on_id is not None and (name := event_id(event)) is not None:
+        on_id(name)
+    if on_retry is not None and (wait := event_retry(event)) is not None:
+        on_retry(wait)
+    kind, data = event_fields(event)
+    return (kind, data) if data is not None and data.strip() else None
+
+
+async def events(
+    chunks: AsyncIterable[bytes],
+    max_event_bytes: int | None = None,
+    on_id: Callable[[str], None] | None = None,
+    on_retry: Callable[[int], None] | None = None,
+) -> AsyncGenerator[tuple[str | None, bytes], None]:
+    """The type and data of every event of the stream that has data, in order (undecoded),
+    as :func:`messages` reads them (the same bounds, callbacks and closing)."""
+    rest = b""
+    iterator = aiter(chunks)
+    try:
+        async for chunk in iterator:
+            found, rest = split_events(rest + chunk)
+            if max_event_bytes is not None and len(rest) > max_event_bytes:
+                raise EventTooLarge(max_event_bytes)
+            for event in found:
+                read = _read(event, on_id, on_retry)
+                if read is not None:
+                    yield read
+    finally:
+        close = getattr(iterator, "aclose", None)
+        if close is not None:
+            await close()
+
+
 async def messages(
     chunks: AsyncIterable[bytes],
     max_event_bytes: int | None = None,
@@ -86,17 +127,13 @@ async def messages(
     iterator = aiter(chunks)
     try:
         async for chunk in iterator:
-            events, rest = split_events(rest + chunk)
+            found, rest = split_events(rest + chunk)
             if max_event_bytes is not None and len(rest) > max_event_bytes:
                 raise EventTooLarge(max_event_bytes)
-            for event in events:
-                if on_id is not None and (found := event_id(event)) is not None:
-                    on_id(found)
-                if on_retry is not None and (wait := event_retry(event)) is not None:
-                    on_retry(wait)
-                kind, data = event_fields(event)
-                if data is not None and data.strip() and kind in (None, "message"):
-                    yield data
+            for event in found:
+                read = _read(event, on_id, on_retry)
+                if read is not None and read[0] in (None, "message"):
+                    yield read[1]
     finally:
         close = getattr(iterator, "aclose", None)
         if close is not None:
