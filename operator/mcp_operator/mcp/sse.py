@@ -123,18 +123,10 @@ async def messages(
     ``on_id`` is told each event's id (priming events included), before its data is
     yielded: the cursor a reconnect sends as ``Last-Event-ID``; ``on_retry`` each ``retry``
     the server asks a reconnect to wait (milliseconds)."""
-    rest = b""
-    iterator = aiter(chunks)
+    reader = events(chunks, max_event_bytes, on_id, on_retry)
     try:
-        async for chunk in iterator:
-            found, rest = split_events(rest + chunk)
-            if max_event_bytes is not None and len(rest) > max_event_bytes:
-                raise EventTooLarge(max_event_bytes)
-            for event in found:
-                read = _read(event, on_id, on_retry)
-                if read is not None and read[0] in (None, "message"):
-                    yield read[1]
+        async for kind, data in reader:
+            if kind in (None, "message"):
+                yield data
     finally:
-        close = getattr(iterator, "aclose", None)
-        if close is not None:
-            await close()
+        await reader.aclose()
