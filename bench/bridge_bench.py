@@ -52,7 +52,6 @@ from tests.support import peers, wire  # noqa: E402
 from tests.support.bridge_run import bridge_config, run_bridge, server_entry  # noqa: E402
 from tests.support.issuer import TestIssuer, access_document, write_access  # noqa: E402
 from tests.support.otlp_collector import Collector  # noqa: E402
-from tests.support.waiting import eventually  # noqa: E402
 
 from mcp_operator.api.bridge import BridgeConfig  # noqa: E402
 from mcp_operator.bridge.egress import BRIDGE_EGRESS  # noqa: E402
@@ -187,13 +186,8 @@ def adapter_over_stdio(
     node = ["node", str(peers.SERVER_EVERYTHING), "stdio"]
     argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), *auth,
             "--log-level", "warning", "--", *node]  # fmt: skip
-    with peers.run_server(argv, port, name="adapter", env=env):
-        # The port opens before the child has answered its handshake (503 until then).
-        eventually(
-            "the adapter's child answered its handshake",
-            lambda: httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200,
-            ignoring=(httpx.HTTPError,),
-        )
+    # The port opens before the child has answered its handshake (503 until then).
+    with peers.run_server(argv, port, name="adapter", env=env, ready="/readyz"):
         yield f"http://127.0.0.1:{port}/mcp"
 
 

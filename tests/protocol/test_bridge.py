@@ -49,7 +49,7 @@ def managed_url() -> Iterator[str]:
     port = peers.free_port()
     argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--auth=none",
             "--", "node", str(peers.SERVER_EVERYTHING), "stdio"]  # fmt: skip
-    with peers.run_server(argv, port, name="adapter"):
+    with peers.run_server(argv, port, name="adapter", ready="/readyz"):
         yield f"http://127.0.0.1:{port}/mcp"
 
 

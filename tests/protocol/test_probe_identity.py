@@ -57,7 +57,7 @@ def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Tes
     port = peers.free_port()
     argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port),
             "--auth=kubernetes", f"--access-config={access}", "--", str(HELLO)]  # fmt: skip
-    with peers.run_server(argv, port, name="adapter"):
+    with peers.run_server(argv, port, name="adapter", ready="/readyz"):
         yield f"http://127.0.0.1:{port}/mcp", issuer
 
 

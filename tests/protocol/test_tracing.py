@@ -73,7 +73,7 @@ def traced_bridge(collector: Collector, child_spans: Path) -> Iterator[tuple[str
     argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), "--auth=none",
             "--", sys.executable, str(TRACED_SERVER), str(child_spans)]  # fmt: skip
     env = {**_otel_env(collector), "OTEL_SERVICE_NAME": "adapter-under-test"}
-    with peers.run_server(argv, port, name="adapter", env=env):
+    with peers.run_server(argv, port, name="adapter", env=env, ready="/readyz"):
         adapter = f"http://127.0.0.1:{port}/mcp"
         with run_bridge([server_entry("traced", adapter, "tr")], env=_otel_env(collector)) as b:
             yield b.url, adapter

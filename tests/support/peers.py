@@ -118,8 +118,11 @@ def run_server(
     name: str = "server",
     timeout: float = START_TIMEOUT,
     host: str = "127.0.0.1",
+    ready: str | None = None,
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``argv`` in a new process group until it accepts connections on ``host:port``."""
+    """Run ``argv`` in a new process group until it accepts connections on ``host:port`` and,
+    with ``ready`` (a path such as the adapter's ``/readyz``, which is 503 until its child has
+    answered the handshake), until a GET of that path answers 200."""
     with tempfile.TemporaryFile() as log:
         process = subprocess.Popen(
             list(argv),
@@ -143,9 +146,30 @@ def run_server(
             eventually(
                 f"{name} listening on port {port}", listening, timeout, interval=0.05, explain=tail
             )
+            if ready is not None:
+
+                def answers() -> bool:
+                    listening()  # still running
+                    return _get_status(host, port, ready) == 200
+
+                eventually(f"{name} ready ({ready})", answers, timeout, interval=0.05, explain=tail)
             yield process
         finally:
             stop_process_group(process, name=name)
+
+
+def _get_status(host: str, port: int, path: str) -> int | None:
+    """The status of a plain GET of ``path`` (None when the connection failed)."""
+    try:
+        with socket.create_connection((host, port), timeout=2) as sock:
+            sock.sendall(
+                f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
+            )
+            head = sock.recv(64)
+    except OSError:
+        return None
+    parts = head.split(b" ", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else None
 
 
 def _node() -> str:
