@@ -8,11 +8,6 @@ does. The agent is the SDK's client.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
-
 import pytest
 from mcp import Client
 
@@ -32,7 +27,7 @@ from tests.protocol.test_probe_wire import (
     scripted,
 )
 from tests.support import peers
-from tests.support.bridge_run import RunningBridge, run_bridge, server_entry
+from tests.support.bridge_run import bridge_of, server_entry
 from tests.support.waiting import eventually
 
 __all__ = ["scripted"]  # the fixture, used by name
@@ -44,17 +39,6 @@ TRANSFER = {
     "inputSchema": {"type": "object"},
     "annotations": {"destructiveHint": True, "idempotentHint": False},
 }
-
-
-@contextlib.asynccontextmanager
-async def bridge_of(servers: Sequence[dict[str, Any]]) -> AsyncIterator[RunningBridge]:
-    """The bridge process, started and stopped off the event loop (the upstreams are on it)."""
-    running = run_bridge(servers)
-    bridge = await asyncio.to_thread(running.__enter__)
-    try:
-        yield bridge
-    finally:
-        await asyncio.to_thread(running.__exit__, None, None, None)
 
 
 def drops_calls(seen: Seen) -> Answer:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,21 +25,10 @@ from mcp_operator.mcp.legacy_sse import LegacySseSession
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.net.pool import Http1Pool
 from tests.support import needs, peers
-from tests.support.bridge_run import RunningBridge, run_bridge, server_entry
+from tests.support.bridge_run import bridge_of, server_entry
 from tests.support.waiting import eventually, eventually_async
 
 pytestmark = [pytest.mark.timeout(120)]
-
-
-@contextlib.asynccontextmanager
-async def bridge_of(servers: Sequence[dict[str, Any]]) -> AsyncIterator[RunningBridge]:
-    """The bridge process, started and stopped off the event loop (upstreams may be on it)."""
-    running = run_bridge(servers)
-    bridge = await asyncio.to_thread(running.__enter__)
-    try:
-        yield bridge
-    finally:
-        await asyncio.to_thread(running.__exit__, None, None, None)
 
 
 def sse_entry(name: str, url: str) -> dict[str, Any]:

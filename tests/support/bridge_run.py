@@ -16,7 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,6 +135,18 @@ def run_bridge(
             yield bridge
         finally:
             stop_process_group(process, name="mcp-bridge")
+
+
+@contextlib.asynccontextmanager
+async def bridge_of(servers: Sequence[dict[str, Any]]) -> AsyncIterator[RunningBridge]:
+    """:func:`run_bridge` for async tests: the bridge process started and stopped off the
+    event loop (upstreams served on that loop keep answering meanwhile)."""
+    running = run_bridge(servers)
+    bridge = await asyncio.to_thread(running.__enter__)
+    try:
+        yield bridge
+    finally:
+        await asyncio.to_thread(running.__exit__, None, None, None)
 
 
 class CountingProxy:

@@ -156,16 +156,21 @@ def _trace_state(context: Any) -> bytes:
     )
 
 
-def span(readable: Any) -> bytes:
-    """The OTLP ``Span`` message (its body) of one finished SDK span (``ReadableSpan``)."""
-    context = readable.context
-    parent = readable.parent
-    parts = [
+def _ids(context: Any) -> list[bytes]:
+    """The trace and span id fields of a span or a link (the same field numbers in both)."""
+    return [
         _SPAN_IDS,
         context.trace_id.to_bytes(16, "big"),
         _SPAN_ID,
         context.span_id.to_bytes(8, "big"),
     ]
+
+
+def span(readable: Any) -> bytes:
+    """The OTLP ``Span`` message (its body) of one finished SDK span (``ReadableSpan``)."""
+    context = readable.context
+    parent = readable.parent
+    parts = _ids(context)
     if context.trace_state:
         parts.append(_trace_state(context))
     if parent is not None:
@@ -214,13 +219,7 @@ def _event(event: Any) -> bytes:
 
 def _link(link: Any) -> bytes:
     context = link.context
-    parts = [
-        _SPAN_IDS,
-        context.trace_id.to_bytes(16, "big"),
-        _SPAN_ID,
-        context.span_id.to_bytes(8, "big"),
-        *_attributes(_LINK_ATTRIBUTE, link.attributes),
-    ]
+    parts = [*_ids(context), *_attributes(_LINK_ATTRIBUTE, link.attributes)]
     if link.dropped_attributes:
         parts += (_LINK_DROPPED, varint(link.dropped_attributes))
     parts += (
