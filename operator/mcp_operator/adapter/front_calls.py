@@ -35,6 +35,7 @@ from mcp_operator.serve import era
 from mcp_operator.serve.asgi import (
     ClientGoneError,
     Receive,
+    Scope,
     Send,
     respond_json,
     send_more,
@@ -70,6 +71,7 @@ class CallForwarder:
         *,
         modern: str | None,
         envelope: Envelope | None = None,
+        scope: Scope | None = None,
     ) -> None:
         """Send a request to the child and answer: JSON, or SSE once something streams first.
 
@@ -77,7 +79,7 @@ class CallForwarder:
         responses it sent along; with it, the child's questions become input-required rounds.
         """
         forward = functools.partial(
-            self._forward, message, session, json_ok, sse_ok, receive, send, modern, envelope
+            self._forward, message, session, json_ok, sse_ok, receive, send, modern, envelope, scope
         )
         if tracing.ENABLED:
             await self._traced(message, session, forward)
@@ -118,6 +120,7 @@ class CallForwarder:
         send: Send,
         modern: str | None,
         envelope: Envelope | None,
+        scope: Scope | None,
     ) -> HttpCall | None:
         core = self.core
         request_id = message["id"]
@@ -137,7 +140,7 @@ class CallForwarder:
             if envelope is not None and interactive
             else None
         )
-        await self.answer(sink, call, receive, send, json_ok, method, modern, rounds)
+        await self.answer(sink, call, receive, send, json_ok, method, modern, rounds, scope)
         return sink
 
     async def answer(
@@ -150,10 +153,12 @@ class CallForwarder:
         method: str,
         modern: str | None,
         rounds: RoundOfCall | None,
+        scope: Scope | None = None,
     ) -> None:
         """Wait for the call's answer (or its next question) and send it; a 2026-07-28 call
-        is cancelled as soon as its caller disconnects."""
-        watching = watching_disconnect(receive, sink.hang_up) if modern is not None else None
+        is cancelled as soon as its caller disconnects (``scope``: its request's, where the
+        server tells of a lost connection)."""
+        watching = watching_disconnect(scope, receive, sink.hang_up) if modern is not None else None
         with watching or contextlib.nullcontext():
             core = self.core
             deadline = time.monotonic() + self.config.request_timeout_seconds

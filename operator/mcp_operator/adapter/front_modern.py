@@ -91,7 +91,15 @@ class StatelessEndpoint(ForwardingEndpoint):
         decoded["params"] = params
         if method not in _methods.INPUT_REQUIRED_METHODS:
             await self._forwarder.forward(
-                decoded, None, True, sse_ok, receive, send, modern=version, envelope=envelope
+                decoded,
+                None,
+                True,
+                sse_ok,
+                receive,
+                send,
+                modern=version,
+                envelope=envelope,
+                scope=scope,
             )
             return
         valid, answers = input_responses(params)
@@ -106,13 +114,23 @@ class StatelessEndpoint(ForwardingEndpoint):
             )
             if resumed is not None:
                 call, sink, rounds = resumed
-                await forwarder.answer(sink, call, receive, send, True, method, version, rounds)
+                await forwarder.answer(
+                    sink, call, receive, send, True, method, version, rounds, scope
+                )
             return
         envelope = Envelope(
             envelope.capabilities, envelope.log_level, answers, request_target(method, params)
         )
         await forwarder.forward(
-            decoded, None, True, sse_ok, receive, send, modern=version, envelope=envelope
+            decoded,
+            None,
+            True,
+            sse_ok,
+            receive,
+            send,
+            modern=version,
+            envelope=envelope,
+            scope=scope,
         )
 
     async def _listen(

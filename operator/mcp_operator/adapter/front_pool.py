@@ -58,6 +58,7 @@ from mcp_operator.serve.asgi import (
     Receive,
     Scope,
     Send,
+    disconnect_watch,
     read_body,
     request_headers,
     respond_json,
@@ -458,11 +459,14 @@ class PoolFront:
         gone = False
         answered = False
 
-        async def watched_receive() -> Message:
+        def lost() -> None:
             nonlocal gone
+            gone = gone or not answered
+
+        async def watched_receive() -> Message:
             event = await receive()
-            if event["type"] == "http.disconnect" and not answered:
-                gone = True
+            if event["type"] == "http.disconnect":
+                lost()
             return event
 
         async def watched_send(event: Message) -> None:
@@ -471,11 +475,16 @@ class PoolFront:
                 answered = True
             await send(event)
 
+        # Told by the server (the child's front may never read the disconnect), or seen here.
+        watch = disconnect_watch(scope)
+        stop_watching = watch(lost) if watch is not None else None
         slot.open_requests += 1
         slot.spawning = slot.spawning and not spawned
         try:
             await child.front(scope, watched_receive, watched_send)
         finally:
+            if stop_watching is not None:
+                stop_watching()
             slot.open_requests -= 1
             slot.last_active = time.monotonic()
         if reap_on_disconnect and gone and slot.open_requests == 0 and not slot.closed:

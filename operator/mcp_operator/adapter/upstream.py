@@ -193,7 +193,7 @@ class UpstreamFront:
 
         async def relay() -> dict[str, Any]:
             nonlocal status
-            status = await self._relay(scope["method"], target, outgoing, body, receive, send)
+            status = await self._relay(scope, target, outgoing, body, receive, send)
             return {} if status is not None and status < 400 else {"error": {"code": status or 502}}
 
         try:
@@ -222,7 +222,7 @@ class UpstreamFront:
 
     async def _relay(
         self,
-        method: str,
+        scope: Scope,
         target: str,
         outgoing: dict[str, str],
         body: bytes,
@@ -233,17 +233,19 @@ class UpstreamFront:
         ``None`` when it did not answer (the client got 502)."""
         try:
             async with asyncio.timeout(self.config.request_timeout_seconds):
-                answer = await self.pool.request(method, target, outgoing, body)
+                answer = await self.pool.request(scope["method"], target, outgoing, body)
         except (Http1Error, TimeoutError, OSError, ValueError) as error:
             self.failed += 1
             logger.warning("Failed to forward a request to %s: %s", self._upstream, error)
             await respond_plain(send, 502, b"The MCP server in this Pod did not answer")
             return None
         self.forwarded += 1
-        await self._stream(answer, receive, send)
+        await self._stream(answer, scope, receive, send)
         return answer.status_code
 
-    async def _stream(self, answer: Http1Response, receive: Receive, send: Send) -> None:
+    async def _stream(
+        self, answer: Http1Response, scope: Scope, receive: Receive, send: Send
+    ) -> None:
         """The upstream's answer, head then body chunks as they arrive, until its end or the
         client's disconnect (then the upstream connection is closed, never reused)."""
         pump = asyncio.create_task(self._pump(answer, send))
@@ -252,7 +254,7 @@ class UpstreamFront:
             pump.cancel()
 
         try:
-            with watching_disconnect(receive, gone):
+            with watching_disconnect(scope, receive, gone):
                 await asyncio.wait({pump})
         finally:
             if not pump.done():

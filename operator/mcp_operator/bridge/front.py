@@ -171,6 +171,7 @@ class BridgeFront:
                 receive=receive,
                 send=send,
                 method=method,
+                scope=scope,
             )
             return
         else:

@@ -61,6 +61,7 @@ from mcp_operator.serve import era
 from mcp_operator.serve.asgi import (
     ClientGoneError,
     Receive,
+    Scope,
     Send,
     respond_json,
     send_more,
@@ -421,6 +422,7 @@ class ModernCalls:
         receive: Receive,
         send: Send,
         method: str = "tools/call",
+        scope: Scope | None = None,
     ) -> None:
         """Answer one 2026-07-28 ``tools/call`` (or another of :data:`RELAYED`) request: a new
         call, or a retry of a round."""
@@ -461,7 +463,9 @@ class ModernCalls:
             task = _start(self.core, request_id, method, params, relay, channel)
             channel.early = answers  # sent along before anything was asked
         channel.events = deque() if sse_ok else None
-        await self._answer(request_id, version, method, target, channel, relay, task, receive, send)
+        await self._answer(
+            request_id, version, method, target, channel, relay, task, receive, send, scope
+        )
 
     async def _answer(
         self,
@@ -474,6 +478,7 @@ class ModernCalls:
         task: asyncio.Task[dict[str, Any]],
         receive: Receive,
         send: Send,
+        scope: Scope | None,
     ) -> None:
         reply = _Reply(send)
         gone = False
@@ -484,7 +489,7 @@ class ModernCalls:
             channel.wake()
 
         try:
-            with watching_disconnect(receive, hang_up):
+            with watching_disconnect(scope, receive, hang_up):
                 while not task.done():
                     if channel.pending:
                         await asyncio.sleep(SETTLE_SECONDS)  # the rest of the round's questions

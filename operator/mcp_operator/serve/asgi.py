@@ -112,6 +112,22 @@ async def read_body(headers: dict[bytes, str], receive: Receive, limit: int) -> 
             return b"".join(chunks)
 
 
+DISCONNECT_WATCH = "mcp_operator.disconnect"
+"""The scope extension (``scope["extensions"]``) through which our HTTP protocol
+(``serve.deadlines``) tells a request that its connection was lost: its ``"watch"``,
+``watch(on_gone)``, calls ``on_gone`` then (soon, if it already was) and returns the function
+that stops watching."""
+
+
+def disconnect_watch(
+    scope: Scope | None,
+) -> Callable[[Callable[[], None]], Callable[[], None]] | None:
+    """The request's :data:`DISCONNECT_WATCH` ``watch`` function, if its server offers one."""
+    extensions = scope.get("extensions") if scope is not None else None
+    extension = extensions.get(DISCONNECT_WATCH) if extensions else None
+    return extension["watch"] if extension is not None else None
+
+
 async def watch_disconnect(receive: Receive, on_gone: Callable[[], None]) -> None:
     """Call ``on_gone`` when the client disconnects (run as a task; cancel it when done)."""
     while True:
@@ -122,9 +138,21 @@ async def watch_disconnect(receive: Receive, on_gone: Callable[[], None]) -> Non
 
 
 @contextlib.contextmanager
-def watching_disconnect(receive: Receive, on_gone: Callable[[], None]) -> Iterator[None]:
-    """While inside: ``on_gone`` is called when the client disconnects (by
-    :func:`watch_disconnect` in a task of its own, cancelled on the way out)."""
+def watching_disconnect(
+    scope: Scope | None, receive: Receive, on_gone: Callable[[], None]
+) -> Iterator[None]:
+    """While inside: ``on_gone`` is called when the client disconnects. Told by the protocol
+    where it offers :data:`DISCONNECT_WATCH` (no task per request: this is every 2026-07-28
+    call's path), else noticed by :func:`watch_disconnect` in a task of its own, cancelled
+    on the way out."""
+    watch = disconnect_watch(scope)
+    if watch is not None:
+        stop = watch(on_gone)
+        try:
+            yield
+        finally:
+            stop()
+        return
     watcher = asyncio.create_task(watch_disconnect(receive, on_gone))
     try:
         yield

@@ -9,17 +9,25 @@ the idle time between requests (``timeout_keep_alive``); without this a client
 that trickles a byte every few seconds holds a connection, a task and its
 buffers for ever. Built on uvicorn's httptools protocol, the parser the
 servers here run on; its writes go through :mod:`~mcp_operator.serve.coalesce` (a
-response's head and body in one ``send``); leaves everything else about HTTP to uvicorn.
+response's head and body in one ``send``), and a lost connection is told to the requests
+that watch for it (``asgi.DISCONNECT_WATCH``: no task per request to notice it); leaves
+everything else about HTTP to uvicorn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from mcp_operator.serve.asgi import DISCONNECT_WATCH
 from mcp_operator.serve.coalesce import CoalescingTransport
+
+logger = logging.getLogger(__name__)
 
 
 class DeadlineHttpToolsProtocol(HttpToolsProtocol):
@@ -38,6 +46,12 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         self._deadline: float | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at = 0.0
+        self._lost = False
+        self._watchers: dict[int, Callable[[], None]] = {}
+        self._watcher_ids = itertools.count()
+        self._extensions: dict[str, dict[object, object]] = {
+            DISCONNECT_WATCH: {"watch": self._watch_lost}
+        }
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -51,10 +65,32 @@ class DeadlineHttpToolsProtocol(HttpToolsProtocol):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        self._lost = True
         super().connection_lost(exc)
+        watchers, self._watchers = self._watchers, {}
+        for on_gone in watchers.values():
+            try:
+                on_gone()
+            except Exception:  # one request's callback must not stop the others being told
+                logger.exception("A disconnect callback failed")
+
+    def _watch_lost(self, on_gone: Callable[[], None]) -> Callable[[], None]:
+        """``asgi.DISCONNECT_WATCH``: ``on_gone`` when the connection is lost (soon, if it
+        already was); the function returned stops watching."""
+        if self._lost:
+            handle = self.loop.call_soon(on_gone)
+            return handle.cancel
+        key = next(self._watcher_ids)
+        self._watchers[key] = on_gone
+
+        def stop() -> None:
+            self._watchers.pop(key, None)
+
+        return stop
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        self.scope["extensions"] = self._extensions
         if self._deadline is None:  # a later request on a kept-alive connection
             self._expect_within(self.header_seconds)
 

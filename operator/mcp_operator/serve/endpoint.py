@@ -226,7 +226,7 @@ async def tail(events: EventStore, log: StreamLog, seq: int, receive: Receive, s
         log.wake()
 
     pending = events.after(log, seq)
-    with watching_disconnect(receive, hang_up):
+    with watching_disconnect(None, receive, hang_up):  # a stream: one task for its life
         try:
             while True:
                 for number, data in pending:

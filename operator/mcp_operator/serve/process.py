@@ -102,6 +102,10 @@ def server(
             log_level=log_level.lower(),
             access_log=False,
             server_header=False,
+            # The peer address is the caller's (sessions are counted by it): no
+            # X-Forwarded-For from a process on the loopback stands in for it, and no
+            # middleware reads those headers on every request.
+            proxy_headers=False,
             timeout_graceful_shutdown=int(grace_seconds) or 1,
             timeout_keep_alive=30,
         )
