@@ -1,9 +1,13 @@
-"""The listening socket for ``::``: IPv6 and IPv4 on one socket, IPv4 alone without IPv6."""
+"""The process start: the listening socket for ``::`` (IPv6 and IPv4 on one socket,
+IPv4 alone without IPv6), and the startup heap frozen out of the collector's walks."""
 
 from __future__ import annotations
 
 import errno
 import socket
+import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -37,3 +41,35 @@ def test_without_ipv6_in_the_kernel_the_socket_is_ipv4_on_every_address(
     with process.dual_stack_socket(0) as listener:
         assert listener.family == socket.AF_INET
         assert listener.getsockname()[0] == "0.0.0.0"
+
+
+def test_a_served_process_freezes_its_startup_heap_and_still_frees_later_cycles() -> None:
+    # In a child process: freezing the test runner's own heap would change every test after.
+    program = textwrap.dedent(
+        """
+        import gc, weakref
+        from mcp_operator.serve import process
+
+        class Node:
+            pass
+
+        async def main() -> int:
+            frozen = gc.get_freeze_count()
+            node = Node()
+            node.self = node  # a cycle made while serving
+            freed = []
+            weakref.finalize(node, freed.append, True)
+            del node
+            gc.collect()
+            print(frozen, freed)
+            return 0
+
+        raise SystemExit(process.run(main(), "warning"))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    frozen, freed = done.stdout.split(" ", 1)
+    assert int(frozen) > 10_000, done.stdout  # the imported modules' objects
+    assert freed.strip() == "[True]", done.stdout

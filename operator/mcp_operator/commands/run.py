@@ -349,7 +349,7 @@ def run(args: argparse.Namespace) -> int:
     from mcp_operator import tracing
     from mcp_operator.controller.metrics import OperatorMetrics
     from mcp_operator.controller.shards import parse_selector
-    from mcp_operator.serve.process import run_on_fastest_loop
+    from mcp_operator.serve.process import freeze_startup_heap, run_on_fastest_loop
 
     tracing.configure("mcp-operator")  # reconciles and probes, when OTEL_* configure it
     log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
@@ -430,6 +430,7 @@ def run(args: argparse.Namespace) -> int:
             stop_flag=stop,
         )
 
+    freeze_startup_heap()
     return run_on_fastest_loop(_main(operate, election, endpoints, metrics))
 
 

@@ -7,8 +7,8 @@ server header, a bounded graceful shutdown, and no signal handlers of its own
 (each program installs its own on the loop, to close its streams first); the
 listening socket (``::`` means both IPv6 and IPv4, for single-stack clusters of
 either family); and the process start: logging, and the fastest event loop
-installed (``uvloop``, else asyncio's). Leaves what is served and when to stop to
-the program.
+installed (``uvloop``, else asyncio's), with the imported heap frozen out of the
+collector's walks. Leaves what is served and when to stop to the program.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import gc
 import importlib.util
 import logging
 import socket
@@ -116,11 +117,28 @@ def server(
 
 
 def run(main: Coroutine[Any, Any, int], log_level: str) -> int:
-    """Configure logging, then run ``main`` on the fastest event loop installed."""
+    """Configure logging, freeze the startup heap, then run ``main`` on the fastest
+    event loop installed."""
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    freeze_startup_heap()
     return run_on_fastest_loop(main)
+
+
+def freeze_startup_heap() -> None:
+    """Move what exists once the modules are imported out of the collector's reach.
+
+    A process of ours imports some hundred thousand objects (modules, classes,
+    functions, pydantic's schemas) that live as long as it does. Each full collection
+    walks every one of them again, and a busy server's allocations trigger one every
+    few thousand calls: measured in the bridge bench, that walk is 25 to 50 µs of CPU
+    per call (10-15 %). ``gc.freeze`` after one collection puts the survivors in a
+    generation the collector never walks; objects made later are collected as before,
+    so a cycle made while serving is still freed.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def run_on_fastest_loop(main: Coroutine[Any, Any, int]) -> int:
