@@ -200,6 +200,8 @@ def calls(args: argparse.Namespace) -> list[Load]:
         return plain_and_token_loads(args)
     if args.tracing_only:
         return plain_and_tracing_loads(args)
+    if args.ratios_only:
+        return ratio_loads(args)
     loads: list[Load] = []
     quiet = ["--log-level=WARNING"]
     with peers.server_everything() as http_url, adapter_over_stdio() as adapter_url:
@@ -280,6 +282,36 @@ def plain_and_tracing_loads(args: argparse.Namespace) -> list[Load]:
             loads.extend(_median(name, connections, measured) for name, measured in runs.items())
         if not collector.trace_posts:
             raise RuntimeError("tracing was on but the collector stand-in got no spans")
+    return loads
+
+
+def ratio_loads(args: argparse.Namespace) -> list[Load]:
+    """Only the issue's ratios (``--ratios-only``): each upstream called directly and
+    through a bridge, the bridge up beside it, measured in turn for ``--rounds`` rounds of
+    ``--seconds`` each, the median of each row (as ``--tracing-only``): on a shared machine
+    one run of each row, minutes apart, moved the ratio by half."""
+    loads: list[Load] = []
+    with ExitStack() as stack:
+        upstreams = (("server-everything HTTP", stack.enter_context(peers.server_everything())),
+                     ("adapter + stdio", stack.enter_context(adapter_over_stdio())))  # fmt: skip
+        for label, upstream in upstreams:
+            entry = server_entry("everything", upstream, "ev")
+            bridge = stack.enter_context(run_bridge([entry], extra_args=["--log-level=WARNING"]))
+            rows: list[tuple[str, str, str, str, int | None]] = [
+                (f"direct: {label}", upstream, "echo", VERSION, None)
+            ]
+            if label == "adapter + stdio":  # the era the bridge itself speaks to it
+                rows.append(
+                    (f"{MODERN_DIRECT}{label}", upstream, "echo", wire.MODERN_VERSION, None)
+                )
+            rows.append((f"bridge → {label}", bridge.url, "ev_echo", VERSION, bridge.process.pid))
+            for connections in (10, 1):
+                runs: dict[str, list[Load]] = {row[0]: [] for row in rows}
+                for _ in range(args.rounds):
+                    for name, url, tool, version, pid in rows:
+                        runs[name].append(wrk(name, url, tool, connections, args.seconds,
+                                              version=version, cpu_of=pid))  # fmt: skip
+                loads.extend(_median(name, connections, runs[name]) for name in runs)
     return loads
 
 
@@ -537,7 +569,8 @@ def main() -> int:
         "--rounds",
         type=int,
         default=5,
-        help="tools/list rounds; with --tracing-only, rounds of the three bridges (default 5)",
+        help="tools/list rounds; with --tracing-only or --ratios-only, rounds of each row "
+        "(default 5)",
     )
     parser.add_argument(
         "--skip",
@@ -549,6 +582,11 @@ def main() -> int:
         "--tokens-only",
         action="store_true",
         help="only the bridge over the adapter with and without tokens (4.), side by side",
+    )
+    parser.add_argument(
+        "--ratios-only",
+        action="store_true",
+        help="only each upstream directly and through the bridge, in --rounds rounds, medians",
     )
     parser.add_argument(
         "--tracing-only",

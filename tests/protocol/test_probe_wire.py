@@ -8,6 +8,7 @@ policy, the headers of each era and the use of one keep-alive connection are che
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -45,7 +46,7 @@ class Seen:
 
 
 Answer = tuple[int, dict[str, str], bytes]
-Script = Callable[[Seen], Answer]
+Script = Callable[[Seen], Answer | Awaitable[Answer]]
 
 
 @dataclass
@@ -107,10 +108,13 @@ async def scripted() -> AsyncIterator[Start]:
                     seen = Seen(number, lines[0].split(" ")[0], headers, json.loads(body or "null"))
                     record.seen.append(seen)
                     try:
-                        status, answer_headers, content = script(seen)
+                        answer = script(seen)
+                        if inspect.isawaitable(answer):  # a script that answers when told
+                            answer = await answer
                     except _Hang:
                         await asyncio.Event().wait()  # until the client gives up
                         return
+                    status, answer_headers, content = answer
                     out = [f"HTTP/1.1 {status} Scripted", f"content-length: {len(content)}"]
                     out += [f"{name}: {value}" for name, value in answer_headers.items()]
                     writer.write(("\r\n".join(out) + "\r\n\r\n").encode() + content)

@@ -84,6 +84,8 @@ MAX_ANSWER_BYTES = 8 * 1024 * 1024
 FIRST_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
 TICK_SECONDS = 0.5
+STOP_CLOSE_SECONDS = 1.0
+"""How long the bridge, stopping, gives each server to hear its session ended."""
 """How often the timer looks for servers due to be listed."""
 
 
@@ -229,6 +231,8 @@ class UpstreamPool:
         (resource updates, log messages, list changes of prompts and resources)."""
         self._shown = ""
         self._timer: asyncio.Task[None] | None = None
+        self._retiring: dict[asyncio.Task[None], McpSession] = {}
+        """Sessions of servers a reload replaced or removed, ending once their calls did."""
 
     # -- configuration -----------------------------------------------------------------------
 
@@ -282,7 +286,7 @@ class UpstreamPool:
             if states.get(key) is not old:
                 for task in old.tasks():
                     task.cancel()
-                old.upstream.reset()  # a session that holds a stream open lets go of it
+                self._retire(old)
         self.states = states
         self.servers = list(config.servers)
         await asyncio.gather(*(self._list(state) for state in fresh))
@@ -403,8 +407,21 @@ class UpstreamPool:
                 for state in due:
                     state.listing = task
 
+    def _retire(self, old: ServerState) -> None:
+        """End a replaced or removed server's session in the background: its calls in flight
+        finish first (within the server's call deadline), then the server hears the session
+        is over (a legacy session's ``DELETE``, an SSE stream closed)."""
+        session = old.upstream
+        task = asyncio.get_running_loop().create_task(
+            session.retire(old.server.policy.timeout_seconds)
+        )
+        self._retiring[task] = session
+        task.add_done_callback(lambda done: self._retiring.pop(done, None))
+
     async def stop(self) -> None:
-        """Stop the timer and every listing in flight."""
+        """Stop the timer and every listing in flight, then end every session (within
+        ``STOP_CLOSE_SECONDS``: the calls were drained before, and a server that does not
+        answer is no reason to linger)."""
         tasks = [self._timer] if self._timer is not None else []
         tasks += [task for state in self.states.values() for task in state.tasks()]
         for task in tasks:
@@ -413,6 +430,15 @@ class UpstreamPool:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._timer = None
+        retiring, self._retiring = self._retiring, {}
+        for task in retiring:
+            task.cancel()
+        sessions = [*retiring.values(), *(state.upstream for state in self.states.values())]
+        await asyncio.gather(
+            *retiring,
+            *(session.close(STOP_CLOSE_SECONDS) for session in sessions),
+            return_exceptions=True,
+        )
         await self.http1.aclose()
 
     # -- calls -------------------------------------------------------------------------------

@@ -344,6 +344,10 @@ class McpSession:
         ``_meta``; none: ``{}``)."""
         self._errands: set[asyncio.Task[None]] = set()
         """Notifications sent in the background (a cancelled request's)."""
+        self.active = 0
+        """Requests of ours in flight (:meth:`retire` waits for none)."""
+        self._idle: asyncio.Event | None = None
+        """Set when the last request in flight ends, while :meth:`retire` waits for it."""
         self.stream_cursor: tuple[str, str] | None = None
         """(session id, last event id) of the legacy change stream, when the server gave its
         events ids: a reopened stream asks to resume there (``Last-Event-ID``)."""
@@ -492,15 +496,20 @@ class McpSession:
         failure); without it the caller's own deadline does. ``related`` hears what the
         server says on the request's stream, and cancelling the request tells the server.
         A client span when tracing is on, its context in the request's ``_meta``."""
-        if tracing.ENABLED:
-            with tracing.client(method, params, server=self.name, session_id=self.session_id) as (
-                span,
-                carried,
-            ):
-                result = await self._timed(method, carried, seconds, related)
-                tracing.outcome(span, result)
-                return result
-        return await self._timed(method, params, seconds, related)
+        self.active += 1
+        try:
+            if tracing.ENABLED:
+                with tracing.client(
+                    method, params, server=self.name, session_id=self.session_id
+                ) as (span, carried):
+                    result = await self._timed(method, carried, seconds, related)
+                    tracing.outcome(span, result)
+                    return result
+            return await self._timed(method, params, seconds, related)
+        finally:
+            self.active -= 1
+            if not self.active and self._idle is not None:
+                self._idle.set()
 
     async def _timed(
         self,
@@ -558,6 +567,20 @@ class McpSession:
             yield items
             if cursor is None:
                 return
+
+    async def retire(self, drain_seconds: float, seconds: float = CLOSE_SECONDS) -> None:
+        """End the session (:meth:`close`) once no request of ours is in flight on it, or
+        ``drain_seconds`` from now if some still are: a session replaced or removed by a
+        reload lets its calls finish, then tells the server it is done."""
+        if self.active:
+            self._idle = asyncio.Event()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(drain_seconds):
+                    while self.active:
+                        await self._idle.wait()
+                        self._idle.clear()
+            self._idle = None
+        await self.close(seconds)
 
     async def close(self, seconds: float = CLOSE_SECONDS) -> None:
         """End a legacy session (``DELETE``) within ``seconds`` of its own; a server that
