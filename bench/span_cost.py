@@ -10,6 +10,7 @@ The pieces of a bridge call's two spans (bridge/core.py's server span through
    sampled costs);
 2. **handing them on**: the SDK's ``BatchSpanProcessor.on_end`` against our
    ``OtlpSpanProcessor.on_end`` (which encodes the span then and there);
+   and the same through our light spans (otlp/spans.py), made and encoded;
 3. **encoding them**: the SDK's OTLP encoder (``encode_spans`` + serialization, what its
    export thread does per span) against ours (``otlp.encode.span`` + ``request``).
 
@@ -36,6 +37,7 @@ from opentelemetry.trace import SpanKind
 from mcp_operator import tracing
 from mcp_operator.otlp import encode
 from mcp_operator.otlp.export import OtlpSpanProcessor, Sender, Settings
+from mcp_operator.otlp.spans import LightTracerProvider
 
 PARAMS = {
     "name": "ev_echo",
@@ -136,6 +138,25 @@ def main() -> None:
     tracing.install(provider(ParentBasedTraceIdRatio(0.0)))
     rows.append(("  the same, not sampled (ratio 0; no agent context), per span",
                  best(rounds, n // 2, bridge_call(False)) / 2))  # fmt: skip
+
+    # Light spans (otlp/spans.py, what an OTLP-exporting process makes), each encoded as it
+    # ends by our processor (never a full batch: nothing is sent).
+    quiet = Settings(max_queue_size=n + 1, max_export_batch_size=n + 1, schedule_delay=3600)
+    light = OtlpSpanProcessor(quiet, Sender(Settings(), "bench"))
+    tracing.install(LightTracerProvider(Resource.create({"service.name": "bench"}), light))
+    calls = bridge_call(False)
+
+    def emptied_first(count: int) -> None:
+        light._queue.clear()  # a round's spans never fill it: none dropped, none sent
+        calls(count)
+
+    rows.append(("light spans: a bridge call's 2 via tracing.serve/client, made and encoded",
+                 best(rounds, n // 2, emptied_first) / 2))  # fmt: skip
+    light._queue.clear()
+    tracing.install(LightTracerProvider(Resource.create({"service.name": "bench"}), light,
+                                        ParentBasedTraceIdRatio(0.0)))  # fmt: skip
+    rows.append(("  the same, not sampled (ratio 0)", best(rounds, n // 2, bridge_call(False)) / 2))
+    light.shutdown()
 
     keeper = provider()
     keep = Keep()

@@ -6,10 +6,11 @@ Owns the one place the bridge, the adapter and the operator speak OpenTelemetry:
   (``OTEL_TRACES_EXPORTER``, ``OTEL_EXPORTER_OTLP_ENDPOINT``,
   ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_SDK_DISABLED``, ``OTEL_SERVICE_NAME``,
   ``OTEL_TRACES_SAMPLER``...): without an exporter named or an OTLP endpoint set, nothing
-  is imported and :data:`ENABLED` stays ``False``. The spans are the SDK's (its tracer,
-  sampler and context); their export over OTLP/HTTP is ours (:mod:`mcp_operator.otlp`: the
-  same variables and bytes at a fraction of the SDK exporter's CPU). :func:`install` takes
-  providers of the caller's own (an in-memory exporter in tests).
+  is imported and :data:`ENABLED` stays ``False``. Exported over OTLP/HTTP, the spans and
+  their export are ours (:mod:`mcp_operator.otlp`: the API's spans and context, the SDK's
+  samplers, the same variables and bytes at a fraction of the SDK's CPU); the ``console``
+  exporter is the SDK's. :func:`install` takes providers of the caller's own (the SDK's with
+  an in-memory exporter in tests): the helpers use only the API's span methods.
 - **Spans per the MCP semantic conventions** (semantic-conventions-genai ``mcp.md``): a
   SERVER span per request received (:func:`serve`), a CLIENT span per request sent
   (:func:`client`), named ``{mcp.method.name} {target}`` (the tool or prompt name), with
@@ -85,19 +86,21 @@ def configure(service_name: str, environ: Mapping[str, str] | None = None) -> bo
     from mcp_operator import __version__
 
     resource = Resource.create({"service.name": env.get("OTEL_SERVICE_NAME") or service_name})
-    provider = TracerProvider(resource=resource)
+    provider: Any
     if env.get("OTEL_TRACES_EXPORTER", "").strip().lower() == "console":
         from opentelemetry.sdk.trace.export import BatchSpanProcessor, ConsoleSpanExporter
 
+        provider = TracerProvider(resource=resource)
         provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
     else:
-        # Ours, not the SDK's BatchSpanProcessor over its OTLPSpanExporter: the same variables
-        # and bytes at a fraction of the CPU (docs/tracing.md, "What it costs").
+        # Ours, not the SDK's spans and BatchSpanProcessor over its OTLPSpanExporter: the same
+        # variables and bytes at a fraction of the CPU (docs/tracing.md, "What it costs").
         from mcp_operator.otlp.export import OtlpSpanProcessor, Sender, Settings
+        from mcp_operator.otlp.spans import LightTracerProvider
 
         settings = Settings.from_environ(env)
         sender = Sender(settings, f"mcp-operator/{__version__}")
-        provider.add_span_processor(OtlpSpanProcessor(settings, sender))
+        provider = LightTracerProvider(resource, OtlpSpanProcessor(settings, sender))
     meter_provider = None
     # Named explicitly, not by default: a histogram record costs the SDK about as much as a
     # span (bench/README.md), and the Prometheus histograms are always there.

@@ -1,4 +1,4 @@
-"""A span processor that sends the SDK's spans over OTLP/HTTP (protobuf), cheaply.
+"""A span processor that sends finished spans (ours or the SDK's) over OTLP/HTTP, cheaply.
 
 Owns the path of a finished span to the collector, in the place of the SDK's
 ``BatchSpanProcessor`` over its ``OTLPSpanExporter`` (same variables, same endpoint, same
