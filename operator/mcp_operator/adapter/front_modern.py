@@ -89,38 +89,27 @@ class StatelessEndpoint(ForwardingEndpoint):
         envelope = _envelope(params)
         params = era.strip_envelope(params)
         decoded["params"] = params
-        if method not in _methods.INPUT_REQUIRED_METHODS:
-            await self._forwarder.forward(
-                decoded,
-                None,
-                True,
-                sse_ok,
-                receive,
-                send,
-                modern=version,
-                envelope=envelope,
-                scope=scope,
-            )
-            return
-        valid, answers = input_responses(params)
-        if not valid:
-            text = "inputResponses must be an object whose values are results"
-            await respond_json(send, 400, dumps(error_response(request_id, INVALID_PARAMS, text)))
-            return
         forwarder = self._forwarder
-        if "requestState" in params:
-            resumed = await forwarder.rounds.resume(
-                request_id, method, params, answers, sse_ok, send
-            )
-            if resumed is not None:
-                call, sink, rounds = resumed
-                await forwarder.answer(
-                    sink, call, receive, send, True, method, version, rounds, scope
+        if method in _methods.INPUT_REQUIRED_METHODS:
+            valid, answers = input_responses(params)
+            if not valid:
+                text = "inputResponses must be an object whose values are results"
+                invalid = dumps(error_response(request_id, INVALID_PARAMS, text))
+                await respond_json(send, 400, invalid)
+                return
+            if "requestState" in params:
+                resumed = await forwarder.rounds.resume(
+                    request_id, method, params, answers, sse_ok, send
                 )
-            return
-        envelope = Envelope(
-            envelope.capabilities, envelope.log_level, answers, request_target(method, params)
-        )
+                if resumed is not None:
+                    call, sink, rounds = resumed
+                    await forwarder.answer(
+                        sink, call, receive, send, True, method, version, rounds, scope
+                    )
+                return
+            envelope = Envelope(
+                envelope.capabilities, envelope.log_level, answers, request_target(method, params)
+            )
         await forwarder.forward(
             decoded,
             None,
