@@ -120,6 +120,25 @@ def test_a_full_batch_is_sent_without_waiting_for_the_schedule(collector: Collec
     processor.shutdown()
 
 
+def test_a_wake_for_a_full_batch_sends_full_batches_and_the_schedule_the_rest(
+    collector: Collector,
+) -> None:
+    # Spans that came while a batch was posted wait for their batch to fill (or the
+    # schedule), not posted a few at a time.
+    provider, processor = _processor(collector.url, max_queue_size=100, max_export_batch_size=3)
+    processor._wake.set = lambda: None  # type: ignore[method-assign]  # the thread stays asleep
+    tracer = provider.get_tracer("t")
+    for number in range(7):
+        tracer.start_span(f"span {number}").end()
+    processor._export(full_batches_only=True)  # what the thread does when woken
+    assert collector.trace_posts == 2 and len(collector.spans) == 6
+    processor.force_flush()  # what the schedule does, and a flush
+    assert collector.trace_posts == 3
+    assert [s["name"] for s in collector.spans] == [f"span {n}" for n in range(7)]
+    del processor._wake.set
+    processor.shutdown()
+
+
 def test_a_failed_export_is_dropped_and_counted_not_retried(
     collector: Collector, caplog: pytest.LogCaptureFixture
 ) -> None:
