@@ -12,7 +12,8 @@ bytes on the wire; why: docs/tracing.md, "What it costs"):
   are dropped and counted, never the caller blocked.
 - **One export thread** that POSTs the queue in batches of at most
   ``OTEL_BSP_MAX_EXPORT_BATCH_SIZE`` spans (512) every ``OTEL_BSP_SCHEDULE_DELAY`` ms (5000),
-  or as soon as a batch is full, on one kept-alive connection with the exporter's timeout.
+  (then everything queued), or as soon as a batch is full (then full batches only), on one
+  kept-alive connection with the exporter's timeout.
 - **No retries**: a batch that fails (the collector down, slow or answering an error) is
   dropped, counted and logged (once a minute at most): retrying would pile the next batches
   behind it, and traces are the first thing to shed.
