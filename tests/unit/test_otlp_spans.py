@@ -140,6 +140,39 @@ def test_the_ratio_sampler_is_asked_and_obeyed() -> None:
     assert len({span.context.trace_id for span in kept_always.spans}) == 20  # a trace each
 
 
+def test_the_inline_ratio_decides_each_root_as_the_sdks_sampler_does() -> None:
+    ratio = sampling.ParentBased(sampling.TraceIdRatioBased(0.3))
+    tracer, keep = light(ratio)
+    assert tracer._root_bound is not None  # decided inline, not by asking the sampler
+    started = [tracer.start_span("root") for _ in range(2000)]
+    for span in started:
+        span.end()
+        context = span.get_span_context()
+        sdk = ratio.should_sample(None, context.trace_id, "root").decision.is_sampled()  # type: ignore[no-untyped-call]
+        assert context.trace_flags.sampled == sdk
+        assert isinstance(span, LightSpan) == sdk
+    assert 400 < len(keep.spans) < 800  # about 30 % of 2,000
+
+
+def test_a_sampler_of_its_own_is_asked() -> None:
+    class Odd(sampling.Sampler):
+        def should_sample(self, parent_context: Any, trace_id: int, *args: Any, **kw: Any) -> Any:
+            decision = (
+                sampling.Decision.RECORD_AND_SAMPLE if trace_id % 2 else sampling.Decision.DROP
+            )
+            return sampling.SamplingResult(decision, {"asked": True})
+
+        def get_description(self) -> str:
+            return "odd"
+
+    tracer, keep = light(Odd())
+    assert tracer._root_bound is None
+    for _ in range(50):
+        tracer.start_span("root").end()
+    assert keep.spans and all(span.context.trace_id % 2 for span in keep.spans)
+    assert all(span.attributes == {"asked": True} for span in keep.spans)
+
+
 def test_a_span_current_in_start_as_current_span_is_the_parent_of_those_started_in_it() -> None:
     tracer, keep = light()
     with tracer.start_as_current_span("outer") as outer:

@@ -5,7 +5,7 @@ API's spans (:class:`opentelemetry.trace.Span`: the API's context holds them and
 propagation reads them like any other) without the SDK's per-span machinery, which costs
 more than the request a bridge forwards (bench/span_cost.py): no lock per span, no
 validation and bounding of each attribute (ours are few, typed and set by our code,
-:mod:`mcp_operator.tracing`), no chain of processors, and the default sampler decided
+:mod:`mcp_operator.tracing`), no chain of processors, and the usual samplers decided
 inline. A finished span goes straight to its one processor, the
 :class:`~mcp_operator.otlp.export.OtlpSpanProcessor` (encoded as it ends); one not sampled
 is the API's ``NonRecordingSpan``, which records and exports nothing but carries its
@@ -44,19 +44,31 @@ _EMPTY_STATE: Final = trace.TraceState()
 _SAMPLED_DECISIONS: Final = (sampling.Decision.RECORD_AND_SAMPLE,)
 
 
-def _decides_like_the_default(sampler: sampling.Sampler) -> bool:
-    """Whether ``sampler`` is ``parentbased_always_on`` (the default): a root is sampled, a
-    child follows its parent's flag. That decision is made inline (the SDK's costs a
-    ``SamplingResult`` per span)."""
-    if not isinstance(sampler, sampling.ParentBased):
-        return False
-    return (
-        sampler._root is sampling.ALWAYS_ON
-        and sampler._remote_parent_sampled is sampling.ALWAYS_ON
+_LOW_64: Final = (1 << 64) - 1
+
+
+def _inline_root_bound(sampler: sampling.Sampler) -> int | None:
+    """The bound a root span's trace id (its low 64 bits) must be under to be sampled, when
+    ``sampler`` is ``parentbased_always_on`` (the default) or ``parentbased_traceidratio``: a
+    child follows its parent's flag, a root is sampled by its id as the SDK's ratio sampler
+    does. Those decisions are made inline (the SDK's cost a ``SamplingResult`` per span, even
+    one not sampled); ``None`` for any other sampler, which is asked."""
+    if type(sampler) is not sampling.ParentBased:
+        return None
+    follows_parent = (
+        sampler._remote_parent_sampled is sampling.ALWAYS_ON
         and sampler._local_parent_sampled is sampling.ALWAYS_ON
         and sampler._remote_parent_not_sampled is sampling.ALWAYS_OFF
         and sampler._local_parent_not_sampled is sampling.ALWAYS_OFF
     )
+    root = sampler._root
+    if not follows_parent:
+        return None
+    if root is sampling.ALWAYS_ON:
+        return _LOW_64 + 1
+    if type(root) is sampling.TraceIdRatioBased:
+        return root.bound
+    return None
 
 
 class LightSpan(trace.Span):
@@ -178,7 +190,7 @@ class LightTracer(trace.Tracer):
         self.scope = scope
         self.sampler = sampler
         self.processor = processor
-        self._inline = _decides_like_the_default(sampler)
+        self._root_bound = _inline_root_bound(sampler)
 
     def start_span(
         self,
@@ -197,9 +209,12 @@ class LightTracer(trace.Tracer):
         else:
             parent = None
             trace_id = random.getrandbits(128) or 1
-        if self._inline:
-            sampled = parent.trace_flags.sampled if parent is not None else True
-            state = parent.trace_state if parent is not None else _EMPTY_STATE
+        bound = self._root_bound
+        if bound is not None:
+            if parent is not None:
+                sampled, state = parent.trace_flags.sampled, parent.trace_state
+            else:
+                sampled, state = (trace_id & _LOW_64) < bound, _EMPTY_STATE
             extra: Mapping[str, Any] | None = None
         else:
             decided = self.sampler.should_sample(context, trace_id, name, kind, attributes, links)
