@@ -84,9 +84,9 @@ MAX_ANSWER_BYTES = 8 * 1024 * 1024
 FIRST_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
 TICK_SECONDS = 0.5
+"""How often the timer looks for servers due to be listed."""
 STOP_CLOSE_SECONDS = 1.0
 """How long the bridge, stopping, gives each server to hear its session ended."""
-"""How often the timer looks for servers due to be listed."""
 
 
 Transport = Literal["streamable-http", "sse"]
