@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import ctypes
 import errno
-import json
 import logging
 import os
 import signal
@@ -28,6 +27,7 @@ from typing import Any
 
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.oversized import EDGE_BYTES, response_id, too_large_answer
+from mcp_operator.net import jsoncodec
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ class ChildProcess:
     async def read_loop(self) -> None:
         """Hand each stdout line to ``on_message`` until stdout closes."""
         stdout = self._stdout()
-        loads = json.loads
+        loads = jsoncodec.loads
         on_message = self._on_message
         while True:
             try:

@@ -31,7 +31,6 @@ are handed to sinks that the caller supplies.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -41,6 +40,7 @@ from mcp_operator.adapter.attribution import CAUSING_METHODS, attribute
 from mcp_operator.adapter.param_headers import ToolHeaderSchemas
 from mcp_operator.adapter.records import CallSink, PendingCall, Session
 from mcp_operator.adapter.sessions import AdapterSessions
+from mcp_operator.net import jsoncodec
 from mcp_operator.serve.capabilities import CAPABILITY_FOR_METHOD
 from mcp_operator.serve.jsonrpc import RequestId, error_response
 from mcp_operator.serve.listeners import Listener
@@ -62,7 +62,7 @@ class RouterFullError(Exception):
 
 def encode(message: dict[str, Any]) -> bytes:
     """One JSON-RPC message as one stdio line."""
-    return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode() + b"\n"
+    return jsoncodec.dumps(message) + b"\n"
 
 
 class Router:

@@ -58,7 +58,6 @@ import base64
 import contextlib
 import hashlib
 import itertools
-import json
 import logging
 import urllib.parse
 from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping
@@ -85,6 +84,7 @@ from pydantic import ValidationError
 from mcp_operator import tracing
 from mcp_operator.mcp import sse
 from mcp_operator.mcp.credentials import Credentials, CredentialsError
+from mcp_operator.net import jsoncodec
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.pool import Http1Error, Http1Pool, Http1Response
 
@@ -600,7 +600,7 @@ class McpSession:
         """Send the server our answer to one of its requests (a JSON-RPC result or error with
         its id), on the legacy session it was asked in. The server's HTTP status is no
         failure (it may have given up on the request); no connection is."""
-        body = json.dumps(message, separators=(",", ":")).encode()
+        body = jsoncodec.dumps(message)
         answer = await self._send("POST", self._request_headers("", None), body)
         await answer.aclose()
 
@@ -888,7 +888,7 @@ class McpSession:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = dict(params)
-        body = json.dumps(message).encode()
+        body = jsoncodec.dumps(message)
         answer = await self._send("POST", self._request_headers(method, None), body)
         await answer.aclose()  # an error status is no failure: nothing answers a notification
 
@@ -1128,7 +1128,7 @@ _NOT_JSON = object()
 
 def _loads(text: bytes) -> Any:
     try:
-        return json.loads(text)
+        return jsoncodec.loads(text)
     except ValueError:
         return _NOT_JSON
 
@@ -1145,7 +1145,7 @@ def _media(answer: Http1Response) -> str:
 
 def _body(request_id: int, method: str, params: Mapping[str, Any]) -> bytes:
     message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-    return json.dumps(message, separators=(",", ":")).encode()
+    return jsoncodec.dumps(message)
 
 
 def _answers(message: Mapping[str, Any], request_id: int) -> bool:

@@ -56,6 +56,8 @@ MAX_CONNECTIONS_PER_ORIGIN = 64
 """Connections open at once to one origin (idle, in use or draining), unless the pool is
 given another cap; requests past it wait for one."""
 MAX_IDLE_PER_ORIGIN = 64
+REMEMBERED = 256
+"""URLs split and header lines checked that a pool keeps (forgotten all at once beyond)."""
 DRAIN_SECONDS = 5.0
 DRAIN_BYTES = 1024 * 1024
 """An unfinished answer is read to its end in the background within these limits."""
@@ -355,6 +357,9 @@ class Http1Pool:
         self._draining: set[asyncio.Task[None]] = set()
         self._open: set[_Connection] = set()
         """Every connection opened and not yet closed (idle, in use or draining)."""
+        self._urls: dict[str, tuple[Origin, str, str]] = {}
+        self._checked: dict[tuple[str, str], str] = {}
+        """Header lines already found sendable (a session sends the same few on every call)."""
         self.closed = False
 
     def _tls(self) -> ssl.SSLContext:
@@ -499,23 +504,18 @@ class Http1Pool:
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> Http1Response:
         """Send one request; the answer once its head has arrived."""
-        parts = urlsplit(url)
-        scheme = parts.scheme.lower()
-        port = parts.port or (443 if scheme == "https" else 80)
-        host = parts.hostname or ""
-        origin = (scheme, host, port)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        host_header = parts.netloc.rsplit("@", 1)[-1]
-        lines = [f"{method} {target} HTTP/1.1"]
+        origin, target, host_header = self._split(url)
+        lines = [f"{method} {target} HTTP/1.1", ""]
+        checked = self._checked
         for name, value in headers.items():
-            why = header_refusal(name, value)
-            if why is not None:
-                raise ValueError(why)
-            if name.lower() == "host":
-                host_header = value  # the caller's virtual host (the connection is unchanged)
+            line = checked.get((name, value))
+            if line is None:
+                line = self._check(name, value)
+            if line:
+                lines.append(line)
             else:
-                lines.append(f"{name}: {value}")
-        lines.insert(1, f"host: {host_header}")
+                host_header = value  # the caller's virtual host (the connection is unchanged)
+        lines[1] = f"host: {host_header}"
         lines.append(f"content-length: {len(body)}")
         payload = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
         idempotent = method.upper() in IDEMPOTENT_METHODS
@@ -531,6 +531,34 @@ class Http1Pool:
             return await self._exchange(connection, payload, idempotent=idempotent)
         except _Unsent:
             raise NotSent("the connection closed before the request was written") from None
+
+    def _split(self, url: str) -> tuple[Origin, str, str]:
+        """The origin, request target and ``Host`` of ``url`` (kept: a client asks the same
+        few URLs over and over)."""
+        split = self._urls.get(url)
+        if split is None:
+            parts = urlsplit(url)
+            scheme = parts.scheme.lower()
+            port = parts.port or (443 if scheme == "https" else 80)
+            origin = (scheme, parts.hostname or "", port)
+            target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+            split = origin, target, parts.netloc.rsplit("@", 1)[-1]
+            if len(self._urls) >= REMEMBERED:
+                self._urls.clear()
+            self._urls[url] = split
+        return split
+
+    def _check(self, name: str, value: str) -> str:
+        """The request line of a header that may be sent ("" for ``Host``, which replaces
+        the URL's), remembered for the next request that sends it; ValueError otherwise."""
+        why = header_refusal(name, value)
+        if why is not None:
+            raise ValueError(why)
+        line = "" if name.lower() == "host" else f"{name}: {value}"
+        if len(self._checked) >= REMEMBERED:
+            self._checked.clear()
+        self._checked[(name, value)] = line
+        return line
 
     async def _exchange(
         self, connection: _Connection, payload: bytes, *, idempotent: bool

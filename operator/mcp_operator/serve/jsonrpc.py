@@ -8,11 +8,11 @@ message means to the endpoint that reads it.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from mcp_types.jsonrpc import PARSE_ERROR
 
+from mcp_operator.net import jsoncodec
 from mcp_operator.serve.asgi import (
     BodyTooLargeError,
     ClientGoneError,
@@ -28,12 +28,9 @@ RequestId = str | int
 
 
 def dumps(message: Any) -> bytes:
-    """Compact UTF-8 JSON; a text holding a lone surrogate (which JSON can carry but UTF-8
-    cannot) is written with ``\\u`` escapes instead of failing the answer."""
-    try:
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        return json.dumps(message, separators=(",", ":")).encode()
+    """Compact UTF-8 JSON (:func:`~mcp_operator.net.jsoncodec.dumps`: a text holding a lone
+    surrogate, which JSON can carry but UTF-8 cannot, is written with ``\\u`` escapes)."""
+    return jsoncodec.dumps(message)
 
 
 def error_response(request_id: RequestId | None, code: int, message: str) -> dict[str, Any]:
@@ -57,7 +54,7 @@ async def read_json(
     except ClientGoneError:
         return False, None
     try:
-        return True, json.loads(body)
-    except (ValueError, RecursionError):
+        return True, jsoncodec.loads(body)
+    except ValueError:
         await respond_json(send, 400, dumps(error_response(None, PARSE_ERROR, "Parse error")))
         return False, None

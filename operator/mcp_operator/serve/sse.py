@@ -33,6 +33,11 @@ def sse_event(message: Any, event: str = "message") -> bytes:
     return b"event: " + event.encode() + b"\ndata: " + dumps(message) + b"\n\n"
 
 
+def _release(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 class Waitable:
     """A wake-up flag that a single waiter can await many times (cheaper than a Queue)."""
 
@@ -46,16 +51,19 @@ class Waitable:
         if waiter is not None and not waiter.done():
             waiter.set_result(None)
 
-    async def sleep(self, timeout: float | None) -> None:  # noqa: ASYNC109 - wait_for below
-        self._waiter = asyncio.get_running_loop().create_future()
+    async def sleep(self, timeout: float | None) -> None:  # noqa: ASYNC109 - a timer below
+        """Until :meth:`wake`, or ``timeout`` seconds (None: no limit); a timer on the one
+        future, not ``asyncio.wait_for`` (which adds a future, a callback and a partial to
+        every wait on the adapter's and the bridge's path of each call)."""
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if timeout is None else loop.call_later(timeout, _release, waiter)
         try:
-            if timeout is None:
-                await self._waiter
-            else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._waiter, timeout)
+            await waiter
         finally:
             self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
 
 class SseStream(Waitable):
