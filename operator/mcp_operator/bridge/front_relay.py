@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -211,6 +211,8 @@ class LegacyChannel(Waitable):
         self.events: deque[dict[str, Any]] | None = deque() if can_stream else None
         self.done = False
         """The POST's answer is on its way: what comes now goes on the GET stream."""
+        self.on_event: Callable[[], None] | None = None
+        """Called when an event is queued for the POST's stream (it starts the stream)."""
 
     def _deliver(self, message: dict[str, Any]) -> bool:
         if self.events is not None and not self.done:
@@ -218,6 +220,8 @@ class LegacyChannel(Waitable):
                 return False
             self.events.append(message)
             self.wake()
+            if self.on_event is not None:
+                self.on_event()
             return True
         stream = self.session.stream
         return stream is not None and stream.push(message)
@@ -303,33 +307,82 @@ async def serve_legacy_call(
     relay.log_level = core.aggregator.session_level(session.id)  # its logging/setLevel
     _deliver_logs(relay, channel)
     session.calls[request_id] = relay
-    task = _start(core, request_id, method, params, relay, channel, session.id)
     reply = _Reply(send, core.events, session.id)
+    stream = _LegacyStream(channel, reply, relay)
+    channel.on_event = stream.start
     try:
-        while not task.done() and not channel.events:
-            await channel.sleep(None)
-        if task.done() and not channel.events and (json_ok or channel.events is None):
+        token = CURRENT.set(relay)  # the request's own task: no other call sees it
+        try:
+            answer = await core.answer(request_id, method, params, session.id)
+        finally:
+            CURRENT.reset(token)
+            channel.on_event = None
+        if stream.task is None and not channel.events and (json_ok or channel.events is None):
             channel.done = True
-            await reply.final(200, dumps(task.result()))
+            await reply.final(200, dumps(answer))
             return
-        while True:
-            events = channel.events
-            while events:
-                await reply.event(events.popleft())
-            if task.done():
-                break
-            await channel.sleep(KEEPALIVE_SECONDS)
-            if not task.done() and not channel.events:
-                await reply.keepalive()
+        if not await stream.finish():
+            return  # the agent went away from a stream that is not resumable
         channel.done = True
-        answer = None if relay.cancelled else task.result()
-        await reply.final(200, None if answer is None else dumps(answer), answer)
+        shown = None if relay.cancelled else answer
+        await reply.final(200, None if shown is None else dumps(shown), shown)
     except ClientGoneError:  # a stream that is not resumable (a resumable one goes on)
         relay.cancel("The client went away")
     finally:
+        stream.stop()
         reply.close()
         channel.done = True
         session.calls.pop(request_id, None)
+
+
+class _LegacyStream:
+    """The events of a legacy agent's call on its POST's SSE answer, written by a task of
+    their own while the call runs in the request's task; started by the first event, so a
+    call that streams nothing (almost every one) costs no task."""
+
+    def __init__(self, channel: LegacyChannel, reply: _Reply, relay: CallRelay) -> None:
+        self.channel = channel
+        self.reply = reply
+        self.relay = relay
+        self.task: asyncio.Task[None] | None = None
+        self.finished = False
+        """The call has its answer: write what is queued, then stop."""
+        self.gone = False
+        """The agent went away from a stream that is not resumable: the call was cancelled."""
+
+    def start(self) -> None:
+        if self.task is None:
+            self.task = asyncio.get_running_loop().create_task(self._pump())
+
+    async def _pump(self) -> None:
+        channel, reply = self.channel, self.reply
+        events = channel.events
+        assert events is not None  # started by an event queued for the POST's stream
+        try:
+            while True:
+                while events:
+                    await reply.event(events.popleft())
+                if self.finished:
+                    return
+                await channel.sleep(KEEPALIVE_SECONDS)
+                if not self.finished and not events:
+                    await reply.keepalive()
+        except ClientGoneError:
+            self.gone = True
+            self.relay.cancel("The client went away")
+
+    async def finish(self) -> bool:
+        """Write what is still queued (the call has its answer); False: the agent is gone."""
+        self.finished = True
+        if self.task is None:
+            return True
+        self.channel.wake()
+        await self.task
+        return not self.gone
+
+    def stop(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
 
 
 # ------------------------------------------------------------------------------ 2026-07-28 agents
