@@ -102,3 +102,18 @@ def test_anything_json_reads_back_as_the_standard_library_reads_it(value: object
     encoded = jsoncodec.dumps(value)
     assert jsoncodec.loads(encoded) == json.loads(encoded)
     assert jsoncodec.loads(encoded) == json.loads(json.dumps(value))
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"tool": "ev_echo", "durationMs": 0.123, "pii": {}, "run": "ns/run"},
+        {"tool": "héllo ✓", "caller": {"sub": "\u2028"}},
+        {"big": 2**70, "nested": [[[]]]},
+        {"lone": "\ud800"},
+    ],
+)
+def test_an_audit_line_is_the_standard_librarys_ascii_line(record: dict[str, object]) -> None:
+    line = jsoncodec.ascii_line(record)
+    assert line == json.dumps(record, separators=(",", ":")) + "\n"
+    assert line.isascii() and line.count("\n") == 1

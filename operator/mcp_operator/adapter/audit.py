@@ -14,7 +14,6 @@ Lines go through the house's writer (``serve.audit``).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import sys
 import time
@@ -24,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mcp_operator.adapter.records import CallSink
+from mcp_operator.net import jsoncodec
 from mcp_operator.serve.audit import AuditWriter
 from mcp_operator.serve.auth.caller import CURRENT_CALLER, Caller
 
@@ -54,7 +54,7 @@ class CallRecord:
             record["toolSha256"] = self.tool_sha256
         if self.status is not None:
             record["status"] = self.status
-        return json.dumps(record, separators=(",", ":")) + "\n"
+        return jsoncodec.ascii_line(record)
 
 
 def tool_of(message: dict[str, Any]) -> tuple[str, str | None]:

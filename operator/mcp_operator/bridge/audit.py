@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from mcp_operator.bridge.errors import OutcomeCode
+from mcp_operator.net import jsoncodec
 
 UNKNOWN_TOOL = "(unknown)"
 """The ``tool`` of a record whose name is not in the catalog (the name is never written)."""
@@ -120,4 +121,4 @@ class AuditRecord:
 
     def to_json_line(self) -> str:
         """One line of JSON, newline-terminated, ASCII only (whatever a sink's encoding)."""
-        return json.dumps(self.to_dict(), separators=(",", ":")) + "\n"
+        return jsoncodec.ascii_line(self.to_dict())

@@ -67,7 +67,7 @@ from mcp_operator.bridge.rules import ALLOWED, Decision, RuleBook, denied
 from mcp_operator.bridge.unauthorized import unauthorized
 from mcp_operator.bridge.validate import ArgumentValidator, invalid_arguments
 from mcp_operator.mcp.naming import cut, quoted
-from mcp_operator.mcp.scrub import Scrubber
+from mcp_operator.mcp.scrub import NOTHING
 
 logger = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ class CallPipeline:
         self.hooks = list(hooks)
         self.validator = validator or ArgumentValidator()
         self.breakers: dict[str, CircuitBreaker] = {}
-        self.scrubber = Scrubber(())
+        self.scrubber = NOTHING
         """Masks the header values in use (set by whoever reads them: the upstream pool)."""
         self.upstream_identity: Callable[[str], tuple[str | None, str | None]] = _nobody
         """The subject and actor of the token a server (by key) is called with, for the

@@ -57,7 +57,7 @@ from mcp_types import (
 from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
 
 from mcp_operator.bridge.errors import CallCancelled
-from mcp_operator.mcp.scrub import Scrubber
+from mcp_operator.mcp.scrub import NOTHING
 from mcp_operator.mcp.session import McpFailure, McpSession
 from mcp_operator.serve.capabilities import (
     CAPABILITY_FOR_METHOD,
@@ -197,7 +197,7 @@ class CallRelay:
         self.channel = channel
         self.observe = observe
         """Told ``(method, outcome)`` of each server request (the bridge's metrics)."""
-        self.scrubber = Scrubber(())
+        self.scrubber = NOTHING
         """Masks the header values in use in what the server says to the agent (a server can
         echo the credential it was sent into a prompt); set by the upstream pool."""
         self.on_notification: Callable[[dict[str, Any]], None] | None = None

@@ -63,7 +63,7 @@ from mcp_operator.bridge.prompts import PromptCatalog, build_prompts
 from mcp_operator.mcp.credentials import Credentials, TokenFileCredentials
 from mcp_operator.mcp.legacy_sse import LegacySseSession
 from mcp_operator.mcp.oauth import OAuthCredentials
-from mcp_operator.mcp.scrub import Scrubber
+from mcp_operator.mcp.scrub import NOTHING, Scrubber
 from mcp_operator.mcp.session import (
     McpFailure,
     McpSession,
@@ -218,7 +218,7 @@ class UpstreamPool:
         self.on_problem = on_problem
         """Called with a server's key and the reason of its :attr:`ServerState.problem` (None:
         it has none) on each configure."""
-        self.scrubber = Scrubber(())
+        self.scrubber = NOTHING
         """Masks every header value of the configured servers (in every form it knows)."""
         self.relist_seconds = relist_seconds
         self.states: dict[str, ServerState] = {}

@@ -123,3 +123,7 @@ class Scrubber:
             start = end + 1
         pieces.append(text[start:])
         return "".join(pieces)
+
+
+NOTHING = Scrubber(())
+"""The scrubber of no values (it masks nothing): one for every holder that has none yet."""

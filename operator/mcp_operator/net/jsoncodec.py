@@ -48,6 +48,20 @@ def dumps(value: Any) -> bytes:
         return json.dumps(value, separators=(",", ":")).encode()
 
 
+def ascii_line(value: Any) -> str:
+    """``value`` as one newline-terminated line of compact JSON in ASCII only (non-ASCII text
+    ``\\u``-escaped, as the standard library writes it), whatever the encoding of the sink
+    it goes to: an audit line."""
+    try:
+        line = orjson.dumps(value, option=orjson.OPT_APPEND_NEWLINE)
+    except TypeError:
+        pass
+    else:
+        if line.isascii():
+            return line.decode("ascii")
+    return json.dumps(value, separators=(",", ":")) + "\n"
+
+
 def loads(data: bytes | bytearray | memoryview | str) -> Any:
     """The value of one JSON document.
 
