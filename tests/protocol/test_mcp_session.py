@@ -24,7 +24,7 @@ from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, probe_state
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.pages import Keep
-from mcp_operator.mcp.session import McpFailure, Pool, follow, session_pool
+from mcp_operator.mcp.session import McpFailure, Pool, capped, follow, session_pool
 from mcp_operator.mcp.streamable import streamable
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.mcp.watch import watch_tools
@@ -367,3 +367,32 @@ async def test_a_large_pages_budget_share_is_held_until_the_page_is_let_go(
         assert budget.held == 0  # ... until it is let go
         await client.list_tools()
     assert budget.held == 0  # and never past the session
+
+
+@pytest.mark.parametrize("size", [600, 300_000], ids=["with-its-head", "read-in-parts"])
+async def test_a_json_answer_past_the_bridges_cap_fails_whichever_way_it_arrived(
+    scripted: Start, pool: Pool, size: int
+) -> None:
+    """A small answer arrives in the read of its head and is taken whole; a large one is read
+    in parts: either way one byte past the cap fails the call, and one at the cap passes."""
+    text = "x" * size
+    sent: list[int] = []
+
+    def answer(seen: Seen) -> Answer:
+        answered = json_answer(result(seen, {"content": [{"type": "text", "text": text}]}))
+        sent.append(len(answered[2]))
+        return answered
+
+    server = await scripted(legacy(answer))
+    first = upstream_session("fits", server.url, pool, protocol_hint="2025-11-25")
+    got = await first.request("tools/call", {"name": "x", "arguments": {}})
+    assert got["content"][0]["text"] == text
+    for limit, fails in ((sent[-1], False), (sent[-1] - 1, True)):
+        session = upstream_session("capped", server.url, pool, protocol_hint="2025-11-25")
+        session._read_body = capped(limit, "capped")
+        if not fails:
+            assert (await session.request("tools/call", {"name": "x", "arguments": {}})) == got
+            continue
+        with pytest.raises(McpFailure) as caught:
+            await session.request("tools/call", {"name": "x", "arguments": {}})
+        assert caught.value.message == f"capped sent more than {limit} bytes"

@@ -227,21 +227,35 @@ BodyReader = Callable[[Http1Response, Literal["json", "sse"]], AsyncIterable[byt
 """How a caller reads an answer's body (``json`` or ``sse``): bounded, counted, cut."""
 
 
-def capped(limit: int, name: str) -> BodyReader:
+def capped(limit: int, name: str) -> Capped:
     """A reader that fails an answer past ``limit`` bytes (up to the response it wanted)."""
+    return Capped(limit, name)
 
-    async def read(answer: Http1Response, _kind: str) -> AsyncGenerator[bytes, None]:
+
+class Capped:
+    """:func:`capped`'s reader. Its ``limit`` lets a session take a JSON answer that arrived
+    whole with its head as it is, without the reading loop (:meth:`McpSession._reply`)."""
+
+    __slots__ = ("limit", "name")
+
+    def __init__(self, limit: int, name: str) -> None:
+        self.limit = limit
+        self.name = name
+
+    def refuse(self) -> McpFailure:
+        return McpFailure("limit", f"{self.name} sent more than {self.limit} bytes")
+
+    async def __call__(self, answer: Http1Response, _kind: str) -> AsyncGenerator[bytes, None]:
+        limit = self.limit
         length = answer.headers.get("content-length", "")
         if length.isdigit() and int(length) > limit:
-            raise McpFailure("limit", f"{name} sent more than {limit} bytes")
+            raise self.refuse()
         received = 0
         async for chunk in answer.aiter_bytes():
             received += len(chunk)
             if received > limit:
-                raise McpFailure("limit", f"{name} sent more than {limit} bytes")
+                raise self.refuse()
             yield chunk
-
-    return read
 
 
 Pool = Http1Pool
@@ -907,9 +921,16 @@ class McpSession:
         if media not in ("application/json", "text/event-stream"):
             raise McpFailure("mcp", f"unexpected content type {media or 'none'!r}")
         if media == "application/json":
-            chunks = self._read_body(answer, "json")
-            async with contextlib.aclosing(aiter(chunks)) as reading:  # type: ignore[type-var]
-                message = self._decode(b"".join([chunk async for chunk in reading]))
+            reader = self._read_body
+            if isinstance(reader, Capped) and (whole := answer.whole()) is not None:
+                # A small answer comes in the read of its head: no reading loop.
+                if len(whole) > reader.limit:
+                    raise reader.refuse()
+                message = self._decode(whole)
+            else:
+                chunks = reader(answer, "json")
+                async with contextlib.aclosing(aiter(chunks)) as reading:  # type: ignore[type-var]
+                    message = self._decode(b"".join([chunk async for chunk in reading]))
             if not _answers(message, request_id):
                 answer.discard()
                 raise McpFailure("mismatch", "the answer is not the response to the request")

@@ -258,6 +258,19 @@ class Http1Response:
                 raise ConnectionLost("the server closed the connection mid-answer")
             self._feed(data)
 
+    def whole(self) -> bytes | None:
+        """The whole body, when all of it has arrived already (a small answer usually comes
+        in the same read as its head), as :meth:`aread` would give it; else ``None``, and
+        nothing is read."""
+        parsed = self._parsed
+        if not parsed.complete:
+            return None
+        body = b"".join(parsed.body)
+        parsed.body.clear()
+        if not self._held:
+            self._release()
+        return body
+
     def _ends_at_close(self) -> bool:
         """Whether the answer's length is the connection's (no Content-Length, not chunked)."""
         headers = self._parsed.headers
