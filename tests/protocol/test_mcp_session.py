@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
+import sys
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -396,3 +398,36 @@ async def test_a_json_answer_past_the_bridges_cap_fails_whichever_way_it_arrived
         with pytest.raises(McpFailure) as caught:
             await session.request("tools/call", {"name": "x", "arguments": {}})
         assert caught.value.message == f"capped sent more than {limit} bytes"
+
+
+@pytest.mark.parametrize("framing", ["json", "sse"])
+async def test_no_reader_of_an_answer_is_left_for_the_event_loop_to_close(
+    scripted: Start, pool: Pool, framing: str
+) -> None:
+    """Every async generator that reads an answer is closed by the session: one dropped
+    unfinished (an SSE answer is left once its response is read) would be closed by the event
+    loop's finalizer hook, through its thread-safe wake-up, on every call."""
+
+    def answer(seen: Seen) -> Answer:
+        message = result(seen, {"content": [{"type": "text", "text": "ok"}]})
+        return json_answer(message) if framing == "json" else as_sse(message)
+
+    server = await scripted(legacy(answer))
+    session = upstream_session("closed", server.url, pool, protocol_hint="2025-11-25")
+    await session.request("tools/call", {"name": "x", "arguments": {}})
+    hooks = sys.get_asyncgen_hooks()
+    finalized: list[str] = []
+
+    def finalizer(generator: Any) -> None:
+        finalized.append(generator.__qualname__)
+        hooks.finalizer(generator)
+
+    sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=finalizer)
+    try:
+        for _ in range(20):
+            await session.request("tools/call", {"name": "x", "arguments": {}})
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        sys.set_asyncgen_hooks(firstiter=hooks.firstiter, finalizer=hooks.finalizer)
+    assert finalized == []

@@ -251,11 +251,15 @@ class Capped:
         if length.isdigit() and int(length) > limit:
             raise self.refuse()
         received = 0
-        async for chunk in answer.aiter_bytes():
-            received += len(chunk)
-            if received > limit:
-                raise self.refuse()
-            yield chunk
+        # Closed here, not left to the collector: an async generator dropped unfinished (an
+        # SSE answer is left once its response is read) makes the event loop schedule its
+        # closing from the finalizer, through the thread-safe wake-up, on every call.
+        async with contextlib.aclosing(answer.aiter_bytes()) as chunks:
+            async for chunk in chunks:
+                received += len(chunk)
+                if received > limit:
+                    raise self.refuse()
+                yield chunk
 
 
 Pool = Http1Pool

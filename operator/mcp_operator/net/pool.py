@@ -42,7 +42,7 @@ import codecs
 import contextlib
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -237,7 +237,7 @@ class Http1Response:
         checks an answer before its connection may carry another request."""
         self._held = True
 
-    async def aiter_bytes(self) -> AsyncIterator[bytes]:
+    async def aiter_bytes(self) -> AsyncGenerator[bytes, None]:
         parsed = self._parsed
         while True:
             while parsed.body:
@@ -277,10 +277,11 @@ class Http1Response:
         chunked = "chunked" in headers.get("transfer-encoding", "").lower()
         return "content-length" not in headers and not chunked
 
-    async def aiter_text(self) -> AsyncIterator[str]:
+    async def aiter_text(self) -> AsyncGenerator[str, None]:
         decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        async for chunk in self.aiter_bytes():
-            yield decoder.decode(chunk)
+        async with contextlib.aclosing(self.aiter_bytes()) as chunks:  # not the collector's
+            async for chunk in chunks:
+                yield decoder.decode(chunk)
         tail = decoder.decode(b"", final=True)
         if tail:
             yield tail
@@ -310,8 +311,11 @@ class Http1Response:
         """Read the answer to its end (within the limits), then release or drop."""
         received = 0
         try:
-            async with asyncio.timeout(DRAIN_SECONDS):
-                async for chunk in self.aiter_bytes():
+            async with (
+                asyncio.timeout(DRAIN_SECONDS),
+                contextlib.aclosing(self.aiter_bytes()) as chunks,
+            ):
+                async for chunk in chunks:
                     received += len(chunk)
                     if received > DRAIN_BYTES:
                         break
