@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
 from opentelemetry import context as context_api
 from opentelemetry import trace
 from opentelemetry.sdk.resources import Resource
@@ -140,8 +141,17 @@ def test_the_ratio_sampler_is_asked_and_obeyed() -> None:
     assert len({span.context.trace_id for span in kept_always.spans}) == 20  # a trace each
 
 
-def test_the_inline_ratio_decides_each_root_as_the_sdks_sampler_does() -> None:
-    ratio = sampling.ParentBased(sampling.TraceIdRatioBased(0.3))
+@pytest.mark.parametrize("made", ["by hand", "from the environment"])
+def test_the_inline_ratio_decides_each_root_as_the_sdks_sampler_does(
+    made: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if made == "by hand":
+        ratio = sampling.ParentBased(sampling.TraceIdRatioBased(0.3))
+    else:  # what OTEL_TRACES_SAMPLER (and a run's samplePercent) gives: its own subclass
+        monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+        monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.3")
+        ratio = sampling._get_from_env_or_default()
+        assert type(ratio) is sampling.ParentBasedTraceIdRatio
     tracer, keep = light(ratio)
     assert tracer._root_bound is not None  # decided inline, not by asking the sampler
     started = [tracer.start_span("root") for _ in range(2000)]

@@ -47,13 +47,18 @@ _SAMPLED_DECISIONS: Final = (sampling.Decision.RECORD_AND_SAMPLE,)
 _LOW_64: Final = (1 << 64) - 1
 
 
+_PARENT_BASED: Final = (sampling.ParentBased, sampling.ParentBasedTraceIdRatio)
+"""The parent-based samplers, as made by hand and as ``OTEL_TRACES_SAMPLER`` makes
+``parentbased_traceidratio`` (a subclass that only builds its root sampler)."""
+
+
 def _inline_root_bound(sampler: sampling.Sampler) -> int | None:
     """The bound a root span's trace id (its low 64 bits) must be under to be sampled, when
     ``sampler`` is ``parentbased_always_on`` (the default) or ``parentbased_traceidratio``: a
     child follows its parent's flag, a root is sampled by its id as the SDK's ratio sampler
     does. Those decisions are made inline (the SDK's cost a ``SamplingResult`` per span, even
     one not sampled); ``None`` for any other sampler, which is asked."""
-    if type(sampler) is not sampling.ParentBased:
+    if type(sampler) not in _PARENT_BASED or not isinstance(sampler, sampling.ParentBased):
         return None
     follows_parent = (
         sampler._remote_parent_sampled is sampling.ALWAYS_ON
