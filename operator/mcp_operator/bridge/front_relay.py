@@ -5,7 +5,8 @@ Owns the agent's side of :mod:`~mcp_operator.bridge.relay`: the channel of one c
 era, and the HTTP answer that carries it. Log messages the server sends on the call's stream
 go where its progress goes, at or above the level the agent asked for.
 
-- **A legacy agent** (:func:`serve_legacy_call`): the call runs in a task of its own; its
+- **A legacy agent** (:func:`serve_legacy_call`): the call runs in its request's task, and
+  what streams before its answer is written by a task started by the first event; its
   answer is ``application/json`` unless something about the call reaches the agent first
   (progress, a server request), which upgrades the POST's answer to ``text/event-stream``
   (when the agent accepts it; else those go on the session's GET stream, if it has one: a
@@ -100,12 +101,16 @@ async def _run(
     method: str,
     params: Any,
     relay: CallRelay,
-    session: str | None,
+    session: str | None = None,
 ) -> Any:
     """The call through the core, with its relay for the upstream pool (or the aggregator)
-    to find."""
-    CURRENT.set(relay)  # this task's own context: no other call sees it
-    return await core.answer(request_id, method, params, session)
+    to find (``session``: the legacy agent's session id, for the core); in the request's
+    task or one of the call's own, whose context no other call sees."""
+    token = CURRENT.set(relay)
+    try:
+        return await core.answer(request_id, method, params, session)
+    finally:
+        CURRENT.reset(token)
 
 
 def _start(
@@ -115,10 +120,9 @@ def _start(
     params: Any,
     relay: CallRelay,
     wake: Waitable,
-    session: str | None = None,
 ) -> asyncio.Task[dict[str, Any]]:
-    """The call's own task (``session``: the legacy agent's session id, for the core)."""
-    work = _run(core, request_id, method, params, relay, session)
+    """The call's own task (a 2026-07-28 call outlives the request that started it)."""
+    work = _run(core, request_id, method, params, relay)
     task = asyncio.get_running_loop().create_task(work)
     _running.add(task)
     task.add_done_callback(_running.discard)
@@ -311,11 +315,9 @@ async def serve_legacy_call(
     stream = _LegacyStream(channel, reply, relay)
     channel.on_event = stream.start
     try:
-        token = CURRENT.set(relay)  # the request's own task: no other call sees it
         try:
-            answer = await core.answer(request_id, method, params, session.id)
+            answer = await _run(core, request_id, method, params, relay, session.id)
         finally:
-            CURRENT.reset(token)
             channel.on_event = None
         if stream.task is None and not channel.events and (json_ok or channel.events is None):
             channel.done = True
