@@ -100,3 +100,41 @@ def test_tool_schemas_pass_through_the_2026_reshaping_unchanged() -> None:
     tool = {"name": "t", "inputSchema": schema, "outputSchema": {**schema, "$id": "urn:t"}}
     shaped = era.modern_result("tools/list", "2026-07-28", {"tools": [tool]}, None)
     assert shaped["tools"] == [tool]
+
+
+TOOL_RESULTS = [
+    # Taken as they are (text items only):
+    {"content": [{"type": "text", "text": "Echo: hi"}]},
+    {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "é\u2028\x00"}]},
+    {"content": [{"type": "text", "text": "failed"}], "isError": True},
+    {"content": [{"type": "text", "text": "fine"}], "isError": False},
+    {"content": []},
+    # Sieved by the SDK's surface (something in them it drops, reshapes or validates):
+    {"content": [{"type": "text", "text": "a", "annotations": None}], "isError": None},
+    {"content": [{"type": "text", "text": "a", "_meta": {"x": None}}], "extra": 1},
+    {"content": [{"type": "text", "text": 3}]},
+    {"content": [{"type": "image", "data": "AA==", "mimeType": "image/png"}]},
+    {"content": [{"type": "text", "text": "a"}], "structuredContent": {"a": None}},
+    {"content": [{"type": "text", "text": "a"}], "_meta": {"k": {"z": None}}},
+    {"content": [{"type": "text", "text": "a"}], "isError": 1},
+    {"content": [{"type": "text", "text": "a"}], "resultType": "input_required"},
+    {"content": "text"},
+    {},
+]
+
+
+@pytest.mark.parametrize("result", TOOL_RESULTS)
+@pytest.mark.parametrize("version", sorted(era.MODERN_PROTOCOL_VERSIONS))
+def test_a_tool_result_taken_as_it_is_equals_the_sdks_surface_dump(
+    result: dict[str, object], version: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fast = era.modern_result("tools/call", version, result, CHILD["serverInfo"])
+    monkeypatch.setattr(era, "_surface_shaped", lambda *_: False)
+    assert fast == era.modern_result("tools/call", version, result, CHILD["serverInfo"])
+
+
+def test_text_results_skip_the_surface_and_others_do_not() -> None:
+    shaped = [era._surface_shaped("tools/call", "2026-07-28", {"resultType": "complete", **r})
+              for r in TOOL_RESULTS]  # fmt: skip
+    assert shaped == [True] * 5 + [False] * 10
+    assert not era._surface_shaped("prompts/get", "2026-07-28", {"resultType": "complete"})

@@ -105,3 +105,11 @@ def test_whitespace_around_header_values_is_not_part_of_them() -> None:
     padded = [(name, b"  " + value + b"\t ") for name, value in ROUTING]
     outcome = era.classify_modern(_call(), "2026-07-28", padded)
     assert outcome == era.ModernCall(7, "tools/call", "2026-07-28")
+
+
+def test_only_the_routing_headers_are_read_for_the_ladder() -> None:
+    headers = [(b"x-other", b"\xff"), *ROUTING, (b"accept", b"*/*"), (b"accept", b"a/b")]
+    outcome = era.classify_modern(_call(), "2026-07-28", headers)
+    assert outcome == era.ModernCall(7, "tools/call", "2026-07-28")
+    missing = [header for header in headers if header[0] != b"mcp-name"]
+    assert isinstance(era.classify_modern(_call(), "2026-07-28", missing), era.Refusal)

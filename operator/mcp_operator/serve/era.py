@@ -33,6 +33,9 @@ from typing import Any, Final
 
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
+    MCP_METHOD_HEADER,
+    MCP_NAME_HEADER,
+    MCP_PROTOCOL_VERSION_HEADER,
     InboundLadderRejection,
     classify_inbound_request,
     find_duplicated_routing_header,
@@ -68,6 +71,12 @@ _RESERVED_META_KEYS: Final = frozenset(
     }
 )
 _CACHEABLE: Final = _methods.CACHEABLE_METHODS
+_ROUTING_HEADERS: Final = frozenset(
+    name.encode("latin-1")
+    for name in (MCP_PROTOCOL_VERSION_HEADER, MCP_METHOD_HEADER, MCP_NAME_HEADER)
+)
+"""The headers the SDK's ladder reads (every copy of each, for its duplicate check); the
+rest of a request's headers are not decoded for it."""
 
 
 def is_modern(version: str | None) -> bool:
@@ -133,7 +142,11 @@ def classify_modern(
     ):
         return _invalid_body()
     # Optional whitespace around a field value is not part of it (RFC 9110 §5.5).
-    headers = [(k.decode("latin-1"), v.decode("latin-1").strip(" \t")) for k, v in raw_headers]
+    headers = [
+        (k.decode("latin-1"), v.decode("latin-1").strip(" \t"))
+        for k, v in raw_headers
+        if k.lower() in _ROUTING_HEADERS
+    ]
     duplicated = find_duplicated_routing_header(headers)
     if duplicated is not None:
         rejection = InboundLadderRejection(
@@ -225,6 +238,34 @@ def strip_envelope(params: Any) -> Any:
     return stripped
 
 
+_TEXT_RESULT_KEYS: Final = frozenset({"content", "isError", "resultType"})
+
+
+def _surface_shaped(method: str, version: str, result: dict[str, Any]) -> bool:
+    """Whether ``result`` is already its own dump through the 2026 surface, so that sieving it
+    would only rebuild it: a ``tools/call`` result of text items alone (most tool calls), with
+    no field the surface drops or reshapes. Anything else goes through the surface; a unit
+    test holds this to the SDK's dump for every modern revision."""
+    if method != "tools/call" or version not in MODERN_PROTOCOL_VERSIONS:
+        return False
+    if not result.keys() <= _TEXT_RESULT_KEYS or result.get("resultType") != "complete":
+        return False
+    if "isError" in result and type(result["isError"]) is not bool:
+        return False
+    content = result.get("content")
+    if type(content) is not list:
+        return False
+    for item in content:
+        if (
+            type(item) is not dict
+            or len(item) != 2
+            or item.get("type") != "text"
+            or type(item.get("text")) is not str
+        ):
+            return False
+    return True
+
+
 def modern_result(method: str, version: str, result: Any, server_info: Any) -> dict[str, Any]:
     """Shape a (legacy) result the way the SDK's 2026 server shapes its own.
 
@@ -238,7 +279,7 @@ def modern_result(method: str, version: str, result: Any, server_info: Any) -> d
         shaped.setdefault("ttlMs", 0)
         shaped.setdefault("cacheScope", "private")
     shaped.setdefault("resultType", "complete")
-    if method in _methods.SPEC_CLIENT_METHODS:
+    if method in _methods.SPEC_CLIENT_METHODS and not _surface_shaped(method, version, shaped):
         try:
             shaped = _methods.serialize_server_result(method, version, shaped)
         except (ValidationError, KeyError, ValueError):
