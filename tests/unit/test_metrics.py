@@ -13,6 +13,7 @@ from mcp_operator.adapter.metrics import AdapterMetrics
 from mcp_operator.adapter.pool import ChildPool
 from mcp_operator.controller.metrics import OperatorMetrics, count_ready
 from mcp_operator.controller.slots import Slots
+from mcp_operator.serve.metrics import Children
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 
@@ -128,3 +129,16 @@ def test_adapter_calls_are_timed_with_a_bounded_method_label() -> None:
     assert value("mcp_adapter_calls_total", {"method": "(other)", "outcome": "error"}) == 1
     assert value("mcp_adapter_sessions") == 2 and value("mcp_adapter_child_restarts") == 3
     assert len(answered) == 2, "the answer still reaches the caller"
+
+
+def test_remembered_children_count_into_the_series_labels_would_give() -> None:
+    metrics = AdapterMetrics(sessions=lambda: 0, inflight=lambda: 0, restarts=lambda: 0)
+    children = Children(metrics.calls, limit=2)
+    for values in [("a", "result"), ("a", "result"), ("b", "error"), ("c", "result")]:
+        children(*values).inc()
+    assert children("a", "result") is metrics.calls.labels("a", "result")
+    metrics.calls.labels("c", "result").inc()
+    exposed = metrics.exposition().decode()
+    assert 'mcp_adapter_calls_total{method="a",outcome="result"} 2.0' in exposed
+    assert 'mcp_adapter_calls_total{method="c",outcome="result"} 2.0' in exposed
+    assert len(children._children) <= 2

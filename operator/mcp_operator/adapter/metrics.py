@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from mcp_operator.adapter.records import CallSink
-from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS, Metrics
+from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS, Children, Metrics
 
 OTHER = "(other)"
 METHODS = frozenset(
@@ -128,6 +128,8 @@ class AdapterMetrics(Metrics):
             ["method"],
             CALL_LATENCY_BUCKETS,
         )
+        self.call_counts = Children(self.calls)
+        self.call_durations = Children(self.call_seconds)
         self.auth_refusals = self.counter(
             "mcp_adapter_auth_refusals",
             "Requests refused by inbound authentication (401/403) before they reached the "
@@ -156,7 +158,7 @@ class AdapterMetrics(Metrics):
 
         def done(answer: dict[str, Any], seconds: float) -> None:
             outcome = "error" if "error" in answer else "result"
-            self.calls.labels(label, outcome).inc()
-            self.call_seconds.labels(label).observe(seconds)
+            self.call_counts(label, outcome).inc()
+            self.call_durations(label).observe(seconds)
 
         return _TimedSink(sink, done)

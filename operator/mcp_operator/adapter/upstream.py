@@ -213,8 +213,8 @@ class UpstreamFront:
             self.inflight -= 1
             seconds = time.perf_counter() - started
             if label is not None:
-                self.metrics.calls.labels(label, "forwarded").inc()
-                self.metrics.call_seconds.labels(label).observe(seconds)
+                self.metrics.call_counts(label, "forwarded").inc()
+                self.metrics.call_durations(label).observe(seconds)
             if self.audit is not None and label == "tools/call" and message is not None:
                 tool, digest = tool_of(message)
                 caller = CURRENT_CALLER.get()

@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from mcp_operator.bridge.audit import AuditRecord
 from mcp_operator.bridge.upstreams import MISCONFIGURATIONS, Misconfiguration
 from mcp_operator.serve.capabilities import CAPABILITY_FOR_METHOD
-from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS, Metrics
+from mcp_operator.serve.metrics import CALL_LATENCY_BUCKETS, Children, Metrics
 
 UNKNOWN = "(unknown)"
 RELAYED_METHODS = frozenset({*CAPABILITY_FOR_METHOD, "ping"})
@@ -41,6 +41,8 @@ class BridgeMetrics(Metrics):
             ["server"],
             CALL_LATENCY_BUCKETS,
         )
+        self._call_counts = Children(self.calls)
+        self._call_durations = Children(self.call_seconds)
         self.upstream_up = self.gauge(
             "mcp_bridge_upstream_up",
             "1 when the server's last listing or call reached it, 0 while it is down.",
@@ -81,8 +83,8 @@ class BridgeMetrics(Metrics):
     def observe_call(self, audit: AuditRecord) -> None:
         server = audit.server or UNKNOWN
         tool = audit.tool if audit.server is not None else UNKNOWN
-        self.calls.labels(server, tool, audit.outcome).inc()
-        self.call_seconds.labels(server).observe(audit.duration_ms / 1000.0)
+        self._call_counts(server, tool, audit.outcome).inc()
+        self._call_durations(server).observe(audit.duration_ms / 1000.0)
 
     def observe_listing(self, server: str, ok: bool) -> None:
         self.listings.labels(server, "ok" if ok else "failed").inc()

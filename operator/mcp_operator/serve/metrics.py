@@ -11,6 +11,7 @@ to a minute (the longest request timeout).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -36,6 +37,35 @@ CALL_LATENCY_BUCKETS = (
     60.0,
 )
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+
+_Metric = TypeVar("_Metric", Counter, Gauge, Histogram)
+
+
+class Children(Generic[_Metric]):
+    """A labelled metric's children by their label values, looked up once per set of values.
+
+    prometheus-client's ``labels()`` checks and converts the values and takes the metric's
+    lock on every call (about 3 µs); an observation per call looks its child up here instead.
+    For metrics whose series are never removed (a removed child kept here would count into
+    nothing), with label values from a bounded set; past ``limit`` sets of values the memo
+    starts again, so a caller with unbounded values costs memory of the metric alone.
+    """
+
+    __slots__ = ("_children", "_limit", "_metric")
+
+    def __init__(self, metric: _Metric, limit: int = 4096) -> None:
+        self._metric: _Metric = metric
+        self._limit = limit
+        self._children: dict[tuple[str, ...], _Metric] = {}
+
+    def __call__(self, *values: str) -> _Metric:
+        child = self._children.get(values)
+        if child is None:
+            child = self._metric.labels(*values)
+            if len(self._children) >= self._limit:
+                self._children.clear()
+            self._children[values] = child
+        return child
 
 
 class Metrics:
