@@ -7,7 +7,8 @@ and what PII scanning costs per call.
    server-everything's own Streamable HTTP transport, and our adapter in front of its stdio.
    Twice each: 10 connections for 10 s (calls/s, p50, p99) and 1 connection (p50 without
    queueing: the bridge's added latency). Targets: added p50 under 1 ms, at least half of
-   the direct calls/s.
+   the direct calls/s. With ``--ratios-only``, also bench/tcp_relay.py in front of each
+   upstream: a process that only copies bytes, the ceiling of any forwarder in Python.
 2. **tools/list over 10 upstreams** (ten server-everything processes): the bridge's listing
    round (connect and list every server, concurrently, what it does at start and on reload)
    against the slowest single upstream's connect-and-list; target within 1.2x. And the agent's
@@ -289,7 +290,8 @@ def ratio_loads(args: argparse.Namespace) -> list[Load]:
     """Only the issue's ratios (``--ratios-only``): each upstream called directly and
     through a bridge, the bridge up beside it, measured in turn for ``--rounds`` rounds of
     ``--seconds`` each, the median of each row (as ``--tracing-only``): on a shared machine
-    one run of each row, minutes apart, moved the ratio by half."""
+    one run of each row, minutes apart, moved the ratio by half. Beside them, bench/tcp_relay.py
+    in front of each upstream: what a forwarder that only copies bytes reaches."""
     loads: list[Load] = []
     with ExitStack() as stack:
         upstreams = (("server-everything HTTP", stack.enter_context(peers.server_everything())),
@@ -305,6 +307,8 @@ def ratio_loads(args: argparse.Namespace) -> list[Load]:
                     (f"{MODERN_DIRECT}{label}", upstream, "echo", wire.MODERN_VERSION, None)
                 )
             rows.append((f"bridge → {label}", bridge.url, "ev_echo", VERSION, bridge.process.pid))
+            relay = stack.enter_context(tcp_relay(upstream))
+            rows.append((f"{RELAY}{label}", relay.url, "echo", VERSION, relay.pid))
             for connections in (10, 1):
                 runs: dict[str, list[Load]] = {row[0]: [] for row in rows}
                 for _ in range(args.rounds):
@@ -313,6 +317,28 @@ def ratio_loads(args: argparse.Namespace) -> list[Load]:
                                               version=version, cpu_of=pid))  # fmt: skip
                 loads.extend(_median(name, connections, runs[name]) for name in runs)
     return loads
+
+
+RELAY = "byte relay → "
+"""The rows of bench/tcp_relay.py in front of an upstream: the ceiling of a forwarder in Python."""
+
+
+@dataclass
+class Relay:
+    url: str
+    pid: int
+
+
+@contextmanager
+def tcp_relay(upstream: str) -> Iterator[Relay]:
+    """bench/tcp_relay.py between the caller and ``upstream`` (its URL, served on loopback)."""
+    port = peers.free_port()
+    upstream_port = int(upstream.rsplit(":", 1)[1].split("/", 1)[0])
+    script = Path(__file__).resolve().parent / "tcp_relay.py"
+    argv = [sys.executable, str(script), str(port), str(upstream_port)]
+    path = upstream.split("/", 3)[3]
+    with peers.run_server(argv, port, name="byte relay") as process:
+        yield Relay(f"http://127.0.0.1:{port}/{path}", process.pid)
 
 
 def _median(name: str, connections: int, runs: list[Load]) -> Load:
@@ -516,6 +542,13 @@ def verdicts(loads: list[Load]) -> list[str]:
             ratio = bridge10.calls_per_second / direct10.calls_per_second
             target = 0.8 if label == "server-everything HTTP" else 0.5
             lines.append(f"{label}: bridge/direct calls/s {ratio:.2f} (target >= {target})")
+        relay10 = by.get((f"{RELAY}{label}", 10))
+        if direct10 and relay10 and direct10.calls_per_second:
+            ratio = relay10.calls_per_second / direct10.calls_per_second
+            lines.append(
+                f"{label}: byte relay/direct calls/s {ratio:.2f} (the ceiling of any forwarder "
+                "in Python here: no parsing, one more process on the cores)"
+            )
         modern10 = by.get((f"{MODERN_DIRECT}{label}", 10))
         if modern10 and bridge10 and modern10.calls_per_second:
             ratio = bridge10.calls_per_second / modern10.calls_per_second
