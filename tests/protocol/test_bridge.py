@@ -196,6 +196,42 @@ def test_the_2026_era_is_stateless_and_checks_its_envelope(bridge: RunningBridge
         assert http.post(bridge.url, json=bare, headers=headers).status_code == 400
 
 
+def test_results_relayed_from_a_2026_upstream_are_the_bridges_own_in_both_eras(
+    bridge: RunningBridge,
+) -> None:
+    """The adapter (``managed``) answers the bridge at 2026-07-28, stamping its child's
+    identity; an agent gets the bridge's answer: none of that era's fields in a legacy
+    session, the bridge's own ``serverInfo`` at 2026-07-28."""
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "managed_echo", "arguments": {"message": "whose"}}}  # fmt: skip
+    with httpx.Client(timeout=10) as http:
+        opened = http.post(bridge.url, json=wire.initialize(), headers=ACCEPT)
+        session = {**ACCEPT, "mcp-session-id": opened.headers["mcp-session-id"]}
+        http.post(bridge.url, json=wire.initialized(), headers=session)
+        prompts = http.post(bridge.url, json={"jsonrpc": "2.0", "id": 3, "method": "prompts/list"},
+                            headers=session).json()["result"]["prompts"]  # fmt: skip
+        bare = next(p for p in prompts if p["name"].startswith("managed_")
+                    and not any(a.get("required") for a in p.get("arguments", [])))  # fmt: skip
+        get = {"jsonrpc": "2.0", "id": 4, "method": "prompts/get",
+               "params": {"name": bare["name"]}}  # fmt: skip
+        for body in (call, get):
+            legacy = http.post(bridge.url, json=body, headers=session).json()["result"]
+            assert "resultType" not in legacy, legacy
+            assert "io.modelcontextprotocol/serverInfo" not in legacy.get("_meta", {}), legacy
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        modern = {**ACCEPT, "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+                  "mcp-name": "managed_echo"}  # fmt: skip
+        params = {**call["params"], "_meta": meta}  # type: ignore[dict-item]
+        stamped = http.post(bridge.url, json={**call, "params": params}, headers=modern)
+        result = stamped.json()["result"]
+    assert result["content"][0]["text"] == "Echo: whose"
+    assert result["resultType"] == "complete"
+    assert result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "mcp-operator-bridge"
+
+
 # ------------------------------------------------------------------ failures and reloads
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from mcp.shared.inbound import InboundLadderRejection
+from mcp_types import SERVER_INFO_META_KEY as SERVER_INFO
 from mcp_types.jsonrpc import HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 
 from mcp_operator.serve import era
@@ -113,3 +114,16 @@ def test_only_the_routing_headers_are_read_for_the_ladder() -> None:
     assert outcome == era.ModernCall(7, "tools/call", "2026-07-28")
     missing = [header for header in headers if header[0] != b"mcp-name"]
     assert isinstance(era.classify_modern(_call(), "2026-07-28", missing), era.Refusal)
+
+
+def test_a_relayed_result_loses_the_stamps_of_the_server_that_answered() -> None:
+    info = {"name": "child", "version": "1"}
+    stamped = era.modern_result("tools/call", "2026-07-28", {"content": []}, info)
+    assert era.plain_result(stamped) == {"content": []}
+    kept = {"resultType": "input_required", "_meta": {"a": 1, SERVER_INFO: info}, "x": 2}
+    assert era.plain_result(kept) == {"resultType": "input_required", "_meta": {"a": 1}, "x": 2}
+    assert kept["_meta"][SERVER_INFO] == info  # not changed in place
+    assert era.plain_result({"tools": []}) == {"tools": []}
+    assert era.plain_result(None) is None
+    again = era.modern_result("tools/call", "2026-07-28", era.plain_result(stamped), {"name": "b"})
+    assert again["_meta"][SERVER_INFO] == {"name": "b"}

@@ -254,8 +254,11 @@ class Aggregator:
                 # The server may ask the agent something meanwhile: the front's relay carries
                 # it (a legacy agent's SSE, a 2026-07-28 agent's input_required rounds).
                 relay.scrubber = self.pool.scrubber
-                return await relay.request(state.upstream, method, params, REQUEST_SECONDS)
-            return await state.upstream.request(method, params, REQUEST_SECONDS)
+                answer = await relay.request(state.upstream, method, params, REQUEST_SECONDS)
+            else:
+                answer = await state.upstream.request(method, params, REQUEST_SECONDS)
+            # The bridge answers its agent itself: no era's stamp of the server's stays on it.
+            return era.plain_result(answer)
         except McpFailure as failure:
             name = server_key(state.server)
             if failure.code is not None and failure.kind == "error":

@@ -73,6 +73,7 @@ from mcp_operator.mcp.session import (
     session_pool,
 )
 from mcp_operator.net.headers import header_refusal
+from mcp_operator.serve import era
 
 logger = logging.getLogger(__name__)
 
@@ -482,7 +483,8 @@ class UpstreamPool:
             raise
         if not state.up:
             state.due = 0.0  # it answered: list it again at once to notice its return
-        return result
+        # The bridge answers its agent itself: no era's stamp of the server's stays on it.
+        return era.plain_result(result)  # type: ignore[no-any-return]
 
     def identity(self, key: str) -> tuple[str | None, str | None]:
         """The subject and actor of the token the server ``key`` is called with (its claims

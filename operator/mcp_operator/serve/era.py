@@ -18,7 +18,8 @@ ladder and result surfaces are called, not copied). It owns:
   client (``negotiate_version``, ``initialize_result``), the 2026-07-28
   ``server/discover`` result derived from it (``discover_result``), and a result shaped
   for a 2026-07-28 caller (``modern_result``: ``resultType``, ``ttlMs``/``cacheScope``,
-  the ``serverInfo`` stamp, the per-version field sieve);
+  the ``serverInfo`` stamp, the per-version field sieve), and an upstream's result taken
+  back to no era by a server in the middle (``plain_result``);
 - **the 2026 envelope** taken off a request for a legacy server (``strip_envelope``).
 
 Pure: no I/O. Leaves who the server is (its InitializeResult) to the server.
@@ -236,6 +237,29 @@ def strip_envelope(params: Any) -> Any:
     if kept:
         stripped["_meta"] = kept
     return stripped
+
+
+def plain_result(result: Any) -> Any:
+    """An upstream's result without what a 2026-07-28 server stamps on it for its caller
+    (``modern_result``): ``resultType: complete`` and the answering server's ``serverInfo``
+    in ``_meta`` come off, the rest stays (an ``input_required`` result keeps its type).
+
+    What a server in the middle (the bridge) relays is its own answer: a legacy caller gets
+    a result of its era, a 2026-07-28 caller the middle server's own stamp, not the identity
+    of whichever upstream answered."""
+    if not isinstance(result, dict) or ("resultType" not in result and "_meta" not in result):
+        return result
+    plain = dict(result)
+    if plain.get("resultType") == "complete":
+        del plain["resultType"]
+    meta = plain.get("_meta")
+    if isinstance(meta, dict) and SERVER_INFO_META_KEY in meta:
+        rest = {key: value for key, value in meta.items() if key != SERVER_INFO_META_KEY}
+        if rest:
+            plain["_meta"] = rest
+        else:
+            del plain["_meta"]
+    return plain
 
 
 _TEXT_RESULT_KEYS: Final = frozenset({"content", "isError", "resultType"})
