@@ -41,6 +41,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -332,13 +333,11 @@ class Relay:
 @contextmanager
 def tcp_relay(upstream: str) -> Iterator[Relay]:
     """bench/tcp_relay.py between the caller and ``upstream`` (its URL, served on loopback)."""
-    port = peers.free_port()
-    upstream_port = int(upstream.rsplit(":", 1)[1].split("/", 1)[0])
+    port, target = peers.free_port(), urlsplit(upstream)
     script = Path(__file__).resolve().parent / "tcp_relay.py"
-    argv = [sys.executable, str(script), str(port), str(upstream_port)]
-    path = upstream.split("/", 3)[3]
+    argv = [sys.executable, str(script), str(port), str(target.port)]
     with peers.run_server(argv, port, name="byte relay") as process:
-        yield Relay(f"http://127.0.0.1:{port}/{path}", process.pid)
+        yield Relay(f"http://127.0.0.1:{port}{target.path}", process.pid)
 
 
 def _median(name: str, connections: int, runs: list[Load]) -> Load:

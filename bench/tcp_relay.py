@@ -35,14 +35,13 @@ class _Client(asyncio.Protocol):
 
     def __init__(self, upstream_port: int) -> None:
         self.upstream_port = upstream_port
-        self.transport: asyncio.Transport | None = None
         self.upstream: asyncio.Transport | None = None
         self.early: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not subclasses of asyncio.Transport, only alike.
-        self.transport = cast(asyncio.Transport, transport)
-        asyncio.get_running_loop().create_task(self._connect(self.transport))
+        client = cast(asyncio.Transport, transport)
+        asyncio.get_running_loop().create_task(self._connect(client))
 
     async def _connect(self, transport: asyncio.Transport) -> None:
         try:
