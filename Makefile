@@ -6,6 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export MCP_OPERATOR_CACHE ?= $(HOME)/.cache/mcp-operator
 export PATH := $(CURDIR)/$(VENV)/bin:$(MCP_OPERATOR_CACHE)/bin:$(PATH)
+# The data plane's build artefacts live in the cache (incremental across clones and runs).
+export CARGO_TARGET_DIR ?= $(MCP_OPERATOR_CACHE)/dataplane-target
+DATAPLANE := operator/dataplane/Cargo.toml
 
 .PHONY: help
 help: ## Show this help
@@ -32,6 +35,10 @@ control-plane: ## Build etcd, kube-apiserver, kube-controller-manager from Go mo
 node: node-packages control-plane image-tools ## Build the local cluster's node: kubelet, kube-proxy, kube-scheduler, containerd 2.x, CNI plugins (cached)
 	bash hack/build-node.sh
 
+.PHONY: dataplane
+dataplane: ## Build mcp-dataplane, the Rust data plane (adapter), into the cache (incremental)
+	bash hack/build-dataplane.sh
+
 .PHONY: node-packages
 node-packages: ## Install the Debian packages the node runs with: runc, nftables, iptables, ipset, conntrack (root)
 	bash hack/install-node-packages.sh
@@ -57,15 +64,24 @@ node-tools: ## Install the npm MCP peers used by tests (server-everything, ...)
 	bash hack/install-node-tools.sh
 
 .PHONY: tools
-tools: venv control-plane image-tools helm node-tools kstatus node node-addons images ## Everything the tests need
+tools: venv dataplane control-plane image-tools helm node-tools kstatus node node-addons images ## Everything the tests need
 
 .PHONY: lint
-lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.md §2) and helm lint
+lint: $(PY) chart-lint lint-dataplane ## ruff, mypy --strict, import-linter contracts, helm lint, cargo fmt and clippy
 	$(VENV)/bin/ruff check operator tests bench images
 	$(VENV)/bin/ruff format --check operator tests bench images
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy images/demo-agent/agent.py
 	$(VENV)/bin/lint-imports
+
+.PHONY: lint-dataplane
+lint-dataplane: ## cargo fmt --check and clippy (warnings are errors) over the data plane
+	cargo fmt --check --manifest-path $(DATAPLANE)
+	cargo clippy --locked --all-targets --manifest-path $(DATAPLANE) -- -D warnings
+
+.PHONY: test-dataplane
+test-dataplane: ## The data plane's own Rust tests (cargo test)
+	cargo test --locked --manifest-path $(DATAPLANE)
 
 .PHONY: chart-lint
 chart-lint: helm ## Lint the Helm chart (strict)
@@ -96,7 +112,7 @@ test-unit: $(PY) helm ## Unit tests: no cluster, fast
 	$(PY) -m pytest tests/unit -q
 
 .PHONY: test-protocol
-test-protocol: $(PY) node-tools image-tools ## Protocol tests against real MCP servers and clients
+test-protocol: $(PY) node-tools image-tools dataplane ## Protocol tests against real MCP servers and clients
 	$(PY) -m pytest tests/protocol -q
 
 .PHONY: test-e2e
@@ -108,7 +124,7 @@ test-install: $(PY) ## A fresh clone stays clean after `make venv node-tools` (a
 	$(PY) -m pytest tests/install -q
 
 .PHONY: test
-test: tools lint ## Build what the tests need, lint, then unit, protocol, e2e and install tests (the CI command)
+test: tools lint test-dataplane ## Build what the tests need, lint, then the Rust tests, unit, protocol, e2e and install tests (the CI command)
 	@# In the README's order, in one run: the fast layers first.
 	$(PY) -m pytest tests/unit tests/protocol tests/e2e tests/install -q
 

@@ -39,6 +39,10 @@ INIT = wire.initialize()
 
 needs_node = needs.mark(needs.node_missing())
 
+PROGRAM: list[str] = [sys.executable, "-m", "mcp_operator", "adapter"]
+"""The adapter these tests start; tests/protocol/test_dataplane_adapter.py runs them again
+against the compiled one (``tests.support.dataplane``)."""
+
 # A stdio server that is wrong on purpose: `silent` never answers; `noisy`
 # prints lines that are not JSON around every answer.
 FAKE_SERVER = r"""
@@ -98,7 +102,7 @@ def adapter(
 ) -> Iterator[Adapter]:
     port = port or free_port()
     log = tmp_path / f"adapter-{port}.log"
-    argv = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(port), *flags]
+    argv = [*PROGRAM, "--port", str(port), *flags]
     if not any(flag.startswith("--auth") for flag in flags):
         argv.append("--auth=none")  # auth is tested in test_adapter_auth.py
     with log.open("wb") as out:

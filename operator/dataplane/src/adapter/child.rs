@@ -1,0 +1,223 @@
+//! The stdio child: started in its own process group (so that every process it starts
+//! goes with it), its stdout read as bounded lines, its stdin written line by line, and
+//! stopped with SIGTERM then SIGKILL after a grace. Owns no protocol: the lines it reads
+//! go to the caller.
+
+use std::io;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::mpsc;
+
+use super::oversized::EDGE_BYTES;
+
+/// A running child and its pipes.
+pub struct ChildProcess {
+    pub child: Child,
+    pub pid: u32,
+    pub stdin: ChildStdin,
+    pub stdout: ChildStdout,
+}
+
+/// Start `command` with piped stdin and stdout (stderr is the adapter's own, so the
+/// server's logs land in the container's), in a process group of its own, and with a
+/// parent-death signal so that it never outlives the adapter.
+pub fn spawn(command: &[String]) -> io::Result<ChildProcess> {
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| io::Error::other("no command"))?;
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
+    cmd.process_group(0).kill_on_drop(true);
+    // SAFETY: prctl is async-signal-safe and touches only the calling (child) process.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn()?;
+    let pid = child
+        .id()
+        .ok_or_else(|| io::Error::other("the child exited at once"))?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| io::Error::other("no stdin pipe"))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| io::Error::other("no stdout pipe"))?;
+    Ok(ChildProcess {
+        child,
+        pid,
+        stdin,
+        stdout,
+    })
+}
+
+/// Write each line the channel yields to the child's stdin, until either ends.
+pub async fn write_lines(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<Vec<u8>>) {
+    while let Some(line) = lines.recv().await {
+        if stdin.write_all(&line).await.is_err() {
+            break;
+        }
+        // Pipes are unbuffered here; the flush is for the trait's contract.
+        if stdin.flush().await.is_err() {
+            break;
+        }
+    }
+}
+
+/// One line read from the child.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Line {
+    Text(Vec<u8>),
+    /// A line longer than the limit, skipped unread: only its ends and its size are kept.
+    TooLong {
+        head: Vec<u8>,
+        tail: Vec<u8>,
+        size: usize,
+    },
+}
+
+/// Reads lines of at most `limit` bytes; of a longer line only the first and last
+/// `EDGE_BYTES` are kept.
+pub struct LineReader<R> {
+    reader: BufReader<R>,
+    limit: usize,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> LineReader<R> {
+    pub fn new(inner: R, limit: usize) -> Self {
+        Self {
+            reader: BufReader::with_capacity(64 * 1024, inner),
+            limit,
+        }
+    }
+
+    /// The next line without its newline, or None at the end of the stream.
+    pub async fn next(&mut self) -> io::Result<Option<Line>> {
+        let mut line = Vec::new();
+        let mut oversized: Option<(Vec<u8>, Vec<u8>, usize)> = None;
+        loop {
+            let buffer = self.reader.fill_buf().await?;
+            if buffer.is_empty() {
+                return Ok(match oversized {
+                    Some((head, tail, size)) => Some(Line::TooLong { head, tail, size }),
+                    None if line.is_empty() => None,
+                    None => Some(Line::Text(line)),
+                });
+            }
+            let newline = buffer.iter().position(|b| *b == b'\n');
+            let chunk = &buffer[..newline.unwrap_or(buffer.len())];
+            let used = newline.map_or(chunk.len(), |end| end + 1);
+            match &mut oversized {
+                None if line.len() + chunk.len() > self.limit => {
+                    let mut head = std::mem::take(&mut line);
+                    head.extend_from_slice(chunk);
+                    let size = head.len();
+                    let tail = head[size.saturating_sub(EDGE_BYTES)..].to_vec();
+                    head.truncate(EDGE_BYTES);
+                    oversized = Some((head, tail, size));
+                }
+                None => line.extend_from_slice(chunk),
+                Some((_, tail, size)) => {
+                    *size += chunk.len();
+                    tail.extend_from_slice(chunk);
+                    let excess = tail.len().saturating_sub(EDGE_BYTES);
+                    tail.drain(..excess);
+                }
+            }
+            self.reader.consume(used);
+            if newline.is_some() {
+                return Ok(Some(match oversized {
+                    Some((head, tail, size)) => Line::TooLong { head, tail, size },
+                    None => Line::Text(line),
+                }));
+            }
+        }
+    }
+}
+
+/// Stop a child's whole process group: SIGTERM, then SIGKILL after `grace`.
+pub async fn stop_group(child: &mut Child, pid: u32, grace: Duration) {
+    let group = -(pid as i32);
+    // SAFETY: kill(2) with a negative pid signals the group the child leads.
+    unsafe {
+        libc::kill(group, libc::SIGTERM);
+    }
+    if tokio::time::timeout(grace, child.wait()).await.is_err() {
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(group, libc::SIGKILL);
+        }
+        let _ = child.wait().await;
+    } else {
+        // SAFETY: as above; whatever the leader left behind in its group goes too.
+        unsafe {
+            libc::kill(group, libc::SIGKILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn lines(input: &[u8], limit: usize) -> Vec<Line> {
+        let mut reader = LineReader::new(input, limit);
+        let mut out = Vec::new();
+        while let Some(line) = reader.next().await.unwrap() {
+            out.push(line);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn lines_split_on_newlines_and_the_last_needs_none() {
+        let got = lines(b"a\nbb\nccc", 10).await;
+        assert_eq!(
+            got,
+            vec![
+                Line::Text(b"a".to_vec()),
+                Line::Text(b"bb".to_vec()),
+                Line::Text(b"ccc".to_vec())
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn of_a_long_line_only_its_ends_are_kept() {
+        let mut input = b"HEAD".to_vec();
+        input.extend(vec![b'x'; 10 * EDGE_BYTES]);
+        input.extend_from_slice(b"TAIL\n");
+        let got = lines(&input, 100).await;
+        let Line::TooLong { head, tail, size } = &got[0] else {
+            panic!("read whole")
+        };
+        assert_eq!(
+            (head.len(), tail.len(), *size),
+            (EDGE_BYTES, EDGE_BYTES, 10 * EDGE_BYTES + 8)
+        );
+        assert!(head.starts_with(b"HEAD") && tail.ends_with(b"TAIL"));
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_is_skipped_and_the_next_is_read() {
+        let mut input = vec![b'x'; 100];
+        input.extend_from_slice(b"\nok\n");
+        let got = lines(&input, 10).await;
+        assert!(
+            matches!(&got[0], Line::TooLong { head, tail, size: 100 } if head.len() == 100 && tail.len() == 100)
+        );
+        assert_eq!(got[1], Line::Text(b"ok".to_vec()));
+    }
+}

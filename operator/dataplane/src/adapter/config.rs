@@ -1,0 +1,165 @@
+//! The adapter's configuration: every setting a flag and an environment variable (the flag
+//! wins), the child's command after `--`. docs/adapter.md has the table; the names are
+//! those of the earlier adapter, so that a Pod's flags keep their meaning.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+/// Who may call the adapter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum AuthMode {
+    /// ServiceAccount tokens verified offline against the issuer keys of --access-config.
+    Kubernetes,
+    /// No check: every caller is `anonymous` (a warning at start, `"auth": "none"` in /healthz).
+    None,
+}
+
+impl AuthMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            AuthMode::Kubernetes => "kubernetes",
+            AuthMode::None => "none",
+        }
+    }
+}
+
+/// `mcp-dataplane adapter`: one stdio MCP server served to many HTTP clients of both eras.
+#[derive(Debug, Clone, Args)]
+pub struct AdapterConfig {
+    /// Address to listen on; `::` is every address of both families.
+    #[arg(long, env = "MCP_ADAPTER_HOST", default_value = "127.0.0.1")]
+    pub host: String,
+    /// TCP port.
+    #[arg(long, env = "MCP_ADAPTER_PORT", default_value_t = 8080)]
+    pub port: u16,
+    /// Streamable HTTP path.
+    #[arg(long, env = "MCP_ADAPTER_PATH", default_value = "/mcp")]
+    pub path: String,
+    /// Host values accepted besides localhost (no port = any port; `*` globs; a lone `*` turns the check off).
+    #[arg(
+        long = "allowed-host",
+        env = "MCP_ADAPTER_ALLOWED_HOSTS",
+        value_delimiter = ','
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Origin values accepted besides those on allowed hosts.
+    #[arg(
+        long = "allowed-origin",
+        env = "MCP_ADAPTER_ALLOWED_ORIGINS",
+        value_delimiter = ','
+    )]
+    pub allowed_origins: Vec<String>,
+    /// Larger request bodies get 413.
+    #[arg(long, env = "MCP_ADAPTER_MAX_BODY_BYTES", default_value_t = 1 << 20)]
+    pub max_body_bytes: usize,
+    /// A longer stdout line from the child is skipped unread; the call it answers fails.
+    #[arg(long, env = "MCP_ADAPTER_MAX_LINE_BYTES", default_value_t = 16 << 20)]
+    pub max_line_bytes: usize,
+    /// Legacy sessions at once, shared fairly among callers; 503 when none is free.
+    #[arg(long, env = "MCP_ADAPTER_MAX_SESSIONS", default_value_t = 10_000)]
+    pub max_sessions: usize,
+    /// More calls in flight to the child get 503.
+    #[arg(long, env = "MCP_ADAPTER_MAX_INFLIGHT", default_value_t = 1000)]
+    pub max_inflight: usize,
+    /// Messages buffered per SSE stream; a stream further behind loses them.
+    #[arg(long, env = "MCP_ADAPTER_STREAM_QUEUE", default_value_t = 1000)]
+    pub stream_queue: usize,
+    /// Idle sessions (no request, no GET stream) are dropped; then 404.
+    #[arg(long, env = "MCP_ADAPTER_SESSION_IDLE_SECONDS", default_value_t = 1800.0)]
+    pub session_idle_seconds: f64,
+    /// A call unanswered this long fails (and is cancelled at the child).
+    #[arg(long, env = "MCP_ADAPTER_REQUEST_TIMEOUT_SECONDS", default_value_t = 300.0)]
+    pub request_timeout_seconds: f64,
+    /// A child that does not answer `initialize` in time is restarted.
+    #[arg(long, env = "MCP_ADAPTER_HANDSHAKE_TIMEOUT_SECONDS", default_value_t = 30.0)]
+    pub handshake_timeout_seconds: f64,
+    /// First restart delay, doubling up to 30 s.
+    #[arg(long, env = "MCP_ADAPTER_RESTART_BACKOFF_SECONDS", default_value_t = 0.5)]
+    pub restart_backoff_seconds: f64,
+    /// Crash-loop guard: more restarts than this within the window and the adapter exits 1.
+    #[arg(long, env = "MCP_ADAPTER_MAX_RESTARTS", default_value_t = 5)]
+    pub max_restarts: usize,
+    /// The crash-loop guard's window.
+    #[arg(long, env = "MCP_ADAPTER_RESTART_WINDOW_SECONDS", default_value_t = 120.0)]
+    pub restart_window_seconds: f64,
+    /// SIGTERM → SIGKILL grace for the child's process group.
+    #[arg(long, env = "MCP_ADAPTER_SHUTDOWN_GRACE_SECONDS", default_value_t = 5.0)]
+    pub shutdown_grace_seconds: f64,
+    /// debug, info, warning, error.
+    #[arg(long, env = "MCP_ADAPTER_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Who may call: `kubernetes` or `none`.
+    #[arg(long, env = "MCP_ADAPTER_AUTH", value_enum, default_value = "kubernetes")]
+    pub auth: AuthMode,
+    /// The access configuration (JSON): keys, audience, who may call, revoked Pods.
+    #[arg(long, env = "MCP_ADAPTER_ACCESS_CONFIG")]
+    pub access_config: Option<PathBuf>,
+    /// Request bodies admitted and not yet answered, all clients together; past it 503.
+    #[arg(long, env = "MCP_ADAPTER_MAX_INFLIGHT_BYTES", default_value_t = 32 << 20)]
+    pub max_inflight_bytes: usize,
+    /// A client that has not sent a request's headers this long is disconnected.
+    #[arg(long, env = "MCP_ADAPTER_HEADER_TIMEOUT_SECONDS", default_value_t = 10.0)]
+    pub header_timeout_seconds: f64,
+    /// A client that has not sent a request's body this long after its headers is disconnected.
+    #[arg(long, env = "MCP_ADAPTER_BODY_TIMEOUT_SECONDS", default_value_t = 30.0)]
+    pub body_timeout_seconds: f64,
+    /// The stdio server's command and its arguments.
+    #[arg(last = true, required = true)]
+    pub command: Vec<String>,
+}
+
+fn seconds(value: f64) -> Duration {
+    Duration::from_secs_f64(value.max(0.0))
+}
+
+impl AdapterConfig {
+    pub fn session_idle(&self) -> Duration {
+        seconds(self.session_idle_seconds)
+    }
+    pub fn request_timeout(&self) -> Duration {
+        seconds(self.request_timeout_seconds)
+    }
+    pub fn handshake_timeout(&self) -> Duration {
+        seconds(self.handshake_timeout_seconds)
+    }
+    pub fn restart_backoff(&self) -> Duration {
+        seconds(self.restart_backoff_seconds)
+    }
+    pub fn restart_window(&self) -> Duration {
+        seconds(self.restart_window_seconds)
+    }
+    pub fn header_timeout(&self) -> Duration {
+        seconds(self.header_timeout_seconds)
+    }
+    pub fn body_timeout(&self) -> Duration {
+        seconds(self.body_timeout_seconds)
+    }
+    pub fn shutdown_grace(&self) -> Duration {
+        seconds(self.shutdown_grace_seconds)
+    }
+
+    /// What is wrong with the settings together, for a start that stops with exit 2.
+    pub fn problems(&self) -> Vec<String> {
+        let mut problems = Vec::new();
+        if !self.path.starts_with('/') {
+            problems.push(format!("--path must start with '/', not {:?}", self.path));
+        }
+        if self.auth == AuthMode::Kubernetes && self.access_config.is_none() {
+            problems.push("--auth kubernetes needs --access-config (or --auth none for no check)".into());
+        }
+        for (name, value) in [
+            ("--max-sessions", self.max_sessions),
+            ("--max-inflight", self.max_inflight),
+            ("--stream-queue", self.stream_queue),
+            ("--max-body-bytes", self.max_body_bytes),
+            ("--max-line-bytes", self.max_line_bytes),
+        ] {
+            if value == 0 {
+                problems.push(format!("{name} must be at least 1"));
+            }
+        }
+        problems
+    }
+}

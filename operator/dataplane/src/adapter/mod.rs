@@ -1,0 +1,141 @@
+//! `mcp-dataplane adapter`: one stdio MCP server served to many HTTP clients of both
+//! protocol eras (docs/adapter.md). Modules, one job each:
+//!
+//! - `config`   the typed configuration (flags and environment)
+//! - `sessions` the legacy session table: bounded, fair per caller, expiring
+//! - `router`   the protocol core: id and token remapping, routing, attribution, cancellation
+//! - `child`    the stdio child: spawn in its own group, bounded lines, stop
+//! - `core`     the running state: the supervised child, the router, health
+//! - `front`    the HTTP entry: health, metrics, both eras, answers as JSON or SSE
+//! - `metrics`  the Prometheus metrics
+//! - `oversized` the call a child's line over the limit answers
+//! - `budget`   the byte budget of request bodies in flight
+
+pub mod budget;
+pub mod child;
+pub mod config;
+pub mod core;
+pub mod front;
+pub mod metrics;
+pub mod oversized;
+pub mod router;
+pub mod sessions;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::hosts::HostPolicy;
+use config::{AdapterConfig, AuthMode};
+
+/// Run the adapter until SIGTERM or SIGINT; the exit code.
+pub async fn run(config: AdapterConfig) -> i32 {
+    let problems = config.problems();
+    if !problems.is_empty() {
+        for problem in problems {
+            eprintln!("mcp-dataplane adapter: {problem}");
+        }
+        return 2;
+    }
+    if config.auth == AuthMode::Kubernetes {
+        eprintln!(
+            "mcp-dataplane adapter: --auth kubernetes is not served by this build yet; \
+             the operator's Pods run the adapter of the operator image"
+        );
+        return 2;
+    }
+    tracing::warn!("Authentication is off (--auth none): every caller is served as anonymous");
+    let address = listen_address(&config.host, config.port);
+    let listener = match TcpListener::bind(address).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("mcp-dataplane adapter: cannot listen on {address}: {error}");
+            return 2;
+        }
+    };
+    let hosts = HostPolicy::new(&config.allowed_hosts, &config.allowed_origins);
+    let core = core::Core::new(config);
+    let budget = budget::BodyBudget::new(core.config.max_inflight_bytes, core.config.max_body_bytes);
+    let front = Arc::new(front::Front {
+        core: core.clone(),
+        hosts,
+        budget,
+    });
+    tracing::info!("Serving MCP on http://{address}{}", core.config.path);
+    let supervisor = tokio::spawn(core.clone().supervise());
+    tokio::spawn(core.clone().expire_sessions());
+    let (Ok(mut terminate), Ok(mut interrupt)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        eprintln!("mcp-dataplane adapter: cannot install signal handlers");
+        return 2;
+    };
+    let accepting = serve(listener, front);
+    tokio::pin!(accepting);
+    tokio::pin!(supervisor);
+    let code = tokio::select! {
+        _ = terminate.recv() => None,
+        _ = interrupt.recv() => None,
+        ended = &mut supervisor => Some(match ended {
+            Ok(Err(why)) => { tracing::error!("Stopping: {why}"); 1 }
+            _ => 0,
+        }),
+        () = &mut accepting => Some(1),
+    };
+    if let Some(code) = code {
+        return code;
+    }
+    tracing::info!(
+        "Stopping: the MCP server gets {:.0}s to exit",
+        core.config.shutdown_grace_seconds
+    );
+    core.request_shutdown();
+    let _ = tokio::time::timeout(core.config.shutdown_grace() + Duration::from_secs(1), supervisor).await;
+    0
+}
+
+fn listen_address(host: &str, port: u16) -> SocketAddr {
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let ip = if host.is_empty() || host == "::" {
+        std::net::Ipv6Addr::UNSPECIFIED.into()
+    } else if host == "localhost" {
+        std::net::Ipv4Addr::LOCALHOST.into()
+    } else {
+        host.parse().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into())
+    };
+    SocketAddr::new(ip, port)
+}
+
+async fn serve(listener: TcpListener, front: Arc<front::Front>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!("Failed to accept a connection: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let front = front.clone();
+        let header_timeout = front.core.config.header_timeout();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let front = front.clone();
+                async move { Ok::<_, std::convert::Infallible>(front.handle(request, peer).await) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = connection.await;
+        });
+    }
+}

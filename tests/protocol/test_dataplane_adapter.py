@@ -1,0 +1,123 @@
+"""The compiled adapter (``mcp-dataplane adapter``) held to the Python adapter's assertions.
+
+The data plane moves to Rust (``operator/dataplane``); until the port is whole, the
+operator's Pods keep running the Python adapter, and this module runs the black-box tests
+that the compiled one passes, unchanged: each test below is the same function as in its
+home module, started against ``tests.support.dataplane``'s binary instead (the autouse
+fixture swaps the program ``test_adapter.adapter`` starts). A test of the home modules that
+is not listed here is not served by the compiled adapter yet; docs/adapter.md says which
+features those are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.protocol import (
+    test_adapter,
+    test_adapter_isolation,
+)
+from tests.protocol.test_adapter import (
+    Adapter,
+    everything,
+    test_a_child_that_never_answers_the_handshake_is_never_ready,
+    test_a_killed_child_fails_calls_promptly_and_health_recovers,
+    test_fifty_sessions_times_twenty_calls_get_exactly_their_own_answers,
+    test_progress_reaches_the_caller_that_asked_for_it,
+    test_sessions_answer_404_when_unknown_and_end_with_delete,
+    test_sigterm_stops_the_adapter_and_leaves_no_child,
+    test_stdout_lines_that_are_not_json_are_logged_and_dropped,
+    test_the_2026_era_is_stateless_and_checks_its_headers,
+    test_the_inspector_cli_lists_and_calls_tools_through_the_adapter,
+    test_the_sdk_client_calls_mcp_server_time_in_both_eras,
+    test_the_sdk_client_lists_and_calls_server_everything_in_both_eras,
+    test_wrong_host_is_421_bad_origin_is_403_and_allowed_names_pass,
+)
+from tests.protocol.test_adapter_attribution import (
+    late,
+    test_session_b_receives_nothing_of_session_a,
+    test_the_only_session_gets_its_own_late_messages,
+)
+from tests.protocol.test_adapter_bounds import (
+    bounds_server,
+    test_a_client_that_sends_its_headers_or_body_too_slowly_is_disconnected,
+    test_a_flood_of_initializes_evicts_idle_sessions_instead_of_locking_clients_out,
+    test_a_hundred_concurrent_megabyte_calls_leave_the_adapter_within_its_limit,
+    test_an_answer_over_the_line_limit_fails_its_call_at_once_and_logs_no_content,
+    test_concurrent_2026_calls_with_a_megabyte_of_capabilities_keep_none_of_it,
+    test_large_calls_beyond_the_byte_budget_get_503_with_retry_after_then_pass,
+    test_listening_on_all_addresses_takes_ipv4_and_ipv6,
+    test_readyz_is_red_while_every_session_is_busy_and_new_clients_get_503,
+    test_thirty_initializes_with_a_megabyte_of_capabilities_each_leave_the_adapter_small,
+)
+from tests.protocol.test_adapter_fairness import (
+    callers,
+    test_held_streams_of_one_caller_do_not_stop_another_callers_initialize,
+    test_one_callers_initializes_do_not_evict_another_callers_idle_session,
+)
+from tests.protocol.test_adapter_isolation import (
+    conformance,
+    test_four_legacy_sessions_sampling_at_once_never_see_each_others_prompts,
+    test_methods_the_2026_revision_removed_answer_404_32601,
+)
+from tests.protocol.test_adapter_metrics import (
+    test_calls_sessions_and_child_restarts_are_counted,
+)
+from tests.support import dataplane, needs
+
+pytestmark = pytest.mark.timeout(180)
+
+# The fixtures and the tests of the home modules that run here again (pytest collects them).
+__all__ = [
+    "bounds_server",
+    "callers",
+    "conformance",
+    "everything",
+    "late",
+    "test_a_child_that_never_answers_the_handshake_is_never_ready",
+    "test_a_client_that_sends_its_headers_or_body_too_slowly_is_disconnected",
+    "test_a_flood_of_initializes_evicts_idle_sessions_instead_of_locking_clients_out",
+    "test_a_hundred_concurrent_megabyte_calls_leave_the_adapter_within_its_limit",
+    "test_a_killed_child_fails_calls_promptly_and_health_recovers",
+    "test_an_answer_over_the_line_limit_fails_its_call_at_once_and_logs_no_content",
+    "test_calls_sessions_and_child_restarts_are_counted",
+    "test_concurrent_2026_calls_with_a_megabyte_of_capabilities_keep_none_of_it",
+    "test_fifty_sessions_times_twenty_calls_get_exactly_their_own_answers",
+    "test_four_legacy_sessions_sampling_at_once_never_see_each_others_prompts",
+    "test_held_streams_of_one_caller_do_not_stop_another_callers_initialize",
+    "test_large_calls_beyond_the_byte_budget_get_503_with_retry_after_then_pass",
+    "test_listening_on_all_addresses_takes_ipv4_and_ipv6",
+    "test_methods_the_2026_revision_removed_answer_404_32601",
+    "test_one_callers_initializes_do_not_evict_another_callers_idle_session",
+    "test_progress_reaches_the_caller_that_asked_for_it",
+    "test_readyz_is_red_while_every_session_is_busy_and_new_clients_get_503",
+    "test_session_b_receives_nothing_of_session_a",
+    "test_sessions_answer_404_when_unknown_and_end_with_delete",
+    "test_sigterm_stops_the_adapter_and_leaves_no_child",
+    "test_stdout_lines_that_are_not_json_are_logged_and_dropped",
+    "test_the_2026_era_is_stateless_and_checks_its_headers",
+    "test_the_inspector_cli_lists_and_calls_tools_through_the_adapter",
+    "test_the_only_session_gets_its_own_late_messages",
+    "test_the_sdk_client_calls_mcp_server_time_in_both_eras",
+    "test_the_sdk_client_lists_and_calls_server_everything_in_both_eras",
+    "test_thirty_initializes_with_a_megabyte_of_capabilities_each_leave_the_adapter_small",
+    "test_wrong_host_is_421_bad_origin_is_403_and_allowed_names_pass",
+]
+
+
+@pytest.fixture(autouse=True)
+def compiled_adapter(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every adapter these tests start is the compiled one."""
+    needs.require(dataplane.missing())
+    monkeypatch.setattr(test_adapter, "PROGRAM", dataplane.adapter_command())
+    yield
+
+
+async def test_a_sampling_tool_and_an_elicitation_tool_complete_in_a_legacy_session(
+    conformance: Adapter,
+) -> None:
+    await test_adapter_isolation.test_a_sampling_tool_and_an_elicitation_tool_complete_in_each_era(
+        conformance, "legacy"
+    )
