@@ -32,6 +32,7 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.serve.auth.jwks import JwksFetcher
+from tests.protocol import test_adapter
 from tests.protocol.test_adapter import ACCEPT, EVERYTHING, INIT, Adapter, adapter
 from tests.support import needs, wire
 from tests.support.issuer import TestIssuer, access_document, write_access
@@ -202,7 +203,7 @@ def test_a_revoked_pod_is_refused_once_the_file_changes_and_a_bad_update_is_surv
 def test_without_an_access_configuration_the_adapter_refuses_to_start(tmp_path: Path) -> None:
     import subprocess
 
-    base = [sys.executable, "-m", "mcp_operator", "adapter", "--port", str(free_port())]
+    base = [*test_adapter.PROGRAM, "--port", str(free_port())]
     missing = subprocess.run([*base, "--", "true"], capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and "needs --access-config" in missing.stderr
     (tmp_path / "bad.json").write_text('{"audience": 1}')
@@ -550,7 +551,7 @@ async def test_the_sdk_client_through_the_front_speaks_2026_with_mcp_server_time
 def test_the_front_takes_only_a_loopback_upstream(tmp_path: Path) -> None:
     import subprocess
 
-    base = [sys.executable, "-m", "mcp_operator", "adapter", "--auth=none"]
+    base = [*test_adapter.PROGRAM, "--auth=none"]
     for url, message in (("http://10.0.0.1:80/mcp", "loopback"), ("ftp://127.0.0.1/", "http")):
         run = subprocess.run([*base, f"--upstream-url={url}"], capture_output=True, text=True,
                              timeout=60)  # fmt: skip

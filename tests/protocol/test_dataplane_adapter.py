@@ -40,6 +40,15 @@ from tests.protocol.test_adapter_attribution import (
     test_session_b_receives_nothing_of_session_a,
     test_the_only_session_gets_its_own_late_messages,
 )
+from tests.protocol.test_adapter_auth import (
+    counted,
+    test_a_permitted_caller_is_served_in_both_eras_and_logged_once_without_its_token,
+    test_a_revoked_pod_is_refused_once_the_file_changes_and_a_bad_update_is_survived,
+    test_refused_requests_never_reach_the_child_in_either_era,
+    test_the_audit_names_the_verified_caller_tool_and_outcome_never_the_arguments,
+    test_the_sdk_client_with_a_token_calls_server_everything_in_both_eras,
+    test_without_an_access_configuration_the_adapter_refuses_to_start,
+)
 from tests.protocol.test_adapter_bounds import (
     bounds_server,
     test_a_client_that_sends_its_headers_or_body_too_slowly_is_disconnected,
@@ -74,6 +83,7 @@ __all__ = [
     "bounds_server",
     "callers",
     "conformance",
+    "counted",
     "everything",
     "late",
     "test_a_child_that_never_answers_the_handshake_is_never_ready",
@@ -81,6 +91,8 @@ __all__ = [
     "test_a_flood_of_initializes_evicts_idle_sessions_instead_of_locking_clients_out",
     "test_a_hundred_concurrent_megabyte_calls_leave_the_adapter_within_its_limit",
     "test_a_killed_child_fails_calls_promptly_and_health_recovers",
+    "test_a_permitted_caller_is_served_in_both_eras_and_logged_once_without_its_token",
+    "test_a_revoked_pod_is_refused_once_the_file_changes_and_a_bad_update_is_survived",
     "test_an_answer_over_the_line_limit_fails_its_call_at_once_and_logs_no_content",
     "test_calls_sessions_and_child_restarts_are_counted",
     "test_concurrent_2026_calls_with_a_megabyte_of_capabilities_keep_none_of_it",
@@ -93,16 +105,20 @@ __all__ = [
     "test_one_callers_initializes_do_not_evict_another_callers_idle_session",
     "test_progress_reaches_the_caller_that_asked_for_it",
     "test_readyz_is_red_while_every_session_is_busy_and_new_clients_get_503",
+    "test_refused_requests_never_reach_the_child_in_either_era",
     "test_session_b_receives_nothing_of_session_a",
     "test_sessions_answer_404_when_unknown_and_end_with_delete",
     "test_sigterm_stops_the_adapter_and_leaves_no_child",
     "test_stdout_lines_that_are_not_json_are_logged_and_dropped",
     "test_the_2026_era_is_stateless_and_checks_its_headers",
+    "test_the_audit_names_the_verified_caller_tool_and_outcome_never_the_arguments",
     "test_the_inspector_cli_lists_and_calls_tools_through_the_adapter",
     "test_the_only_session_gets_its_own_late_messages",
     "test_the_sdk_client_calls_mcp_server_time_in_both_eras",
     "test_the_sdk_client_lists_and_calls_server_everything_in_both_eras",
+    "test_the_sdk_client_with_a_token_calls_server_everything_in_both_eras",
     "test_thirty_initializes_with_a_megabyte_of_capabilities_each_leave_the_adapter_small",
+    "test_without_an_access_configuration_the_adapter_refuses_to_start",
     "test_wrong_host_is_421_bad_origin_is_403_and_allowed_names_pass",
 ]
 

@@ -2,6 +2,7 @@
 //! one binary (one image, one build, one server side).
 
 mod adapter;
+mod auth;
 mod era;
 mod hosts;
 mod http;

@@ -105,6 +105,10 @@ pub struct AdapterConfig {
     /// A client that has not sent a request's body this long after its headers is disconnected.
     #[arg(long, env = "MCP_ADAPTER_BODY_TIMEOUT_SECONDS", default_value_t = 30.0)]
     pub body_timeout_seconds: f64,
+    /// One JSON line per `tools/call` served (verified caller, tool, outcome, duration;
+    /// never arguments or values): `-` for stdout, else a file appended to.
+    #[arg(long, env = "MCP_ADAPTER_AUDIT")]
+    pub audit: Option<String>,
     /// The stdio server's command and its arguments.
     #[arg(last = true, required = true)]
     pub command: Vec<String>,

@@ -55,11 +55,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Core {
-    pub fn new(config: AdapterConfig) -> Arc<Self> {
+    pub fn new(config: AdapterConfig, metrics: Metrics) -> Arc<Self> {
         let sessions = Sessions::new(config.max_sessions, config.session_idle());
         let router = Router::new(sessions, config.max_inflight);
         Arc::new(Self {
-            metrics: Metrics::new(config.auth.name()),
+            metrics,
             config,
             router: Mutex::new(router),
             child: Mutex::new(ChildState::default()),

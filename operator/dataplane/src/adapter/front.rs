@@ -13,9 +13,11 @@ use hyper::{Method, Request, Response};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use super::audit::{Audit, ToolName, outcome_of, tool_of};
 use super::budget::{self, BodyBudget};
 use super::core::Core;
 use super::router::{CallSink, Envelope, declared_capabilities};
+use crate::auth::gate::Gate;
 use crate::era::{self, Admission, RoutingHeaders};
 use crate::hosts::{HostPolicy, Refusal};
 use crate::http::{self, Body};
@@ -28,6 +30,15 @@ pub struct Front {
     pub core: Arc<Core>,
     pub hosts: HostPolicy,
     pub budget: Arc<BodyBudget>,
+    /// Who may call (`--auth kubernetes`); None when authentication is off.
+    pub gate: Option<Gate>,
+    pub audit: Option<Arc<Audit>>,
+}
+
+/// Who is asking: the key its sessions are counted and owned by, and its audit form.
+pub struct Caller {
+    key: String,
+    audit: Value,
 }
 
 impl Front {
@@ -56,6 +67,19 @@ impl Front {
             Some(Refusal::Origin) => return http::plain(403, "Invalid Origin header"),
             None => {}
         }
+        let caller = match &self.gate {
+            Some(gate) => match gate.admit(&request) {
+                Ok(verified) => Caller {
+                    key: verified.username(),
+                    audit: verified.audit(),
+                },
+                Err(refusal) => return refusal,
+            },
+            None => Caller {
+                key: peer.ip().to_string(),
+                audit: serde_json::json!({"kind": "anonymous"}),
+            },
+        };
         let _reservation = if request.method() == Method::POST {
             match self.budget.reserve(http::header(&request, "content-length")) {
                 Ok(reservation) => Some(reservation),
@@ -77,14 +101,13 @@ impl Front {
         } else {
             None
         };
-        let caller = peer.ip().to_string();
         if era::is_modern(http::header(&request, "mcp-protocol-version")) {
-            return self.stateless(request).await;
+            return self.stateless(request, &caller).await;
         }
         match *request.method() {
             Method::POST => self.legacy_post(request, &caller).await,
-            Method::GET => self.legacy_get(&request),
-            Method::DELETE => self.legacy_delete(&request),
+            Method::GET => self.legacy_get(&request, &caller),
+            Method::DELETE => self.legacy_delete(&request, &caller),
             _ => {
                 let mut response = http::plain(405, "Method Not Allowed");
                 response.headers_mut().insert(
@@ -128,7 +151,7 @@ impl Front {
 
     // ------------------------------------------------------------------ the legacy era
 
-    async fn legacy_post(&self, request: Request<Incoming>, caller: &str) -> Response<Body> {
+    async fn legacy_post(&self, request: Request<Incoming>, caller: &Caller) -> Response<Body> {
         let accept = http::header(&request, "accept").unwrap_or("*/*").to_owned();
         let json_ok = accept.contains("application/json") || accept.contains("*/*");
         let sse_ok = accept.contains("text/event-stream");
@@ -156,7 +179,7 @@ impl Front {
         }
         let method = message.get("method").cloned();
         if method.as_ref().and_then(Value::as_str) == Some("initialize") {
-            return self.initialize(&message, caller);
+            return self.initialize(&message, &caller.key);
         }
         let id = message.get("id").cloned();
         let Some(session_id) = session_id else {
@@ -165,13 +188,7 @@ impl Front {
                 &jsonrpc::error_response(id.as_ref(), INVALID_REQUEST, "Missing Mcp-Session-Id header"),
             );
         };
-        if self
-            .core
-            .router()
-            .sessions
-            .lookup(&session_id, Instant::now())
-            .is_none()
-        {
+        if !self.owns(&session_id, caller) {
             return http::json(
                 404,
                 &jsonrpc::error_response(id.as_ref(), INVALID_REQUEST, "Session not found"),
@@ -209,8 +226,16 @@ impl Front {
             );
         }
         let session = Some(session_id.as_str());
-        self.forward(message, &method, session, sse_ok, None, Envelope::default())
-            .await
+        self.forward(
+            message,
+            &method,
+            session,
+            sse_ok,
+            None,
+            Envelope::default(),
+            caller,
+        )
+        .await
     }
 
     fn initialize(&self, message: &Value, caller: &str) -> Response<Body> {
@@ -255,7 +280,17 @@ impl Front {
         response
     }
 
-    fn legacy_get(&self, request: &Request<Incoming>) -> Response<Body> {
+    /// Whether the session exists (touched) and was opened by this caller: another caller's
+    /// session is as good as unknown (404).
+    fn owns(&self, session_id: &str, caller: &Caller) -> bool {
+        let mut router = self.core.router();
+        router
+            .sessions
+            .lookup(session_id, Instant::now())
+            .is_some_and(|s| s.caller == caller.key)
+    }
+
+    fn legacy_get(&self, request: &Request<Incoming>, caller: &Caller) -> Response<Body> {
         if !http::header(request, "accept")
             .unwrap_or_default()
             .contains("text/event-stream")
@@ -265,6 +300,9 @@ impl Front {
         let Some(session_id) = http::header(request, "mcp-session-id") else {
             return http::plain(400, "Missing Mcp-Session-Id header");
         };
+        if !self.owns(session_id, caller) {
+            return http::plain(404, "Session not found");
+        }
         let mut router = self.core.router();
         let Some(session) = router.sessions.get_mut(session_id) else {
             return http::plain(404, "Session not found");
@@ -278,11 +316,11 @@ impl Front {
         http::events(receiver)
     }
 
-    fn legacy_delete(&self, request: &Request<Incoming>) -> Response<Body> {
+    fn legacy_delete(&self, request: &Request<Incoming>, caller: &Caller) -> Response<Body> {
         let Some(session_id) = http::header(request, "mcp-session-id") else {
             return http::plain(400, "Missing Mcp-Session-Id header");
         };
-        if self.core.router().sessions.get(session_id).is_none() {
+        if !self.owns(session_id, caller) {
             return http::plain(404, "Session not found");
         }
         self.core.end_session(session_id, "Session deleted by the client");
@@ -291,7 +329,7 @@ impl Front {
 
     // ------------------------------------------------------------------ the 2026-07-28 era
 
-    async fn stateless(&self, request: Request<Incoming>) -> Response<Body> {
+    async fn stateless(&self, request: Request<Incoming>, caller: &Caller) -> Response<Body> {
         if request.method() != Method::POST {
             let mut response = http::plain(405, "Method Not Allowed");
             response
@@ -369,12 +407,14 @@ impl Front {
             sse_ok,
             Some((version, child_result)),
             envelope,
+            caller,
         )
         .await
     }
 
     // ------------------------------------------------------------------ forwarding a call
 
+    #[allow(clippy::too_many_arguments)]
     async fn forward(
         &self,
         mut message: Value,
@@ -383,8 +423,11 @@ impl Front {
         sse_ok: bool,
         modern: Option<(String, Arc<Value>)>,
         envelope: Envelope,
+        caller: &Caller,
     ) -> Response<Body> {
         let client_id = message["id"].clone();
+        let audited =
+            (method == "tools/call" && self.audit.is_some()).then(|| tool_of(message.get("params")));
         let (answer, mut answered) = oneshot::channel();
         let (related, mut relayed) = mpsc::channel(self.core.config.stream_queue);
         let sink = CallSink::new(answer, sse_ok.then_some(related));
@@ -405,7 +448,14 @@ impl Front {
             }
             Err(full) => return unavailable(Some(&client_id), &format!("Too many calls in flight ({full})")),
         };
-        let started = Instant::now();
+        let finish = Finish {
+            core: self.core.clone(),
+            audit: self.audit.clone().zip(audited),
+            caller: caller.audit.clone(),
+            method: method.to_owned(),
+            modern,
+            started: Instant::now(),
+        };
         let mut guard = CallGuard {
             core: self.core.clone(),
             child_id,
@@ -413,24 +463,32 @@ impl Front {
             done: false,
         };
         let mut timeout = Box::pin(tokio::time::sleep(self.core.config.request_timeout()));
+        let timed_out = {
+            let client_id = client_id.clone();
+            move |core: &Core| {
+                core.cancel(child_id, "Request timed out");
+                let seconds = core.config.request_timeout_seconds;
+                let text = format!("The MCP server did not answer within {seconds:.0}s");
+                jsonrpc::error_response(Some(&client_id), REQUEST_TIMEOUT, &text)
+            }
+        };
+        let gone = || jsonrpc::error_response(Some(&client_id), INTERNAL_ERROR, super::core::CHILD_EXITED);
         let first_related = tokio::select! {
             reply = &mut answered => {
                 guard.done = true;
-                let reply = reply.unwrap_or_else(|_| jsonrpc::error_response(Some(&client_id), INTERNAL_ERROR, super::core::CHILD_EXITED));
-                return self.answer(method, reply, modern.as_ref(), started);
+                let (status, reply) = finish.reply(reply.unwrap_or_else(|_| gone()));
+                return http::json(status, &reply);
             }
             Some(first) = relayed.recv() => first,
             () = &mut timeout => {
-                self.core.cancel(child_id, "Request timed out");
                 guard.done = true;
-                let text = format!("The MCP server did not answer within {:.0}s", self.core.config.request_timeout_seconds);
-                return http::json(200, &jsonrpc::error_response(Some(&client_id), REQUEST_TIMEOUT, &text));
+                let (_, reply) = finish.reply(timed_out(&self.core));
+                return http::json(200, &reply);
             }
         };
         // Something streams before the answer: the rest of this call is an SSE stream.
         let (events, receiver) = mpsc::channel(self.core.config.stream_queue);
-        let core = self.core.clone();
-        let method = method.to_owned();
+        let gone = gone();
         tokio::spawn(async move {
             let mut guard = guard;
             if events.send(first_related).await.is_err() {
@@ -440,10 +498,7 @@ impl Front {
                 tokio::select! {
                     reply = &mut answered => {
                         guard.done = true;
-                        let reply = reply.unwrap_or_else(|_| jsonrpc::error_response(Some(&client_id), INTERNAL_ERROR, super::core::CHILD_EXITED));
-                        let reply = shape(&method, reply, modern.as_ref());
-                        core.metrics.observe(&method, reply.get("error").is_some(), started.elapsed().as_secs_f64());
-                        let _ = events.send(reply).await;
+                        let _ = events.send(finish.reply(reply.unwrap_or(gone)).1).await;
                         return;
                     }
                     Some(message) = relayed.recv() => {
@@ -453,10 +508,8 @@ impl Front {
                     }
                     () = events.closed() => return,
                     () = &mut timeout => {
-                        core.cancel(child_id, "Request timed out");
                         guard.done = true;
-                        let text = "The MCP server did not answer in time";
-                        let _ = events.send(jsonrpc::error_response(Some(&client_id), REQUEST_TIMEOUT, text)).await;
+                        let _ = events.send(finish.reply(timed_out(&finish.core)).1).await;
                         return;
                     }
                 }
@@ -464,27 +517,35 @@ impl Front {
         });
         http::events(receiver)
     }
+}
 
-    /// A whole answer: JSON, shaped for the caller's era.
-    fn answer(
-        &self,
-        method: &str,
-        reply: Value,
-        modern: Option<&(String, Arc<Value>)>,
-        started: Instant,
-    ) -> Response<Body> {
+/// What is done with a call's answer, whichever way it comes: counted, audited, shaped.
+struct Finish {
+    core: Arc<Core>,
+    audit: Option<(Arc<Audit>, ToolName)>,
+    caller: Value,
+    method: String,
+    modern: Option<(String, Arc<Value>)>,
+    started: Instant,
+}
+
+impl Finish {
+    /// The HTTP status (a 2026-07-28 error has its own) and the reply shaped for the era.
+    fn reply(&self, reply: Value) -> (u16, Value) {
+        let seconds = self.started.elapsed().as_secs_f64();
         let error = reply
             .get("error")
             .and_then(|e| e.get("code"))
             .and_then(Value::as_i64);
-        self.core
-            .metrics
-            .observe(method, error.is_some(), started.elapsed().as_secs_f64());
-        let status = match (modern, error) {
+        self.core.metrics.observe(&self.method, error.is_some(), seconds);
+        if let Some((audit, tool)) = &self.audit {
+            audit.record(&self.caller, tool, outcome_of(&reply), seconds);
+        }
+        let status = match (&self.modern, error) {
             (Some(_), Some(code)) => jsonrpc::http_status_for(code),
             _ => 200,
         };
-        http::json(status, &shape(method, reply, modern))
+        (status, shape(&self.method, reply, self.modern.as_ref()))
     }
 }
 

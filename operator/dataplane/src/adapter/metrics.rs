@@ -50,6 +50,24 @@ struct ModeLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+/// The auth gate's refusals, counted into the adapter's registry.
+pub struct AuthRefusals(Family<ReasonLabels, Counter>);
+
+impl crate::auth::gate::RefusalCounter for AuthRefusals {
+    fn refused(&self, reason: crate::auth::tokens::Refusal) {
+        self.0
+            .get_or_create(&ReasonLabels {
+                reason: reason.label(),
+            })
+            .inc();
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabels {
     kind: &'static str,
 }
@@ -62,6 +80,7 @@ pub struct Metrics {
     sessions: Gauge,
     inflight: Gauge,
     unattributed: Family<KindLabels, Counter>,
+    auth_refusals: Family<ReasonLabels, Counter>,
 }
 
 /// A method name from a bounded set, for a label.
@@ -110,8 +129,14 @@ impl Metrics {
             "Messages of the child no call could be attributed to (log: dropped; request: refused)",
             unattributed.clone(),
         );
-        let mode = Family::<ModeLabels, Gauge>::default();
-        mode.get_or_create(&ModeLabels { mode: auth_mode }).set(1);
+        let auth_refusals = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "mcp_adapter_auth_refusals",
+            "Requests refused by authentication, by reason",
+            auth_refusals.clone(),
+        );
+        let mode = Family::<ModeLabels, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        mode.get_or_create(&ModeLabels { mode: auth_mode }).set(1.0);
         registry.register(
             "mcp_adapter_auth_mode",
             "Who may call the adapter (1 for the mode in force)",
@@ -125,7 +150,13 @@ impl Metrics {
             sessions,
             inflight,
             unattributed,
+            auth_refusals,
         }
+    }
+
+    /// The counter the auth gate counts its refusals with.
+    pub fn auth_refusals(&self) -> AuthRefusals {
+        AuthRefusals(self.auth_refusals.clone())
     }
 
     /// Count one answered call.

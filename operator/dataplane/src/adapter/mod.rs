@@ -11,6 +11,7 @@
 //! - `oversized` the call a child's line over the limit answers
 //! - `budget`   the byte budget of request bodies in flight
 
+pub mod audit;
 pub mod budget;
 pub mod child;
 pub mod config;
@@ -31,6 +32,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::auth::gate::Gate;
 use crate::hosts::HostPolicy;
 use config::{AdapterConfig, AuthMode};
 
@@ -43,14 +45,27 @@ pub async fn run(config: AdapterConfig) -> i32 {
         }
         return 2;
     }
-    if config.auth == AuthMode::Kubernetes {
-        eprintln!(
-            "mcp-dataplane adapter: --auth kubernetes is not served by this build yet; \
-             the operator's Pods run the adapter of the operator image"
-        );
-        return 2;
-    }
-    tracing::warn!("Authentication is off (--auth none): every caller is served as anonymous");
+    let metrics = metrics::Metrics::new(config.auth.name());
+    let gate = match (&config.auth, &config.access_config) {
+        (AuthMode::Kubernetes, Some(path)) => match Gate::open(path, Box::new(metrics.auth_refusals())) {
+            Ok(gate) => Some(gate),
+            Err(why) => {
+                eprintln!("mcp-dataplane adapter: {why}");
+                return 2;
+            }
+        },
+        _ => {
+            tracing::warn!("Authentication is off (--auth none): every caller is served as anonymous");
+            None
+        }
+    };
+    let audit = match config.audit.as_deref().map(audit::Audit::open).transpose() {
+        Ok(audit) => audit.map(Arc::new),
+        Err(why) => {
+            eprintln!("mcp-dataplane adapter: cannot open the audit file: {why}");
+            return 2;
+        }
+    };
     let address = listen_address(&config.host, config.port);
     let listener = match TcpListener::bind(address).await {
         Ok(listener) => listener,
@@ -60,12 +75,14 @@ pub async fn run(config: AdapterConfig) -> i32 {
         }
     };
     let hosts = HostPolicy::new(&config.allowed_hosts, &config.allowed_origins);
-    let core = core::Core::new(config);
+    let core = core::Core::new(config, metrics);
     let budget = budget::BodyBudget::new(core.config.max_inflight_bytes, core.config.max_body_bytes);
     let front = Arc::new(front::Front {
         core: core.clone(),
         hosts,
         budget,
+        gate,
+        audit,
     });
     tracing::info!("Serving MCP on http://{address}{}", core.config.path);
     let supervisor = tokio::spawn(core.clone().supervise());
