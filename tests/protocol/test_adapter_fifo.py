@@ -22,11 +22,17 @@ from mcp import Client
 
 from mcp_operator.controller.mcpserver import render
 from mcp_operator.dev.cluster import BIN_DIR
+from tests.protocol import test_adapter
 from tests.support import needs
 from tests.support.peers import free_port
 from tests.support.waiting import eventually
 
-ADAPTER = [sys.executable, "-m", "mcp_operator", "adapter", "--auth=none"]
+
+def adapter_command() -> list[str]:
+    """The adapter these tests start (``test_adapter.PROGRAM``), without authentication."""
+    return [*test_adapter.PROGRAM, "--auth=none"]
+
+
 TIME_SERVER = str(Path(sys.executable).with_name("mcp-server-time"))
 
 
@@ -59,12 +65,15 @@ async def tool_names(url: str) -> list[str]:
 @pytest.fixture
 def adapter(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     fifo_dir = tmp_path / "fifos"
-    made = subprocess.run([*ADAPTER, f"--stdio-fifo-dir={fifo_dir}", "--make-fifos"], check=False)
+    made = subprocess.run(
+        [*adapter_command(), f"--stdio-fifo-dir={fifo_dir}", "--make-fifos"], check=False
+    )
     assert made.returncode == 0
     assert sorted(p.name for p in fifo_dir.iterdir()) == ["stdin", "stdout"]
     port = free_port()
     process = subprocess.Popen(
-        [*ADAPTER, f"--port={port}", f"--stdio-fifo-dir={fifo_dir}"], start_new_session=True
+        [*adapter_command(), f"--port={port}", f"--stdio-fifo-dir={fifo_dir}"],
+        start_new_session=True,
     )
     try:
         yield f"http://127.0.0.1:{port}", fifo_dir
@@ -100,7 +109,9 @@ def test_the_adapter_serves_a_server_in_another_process_and_survives_its_restart
 
 def test_fifo_mode_and_a_command_are_exclusive() -> None:
     result = subprocess.run(
-        [*ADAPTER, "--stdio-fifo-dir=/tmp/x", "--", "true"], capture_output=True, text=True
+        [*adapter_command(), "--stdio-fifo-dir=/tmp/x", "--", "true"],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 2
     assert "either --stdio-fifo-dir or a server command" in result.stderr

@@ -66,6 +66,11 @@ from tests.protocol.test_adapter_fairness import (
     test_held_streams_of_one_caller_do_not_stop_another_callers_initialize,
     test_one_callers_initializes_do_not_evict_another_callers_idle_session,
 )
+from tests.protocol.test_adapter_fifo import (
+    adapter,
+    test_fifo_mode_and_a_command_are_exclusive,
+    test_the_adapter_serves_a_server_in_another_process_and_survives_its_restart,
+)
 from tests.protocol.test_adapter_isolation import (
     conformance,
     test_four_legacy_sessions_sampling_at_once_never_see_each_others_prompts,
@@ -80,6 +85,7 @@ pytestmark = pytest.mark.timeout(180)
 
 # The fixtures and the tests of the home modules that run here again (pytest collects them).
 __all__ = [
+    "adapter",
     "bounds_server",
     "callers",
     "conformance",
@@ -96,6 +102,7 @@ __all__ = [
     "test_an_answer_over_the_line_limit_fails_its_call_at_once_and_logs_no_content",
     "test_calls_sessions_and_child_restarts_are_counted",
     "test_concurrent_2026_calls_with_a_megabyte_of_capabilities_keep_none_of_it",
+    "test_fifo_mode_and_a_command_are_exclusive",
     "test_fifty_sessions_times_twenty_calls_get_exactly_their_own_answers",
     "test_four_legacy_sessions_sampling_at_once_never_see_each_others_prompts",
     "test_held_streams_of_one_caller_do_not_stop_another_callers_initialize",
@@ -111,6 +118,7 @@ __all__ = [
     "test_sigterm_stops_the_adapter_and_leaves_no_child",
     "test_stdout_lines_that_are_not_json_are_logged_and_dropped",
     "test_the_2026_era_is_stateless_and_checks_its_headers",
+    "test_the_adapter_serves_a_server_in_another_process_and_survives_its_restart",
     "test_the_audit_names_the_verified_caller_tool_and_outcome_never_the_arguments",
     "test_the_inspector_cli_lists_and_calls_tools_through_the_adapter",
     "test_the_only_session_gets_its_own_late_messages",

@@ -1,30 +1,86 @@
-//! The stdio child: started in its own process group (so that every process it starts
-//! goes with it), its stdout read as bounded lines, its stdin written line by line, and
-//! stopped with SIGTERM then SIGKILL after a grace. Owns no protocol: the lines it reads
-//! go to the caller.
+//! The stdio child: a process started in its own process group (so that every process it
+//! starts goes with it) and stopped with SIGTERM then SIGKILL after a grace; or a server in
+//! another container reached through two FIFOs (`--stdio-fifo-dir`, managed mode's Pods,
+//! whose kubelet starts and restarts it). Either way its stdout is read as bounded lines and
+//! its stdin written line by line. Owns no protocol: the lines it reads go to the caller.
 
 use std::io;
 use std::process::Stdio;
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use std::path::Path;
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
+use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
 use super::oversized::EDGE_BYTES;
 
-/// A running child and its pipes.
-pub struct ChildProcess {
-    pub child: Child,
-    pub pid: u32,
-    pub stdin: ChildStdin,
-    pub stdout: ChildStdout,
+/// A connected child: its pipes, and the process when it is ours.
+pub struct Connection {
+    /// Our process and its pid (None in FIFO mode: the process is not ours).
+    pub process: Option<(Child, u32)>,
+    pub stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    pub stdout: Box<dyn AsyncRead + Send + Unpin>,
+    /// How logs name it.
+    pub name: String,
+}
+
+pub const STDIN_FIFO: &str = "stdin";
+pub const STDOUT_FIFO: &str = "stdout";
+const FIFO_POLL: Duration = Duration::from_millis(100);
+
+/// Create the two FIFOs of the FIFO mode in `directory` (the Pod's init container).
+pub fn make_fifos(directory: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(directory)?;
+    for name in [STDIN_FIFO, STDOUT_FIFO] {
+        let path = directory.join(name);
+        if path.exists() {
+            continue;
+        }
+        let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).map_err(io::Error::other)?;
+        // SAFETY: a valid NUL-terminated path; mkfifo(3) only creates the file.
+        if unsafe { libc::mkfifo(c_path.as_ptr(), 0o666) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // Whatever the umask: the server container may run as the image's own user, another
+        // UID than ours. The volume is the Pod's alone (an in-memory emptyDir).
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o666))?;
+    }
+    Ok(())
+}
+
+/// Wait for a server process to open both FIFOs of `directory`, and connect to it. The
+/// write end cannot be opened (ENXIO) until the server opened its stdin: polled, so that a
+/// shutdown is never stuck in open(); the server opens its stdout right after.
+pub async fn connect_fifos(directory: &Path) -> io::Result<Connection> {
+    let stdin_path = directory.join(STDIN_FIFO);
+    let stdin = loop {
+        match pipe::OpenOptions::new().open_sender(&stdin_path) {
+            Ok(sender) => break sender,
+            Err(error) if error.raw_os_error() == Some(libc::ENXIO) => tokio::time::sleep(FIFO_POLL).await,
+            Err(error) => return Err(error),
+        }
+    };
+    let stdout_path = directory.join(STDOUT_FIFO);
+    let file = tokio::task::spawn_blocking(move || std::fs::File::open(stdout_path))
+        .await
+        .map_err(io::Error::other)??;
+    let stdout = pipe::Receiver::from_file(file)?;
+    let name = format!("fifo:{}", directory.display());
+    Ok(Connection {
+        process: None,
+        stdin: Box::new(stdin),
+        stdout: Box::new(stdout),
+        name,
+    })
 }
 
 /// Start `command` with piped stdin and stdout (stderr is the adapter's own, so the
 /// server's logs land in the container's), in a process group of its own, and with a
 /// parent-death signal so that it never outlives the adapter.
-pub fn spawn(command: &[String]) -> io::Result<ChildProcess> {
+pub fn spawn(command: &[String]) -> io::Result<Connection> {
     let (program, args) = command
         .split_first()
         .ok_or_else(|| io::Error::other("no command"))?;
@@ -55,16 +111,20 @@ pub fn spawn(command: &[String]) -> io::Result<ChildProcess> {
         .stdout
         .take()
         .ok_or_else(|| io::Error::other("no stdout pipe"))?;
-    Ok(ChildProcess {
-        child,
-        pid,
-        stdin,
-        stdout,
+    let name = format!("pid {pid}");
+    Ok(Connection {
+        process: Some((child, pid)),
+        stdin: Box::new(stdin),
+        stdout: Box::new(stdout),
+        name,
     })
 }
 
 /// Write each line the channel yields to the child's stdin, until either ends.
-pub async fn write_lines(mut stdin: ChildStdin, mut lines: mpsc::UnboundedReceiver<Vec<u8>>) {
+pub async fn write_lines(
+    mut stdin: Box<dyn AsyncWrite + Send + Unpin>,
+    mut lines: mpsc::UnboundedReceiver<Vec<u8>>,
+) {
     while let Some(line) = lines.recv().await {
         if stdin.write_all(&line).await.is_err() {
             break;

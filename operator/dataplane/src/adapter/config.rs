@@ -109,8 +109,15 @@ pub struct AdapterConfig {
     /// never arguments or values): `-` for stdout, else a file appended to.
     #[arg(long, env = "MCP_ADAPTER_AUDIT")]
     pub audit: Option<String>,
+    /// Talk to a server in another container through the FIFOs `DIR/stdin` and `DIR/stdout`
+    /// instead of starting a command (managed mode's Pods).
+    #[arg(long, env = "MCP_ADAPTER_STDIO_FIFO_DIR")]
+    pub stdio_fifo_dir: Option<PathBuf>,
+    /// Create the two FIFOs in --stdio-fifo-dir and exit (the Pod's init container).
+    #[arg(long)]
+    pub make_fifos: bool,
     /// The stdio server's command and its arguments.
-    #[arg(last = true, required = true)]
+    #[arg(last = true)]
     pub command: Vec<String>,
 }
 
@@ -147,6 +154,19 @@ impl AdapterConfig {
     /// What is wrong with the settings together, for a start that stops with exit 2.
     pub fn problems(&self) -> Vec<String> {
         let mut problems = Vec::new();
+        if self.make_fifos {
+            if self.stdio_fifo_dir.is_none() {
+                problems.push("--make-fifos needs --stdio-fifo-dir".into());
+            }
+            return problems;
+        }
+        match (&self.stdio_fifo_dir, self.command.is_empty()) {
+            (Some(_), false) => {
+                problems.push("pass either --stdio-fifo-dir or a server command, not both".into())
+            }
+            (None, true) => problems.push("no server: pass its command after --, or --stdio-fifo-dir".into()),
+            _ => {}
+        }
         if !self.path.starts_with('/') {
             problems.push(format!("--path must start with '/', not {:?}", self.path));
         }

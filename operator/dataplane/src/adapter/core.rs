@@ -139,8 +139,15 @@ impl Core {
         let mut exits: VecDeque<Instant> = VecDeque::new();
         loop {
             let started = Instant::now();
-            let outcome = match child::spawn(&self.config.command) {
-                Ok(process) => self.clone().serve_child(process).await,
+            let connected = match &self.config.stdio_fifo_dir {
+                Some(directory) => tokio::select! {
+                    connected = child::connect_fifos(directory) => connected,
+                    _ = self.shutdown.notified() => return Ok(()),
+                },
+                None => child::spawn(&self.config.command),
+            };
+            let outcome = match connected {
+                Ok(connection) => self.clone().serve_child(connection).await,
                 Err(error) => {
                     tracing::error!(
                         "Failed to start the MCP server {:?}: {error}",
@@ -151,6 +158,13 @@ impl Core {
             };
             if let ChildOutcome::Shutdown = outcome {
                 return Ok(());
+            }
+            if self.config.stdio_fifo_dir.is_some() {
+                // The kubelet restarts the server container, with its own back-off; we wait
+                // for the next one to open the FIFOs.
+                lock(&self.child).restarts += 1;
+                self.metrics.child_restarts.inc();
+                continue;
             }
             let now = Instant::now();
             exits.push_back(now);
@@ -181,29 +195,27 @@ impl Core {
         }
     }
 
-    async fn serve_child(self: Arc<Self>, process: child::ChildProcess) -> ChildOutcome {
-        let child::ChildProcess {
-            mut child,
-            pid,
+    async fn serve_child(self: Arc<Self>, connection: child::Connection) -> ChildOutcome {
+        let child::Connection {
+            mut process,
             stdin,
             stdout,
-        } = process;
+            name,
+        } = connection;
         let (writer, lines) = mpsc::unbounded_channel();
         {
             let mut state = lock(&self.child);
             state.writer = Some(writer);
-            state.pid = Some(pid);
+            state.pid = process.as_ref().map(|(_, pid)| *pid);
             state.init_result = None;
         }
-        tracing::info!("Started the MCP server (pid {pid}): {:?}", self.config.command);
+        tracing::info!("Connected to the MCP server ({name}): {:?}", self.config.command);
         let writing = tokio::spawn(child::write_lines(stdin, lines));
-        let reading = tokio::spawn(self.clone().read_child(stdout));
-        let handshake = tokio::spawn(self.clone().handshake(pid));
+        let mut reading = tokio::spawn(self.clone().read_child(stdout));
+        let handshake = tokio::spawn(self.clone().handshake(name.clone()));
         let outcome = tokio::select! {
-            status = child.wait() => {
-                let code = status.ok().and_then(|s| s.code());
-                ChildOutcome::Exited(code)
-            }
+            status = wait_process(&mut process) => ChildOutcome::Exited(status),
+            _ = &mut reading => ChildOutcome::Exited(None), // its stdout ended: it is gone
             _ = self.shutdown.notified() => ChildOutcome::Shutdown,
         };
         {
@@ -219,17 +231,19 @@ impl Core {
         let (failed, reset) = self.router().fail_all(INTERNAL_ERROR, reason);
         if let ChildOutcome::Exited(code) = outcome {
             tracing::warn!(
-                "MCP server exited (code {}): failed {failed} calls in flight, reset {reset} sessions",
+                "MCP server ({name}) exited (code {}): failed {failed} calls in flight, reset {reset} sessions",
                 code.map_or_else(|| "none".to_owned(), |c| c.to_string())
             );
         }
-        child::stop_group(&mut child, pid, self.config.shutdown_grace()).await;
+        if let Some((child, pid)) = process.as_mut() {
+            child::stop_group(child, *pid, self.config.shutdown_grace()).await;
+        }
         reading.abort();
-        writing.abort();
+        writing.abort(); // closes our end of its stdin: a FIFO server sees end-of-file
         outcome
     }
 
-    async fn read_child(self: Arc<Self>, stdout: tokio::process::ChildStdout) {
+    async fn read_child(self: Arc<Self>, stdout: Box<dyn tokio::io::AsyncRead + Send + Unpin>) {
         let mut reader = LineReader::new(stdout, self.config.max_line_bytes);
         while let Ok(Some(line)) = reader.next().await {
             match line {
@@ -268,7 +282,7 @@ impl Core {
         }
     }
 
-    async fn handshake(self: Arc<Self>, pid: u32) {
+    async fn handshake(self: Arc<Self>, name: String) {
         let (answer, answered) = oneshot::channel();
         let line = self.router().internal_request(
             "initialize",
@@ -281,17 +295,17 @@ impl Core {
             Ok(Err(_)) => return, // the child went first
             Err(_) => {
                 tracing::error!(
-                    "MCP server (pid {pid}) did not answer initialize within {:.0}s; restarting it",
+                    "MCP server ({name}) did not answer initialize within {:.0}s; restarting it",
                     self.config.handshake_timeout_seconds
                 );
-                self.kill_child(pid);
+                self.drop_child();
                 return;
             }
         };
         let Some(result) = reply.get("result").filter(|r| r.is_object()) else {
             let error = reply.get("error").map(ToString::to_string).unwrap_or_default();
-            tracing::error!("MCP server (pid {pid}) refused initialize: {error}");
-            self.kill_child(pid);
+            tracing::error!("MCP server ({name}) refused initialize: {error}");
+            self.drop_child();
             return;
         };
         if let Err(error) = serde_json::from_value::<rmcp::model::InitializeResult>(result.clone()) {
@@ -305,14 +319,18 @@ impl Core {
             text(info.and_then(|i| i.get("version"))),
         );
         let protocol = text(result.get("protocolVersion"));
-        tracing::info!("MCP server (pid {pid}) is ready: {name} {version}, protocol {protocol}");
+        tracing::info!("MCP server ({name}) is ready: {name} {version}, protocol {protocol}");
         lock(&self.child).init_result = Some(Arc::new(result.clone()));
     }
 
-    fn kill_child(&self, pid: u32) {
-        // SAFETY: signals the child's own process group; the supervisor then restarts it.
-        unsafe {
-            libc::kill(-(pid as i32), libc::SIGKILL);
+    /// Give up on a child that failed its handshake: our process is killed (the supervisor
+    /// restarts it); a FIFO server is not ours, so it stays unready until it exits.
+    fn drop_child(&self) {
+        if let Some(pid) = lock(&self.child).pid {
+            // SAFETY: signals the child's own process group.
+            unsafe {
+                libc::kill(-(pid as i32), libc::SIGKILL);
+            }
         }
     }
 
@@ -332,6 +350,14 @@ impl Core {
                 tracing::debug!("Dropped {} idle sessions", expired.len());
             }
         }
+    }
+}
+
+/// The exit code of our process, or never for a child that is not ours.
+async fn wait_process(process: &mut Option<(tokio::process::Child, u32)>) -> Option<i32> {
+    match process {
+        Some((child, _)) => child.wait().await.ok().and_then(|s| s.code()),
+        None => std::future::pending().await,
     }
 }
 

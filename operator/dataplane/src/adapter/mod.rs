@@ -45,6 +45,22 @@ pub async fn run(config: AdapterConfig) -> i32 {
         }
         return 2;
     }
+    if config.make_fifos {
+        let directory = config
+            .stdio_fifo_dir
+            .as_deref()
+            .unwrap_or(std::path::Path::new("."));
+        return match child::make_fifos(directory) {
+            Ok(()) => 0,
+            Err(why) => {
+                eprintln!(
+                    "mcp-dataplane adapter: cannot make the FIFOs in {}: {why}",
+                    directory.display()
+                );
+                1
+            }
+        };
+    }
     let metrics = metrics::Metrics::new(config.auth.name());
     let gate = match (&config.auth, &config.access_config) {
         (AuthMode::Kubernetes, Some(path)) => match Gate::open(path, Box::new(metrics.auth_refusals())) {
