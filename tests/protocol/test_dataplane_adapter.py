@@ -79,6 +79,10 @@ from tests.protocol.test_adapter_isolation import (
 from tests.protocol.test_adapter_metrics import (
     test_calls_sessions_and_child_restarts_are_counted,
 )
+from tests.protocol.test_adapter_modern import (
+    test_logs_reach_a_2026_caller_only_when_its_request_set_a_level,
+    test_param_headers_must_agree_with_the_arguments,
+)
 from tests.support import dataplane, needs
 
 pytestmark = pytest.mark.timeout(180)
@@ -108,8 +112,10 @@ __all__ = [
     "test_held_streams_of_one_caller_do_not_stop_another_callers_initialize",
     "test_large_calls_beyond_the_byte_budget_get_503_with_retry_after_then_pass",
     "test_listening_on_all_addresses_takes_ipv4_and_ipv6",
+    "test_logs_reach_a_2026_caller_only_when_its_request_set_a_level",
     "test_methods_the_2026_revision_removed_answer_404_32601",
     "test_one_callers_initializes_do_not_evict_another_callers_idle_session",
+    "test_param_headers_must_agree_with_the_arguments",
     "test_progress_reaches_the_caller_that_asked_for_it",
     "test_readyz_is_red_while_every_session_is_busy_and_new_clients_get_503",
     "test_refused_requests_never_reach_the_child_in_either_era",

@@ -320,6 +320,14 @@ impl Core {
         );
         let protocol = text(result.get("protocolVersion"));
         tracing::info!("MCP server ({name}) is ready: {name} {version}, protocol {protocol}");
+        if result.get("capabilities").and_then(|c| c.get("tools")).is_some() {
+            // Learn the tools' x-mcp-header schemas before the first 2026-07-28 call needs them.
+            let (answer, _) = oneshot::channel();
+            let line = self
+                .router()
+                .internal_request("tools/list", json!({}), CallSink::new(answer, None));
+            self.write([line]);
+        }
         lock(&self.child).init_result = Some(Arc::new(result.clone()));
     }
 

@@ -354,6 +354,14 @@ impl Front {
                 )
             })
             .collect();
+        let param_headers: Vec<(String, String)> = request
+            .headers()
+            .iter()
+            .filter(|(name, _)| name.as_str().starts_with("mcp-param-"))
+            .filter_map(|(name, value)| {
+                Some((name.as_str().to_owned(), value.to_str().ok()?.trim().to_owned()))
+            })
+            .collect();
         let mut message = match http::read_json(
             request,
             self.core.config.max_body_bytes,
@@ -386,6 +394,15 @@ impl Front {
         if !era::MODERN_REQUESTS.contains(&method.as_str()) || method == "subscriptions/listen" {
             let text = format!("Method not found: {method}");
             return http::json(404, &jsonrpc::error_response(Some(&id), METHOD_NOT_FOUND, &text));
+        }
+        if method == "tools/call"
+            && let Some(params) = message.get("params").and_then(Value::as_object)
+            && let Some(why) = self.core.router().tool_headers.check(params, &param_headers)
+        {
+            return http::json(
+                400,
+                &jsonrpc::error_response(Some(&id), jsonrpc::HEADER_MISMATCH, &why),
+            );
         }
         let mut envelope = Envelope::default();
         if let Some(params) = message.get_mut("params").and_then(Value::as_object_mut) {
@@ -473,13 +490,16 @@ impl Front {
             }
         };
         let gone = || jsonrpc::error_response(Some(&client_id), INTERNAL_ERROR, super::core::CHILD_EXITED);
+        // Biased, related messages first: the router queues a call's progress before its
+        // answer, and each of them must reach the caller before the answer ends the call.
         let first_related = tokio::select! {
+            biased;
+            Some(first) = relayed.recv() => first,
             reply = &mut answered => {
                 guard.done = true;
                 let (status, reply) = finish.reply(reply.unwrap_or_else(|_| gone()));
                 return http::json(status, &reply);
             }
-            Some(first) = relayed.recv() => first,
             () = &mut timeout => {
                 guard.done = true;
                 let (_, reply) = finish.reply(timed_out(&self.core));
@@ -496,15 +516,16 @@ impl Front {
             }
             loop {
                 tokio::select! {
-                    reply = &mut answered => {
-                        guard.done = true;
-                        let _ = events.send(finish.reply(reply.unwrap_or(gone)).1).await;
-                        return;
-                    }
+                    biased;
                     Some(message) = relayed.recv() => {
                         if events.send(message).await.is_err() {
                             return;
                         }
+                    }
+                    reply = &mut answered => {
+                        guard.done = true;
+                        let _ = events.send(finish.reply(reply.unwrap_or(gone)).1).await;
+                        return;
                     }
                     () = events.closed() => return,
                     () = &mut timeout => {

@@ -9,6 +9,7 @@
 //! - `front`    the HTTP entry: health, metrics, both eras, answers as JSON or SSE
 //! - `metrics`  the Prometheus metrics
 //! - `oversized` the call a child's line over the limit answers
+//! - `param_headers` the `Mcp-Param-*` check of 2026-07-28 tool calls
 //! - `budget`   the byte budget of request bodies in flight
 
 pub mod audit;
@@ -19,6 +20,7 @@ pub mod core;
 pub mod front;
 pub mod metrics;
 pub mod oversized;
+pub mod param_headers;
 pub mod router;
 pub mod sessions;
 

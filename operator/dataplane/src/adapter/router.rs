@@ -27,6 +27,7 @@ use std::time::Instant;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use super::param_headers::ToolHeaderSchemas;
 use super::sessions::Sessions;
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_CANCELLED};
 
@@ -120,6 +121,8 @@ pub struct Router {
     /// attributed.
     pub unattributed_log: u64,
     pub unattributed_request: u64,
+    /// The child's `x-mcp-header` schemas, learnt from its `tools/list` results.
+    pub tool_headers: ToolHeaderSchemas,
 }
 
 fn key(id: &Value) -> String {
@@ -136,6 +139,7 @@ impl Router {
             server_requests: HashMap::new(),
             unattributed_log: 0,
             unattributed_request: 0,
+            tool_headers: ToolHeaderSchemas::default(),
         }
     }
 
@@ -295,6 +299,7 @@ impl Router {
     pub fn fail_all(&mut self, code: i64, reason: &str) -> (usize, usize) {
         let calls = std::mem::take(&mut self.pending);
         self.server_requests.clear();
+        self.tool_headers.forget();
         let failed = calls.len();
         for (_, mut call) in calls {
             call.sink
@@ -332,6 +337,9 @@ impl Router {
             return;
         };
         self.forget(&call);
+        if call.method == "tools/list" {
+            self.tool_headers.learn(message.get("result"));
+        }
         message["id"] = call.client_id.clone();
         call.sink.respond(message);
     }
@@ -377,6 +385,9 @@ impl Router {
             }
             "notifications/message" => self.log(&message, &params),
             _ => {
+                if method == "notifications/tools/list_changed" {
+                    self.tool_headers.forget();
+                }
                 for session in self.sessions.iter() {
                     session.push(&message);
                 }
@@ -405,11 +416,13 @@ impl Router {
             return;
         };
         let call = &self.pending[&child_id];
-        let threshold = match call.session.as_deref() {
-            Some(id) => self.sessions.get(id).and_then(|s| s.log_level.clone()),
-            None => call.log_level.clone(),
+        let level = params.get("level").and_then(Value::as_str);
+        let wanted = match call.session.as_deref() {
+            Some(id) => at_least(level, self.sessions.get(id).and_then(|s| s.log_level.as_deref())),
+            // A 2026-07-28 caller hears logs only when its request set a level.
+            None => call.log_level.is_some() && at_least(level, call.log_level.as_deref()),
         };
-        if at_least(params.get("level").and_then(Value::as_str), threshold.as_deref()) {
+        if wanted {
             self.deliver(child_id, message);
         }
     }
