@@ -4,11 +4,11 @@ call, revoked Pods kept across restarts and pruned by time, the probe's own toke
 
 from __future__ import annotations
 
-import base64
 import datetime
 import json
 from typing import Any
 
+import jwt
 import pytest
 
 from mcp_operator.api import MCPServer
@@ -242,10 +242,15 @@ def test_the_operators_identity_comes_from_the_setting_or_its_in_cluster_token(
     with pytest.raises(ValueError, match="namespace/name"):
         own_identity("just-a-name")
     claims = {"sub": "system:serviceaccount:mcp-operator-system:mcp-operator"}
-    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
     token_file = tmp_path / "token"
-    token_file.write_text(f"e30.{payload}.sig")
+    # As the kubelet projects it: signed by the API server's key, which the operator need not
+    # know to read its own name; an expired token still names it.
+    token_file.write_text(jwt.encode({**claims, "exp": 1}, "k" * 32, algorithm="HS256") + "\n")
     assert own_identity(None, token_file) == OPERATOR
+    token_file.write_text(jwt.encode({"sub": "alice"}, "k" * 32, algorithm="HS256"))
+    assert own_identity(None, token_file) is None
+    token_file.write_text("not-a-jwt")
+    assert own_identity(None, token_file) is None
     assert own_identity(None, tmp_path / "absent") is None
 
 

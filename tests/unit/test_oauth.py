@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import jwt as pyjwt
 import pytest
 from pydantic import ValidationError
 
@@ -158,15 +159,14 @@ def test_server_text_in_a_challenge_is_cut_and_printable() -> None:
 # -- token responses and refusals ------------------------------------------------------------
 
 
-def jwt(claims: Mapping[str, Any]) -> str:
-    def part(value: Any) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-
-    return f"{part({'alg': 'none'})}.{part(claims)}.sig"
+def signed(claims: Mapping[str, Any]) -> str:
+    """A JWT signed by a key the client does not know (the server's business to verify)."""
+    key = "the authorization server's signing key, unknown here"
+    return pyjwt.encode(dict(claims), key, algorithm="HS256")
 
 
 def test_a_token_response_gives_a_bearer_token_with_its_subject_and_actor() -> None:
-    value = jwt({"sub": "system:serviceaccount:a:agent", "act": {"sub": "bridge"}})
+    value = signed({"sub": "system:serviceaccount:a:agent", "act": {"sub": "bridge"}})
     token = token_from(
         {"access_token": value, "token_type": "bearer", "expires_in": 600}, 10.0, "T"
     )
@@ -176,6 +176,16 @@ def test_a_token_response_gives_a_bearer_token_with_its_subject_and_actor() -> N
     assert value not in repr(token)
     assert refresh_margin(10) == 1.0 and refresh_margin(3600) == 30.0
     assert jwt_claims("opaque-token") == {}
+
+
+def test_the_subject_of_a_token_is_read_whatever_its_expiry_audience_or_issuer() -> None:
+    # Unverified on purpose: the claims name the caller in the audit line; checking the
+    # expiry, audience or issuer is the server's (a reader that did would lose the name).
+    claims = {"sub": "alice", "exp": 1, "nbf": 4102444800, "aud": "elsewhere", "iss": "x"}
+    assert jwt_claims(signed(claims)) == claims
+    assert jwt_claims("e30.WzFd.sig") == {}  # a payload that is not an object
+    token = token_from({"access_token": signed({"act": "no"}), "token_type": "Bearer"}, 0, "T")
+    assert (token.subject, token.actor) == (None, None)
 
 
 @pytest.mark.parametrize(
