@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from mcp_operator.dev.cluster import stop_process_group
+from mcp_operator.dev.processes import stop_process_group
 from tests.support.waiting import eventually
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,15 +16,14 @@ the API server then authorizes with ``Node,RBAC``, admits with
 certificate, and listens on that address (so Pods reach it) instead of loopback;
 the controller manager runs its node-lifecycle controller.
 
-Every process is started in its own process group with a parent-death signal,
-so nothing outlives the Python process that started it, even when that process
-is killed; :meth:`ControlPlane.stop` ends the groups in reverse order.
+Every process is started by :func:`mcp_operator.dev.processes.spawn_logged` (its own process
+group, a parent-death signal), so nothing outlives the Python process that started it, even
+when that process is killed; :meth:`ControlPlane.stop` ends the groups in reverse order.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import datetime
 import ipaddress
 import json
@@ -32,8 +31,6 @@ import logging
 import os
 import secrets
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -43,49 +40,29 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp_operator.dev import pki
-
-if TYPE_CHECKING:
-    from mcp_operator.dev.node import Node
+from mcp_operator.dev.node import Node
+from mcp_operator.dev.node_config import NODE_IP, SERVICE_CIDR
+from mcp_operator.dev.processes import (
+    ControlPlaneError,
+    find_binary,
+    free_port,
+    spawn_logged,
+    stop_process_group,
+    tail,
+)
 
 logger = logging.getLogger(__name__)
 
-CACHE_DIR = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
-BIN_DIR = CACHE_DIR / "bin"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 READY_TIMEOUT_SECONDS = 90.0
-SERVICE_CIDR = "10.96.0.0/16"
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 """The API server's identity towards the kubelet (its client certificate's CN)."""
 DEV_IDENTITY = "mcp-operator-dev/mcp-operator"
 """The ServiceAccount the local cluster makes for an operator run from this machine
 (``mcp-operator run --identity mcp-operator-dev/mcp-operator``)."""
-NODE_LISTEN_ADDRESS = "10.244.0.1"
-"""Where the API server listens when a node runs: the cluster bridge (see dev/node_config.py)."""
-
-
-class ControlPlaneError(RuntimeError):
-    """The control plane could not be started; the message says which part and why."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def find_binary(name: str, build: str = "make control-plane") -> Path:
-    """The path of one control-plane binary, from the cache or ``PATH``."""
-    cached = BIN_DIR / name
-    if cached.is_file() and os.access(cached, os.X_OK):
-        return cached
-    found = shutil.which(name)
-    if found:
-        return Path(found)
-    raise ControlPlaneError(f"{name} not found in {BIN_DIR} or on PATH; build it with `{build}`")
 
 
 def kubectl_path() -> str:
@@ -96,30 +73,6 @@ def kubectl_path() -> str:
     if beside.is_file():
         return str(beside)
     return shutil.which("kubectl") or "kubectl"
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: new process group, SIGKILL when the parent dies."""
-    os.setpgid(0, 0)
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    pr_set_pdeathsig = 1
-    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def spawn_logged(
-    argv: list[str], log_path: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    """Start one process of the cluster: its own process group, SIGKILL when we die, no
-    standard input, standard output and error appended to ``log_path``."""
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            preexec_fn=_die_with_parent,
-        )
 
 
 @dataclass
@@ -185,7 +138,7 @@ def _write_certificates(directory: Path) -> _Certificates:
         x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
         x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
         # The node's bridge address, where the API server listens when a node runs.
-        x509.IPAddress(ipaddress.ip_address(NODE_LISTEN_ADDRESS)),
+        x509.IPAddress(ipaddress.ip_address(NODE_IP)),
     ]
     serving_cert = (
         x509.CertificateBuilder()
@@ -288,14 +241,12 @@ class ControlPlane:
         started = time.monotonic()
         binaries = {name: find_binary(name) for name in BINARIES}
         if self._with_node:
-            from mcp_operator.dev.node import Node
-
             binaries["kube-scheduler"] = find_binary("kube-scheduler", "make node")
             # First: the lock, the cleanup of an earlier node, and the bridge the API
             # server listens on.
             self.node = Node()
             self.node.prepare()
-        listen = NODE_LISTEN_ADDRESS if self.node else "127.0.0.1"
+        listen = NODE_IP if self.node else "127.0.0.1"
         certs = _write_certificates(self._dir)
         self.token = secrets.token_hex(24)
         tokens = self._dir / "tokens.csv"
@@ -459,8 +410,8 @@ class ControlPlane:
     def _check_alive(self) -> None:
         for name, process in self._processes:
             if process.poll() is not None:
-                tail = _tail(self._dir / f"{name}.log")
-                raise ControlPlaneError(f"{name} exited with code {process.returncode}:\n{tail}")
+                log = tail(self._dir / f"{name}.log")
+                raise ControlPlaneError(f"{name} exited with code {process.returncode}:\n{log}")
 
     def _ssl_context(self, ca: Path | None) -> ssl.SSLContext | None:
         return ssl.create_default_context(cafile=str(ca)) if ca else None
@@ -582,37 +533,6 @@ class ControlPlane:
         }
         self.kubeconfig.write_text(yaml.safe_dump(config))
         self.kubeconfig.chmod(0o600)
-
-
-def stop_process_group(
-    process: subprocess.Popen[Any], grace: float = 5.0, name: str = "process"
-) -> None:
-    """SIGTERM a process group, SIGKILL what is left after ``grace`` seconds, and reap.
-
-    For processes started in their own group (``start_new_session`` or ``setpgid``):
-    wrappers such as ``npx`` and their children go together.
-    """
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            # kube-apiserver drains long-running requests for a while; the data is
-            # disposable, so a test run does not wait for it.
-            logger.info("Killed %s after %.0fs without exiting", name, grace)
-    # Whatever is left in the group (the leader or anything it started) goes now.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5)
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 @contextlib.contextmanager
