@@ -1,14 +1,15 @@
 """The one door to the Kubernetes API server: nothing else in the package speaks HTTP to it.
 
-- ``client``    :class:`Kube`: server-side apply, status patches, Secret reads, Events;
-  HTTP status codes become exceptions here and nowhere else
-- ``ownership`` whether an existing object of a child's name is the owner's own (pure)
-- ``credentials`` who the client is: server, TLS and credentials, read once at start-up
-- ``resources`` where each kind lives in the REST API
-- ``tokens``    the client's bearer tokens, renewed when they expire (service account files,
-  OIDC)
-- ``exec_plugin`` kubeconfig exec plugins: their tokens and client certificates, renewed
-- ``tls``       SSL contexts and connection pools for a client certificate that is renewed
+HTTP status codes become exceptions in ``client`` and nowhere else.
+
+- ``client``       ``Kube``: server-side apply, status patches, Secrets, Events, HTTP errors
+- ``ownership``    whether an existing object of a child's name is the owner's own (pure)
+- ``resources``    where each kind lives in the REST API
+- ``credentials``  who the client is: server, TLS and credentials, read once at start-up
+- ``tokens``       the client's bearer tokens, renewed when they expire (files, OIDC)
+- ``exec_plugin``  kubeconfig exec plugins: their tokens and client certificates, renewed
+- ``tls``          SSL contexts and pools for a client certificate that is renewed
+- ``identity``     the operator's own audience-bound tokens, and the ServiceAccount issuer
 """
 
 from mcp_operator.kube.client import (
