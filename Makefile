@@ -65,6 +65,7 @@ lint: $(PY) chart-lint ## ruff, mypy --strict, import-linter contracts (DESIGN.m
 	$(VENV)/bin/ruff format --check operator tests bench images
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy images/demo-agent/agent.py
+	$(VENV)/bin/mypy --strict tests/unit/fakes.py  # FakeKube is a Kube
 	$(VENV)/bin/lint-imports
 
 .PHONY: chart-lint

@@ -20,7 +20,7 @@ import jwt
 import pytest
 import yaml
 
-from mcp_operator.kube.client import Kube
+from mcp_operator.kube.client import KubeClient
 from mcp_operator.kube.credentials import load_credentials
 from mcp_operator.kube.exec_plugin import ExecPlugin, parse_exec_credential
 from mcp_operator.kube.resources import SECRETS
@@ -204,7 +204,7 @@ async def test_after_a_401_the_client_runs_the_plugin_again_and_retries_once(
     named = kubeconfig_user(str(path))
     assert named is not None and "exec" in named.user
     credentials = load_credentials(str(path))
-    kube = Kube(credentials)
+    kube = KubeClient(credentials)
     seen: list[str] = []
 
     def api(request: httpx.Request) -> httpx.Response:

@@ -147,7 +147,7 @@ def test_a_challenge_is_read_with_quoted_and_bare_parameters() -> None:
     assert challenge.parse("") is None and challenge.parse(None) is None
     assert (
         challenge.parse('Bearer resource_metadata="file:///etc/passwd"').resource_metadata is None
-    )  # type: ignore[union-attr]
+    )
 
 
 def test_server_text_in_a_challenge_is_cut_and_printable() -> None:

@@ -35,7 +35,7 @@ from mcp_operator.controller.settings import (
     NetworkPolicySettings,
 )
 from mcp_operator.controller.shards import owns
-from mcp_operator.kube import PODS, Kube, KubeError
+from mcp_operator.kube import PODS, Kube, KubeClient, KubeError
 from mcp_operator.kube.credentials import load_credentials, login
 from mcp_operator.kube.identity import OwnTokens, own_identity
 
@@ -91,7 +91,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     fleet_settings = getattr(memo, "fleet_settings", None) or FleetSettings()
     run_settings = getattr(memo, "agentrun_settings", None) or AgentRunSettings()
     metrics = getattr(memo, "metrics", None) or OperatorMetrics()
-    memo.kube = Kube.connect(on_error=metrics.api_error)
+    memo.kube = KubeClient.connect(on_error=metrics.api_error)
     if getattr(memo, "adapter_image_from_pod", False):
         image = await own_image(memo.kube)
         if image is not None:

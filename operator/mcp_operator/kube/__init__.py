@@ -2,7 +2,8 @@
 
 HTTP status codes become exceptions in ``client`` and nowhere else.
 
-- ``client``       ``Kube``: server-side apply, status patches, Secrets, Events, HTTP errors
+- ``protocol``     ``Kube``: the verbs the controllers use, which the client and the fake have
+- ``client``       ``KubeClient``: server-side apply, status patches, Secrets, Events, HTTP errors
 - ``ownership``    whether an existing object of a child's name is the owner's own (pure)
 - ``resources``    where each kind lives in the REST API
 - ``credentials``  who the client is: server, TLS and credentials, read once at start-up
@@ -13,7 +14,7 @@ HTTP status codes become exceptions in ``client`` and nowhere else.
 """
 
 from mcp_operator.kube.client import (
-    Kube,
+    KubeClient,
     KubeError,
     NameConflict,
     NotFound,
@@ -21,6 +22,7 @@ from mcp_operator.kube.client import (
     opted_in,
 )
 from mcp_operator.kube.credentials import SERVICE_ACCOUNT_DIR
+from mcp_operator.kube.protocol import Kube
 from mcp_operator.kube.resources import (
     AGENTRUNS,
     CONFIGMAPS,
@@ -56,6 +58,7 @@ __all__ = [
     "VALIDATING_ADMISSION_POLICIES",
     "VALIDATING_ADMISSION_POLICY_BINDINGS",
     "Kube",
+    "KubeClient",
     "KubeError",
     "NameConflict",
     "NotFound",
