@@ -35,6 +35,7 @@ from mcp_operator.mcp.oauth import (
 )
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.net.egress import EgressPolicy
+from tests.support.waiting import eventually_async
 from tests.unit.test_agentrun_render import SETTINGS, ready_server, run, servers
 
 CC = {
@@ -273,15 +274,20 @@ async def test_concurrent_callers_share_one_token_request_and_a_401_burst_costs_
         endpoint, ClientCredentialsGrant(), Client("c", secret), clock=lambda: now[0]
     )
 
-    answered = asyncio.Event()
+    answered, out = asyncio.Event(), []
 
     async def call() -> tuple[str, bool]:
         sent = (await credentials.headers())["authorization"]
+        out.append(sent)
         await answered.wait()  # every request is out before the first 401 comes back
         return sent, await credentials.rejected(401, None)
 
     calls = [asyncio.ensure_future(call()) for _ in range(10)]
-    await asyncio.sleep(0.1)
+
+    async def requests_out() -> int:
+        return len(out)
+
+    await eventually_async("every caller's request out", requests_out, until=lambda n: n == 10)
     answered.set()
     results = await asyncio.gather(*calls)
     assert {sent for sent, _ in results} == {"Bearer t1"} and all(again for _, again in results)
