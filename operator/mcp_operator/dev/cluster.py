@@ -58,6 +58,12 @@ logger = logging.getLogger(__name__)
 
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 READY_TIMEOUT_SECONDS = 90.0
+STOP_GRACE_SECONDS = 5.0
+"""How long each process may take to end on SIGTERM before it is killed."""
+WATCH_CLOSE_SECONDS = 2
+"""On SIGTERM the API server closes its open watches within this many seconds (its own
+informers' on loopback, an operator's, a kubelet's). By default it leaves them to its HTTP
+server's shutdown, which waits up to a minute for a watch that nobody ends."""
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 """The API server's identity towards the kubelet (its client certificate's CN)."""
 DEV_IDENTITY = "mcp-operator-dev/mcp-operator"
@@ -201,6 +207,8 @@ class ControlPlane:
         """The node, when started with ``node=True`` (from :meth:`start` on)."""
         self.started_seconds = 0.0
         """How long :meth:`start` took, node included (from the moment it had the node lock)."""
+        self.killed: list[str] = []
+        """The processes :meth:`stop` had to SIGKILL (none, when each stops as it should)."""
         self._with_node = node
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._owns_directory = False
@@ -318,6 +326,7 @@ class ControlPlane:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 f"--cert-dir={self._dir / 'apiserver-certs'}",
                 "--enable-priority-and-fairness=false",  # one client; APF adds nothing here
+                f"--shutdown-watch-termination-grace-period={WATCH_CLOSE_SECONDS}s",
                 # As kubeadm and managed clusters run it: privileged containers are then refused
                 # by admission (Pod Security, our guard rails), not by the API server's own
                 # validation, which would hide whether those refuse them.
@@ -371,11 +380,12 @@ class ControlPlane:
 
     def stop(self) -> None:
         """Stop the node (if any), then every process this object started, newest first;
-        remove a temporary dir."""
+        remove a temporary dir. :attr:`killed` names those that ignored SIGTERM."""
         if self.node is not None:
             self.node.stop()
         for name, process in reversed(self._processes):
-            stop_process_group(process, name=name)
+            if not stop_process_group(process, grace=STOP_GRACE_SECONDS, name=name):
+                self.killed.append(name)
         self._processes.clear()
         if self._owns_directory and self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)

@@ -79,26 +79,28 @@ def spawn_logged(
 
 def stop_process_group(
     process: subprocess.Popen[Any], grace: float = 5.0, name: str = "process"
-) -> None:
+) -> bool:
     """SIGTERM a process group, SIGKILL what is left after ``grace`` seconds, and reap.
 
     For processes started in their own group (``start_new_session`` or ``setpgid``):
-    wrappers such as ``npx`` and their children go together.
+    wrappers such as ``npx`` and their children go together. True when the leader ended on
+    SIGTERM within ``grace`` (or had ended before); False when it had to be killed.
     """
+    ended = True
     if process.poll() is None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
         try:
             process.wait(timeout=grace)
         except subprocess.TimeoutExpired:
-            # kube-apiserver drains long-running requests for a while; the data is
-            # disposable, so a test run does not wait for it.
+            ended = False
             logger.info("Killed %s after %.0fs without exiting", name, grace)
     # Whatever is left in the group (the leader or anything it started) goes now.
     with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=5)
+    return ended
 
 
 def tail(path: Path, lines: int = 30) -> str:
