@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from mcp_operator.controller.admission import admission_layer, enforced
-from mcp_operator.dev.cluster import kubectl_path
+from mcp_operator.dev.processes import kubectl_path
 from mcp_operator.kube import (
     VALIDATING_ADMISSION_POLICIES,
     VALIDATING_ADMISSION_POLICY_BINDINGS,

@@ -7,8 +7,8 @@
 - ``addon``               what the node and its add-ons agree on: ``AddOn``, ``NodeError``
 - ``node_addons``         the node's add-ons: cluster DNS and the NetworkPolicy enforcer
 - ``node_addons_config``  what the add-ons read and apply, rendered (pure)
-- ``processes``           where the binaries are, how a process starts and stops
-- ``pki``                 certificates signed by the cluster's CA
+- ``processes``           where the binaries (and kubectl) are, how a process starts and stops
+- ``pki``                 the cluster's CA, and the certificates it signs
 - ``images``              our images as ``make images`` built them, pushed to a registry
 - ``image_inputs``        the inputs of an image build, and the hash that names it
 - ``demo``                ``make demo``: an agent's tool calls governed and audited

