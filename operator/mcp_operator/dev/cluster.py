@@ -1,13 +1,12 @@
 """The local control plane: real etcd, kube-apiserver and kube-controller-manager on loopback.
 
 This module owns starting and stopping the three processes that
-``hack/build-control-plane.sh`` builds from Go modules. It generates a CA and
-serving certificates, a static admin token (token authentication) and a
-service-account signing key, starts etcd, then kube-apiserver (TLS, RBAC
-authorization), then kube-controller-manager (garbage collection, Deployment ->
-ReplicaSet -> Pod, service-account tokens), writes a kubeconfig and waits for
-``/readyz``. Without a node no kubelet runs: Pods stay Pending; everything else
-is the real API server.
+``hack/build-control-plane.sh`` builds from Go modules. It has :mod:`.pki` write a CA,
+serving certificates and a service-account signing key, makes a static admin token (token
+authentication), starts etcd, then kube-apiserver (TLS, RBAC authorization), then
+kube-controller-manager (garbage collection, Deployment -> ReplicaSet -> Pod,
+service-account tokens), writes a kubeconfig and waits for ``/readyz``. Without a node no
+kubelet runs: Pods stay Pending; everything else is the real API server.
 
 ``ControlPlane(node=True)`` also runs one real node (:mod:`mcp_operator.dev.node`:
 containerd, the kubelet, kube-proxy, a registry on the cluster bridge) and kube-scheduler;
