@@ -12,7 +12,7 @@
 - ``events``            what an Event says and which object it is about (pure)
 - ``render``            pure render helpers: owner references, labels, security contexts
 - ``network``           what the NetworkPolicies of both kinds share, rendered (pure)
-- ``network_policies``  applying the NetworkPolicies of both kinds; which posture applies
+- ``network_policies``  what applying both kinds' NetworkPolicies shares; probes' origin
 - ``opt_in``            the label opt-ins of Secrets and ServiceAccounts, for every kind
 - ``admission``         which admission layer guards the tenants' objects, found at start
 - ``lease``             leader election's decision of one round (pure)

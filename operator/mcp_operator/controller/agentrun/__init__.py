@@ -5,5 +5,6 @@
 - ``resolve``    an AgentRun's server references resolved, from the MCPServers (pure)
 - ``render``     the bridge configuration, its ConfigMap and the agent Pod (pure)
 - ``network``    the egress NetworkPolicy of an AgentRun's Pod, rendered (pure)
+- ``egress``     that policy applied, its external servers' names resolved
 - ``status``     what an AgentRun's status says after each reconcile (pure)
 """

@@ -3,7 +3,7 @@
 - ``fleet``         every MCPServer this operator watches, each on its own worker
 - ``wake``          which change of a Secret or a Deployment wakes which MCPServer
 - ``reconcile``     one reconcile of one MCPServer: deploy (managed), resolve headers, probe
-- ``managed``       a managed server's Deployment and Service applied, and the truth about them
+- ``managed``       a managed server's Deployment, Service and NetworkPolicy applied, and the truth
 - ``render``        a managed server's children: parsed objects in, manifest dicts out (pure)
 - ``network``       the NetworkPolicy of a managed server's Pods, rendered (pure)
 - ``images``        a managed server's image configuration, read from its registry when needed
