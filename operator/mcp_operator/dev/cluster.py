@@ -260,14 +260,21 @@ class ControlPlane:
         )
 
     def stop(self) -> None:
-        """Stop the node (if any), then every process this object started, newest first;
-        remove a temporary dir. :attr:`killed` names those that ignored SIGTERM."""
-        if self.node is not None:
-            self.node.stop()
-        for name, process in reversed(self._processes):
-            if not stop_process_group(process, grace=STOP_GRACE_SECONDS, name=name):
-                self.killed.append(name)
-        self._processes.clear()
+        """Stop the node's processes (if any), then every process this object started, newest
+        first, then take back the node's host (its bridge last: the API server listens on its
+        address, and its own clean-up on SIGTERM, removing its lease and endpoint through that
+        address, waits for an address that is gone); remove a temporary dir.
+        :attr:`killed` names the processes that ignored SIGTERM."""
+        try:
+            if self.node is not None:
+                self.node.stop_processes()
+            for name, process in reversed(self._processes):
+                if not stop_process_group(process, grace=STOP_GRACE_SECONDS, name=name):
+                    self.killed.append(name)
+            self._processes.clear()
+        finally:
+            if self.node is not None:
+                self.node.take_back_host()
         if self._owns_directory and self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
 

@@ -402,6 +402,12 @@ class Node:
 
     def stop(self) -> None:
         """Stop add-ons and processes, take back everything on the host, release the lock."""
+        self.stop_processes()
+        self.take_back_host()
+
+    def stop_processes(self) -> None:
+        """Stop the add-ons, then the node's processes newest first (Pods go with containerd);
+        the host keeps the bridge and the rules until :meth:`take_back_host`."""
         for add_on in reversed(self._started_add_ons):
             try:
                 add_on.stop(self)
@@ -411,6 +417,12 @@ class Node:
         for name, process in reversed(self._processes):
             stop_process_group(process, grace=3.0, name=name)
         self._processes.clear()
+
+    def take_back_host(self) -> None:
+        """Take back everything on the host (the bridge, routes, rules, mounts, cgroups) and
+        the kernel settings, then release the lock. The API server listens on the bridge's
+        address: a control plane stops its processes before this (see
+        :meth:`mcp_operator.dev.cluster.ControlPlane.stop`)."""
         if self._lock.held:
             node_host.clean_host(self._state, self.directory)
             # Checked while the lock is held: after it, the host is the next node's.
