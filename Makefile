@@ -72,6 +72,7 @@ lint: $(PY) chart-lint lint-dataplane ## ruff, mypy --strict, import-linter cont
 	$(VENV)/bin/ruff format --check operator tests bench images
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy images/demo-agent/agent.py
+	$(VENV)/bin/mypy --strict tests/unit/fakes.py  # FakeKube is a Kube
 	$(VENV)/bin/lint-imports
 
 .PHONY: lint-dataplane

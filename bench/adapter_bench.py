@@ -46,7 +46,7 @@ sys.path.insert(0, str(REPO))
 from tests.support import wire  # noqa: E402
 from tests.support.issuer import TestIssuer, access_document, write_access  # noqa: E402
 
-from mcp_operator.dev.cluster import stop_process_group  # noqa: E402
+from mcp_operator.dev.processes import stop_process_group  # noqa: E402
 
 CACHE = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
 NODE_TOOLS = REPO / "hack" / "node-tools" / "node_modules"

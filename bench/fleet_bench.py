@@ -44,7 +44,8 @@ sys.path.insert(0, str(REPO))
 
 from tests.support import peers  # noqa: E402
 
-from mcp_operator.dev.cluster import ControlPlane, kubectl_path  # noqa: E402
+from mcp_operator.dev.cluster import ControlPlane  # noqa: E402
+from mcp_operator.dev.processes import kubectl_path  # noqa: E402
 
 GROUP_PATH = "/apis/mcp-operator.dev/v1alpha1"
 

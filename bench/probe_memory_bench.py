@@ -40,7 +40,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from mcp_operator.dev.cluster import ControlPlane, kubectl_path  # noqa: E402
+from mcp_operator.dev.cluster import ControlPlane  # noqa: E402
+from mcp_operator.dev.processes import kubectl_path  # noqa: E402
 
 ATTACKS: dict[str, dict[str, int]] = {
     "fat-12mb": {"tools": 4900, "page": 4900, "properties": 30},

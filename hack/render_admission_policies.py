@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from mcp_operator.dev.cluster import BIN_DIR
+from mcp_operator.dev.processes import BIN_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = REPO / "deploy" / "admission-policies.yaml"

@@ -2,16 +2,20 @@
 
 One room per job; the arrows run one way (import-linter contracts in ``make lint``):
 
-- ``api``        pydantic models of the custom resources (parse at the boundary)
-- ``kube``       the one door to the Kubernetes API (server-side apply, status patches)
-- ``controller`` kopf handlers, settings, conditions, the per-object worker, the controller
-  of one kind; ``controller.mcpserver`` reconciles MCPServers, ``controller.agentrun`` AgentRuns
-- ``mcp``        the MCP client side shared by probe and bridge (target, discovery, naming)
-- ``serve``      the MCP server side shared by adapter and bridge (ASGI, SSE, Host/Origin)
-- ``adapter``    the stdio -> Streamable HTTP adapter
-- ``bridge``     the mcp-bridge sidecar: one governed MCP endpoint per agent
-- ``dev``        the local control plane used by tests and ``make demo``, and the demo
-- ``commands``   the command line: run, adapter, bridge, probe, dev
+- ``api``         pydantic models of the custom resources (parse at the boundary)
+- ``kube``        the one door to the Kubernetes API (server-side apply, status patches)
+- ``controller``  kopf handlers, settings, workers; the MCPServer and AgentRun controllers
+- ``mcp``         the MCP client side shared by probe and bridge (target, discovery, naming)
+- ``net``         the wire: connections, the egress policy, TLS
+- ``oci``         an image's configuration, read from its registry
+- ``serve``       the MCP server side shared by adapter and bridge (ASGI, SSE, Host/Origin)
+- ``adapter``     the stdio -> Streamable HTTP adapter
+- ``bridge``      the mcp-bridge sidecar: one governed MCP endpoint per agent
+- ``otlp``        OTLP/HTTP traces of our own: light spans and their export
+- ``tracing``     OpenTelemetry traces and metrics of MCP requests, off unless configured
+- ``dev``         the local control plane used by tests and ``make demo``, and the demo
+- ``commands``    the command line's subcommands: run, adapter, bridge, probe, dev
+- ``cli``         the one entry point that wires the subcommands
 """
 
 GROUP = "mcp-operator.dev"

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from mcp_operator.dev.cluster import DEV_IDENTITY, ControlPlane, free_port
+from mcp_operator.dev.cluster import DEV_IDENTITY, ControlPlane
+from mcp_operator.dev.processes import free_port
 from tests.support import needs, registry
 from tests.support.cluster import CRDS, Cluster, OperatorProcess, operator_process
 

@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.dev.cluster import ControlPlane, stop_process_group
+from mcp_operator.dev.cluster import ControlPlane
+from mcp_operator.dev.processes import stop_process_group
 from tests.support import needs, peers
 from tests.support.cluster import Cluster
 from tests.support.objects import condition, eventually

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator.kube import CONFIGMAPS, Kube, KubeError
+from mcp_operator.kube import CONFIGMAPS, KubeClient, KubeError
 from mcp_operator.kube.tokens import EXPIRY_SKEW
 from tests.support import peers
 from tests.support.cluster import REPO, Cluster, operator_process
@@ -91,7 +91,7 @@ def runs(directory: Path) -> int:
     return int((directory / "runs").read_text())
 
 
-async def whoami(kube: Kube) -> str:
+async def whoami(kube: KubeClient) -> str:
     """The user the API server authenticated this request as."""
     review = await kube.request(
         "POST",
@@ -111,7 +111,7 @@ async def test_the_client_presents_the_plugins_certificate_and_a_renewed_one_aft
 ) -> None:
     caplog.set_level(logging.DEBUG)
     cluster.kubectl("create", "configmap", "-n", namespace, "settings", "--from-literal=a=b")
-    kube = Kube.connect(str(kubeconfig(cluster, tmp_path, "valid")))
+    kube = KubeClient.connect(str(kubeconfig(cluster, tmp_path, "valid")))
     try:
         assert await whoami(kube) == "exec-user-1"
         listed = await kube.list(CONFIGMAPS, namespace)
@@ -144,7 +144,7 @@ async def test_a_pair_the_api_server_refuses_is_an_error_naming_the_user_without
     mode: str,
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    kube = Kube.connect(str(kubeconfig(cluster, tmp_path, mode)))
+    kube = KubeClient.connect(str(kubeconfig(cluster, tmp_path, mode)))
     try:
         with pytest.raises(KubeError) as caught:
             await kube.list(CONFIGMAPS, namespace)

@@ -29,7 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator.dev.cluster import ControlPlane, kubectl_path
+from mcp_operator.dev.cluster import ControlPlane
+from mcp_operator.dev.processes import kubectl_path
 from tests.support import peers
 from tests.support.cluster import Cluster, operator_process
 from tests.support.objects import condition, eventually

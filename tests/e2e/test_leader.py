@@ -24,7 +24,8 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.dev.cluster import ControlPlane, free_port
+from mcp_operator.dev.cluster import ControlPlane
+from mcp_operator.dev.processes import free_port
 from tests.support import peers
 from tests.support.cluster import CRDS, Cluster, OperatorProcess, operator_process
 from tests.support.objects import condition, eventually

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.dev.cluster import BIN_DIR
+from mcp_operator.dev.processes import BIN_DIR
 from tests.support import needs, pods, registry
 from tests.support.cluster import Cluster
 from tests.support.objects import condition, eventually

@@ -79,7 +79,8 @@ def test_a_changed_description_is_repinned_with_a_condition_and_an_event(
     with peers.rug_pull_server() as url:
         first = ready_rug(cluster, namespace, "rug", url, "pin")
         before = pins(first)
-        assert set(before) == {"lookup", "wipe", "change", "change_quietly"}
+        every = {"lookup", "wipe", "wiped", "search_docs", "ping", "change", "change_quietly"}
+        assert set(before) == every
         assert all(before.values())
         assert condition(first, "ToolsChanged")["reason"] == "Pinned"
         change(url)

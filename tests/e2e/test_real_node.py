@@ -33,7 +33,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.dev.cluster import BIN_DIR
+from mcp_operator.dev.processes import BIN_DIR
 from tests.support import needs, peers, pods, registry
 from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import agentrun, condition, eventually, mcpserver, python_agent, ready

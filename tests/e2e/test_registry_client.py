@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_operator.dev.cluster import BIN_DIR
+from mcp_operator.dev.processes import BIN_DIR
 from mcp_operator.oci.auth import Credentials
 from mcp_operator.oci.client import RegistryClient, RegistryError
 from mcp_operator.oci.settings import RegistrySettings

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from mcp_operator.controller.settings import AgentRenderSettings
-from mcp_operator.kube import CONFIGMAPS, Kube, NameConflict
+from mcp_operator.kube import CONFIGMAPS, KubeClient, NameConflict
 from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import condition, eventually
 
@@ -298,15 +298,15 @@ async def test_an_object_created_between_the_read_and_the_write_is_refused_not_m
         },
         "data": {"b": "2"},
     }
-    kube = Kube.connect(str(cluster.kubeconfig))
+    kube = KubeClient.connect(str(cluster.kubeconfig))
     reads: list[str] = []
-    real_get = Kube.get
+    real_get = KubeClient.get
 
-    async def first_read_misses(self: Kube, *args: Any) -> Any:
+    async def first_read_misses(self: KubeClient, *args: Any) -> Any:
         reads.append(args[-1])
         return None if len(reads) == 1 else await real_get(self, *args)
 
-    monkeypatch.setattr(Kube, "get", first_read_misses)
+    monkeypatch.setattr(KubeClient, "get", first_read_misses)
     try:
         with pytest.raises(NameConflict, match=f"ConfigMap {namespace}/late already exists"):
             await kube.apply(CONFIGMAPS, child)
@@ -341,15 +341,15 @@ async def test_an_own_object_replaced_by_someone_elses_in_between_is_refused_not
         "metadata": {"name": "swap", "namespace": namespace, "ownerReferences": [owner]},
         "data": {"b": "2"},
     }
-    kube = Kube.connect(str(cluster.kubeconfig))
+    kube = KubeClient.connect(str(cluster.kubeconfig))
     reads: list[str] = []
-    real_get = Kube.get
+    real_get = KubeClient.get
 
-    async def first_read_is_stale(self: Kube, *args: Any) -> Any:
+    async def first_read_is_stale(self: KubeClient, *args: Any) -> Any:
         reads.append(args[-1])
         return stale if len(reads) == 1 else await real_get(self, *args)
 
-    monkeypatch.setattr(Kube, "get", first_read_is_stale)
+    monkeypatch.setattr(KubeClient, "get", first_read_is_stale)
     try:
         with pytest.raises(NameConflict, match=f"ConfigMap {namespace}/swap already exists"):
             await kube.apply(CONFIGMAPS, child)

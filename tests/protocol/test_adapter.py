@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -26,7 +25,7 @@ import pytest
 from mcp import Client
 
 from tests.support import needs, wire
-from tests.support.peers import INSPECTOR, SERVER_EVERYTHING, free_port
+from tests.support.peers import SERVER_EVERYTHING, free_port, inspector_lists_and_calls
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.timeout(180)
@@ -389,21 +388,8 @@ def test_sigterm_stops_the_adapter_and_leaves_no_child(everything: Adapter) -> N
 def test_the_inspector_cli_lists_and_calls_tools_through_the_adapter(
     everything: Adapter, tmp_path: Path
 ) -> None:
-    base = ["node", str(INSPECTOR), "--cli", everything.url, "--transport", "http"]
-    env = {**os.environ, "HOME": str(tmp_path)}
-    listed = subprocess.run(
-        [*base, "--method", "tools/list"], capture_output=True, timeout=60, env=env
-    )
-    assert listed.returncode == 0, listed.stderr.decode()
-    assert "echo" in {tool["name"] for tool in json.loads(listed.stdout)["tools"]}
-    called = subprocess.run(
-        [*base, "--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=inspected"],
-        capture_output=True,
-        timeout=60,
-        env=env,
-    )
-    assert called.returncode == 0, called.stderr.decode()
-    assert json.loads(called.stdout)["content"][0]["text"] == "Echo: inspected"
+    names, text = inspector_lists_and_calls(everything.url, tmp_path, "echo", "inspected")
+    assert "echo" in names and text == "Echo: inspected"
 
 
 @needs_node

@@ -21,7 +21,7 @@ import pytest
 from mcp import Client
 
 from mcp_operator.controller.mcpserver import render
-from mcp_operator.dev.cluster import BIN_DIR
+from mcp_operator.dev.processes import BIN_DIR
 from tests.protocol import test_adapter
 from tests.support import needs
 from tests.support.peers import free_port

@@ -9,9 +9,6 @@ Clients: the official Python SDK client in every mode, plain HTTP, the inspector
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -342,21 +339,8 @@ async def test_a_reload_adds_and_removes_a_server_without_a_restart(
 def test_the_inspector_cli_lists_and_calls_tools_through_the_bridge(
     bridge: RunningBridge, tmp_path: Any
 ) -> None:
-    base = ["node", str(peers.INSPECTOR), "--cli", bridge.url, "--transport", "http"]
-    env = {**os.environ, "HOME": str(tmp_path)}
-    listed = subprocess.run(
-        [*base, "--method", "tools/list"], capture_output=True, timeout=60, env=env
-    )
-    assert listed.returncode == 0, listed.stderr.decode()
-    assert "ev_echo" in {tool["name"] for tool in json.loads(listed.stdout)["tools"]}
-    called = subprocess.run(
-        [*base, "--method", "tools/call", "--tool-name", "ev_echo", "--tool-arg", "message=hi"],
-        capture_output=True,
-        timeout=60,
-        env=env,
-    )
-    assert called.returncode == 0, called.stderr.decode()
-    assert json.loads(called.stdout)["content"][0]["text"] == "Echo: hi"
+    names, text = peers.inspector_lists_and_calls(bridge.url, tmp_path, "ev_echo", "hi")
+    assert "ev_echo" in names and text == "Echo: hi"
 
 
 def test_sigterm_ends_the_bridge_cleanly(everything_url: str) -> None:

@@ -54,7 +54,8 @@ async def _pins(url: str) -> dict[str, str]:
 async def test_a_rug_pull_is_refused_until_the_probe_repins_the_new_definition() -> None:
     with peers.rug_pull_server() as url:
         pins = await _pins(url)
-        assert set(pins) == {"lookup", "wipe", "change", "change_quietly"}
+        every = {"lookup", "wipe", "wiped", "search_docs", "ping", "change", "change_quietly"}
+        assert set(pins) == every
         entry = server_entry("rug", url, pinning="pin", toolDigests=pins)
         with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
             async with Client(bridge.url) as client:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from mcp_operator.controller.mcpserver.data_path import PROXY_HEADER, ProbeCredentials
-from mcp_operator.dev.cluster import BIN_DIR
+from mcp_operator.dev.processes import BIN_DIR
 from mcp_operator.kube.identity import OwnTokens, ServiceAccountRef
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError

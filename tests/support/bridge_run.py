@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 import yaml
 
-from mcp_operator.dev.cluster import stop_process_group
+from mcp_operator.dev.processes import stop_process_group
 from tests.support.peers import free_port
 from tests.support.waiting import eventually
 

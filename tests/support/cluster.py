@@ -24,7 +24,8 @@ from typing import Any
 
 import yaml
 
-from mcp_operator.dev.cluster import ControlPlane, kubectl_path, stop_process_group
+from mcp_operator.dev.cluster import ControlPlane
+from mcp_operator.dev.processes import kubectl_path, stop_process_group
 from tests.support import needs
 
 REPO = Path(__file__).resolve().parents[2]

@@ -13,7 +13,8 @@ import signal
 import subprocess
 import time
 
-from mcp_operator.dev.cluster import ControlPlane, _die_with_parent, stop_process_group
+from mcp_operator.dev.cluster import ControlPlane
+from mcp_operator.dev.processes import die_with_parent, stop_process_group
 from tests.support.waiting import eventually
 
 
@@ -40,7 +41,7 @@ def restart(
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
     processes[index] = (name, new)
     ca = plane.directory / "ca.crt"

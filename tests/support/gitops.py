@@ -18,7 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from mcp_operator.dev.cluster import BIN_DIR
+from mcp_operator.dev.processes import BIN_DIR
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "gitops-health.md"
 

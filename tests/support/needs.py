@@ -20,7 +20,8 @@ import shutil
 
 import pytest
 
-from mcp_operator.dev.cluster import BIN_DIR, BINARIES
+from mcp_operator.dev.cluster import BINARIES
+from mcp_operator.dev.processes import BIN_DIR
 from tests.support.peers import INSPECTOR, NODE_TOOLS, SERVER_EVERYTHING
 
 MARKER = "requires"

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
-from mcp_operator.dev.cluster import BIN_DIR, stop_process_group
+from mcp_operator.dev.processes import BIN_DIR, stop_process_group
 from tests.support.peers import free_port
 
 PRIVATE_PREFIX = "private/"

@@ -1,11 +1,14 @@
 """Fakes for unit tests only: an in-memory API server behind ``Kube``'s verbs, and a clock.
 
-:class:`FakeKube` keeps objects in a dict and answers the verbs the controllers
-use (get, list, apply, patch_status, read_secret_key, post_event) the way the
-real client does, errors included (an apply over an object the owner does not control is
-refused with the real client's own ownership rule). :class:`FakeClock` is the worker's
-:class:`~mcp_operator.controller.worker.Clock` on virtual time: tests move it
-forward instead of sleeping.
+:class:`FakeKube` is a :class:`~mcp_operator.kube.Kube` (the protocol the controllers are
+written against; mypy checks it here, see :func:`_is_a_kube`): it keeps objects in a dict and
+answers the verbs the controllers use (get, list, apply, create, replace, delete,
+patch_status, read_secret_key, post_event) the way the real client does, errors included (an
+apply over an object the owner does not control is refused with the real client's own
+ownership rule). A test that needs one verb to answer otherwise subclasses it.
+
+:class:`FakeClock` is the worker's :class:`~mcp_operator.controller.worker.Clock` on virtual
+time: tests move it forward instead of sleeping.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any
 
 from mcp_operator import OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.kube import (
+    Kube,
+    KubeError,
     NameConflict,
     NotFound,
     Resource,
@@ -66,6 +71,24 @@ class FakeKube:
     def proxy_credentials(self) -> tuple[dict[str, str], ssl.SSLContext | bool]:
         return {"Authorization": "Bearer fake"}, True
 
+    async def api_server_endpoints(self) -> frozenset[tuple[str, int | None]]:
+        return frozenset({("10.96.0.1", 443)})
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        content_type: str = "application/json",
+        params: Mapping[str, str] | None = None,
+    ) -> Any:
+        """The fake serves the verbs, not paths: a test that needs a path subclasses it."""
+        raise NotFound(404, f"{method} {path}: the fake API server serves no paths")
+
+    async def close(self) -> None:
+        return None
+
     async def get(self, resource: Resource, namespace: str | None, name: str) -> Any | None:
         found = self.objects.get((resource.plural, namespace, name))
         return copy.deepcopy(found) if found is not None else None
@@ -107,6 +130,28 @@ class FakeKube:
             stored["status"] = old.get("status")
         stored["metadata"].update(generation=generation, uid=f"uid-{metadata['name']}")
         self.objects[key] = stored
+        return copy.deepcopy(stored)
+
+    async def create(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
+        """As the API server: 409 when an object of the name exists."""
+        metadata = manifest["metadata"]
+        if (resource.plural, metadata.get("namespace"), metadata["name"]) in self.objects:
+            raise KubeError(409, f'{resource.plural} "{metadata["name"]}" already exists')
+        return copy.deepcopy(self.put(resource, manifest))
+
+    async def replace(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
+        """As the API server: 404 when absent, 409 when ``resourceVersion`` is not the
+        stored one (optimistic concurrency)."""
+        metadata = manifest["metadata"]
+        key = (resource.plural, metadata.get("namespace"), metadata["name"])
+        old = self.objects.get(key)
+        if old is None:
+            raise NotFound(404, f'{resource.plural} "{metadata["name"]}" not found')
+        version = metadata.get("resourceVersion")
+        if version is not None and version != old["metadata"].get("resourceVersion"):
+            raise KubeError(409, "the object has been modified")
+        stored = self.put(resource, manifest)
+        stored["metadata"]["resourceVersion"] = str(int(version or 0) + 1)
         return copy.deepcopy(stored)
 
     async def delete(self, resource: Resource, namespace: str | None, name: str) -> bool:
@@ -158,6 +203,12 @@ class FakeKube:
         self.events.append(
             {"involved": dict(involved), "type": type_, "reason": reason, "message": message}
         )
+
+
+def _is_a_kube(fake: FakeKube) -> Kube:
+    """Never called: mypy (``make lint``) checks that the fake has every verb of the protocol,
+    with the client's signatures."""
+    return fake
 
 
 class FakeClock:

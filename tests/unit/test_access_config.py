@@ -4,20 +4,23 @@ call, revoked Pods kept across restarts and pruned by time, the probe's own toke
 
 from __future__ import annotations
 
-import base64
 import datetime
 import json
+from collections.abc import Mapping
 from typing import Any
 
+import jwt
 import pytest
 
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.mcpserver import access, render
 from mcp_operator.controller.mcpserver.data_path import DataPath
+from mcp_operator.kube import Resource
 from mcp_operator.kube.identity import IssuerKeys, OwnTokens, ServiceAccountRef, own_identity
 from mcp_operator.kube.tokens import CredentialError
 from mcp_operator.mcp.credentials import CredentialsError
 from mcp_operator.serve.auth.access import parse
+from tests.unit.fakes import FakeKube
 
 NOW = datetime.datetime(2026, 12, 2, 5, 0, tzinfo=datetime.UTC)
 JWKS = {"keys": [{"kty": "RSA", "kid": "k1", "n": "AQAB", "e": "AQAB"}]}
@@ -120,16 +123,17 @@ def test_a_pods_token_servers_are_read_from_its_projected_audiences() -> None:
     assert access.token_servers({"spec": {}}) == []
 
 
-class FakeApi:
+class FakeApi(FakeKube):
     """Answers the requests the data path makes; records them."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.requests: list[tuple[str, str, Any]] = []
-        self.objects: dict[str, dict[str, Any]] = {}
+        self.stored: dict[str, Mapping[str, Any]] = {}
         self.issued = 0
         self.fail_tokens = False
 
-    async def request(self, method: str, path: str, *, body: Any = None) -> Any:
+    async def request(self, method: str, path: str, *, body: Any = None, **_: Any) -> Any:
         self.requests.append((method, path, body))
         if path == "/.well-known/openid-configuration":
             return {"issuer": "https://kubernetes.default.svc"}
@@ -143,12 +147,12 @@ class FakeApi:
             return {"status": {"token": f"tok-{self.issued}", "expirationTimestamp": expires}}
         raise AssertionError(path)
 
-    async def get(self, _resource: Any, namespace: str, name: str) -> Any:
-        return self.objects.get(f"{namespace}/{name}")
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> Any:
+        return self.stored.get(f"{namespace}/{name}")
 
-    async def apply(self, _resource: Any, manifest: dict[str, Any]) -> Any:
+    async def apply(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
         key = f"{manifest['metadata']['namespace']}/{manifest['metadata']['name']}"
-        self.objects[key] = manifest
+        self.stored[key] = manifest
         return manifest
 
 
@@ -180,7 +184,7 @@ async def test_a_refused_token_request_fails_with_the_identity_not_a_value() -> 
 
 async def test_the_probe_uses_the_proxy_header_outside_the_cluster_and_renews_after_401() -> None:
     api = FakeApi()
-    data_path = DataPath(api, tokens=OwnTokens(api, OPERATOR, now=lambda: NOW))  # type: ignore[arg-type]
+    data_path = DataPath(api, tokens=OwnTokens(api, OPERATOR, now=lambda: NOW))
     inside = data_path.probe_credentials(server(), proxied=False)
     outside = data_path.probe_credentials(server(), proxied=True)
     assert inside is not None and outside is not None
@@ -199,28 +203,28 @@ async def test_the_probe_uses_the_proxy_header_outside_the_cluster_and_renews_af
 
 async def test_a_deleted_pod_is_written_into_its_servers_configmap_and_kept_there() -> None:
     api = FakeApi()
-    data_path = DataPath(api, tokens=OwnTokens(api, OPERATOR))  # type: ignore[arg-type]
+    data_path = DataPath(api, tokens=OwnTokens(api, OPERATOR))
     assert data_path.pod_deleted(agent_pod("gone-1"), NOW) == [("tools", "git")]
     await data_path.write_access(server(), NOW)
-    written = api.objects["tools/git-access"]
+    written = api.stored["tools/git-access"]
     body = json.loads(written["data"]["access.json"])
     assert body["revokedPods"] == ["gone-1"]
     assert body["allow"]["operators"] == ["system:serviceaccount:mcp-operator-system:mcp-operator"]
     assert data_path.pending == {}
     # A new operator (nothing pending) keeps it until the token lifetime has passed.
-    fresh = DataPath(api, tokens=None)  # type: ignore[arg-type]
+    fresh = DataPath(api, tokens=None)
     await fresh.write_access(server(), NOW + datetime.timedelta(minutes=5))
-    assert json.loads(api.objects["tools/git-access"]["data"]["access.json"])["revokedPods"] == [
+    assert json.loads(api.stored["tools/git-access"]["data"]["access.json"])["revokedPods"] == [
         "gone-1"
     ]
     await fresh.write_access(server(), NOW + datetime.timedelta(minutes=12))
-    assert json.loads(api.objects["tools/git-access"]["data"]["access.json"])["revokedPods"] == []
+    assert json.loads(api.stored["tools/git-access"]["data"]["access.json"])["revokedPods"] == []
 
 
 async def test_no_configmap_is_written_for_a_server_without_authentication() -> None:
     api = FakeApi()
-    assert await DataPath(api, tokens=None).write_access(server(authentication="none")) is None  # type: ignore[arg-type]
-    assert api.objects == {}
+    assert await DataPath(api, tokens=None).write_access(server(authentication="none")) is None
+    assert api.stored == {}
 
 
 async def test_the_issuer_keys_are_cached_and_fetched_again_when_due() -> None:
@@ -242,10 +246,15 @@ def test_the_operators_identity_comes_from_the_setting_or_its_in_cluster_token(
     with pytest.raises(ValueError, match="namespace/name"):
         own_identity("just-a-name")
     claims = {"sub": "system:serviceaccount:mcp-operator-system:mcp-operator"}
-    payload = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
     token_file = tmp_path / "token"
-    token_file.write_text(f"e30.{payload}.sig")
+    # As the kubelet projects it: signed by the API server's key, which the operator need not
+    # know to read its own name; an expired token still names it.
+    token_file.write_text(jwt.encode({**claims, "exp": 1}, "k" * 32, algorithm="HS256") + "\n")
     assert own_identity(None, token_file) == OPERATOR
+    token_file.write_text(jwt.encode({"sub": "alice"}, "k" * 32, algorithm="HS256"))
+    assert own_identity(None, token_file) is None
+    token_file.write_text("not-a-jwt")
+    assert own_identity(None, token_file) is None
     assert own_identity(None, tmp_path / "absent") is None
 
 

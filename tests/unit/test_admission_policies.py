@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from mcp_operator.controller.admission import admission_layer, enforced
-from mcp_operator.dev.cluster import kubectl_path
+from mcp_operator.dev.processes import kubectl_path
 from mcp_operator.kube import (
     VALIDATING_ADMISSION_POLICIES,
     VALIDATING_ADMISSION_POLICY_BINDINGS,
@@ -190,11 +190,11 @@ async def test_the_operator_reports_the_policy_layer_only_when_policy_and_bindin
     both = fake_with(
         (VALIDATING_ADMISSION_POLICIES, POLICY), (VALIDATING_ADMISSION_POLICY_BINDINGS, DENYING)
     )
-    assert await admission_layer(both, "mcpo-tenants") == "PolicyAndLabels"  # type: ignore[arg-type]
-    assert await admission_layer(both, None) == "Labels"  # type: ignore[arg-type]
-    assert await admission_layer(both, "another") == "Labels"  # type: ignore[arg-type]
+    assert await admission_layer(both, "mcpo-tenants") == "PolicyAndLabels"
+    assert await admission_layer(both, None) == "Labels"
+    assert await admission_layer(both, "another") == "Labels"
     unbound = fake_with((VALIDATING_ADMISSION_POLICIES, POLICY))
-    assert await admission_layer(unbound, "mcpo-tenants") == "Labels"  # type: ignore[arg-type]
+    assert await admission_layer(unbound, "mcpo-tenants") == "Labels"
 
 
 async def test_a_policy_the_operator_may_not_read_is_reported_as_absent() -> None:
@@ -202,4 +202,4 @@ async def test_a_policy_the_operator_may_not_read_is_reported_as_absent() -> Non
         async def get(self, resource: Resource, namespace: str | None, name: str) -> Any:
             raise KubeError(403, "forbidden")
 
-    assert await admission_layer(Forbidden(), "mcpo-tenants") == "Labels"  # type: ignore[arg-type]
+    assert await admission_layer(Forbidden(), "mcpo-tenants") == "Labels"

@@ -65,8 +65,8 @@ def clock() -> FakeClock:
 
 @pytest.fixture
 async def runs(kube: FakeKube, clock: FakeClock) -> Iterator[Runs]:
-    controller = Runs(kube, clock=clock)  # type: ignore[arg-type]
-    yield controller  # type: ignore[misc]
+    controller = Runs(kube, clock=clock)
+    yield controller
     await controller.stop()
 
 
@@ -134,7 +134,7 @@ async def test_a_run_deleted_after_its_ttl_ends_its_worker_as_a_reconcile_not_an
     kube: FakeKube, clock: FakeClock
 ) -> None:
     metrics = OperatorMetrics()
-    runs = Runs(kube, clock=clock, metrics=metrics)  # type: ignore[arg-type]
+    runs = Runs(kube, clock=clock, metrics=metrics)
     kube.put(MCPSERVERS, ready_server())
     kube.put(AGENTRUNS, run_body(ttlSecondsAfterFinished=0))
     kube.objects[("pods", "ns", "triage")] = {  # the run's own Pod, which has finished

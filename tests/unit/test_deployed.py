@@ -46,7 +46,7 @@ def pods(kube: FakeKube, *phases: str, labels: dict[str, str] | None = None) -> 
 
 
 async def deployed(kube: FakeKube, body: dict[str, Any]) -> WantedCondition:
-    return await managed.deployed_condition(kube, SERVER, body)  # type: ignore[arg-type]
+    return await managed.deployed_condition(kube, SERVER, body)
 
 
 async def test_an_unobserved_generation_is_a_pending_rollout() -> None:

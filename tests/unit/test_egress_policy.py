@@ -150,7 +150,7 @@ async def test_the_reconciler_reads_the_namespace_label_and_reports_a_refusal_as
         },
     )
     result = await reconcile.mcpserver(
-        kube,  # type: ignore[arg-type]
+        kube,
         parsed,
         probe_slots=asyncio.Semaphore(1),
         render_settings=RenderSettings(),

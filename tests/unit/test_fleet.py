@@ -16,25 +16,25 @@ from mcp_operator.controller.mcpserver.fleet import Fleet
 from mcp_operator.controller.mcpserver.reconcile import Result
 from mcp_operator.controller.mcpserver.status import Outcome
 from mcp_operator.controller.settings import FleetSettings, ListenerSettings, ScheduleSettings
-from mcp_operator.kube import KubeError, NotFound
-from tests.unit.fakes import FakeClock
+from mcp_operator.kube import KubeError, NotFound, Resource
+from tests.unit.fakes import FakeClock, FakeKube
 
 
-class FakeKube:
-    """Records status patches; can be told to fail them."""
+class PatchRecorder(FakeKube):
+    """Records status patches (of objects it need not hold); can be told to fail them."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.patches: list[Mapping[str, Any]] = []
         self.fail_with: KubeError | None = None
 
-    async def patch_status(self, _r: Any, _ns: str, _name: str, status: Mapping[str, Any]) -> Any:
+    async def patch_status(
+        self, resource: Resource, namespace: str, name: str, status: Mapping[str, Any]
+    ) -> Any:
         if self.fail_with is not None:
             raise self.fail_with
         self.patches.append(status)
         return {"status": dict(status)}
-
-    async def post_event(self, *_: Any, **__: Any) -> None:
-        return None
 
 
 def body(generation: int = 1, uid: str = "u1") -> dict[str, Any]:
@@ -75,8 +75,8 @@ SETTINGS = FleetSettings(
 
 
 async def test_a_new_generation_wakes_the_worker_at_once(script: Script, clock: FakeClock) -> None:
-    kube = FakeKube()
-    fleet = Fleet(kube, SETTINGS, clock=clock)  # type: ignore[arg-type]
+    kube = PatchRecorder()
+    fleet = Fleet(kube, SETTINGS, clock=clock)
     fleet.observe("ADDED", body(1))
     await clock.run_until(lambda: script.calls == 1)
     fleet.observe("MODIFIED", body(1))  # a status write: no new generation, no reconcile
@@ -90,7 +90,7 @@ async def test_a_new_generation_wakes_the_worker_at_once(script: Script, clock: 
 
 async def test_failures_back_off_doubling_up_to_the_cap(script: Script, clock: FakeClock) -> None:
     script.results[0] = Result(Outcome("failed", "Unreachable", "down"), "http://x/mcp", 3600.0)
-    fleet = Fleet(FakeKube(), SETTINGS, clock=clock)  # type: ignore[arg-type]
+    fleet = Fleet(PatchRecorder(), SETTINGS, clock=clock)
     started = clock.time
     fleet.observe("ADDED", body())
     await clock.run_until(lambda: script.calls == 5, within=3)
@@ -103,9 +103,9 @@ async def test_failures_back_off_doubling_up_to_the_cap(script: Script, clock: F
 async def test_a_vanished_server_leaves_no_worker_and_comes_back_with_its_next_event(
     script: Script, clock: FakeClock
 ) -> None:
-    kube = FakeKube()
+    kube = PatchRecorder()
     kube.fail_with = NotFound(404, 'mcpservers.mcp-operator.dev "s" not found')
-    fleet = Fleet(kube, SETTINGS, clock=clock)  # type: ignore[arg-type]
+    fleet = Fleet(kube, SETTINGS, clock=clock)
     fleet.observe("ADDED", body())
     await clock.run_until(lambda: len(fleet) == 0)
     kube.fail_with = None
@@ -116,7 +116,7 @@ async def test_a_vanished_server_leaves_no_worker_and_comes_back_with_its_next_e
 
 
 async def test_a_deleted_server_stops_its_worker(script: Script, clock: FakeClock) -> None:
-    fleet = Fleet(FakeKube(), SETTINGS, clock=clock)  # type: ignore[arg-type]
+    fleet = Fleet(PatchRecorder(), SETTINGS, clock=clock)
     fleet.observe("ADDED", body())
     await clock.run_until(lambda: script.calls == 1)
     fleet.observe("DELETED", body())
@@ -128,7 +128,7 @@ async def test_a_deleted_server_stops_its_worker(script: Script, clock: FakeCloc
 async def test_only_a_moved_rollout_state_or_a_referenced_secret_wakes_a_server(
     script: Script, clock: FakeClock
 ) -> None:
-    fleet = Fleet(FakeKube(), SETTINGS, clock=clock)  # type: ignore[arg-type]
+    fleet = Fleet(PatchRecorder(), SETTINGS, clock=clock)
     with_secret = body()
     with_secret["spec"]["headers"] = [
         {"name": "Authorization", "valueFrom": {"secretKeyRef": {"name": "token", "key": "k"}}}
@@ -155,9 +155,9 @@ async def test_the_fleet_counts_reconciles_probes_and_objects_in_its_metrics(
     script.results = [
         Result(Outcome("failed", "Timeout", "slow"), "http://x/mcp", 3600.0, probe_seconds=2.0),
     ]
-    kube = FakeKube()
+    kube = PatchRecorder()
     metrics = OperatorMetrics()
-    fleet = Fleet(kube, SETTINGS, clock=clock, metrics=metrics)  # type: ignore[arg-type]
+    fleet = Fleet(kube, SETTINGS, clock=clock, metrics=metrics)
     fleet.observe("ADDED", body())
     await clock.run_until(lambda: script.calls == 1)
     kube.fail_with = KubeError(500, "etcd is away")

@@ -69,7 +69,7 @@ def fleet(kube: FakeKube, clock: FakeClock, max_listeners: int = 1) -> Fleet:
     settings = FleetSettings(
         schedule=ScheduleSettings(jitter=0), listeners=ListenerSettings(max_listeners)
     )
-    return Fleet(kube, settings, clock=clock)  # type: ignore[arg-type]
+    return Fleet(kube, settings, clock=clock)
 
 
 def status(kube: FakeKube, name: str) -> dict[str, Any]:

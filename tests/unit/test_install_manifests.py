@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from mcp_operator import kube
-from mcp_operator.dev.cluster import kubectl_path
+from mcp_operator.dev.processes import kubectl_path
 from tests.support import needs
 
 REPO = Path(__file__).resolve().parents[2]

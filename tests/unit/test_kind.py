@@ -33,7 +33,7 @@ class Widgets(KindController[Widget]):
 
     def __init__(self, kube: FakeKube, clock: FakeClock) -> None:
         super().__init__(
-            kube,  # type: ignore[arg-type]
+            kube,
             kind="Widget",
             resource=WIDGETS,
             transitions=lambda _old, _new: [],

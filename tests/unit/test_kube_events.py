@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from mcp_operator.kube import client as client_module
-from mcp_operator.kube.client import Kube
+from mcp_operator.kube.client import KubeClient
 from mcp_operator.kube.credentials import Credentials
 from mcp_operator.kube.tokens import StaticToken
 
@@ -55,7 +55,7 @@ def no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def post(api: Api) -> None:
-    kube = Kube(Credentials("https://api", True, StaticToken("t")))
+    kube = KubeClient(Credentials("https://api", True, StaticToken("t")))
     kube._client = httpx.AsyncClient(base_url="https://api", transport=httpx.MockTransport(api))
     try:
         await kube.post_event(INVOLVED, type_="Normal", reason="ToolsDiscovered", message="m")

@@ -16,14 +16,21 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 import yaml
 
-from mcp_operator.kube.client import Kube
+from mcp_operator.kube.client import KubeClient
 from mcp_operator.kube.credentials import load_credentials
 from mcp_operator.kube.exec_plugin import ExecPlugin, parse_exec_credential
 from mcp_operator.kube.resources import SECRETS
-from mcp_operator.kube.tokens import CredentialError, jwt_expiry, kubeconfig_user, still_fresh
+from mcp_operator.kube.tokens import (
+    CredentialError,
+    jwt_claims,
+    jwt_expiry,
+    kubeconfig_user,
+    still_fresh,
+)
 
 NOW = datetime.datetime(2026, 12, 1, 10, 0, tzinfo=datetime.UTC)
 SKEW = datetime.timedelta(seconds=30)
@@ -119,12 +126,33 @@ def test_a_token_is_renewed_shortly_before_it_expires() -> None:
 
 
 def test_the_expiry_of_an_oidc_id_token_is_read_from_its_exp_claim() -> None:
-    import base64
-
-    claims = base64.urlsafe_b64encode(json.dumps({"exp": 1796112000}).encode()).rstrip(b"=")
-    token = f"e30.{claims.decode()}.signature"
+    # Signed with a key the client does not have: the API server verifies, the client reads.
+    key = "the issuer's signing key, which the client lacks"
+    token = jwt.encode({"exp": 1796112000}, key, algorithm="HS256")
     assert jwt_expiry(token) == datetime.datetime.fromtimestamp(1796112000, datetime.UTC)
     assert jwt_expiry("not-a-jwt") is None
+
+
+def test_an_expired_id_token_still_tells_its_expiry_so_that_it_is_refreshed() -> None:
+    expired = jwt.encode({"exp": int(NOW.timestamp()) - 3600}, "k" * 32, algorithm="HS256")
+    expires_at = jwt_expiry(expired)
+    assert expires_at == NOW - datetime.timedelta(hours=1)
+    assert not still_fresh(expires_at, NOW, SKEW)
+
+
+@pytest.mark.parametrize(
+    "token",
+    [
+        "a.b",
+        "e30.WzFd.sig",  # the payload is [1], not an object
+        jwt.encode({"exp": "soon"}, "k" * 32, algorithm="HS256"),
+        jwt.encode({"sub": "no-exp"}, "k" * 32, algorithm="HS256"),
+        "e30.!!!.sig",
+    ],
+)
+def test_a_token_without_a_readable_exp_has_no_expiry(token: str) -> None:
+    assert jwt_expiry(token) is None
+    assert isinstance(jwt_claims(token), dict)
 
 
 # -- the real plugin ----------------------------------------------------------------------
@@ -176,7 +204,7 @@ async def test_after_a_401_the_client_runs_the_plugin_again_and_retries_once(
     named = kubeconfig_user(str(path))
     assert named is not None and "exec" in named.user
     credentials = load_credentials(str(path))
-    kube = Kube(credentials)
+    kube = KubeClient(credentials)
     seen: list[str] = []
 
     def api(request: httpx.Request) -> httpx.Response:

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import httpx
 import pytest
 
-from mcp_operator.kube import Kube
+from mcp_operator.kube import KubeClient
 from mcp_operator.kube.client import CONNECTIONS
 from mcp_operator.kube.credentials import Credentials
 from mcp_operator.kube.tokens import StaticToken
@@ -110,11 +110,11 @@ def test_an_api_server_behind_a_proxy_keeps_httpxs_own_transport(
     for name in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
     credentials = Credentials(server="https://10.0.0.1:6443", verify=True, tokens=StaticToken("t"))
-    assert isinstance(Kube(credentials)._transport, Http1Transport)
+    assert isinstance(KubeClient(credentials)._transport, Http1Transport)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
-    assert Kube(credentials)._transport is None, "httpx speaks to the proxy"
+    assert KubeClient(credentials)._transport is None, "httpx speaks to the proxy"
     monkeypatch.setenv("NO_PROXY", "10.0.0.1")
-    assert isinstance(Kube(credentials)._transport, Http1Transport)
+    assert isinstance(KubeClient(credentials)._transport, Http1Transport)
 
 
 async def test_the_api_client_opens_at_most_its_connections_and_the_rest_wait() -> None:
@@ -125,7 +125,7 @@ async def test_the_api_client_opens_at_most_its_connections_and_the_rest_wait() 
         credentials = Credentials(
             server=f"http://127.0.0.1:{peer.port}", verify=True, tokens=StaticToken("t")
         )
-        kube = Kube(credentials)
+        kube = KubeClient(credentials)
         calls = [
             asyncio.get_running_loop().create_task(kube.request("GET", f"/api/v1/n{number}"))
             for number in range(CONNECTIONS + 10)

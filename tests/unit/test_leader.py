@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import datetime
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import pytest
@@ -19,6 +19,7 @@ from mcp_operator.controller.lease import LeaseRecord, decide, must_step_down, r
 from mcp_operator.controller.settings import LeaderElectionSettings
 from mcp_operator.kube import KubeError, Resource
 from tests.support.waiting import eventually_async
+from tests.unit.fakes import FakeKube
 
 NOW = datetime.datetime(2026, 12, 1, 9, 0, 0, tzinfo=datetime.UTC)
 SETTINGS = LeaderElectionSettings(
@@ -85,10 +86,11 @@ def test_a_record_is_the_same_only_when_holder_renewal_and_version_are() -> None
 # -- the elector ---------------------------------------------------------------------------
 
 
-class LeaseStore:
+class LeaseStore(FakeKube):
     """One Lease with optimistic concurrency, the way the API server keeps it."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.body: dict[str, Any] | None = None
         self.version = 0
         self.down = False
@@ -99,7 +101,7 @@ class LeaseStore:
         if self.down:
             raise KubeError(503, "unavailable")
 
-    async def get(self, _r: Resource, _ns: str, _name: str) -> Any:
+    async def get(self, resource: Resource, namespace: str | None, name: str) -> Any:
         self.reads += 1
         self._check()
         return copy.deepcopy(self.body)
@@ -110,7 +112,7 @@ class LeaseStore:
         self.body["metadata"]["resourceVersion"] = str(self.version)
         return copy.deepcopy(self.body)
 
-    async def create(self, _r: Resource, manifest: Any) -> Any:
+    async def create(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
         self._check()
         if not self.namespace_exists:
             raise KubeError(404, "namespaces not found")
@@ -118,7 +120,7 @@ class LeaseStore:
             raise KubeError(409, "already exists")
         return self._store(manifest)
 
-    async def replace(self, _r: Resource, manifest: Any) -> Any:
+    async def replace(self, resource: Resource, manifest: Mapping[str, Any]) -> Any:
         self._check()
         assert self.body is not None
         if manifest["metadata"].get("resourceVersion") != self.body["metadata"]["resourceVersion"]:
@@ -147,7 +149,7 @@ def _holder_is(store: LeaseStore, holder: str | None) -> Callable[[], Awaitable[
 
 def elector(store: LeaseStore, identity: str, clock: Clock, seen: list[bool]) -> Elector:
     return Elector(
-        store,  # type: ignore[arg-type]
+        store,
         SETTINGS,
         identity,
         on_change=seen.append,

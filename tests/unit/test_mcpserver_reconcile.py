@@ -72,7 +72,7 @@ def probe(monkeypatch: pytest.MonkeyPatch) -> Probe:
 
 async def run(kube: FakeKube, parsed: MCPServer | InvalidSpec) -> reconcile.Result:
     return await reconcile.mcpserver(
-        kube,  # type: ignore[arg-type]
+        kube,
         parsed,
         probe_slots=asyncio.Semaphore(1),
         render_settings=SETTINGS,
@@ -209,7 +209,7 @@ async def test_an_unreachable_registry_fails_with_its_own_reason_and_deploys_not
     kube = FakeKube()
     try:
         result = await reconcile.mcpserver(
-            kube,  # type: ignore[arg-type]
+            kube,
             server(**IMAGE_ONLY),
             probe_slots=asyncio.Semaphore(1),
             render_settings=SETTINGS,
@@ -234,10 +234,10 @@ async def test_a_missing_pull_secret_fails_before_the_registry_is_asked(probe: P
     spec = {
         "mode": "managed",
         "deployment": {**IMAGE_ONLY["deployment"], "imagePullSecrets": [{"name": "pull"}]},
-    }  # type: ignore[dict-item]
+    }
     try:
         result = await reconcile.mcpserver(
-            FakeKube(),  # type: ignore[arg-type]
+            FakeKube(),
             server(**spec),
             probe_slots=asyncio.Semaphore(1),
             render_settings=SETTINGS,

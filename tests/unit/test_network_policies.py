@@ -20,12 +20,12 @@ import pytest
 from mcp_operator import FIELD_MANAGER
 from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.controller import network_policies
+from mcp_operator.controller.agentrun import egress, resolve
 from mcp_operator.controller.agentrun import network as run_network
 from mcp_operator.controller.agentrun import reconcile as run_reconcile
-from mcp_operator.controller.agentrun import resolve
 from mcp_operator.controller.conditions import find
+from mcp_operator.controller.mcpserver import managed, reconcile
 from mcp_operator.controller.mcpserver import network as server_network
-from mcp_operator.controller.mcpserver import reconcile
 from mcp_operator.controller.settings import (
     AgentRenderSettings,
     NetworkPolicySettings,
@@ -308,8 +308,8 @@ async def test_an_external_servers_refused_addresses_are_left_out_of_a_runs_poli
     public = external("web", "http://10.20.30.40/mcp")
     run = agentrun(["meta", "api", "web"], network={"egress": "restricted"})
     kube = FakeKube()
-    condition = await network_policies.for_run(
-        kube,  # type: ignore[arg-type]
+    condition = await egress.apply_egress_policy(
+        kube,
         run,
         resolution(run, metadata, apiserver, public),
         NetworkPolicySettings(),
@@ -331,8 +331,8 @@ async def test_an_external_servers_refused_addresses_are_left_out_of_a_runs_poli
 async def test_an_open_run_gets_no_policy_and_loses_the_one_it_had() -> None:
     kube = FakeKube()
     restricted = agentrun([], network={"egress": "restricted"})
-    await network_policies.for_run(
-        kube,  # type: ignore[arg-type]
+    await egress.apply_egress_policy(
+        kube,
         restricted,
         resolution(restricted),
         NetworkPolicySettings(),
@@ -340,8 +340,8 @@ async def test_an_open_run_gets_no_policy_and_loses_the_one_it_had() -> None:
     assert ("networkpolicies", "ns", "triage") in kube.objects
     # The operator's default decides for a run that says nothing.
     silent = agentrun([])
-    condition = await network_policies.for_run(
-        kube,  # type: ignore[arg-type]
+    condition = await egress.apply_egress_policy(
+        kube,
         silent,
         resolution(silent),
         NetworkPolicySettings(agent_egress="open"),
@@ -384,7 +384,7 @@ async def test_a_tenants_policy_of_the_servers_name_is_left_alone_and_nothing_is
     kube = FakeKube()
     before = copy.deepcopy(kube.put(NETWORKPOLICIES, tenants_policy("srv")))
     result = await reconcile.mcpserver(
-        kube,  # type: ignore[arg-type]
+        kube,
         mcpserver(),
         probe_slots=asyncio.Semaphore(1),
         render_settings=RenderSettings(),
@@ -406,7 +406,7 @@ async def reconcile_restricted_run(kube: FakeKube) -> Any:
     """Reconcile a run without a bridge whose egress is restricted."""
     run = agentrun([], bridge={"enabled": False}, network={"egress": "restricted"})
     return await run_reconcile.reconcile(
-        kube,  # type: ignore[arg-type]
+        kube,
         run,
         None,
         AgentRenderSettings(),
@@ -438,16 +438,16 @@ async def test_a_restricted_runs_policy_exists_before_its_pod() -> None:
 async def test_turned_off_the_operator_removes_its_own_policy_and_no_other() -> None:
     kube = FakeKube()
     server = mcpserver()
-    await network_policies.for_server(kube, server, IN_CLUSTER)  # type: ignore[arg-type]
+    await managed.apply_network_policy(kube, server, IN_CLUSTER)
     assert ("networkpolicies", "ns", "srv") in kube.objects
     off = NetworkPolicySettings(enabled=False)
-    await network_policies.for_server(kube, server, off)  # type: ignore[arg-type]
+    await managed.apply_network_policy(kube, server, off)
     assert ("networkpolicies", "ns", "srv") not in kube.objects
     condition = server_network.condition(server, off)
     assert (condition.status, condition.reason) == ("False", "Disabled")
     # A tenant's policy of that name is not the server's to delete.
     before = copy.deepcopy(kube.put(NETWORKPOLICIES, tenants_policy("srv")))
-    await network_policies.for_server(kube, server, off)  # type: ignore[arg-type]
+    await managed.apply_network_policy(kube, server, off)
     assert kube.objects[("networkpolicies", "ns", "srv")] == before
 
 
@@ -495,6 +495,6 @@ class Discovering(FakeKube):
 async def test_outside_the_cluster_the_api_servers_advertised_addresses_are_let_in() -> None:
     kube = Discovering()
     kube.in_cluster = False
-    settings = await network_policies.where_probes_come_from(kube, NetworkPolicySettings())  # type: ignore[arg-type]
+    settings = await network_policies.where_probes_come_from(kube, NetworkPolicySettings())
     assert settings.api_server_addresses == ("10.0.0.5", "fd00::5")
     assert settings.operator_namespace is None

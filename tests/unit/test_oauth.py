@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+import jwt as pyjwt
 import pytest
 from pydantic import ValidationError
 
@@ -34,6 +35,7 @@ from mcp_operator.mcp.oauth import (
 )
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.net.egress import EgressPolicy
+from tests.support.waiting import eventually_async
 from tests.unit.test_agentrun_render import SETTINGS, ready_server, run, servers
 
 CC = {
@@ -146,7 +148,7 @@ def test_a_challenge_is_read_with_quoted_and_bare_parameters() -> None:
     assert challenge.parse("") is None and challenge.parse(None) is None
     assert (
         challenge.parse('Bearer resource_metadata="file:///etc/passwd"').resource_metadata is None
-    )  # type: ignore[union-attr]
+    )
 
 
 def test_server_text_in_a_challenge_is_cut_and_printable() -> None:
@@ -158,15 +160,14 @@ def test_server_text_in_a_challenge_is_cut_and_printable() -> None:
 # -- token responses and refusals ------------------------------------------------------------
 
 
-def jwt(claims: Mapping[str, Any]) -> str:
-    def part(value: Any) -> str:
-        return base64.urlsafe_b64encode(json.dumps(value).encode()).decode().rstrip("=")
-
-    return f"{part({'alg': 'none'})}.{part(claims)}.sig"
+def signed(claims: Mapping[str, Any]) -> str:
+    """A JWT signed by a key the client does not know (the server's business to verify)."""
+    key = "the authorization server's signing key, unknown here"
+    return pyjwt.encode(dict(claims), key, algorithm="HS256")
 
 
 def test_a_token_response_gives_a_bearer_token_with_its_subject_and_actor() -> None:
-    value = jwt({"sub": "system:serviceaccount:a:agent", "act": {"sub": "bridge"}})
+    value = signed({"sub": "system:serviceaccount:a:agent", "act": {"sub": "bridge"}})
     token = token_from(
         {"access_token": value, "token_type": "bearer", "expires_in": 600}, 10.0, "T"
     )
@@ -176,6 +177,16 @@ def test_a_token_response_gives_a_bearer_token_with_its_subject_and_actor() -> N
     assert value not in repr(token)
     assert refresh_margin(10) == 1.0 and refresh_margin(3600) == 30.0
     assert jwt_claims("opaque-token") == {}
+
+
+def test_the_subject_of_a_token_is_read_whatever_its_expiry_audience_or_issuer() -> None:
+    # Unverified on purpose: the claims name the caller in the audit line; checking the
+    # expiry, audience or issuer is the server's (a reader that did would lose the name).
+    claims = {"sub": "alice", "exp": 1, "nbf": 4102444800, "aud": "elsewhere", "iss": "x"}
+    assert jwt_claims(signed(claims)) == claims
+    assert jwt_claims("e30.WzFd.sig") == {}  # a payload that is not an object
+    token = token_from({"access_token": signed({"act": "no"}), "token_type": "Bearer"}, 0, "T")
+    assert (token.subject, token.actor) == (None, None)
 
 
 @pytest.mark.parametrize(
@@ -263,15 +274,20 @@ async def test_concurrent_callers_share_one_token_request_and_a_401_burst_costs_
         endpoint, ClientCredentialsGrant(), Client("c", secret), clock=lambda: now[0]
     )
 
-    answered = asyncio.Event()
+    answered, out = asyncio.Event(), []
 
     async def call() -> tuple[str, bool]:
         sent = (await credentials.headers())["authorization"]
+        out.append(sent)
         await answered.wait()  # every request is out before the first 401 comes back
         return sent, await credentials.rejected(401, None)
 
     calls = [asyncio.ensure_future(call()) for _ in range(10)]
-    await asyncio.sleep(0.1)
+
+    async def requests_out() -> int:
+        return len(out)
+
+    await eventually_async("every caller's request out", requests_out, until=lambda n: n == 10)
     answered.set()
     results = await asyncio.gather(*calls)
     assert {sent for sent, _ in results} == {"Bearer t1"} and all(again for _, again in results)

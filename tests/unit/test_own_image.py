@@ -8,12 +8,14 @@ import pytest
 
 from mcp_operator.controller.handlers import own_image
 from mcp_operator.kube import PODS, Resource
+from tests.unit.fakes import FakeKube
 
 
-class PodReader:
+class PodReader(FakeKube):
     """Stands in for the API: answers one GET of one Pod."""
 
     def __init__(self, pod: dict[str, Any] | None) -> None:
+        super().__init__()
         self.pod = pod
         self.asked: list[tuple[Resource, str | None, str]] = []
 
@@ -36,14 +38,14 @@ async def test_the_operator_container_image_is_used(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("POD_NAME", "mcp-operator-0")
     monkeypatch.setenv("POD_NAMESPACE", "mcp-operator-system")
     kube = PodReader(POD)
-    assert await own_image(kube) == "registry.example/mcp-operator@sha256:abc"  # type: ignore[arg-type]
+    assert await own_image(kube) == "registry.example/mcp-operator@sha256:abc"
     assert kube.asked == [(PODS, "mcp-operator-system", "mcp-operator-0")]
 
 
 async def test_outside_a_pod_there_is_no_own_image(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("POD_NAME", raising=False)
     kube = PodReader(POD)
-    assert await own_image(kube) is None  # type: ignore[arg-type]
+    assert await own_image(kube) is None
     assert kube.asked == []
 
 
@@ -61,7 +63,7 @@ async def test_a_tagged_image_is_pinned_to_the_digest_the_node_pulled(
             ]
         },
     }
-    assert await own_image(PodReader(pod)) == f"registry.example/op:1.2@{digest}"  # type: ignore[arg-type]
+    assert await own_image(PodReader(pod)) == f"registry.example/op:1.2@{digest}"
 
 
 async def test_without_a_pulled_digest_the_image_is_used_as_named(
@@ -73,4 +75,4 @@ async def test_without_a_pulled_digest_the_image_is_used_as_named(
         "spec": {"containers": [{"name": "operator", "image": "registry.example/op:1.2"}]},
         "status": {"containerStatuses": [{"name": "operator", "imageID": ""}]},
     }
-    assert await own_image(PodReader(pod)) == "registry.example/op:1.2"  # type: ignore[arg-type]
+    assert await own_image(PodReader(pod)) == "registry.example/op:1.2"

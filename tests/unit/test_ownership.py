@@ -160,7 +160,7 @@ def condition(patch: dict[str, Any], type_: str) -> tuple[str, str, str]:
 
 async def reconcile_run(kube: FakeKube, run_: AgentRun, **settings: Any) -> agentrun.Pass:
     return await agentrun.reconcile(
-        kube,  # type: ignore[arg-type]
+        kube,
         run_,
         None,
         AgentRenderSettings(**settings),

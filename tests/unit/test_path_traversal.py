@@ -19,6 +19,7 @@ from mcp_operator.api import MCPServer
 from mcp_operator.api.common import ENDPOINT_PATH_PATTERN
 from mcp_operator.controller.mcpserver.managed import OutsideProxy, service_proxy_url
 from mcp_operator.controller.parsing import InvalidSpec, parse
+from tests.unit.fakes import FakeKube
 
 API = "https://203.0.113.10:6443"
 PREFIX = "/api/v1/namespaces/ns/services/srv:8080/proxy/"
@@ -90,7 +91,7 @@ def test_no_path_made_of_dot_segments_is_accepted_by_the_model(segments: list[st
     )
 
 
-class _OutsideKube:
+class _OutsideKube(FakeKube):
     """What probe_endpoint reads of the operator's API client, outside a cluster."""
 
     in_cluster = False
@@ -108,7 +109,7 @@ def test_the_probe_through_the_proxy_presents_the_services_name_which_the_adapte
     server = managed("/mcp")
     assert isinstance(server, MCPServer)
     settings = render.RenderSettings()
-    url, headers, _verify = probe_endpoint(_OutsideKube(), server, settings)  # type: ignore[arg-type]
+    url, headers, _verify = probe_endpoint(_OutsideKube(), server, settings)
     assert url == f"{API}{PREFIX}mcp"
     # The service proxy hands the client's Host on to the Pod: the API server's own address
     # would be refused by the adapter (421), the Service's in-cluster name is allowed.

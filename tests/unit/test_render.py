@@ -193,7 +193,7 @@ def test_every_combination_of_command_args_entrypoint_and_cmd_matches_the_golden
                         f"cmd={'set' if cmd else 'empty'}"
                     )
                     cases[name] = argv_case(command, args, entrypoint, cmd)
-    check_golden("stdio-argv-combinations", cases)  # type: ignore[arg-type]
+    check_golden("stdio-argv-combinations", cases)
     # The Pod's rules, stated once more by hand for the three that matter most:
     assert cases["command=unset args=unset entrypoint=set cmd=set"] == ["/entry", "--e", "cmd1"]
     with_args = cases["command=unset args=set entrypoint=set cmd=set"]
@@ -270,7 +270,7 @@ def test_a_suspended_server_is_scaled_to_zero() -> None:
         "everything",
         suspend=True,
         deployment=STDIO.spec.deployment.model_dump(by_alias=True, exclude_none=True),
-    )  # type: ignore[union-attr]
+    )
     assert render.deployment(suspended, SETTINGS)["spec"]["replicas"] == 0
     assert render.deployment(STDIO, SETTINGS)["spec"]["replicas"] == 2
 

@@ -27,7 +27,7 @@ def phase_changes(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> Sequ
 
 
 def writer(kube: FakeKube) -> StatusWriter:
-    return StatusWriter(kube, MCPSERVERS, phase_changes)  # type: ignore[arg-type]
+    return StatusWriter(kube, MCPSERVERS, phase_changes)
 
 
 async def test_a_status_write_posts_events_for_transitions_only() -> None:
@@ -64,7 +64,7 @@ async def test_the_stamp_goes_with_every_patch_and_the_patch_wins_a_clash() -> N
     kube = FakeKube()
     kube.put(MCPSERVERS, BODY)
     stamped = StatusWriter(
-        kube,  # type: ignore[arg-type]
+        kube,
         MCPSERVERS,
         phase_changes,
         stamp={"admission": "PolicyAndLabels"},

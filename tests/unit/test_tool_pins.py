@@ -24,7 +24,7 @@ def probed(tools: list[dict[str, Any]], mode: str = "pin", approved: str | None 
     fields = {"tools": tools, "toolCount": len(tools), "discoveredToolCount": len(tools)}
     return Outcome(
         "probed", probe_fields=fields, pinning=mode, approved_tools=approved, server="srv"
-    )  # type: ignore[arg-type]
+    )
 
 
 def step(previous: dict[str, Any] | None, outcome: Outcome, now: str) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from mcp_operator.controller.settings import ScheduleSettings
 from mcp_operator.controller.worker import LoopClock, Next, Worker
 from mcp_operator.kube import NotFound
-from tests.unit.fakes import FakeClock
+from tests.unit.fakes import FakeClock, settle
 
 
 @dataclass
@@ -203,7 +203,7 @@ async def test_the_real_clock_returns_on_its_timer_or_when_woken_with_no_task_of
     wake = asyncio.Event()
     before = len(asyncio.all_tasks())
     waiting = asyncio.create_task(clock.wait(wake, 3600))
-    await asyncio.sleep(0.01)
+    await settle()  # the wait has started (and any task of its own with it)
     assert len(asyncio.all_tasks()) == before + 1, "the wait started a task of its own"
     wake.set()
     await asyncio.wait_for(waiting, timeout=5)

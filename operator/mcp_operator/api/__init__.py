@@ -1,8 +1,13 @@
 """The API of mcp-operator: pydantic models of MCPServer and AgentRun (``mcp-operator.dev``).
 
-``crds/`` holds the schema; the models mirror it, one module per kind (``mcpserver``,
-``agentrun``) over what they share (``common``); ``bridge`` is the bridge's configuration file.
-Import the resources' models from here.
+``crds/`` holds the schema; the models mirror it. Import the resources' models from here.
+
+- ``mcpserver``    the MCPServer model: spec, status, and what a server reads
+- ``agentrun``     the AgentRun model: spec and status
+- ``common``       what both kinds share: patterns, constrained types, conditions, call policy
+- ``network``      ``spec.network`` of both kinds: who may reach a server, where Pods connect
+- ``expressions``  authorization rules' CEL expressions, compiled once, checked at admission
+- ``bridge``       the bridge's configuration file (``BridgeConfig``): the ConfigMap contract
 """
 
 from mcp_operator.api.agentrun import (

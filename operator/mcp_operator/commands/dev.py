@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _up(directory: Path, node: bool = False) -> int:
-    from mcp_operator.dev.cluster import ControlPlane, ControlPlaneError
+    from mcp_operator.dev.cluster import ControlPlane
+    from mcp_operator.dev.processes import ControlPlaneError
 
     if directory.exists():
         _down(directory, quiet=True)

@@ -446,7 +446,7 @@ async def _main(
 
     from mcp_operator.controller import endpoints
     from mcp_operator.controller.leader import ElectionError, Elector, lead
-    from mcp_operator.kube import Kube
+    from mcp_operator.kube import KubeClient
 
     logger = logging.getLogger("mcp_operator.commands.run")
     served = await endpoints.serve(endpoint_settings, metrics)
@@ -460,7 +460,7 @@ async def _main(
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        kube = Kube.connect(on_error=metrics.api_error)
+        kube = KubeClient.connect(on_error=metrics.api_error)
         metrics.leading(False)
         try:
             elector = Elector(kube, election, candidate_identity(), on_change=metrics.leading)

@@ -21,21 +21,20 @@ import kopf
 from mcp_operator import GROUP, OPT_IN_LABEL, OPT_IN_VALUE, VERSION
 from mcp_operator.controller import network_policies
 from mcp_operator.controller.admission import admission_layer
-from mcp_operator.controller.agentrun.render import AGENT_RUN_LABEL
 from mcp_operator.controller.agentrun.runs import Runs
 from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.fleet import Fleet
 from mcp_operator.controller.mcpserver.render import pinned_image
 from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
 from mcp_operator.controller.metrics import OperatorMetrics
-from mcp_operator.controller.render import MANAGED_BY
+from mcp_operator.controller.render import AGENT_RUN_LABEL, MANAGED_BY
 from mcp_operator.controller.settings import (
     AgentRunSettings,
     FleetSettings,
     NetworkPolicySettings,
 )
 from mcp_operator.controller.shards import owns
-from mcp_operator.kube import PODS, Kube, KubeError
+from mcp_operator.kube import PODS, Kube, KubeClient, KubeError
 from mcp_operator.kube.credentials import load_credentials, login
 from mcp_operator.kube.identity import OwnTokens, own_identity
 
@@ -91,7 +90,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     fleet_settings = getattr(memo, "fleet_settings", None) or FleetSettings()
     run_settings = getattr(memo, "agentrun_settings", None) or AgentRunSettings()
     metrics = getattr(memo, "metrics", None) or OperatorMetrics()
-    memo.kube = Kube.connect(on_error=metrics.api_error)
+    memo.kube = KubeClient.connect(on_error=metrics.api_error)
     if getattr(memo, "adapter_image_from_pod", False):
         image = await own_image(memo.kube)
         if image is not None:

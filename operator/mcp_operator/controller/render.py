@@ -1,7 +1,7 @@
 """Render helpers every controller shares: pure functions, manifest pieces out.
 
-Owner references of our objects, the recommended ``app.kubernetes.io/*``
-labels, the restricted Pod and container security contexts, and the ``OTEL_*``
+Owner references of our objects, the recommended ``app.kubernetes.io/*`` labels and the
+AgentRun label, the restricted Pod and container security contexts, and the ``OTEL_*``
 variables of a ``tracing`` setting. What each child looks like is the business
 of each controller's own ``render`` module.
 """
@@ -12,10 +12,14 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from mcp_operator import GROUP
 from mcp_operator.api import TracingSpec
 
 MANAGED_BY = "mcp-operator"
 """``app.kubernetes.io/managed-by`` of every child (the Deployment watch selects on it)."""
+AGENT_RUN_LABEL = f"{GROUP}/agent-run"
+"""The label naming a child's AgentRun (the operator watches Pods that carry it, and managed
+servers' NetworkPolicies let Pods that carry it in)."""
 NON_ROOT_UID = 65532
 
 _RESTRICTED_CONTAINER = {

@@ -1,1 +1,16 @@
-"""Local development: a real control plane on loopback (``cluster``) and the demo (``demo``)."""
+"""Local development: a real cluster on this machine, and the demo that runs on it.
+
+- ``cluster``             the control plane: etcd, kube-apiserver, kube-controller-manager
+- ``node``                the one real node: containerd, the kubelet, kube-proxy, a registry
+- ``node_config``         the node's configuration files, rendered from its layout (pure)
+- ``node_host``           what the node changes on the host, recorded, and taken back
+- ``addon``               what the node and its add-ons agree on: ``AddOn``, ``NodeError``
+- ``node_addons``         the node's add-ons: cluster DNS and the NetworkPolicy enforcer
+- ``node_addons_config``  what the add-ons read and apply, rendered (pure)
+- ``processes``           where the binaries (and kubectl) are, how a process starts and stops
+- ``pki``                 the cluster's CA, and the certificates it signs
+- ``images``              our images as ``make images`` built them, pushed to a registry
+- ``image_inputs``        the inputs of an image build, and the hash that names it
+- ``demo``                ``make demo``: an agent's tool calls governed and audited
+- ``demo_objects``        what the demo applies, and how it reads the run (pure)
+"""

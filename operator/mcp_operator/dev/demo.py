@@ -53,14 +53,8 @@ import yaml
 from mcp_operator.controller.agentrun.render import AGENT_CONTAINER, BRIDGE_CONTAINER
 from mcp_operator.dev import demo_objects as objects
 from mcp_operator.dev import images, node
-from mcp_operator.dev.cluster import (
-    BIN_DIR,
-    BINARIES,
-    CACHE_DIR,
-    ControlPlane,
-    ControlPlaneError,
-    kubectl_path,
-)
+from mcp_operator.dev.cluster import BINARIES, ControlPlane
+from mcp_operator.dev.processes import BIN_DIR, CACHE_DIR, ControlPlaneError, kubectl_path
 
 CRDS = Path(__file__).resolve().with_name("crds")
 """The CRDs as package data: copies of the checkout's ``crds/`` (``make crds`` keeps them)."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mcp_operator.dev.cluster import BIN_DIR, CACHE_DIR
+from mcp_operator.dev.processes import BIN_DIR, CACHE_DIR
 
 IMAGES = ("mcp-operator", "server-everything", "mcp-server-time", "mcp-hello-server", "demo-agent")
 """Every image ``make images`` builds."""

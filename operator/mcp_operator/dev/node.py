@@ -15,8 +15,8 @@ starts next to the API server, in two steps:
    :attr:`Node.registry`) with the sandbox image in it; containerd with a private root,
    state and socket; the kubelet (webhook authentication and authorization, cgroupfs
    on cgroup v1); kube-proxy in nftables mode once the node is Ready; then the add-ons
-   (:class:`AddOn`: cluster DNS and the NetworkPolicy enforcer live in
-   ``mcp_operator.dev.node_addons``).
+   (:class:`~mcp_operator.dev.addon.AddOn`: cluster DNS and the NetworkPolicy enforcer live
+   in :mod:`mcp_operator.dev.node_addons`).
 
 Every process runs in its own process group with a parent-death signal and is recorded
 (pid and start time) in :data:`mcp_operator.dev.node_host.STATE_PATH` as it starts;
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import importlib
 import json
 import logging
 import os
@@ -43,22 +42,21 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import yaml
 
-from mcp_operator.dev import node_config, node_host, pki
-from mcp_operator.dev.cluster import (
+from mcp_operator.dev import node_addons, node_config, node_host, pki
+from mcp_operator.dev.addon import AddOn, NodeError
+from mcp_operator.dev.node_config import CLUSTER_CIDR, NODE_IP, POD_CIDR, SERVICE_CIDR, Layout
+from mcp_operator.dev.processes import (
     BIN_DIR,
     CACHE_DIR,
-    SERVICE_CIDR,
-    ControlPlaneError,
-    _tail,
     free_port,
     spawn_logged,
     stop_process_group,
+    tail,
 )
-from mcp_operator.dev.node_config import CLUSTER_CIDR, NODE_IP, POD_CIDR, Layout
 
 logger = logging.getLogger(__name__)
 
@@ -92,10 +90,6 @@ KEP_1755 = (
 )
 
 
-class NodeError(ControlPlaneError):
-    """The node could not start (or wait for the lock); the message says why and the fix."""
-
-
 def missing() -> str | None:
     """Why a node cannot start on this machine, with the command that fixes it, or ``None``."""
     if os.geteuid() != 0:
@@ -113,12 +107,7 @@ def missing() -> str | None:
         return f"{', '.join(tools)} not installed; run `make node-packages`"
     if not (node_host.CGROUP_ROOT / "memory").is_dir():
         return "no cgroup v1 memory controller at /sys/fs/cgroup/memory (the node needs cgroup v1)"
-    # The add-ons' own prerequisites (their ``missing()``, when they have one).
-    module = _add_ons_module()
-    if module is not None and hasattr(module, "missing"):
-        why: str | None = module.missing()
-        return why
-    return None
+    return node_addons.missing()  # the add-ons' own prerequisites
 
 
 # ------------------------------------------------------------------------ the lock
@@ -192,53 +181,10 @@ class NodeLock:
 # ------------------------------------------------------------------------ add-ons
 
 
-class AddOn(Protocol):
-    """A part of the node started after it is Ready and stopped before it stops.
-
-    ``mcp_operator.dev.node_addons.add_ons()`` returns the default list (cluster DNS, the
-    NetworkPolicy enforcer). An add-on starts its processes with :meth:`Node.spawn`, so that
-    they are recorded for crash cleanup and stopped with the node even if :meth:`stop` is
-    never called.
-    """
-
-    name: str
-
-    def kubelet_settings(self) -> dict[str, Any]:
-        """KubeletConfiguration fields this add-on needs (e.g. ``clusterDNS``), or ``{}``."""
-        ...
-
-    def clean_leftovers(self, node: Node) -> None:
-        """Remove what a crashed earlier run of this add-on left on the host (lock held;
-        the earlier node's processes are already killed)."""
-        ...
-
-    def start(self, node: Node) -> None:
-        """Start; return once working. Raise :class:`NodeError` to fail the node's start."""
-        ...
-
-    def stop(self, node: Node) -> None:
-        """Stop and remove what ``start`` made on the host; must not raise."""
-        ...
-
-
-ADD_ONS_MODULE = "mcp_operator.dev.node_addons"
-
-
-def _add_ons_module() -> Any:
-    """``mcp_operator.dev.node_addons``, or ``None`` while that module is absent."""
-    try:
-        return importlib.import_module(ADD_ONS_MODULE)
-    except ModuleNotFoundError as error:
-        if error.name != ADD_ONS_MODULE:
-            raise
-        return None
-
-
 def default_add_ons() -> list[AddOn]:
-    """The add-ons of ``mcp_operator.dev.node_addons`` (its ``add_ons()``), or none."""
-    module = _add_ons_module()
-    add_ons: list[AddOn] = module.add_ons() if module is not None else []
-    return add_ons
+    """The node's add-ons (:func:`mcp_operator.dev.node_addons.add_ons`): cluster DNS and the
+    NetworkPolicy enforcer."""
+    return node_addons.add_ons()
 
 
 # ------------------------------------------------------------------------ the node
@@ -456,6 +402,12 @@ class Node:
 
     def stop(self) -> None:
         """Stop add-ons and processes, take back everything on the host, release the lock."""
+        self.stop_processes()
+        self.take_back_host()
+
+    def stop_processes(self) -> None:
+        """Stop the add-ons, then the node's processes newest first (Pods go with containerd);
+        the host keeps the bridge and the rules until :meth:`take_back_host`."""
         for add_on in reversed(self._started_add_ons):
             try:
                 add_on.stop(self)
@@ -465,6 +417,12 @@ class Node:
         for name, process in reversed(self._processes):
             stop_process_group(process, grace=3.0, name=name)
         self._processes.clear()
+
+    def take_back_host(self) -> None:
+        """Take back everything on the host (the bridge, routes, rules, mounts, cgroups) and
+        the kernel settings, then release the lock. The API server listens on the bridge's
+        address: a control plane stops its processes before this (see
+        :meth:`mcp_operator.dev.cluster.ControlPlane.stop`)."""
         if self._lock.held:
             node_host.clean_host(self._state, self.directory)
             # Checked while the lock is held: after it, the host is the next node's.
@@ -512,7 +470,7 @@ class Node:
         for name, process in self._processes:
             if process.poll() is not None:
                 raise NodeError(
-                    f"{name} exited with code {process.returncode}:\n{_tail(self.log(name))}"
+                    f"{name} exited with code {process.returncode}:\n{tail(self.log(name))}"
                 )
 
     def _wait(self, done: Callable[[], bool], what: str) -> None:

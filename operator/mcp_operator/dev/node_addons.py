@@ -1,7 +1,7 @@
 """The local node's add-ons: cluster DNS (CoreDNS) and a NetworkPolicy enforcer (kube-router).
 
 :func:`add_ons` is what :class:`mcp_operator.dev.node.Node` starts once the node is
-Ready and kube-proxy runs (the :class:`~mcp_operator.dev.node.AddOn` protocol):
+Ready and kube-proxy runs (the :class:`~mcp_operator.dev.addon.AddOn` protocol):
 
 - :class:`ClusterDns`: CoreDNS as a host process on the cluster bridge address, port 53,
   answering for ``cluster.local`` (and the reverse zones of the Pod and Service ranges)
@@ -36,22 +36,15 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
 from mcp_operator.dev import node_addons_config as config
 from mcp_operator.dev import pki
-from mcp_operator.dev.cluster import (
-    BIN_DIR,
-    SERVICE_CIDR,
-    _tail,
-    free_port,
-    stop_process_group,
-)
-
-if TYPE_CHECKING:
-    from mcp_operator.dev.node import AddOn, Node
+from mcp_operator.dev.addon import AddOn, NodeError, NodeHandle
+from mcp_operator.dev.node_config import SERVICE_CIDR
+from mcp_operator.dev.processes import BIN_DIR, free_port, stop_process_group, tail
 
 logger = logging.getLogger(__name__)
 
@@ -80,16 +73,10 @@ def missing() -> str | None:
     return None
 
 
-def _error(message: str) -> Exception:
-    from mcp_operator.dev.node import NodeError
-
-    return NodeError(message)
-
-
 def _require() -> None:
     why = missing()
     if why is not None:
-        raise _error(f"Cannot start the node's add-ons: {why}")
+        raise NodeError(f"Cannot start the node's add-ons: {why}")
 
 
 def _run(*argv: str, input: str | None = None, check: bool = True) -> str:
@@ -97,7 +84,7 @@ def _run(*argv: str, input: str | None = None, check: bool = True) -> str:
         argv, input=input, capture_output=True, text=True, check=False, timeout=60
     )
     if check and result.returncode != 0:
-        raise _error(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")
+        raise NodeError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")
     return result.stdout
 
 
@@ -111,7 +98,9 @@ _PATHS = {
 """Where each kind of object the add-ons apply lives in the API."""
 
 
-def _request(node: Node, path: str, body: dict[str, Any], method: str, content_type: str) -> Any:
+def _request(
+    node: NodeHandle, path: str, body: dict[str, Any], method: str, content_type: str
+) -> Any:
     """One call to the API server as the cluster's admin (the node's admin kubeconfig)."""
     admin = yaml.safe_load(node.admin_kubeconfig.read_text())
     token = admin["users"][0]["user"]["token"]
@@ -127,10 +116,10 @@ def _request(node: Node, path: str, body: dict[str, Any], method: str, content_t
             return json.loads(answer.read())
     except urllib.error.HTTPError as error:
         detail = error.read().decode(errors="replace")[:500]
-        raise _error(f"{method} {path} failed ({error.code}): {detail}") from None
+        raise NodeError(f"{method} {path} failed ({error.code}): {detail}") from None
 
 
-def _apply(node: Node, objects: list[dict[str, Any]]) -> None:
+def _apply(node: NodeHandle, objects: list[dict[str, Any]]) -> None:
     """Server-side apply (one field manager, conflicts forced: these objects are ours)."""
     for obj in objects:
         metadata = obj["metadata"]
@@ -141,7 +130,7 @@ def _apply(node: Node, objects: list[dict[str, Any]]) -> None:
         _request(node, path + query, obj, "PATCH", "application/apply-patch+yaml")
 
 
-def _token(node: Node, name: str) -> str:
+def _token(node: NodeHandle, name: str) -> str:
     """A token of the ServiceAccount ``kube-system/<name>`` (TokenRequest)."""
     path = f"/api/v1/namespaces/{config.DNS_NAMESPACE}/serviceaccounts/{name}/token"
     body = {
@@ -153,7 +142,7 @@ def _token(node: Node, name: str) -> str:
     return str(answer["status"]["token"])
 
 
-def _identity(node: Node, name: str, rules: list[dict[str, Any]]) -> Path:
+def _identity(node: NodeHandle, name: str, rules: list[dict[str, Any]]) -> Path:
     """A ServiceAccount with ``rules`` for add-on ``name``, and a kubeconfig with its token."""
     _apply(node, config.identity_objects(name, rules))
     token = _token(node, name)
@@ -170,15 +159,19 @@ def _identity(node: Node, name: str, rules: list[dict[str, Any]]) -> Path:
     return kubeconfig
 
 
-def _wait(node: Node, process: subprocess.Popen[bytes], name: str, done: Any, what: str) -> None:
+def _wait(
+    node: NodeHandle, process: subprocess.Popen[bytes], name: str, done: Any, what: str
+) -> None:
     deadline = time.monotonic() + START_TIMEOUT_SECONDS
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise _error(f"{name} exited with code {process.returncode}:\n{_tail(node.log(name))}")
+            raise NodeError(
+                f"{name} exited with code {process.returncode}:\n{tail(node.log(name))}"
+            )
         if done():
             return
         time.sleep(0.1)
-    raise _error(f"Timed out after {START_TIMEOUT_SECONDS:.0f}s waiting for {what}")
+    raise NodeError(f"Timed out after {START_TIMEOUT_SECONDS:.0f}s waiting for {what}")
 
 
 # ------------------------------------------------------------------------ cluster DNS
@@ -195,11 +188,11 @@ class ClusterDns:
     def kubelet_settings(self) -> dict[str, Any]:
         return {"clusterDNS": [config.DNS_SERVICE_IP], "clusterDomain": config.CLUSTER_DOMAIN}
 
-    def clean_leftovers(self, node: Node) -> None:
+    def clean_leftovers(self, node: NodeHandle) -> None:
         """Nothing on the host: CoreDNS is a recorded process (the node kills it) and its
         files are in the node's folder."""
 
-    def start(self, node: Node) -> None:
+    def start(self, node: NodeHandle) -> None:
         _require()
         started = time.monotonic()
         kubeconfig = _identity(node, self.name, config.COREDNS_RULES)
@@ -231,7 +224,7 @@ class ClusterDns:
             time.monotonic() - started,
         )
 
-    def stop(self, node: Node) -> None:
+    def stop(self, node: NodeHandle) -> None:
         if self._process is not None:
             stop_process_group(self._process, grace=3.0, name=self.name)
             self._process = None
@@ -305,13 +298,13 @@ class NetworkPolicyEnforcer:
     def kubelet_settings(self) -> dict[str, Any]:
         return {}
 
-    def clean_leftovers(self, node: Node) -> None:
+    def clean_leftovers(self, node: NodeHandle) -> None:
         self.taken_back = firewall_leftovers()
         if self.taken_back:
             logger.info("Removed what an earlier kube-router left: %s", ", ".join(self.taken_back))
         remove_firewall()
 
-    def start(self, node: Node) -> None:
+    def start(self, node: NodeHandle) -> None:
         _require()
         started = time.monotonic()
         kubeconfig = _identity(node, self.name, config.KUBE_ROUTER_RULES)
@@ -347,7 +340,7 @@ class NetworkPolicyEnforcer:
         )
         logger.info("Started the NetworkPolicy enforcer in %.2fs", time.monotonic() - started)
 
-    def stop(self, node: Node) -> None:
+    def stop(self, node: NodeHandle) -> None:
         if self._process is not None:
             stop_process_group(self._process, grace=3.0, name=self.name)
             self._process = None
@@ -367,7 +360,7 @@ def _bridge_traffic_through_iptables() -> None:
     if not BRIDGE_NF_CALL_IPTABLES.exists() and shutil.which("modprobe"):
         _run("modprobe", "br_netfilter", check=False)
     if not BRIDGE_NF_CALL_IPTABLES.exists():
-        raise _error(
+        raise NodeError(
             "Cannot enforce NetworkPolicies: the kernel has no br_netfilter "
             f"({BRIDGE_NF_CALL_IPTABLES} is missing), so bridged Pod traffic bypasses iptables"
         )

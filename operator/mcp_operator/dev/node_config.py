@@ -20,7 +20,10 @@ POD_CIDR = "10.244.0.0/24"
 CLUSTER_CIDR = "10.244.0.0/16"
 """The cluster's Pod range; this node owns its first /24."""
 NODE_IP = "10.244.0.1"
-"""The cluster bridge's address: the node's InternalIP, the Pods' gateway."""
+"""The cluster bridge's address: the node's InternalIP, the Pods' gateway, and where the API
+server listens when a node runs (so that Pods reach it)."""
+SERVICE_CIDR = "10.96.0.0/16"
+"""The Service range: the API server allocates from it, the node routes it."""
 KUBELET_PORT = 10250
 
 

@@ -1,18 +1,20 @@
 """The one door to the Kubernetes API server: nothing else in the package speaks HTTP to it.
 
-- ``client``    :class:`Kube`: server-side apply, status patches, Secret reads, Events;
-  HTTP status codes become exceptions here and nowhere else
-- ``ownership`` whether an existing object of a child's name is the owner's own (pure)
-- ``credentials`` who the client is: server, TLS and credentials, read once at start-up
-- ``resources`` where each kind lives in the REST API
-- ``tokens``    the client's bearer tokens, renewed when they expire (service account files,
-  OIDC)
-- ``exec_plugin`` kubeconfig exec plugins: their tokens and client certificates, renewed
-- ``tls``       SSL contexts and connection pools for a client certificate that is renewed
+HTTP status codes become exceptions in ``client`` and nowhere else.
+
+- ``protocol``     ``Kube``: the verbs the controllers use, which the client and the fake have
+- ``client``       ``KubeClient``: server-side apply, status patches, Secrets, Events, HTTP errors
+- ``ownership``    whether an existing object of a child's name is the owner's own (pure)
+- ``resources``    where each kind lives in the REST API
+- ``credentials``  who the client is: server, TLS and credentials, read once at start-up
+- ``tokens``       the client's bearer tokens, renewed when they expire (files, OIDC)
+- ``exec_plugin``  kubeconfig exec plugins: their tokens and client certificates, renewed
+- ``tls``          SSL contexts and pools for a client certificate that is renewed
+- ``identity``     the operator's own audience-bound tokens, and the ServiceAccount issuer
 """
 
 from mcp_operator.kube.client import (
-    Kube,
+    KubeClient,
     KubeError,
     NameConflict,
     NotFound,
@@ -20,6 +22,7 @@ from mcp_operator.kube.client import (
     opted_in,
 )
 from mcp_operator.kube.credentials import SERVICE_ACCOUNT_DIR
+from mcp_operator.kube.protocol import Kube
 from mcp_operator.kube.resources import (
     AGENTRUNS,
     CONFIGMAPS,
@@ -55,6 +58,7 @@ __all__ = [
     "VALIDATING_ADMISSION_POLICIES",
     "VALIDATING_ADMISSION_POLICY_BINDINGS",
     "Kube",
+    "KubeClient",
     "KubeError",
     "NameConflict",
     "NotFound",

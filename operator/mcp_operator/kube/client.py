@@ -1,12 +1,13 @@
 """The one door to the Kubernetes API server.
 
 Everything the operator reads or writes outside kopf's own watching goes
-through :class:`Kube`: server-side apply of owned objects (one field manager; an object of
+through :class:`KubeClient`: server-side apply of owned objects (one field manager; an object of
 the name that the owner does not control is refused, :mod:`.ownership`),
 merge patches of the ``status`` subresource, reads of Secrets referenced by a
 spec, and Events. HTTP status codes are mapped to exceptions here and nowhere
 else. The client is asynchronous (httpx) so nothing blocks kopf's event loop;
-it is created once at start-up and closed at clean-up.
+it is created once at start-up and closed at clean-up. The controllers see it as a
+:class:`~mcp_operator.kube.protocol.Kube`.
 """
 
 from __future__ import annotations
@@ -93,8 +94,9 @@ def not_opted_in(namespace: str, name: str) -> SecretReferenceError:
     )
 
 
-class Kube:
-    """An asynchronous client of one API server; create with :meth:`connect`."""
+class KubeClient:
+    """An asynchronous client of one API server (a :class:`~.protocol.Kube`); create with
+    :meth:`connect`."""
 
     def __init__(
         self,
@@ -145,7 +147,7 @@ class Kube:
         kubeconfig: str | None = None,
         *,
         on_error: Callable[[str, int | None], None] | None = None,
-    ) -> Kube:
+    ) -> KubeClient:
         """In-cluster credentials when running in a Pod, else the kubeconfig (``KUBECONFIG``)."""
         return cls(load_credentials(kubeconfig), on_error=on_error)
 

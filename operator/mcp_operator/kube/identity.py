@@ -19,9 +19,7 @@ Tokens are never logged and never part of a message.
 from __future__ import annotations
 
 import asyncio
-import base64
 import datetime
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -29,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from mcp_operator.kube.tokens import CredentialError, jwt_expiry, utc_now
+from mcp_operator.kube.tokens import CredentialError, jwt_claims, jwt_expiry, utc_now
 
 logger = logging.getLogger(__name__)
 
@@ -82,23 +80,11 @@ def own_identity(
         token = token_file.read_text().strip()
     except OSError:
         return None
-    subject = str(_claims(token).get("sub") or "")
+    subject = str(jwt_claims(token).get("sub") or "")
     parts = subject.split(":")
     if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
         return ServiceAccountRef(parts[2], parts[3])
     return None
-
-
-def _claims(token: str) -> dict[str, Any]:
-    """A JWT's claims, unverified (our own token, to learn our name)."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return {}
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except ValueError:
-        return {}
-    return claims if isinstance(claims, dict) else {}
 
 
 class OwnTokens:

@@ -2,7 +2,7 @@
 
 Every child the operator applies (Deployment, Service, ConfigMap, Pod, and any kind added
 later) carries a controller ownerReference naming its owner by UID. Before
-:meth:`mcp_operator.kube.client.Kube.apply` writes a child it reads the object of that name
+:meth:`mcp_operator.kube.client.KubeClient.apply` writes a child it reads the object of that name
 and asks :func:`decide`:
 
 - ``ABSENT``: nothing by that name; the child is created, and creation only (a name taken

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import datetime
-import json
 import logging
 import os
 import ssl
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
+import jwt
 
 logger = logging.getLogger(__name__)
 
@@ -111,16 +111,23 @@ def still_fresh(
 # -- auth-provider (OIDC) -----------------------------------------------------------------
 
 
+def jwt_claims(token: str) -> dict[str, Any]:
+    """A JWT's claims, unverified (PyJWT reads them; ``{}``: not a JWT).
+
+    Only for what the holder of a token may read in it (when it expires, whose it is): the
+    API server, not this client, decides whether the token is good."""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.InvalidTokenError:
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
 def jwt_expiry(token: str) -> datetime.datetime | None:
     """The ``exp`` claim of a JWT (``None``: not a JWT, or no ``exp``)."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return None
     try:
-        padded = parts[1] + "=" * (-len(parts[1]) % 4)
-        claims = json.loads(base64.urlsafe_b64decode(padded))
-        return datetime.datetime.fromtimestamp(int(claims["exp"]), datetime.UTC)
-    except (ValueError, KeyError, TypeError):
+        return datetime.datetime.fromtimestamp(int(jwt_claims(token)["exp"]), datetime.UTC)
+    except (ValueError, KeyError, TypeError, OverflowError, OSError):
         return None
 
 

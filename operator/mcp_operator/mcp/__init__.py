@@ -1,20 +1,23 @@
 """The MCP client side, shared by the probe and the bridge. One module per job:
 
-- :mod:`~mcp_operator.mcp.session` — the one MCP client session (either era), used by the
-  probe and the bridge alike; its one failure type, ``McpFailure``; the pagination rule;
-  change streams;
-- :mod:`~mcp_operator.mcp.sse` — the one SSE reader;
-- :mod:`~mcp_operator.mcp.streamable` — the probe's face of the session (bounds, SDK models);
-- :mod:`~mcp_operator.mcp.target` — where and how to probe;
-- :mod:`~mcp_operator.mcp.client` — the bounded body, and the SDK's client for the legacy
-  HTTP+SSE transport;
-- :mod:`~mcp_operator.mcp.pages` — tool lists counted and cut on the raw JSON;
-- :mod:`~mcp_operator.mcp.budget` — the byte budget shared by all probes;
-- :mod:`~mcp_operator.mcp.scrub` — masking header values a server echoes back;
-- :mod:`~mcp_operator.mcp.errors` — ``ProbeError`` and the table that translates failures;
-- :mod:`~mcp_operator.mcp.discovery` — the probe: every page of ``tools/list``;
-- :mod:`~mcp_operator.mcp.watch` — waiting for ``tools/list_changed``;
-- :mod:`~mcp_operator.mcp.naming` — exposed names and filters, as one plan.
+- ``session``      the one MCP client session (either era), its ``McpFailure``, change streams
+- ``legacy_sse``   one client session over the legacy HTTP+SSE transport, for the bridge
+- ``sse``          the one SSE reader
+- ``streamable``   the probe's face of the session (bounds, SDK models)
+- ``client``       the bounded body, and the SDK's client for the legacy HTTP+SSE transport
+- ``target``       where and how to probe, and URLs safe to show
+- ``discovery``    the probe: handshake, then every page of ``tools/list``
+- ``pages``        tool lists counted and cut on the raw JSON
+- ``budget``       the byte budget shared by all probes
+- ``watch``        waiting for ``tools/list_changed``
+- ``errors``       ``ProbeError`` and the table that translates failures
+- ``naming``       exposed names and filters, as one plan
+- ``definitions``  the digest of a tool's definition: what is pinned and checked
+- ``uris``         resource URIs namespaced per server, reversibly
+- ``scrub``        masking secret values a server echoes back
+- ``credentials``  what a client presents on every request: the ``Credentials`` protocol
+- ``oauth``        OAuth client credentials and token exchange, one cached token
+- ``challenge``    what a server's ``401``/``403`` asks for: its ``WWW-Authenticate``, read
 
 The wire (connections, egress policy, TLS) is :mod:`mcp_operator.net`'s. Nothing here
 imports ``kube`` or ``controller``.

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import binascii
 import contextvars
 import json
 import logging
@@ -49,6 +48,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
+
+import jwt
 
 from mcp_operator.mcp.session import McpFailure, display_url
 from mcp_operator.net.egress import EgressPolicy, Refused
@@ -377,15 +378,11 @@ def _claim(value: Any) -> str | None:
 
 
 def jwt_claims(token: str) -> dict[str, Any]:
-    """The payload of a JWT, unverified (for naming the subject and actor in audit lines: the
-    server verifies the token, not us); ``{}`` for a token that is not a JWT."""
-    parts = token.split(".")
-    if len(parts) != 3:
-        return {}
-    payload = parts[1] + "=" * (-len(parts[1]) % 4)
+    """The payload of a JWT, unverified by PyJWT (for naming the subject and actor in audit
+    lines: the server verifies the token, not us); ``{}`` for a token that is not a JWT."""
     try:
-        claims = json.loads(base64.urlsafe_b64decode(payload))
-    except (ValueError, binascii.Error):
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.InvalidTokenError:
         return {}
     return claims if isinstance(claims, dict) else {}
 

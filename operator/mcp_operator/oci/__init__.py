@@ -1,12 +1,10 @@
 """Reading an image's configuration from its OCI registry (distribution API, pull only).
 
-- :mod:`.reference`: image references, normalised as a container runtime does (pure);
-- :mod:`.config`: the parts of an image configuration the operator uses, and the platform
-  choice in a multi-arch index (pure);
-- :mod:`.auth`: pull credentials from ``dockerconfigjson`` Secrets and the registry's
-  ``WWW-Authenticate`` challenges (pure);
-- :mod:`.client`: the HTTP side (httpx): manifests, the anonymous or authenticated bearer
-  token flow, the config blob, and a cache by digest.
+- ``reference``  image references, normalised as a container runtime does (pure)
+- ``config``     what the operator uses of an image configuration; the platform choice (pure)
+- ``auth``       pull credentials from ``dockerconfigjson`` Secrets; registry challenges (pure)
+- ``settings``   how the operator talks to registries: one frozen group of settings (pure)
+- ``client``     the HTTP side (httpx): manifests, bearer tokens, the config blob, a cache
 
 Nothing here knows Kubernetes: the caller reads the pull Secrets and hands their data in.
 This package file imports nothing, so pure modules (render) can use :mod:`.config` alone.

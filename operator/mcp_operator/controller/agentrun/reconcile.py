@@ -31,8 +31,8 @@ from typing import Any
 import pydantic
 
 from mcp_operator.api import AgentRun, MCPServer
-from mcp_operator.controller import network, network_policies, opt_in
-from mcp_operator.controller.agentrun import render, resolve
+from mcp_operator.controller import network, opt_in
+from mcp_operator.controller.agentrun import egress, render, resolve
 from mcp_operator.controller.agentrun.status import BridgeState, Observed, status_patch
 from mcp_operator.controller.conditions import WantedCondition, timestamp
 from mcp_operator.controller.settings import AgentRenderSettings, NetworkPolicySettings
@@ -184,7 +184,7 @@ async def reconcile(
     policy: WantedCondition | None = None
     try:
         if may_start or (pod is not None and refused is None):
-            policy = await network_policies.for_run(
+            policy = await egress.apply_egress_policy(
                 kube,
                 run,
                 resolution,

@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from mcp_operator import API_VERSION, GROUP
+from mcp_operator import API_VERSION
 from mcp_operator.api import AgentRun, CallPolicySpec, MCPServer
 from mcp_operator.api.agentrun import ApprovalWebhookSpec
 from mcp_operator.api.bridge import CallPolicy, CallPolicyOverride, tighten
@@ -48,6 +48,7 @@ from mcp_operator.api.mcpserver import token_audience
 from mcp_operator.controller.agentrun.resolve import Binding, Resolution
 from mcp_operator.controller.mcpserver.render import authentication as server_authentication
 from mcp_operator.controller.render import (
+    AGENT_RUN_LABEL,
     owner_reference,
     recommended_labels,
     restricted_container_security,
@@ -71,8 +72,6 @@ AUDIT_FILE = f"{AUDIT_DIR}/audit.jsonl"
 BRIDGE_PATH = "/mcp"
 BRIDGE_CONTAINER = "mcp-bridge"
 AGENT_CONTAINER = "agent"
-AGENT_RUN_LABEL = f"{GROUP}/agent-run"
-"""The label naming a child's AgentRun (the operator watches Pods that carry it)."""
 BRIDGE_URL_ENV = "MCP_BRIDGE_URL"
 BRIDGE_RESOURCES = {
     "requests": {"cpu": "50m", "memory": "64Mi"},

@@ -1,9 +1,11 @@
-"""Managed mode: apply a server's Deployment and Service, and tell the truth about them.
+"""Managed mode: apply a server's Deployment, Service and NetworkPolicy, and tell the truth
+about them.
 
 :func:`deploy` reads the image's configuration when the Pod needs it
 (:mod:`mcp_operator.controller.mcpserver.images`), renders (pure,
-:mod:`mcp_operator.controller.mcpserver.render`) and applies the children with server-side
-apply; :func:`deployed_condition` reads the
+:mod:`mcp_operator.controller.mcpserver.render` and ``.network``) and applies the children
+with server-side apply (the NetworkPolicy first: :func:`apply_network_policy`);
+:func:`deployed_condition` reads the
 Deployment's own status (and its Pods' phases) into the ``Deployed``
 condition; :func:`probe_endpoint` says how the operator reaches the Service:
 by its DNS name in a cluster, through the API server's service proxy from a
@@ -23,8 +25,17 @@ from mcp_operator.api import MCPServer
 from mcp_operator.controller import network_policies, opt_in
 from mcp_operator.controller.conditions import WantedCondition
 from mcp_operator.controller.mcpserver import images, render
+from mcp_operator.controller.mcpserver import network as server_network
 from mcp_operator.controller.settings import NetworkPolicySettings
-from mcp_operator.kube import DEPLOYMENTS, PODS, SERVICES, Kube
+from mcp_operator.kube import (
+    DEPLOYMENTS,
+    NETWORKPOLICIES,
+    PODS,
+    SERVICES,
+    Kube,
+    KubeError,
+    NameConflict,
+)
 from mcp_operator.oci.client import RegistryClient
 
 
@@ -96,10 +107,34 @@ async def deploy(
     version = await secrets_version(kube, server)
     manifest = render.deployment(server, settings, secrets_version=version, image=image)
     if network is not None:
-        await network_policies.for_server(kube, server, network)
+        await apply_network_policy(kube, server, network)
     await kube.apply(SERVICES, render.service(server))
     applied: Mapping[str, Any] = await kube.apply(DEPLOYMENTS, manifest)
     return applied
+
+
+async def apply_network_policy(
+    kube: Kube, server: MCPServer, settings: NetworkPolicySettings
+) -> None:
+    """Apply (or, when disabled, remove) a managed server's NetworkPolicy; its condition is
+    :func:`~mcp_operator.controller.mcpserver.network.condition`.
+
+    Raises:
+        NameConflict: a NetworkPolicy of the server's name that the server does not control.
+        PolicyNotApplied: the API server refused the write.
+    """
+    name = server_network.policy_name(server)
+    try:
+        if not settings.enabled:
+            await network_policies.remove_owned(
+                kube, server.metadata.namespace, name, server.metadata.uid
+            )
+            return
+        await kube.apply(NETWORKPOLICIES, server_network.network_policy(server, settings))
+    except NameConflict:
+        raise
+    except KubeError as error:
+        raise network_policies.PolicyNotApplied(error.status, str(error), error.fields) from error
 
 
 async def deployed_condition(
