@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from mcp_operator.dev.cluster import DEV_IDENTITY, ControlPlane, free_port
-from tests.support import needs, registry
+from tests.support import needs, registry, scraper
 from tests.support.cluster import CRDS, Cluster, OperatorProcess, operator_process
 
 
@@ -169,6 +169,7 @@ def node_operator(
 ) -> Iterator[OperatorProcess]:
     """The operator on this machine against the cluster with a node, for one test."""
     registry_host = node_cluster.plane.registry
+    scraper.ensure(node_cluster)
     with operator_process(
         "--verbose",
         # Only the test's namespace: the node's cluster is shared by the session, and two
@@ -188,6 +189,8 @@ def node_operator(
         "--private-destinations=labelled",
         # Whose tokens the probe presents to managed servers (the plane makes the account).
         f"--identity={DEV_IDENTITY}",
+        # Who may read /metrics of the bridges and adapters (tests.support.scraper).
+        scraper.FLAG,
         env=node_cluster.env(),
         log_path=tmp_path / "operator.log",
     ) as running:
