@@ -27,6 +27,7 @@ from tests.protocol.test_adapter import adapter
 from tests.protocol.test_adapter_auth import COUNTING_SERVER
 from tests.support.bridge_run import run_bridge
 from tests.support.issuer import TestIssuer
+from tests.support.peers import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -69,7 +70,9 @@ ATTEMPTS: dict[str, tuple[Callable[[], str | None], int]] = {
 }
 
 
-def check_scrapes(base: str, metric: str) -> None:
+def check_scrapes(
+    base: str, metric: str, health: tuple[str, ...] = ("/healthz", "/readyz")
+) -> None:
     for attempt, (token, status) in ATTEMPTS.items():
         answer = scrape(base, token())
         assert answer.status_code == status, (attempt, answer.status_code, answer.text)
@@ -77,22 +80,36 @@ def check_scrapes(base: str, metric: str) -> None:
     allowed = scrape(base, ISSUER.service_account_token(*SCRAPER, audience=METRICS_AUDIENCE))
     assert allowed.status_code == 200, allowed.text
     assert metric in allowed.text
-    for path in ("/healthz", "/readyz"):
+    for path in health:
         assert httpx.get(base + path, timeout=5).status_code == 200, path
 
 
-@pytest.fixture
-def guarded_adapter(tmp_path: Path) -> Iterator[str]:
+@pytest.fixture(params=["one child", "a child per session", "front"])
+def guarded_adapter(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, bool]]:
+    """The adapter in each of its modes (each serves /metrics from its own front)."""
     script = tmp_path / "counting.py"
     script.write_text(COUNTING_SERVER)
-    command = (sys.executable, str(script), str(tmp_path / "seen.txt"))
-    flags = ("--auth=none", f"--metrics-access={access_file(tmp_path)}")
-    with adapter(command, tmp_path, *flags) as running:
-        yield running.base
+    command: tuple[str, ...] = (sys.executable, str(script), str(tmp_path / "seen.txt"))
+    flags: tuple[str, ...] = ("--auth=none", f"--metrics-access={access_file(tmp_path)}")
+    if request.param == "a child per session":
+        flags += ("--child-per-session",)
+    elif request.param == "front":
+        # Nothing listens upstream: /metrics and health are the front's own.
+        flags += (f"--upstream-url=http://127.0.0.1:{free_port()}/mcp",)
+        command = ()
+    front = request.param == "front"
+    with adapter(command, tmp_path, *flags, ready=not front) as running:
+        if front:
+            running.wait_for("/healthz", 200)
+        yield running.base, front
 
 
-def test_the_adapters_metrics_answer_only_the_listed_scraper(guarded_adapter: str) -> None:
-    check_scrapes(guarded_adapter, "mcp_adapter_calls_total")
+def test_the_adapters_metrics_answer_only_the_listed_scraper(
+    guarded_adapter: tuple[str, bool],
+) -> None:
+    base, front = guarded_adapter
+    # The front is not ready without its upstream: its liveness alone is checked open.
+    check_scrapes(base, "mcp_adapter_", ("/healthz",) if front else ("/healthz", "/readyz"))
 
 
 def test_the_bridges_metrics_answer_only_the_listed_scraper(tmp_path: Path) -> None:
