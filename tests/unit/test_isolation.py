@@ -35,6 +35,8 @@ def test_without_the_policy_the_condition_says_who_can_go_around_the_bridge() ->
     assert (found.status, found.reason) == ("False", "BridgeKeysUnguarded")
     assert "create Pods in apps, team" in found.message
     assert "serviceaccounts/token" in found.message and "exec" in found.message
+    everyone = condition(server(access={"namespaces": ["*"]}), None)
+    assert everyone is not None and "create Pods in any namespace can" in everyone.message
 
 
 def test_servers_that_take_other_callers_by_design_say_so() -> None:

@@ -43,7 +43,8 @@ def condition(server: MCPServer, bridge_key_policy: str | None) -> WantedConditi
             "Whoever holds a token of the issuer in spec.access.oidc for this server's "
             "audience calls it without a bridge, as configured",
         )
-    namespaces = ", ".join(permitted_namespaces(server))
+    permitted = permitted_namespaces(server)
+    namespaces = "any namespace" if "*" in permitted else ", ".join(permitted)
     if bridge_key_policy is not None:
         return WantedCondition(
             ISOLATION,
