@@ -755,7 +755,9 @@ def test_no_ephemeral_container_joins_a_run_pod_but_the_operators(
     debugger = {
         "name": "debug",
         "image": "registry.example/busybox:1",
-        "targetContainerName": "mcp-bridge",
+        # It mounts the bridge's token volume (sharing the bridge's processes by
+        # targetContainerName would be the other way in).
+        "targetContainerName": "agent",
         "volumeMounts": [{"name": "key", "mountPath": "/key"}],
     }
 
