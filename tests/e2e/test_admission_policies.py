@@ -801,8 +801,9 @@ def test_no_exec_or_attach_into_a_bridge_and_no_change_of_a_run_pod(
         agent = as_alice("exec", run_pod, "-c", "agent", "--", "true")
         assert agent.returncode != 0 and "ValidatingAdmissionPolicy" not in agent.stderr
         # Her own Pod cannot take the run label, nor the run Pod another bridge image.
-        refused(as_alice("label", "pod/alice-debuggable", f"{RUN_LABEL}=fake"),
-                "only the operator may change the run label or the spec")  # fmt: skip
+        for value in ("fake", ""):  # an empty value is a label too (NetworkPolicy: Exists)
+            refused(as_alice("label", "pod/alice-debuggable", f"{RUN_LABEL}={value}"),
+                    "only the operator may change the run label or the spec")  # fmt: skip
         swap = {"spec": {"initContainers": [{"name": "mcp-bridge",
                                              "image": "registry.example/evil:1"}]}}  # fmt: skip
         refused(as_alice("patch", f"pod/{run_pod}", "-p", json.dumps(swap)),
