@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.mcpserver.isolation import condition
 from mcp_operator.controller.mcpserver.status import Outcome, status_patch
@@ -69,3 +71,32 @@ def test_the_status_carries_the_condition_and_ready_does_not_depend_on_it() -> N
     by_type = {c["type"]: c for c in patch["conditions"]}
     assert by_type["Isolation"]["reason"] == "BridgeKeysUnguarded"
     assert by_type["Ready"]["status"] == "True"
+
+
+def test_the_scrapers_flag_takes_namespace_slash_name_only() -> None:
+    from mcp_operator.commands.run import scraper_list
+
+    assert scraper_list(" monitoring/prometheus,ops/vm ,monitoring/prometheus") == (
+        "monitoring/prometheus",
+        "ops/vm",
+    )
+    assert scraper_list("") == ()
+    for bad in ("prometheus", "a/b/c", "system:serviceaccount:a:b", "/x"):
+        with pytest.raises(SystemExit, match="must be NAMESPACE/NAME"):
+            scraper_list(bad)
+
+
+def test_the_metrics_file_lists_the_scrapers_by_username_and_nothing_else() -> None:
+    from mcp_operator.controller.render import metrics_access
+
+    body = metrics_access("https://issuer", {"keys": []}, ["monitoring/prometheus"])
+    assert body == {
+        "audience": "metrics.mcp-operator.dev",
+        "issuer": "https://issuer",
+        "jwks": {"keys": []},
+        "allow": {
+            "namespaces": [],
+            "operators": ["system:serviceaccount:monitoring:prometheus"],
+        },
+    }
+    assert "issuer" not in metrics_access(None, None, [])
