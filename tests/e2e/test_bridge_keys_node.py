@@ -58,10 +58,17 @@ call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "greet", "arguments": {"name": "alice"},
                    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                              "io.modelcontextprotocol/clientCapabilities": {}}}}
-status, body = post(os.environ["SERVER_URL"], call, {
-    "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "greet"})
-print("ATTACK " + json.dumps({"status": status, "greeting": "Hi alice" in body}), flush=True)
 import time
+for attempt in range(90):  # the NetworkPolicy enforcer learns a new Pod's address in a while
+    try:
+        status, body = post(os.environ["SERVER_URL"], call, {
+            "mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
+            "mcp-name": "greet"})
+        break
+    except urllib.error.URLError as error:
+        status, body = None, repr(error)
+        time.sleep(1)
+print("ATTACK " + json.dumps({"status": status, "greeting": "Hi alice" in body}), flush=True)
 time.sleep(600)
 """
 
@@ -216,6 +223,7 @@ def test_a_tenant_holds_no_key_where_the_policy_is_and_the_condition_says_so_whe
     pod = attack_pod("alice-direct", python, url, audience)
     created = as_alice(cluster, namespace, "create", "-f", "-", input=json.dumps(pod))
     assert created.returncode == 0, created.stderr
+    pods.wait_for_pod(cluster, namespace, "alice-direct", pods.is_ready, "Ready", 180)
     log = eventually(
         "alice's call",
         lambda: pods.logs(cluster, namespace, "alice-direct", "alice"),
