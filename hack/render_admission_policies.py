@@ -19,7 +19,11 @@ from mcp_operator.dev.processes import BIN_DIR
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET = REPO / "deploy" / "admission-policies.yaml"
-TEMPLATES = ("templates/admission-tenants.yaml", "templates/admission-guard-rails.yaml")
+TEMPLATES = (
+    "templates/admission-tenants.yaml",
+    "templates/admission-guard-rails.yaml",
+    "templates/admission-bridge-keys.yaml",
+)
 LABELS = {
     "app.kubernetes.io/name": "mcp-operator",
     "app.kubernetes.io/part-of": "mcp-operator",

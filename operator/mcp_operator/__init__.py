@@ -23,6 +23,10 @@ VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 FIELD_MANAGER = "mcp-operator"
 
+METRICS_AUDIENCE = f"metrics.{GROUP}"
+"""The audience of a scraper's ServiceAccount token for ``/metrics`` of the adapter and the
+bridge (:mod:`mcp_operator.serve.auth.scrapers`)."""
+
 OPT_IN_LABEL = f"{GROUP}/for-mcp-servers"
 OPT_IN_VALUE = "true"
 """A Secret (or ServiceAccount) carrying ``mcp-operator.dev/for-mcp-servers=true`` may be used

@@ -28,7 +28,7 @@ import pytest
 
 from mcp_operator.dev.cluster import DEV_IDENTITY, ControlPlane
 from mcp_operator.dev.processes import free_port
-from tests.support import needs, registry
+from tests.support import needs, registry, scraper
 from tests.support.cluster import CRDS, Cluster, OperatorProcess, operator_process
 
 
@@ -170,6 +170,7 @@ def node_operator(
 ) -> Iterator[OperatorProcess]:
     """The operator on this machine against the cluster with a node, for one test."""
     registry_host = node_cluster.plane.registry
+    scraper.ensure(node_cluster)
     with operator_process(
         "--verbose",
         # Only the test's namespace: the node's cluster is shared by the session, and two
@@ -189,6 +190,8 @@ def node_operator(
         "--private-destinations=labelled",
         # Whose tokens the probe presents to managed servers (the plane makes the account).
         f"--identity={DEV_IDENTITY}",
+        # Who may read /metrics of the bridges and adapters (tests.support.scraper).
+        scraper.FLAG,
         env=node_cluster.env(),
         log_path=tmp_path / "operator.log",
     ) as running:

@@ -67,6 +67,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
                 SCOPED_SYSTEM,
                 [
                     "--skip-crds",
+                    # Where cluster policies cannot be installed: what that mode cannot
+                    # prevent is shown below, and reported by the Isolation condition.
+                    "--set",
+                    "admissionPolicies.bridgeKeys=false",
                     "--set",
                     "namespaceScoped=true",
                     "--set",
@@ -112,6 +116,15 @@ def tenant_setup(cluster: Cluster) -> None:
         role("read-db-pass", [rule("", ["secrets"], ["get"], names=["db-pass"])]),
         role("use-robot", [rule("", ["serviceaccounts"], ["impersonate"], names=["robot"])]),
         role("create-pods", [rule("", ["pods"], ["create"])]),
+        role("mint-tokens", [rule("", ["serviceaccounts/token"], ["create"])]),
+        role(
+            "debug-pods",
+            [
+                rule("", ["pods"], ["get", "list", "patch", "update"]),
+                rule("", ["pods/ephemeralcontainers"], ["get", "patch", "update"]),
+                rule("", ["pods/exec", "pods/attach"], ["create", "get"]),
+            ],
+        ),
         {
             "apiVersion": "v1",
             "kind": "Secret",
@@ -175,13 +188,15 @@ GRANTS = {
     "create-pods": ("create", "pods"),
     "read-most": ("get", "secrets/s-0"),
     "read-last": ("get", "secrets/s-15"),
+    "mint-tokens": ("create", "serviceaccounts", "--subresource=token"),
+    "debug-pods": ("update", "pods", "--subresource=ephemeralcontainers"),
 }
 
 
 def alice_can(cluster: Cluster, name: str) -> bool:
-    verb, resource = GRANTS[name]
+    verb, resource, *extra = GRANTS[name]
     answer = cluster.kubectl(
-        "auth", "can-i", verb, resource, f"--as={ALICE}", "-n", TENANT, check=False
+        "auth", "can-i", verb, resource, *extra, f"--as={ALICE}", "-n", TENANT, check=False
     )
     return answer.stdout.strip() == "yes"
 
@@ -265,6 +280,23 @@ REFERENCING_THE_SECRET = {
     "MCPServer deployment.env": managed("env", env=[{"name": "DB", "valueFrom": SECRET_REF}]),
     "MCPServer imagePullSecrets": managed("pull", imagePullSecrets=[{"name": "db-pass"}]),
     "AgentRun agent.env": agentrun("run-env", env=[{"name": "DB", "valueFrom": SECRET_REF}]),
+    "AgentRun bridge.approval.webhook": {
+        "apiVersion": API,
+        "kind": "AgentRun",
+        "metadata": {"name": "run-webhook"},
+        "spec": {
+            "agent": {"image": "registry.example/agent:1"},
+            "mcpServers": [{"name": "time"}],
+            "bridge": {
+                "approval": {
+                    "webhook": {
+                        "url": "https://approve.example/hook",
+                        "secretRef": {"name": "db-pass", "key": "password"},
+                    }
+                }
+            },
+        },
+    },
 }
 
 
@@ -449,6 +481,16 @@ def test_the_operators_identity_may_write_the_shapes_it_renders(cluster: Cluster
     found = owners(cluster)
     admitted(create_as(cluster, OPERATOR, agent_pod(found["AgentRun"])))
     admitted(create_as(cluster, OPERATOR, server_deployment(found["MCPServer"])))
+    # The Pod's own securityContext counts for a container that says nothing itself.
+    pod_level = agent_pod(found["AgentRun"])
+    container = pod_level["spec"]["containers"][0]["securityContext"]
+    del container["runAsNonRoot"], container["seccompProfile"]
+    pod_level["spec"]["securityContext"] = {
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    admitted(create_as(cluster, OPERATOR, pod_level))
     # Someone else (admin here) is not matched by the guard rails at all.
     bare = changed(agent_pod(found["AgentRun"]), "metadata.labels", {})
     admitted(
@@ -507,6 +549,35 @@ FORBIDDEN_PODS: dict[str, tuple[Callable[[dict[str, Any]], None], str]] = {
     "with the default token": (
         set_path("spec.automountServiceAccountToken", True),
         "default ServiceAccount",
+    ),
+    # What the operator renders (the restricted Pod Security Standard), one field each.
+    "with a container that may run as root": (
+        set_path("spec.containers.0.securityContext.runAsNonRoot", False),
+        "may run as root",
+    ),
+    "with a container that does not say it runs as non-root": (
+        set_path("spec.containers.0.securityContext.runAsNonRoot", "-"),
+        "may run as root",
+    ),
+    "with a container of user 0": (
+        set_path("spec.containers.0.securityContext.runAsUser", 0),
+        "may run as root",
+    ),
+    "with seccomp Unconfined": (
+        set_path("spec.containers.0.securityContext.seccompProfile", {"type": "Unconfined"}),
+        "seccomp profile is not RuntimeDefault",
+    ),
+    "without a seccomp profile": (
+        set_path("spec.containers.0.securityContext.seccompProfile", "-"),
+        "seccomp profile is not RuntimeDefault",
+    ),
+    "allowing privilege escalation": (
+        set_path("spec.containers.0.securityContext.allowPrivilegeEscalation", True),
+        "allows privilege escalation",
+    ),
+    "with capabilities not dropped": (
+        set_path("spec.containers.0.securityContext.capabilities", {"drop": ["NET_RAW"]}),
+        "does not drop all capabilities",
     ),
 }
 
@@ -588,24 +659,181 @@ def test_the_operators_identity_cannot_take_over_an_object_it_does_not_control(
     assert not service["metadata"].get("ownerReferences")
 
 
+# -- only a bridge holds a key to a managed server -----------------------------------------
+
+SERVER_AUDIENCE = f"mcpserver.mcp-operator.dev/{TENANT}/tools"
+RUN_LABEL = "mcp-operator.dev/agent-run"
+
+
+def key_volume(audience: str = SERVER_AUDIENCE) -> dict[str, Any]:
+    token = {"audience": audience, "expirationSeconds": 600, "path": "token"}
+    return {"name": "key", "projected": {"sources": [{"serviceAccountToken": token}]}}
+
+
+def tenant_pod(name: str, *, label: bool, audience: str | None) -> dict[str, Any]:
+    """alice's own Pod, with the run label and a projected token of ``audience`` if asked."""
+    container: dict[str, Any] = {"name": "alice", "image": "registry.example/curl:1"}
+    spec: dict[str, Any] = {"containers": [container]}
+    if audience is not None:
+        spec["volumes"] = [key_volume(audience)]
+        container["volumeMounts"] = [{"name": "key", "mountPath": "/key"}]
+    labels = {RUN_LABEL: "fake"} if label else {}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": spec}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("label", "audience", "words"),
+    [
+        (True, SERVER_AUDIENCE, "projects a token of an MCP server's audience"),
+        (False, SERVER_AUDIENCE, "projects a token of an MCP server's audience"),
+        (True, None, "carries the label mcp-operator.dev/agent-run"),
+    ],
+    ids=["token and run label", "token", "run label"],
+)
+def test_a_tenant_who_may_create_pods_cannot_make_one_that_holds_a_bridges_key(
+    cluster: Cluster, label: bool, audience: str | None, words: str
+) -> None:
+    # The attack of the review: alice may create Pods (an AgentRun needs it of her), so
+    # she ran one of her own with a server's token and the run label, and called it.
+    with granted(cluster, "create-pods"):
+        pod = tenant_pod("alice-direct", label=label, audience=audience)
+        message = refused(create_as(cluster, ALICE, pod), "only the operator may create", words)
+        assert f"Pod {TENANT}/alice-direct" in message
+        # Her own Pods stay hers: another audience, no run label.
+        other = tenant_pod("alice-own", label=False, audience="https://vault.example")
+        admitted(create_as(cluster, ALICE, other))
+        admitted(create_as(cluster, ALICE, tenant_pod("alice-plain", label=False, audience=None)))
+    # The operator creates run Pods (the guard rails judge their shape).
+    run_pod = keyed_run_pod(owners(cluster)["AgentRun"], "shape-keys")
+    admitted(create_as(cluster, OPERATOR, run_pod))
+
+
+def test_a_token_of_a_servers_audience_is_minted_only_for_a_node_or_the_operator(
+    cluster: Cluster,
+) -> None:
+    def token(user: str, namespace: str, account: str, audience: str) -> Any:
+        return cluster.kubectl(
+            "--as", user, "-n", namespace, "create", "token", account,
+            f"--audience={audience}", check=False,
+        )  # fmt: skip
+
+    with granted(cluster, "mint-tokens"):
+        # RBAC lets her; the policy refuses the audience, whichever ServiceAccount.
+        for account in ("default", "robot"):
+            message = refused(token(ALICE, TENANT, account, SERVER_AUDIENCE))
+            assert "only a node or the operator may request a token" in message
+            assert f"ServiceAccount {TENANT}/{account}" in message
+        assert token(ALICE, TENANT, "default", "https://vault.example").returncode == 0
+    # The operator's probe asks for its own token of a server's audience.
+    own = token(OPERATOR, SYSTEM, "mcpo-mcp-operator", SERVER_AUDIENCE)
+    assert own.returncode == 0, own.stderr
+
+
+def keyed_run_pod(owner: dict[str, Any], name: str = "keyed-run") -> dict[str, Any]:
+    """A run Pod as the operator renders it: the bridge, a native sidecar, holds the key."""
+    pod = agent_pod(owner)
+    pod["metadata"]["name"] = name
+    bridge = restricted_container("mcp-bridge")
+    bridge["restartPolicy"] = "Always"
+    bridge["volumeMounts"] = [{"name": "key", "mountPath": "/var/run/mcp-operator/key"}]
+    pod["spec"]["initContainers"] = [bridge]
+    pod["spec"]["volumes"] = [key_volume()]
+    return pod
+
+
+@pytest.fixture(scope="module")
+def run_pod(cluster: Cluster) -> str:
+    """A run Pod really stored (created by the operator's identity); no node runs it here."""
+    pod = keyed_run_pod(owners(cluster)["AgentRun"])
+    admitted(create_as(cluster, OPERATOR, pod, dry=False))
+    return str(pod["metadata"]["name"])
+
+
+def test_no_ephemeral_container_joins_a_run_pod_but_the_operators(
+    cluster: Cluster, run_pod: str, tmp_path: Path
+) -> None:
+    debugger = {
+        "name": "debug",
+        "image": "registry.example/busybox:1",
+        # It mounts the bridge's token volume (sharing the bridge's processes by
+        # targetContainerName would be the other way in).
+        "targetContainerName": "agent",
+        "volumeMounts": [{"name": "key", "mountPath": "/key"}],
+    }
+
+    def add_to(name: str) -> Any:
+        pod = cluster.get_json(f"pod/{name}", "-n", TENANT)
+        pod["spec"]["ephemeralContainers"] = [debugger if name == run_pod else
+                                              {**debugger, "targetContainerName": "alice",
+                                               "volumeMounts": []}]  # fmt: skip
+        body = tmp_path / f"{name}.json"
+        body.write_text(json.dumps(pod))
+        path = f"/api/v1/namespaces/{TENANT}/pods/{name}/ephemeralcontainers"
+        return cluster.kubectl("--as", ALICE, "replace", "--raw", path, "-f", str(body),
+                               check=False)  # fmt: skip
+
+    cluster.apply(TENANT, tenant_pod("alice-debuggable", label=False, audience=None))
+    with granted(cluster, "debug-pods"):
+        message = refused(add_to(run_pod), "only the operator may add an ephemeral container")
+        assert f"Pod {TENANT}/{run_pod}" in message
+        # RBAC alone decides for a Pod that holds no key.
+        admitted(add_to("alice-debuggable"))
+    stored = cluster.get_json(f"pod/{run_pod}", "-n", TENANT)
+    assert not stored["spec"].get("ephemeralContainers")
+
+
+def test_no_exec_or_attach_into_a_bridge_and_no_change_of_a_run_pod(
+    cluster: Cluster, run_pod: str
+) -> None:
+    def as_alice(*args: str) -> Any:
+        return cluster.kubectl("--as", ALICE, "-n", TENANT, *args, check=False, timeout=30)
+
+    cluster.apply(TENANT, tenant_pod("alice-debuggable", label=False, audience=None))
+    with granted(cluster, "debug-pods"):
+        for verb, args in (
+            ("exec", ("exec", run_pod, "-c", "mcp-bridge", "--", "cat", "/var/run/x")),
+            ("attach", ("attach", run_pod, "-c", "mcp-bridge")),
+        ):
+            message = refused(as_alice(*args), f"only the operator may {verb} into container")
+            assert "mcp-bridge" in message
+        # The agent's container is not refused by the policy (no node runs it here: the
+        # API server fails to reach a kubelet, after admission).
+        agent = as_alice("exec", run_pod, "-c", "agent", "--", "true")
+        assert agent.returncode != 0 and "ValidatingAdmissionPolicy" not in agent.stderr
+        # Her own Pod cannot take the run label, nor the run Pod another bridge image.
+        for value in ("fake", ""):  # an empty value is a label too (NetworkPolicy: Exists)
+            refused(as_alice("label", "pod/alice-debuggable", f"{RUN_LABEL}={value}"),
+                    "only the operator may change the run label or the spec")  # fmt: skip
+        swap = {"spec": {"initContainers": [{"name": "mcp-bridge",
+                                             "image": "registry.example/evil:1"}]}}  # fmt: skip
+        refused(as_alice("patch", f"pod/{run_pod}", "-p", json.dumps(swap)),
+                "only the operator may change the run label or the spec")  # fmt: skip
+        refused(as_alice("label", f"pod/{run_pod}", f"{RUN_LABEL}=other", "--overwrite"),
+                "only the operator may change the run label")  # fmt: skip
+        # Labels that are not the run's stay hers to set, on the run Pod too.
+        assert as_alice("label", f"pod/{run_pod}", "team=a").returncode == 0
+
+
 # -- the operator itself, running as its ServiceAccount ------------------------------------
 
 
-def test_the_operator_reconciles_under_the_guard_rails_and_reports_the_policy_layer(
-    cluster: Cluster, tmp_path: Path
-) -> None:
-    deployment = cluster.get_json("deployment/mcpo-mcp-operator", "-n", SYSTEM)
+@contextlib.contextmanager
+def operator_as(cluster: Cluster, release: str, system: str, tmp_path: Path) -> Iterator[list[str]]:
+    """The chart's operator of ``release`` running here as its ServiceAccount, with the
+    arguments its Deployment gives it; yields them."""
+    deployment = cluster.get_json(f"deployment/{release}-mcp-operator", "-n", system)
     args: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--tenant-admission-policy=mcpo-mcp-operator-tenants" in args
     args = [a for a in args if not a.startswith(("--liveness", "--metrics", "--loopback"))]
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE")}
+    account = f"{release}-mcp-operator"
     env.update(
-        KUBECONFIG=str(cluster.service_account_kubeconfig(SYSTEM, "mcpo-mcp-operator", tmp_path)),
-        POD_NAMESPACE=SYSTEM,
-        POD_NAME="mcpo-0",
+        KUBECONFIG=str(cluster.service_account_kubeconfig(system, account, tmp_path)),
+        POD_NAMESPACE=system,
+        POD_NAME=f"{release}-0",
     )
-    log_path = tmp_path / "operator.log"
-    with peers.mcp_server_time() as url, log_path.open("wb") as log:
+    log_path = tmp_path / f"operator-{release}.log"
+    with log_path.open("wb") as log:
         process = subprocess.Popen(
             [
                 sys.executable, "-m", "mcp_operator", *args, "--liveness=none", "--metrics=none",
@@ -614,37 +842,90 @@ def test_the_operator_reconciles_under_the_guard_rails_and_reports_the_policy_la
             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
         try:
-            cluster.apply(TENANT, mcpserver("time", mode="external", url=url))
-            # A managed server: the operator applies its Deployment and Service, which the
-            # guard rails admit (the shapes it renders are ours).
-            cluster.apply(TENANT, changed(managed("served"), "spec.probe", NO_PROBE))
-
-            def ready() -> dict[str, Any] | None:
-                found: dict[str, Any] = cluster.get_json("mcpserver/time", "-n", TENANT)
-                return found if condition(found, "Ready").get("status") == "True" else None
-
-            server = eventually("the server Ready", ready, 60)
-            eventually(
-                "the managed server's Deployment", exists(cluster, TENANT, "deployment/served"), 60
-            )
-            cluster.get_json("service/served", "-n", TENANT)
-            # An AgentRun: its ConfigMap and its Pod, both admitted by the guard rails.
-            cluster.apply(TENANT, agentrun("served-run"))
-
-            def run_pod() -> dict[str, Any] | None:
-                run: dict[str, Any] = cluster.get_json("agentrun/served-run", "-n", TENANT)
-                name = run.get("status", {}).get("podName")
-                return run if name and exists(cluster, TENANT, f"pod/{name}")() else None
-
-            run = eventually("the AgentRun's Pod", run_pod, 60)
-            cluster.get_json(f"configmap/{run['status']['configMapName']}", "-n", TENANT)
+            yield args
         finally:
             stop_process_group(process, grace=20, name="operator")
             print("\n".join(log_path.read_text(errors="replace").splitlines()[-25:]))
+    text = log_path.read_text(errors="replace")
+    assert "guard rail" not in text, text[-3000:]
+
+
+def isolation(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    def found() -> dict[str, Any] | None:
+        server = cluster.get_json(f"mcpserver/{name}", "-n", namespace)
+        wanted = condition(server, "Isolation")
+        return wanted or None
+
+    return dict(eventually(f"the Isolation condition of {name}", found, 60))
+
+
+def test_the_operator_reconciles_under_the_guard_rails_and_reports_the_policy_layer(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    with peers.mcp_server_time() as url, operator_as(cluster, "mcpo", SYSTEM, tmp_path) as args:
+        assert "--tenant-admission-policy=mcpo-mcp-operator-tenants" in args
+        assert "--bridge-key-policy=mcpo-mcp-operator-bridge-keys" in args
+        cluster.apply(TENANT, mcpserver("time", mode="external", url=url))
+        # A managed server: the operator applies its Deployment and Service, which the
+        # guard rails admit (the shapes it renders are ours).
+        cluster.apply(TENANT, changed(managed("served"), "spec.probe", NO_PROBE))
+
+        def ready() -> dict[str, Any] | None:
+            found: dict[str, Any] = cluster.get_json("mcpserver/time", "-n", TENANT)
+            return found if condition(found, "Ready").get("status") == "True" else None
+
+        server = eventually("the server Ready", ready, 60)
+        eventually(
+            "the managed server's Deployment", exists(cluster, TENANT, "deployment/served"), 60
+        )
+        cluster.get_json("service/served", "-n", TENANT)
+        isolated = isolation(cluster, TENANT, "served")
+        assert (isolated["status"], isolated["reason"]) == ("True", "BridgeOnly")
+        assert "mcpo-mcp-operator-bridge-keys" in isolated["message"]
+        # An AgentRun: its ConfigMap and its Pod, both admitted by the guard rails.
+        cluster.apply(TENANT, agentrun("served-run"))
+
+        def run_pod() -> dict[str, Any] | None:
+            run: dict[str, Any] = cluster.get_json("agentrun/served-run", "-n", TENANT)
+            name = run.get("status", {}).get("podName")
+            return run if name and exists(cluster, TENANT, f"pod/{name}")() else None
+
+        run = eventually("the AgentRun's Pod", run_pod, 60)
+        cluster.get_json(f"configmap/{run['status']['configMapName']}", "-n", TENANT)
     assert server["status"]["admission"] == "PolicyAndLabels"
     assert run["status"]["admission"] == "PolicyAndLabels"
-    log = log_path.read_text(errors="replace")
-    assert "guard rail" not in log, log[-3000:]
+    assert condition(server, "Isolation") == {}, "an external server (not ours) has none"
+
+
+def test_the_namespace_scoped_install_says_what_it_cannot_prevent(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    # No bridge-key policy (a namespace-scoped install cannot install cluster policies):
+    # a Pod of anyone who may create Pods there projects a server's token and is admitted.
+    pods = role("create-pods", [rule("", ["pods"], ["create"])])
+    cluster.apply(SCOPED_WATCHED, pods)
+    cluster.apply(SCOPED_WATCHED, changed(binding("create-pods"), "subjects.0.name", "bob"))
+    eventually(
+        "bob may create Pods",
+        lambda: (
+            cluster.kubectl(
+                "auth", "can-i", "create", "pods", "--as=bob", "-n", SCOPED_WATCHED, check=False
+            ).stdout.strip()
+            == "yes"
+        ),
+        30,
+    )
+    audience = f"mcpserver.mcp-operator.dev/{SCOPED_WATCHED}/served"
+    attack = tenant_pod("direct", label=True, audience=audience)
+    admitted(create_as(cluster, "bob", attack, namespace=SCOPED_WATCHED))
+    with operator_as(cluster, "mcps", SCOPED_SYSTEM, tmp_path) as args:
+        assert not [a for a in args if a.startswith("--bridge-key-policy")]
+        cluster.apply(SCOPED_WATCHED, changed(managed("served"), "spec.probe", NO_PROBE))
+        isolated = isolation(cluster, SCOPED_WATCHED, "served")
+    assert (isolated["status"], isolated["reason"]) == ("False", "BridgeKeysUnguarded")
+    message = isolated["message"]
+    assert f"whoever may create Pods in {SCOPED_WATCHED}" in message
+    assert "without a run's bridge" in message and "serviceaccounts/token" in message
 
 
 # -- least privilege, measured --------------------------------------------------------------

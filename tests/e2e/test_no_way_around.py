@@ -40,7 +40,7 @@ import jwt
 import pytest
 
 from tests.e2e.test_real_node import push_hello
-from tests.support import needs, pods
+from tests.support import needs, pods, scraper
 from tests.support.cluster import Cluster, OperatorProcess
 from tests.support.objects import agentrun, eventually, mcpserver, python_agent, ready
 
@@ -196,10 +196,12 @@ def container_view(pid: int) -> tuple[list[str], set[str], str]:
     return audiences, contents, environment
 
 
-def adapter_metric(pod: dict[str, Any], name: str, **labels: str) -> float:
-    """One sample of the adapter's /metrics, read from this machine (the node)."""
-    with urllib.request.urlopen(f"http://{pod['status']['podIP']}:8080/metrics", timeout=5) as r:
-        text = r.read().decode()
+def adapter_metric(cluster: Cluster, pod: dict[str, Any], name: str, **labels: str) -> float:
+    """One sample of the adapter's /metrics, read from this machine (the node) as the
+    scraper the operator lists (tests.support.scraper)."""
+    url = f"http://{pod['status']['podIP']}:8080/metrics"
+    status, text = scraper.scrape(url, scraper.token(cluster))
+    assert status == 200, text
     total = 0.0
     for line in text.splitlines():
         if not line.startswith(name):
@@ -274,8 +276,8 @@ def test_the_agent_cannot_go_around_its_bridge_and_holds_no_server_token(
     # It sees no process but its own (no shared process namespace): not the bridge's.
     assert tries["processes"] == [], tries["processes"]
     # Nothing of the agent's reached the child: one tools/call forwarded, the bridge's.
-    assert adapter_metric(server_pod, "mcp_adapter_calls_total", method="tools/call") == 1
-    assert adapter_metric(server_pod, "mcp_adapter_auth_refusals_total") >= 4
+    assert adapter_metric(cluster, server_pod, "mcp_adapter_calls_total", method="tools/call") == 1
+    assert adapter_metric(cluster, server_pod, "mcp_adapter_auth_refusals_total") >= 4
 
     # The bridge's audit line names who called.
     audit = [

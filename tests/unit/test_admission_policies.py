@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from mcp_operator.controller.admission import admission_layer, enforced
+from mcp_operator.controller.admission import admission_layer, bridge_key_policy, enforced
 from mcp_operator.dev.processes import kubectl_path
 from mcp_operator.kube import (
     VALIDATING_ADMISSION_POLICIES,
@@ -61,10 +61,10 @@ def expressions(policy: dict[str, Any]) -> list[str]:
     return [v["expression"] for v in policy["spec"]["validations"]]
 
 
-def test_the_defaults_render_three_policies_each_with_a_binding_that_denies(helm: str) -> None:
+def test_the_defaults_render_four_policies_each_with_a_binding_that_denies(helm: str) -> None:
     found = policies(render(helm))
     names = {"mcpo-mcp-operator-tenants", "mcpo-mcp-operator-owned-children"}
-    names.add("mcpo-mcp-operator-pod-shape")
+    names |= {"mcpo-mcp-operator-pod-shape", "mcpo-mcp-operator-bridge-keys"}
     assert set(found) == {(kind, name) for kind in POLICY_KINDS for name in names}
     for name in names:
         binding = found[("ValidatingAdmissionPolicyBinding", name)]["spec"]
@@ -86,6 +86,49 @@ def test_the_guard_rails_match_the_charts_service_account_alone(helm: str) -> No
             ]
     tenants = found[("ValidatingAdmissionPolicy", "mcpo-mcp-operator-tenants")]
     assert "matchConditions" not in tenants["spec"], "the tenant policy is for every user"
+
+
+def test_the_bridge_key_policy_matches_everyone_but_the_operators(helm: str) -> None:
+    def keys(*values: str) -> dict[str, Any]:
+        found = policies(render(helm, *values))
+        return found[("ValidatingAdmissionPolicy", "mcpo-mcp-operator-bridge-keys")]["spec"]
+
+    own = "system:serviceaccount:ops:mcpo-mcp-operator"
+    assert keys()["matchConditions"] == [
+        {"name": "not-by-the-operator", "expression": f'!(request.userInfo.username in ["{own}"])'}
+    ]
+    shard = "system:serviceaccount:ops2:other"
+    sharded = keys("--set", f"admissionPolicies.otherOperators={{{shard}}}")
+    assert f'["{own}","{shard}"]' in sharded["matchConditions"][0]["expression"]
+    variables = {v["name"]: v["expression"] for v in keys()["variables"]}
+    assert variables["prefixes"] == '["mcpserver.mcp-operator.dev/"]'
+    assert variables["watched"] == "true"
+    watching = {
+        v["name"]: v["expression"]
+        for v in keys("--set", "watchNamespaces={team-a,team-b}")["variables"]
+    }
+    assert watching["prefixes"] == (
+        '["mcpserver.mcp-operator.dev/team-a/","mcpserver.mcp-operator.dev/team-b/"]'
+    )
+    assert watching["watched"] == 'request.namespace in ["team-a","team-b"]'
+    operations = {
+        (tuple(rule["resources"]), tuple(rule["operations"]))
+        for rule in keys()["matchConstraints"]["resourceRules"]
+    }
+    assert operations == {
+        (("pods", "pods/ephemeralcontainers"), ("CREATE", "UPDATE")),
+        (("serviceaccounts/token",), ("CREATE",)),
+        (("pods/exec", "pods/attach"), ("CONNECT",)),
+    }
+
+
+def test_the_operator_is_told_of_its_bridge_key_policy_where_it_can_read_it(helm: str) -> None:
+    assert "--bridge-key-policy=mcpo-mcp-operator-bridge-keys" in args(render(helm))
+    off = render(helm, "--set", "admissionPolicies.bridgeKeys=false")
+    assert ("ValidatingAdmissionPolicy", "mcpo-mcp-operator-bridge-keys") not in policies(off)
+    assert not [a for a in args(off) if a.startswith("--bridge-key-policy")]
+    scoped = render(helm, "--set", "namespaceScoped=true", "--set", "watchNamespaces={team-a}")
+    assert not [a for a in args(scoped) if a.startswith("--bridge-key-policy")]
 
 
 def test_the_guard_rails_hold_the_operator_to_the_watched_namespaces(helm: str) -> None:
@@ -111,10 +154,14 @@ def test_each_set_of_policies_can_be_turned_off(helm: str) -> None:
     assert {name for _, name in policies(no_tenants)} == {
         "mcpo-mcp-operator-owned-children",
         "mcpo-mcp-operator-pod-shape",
+        "mcpo-mcp-operator-bridge-keys",
     }
     assert not [a for a in args(no_tenants) if a.startswith("--tenant-admission-policy")]
     no_rails = render(helm, "--set", "admissionPolicies.guardRails=false")
-    assert {name for _, name in policies(no_rails)} == {"mcpo-mcp-operator-tenants"}
+    assert {name for _, name in policies(no_rails)} == {
+        "mcpo-mcp-operator-tenants",
+        "mcpo-mcp-operator-bridge-keys",
+    }
     assert "--tenant-admission-policy=mcpo-mcp-operator-tenants" in args(no_rails)
     assert not policies(
         render(
@@ -123,6 +170,8 @@ def test_each_set_of_policies_can_be_turned_off(helm: str) -> None:
             "admissionPolicies.tenants=false",
             "--set",
             "admissionPolicies.guardRails=false",
+            "--set",
+            "admissionPolicies.bridgeKeys=false",
         )
     )
 
@@ -203,3 +252,16 @@ async def test_a_policy_the_operator_may_not_read_is_reported_as_absent() -> Non
             raise KubeError(403, "forbidden")
 
     assert await admission_layer(Forbidden(), "mcpo-tenants") == "Labels"
+
+
+async def test_the_bridge_key_policy_is_reported_only_when_found_with_a_denying_binding() -> None:
+    keys = {"metadata": {"name": "mcpo-keys"}, "spec": {}}
+    binding = {"metadata": {"name": "mcpo-keys"}, "spec": {"policyName": "mcpo-keys"}}
+    binding["spec"]["validationActions"] = ["Deny"]
+    both = fake_with(
+        (VALIDATING_ADMISSION_POLICIES, keys), (VALIDATING_ADMISSION_POLICY_BINDINGS, binding)
+    )
+    assert await bridge_key_policy(both, "mcpo-keys") == "mcpo-keys"
+    assert await bridge_key_policy(both, None) is None
+    unbound = fake_with((VALIDATING_ADMISSION_POLICIES, keys))
+    assert await bridge_key_policy(unbound, "mcpo-keys") is None

@@ -195,6 +195,11 @@ SET = {
     "private_destinations": (["--set", "privateDestinations=labelled"], "labelled"),
     "loopback_destinations": (["--set", "loopbackDestinations=allowed"], "allowed"),
     "tenant_admission_policy": ([], "mcpo-mcp-operator-tenants"),
+    "bridge_key_policy": ([], "mcpo-mcp-operator-bridge-keys"),
+    "metrics_scrapers": (
+        ["--set", "metrics.scrapers={monitoring/prometheus,ops/vm}"],
+        "monitoring/prometheus,ops/vm",
+    ),
     "identity": ([], "ops/mcpo-mcp-operator"),
     "network_policies": (["--set", "networkPolicies.enabled=false"], "disabled"),
     "agent_egress": (["--set", "networkPolicies.agentEgress=restricted"], "restricted"),

@@ -131,6 +131,12 @@ class AdapterConfig:
     """The access configuration (JSON, re-read when it changes): issuer keys, audience, who
     may call, revoked Pods. Required unless ``auth`` is ``none``."""
 
+    metrics_access: str | None = None
+    """Who may read ``/metrics``: a file of the access configuration's format naming the
+    issuer keys and the scrapers' ServiceAccounts (``serve.auth.scrapers``); a scrape then
+    needs a token of the audience ``metrics.mcp-operator.dev`` (401/403 otherwise). Unset:
+    ``/metrics`` answers every client (the operator always sets it)."""
+
     audit: str | None = None
     """Write one JSON line per ``tools/call`` served (caller, tool, outcome, duration; never
     arguments or values) to stdout (``-``) or append it to this file (``adapter.audit``)."""
@@ -210,6 +216,7 @@ _FLAGS: tuple[tuple[str, str, type, str], ...] = (
     ("spawn_timeout_seconds", "--spawn-timeout-seconds", float, "--child-per-session: start limit"),
     ("auth", "--auth", str, "kubernetes (default), oidc or none: who may call"),
     ("access_config", "--access-config", str, "the access configuration file (JSON)"),
+    ("metrics_access", "--metrics-access", str, "who may scrape /metrics (JSON); unset: all"),
     ("audit", "--audit", str, "audit line per tools/call: - (stdout) or a file"),
     ("upstream_url", "--upstream-url", str, "front mode: forward to this loopback HTTP server"),
 )

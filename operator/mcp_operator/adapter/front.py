@@ -49,10 +49,10 @@ from mcp_operator.serve.asgi import (
 )
 from mcp_operator.serve.auth.caller import CURRENT_CALLER
 from mcp_operator.serve.auth.gate import AuthGate, identity_key
+from mcp_operator.serve.auth.scrapers import MetricsAccess
 from mcp_operator.serve.endpoint import McpEndpoint
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
-from mcp_operator.serve.metrics import respond_metrics
 from mcp_operator.serve.sessions import CallerKey, client_address
 
 NOT_FOUND = dumps(error_response(None, INVALID_REQUEST, "Session not found"))
@@ -70,13 +70,16 @@ class HttpFront:
         caller_key: CallerKey | None = None,
         budget: BodyBudget | None = None,
         gate: AuthGate | None = None,
+        metrics_access: MetricsAccess | None = None,
     ) -> None:
         """``caller_key`` names who asks, the key sessions are counted by (``serve.sessions``):
         by default the verified caller's identity, else the client's address. ``budget``: the
         byte budget to admit bodies against when fronts share one (the children of
         ``--child-per-session``), else one of its own. ``gate``: who may call
-        (``serve.auth``), else built from the configuration's ``--auth``."""
+        (``serve.auth``), else built from the configuration's ``--auth``. ``metrics_access``:
+        who may read ``/metrics``, else read from ``--metrics-access``."""
         self.core = core
+        self.metrics_access = metrics_access or MetricsAccess(core.config.metrics_access)
         self.gate = gate if gate is not None else build_gate(core.config, core.metrics)
         active = self.gate if self.gate.enabled else None
         if caller_key is None:
@@ -117,7 +120,7 @@ class HttpFront:
             elif path == "/healthz" or path == "/readyz":
                 await self._health(path, send)
             elif path == "/metrics":
-                await respond_metrics(send, self.core.metrics.exposition())
+                await self.metrics_access.serve(scope, send, self.core.metrics.exposition)
             elif path in self._sse_paths:
                 await self._legacy_sse(path, scope, receive, send)
             elif not await self.gate.serve_metadata(path, send):

@@ -66,10 +66,10 @@ from mcp_operator.serve.asgi import (
     serve_lifespan,
 )
 from mcp_operator.serve.auth.gate import AuthGate, identity_key
+from mcp_operator.serve.auth.scrapers import MetricsAccess
 from mcp_operator.serve.era import is_modern
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps, error_response
-from mcp_operator.serve.metrics import respond_metrics
 from mcp_operator.serve.sessions import CallerKey, Headers, client_address
 
 logger = logging.getLogger(__name__)
@@ -190,6 +190,7 @@ class PoolFront:
         )
         self.metrics = PoolMetrics(self.pool)
         self.gate = gate if gate is not None else build_gate(config, self.metrics)
+        self.metrics_access = MetricsAccess(config.metrics_access)
         if caller_key is None:
             caller_key = identity_key if self.gate.enabled else client_address
         self._caller_key = caller_key
@@ -212,7 +213,7 @@ class PoolFront:
             elif path == "/healthz" or path == "/readyz":
                 await self._health(path, send)
             elif path == "/metrics":
-                await respond_metrics(send, self.metrics.exposition())
+                await self.metrics_access.serve(scope, send, self.metrics.exposition)
             elif not await self.gate.serve_metadata(path, send):
                 await respond_plain(send, 404, b"Not Found")
         elif kind == "lifespan":
@@ -418,7 +419,14 @@ class PoolFront:
         core.metrics = self.metrics
         core.router.sole_caller = True
         slot.child = Child(
-            core, HttpFront(core, self._caller_key, budget=self.budget, gate=self.gate)
+            core,
+            HttpFront(
+                core,
+                self._caller_key,
+                budget=self.budget,
+                gate=self.gate,
+                metrics_access=self.metrics_access,
+            ),
         )
         started = time.perf_counter()
         await core.start()

@@ -55,9 +55,9 @@ from mcp_operator.serve.asgi import (
 )
 from mcp_operator.serve.auth.caller import CURRENT_CALLER
 from mcp_operator.serve.auth.gate import AuthGate
+from mcp_operator.serve.auth.scrapers import MetricsAccess
 from mcp_operator.serve.hosts import HostPolicy
 from mcp_operator.serve.jsonrpc import dumps
-from mcp_operator.serve.metrics import respond_metrics
 
 logger = logging.getLogger("mcp_operator.adapter")
 
@@ -108,6 +108,7 @@ class UpstreamFront:
         self.config = config
         self.gate = gate
         self.metrics = metrics
+        self.metrics_access = MetricsAccess(config.metrics_access)
         self.policy = HostPolicy(config.allowed_hosts, config.allowed_origins)
         parts = urlsplit(config.upstream_url)
         self._upstream = config.upstream_url
@@ -135,7 +136,7 @@ class UpstreamFront:
             elif path == "/readyz":
                 await self._health(send, ok=await self._upstream_accepts())
             elif path == "/metrics":
-                await respond_metrics(send, self.metrics.exposition())
+                await self.metrics_access.serve(scope, send, self.metrics.exposition)
             elif not await self.gate.serve_metadata(path, send):
                 await respond_plain(send, 404, b"Not Found")
         elif kind == "lifespan":

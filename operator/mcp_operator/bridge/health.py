@@ -5,8 +5,10 @@ loaded and every server's first listing is done, successful or not (an optional 
 is down must not keep the run from starting), else 503; both list every server (listed, up,
 protocol, tools, and ``problem``: why a server cannot be called at all, such as a header value
 it must not send); ``/metrics`` the Prometheus
-exposition. This port listens on every address (the kubelet probes the Pod IP), unlike the
-MCP endpoint. What ready means is the core's to say.
+exposition, to the scrapers ``--metrics-access`` permits (``serve.auth.scrapers``: 401 or 403
+to anyone else, since other Pods reach this port too). This port listens on every address
+(the kubelet probes the Pod IP), unlike the MCP endpoint. What ready means is the core's to
+say.
 """
 
 from __future__ import annotations
@@ -20,15 +22,16 @@ from mcp_operator.serve.asgi import (
     respond_plain,
     serve_lifespan,
 )
+from mcp_operator.serve.auth.scrapers import MetricsAccess
 from mcp_operator.serve.jsonrpc import dumps
-from mcp_operator.serve.metrics import respond_metrics
 
 
 class HealthApp:
     """The ASGI app of the health port."""
 
-    def __init__(self, core: BridgeCore) -> None:
+    def __init__(self, core: BridgeCore, scrapers: MetricsAccess | None = None) -> None:
         self.core = core
+        self.scrapers = scrapers or MetricsAccess(None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -37,7 +40,7 @@ class HealthApp:
             return
         path = scope["path"]
         if path == "/metrics":
-            await respond_metrics(send, self.core.metrics.exposition())
+            await self.scrapers.serve(scope, send, self.core.metrics.exposition)
         elif path in ("/healthz", "/readyz"):
             await self._health(path, send)
         else:

@@ -26,6 +26,8 @@ from mcp_operator.bridge.front import BridgeFront
 from mcp_operator.bridge.health import HealthApp
 from mcp_operator.bridge.reload import ConfigWatcher
 from mcp_operator.serve import process
+from mcp_operator.serve.auth.access import AccessConfigError
+from mcp_operator.serve.auth.scrapers import MetricsAccess
 from mcp_operator.serve.process import QuietServer
 
 logger = logging.getLogger("mcp_operator.bridge")
@@ -38,6 +40,8 @@ class BridgeSettings:
     config_path: Path
     health_port: int = 7801
     health_host: str = process.ALL_ADDRESSES
+    metrics_access: str | None = None
+    """Who may read ``/metrics`` (``serve.auth.scrapers``); ``None``: every client."""
     log_level: str = "INFO"
     relist_seconds: float = 300.0
     reload_seconds: float = 2.0
@@ -62,10 +66,17 @@ async def serve(settings: BridgeSettings) -> int:
     except (OSError, BridgeConfigError) as error:
         logger.error("Could not load the configuration: %s", error)
         return 2
+    try:
+        scrapers = MetricsAccess(settings.metrics_access)
+    except AccessConfigError as error:
+        logger.error("Could not load who may read /metrics: %s", error)
+        return 2
     core = BridgeCore(config, relist_seconds=settings.relist_seconds)
     listen = config.listen
     front = _server(BridgeFront(core), listen.host, listen.port, settings)
-    health = _server(HealthApp(core), settings.health_host, settings.health_port, settings)
+    health = _server(
+        HealthApp(core, scrapers), settings.health_host, settings.health_port, settings
+    )
     watcher = ConfigWatcher(
         settings.config_path,
         core.apply,

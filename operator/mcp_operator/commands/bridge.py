@@ -27,6 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="port of /healthz, /readyz and /metrics, on every address",
     )
     parser.add_argument(
+        "--metrics-access",
+        default=None,
+        metavar="FILE",
+        help="who may scrape /metrics: issuer keys and the scrapers' ServiceAccounts (the "
+        "access configuration's format); a scrape needs a token of the audience "
+        "metrics.mcp-operator.dev; unset: every client",
+    )
+    parser.add_argument(
         "--log-level",
         default="INFO",
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
@@ -59,6 +67,7 @@ def run(args: argparse.Namespace) -> int:
     settings = BridgeSettings(
         config_path=Path(args.config),
         health_port=args.health_port,
+        metrics_access=args.metrics_access,
         log_level=args.log_level,
         relist_seconds=max(1.0, args.relist_seconds),
         reload_seconds=max(0.1, args.reload_seconds),

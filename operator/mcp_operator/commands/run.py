@@ -91,6 +91,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "BridgeImageNotAllowed (default: none)",
     )
     parser.add_argument(
+        "--metrics-scrapers",
+        default=os.environ.get("MCP_OPERATOR_METRICS_SCRAPERS"),
+        help="comma-separated ServiceAccounts (NAMESPACE/NAME) that may read /metrics of "
+        "bridges and adapters, with a token of the audience metrics.mcp-operator.dev (env "
+        "MCP_OPERATOR_METRICS_SCRAPERS); everyone else gets 401 or 403 (default: none)",
+    )
+    parser.add_argument(
         "--bridge-enabled",
         choices=["true", "false"],
         default=os.environ.get("MCP_ENABLED", "true").strip().lower(),
@@ -190,6 +197,19 @@ def parse_labels(text: str, flag: str) -> tuple[tuple[str, str], ...]:
     return tuple(pairs)
 
 
+def scraper_list(text: str) -> tuple[str, ...]:
+    """``--metrics-scrapers``: ``namespace/name`` entries, or ``SystemExit`` naming a bad one."""
+    found: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        namespace, _, name = item.partition("/")
+        if not namespace or not name or "/" in name or ":" in item:
+            raise SystemExit(f"--metrics-scrapers: {item!r} must be NAMESPACE/NAME")
+        found.append(item)
+    return tuple(sorted(set(found)))
+
+
 def network_policy_settings(args: argparse.Namespace) -> NetworkPolicySettings:
     cidrs = tuple(c.strip() for c in (args.dns_cidrs or "").split(",") if c.strip())
     for cidr in cidrs:
@@ -282,6 +302,14 @@ def add_high_availability_arguments(parser: argparse.ArgumentParser) -> None:
         help="name of the installation's tenant ValidatingAdmissionPolicy (and of its "
         "binding); looked for at start, status.admission says whether it guards tenants' "
         "objects besides the opt-in labels (docs/security.md); default: none",
+    )
+    parser.add_argument(
+        "--bridge-key-policy",
+        default=None,
+        help="name of the installation's bridge-key ValidatingAdmissionPolicy (and of its "
+        "binding), which keeps tokens of managed servers' audiences to run bridges; looked "
+        "for at start, managed servers' Isolation condition says whether it holds "
+        "(docs/security.md); default: none (Isolation=False, BridgeKeysUnguarded)",
     )
     parser.add_argument(
         "--identity",
@@ -386,8 +414,11 @@ def run(args: argparse.Namespace) -> int:
         bridge = dataclasses.replace(bridge, bridge_image=args.adapter_image)
     metrics = OperatorMetrics()
     network = network_policy_settings(args)
+    scrapers = scraper_list(args.metrics_scrapers or "")
     memo = kopf.Memo(
-        agentrun_settings=AgentRunSettings(render=bridge, network=network),
+        agentrun_settings=AgentRunSettings(
+            render=bridge, network=network, metrics_scrapers=scrapers
+        ),
         fleet_settings=FleetSettings(
             schedule=ScheduleSettings(max_concurrent=args.max_concurrent_probes),
             listeners=ListenerSettings(max_listeners=args.max_listeners),
@@ -401,6 +432,7 @@ def run(args: argparse.Namespace) -> int:
                 loopback_destinations=args.loopback_destinations,
             ),
             network=network,
+            metrics_scrapers=scrapers,
         ),
         # Without --adapter-image, the operator's own image (read from its Pod) is used, for
         # the stdio adapter and the bridge alike.
@@ -411,6 +443,7 @@ def run(args: argparse.Namespace) -> int:
         scanning=not args.namespace_scoped,
         shard_selector=shard_selector,
         tenant_admission_policy=args.tenant_admission_policy,
+        bridge_key_policy=args.bridge_key_policy,
         identity=identity_setting(args.identity),
     )
 

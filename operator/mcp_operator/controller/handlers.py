@@ -20,7 +20,7 @@ import kopf
 
 from mcp_operator import GROUP, OPT_IN_LABEL, OPT_IN_VALUE, VERSION
 from mcp_operator.controller import network_policies
-from mcp_operator.controller.admission import admission_layer
+from mcp_operator.controller.admission import admission_layer, bridge_key_policy
 from mcp_operator.controller.agentrun.runs import Runs
 from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.fleet import Fleet
@@ -120,7 +120,8 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     )
     # Which admission layer guards tenants' objects, for status.admission.
     layer = await admission_layer(memo.kube, getattr(memo, "tenant_admission_policy", None))
-    fleet_settings = dataclasses.replace(fleet_settings, admission=layer)
+    keys = await bridge_key_policy(memo.kube, getattr(memo, "bridge_key_policy", None))
+    fleet_settings = dataclasses.replace(fleet_settings, admission=layer, bridge_key_policy=keys)
     run_settings = dataclasses.replace(run_settings, admission=layer)
     identity = own_identity(getattr(memo, "identity", None))
     if identity is None:
@@ -131,9 +132,9 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     else:
         logger.info("Probing managed servers as ServiceAccount %s", identity)
     tokens = OwnTokens(memo.kube, identity) if identity is not None else None
-    data_path = DataPath(memo.kube, tokens=tokens)
+    data_path = DataPath(memo.kube, tokens=tokens, metrics_scrapers=fleet_settings.metrics_scrapers)
     memo.fleet = Fleet(memo.kube, fleet_settings, metrics=metrics, data_path=data_path)
-    memo.runs = Runs(memo.kube, run_settings, metrics=metrics)
+    memo.runs = Runs(memo.kube, run_settings, metrics=metrics, issuer=data_path.issuer)
 
 
 def _origin(network: NetworkPolicySettings) -> dict[str, Any]:

@@ -9,10 +9,11 @@ of each controller's own ``render`` module.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
-from mcp_operator import GROUP
+from mcp_operator import GROUP, METRICS_AUDIENCE
 from mcp_operator.api import TracingSpec
 
 MANAGED_BY = "mcp-operator"
@@ -54,6 +55,37 @@ class Owner(Protocol):
     def kind(self) -> str: ...
     @property
     def metadata(self) -> _Metadata: ...
+
+
+METRICS_ACCESS_KEY = "metrics.json"
+"""The key of the file that says who may read ``/metrics`` of an adapter or a bridge, beside
+their other configuration (``serve.auth.scrapers`` reads it with ``--metrics-access``)."""
+
+
+def metrics_access(
+    issuer: str | None, jwks: Mapping[str, Any] | None, scrapers: Iterable[str]
+) -> dict[str, Any]:
+    """Who may read ``/metrics`` of the data plane, in the access configuration's format: a
+    ServiceAccount token of the audience ``metrics.mcp-operator.dev`` from one of
+    ``scrapers`` (``namespace/name``), verified against the cluster's issuer keys. Without
+    keys (they could not be read) every scrape is refused."""
+    body: dict[str, Any] = {
+        "audience": METRICS_AUDIENCE,
+        "allow": {
+            "namespaces": [],
+            "operators": sorted(
+                {f"system:serviceaccount:{s.replace('/', ':', 1)}" for s in scrapers}
+            ),
+        },
+    }
+    if issuer is not None and jwks is not None:
+        body["issuer"] = issuer
+        body["jwks"] = dict(jwks)
+    return body
+
+
+def metrics_access_text(body: Mapping[str, Any]) -> str:
+    return json.dumps(dict(body), indent=1, sort_keys=True) + "\n"
 
 
 def owner_reference(owner: Owner) -> dict[str, Any]:

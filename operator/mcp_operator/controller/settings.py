@@ -142,10 +142,17 @@ class FleetSettings:
 
     admission: AdmissionLayer = "Labels"
     """The admission layer that status reports (found at start, controller.admission)."""
-    """Where probes of external servers may connect."""
+
+    bridge_key_policy: str | None = None
+    """The bridge-key ValidatingAdmissionPolicy when found with a binding that denies (at
+    start, controller.admission); managed servers' ``Isolation`` condition reports it."""
 
     network: NetworkPolicySettings = field(default_factory=NetworkPolicySettings)
     """The NetworkPolicy of each managed server's Pods."""
+
+    metrics_scrapers: tuple[str, ...] = ()
+    """ServiceAccounts (``namespace/name``) that may read ``/metrics`` of the adapters
+    (``--metrics-scrapers``); nobody else may."""
 
 
 @dataclass(frozen=True)
@@ -187,6 +194,10 @@ class AgentRunSettings:
 
     network: NetworkPolicySettings = field(default_factory=NetworkPolicySettings)
     """The egress NetworkPolicy of each run's Pod."""
+
+    metrics_scrapers: tuple[str, ...] = ()
+    """ServiceAccounts (``namespace/name``) that may read ``/metrics`` of the bridges
+    (``--metrics-scrapers``); nobody else may."""
 
     refused_endpoints: frozenset[tuple[str, int | None]] = frozenset()
     """The API server's addresses and ports (found at start-up), never opened to a run's Pod

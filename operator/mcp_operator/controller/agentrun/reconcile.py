@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,6 +157,7 @@ async def reconcile(
     now: datetime.datetime,
     network_settings: NetworkPolicySettings | None = None,
     refused_endpoints: frozenset[tuple[str, int | None]] = frozenset(),
+    metrics_access: Mapping[str, Any] | None = None,
 ) -> Pass:
     """Reconcile ``run`` once; ``previous`` is its status as last written.
 
@@ -193,9 +195,14 @@ async def reconcile(
             )
         if bridge == "enabled" and may_start:
             config = render.bridge_config(run, resolution)
-            await kube.apply(CONFIGMAPS, render.config_map(run, config))
+            await kube.apply(
+                CONFIGMAPS, render.config_map(run, config, metrics_access=metrics_access)
+            )
         if pod is None and may_start:
-            pod = await kube.apply(PODS, render.pod(run, resolution, settings))
+            pod = await kube.apply(
+                PODS,
+                render.pod(run, resolution, settings, metrics=metrics_access is not None),
+            )
             logger.info(
                 "Created Pod %s/%s for AgentRun %s",
                 namespace,

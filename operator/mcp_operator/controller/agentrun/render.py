@@ -49,6 +49,8 @@ from mcp_operator.controller.agentrun.resolve import Binding, Resolution
 from mcp_operator.controller.mcpserver.render import authentication as server_authentication
 from mcp_operator.controller.render import (
     AGENT_RUN_LABEL,
+    METRICS_ACCESS_KEY,
+    metrics_access_text,
     owner_reference,
     recommended_labels,
     restricted_container_security,
@@ -395,13 +397,20 @@ def config_text(config: Mapping[str, Any]) -> str:
     return yaml.safe_dump(dict(config), sort_keys=False)
 
 
-def config_map(run: AgentRun, config: Mapping[str, Any]) -> dict[str, Any]:
-    """The ConfigMap the bridge reads its configuration from (mounted, so updates reach it)."""
+def config_map(
+    run: AgentRun, config: Mapping[str, Any], *, metrics_access: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """The ConfigMap the bridge reads its configuration from (mounted, so updates reach it);
+    ``metrics_access``: who may read the bridge's ``/metrics`` (key ``metrics.json``, read
+    with ``--metrics-access``; :func:`~mcp_operator.controller.render.metrics_access`)."""
+    data = {CONFIG_KEY: config_text(config)}
+    if metrics_access is not None:
+        data[METRICS_ACCESS_KEY] = metrics_access_text(metrics_access)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(run, config_map_name(run)),
-        "data": {CONFIG_KEY: config_text(config)},
+        "data": data,
     }
 
 
@@ -412,8 +421,16 @@ def config_checksum(config: Mapping[str, Any]) -> str:
 # -- the Pod ------------------------------------------------------------------------------------
 
 
-def pod(run: AgentRun, resolution: Resolution, settings: AgentRenderSettings) -> dict[str, Any]:
-    """The agent Pod: the agent container, and the bridge as a native sidecar unless disabled."""
+def pod(
+    run: AgentRun,
+    resolution: Resolution,
+    settings: AgentRenderSettings,
+    *,
+    metrics: bool = False,
+) -> dict[str, Any]:
+    """The agent Pod: the agent container, and the bridge as a native sidecar unless disabled;
+    ``metrics``: the bridge's ConfigMap holds who may read its ``/metrics``
+    (``--metrics-access``)."""
     agent = run.spec.agent
     with_bridge = bridge_enabled(run, settings)
     volumes: list[dict[str, Any]] = [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}]
@@ -428,7 +445,7 @@ def pod(run: AgentRun, resolution: Resolution, settings: AgentRenderSettings) ->
         "volumes": volumes,
     }
     if with_bridge:
-        spec["initContainers"] = [_bridge_container(run, resolution, settings)]
+        spec["initContainers"] = [_bridge_container(run, resolution, settings, metrics=metrics)]
         volumes.append(
             {
                 "name": "bridge-config",
@@ -536,7 +553,7 @@ def _agent_container(run: AgentRun, with_bridge: bool) -> dict[str, Any]:
 
 
 def _bridge_container(
-    run: AgentRun, resolution: Resolution, settings: AgentRenderSettings
+    run: AgentRun, resolution: Resolution, settings: AgentRenderSettings, *, metrics: bool
 ) -> dict[str, Any]:
     port = run.spec.bridge.port
     health = {"path": "/readyz", "port": "bridge-health"}
@@ -562,6 +579,7 @@ def _bridge_container(
             "bridge",
             f"--config={CONFIG_DIR}/{CONFIG_KEY}",
             f"--health-port={port + 1}",
+            *([f"--metrics-access={CONFIG_DIR}/{METRICS_ACCESS_KEY}"] if metrics else []),
         ],
         "ports": [{"name": "bridge-health", "containerPort": port + 1, "protocol": "TCP"}],
         "startupProbe": {"httpGet": health, "periodSeconds": 1, "failureThreshold": 60},

@@ -14,6 +14,7 @@ metrics, the status writer, ``InvalidSpec``, the end of an object) is
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,9 +24,14 @@ from mcp_operator.controller.agentrun.status import events
 from mcp_operator.controller.kind import KindController, Known, Reconciled
 from mcp_operator.controller.metrics import OperatorMetrics
 from mcp_operator.controller.parsing import InvalidSpec, parse
+from mcp_operator.controller.render import metrics_access
 from mcp_operator.controller.settings import AgentRunSettings
 from mcp_operator.controller.worker import Clock, Next
 from mcp_operator.kube import AGENTRUNS, Kube
+from mcp_operator.kube.identity import IssuerKeys
+from mcp_operator.kube.tokens import CredentialError
+
+logger = logging.getLogger(__name__)
 
 
 class Runs(KindController[AgentRun]):
@@ -38,8 +44,13 @@ class Runs(KindController[AgentRun]):
         *,
         clock: Clock | None = None,
         metrics: OperatorMetrics | None = None,
+        issuer: IssuerKeys | None = None,
     ) -> None:
+        """``issuer``: the cluster's ServiceAccount issuer keys, with which each bridge checks
+        who may read its ``/metrics``; without them a bridge's ``/metrics`` is not guarded
+        (tests that render runs alone)."""
         self.settings = settings or AgentRunSettings()
+        self.issuer = issuer
         super().__init__(
             kube,
             kind="AgentRun",
@@ -82,6 +93,19 @@ class Runs(KindController[AgentRun]):
 
     # -- one run -----------------------------------------------------------------------
 
+    async def _metrics_access(self) -> dict[str, Any] | None:
+        """Who may read the bridges' ``/metrics``: the issuer's keys (fetched every few
+        minutes, :class:`~mcp_operator.kube.identity.IssuerKeys`) and the scrapers; keys that
+        cannot be read leave a file that refuses every scrape."""
+        if self.issuer is None:
+            return None
+        try:
+            found = await self.issuer.current()
+        except CredentialError as error:
+            logger.warning("Bridges refuse every scrape of /metrics: %s", error)
+            return metrics_access(None, None, self.settings.metrics_scrapers)
+        return metrics_access(found.issuer, found.jwks, self.settings.metrics_scrapers)
+
     async def reconcile_object(self, run: Known[AgentRun], parsed: AgentRun) -> Reconciled:
         done = await reconcile.reconcile(
             self.kube,
@@ -91,6 +115,7 @@ class Runs(KindController[AgentRun]):
             now=self.clock.now(),
             network_settings=self.settings.network,
             refused_endpoints=self.settings.refused_endpoints,
+            metrics_access=await self._metrics_access(),
         )
         written = await self.write(run, done.patch)
         if written is None:

@@ -35,7 +35,11 @@ from mcp_operator.controller.mcpserver.render import (
     access_config_map_name,
     labels,
 )
-from mcp_operator.controller.render import owner_reference
+from mcp_operator.controller.render import (
+    METRICS_ACCESS_KEY,
+    metrics_access_text,
+    owner_reference,
+)
 
 REVOKED_ANNOTATION = f"{GROUP}/revoked-pods"
 MAX_REVOKED = 2000
@@ -113,9 +117,18 @@ def revocations(
 
 
 def config_map(
-    server: MCPServer, body: Mapping[str, Any], revoked: Mapping[str, datetime.datetime]
+    server: MCPServer,
+    body: Mapping[str, Any],
+    revoked: Mapping[str, datetime.datetime],
+    *,
+    metrics: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The ``<server>-access`` ConfigMap, owned by the server."""
+    """The ``<server>-access`` ConfigMap, owned by the server; ``metrics``: who may read the
+    adapter's ``/metrics`` (key ``metrics.json``, :func:`~mcp_operator.controller.render.
+    metrics_access`)."""
+    data = {ACCESS_KEY: json.dumps(dict(body), indent=1, sort_keys=True) + "\n"}
+    if metrics is not None:
+        data[METRICS_ACCESS_KEY] = metrics_access_text(metrics)
     stamps = {uid: _text(until) for uid, until in sorted(revoked.items())}
     return {
         "apiVersion": "v1",
@@ -127,7 +140,7 @@ def config_map(
             "annotations": {REVOKED_ANNOTATION: json.dumps(stamps, separators=(",", ":"))},
             "ownerReferences": [owner_reference(server)],
         },
-        "data": {ACCESS_KEY: json.dumps(dict(body), indent=1, sort_keys=True) + "\n"},
+        "data": data,
     }
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from mcp_operator.api import MCPServer
 from mcp_operator.api.mcpserver import token_audience
 from mcp_operator.controller.mcpserver import access, render
+from mcp_operator.controller.render import metrics_access
 from mcp_operator.kube import CONFIGMAPS, Kube
 from mcp_operator.kube.identity import IssuerKeys, OwnTokens
 from mcp_operator.kube.tokens import CredentialError, utc_now
@@ -76,8 +77,11 @@ class DataPath:
         *,
         tokens: OwnTokens | None,
         issuer: IssuerKeys | None = None,
+        metrics_scrapers: tuple[str, ...] = (),
     ) -> None:
         self.kube = kube
+        self.metrics_scrapers = metrics_scrapers
+        """Who may read the adapters' ``/metrics`` (``--metrics-scrapers``)."""
         self.tokens = tokens
         """``None``: the operator does not know its own ServiceAccount (it probes without
         a token, and servers that authenticate refuse it)."""
@@ -132,8 +136,9 @@ class DataPath:
             operators=self.operators,
             revoked=revoked,
         )
+        scrapers = metrics_access(issuer.issuer, issuer.jwks, self.metrics_scrapers)
         applied: Mapping[str, Any] = await self.kube.apply(
-            CONFIGMAPS, access.config_map(server, body, revoked)
+            CONFIGMAPS, access.config_map(server, body, revoked, metrics=scrapers)
         )
         waiting = self.pending.get(key)
         if waiting is not None:

@@ -157,6 +157,7 @@ class Fleet(KindController[MCPServer]):
                 probe_credentials=self._credentials,
                 data_path=self.data_path,
                 network_settings=self.settings.network,
+                bridge_key_policy=self.settings.bridge_key_policy,
             )
             written = await self._write(server, parsed, result)
         if written is None:

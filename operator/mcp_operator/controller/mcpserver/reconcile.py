@@ -18,7 +18,14 @@ from mcp_operator import tracing
 from mcp_operator.api import MCPServer
 from mcp_operator.controller import network, network_policies
 from mcp_operator.controller.conditions import WantedCondition
-from mcp_operator.controller.mcpserver import auth, destinations, managed, render, report
+from mcp_operator.controller.mcpserver import (
+    auth,
+    destinations,
+    isolation,
+    managed,
+    render,
+    report,
+)
 from mcp_operator.controller.mcpserver import network as server_network
 from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.pins import APPROVED_TOOLS_ANNOTATION
@@ -138,6 +145,7 @@ async def mcpserver(
     probe_credentials: auth.ProbeCredentials | None = None,
     data_path: DataPath | None = None,
     network_settings: NetworkPolicySettings | None = None,
+    bridge_key_policy: str | None = None,
 ) -> Result:
     """Reconcile an MCPServer once and say what its status should say.
 
@@ -163,7 +171,13 @@ async def mcpserver(
             result, outcome=dataclasses.replace(result.outcome, network=policy.condition)
         )
     if not isinstance(server, InvalidSpec) and server.spec.mode == "managed":
-        result = dataclasses.replace(result, authentication=render.authentication(server))
+        result = dataclasses.replace(
+            result,
+            authentication=render.authentication(server),
+            outcome=dataclasses.replace(
+                result.outcome, isolation=isolation.condition(server, bridge_key_policy)
+            ),
+        )
     return result
 
 

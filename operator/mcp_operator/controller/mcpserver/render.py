@@ -47,6 +47,7 @@ from typing import Any
 from mcp_operator import GROUP
 from mcp_operator.api import DeploymentSpec, MCPServer
 from mcp_operator.controller.render import (
+    METRICS_ACCESS_KEY,
     owner_reference,
     recommended_labels,
     restricted_container_security,
@@ -328,6 +329,7 @@ def _adapter_container(
     adapter_mounts: list[dict[str, Any]] = [*mounts, {"name": "tmp", "mountPath": "/tmp"}]
     if authentication(server) != "none":
         adapter_args.append(f"--access-config={ACCESS_DIR}/{ACCESS_KEY}")
+        adapter_args.append(f"--metrics-access={ACCESS_DIR}/{METRICS_ACCESS_KEY}")
         adapter_mounts.append({"name": ACCESS_VOLUME, "mountPath": ACCESS_DIR, "readOnly": True})
     # The Service's names (an operator outside the cluster, through the API server's service
     # proxy, sends one too: managed.probe_endpoint), and the Pod's own IP, for a client that

@@ -48,6 +48,9 @@ class Outcome:
     """The MCPServer's name, for the approval command in the ``ToolsChanged`` message."""
     network: WantedCondition | None = None
     """The ``NetworkPolicy`` condition of a managed server, ``None`` for an external one."""
+    isolation: WantedCondition | None = None
+    """The ``Isolation`` condition of a managed server (who besides bridges holds a key),
+    ``None`` for an external one."""
 
 
 def probed_reason(outcome: Outcome) -> str:
@@ -76,6 +79,8 @@ def status_patch(
         wanted.append(outcome.deployed)
     if outcome.network is not None:
         wanted.append(outcome.network)
+    if outcome.isolation is not None:
+        wanted.append(outcome.isolation)
 
     if outcome.kind == "probed":
         patch.update(outcome.probe_fields)

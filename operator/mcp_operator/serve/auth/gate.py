@@ -79,14 +79,22 @@ class AuthGate:
         count: Callable[[str], None] = lambda reason: None,
         jwks: JwksFetcher | None = None,
         clock: Callable[[], float] = time.time,
+        require_issuer: bool = True,
     ) -> None:
         """``access`` is required unless ``mode`` is ``none``; ``jwks`` fetches the OIDC
-        issuer's keys when the configuration names a ``jwksURL``."""
+        issuer's keys when the configuration names a ``jwksURL``. ``require_issuer`` False:
+        a configuration without issuer keys (not readable when it was written) refuses every
+        token instead of failing here."""
         if mode != "none" and access is None:
             raise ValueError(f"--auth {mode} needs --access-config")
         if mode == "oidc" and access is not None and access.config.oidc is None:
             raise ValueError(f"--auth oidc: {access.path} has no oidc settings")
-        if mode == "kubernetes" and access is not None and access.config.issuer is None:
+        if (
+            require_issuer
+            and mode == "kubernetes"
+            and access is not None
+            and access.config.issuer is None
+        ):
             raise ValueError(f"--auth kubernetes: {access.path} has no issuer and jwks")
         self.mode = mode
         self.access = access
