@@ -9,6 +9,7 @@
 - ``images``        a managed server's image configuration, read from its registry when needed
 - ``access``        a managed server's access ConfigMap: callers, keys, revoked Pods
 - ``data_path``     the operator's side of authentication on a managed server's data path
+- ``isolation``     the Isolation condition: who besides a run's bridge can call a server (pure)
 - ``auth``          the probe's OAuth credentials for external servers, kept between probes
 - ``destinations``  which egress policy a server's probe gets (pure)
 - ``listeners``     ``notifications/tools/list_changed`` listeners, one per server, bounded
