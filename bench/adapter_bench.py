@@ -1,15 +1,25 @@
-"""Benchmark: our stdio→HTTP adapter against mcp-proxy and supergateway, in one run.
+"""Benchmark: our stdio→HTTP adapters against mcp-proxy and supergateway, in one run.
 
-Each adapter is started in front of the same stdio server (npm
-``server-everything``) on a free loopback port, one after the other, and
-measured three ways (see DESIGN §6 for why both loads are needed):
+Each adapter is started in front of its own stdio server (npm ``server-everything``) on a
+free loopback port, one after the other, and measured three ways (see DESIGN §6 for why
+both loads are needed):
 
 1. ``wrk``, 10 connections, 10 s, POSTing ``tools/call`` echo on one
    initialized session after one checked call (bench/wrk_call.lua checks
-   every answer: its id and its echoed message must agree) → calls/s, p50, p99;
+   every answer: its id and its echoed message must agree) → calls/s, p50, p99,
+   and the adapter process's own CPU per call (utime + stime from ``/proc``);
 2. many sessions: 10 SDK clients x 10 concurrent calls, every answer checked
    against its caller → wall time;
-3. RSS of the adapter's whole process tree (adapter + children) after the loads.
+3. RSS of the adapter's whole process tree (adapter + children) after the loads, and the
+   adapter process's own RSS (``VmRSS``) once listening and after the loads, and its peak
+   (``VmHWM``), its children not counted.
+
+With ``--rounds N`` the adapters take their turns N times (A B C, A B C, ...: a slow minute
+of a shared machine hits every row alike) and each row is the median of its rounds, its
+range beside it.
+
+Rows: the Python adapter (``python -m mcp_operator adapter``), the compiled one
+(``mcp-dataplane adapter``, ``make dataplane``), mcp-proxy and supergateway.
 
 Ours runs twice, with ``--auth none`` and with ``--auth kubernetes`` (every request carries a
 ServiceAccount-shaped token signed by a key made for the run; verified once, then cached),
@@ -30,6 +40,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +54,7 @@ import httpx
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.support import wire  # noqa: E402
+from tests.support import dataplane, wire  # noqa: E402
 from tests.support.issuer import TestIssuer, access_document, write_access  # noqa: E402
 
 from mcp_operator.dev.processes import stop_process_group  # noqa: E402
@@ -59,6 +70,13 @@ VERSION = wire.LEGACY_VERSION
 HEADERS = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
 AUTH_NAME = "mcp-operator adapter --auth kubernetes"
 """Ours with a ServiceAccount token on every request (verified once, then cached)."""
+PYTHON_NAME = "mcp-operator adapter"
+DATAPLANE_NAME = "mcp-dataplane adapter"
+"""The compiled adapter (operator/dataplane), ``--auth none`` like the Python row."""
+DIRECT_NAME = "server-everything stdio, driven directly"
+"""No adapter: this process writes the calls to the child's stdin (the child's own limit)."""
+IN_FLIGHT = 10
+"""Calls kept in flight on the child's stdin when it is driven directly: wrk's connections."""
 
 
 @dataclass
@@ -76,7 +94,18 @@ class Result:
     rss_mib: float = 0.0
     cpu_us_per_call: float = 0.0
     """CPU time of the adapter's own process per wrk call: steadier than calls/s on a busy
-    machine, which is what a before/after comparison on a shared one needs."""
+    machine, which is what a before/after comparison on a shared one needs. For the row
+    driven directly, the child's own CPU per call."""
+    adapter_rss_mib: float = 0.0
+    """The adapter process alone after the loads (``VmRSS``), its children not counted."""
+    adapter_hwm_mib: float = 0.0
+    """The adapter process's peak RSS (``VmHWM``), its children not counted."""
+    idle_rss_mib: float = 0.0
+    """The adapter process alone once listening, before any request."""
+    rounds_calls: list[float] = field(default_factory=list)
+    """calls/s of each round (the row's ``calls_per_second`` is their median)."""
+    rounds_cpu: list[float] = field(default_factory=list)
+    """CPU µs per call of each round (the row's ``cpu_us_per_call`` is their median)."""
     notes: list[str] = field(default_factory=list)
 
 
@@ -98,8 +127,10 @@ def commands(port: int, access: Path | None = None) -> dict[str, list[str]]:
         authenticated[AUTH_NAME] = [*ours, "--auth", "kubernetes", "--access-config", str(access),
                                     *child]  # fmt: skip
     return {
-        "mcp-operator adapter": [*ours, "--auth", "none", *child],
+        PYTHON_NAME: [*ours, "--auth", "none", *child],
         **authenticated,
+        DATAPLANE_NAME: [*dataplane.adapter_command(), "--port", str(port),
+                         "--log-level", "warning", "--auth", "none", *child],
         "mcp-operator adapter --child-per-session": [
             *ours, "--auth", "none", "--child-per-session", *child,
         ],
@@ -256,6 +287,13 @@ def tree_rss_mib(pid: int) -> float:
     return total / 1024
 
 
+def own_mib(pid: int, field_name: str) -> float:
+    """One ``Vm*`` line of ``/proc/<pid>/status`` (``VmRSS``, ``VmHWM``) in MiB."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    match = re.search(rf"{field_name}:\s+(\d+) kB", status)
+    return int(match.group(1)) / 1024 if match else 0.0
+
+
 def cpu_seconds(pid: int) -> float:
     """User and system CPU time of one process so far, from /proc."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -268,6 +306,7 @@ def measure(
     result = Result(name)
     url = f"http://127.0.0.1:{port}/mcp"
     with started(command, port) as process:
+        result.idle_rss_mib = own_mib(process.pid, "VmRSS")
         session = open_session(url, token)
         before = cpu_seconds(process.pid)
         run_wrk(url, session, args.seconds, result, token)
@@ -275,28 +314,69 @@ def measure(
         result.cpu_us_per_call = used * 1e6 / result.wrk_checked if result.wrk_checked else 0.0
         asyncio.run(many_sessions(url, args.clients, args.calls, result, token))
         result.rss_mib = tree_rss_mib(process.pid)
+        result.adapter_rss_mib = own_mib(process.pid, "VmRSS")
+        result.adapter_hwm_mib = own_mib(process.pid, "VmHWM")
+    result.rounds_calls = [result.calls_per_second]
+    result.rounds_cpu = [result.cpu_us_per_call]
     return result
+
+
+def combined(rounds: list[Result]) -> Result:
+    """One row from the rounds of one adapter: medians of the loads, the last round's
+    memory (the adapters hold no state between rounds: each round starts them again)."""
+    done = [r for r in rounds if r.wrk_checked]
+    if not done:
+        return rounds[-1]
+    row = Result(done[-1].name)
+    median = statistics.median
+    row.calls_per_second = median(r.calls_per_second for r in done)
+    row.cpu_us_per_call = median(r.cpu_us_per_call for r in done)
+    row.p50_ms = median(r.p50_ms for r in done)
+    row.p99_ms = median(r.p99_ms for r in done)
+    row.sessions_seconds = median(r.sessions_seconds for r in done)
+    for r in rounds:
+        row.wrk_checked += r.wrk_checked
+        row.wrk_bad += r.wrk_bad
+        row.wrk_errors += r.wrk_errors
+        row.sessions_misrouted += r.sessions_misrouted
+        row.sessions_failed += r.sessions_failed
+        row.rounds_calls += r.rounds_calls
+        row.rounds_cpu += r.rounds_cpu
+        row.notes += r.notes
+    last = done[-1]
+    row.rss_mib, row.adapter_rss_mib = last.rss_mib, last.adapter_rss_mib
+    row.adapter_hwm_mib = max(r.adapter_hwm_mib for r in done)
+    row.idle_rss_mib = last.idle_rss_mib
+    return row
+
+
+def spread(values: list[float]) -> str:
+    """The range of a row's rounds, when there was more than one."""
+    return f" ({min(values):,.0f} to {max(values):,.0f})" if len(values) > 1 else ""
 
 
 def table(results: list[Result]) -> str:
     head = (
         "| adapter (server-everything, stdio) | calls/s | p50 ms | p99 ms | wrk bad/errors "
-        "| 10x10 SDK s | misrouted/failed | RSS MiB | CPU µs/call |"
+        "| 10x10 SDK s | misrouted/failed | tree RSS MiB | own RSS idle/after/peak MiB "
+        "| CPU µs/call |"
     )
-    rows = [head, "|" + "---|" * 9]
+    rows = [head, "|" + "---|" * 10]
     for r in results:
         rows.append(
-            f"| {r.name} | {r.calls_per_second:,.0f} | {r.p50_ms:.2f} | {r.p99_ms:.2f} "
+            f"| {r.name} | {r.calls_per_second:,.0f}{spread(r.rounds_calls)} "
+            f"| {r.p50_ms:.2f} | {r.p99_ms:.2f} "
             f"| {r.wrk_bad}/{r.wrk_errors} of {r.wrk_checked:,} | {r.sessions_seconds:.2f} "
             f"| {r.sessions_misrouted}/{r.sessions_failed} | {r.rss_mib:.0f} "
-            f"| {r.cpu_us_per_call:.0f} |"
+            f"| {r.idle_rss_mib:.1f}/{r.adapter_rss_mib:.1f}/{r.adapter_hwm_mib:.1f} "
+            f"| {r.cpu_us_per_call:.0f}{spread(r.rounds_cpu)} |"
         )
     return "\n".join(rows)
 
 
 def verdict(results: list[Result]) -> list[str]:
     names = {r.name: r for r in results}
-    plain, authenticated = names.get("mcp-operator adapter"), names.get(AUTH_NAME)
+    plain, authenticated = names.get(PYTHON_NAME), names.get(AUTH_NAME)
     lines = []
     if plain and authenticated and plain.calls_per_second:
         ratio = authenticated.calls_per_second / plain.calls_per_second
@@ -323,6 +403,15 @@ def verdict(results: list[Result]) -> list[str]:
         ratio = ours.calls_per_second / gateway.calls_per_second
         lines.append(f"calls/s vs supergateway: {ratio:.2f}x (target > 1x)")
         lines.append(f"p99 vs supergateway: {ours.p99_ms:.2f} vs {gateway.p99_ms:.2f} ms")
+    compiled = names.get(DATAPLANE_NAME)
+    if plain and compiled and plain.calls_per_second and compiled.cpu_us_per_call:
+        speed = compiled.calls_per_second / plain.calls_per_second
+        cpu = plain.cpu_us_per_call / compiled.cpu_us_per_call
+        lines.append(
+            f"compiled vs Python adapter: calls/s {speed:.2f}x, CPU per call {cpu:.1f}x less, "
+            f"own RSS after the loads {compiled.adapter_rss_mib:.1f} "
+            f"vs {plain.adapter_rss_mib:.1f} MiB"
+        )
     return lines
 
 
@@ -332,6 +421,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=10, help="SDK clients (default 10)")
     parser.add_argument("--calls", type=int, default=10, help="concurrent calls per client")
     parser.add_argument("--only", action="append", help="measure only adapters whose name has this")
+    parser.add_argument("--rounds", type=int, default=1, help="turns of every adapter (median)")
     args = parser.parse_args()
     wanted = [
         path
@@ -352,21 +442,28 @@ def main() -> int:
         return 2
     if subprocess.run(["pgrep", "-f", "go build"], capture_output=True).returncode == 0:
         print("warning: a Go build is running; the numbers will not be honest", file=sys.stderr)
-    results = []
     scratch = Path(tempfile.mkdtemp(prefix="adapter-bench-"))
     issuer = TestIssuer()
     access = write_access(scratch / "access.json", access_document(issuer))
     token = issuer.service_account_token(lifetime=3600)
-    for name in commands(0, access):
-        if args.only and not any(o in name for o in args.only):
-            continue
-        port = free_port()
-        command = commands(port, access)[name]
-        print(f"measuring {name} ...", file=sys.stderr, flush=True)
-        try:
-            results.append(measure(name, command, port, args, token if name == AUTH_NAME else None))
-        except Exception as error:  # one broken peer must not hide the others
-            results.append(Result(name, notes=[f"failed: {error!r}"[:300]]))
+    names = [
+        name for name in commands(0, access) if not args.only or any(o in name for o in args.only)
+    ]
+    if DATAPLANE_NAME in names and (why := dataplane.missing()):
+        print(f"skipping {DATAPLANE_NAME}: {why}", file=sys.stderr)
+        names.remove(DATAPLANE_NAME)
+    rounds: dict[str, list[Result]] = {name: [] for name in names}
+    for turn in range(args.rounds):
+        for name in names:
+            port = free_port()
+            command = commands(port, access)[name]
+            print(f"round {turn + 1}: measuring {name} ...", file=sys.stderr, flush=True)
+            token_for = token if name == AUTH_NAME else None
+            try:
+                rounds[name].append(measure(name, command, port, args, token_for))
+            except Exception as error:  # one broken peer must not hide the others
+                rounds[name].append(Result(name, notes=[f"failed: {error!r}"[:300]]))
+    results = [combined(rounds[name]) for name in names]
     shutil.rmtree(scratch, ignore_errors=True)
     print(table(results))
     for line in verdict(results):
