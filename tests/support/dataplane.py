@@ -2,7 +2,9 @@
 
 ``make dataplane`` builds ``mcp-dataplane`` into the cache's target directory; the protocol
 tests drive its subcommands as programs over real HTTP and stdio, with the same assertions
-as the programs they replace. ``MCP_DATAPLANE_BIN`` points the tests at another build.
+as the programs they replace. ``MCP_DATAPLANE_BIN`` points the tests at another build;
+otherwise the binary is where ``make dataplane`` puts it: ``$CARGO_TARGET_DIR/release`` (the
+Makefile exports the variable, so a build into another target directory is the one tested).
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from mcp_operator.dev.processes import CACHE_DIR
 
 BINARY = Path(
     os.environ.get("MCP_DATAPLANE_BIN")
-    or CACHE_DIR / "dataplane-target" / "release" / "mcp-dataplane"
+    or Path(os.environ.get("CARGO_TARGET_DIR") or CACHE_DIR / "dataplane-target")
+    / "release"
+    / "mcp-dataplane"
 )
 
 
