@@ -64,8 +64,9 @@ pub async fn run(config: AdapterConfig) -> i32 {
         };
     }
     let metrics = metrics::Metrics::new(config.auth.name());
+    let refusals = Box::new(metrics.auth_refusals());
     let gate = match (&config.auth, &config.access_config) {
-        (AuthMode::Kubernetes, Some(path)) => match Gate::open(path, Box::new(metrics.auth_refusals())) {
+        (AuthMode::Kubernetes, Some(path)) => match Gate::open(path, refusals, true) {
             Ok(gate) => Some(gate),
             Err(why) => {
                 eprintln!("mcp-dataplane adapter: {why}");
