@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mcp_operator.dev.cluster import CACHE_DIR
+from mcp_operator.dev.processes import CACHE_DIR
 
 BINARY = Path(
     os.environ.get("MCP_DATAPLANE_BIN")
