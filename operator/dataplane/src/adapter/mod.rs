@@ -34,7 +34,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::auth::gate::Gate;
+use crate::auth::gate::{Gate, Uncounted};
 use crate::hosts::HostPolicy;
 use config::{AdapterConfig, AuthMode};
 
@@ -78,6 +78,19 @@ pub async fn run(config: AdapterConfig) -> i32 {
             None
         }
     };
+    // The scrapers' gate: the same verifier and cache, nothing counted, and a file without
+    // issuer keys (the operator could not read them) refusing every scrape rather than
+    // stopping the adapter.
+    let scrapers = match config.metrics_access.as_deref() {
+        Some(path) => match Gate::open(path, Box::new(Uncounted), false) {
+            Ok(gate) => Some(gate),
+            Err(why) => {
+                eprintln!("mcp-dataplane adapter: --metrics-access: {why}");
+                return 2;
+            }
+        },
+        None => None,
+    };
     let audit = match config.audit.as_deref().map(audit::Audit::open).transpose() {
         Ok(audit) => audit.map(Arc::new),
         Err(why) => {
@@ -101,6 +114,7 @@ pub async fn run(config: AdapterConfig) -> i32 {
         hosts,
         budget,
         gate,
+        scrapers,
         audit,
     });
     tracing::info!("Serving MCP on http://{address}{}", core.config.path);
