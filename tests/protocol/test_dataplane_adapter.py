@@ -5,8 +5,8 @@ operator's Pods keep running the Python adapter, and this module runs the black-
 that the compiled one passes, unchanged: each test below is the same function as in its
 home module, started against ``tests.support.dataplane``'s binary instead (the autouse
 fixture swaps the program ``test_adapter.adapter`` starts). A test of the home modules that
-is not listed here is not served by the compiled adapter yet; docs/adapter.md says which
-features those are.
+is not listed here is not served by the compiled adapter yet; docs/adapter.md ("The
+compiled adapter") says which features those are.
 """
 
 from __future__ import annotations
