@@ -5,8 +5,8 @@ operator's Pods keep running the Python adapter, and this module runs the black-
 that the compiled one passes, unchanged: each test below is the same function as in its
 home module, started against ``tests.support.dataplane``'s binary instead (the autouse
 fixture swaps the program ``test_adapter.adapter`` starts). A test of the home modules that
-is not listed here is not served by the compiled adapter yet; docs/adapter.md says which
-features those are.
+is not listed here is not served by the compiled adapter yet; docs/adapter.md ("The
+compiled adapter") says which features those are.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pytest
 from tests.protocol import (
     test_adapter,
     test_adapter_isolation,
+    test_metrics_access,
 )
 from tests.protocol.test_adapter import (
     Adapter,
@@ -83,6 +84,7 @@ from tests.protocol.test_adapter_modern import (
     test_logs_reach_a_2026_caller_only_when_its_request_set_a_level,
     test_param_headers_must_agree_with_the_arguments,
 )
+from tests.protocol.test_metrics_access import guarded_adapter
 from tests.support import dataplane, needs
 
 pytestmark = pytest.mark.timeout(180)
@@ -95,6 +97,7 @@ __all__ = [
     "conformance",
     "counted",
     "everything",
+    "guarded_adapter",
     "late",
     "test_a_child_that_never_answers_the_handshake_is_never_ready",
     "test_a_client_that_sends_its_headers_or_body_too_slowly_is_disconnected",
@@ -151,3 +154,12 @@ async def test_a_sampling_tool_and_an_elicitation_tool_complete_in_a_legacy_sess
     await test_adapter_isolation.test_a_sampling_tool_and_an_elicitation_tool_complete_in_each_era(
         conformance, "legacy"
     )
+
+
+@pytest.mark.parametrize("guarded_adapter", ["one child"], indirect=True)
+def test_the_adapters_metrics_answer_only_the_listed_scraper(
+    guarded_adapter: tuple[str, bool],
+) -> None:
+    """One child only: the compiled adapter has no ``--child-per-session`` or
+    ``--upstream-url`` yet."""
+    test_metrics_access.test_the_adapters_metrics_answer_only_the_listed_scraper(guarded_adapter)

@@ -96,6 +96,12 @@ pub struct AdapterConfig {
     /// The access configuration (JSON): keys, audience, who may call, revoked Pods.
     #[arg(long, env = "MCP_ADAPTER_ACCESS_CONFIG")]
     pub access_config: Option<PathBuf>,
+    /// Who may read `/metrics`: a file of the access configuration's format (the issuer's
+    /// keys, the audience `metrics.mcp-operator.dev`, the scrapers' ServiceAccounts in
+    /// `allow.operators`), re-read when it changes; a scrape then needs such a token (401
+    /// without one, 403 for a ServiceAccount not listed). Unset: `/metrics` answers anyone.
+    #[arg(long, env = "MCP_ADAPTER_METRICS_ACCESS")]
+    pub metrics_access: Option<PathBuf>,
     /// Request bodies admitted and not yet answered, all clients together; past it 503.
     #[arg(long, env = "MCP_ADAPTER_MAX_INFLIGHT_BYTES", default_value_t = 32 << 20)]
     pub max_inflight_bytes: usize,
@@ -185,5 +191,36 @@ impl AdapterConfig {
             }
         }
         problems
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        config: AdapterConfig,
+    }
+
+    fn parse(args: &[&str]) -> AdapterConfig {
+        let argv = ["adapter"].iter().chain(args).chain(&["--", "true"]);
+        Cli::try_parse_from(argv).unwrap().config
+    }
+
+    #[test]
+    fn metrics_access_is_a_file_and_unset_leaves_metrics_open() {
+        let guarded = parse(&["--auth=none", "--metrics-access=/etc/mcp/metrics.json"]);
+        assert_eq!(
+            guarded.metrics_access.as_deref(),
+            Some(std::path::Path::new("/etc/mcp/metrics.json"))
+        );
+        assert!(guarded.problems().is_empty(), "{:?}", guarded.problems());
+        if std::env::var_os("MCP_ADAPTER_METRICS_ACCESS").is_none() {
+            assert_eq!(parse(&["--auth=none"]).metrics_access, None);
+        }
     }
 }

@@ -1,4 +1,6 @@
-//! The adapter's HTTP entry: `/healthz`, `/readyz`, `/metrics`, and the MCP endpoint —
+//! The adapter's HTTP entry: `/healthz`, `/readyz` (open to anyone: the kubelet's probes
+//! carry no token), `/metrics` (with `--metrics-access`, only the scrapers it lists), and
+//! the MCP endpoint —
 //! Host/Origin first, then the era (a `MCP-Protocol-Version` naming no handshake revision
 //! is the stateless 2026-07-28 entry), then the legacy session protocol by method (POST,
 //! GET, DELETE). A forwarded call is answered as JSON, or as SSE once something related to
@@ -32,6 +34,8 @@ pub struct Front {
     pub budget: Arc<BodyBudget>,
     /// Who may call (`--auth kubernetes`); None when authentication is off.
     pub gate: Option<Gate>,
+    /// Who may read `/metrics` (`--metrics-access`); None: anyone.
+    pub scrapers: Option<Gate>,
     pub audit: Option<Arc<Audit>>,
 }
 
@@ -53,7 +57,14 @@ impl Front {
                 let (ready, body) = self.health(|_| self.core.ready());
                 return http::json(if ready { 200 } else { 503 }, &body);
             }
-            (&Method::GET, "/metrics") => return self.metrics(),
+            (&Method::GET, "/metrics") => {
+                if let Some(scrapers) = &self.scrapers
+                    && let Err(refusal) = scrapers.admit(&request)
+                {
+                    return refusal;
+                }
+                return self.metrics();
+            }
             _ => {}
         }
         if path != self.core.config.path {

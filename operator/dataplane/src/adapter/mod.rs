@@ -34,7 +34,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::auth::gate::Gate;
+use crate::auth::gate::{Gate, Uncounted};
 use crate::hosts::HostPolicy;
 use config::{AdapterConfig, AuthMode};
 
@@ -64,8 +64,9 @@ pub async fn run(config: AdapterConfig) -> i32 {
         };
     }
     let metrics = metrics::Metrics::new(config.auth.name());
+    let refusals = Box::new(metrics.auth_refusals());
     let gate = match (&config.auth, &config.access_config) {
-        (AuthMode::Kubernetes, Some(path)) => match Gate::open(path, Box::new(metrics.auth_refusals())) {
+        (AuthMode::Kubernetes, Some(path)) => match Gate::open(path, refusals, true) {
             Ok(gate) => Some(gate),
             Err(why) => {
                 eprintln!("mcp-dataplane adapter: {why}");
@@ -76,6 +77,19 @@ pub async fn run(config: AdapterConfig) -> i32 {
             tracing::warn!("Authentication is off (--auth none): every caller is served as anonymous");
             None
         }
+    };
+    // The scrapers' gate: the same verifier and cache, nothing counted, and a file without
+    // issuer keys (the operator could not read them) refusing every scrape rather than
+    // stopping the adapter.
+    let scrapers = match config.metrics_access.as_deref() {
+        Some(path) => match Gate::open(path, Box::new(Uncounted), false) {
+            Ok(gate) => Some(gate),
+            Err(why) => {
+                eprintln!("mcp-dataplane adapter: --metrics-access: {why}");
+                return 2;
+            }
+        },
+        None => None,
     };
     let audit = match config.audit.as_deref().map(audit::Audit::open).transpose() {
         Ok(audit) => audit.map(Arc::new),
@@ -100,6 +114,7 @@ pub async fn run(config: AdapterConfig) -> i32 {
         hosts,
         budget,
         gate,
+        scrapers,
         audit,
     });
     tracing::info!("Serving MCP on http://{address}{}", core.config.path);

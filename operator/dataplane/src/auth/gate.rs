@@ -2,9 +2,15 @@
 //! the header the operator's probe uses through the API server's service proxy, which
 //! consumes `Authorization`; else `Authorization`), its verdict (kept until the token's
 //! `exp`, at most `CACHE_ENTRIES` tokens, keyed by a SHA-256 of the token, forgotten when the
-//! configuration changes), and the refusal: 401 with `WWW-Authenticate` for a token that is
-//! missing or does not verify, 403 naming the caller (never the token) for one the
-//! configuration does not permit. A verified caller is logged once, within `SEEN_CALLERS`.
+//! configuration changes), and the refusal: 401 with `WWW-Authenticate: Bearer` for a
+//! request without a token, with `error="invalid_token"` and its description for one that
+//! is not a bearer token or does not verify, 403 naming the caller (never the token) for one
+//! the configuration does not permit. Each caller is logged once (past `SEEN_CALLERS` the
+//! memory starts over: a caller may be logged again, none is left unlogged).
+//!
+//! One gate per endpoint: the MCP endpoint's (`--auth kubernetes`, refusals counted, a
+//! configuration without issuer keys refused at start) and `/metrics`' (`--metrics-access`:
+//! the scrapers, nothing counted, a configuration without issuer keys refusing every token).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -27,6 +33,13 @@ pub trait RefusalCounter: Send + Sync {
     fn refused(&self, reason: Refusal);
 }
 
+/// Counts nothing: a refused scrape of `/metrics` is not a caller's refusal.
+pub struct Uncounted;
+
+impl RefusalCounter for Uncounted {
+    fn refused(&self, _reason: Refusal) {}
+}
+
 struct Verdicts {
     generation: u64,
     verifier: Arc<Verifier>,
@@ -42,7 +55,7 @@ pub struct Gate {
 
 fn verifier(config: &AccessConfig) -> Arc<Verifier> {
     Arc::new(Verifier {
-        issuer: config.issuer.clone().unwrap_or_default(),
+        issuer: config.issuer.clone(),
         audience: config.audience.clone(),
         keys: KeySet::new(config.jwks.as_ref()),
     })
@@ -59,24 +72,53 @@ fn permitted(config: &AccessConfig, caller: &Caller) -> bool {
         })
 }
 
-/// The bearer token of a request, if it carries one.
-fn bearer<B>(request: &Request<B>) -> Option<&str> {
-    let value = ["mcp-operator-authorization", "authorization"]
+/// What a request's credentials are.
+#[derive(Debug, PartialEq, Eq)]
+enum Credential<'a> {
+    /// No (or an empty) header: 401 `Bearer`, no error code (RFC 6750 §3.1).
+    Missing,
+    /// A header that is not a bearer token (another scheme, no token): `invalid_token`.
+    NotBearer,
+    Token(&'a str),
+}
+
+/// The credential of a request: `Mcp-Operator-Authorization` when it is set, else
+/// `Authorization`.
+fn bearer<B>(request: &Request<B>) -> Credential<'_> {
+    let Some(value) = ["mcp-operator-authorization", "authorization"]
         .iter()
-        .find_map(|name| request.headers().get(*name))?
-        .to_str()
-        .ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then(|| token.trim())
-        .filter(|t| !t.is_empty())
+        .find_map(|name| request.headers().get(*name).filter(|v| !v.is_empty()))
+    else {
+        return Credential::Missing;
+    };
+    let Ok(value) = value.to_str() else {
+        return Credential::NotBearer;
+    };
+    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
+    match token.trim_matches(' ') {
+        token if scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() => Credential::Token(token),
+        _ => Credential::NotBearer,
+    }
 }
 
 impl Gate {
-    pub fn open(path: &Path, counter: Box<dyn RefusalCounter>) -> Result<Self, AccessConfigError> {
+    /// The gate of the configuration at `path`. `require_issuer`: a configuration without
+    /// issuer keys is an error (the MCP endpoint's); else it stands, and refuses every token
+    /// until a version with keys is read (`/metrics`: the operator could not read the keys
+    /// when it wrote the file).
+    pub fn open(
+        path: &Path,
+        counter: Box<dyn RefusalCounter>,
+        require_issuer: bool,
+    ) -> Result<Self, AccessConfigError> {
         let mut file = AccessFile::open(path, Instant::now())?;
         let config = file.current(Instant::now());
+        if require_issuer && config.issuer.is_none() {
+            return Err(AccessConfigError(format!(
+                "{} has no issuer and jwks: no token could be verified",
+                path.display()
+            )));
+        }
         let verdicts = Verdicts {
             generation: file.generation,
             verifier: verifier(&config),
@@ -92,8 +134,10 @@ impl Gate {
 
     /// The verified, permitted caller of a request, or the response that refuses it.
     pub fn admit<B>(&self, request: &Request<B>) -> Result<Caller, Response<Body>> {
-        let Some(token) = bearer(request) else {
-            return Err(self.refuse(Refusal::Missing));
+        let token = match bearer(request) {
+            Credential::Token(token) => token,
+            Credential::Missing => return Err(self.refuse(Refusal::Missing)),
+            Credential::NotBearer => return Err(self.refuse(Refusal::Malformed)),
         };
         let (generation, config) = {
             let mut file = self
@@ -149,29 +193,36 @@ impl Gate {
     }
 
     fn decide(&self, caller: Caller, allowed: bool) -> Result<Caller, Response<Body>> {
+        let described = caller.describe();
+        {
+            let mut seen = self
+                .seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if !seen.contains(&described) {
+                if seen.len() >= SEEN_CALLERS {
+                    seen.clear();
+                }
+                let suffix = if allowed { "" } else { " (not permitted)" };
+                tracing::info!("Verified caller {described}{suffix}");
+                seen.insert(described.clone());
+            }
+        }
         if !allowed {
             self.counter.refused(Refusal::Forbidden);
-            let text = format!("{} may not use this server", caller.username());
+            let text = format!("Forbidden: {described} is not permitted to call this server\n");
             return Err(http::plain(403, &text));
-        }
-        let name = caller.username();
-        let mut seen = self
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if seen.len() < SEEN_CALLERS && seen.insert(format!("{name}/{}", caller.pod.as_deref().unwrap_or("")))
-        {
-            match &caller.pod {
-                Some(pod) => tracing::info!("Verified caller {name} (pod {pod})"),
-                None => tracing::info!("Verified caller {name}"),
-            }
         }
         Ok(caller)
     }
 
     fn refuse(&self, reason: Refusal) -> Response<Body> {
         self.counter.refused(reason);
-        let mut response = http::plain(401, reason.description());
+        let body = match reason {
+            Refusal::Missing => "Unauthorized: a bearer token is required\n".to_owned(),
+            _ => format!("Unauthorized: {}\n", reason.description()),
+        };
+        let mut response = http::plain(401, &body);
         let challenge = match reason {
             Refusal::Missing => "Bearer".to_owned(),
             _ => format!(
@@ -185,5 +236,250 @@ impl Gate {
                 .insert(hyper::header::WWW_AUTHENTICATE, value);
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use jsonwebtoken::{EncodingKey, Header};
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    const ISSUER: &str = "https://kubernetes.default.svc";
+    const METRICS: &str = "metrics.mcp-operator.dev";
+    /// Test keys only (P-256, PKCS#8): `TRUSTED` is in the file's JWK Set, `OTHER` is not.
+    const TRUSTED: (&str, &str, &str) = (
+        "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgVQ639bq9qS4GrBfgxAXARqeN1EwO0VS7ksY+hWTBAo+hRANCAASFgV/cZDUfM8SXDqg3SYaxi/D35zKm8isua4hPn6OW2EcOzzq0GI0b6XsKryda1rX2Kdb5uUf1k1xjMWUhiEQG",
+        "hYFf3GQ1HzPElw6oN0mGsYvw9-cypvIrLmuIT5-jltg",
+        "Rw7POrQYjRvpewqvJ1rWtfYp1vm5R_WTXGMxZSGIRAY",
+    );
+    const OTHER: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgp+zDw6K8i4WIOeQ0gQz3jlOVN4grbS66k3dUuk5A+WChRANCAASLHwHtp9QA4qbWo/FoXbi0GQSxL5XXxTqByZySxhtPmqMe52DRJwuTVo1kDaxSRX8WtAezTm0Y56rfa4jMWoFW";
+    const SCRAPER: &str = "system:serviceaccount:monitoring:prometheus";
+
+    fn jwks() -> Value {
+        json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "trusted", "use": "sig",
+                         "x": TRUSTED.1, "y": TRUSTED.2}]})
+    }
+
+    /// The file the operator renders for `/metrics` (`render.metrics_access`).
+    fn metrics_access(keys: bool) -> Value {
+        let mut body = json!({"audience": METRICS,
+                              "allow": {"namespaces": [], "operators": [SCRAPER]}});
+        if keys {
+            body["issuer"] = json!(ISSUER);
+            body["jwks"] = jwks();
+        }
+        body
+    }
+
+    struct TempFile(std::path::PathBuf);
+
+    impl TempFile {
+        fn new(document: &Value) -> Self {
+            static NEXT: AtomicUsize = AtomicUsize::new(0);
+            let name = format!(
+                "mcp-dataplane-gate-{}-{}.json",
+                std::process::id(),
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            );
+            let file = Self(std::env::temp_dir().join(name));
+            file.write(document);
+            file
+        }
+
+        fn write(&self, document: &Value) {
+            std::fs::write(&self.0, serde_json::to_vec_pretty(document).unwrap()).unwrap();
+        }
+    }
+
+    impl Drop for TempFile {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    fn now() -> u64 {
+        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+    }
+
+    fn token(key: &str, kid: &str, namespace: &str, account: &str, audience: &str, exp: u64) -> String {
+        let mut header = Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some(kid.to_owned());
+        let claims = json!({
+            "iss": ISSUER, "aud": [audience], "sub": format!("system:serviceaccount:{namespace}:{account}"),
+            "iat": now(), "nbf": now(), "exp": exp,
+            "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": account, "uid": "u"}},
+        });
+        let der = STANDARD.decode(key).unwrap();
+        jsonwebtoken::encode(&header, &claims, &EncodingKey::from_ec_der(&der)).unwrap()
+    }
+
+    fn scraper_token() -> String {
+        token(
+            TRUSTED.0,
+            "trusted",
+            "monitoring",
+            "prometheus",
+            METRICS,
+            now() + 600,
+        )
+    }
+
+    fn request(authorization: Option<&str>) -> Request<()> {
+        let mut request = Request::builder().uri("/metrics");
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        request.body(()).unwrap()
+    }
+
+    fn body(response: &Response<Body>) -> String {
+        match response.body() {
+            Body::Whole(Some(bytes)) => String::from_utf8_lossy(bytes).into_owned(),
+            _ => String::new(),
+        }
+    }
+
+    fn challenge(response: &Response<Body>) -> &str {
+        response
+            .headers()
+            .get("www-authenticate")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+    }
+
+    fn admitted(verdict: Result<Caller, Response<Body>>) -> Caller {
+        match verdict {
+            Ok(caller) => caller,
+            Err(refusal) => panic!("refused: {} {}", refusal.status(), body(&refusal)),
+        }
+    }
+
+    #[derive(Clone, Default)]
+    struct Counted(Arc<Mutex<Vec<Refusal>>>);
+
+    impl RefusalCounter for Counted {
+        fn refused(&self, reason: Refusal) {
+            self.0.lock().unwrap().push(reason);
+        }
+    }
+
+    #[test]
+    fn only_the_listed_scraper_with_a_token_of_the_metrics_audience_is_admitted() {
+        let file = TempFile::new(&metrics_access(true));
+        let gate = Gate::open(&file.0, Box::new(Uncounted), false).unwrap();
+        let scraper = admitted(gate.admit(&request(Some(&format!("Bearer {}", scraper_token())))));
+        assert_eq!(scraper.username(), SCRAPER);
+
+        let refusals: [(String, &str); 4] = [
+            (
+                token(
+                    TRUSTED.0,
+                    "trusted",
+                    "monitoring",
+                    "prometheus",
+                    "mcp.example",
+                    now() + 600,
+                ),
+                "the token is not for this server",
+            ),
+            (
+                token(
+                    TRUSTED.0,
+                    "trusted",
+                    "monitoring",
+                    "prometheus",
+                    METRICS,
+                    now() - 3600,
+                ),
+                "the token has expired",
+            ),
+            (
+                token(OTHER, "other", "monitoring", "prometheus", METRICS, now() + 600),
+                "the token is signed by no key this server trusts",
+            ),
+            ("not-a-jwt".to_owned(), "the token is not a JWT"),
+        ];
+        for (token, why) in refusals {
+            let refused = gate
+                .admit(&request(Some(&format!("Bearer {token}"))))
+                .unwrap_err();
+            assert_eq!(refused.status(), 401, "{why}");
+            assert_eq!(body(&refused), format!("Unauthorized: {why}\n"));
+            assert_eq!(
+                challenge(&refused),
+                format!("Bearer error=\"invalid_token\", error_description=\"{why}\"")
+            );
+        }
+
+        let agent = token(TRUSTED.0, "trusted", "team", "agent", METRICS, now() + 600);
+        for _ in 0..2 {
+            // the second time from the verdict cache: the same answer
+            let forbidden = gate
+                .admit(&request(Some(&format!("Bearer {agent}"))))
+                .unwrap_err();
+            assert_eq!(forbidden.status(), 403);
+            assert_eq!(
+                body(&forbidden),
+                "Forbidden: system:serviceaccount:team:agent is not permitted to call this server\n"
+            );
+            assert!(!body(&forbidden).contains(&agent));
+        }
+    }
+
+    #[test]
+    fn no_token_is_a_bare_challenge_and_another_scheme_an_invalid_token() {
+        let file = TempFile::new(&metrics_access(true));
+        let counted = Counted::default();
+        let gate = Gate::open(&file.0, Box::new(counted.clone()), false).unwrap();
+        for missing in [None, Some("")] {
+            let refused = gate.admit(&request(missing)).unwrap_err();
+            assert_eq!((refused.status().as_u16(), challenge(&refused)), (401, "Bearer"));
+            assert_eq!(body(&refused), "Unauthorized: a bearer token is required\n");
+        }
+        for other in ["Basic dXNlcjpwYXNz", "Bearer", "Bearer   "] {
+            let refused = gate.admit(&request(Some(other))).unwrap_err();
+            assert_eq!(refused.status(), 401, "{other:?}");
+            assert!(
+                challenge(&refused).starts_with("Bearer error=\"invalid_token\""),
+                "{other:?}"
+            );
+        }
+        // Mcp-Operator-Authorization first, unless empty.
+        let probe = Request::builder()
+            .header("mcp-operator-authorization", "")
+            .header("authorization", format!("Bearer {}", scraper_token()))
+            .body(())
+            .unwrap();
+        admitted(gate.admit(&probe));
+        let reasons = counted.0.lock().unwrap().clone();
+        use Refusal::{Malformed, Missing};
+        assert_eq!(reasons, [Missing, Missing, Malformed, Malformed, Malformed]);
+    }
+
+    #[test]
+    fn without_issuer_keys_the_metrics_gate_stands_and_refuses_every_token_until_they_come() {
+        let file = TempFile::new(&metrics_access(false));
+        let why = Gate::open(&file.0, Box::new(Uncounted), true).err().unwrap();
+        assert!(why.to_string().contains("has no issuer and jwks"), "{why}");
+
+        let gate = Gate::open(&file.0, Box::new(Uncounted), false).unwrap();
+        let bearer = format!("Bearer {}", scraper_token());
+        let refused = gate.admit(&request(Some(&bearer))).unwrap_err();
+        assert_eq!(refused.status(), 401);
+        assert_eq!(
+            body(&refused),
+            "Unauthorized: the token's issuer is not trusted\n"
+        );
+
+        // The operator writes the keys once it can read them: the file is re-read.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        file.write(&metrics_access(true));
+        assert_eq!(admitted(gate.admit(&request(Some(&bearer)))).username(), SCRAPER);
     }
 }

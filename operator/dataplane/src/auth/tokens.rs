@@ -89,6 +89,14 @@ impl Caller {
         )
     }
 
+    /// Safe words naming it in a log line or a 403 (never a token or another claim).
+    pub fn describe(&self) -> String {
+        match &self.pod {
+            Some(pod) => format!("{} (pod {pod})", self.username()),
+            None => self.username(),
+        }
+    }
+
     /// How the audit line names it.
     pub fn audit(&self) -> Value {
         let mut caller = serde_json::json!({"kind": "serviceaccount", "namespace": self.namespace,
@@ -187,7 +195,9 @@ impl KeySet {
 
 /// Verification of one issuer's tokens for one audience.
 pub struct Verifier {
-    pub issuer: String,
+    /// `None`: the configuration names no issuer (its keys could not be read when it was
+    /// written), so no token is ours: every one is refused as `WrongIssuer`.
+    pub issuer: Option<String>,
     pub audience: String,
     pub keys: KeySet,
 }
@@ -204,13 +214,16 @@ impl Verifier {
             return Err(Refusal::Malformed);
         }
         let header = jsonwebtoken::decode_header(token).map_err(|_| Refusal::Malformed)?;
+        let Some(issuer) = self.issuer.as_deref() else {
+            return Err(Refusal::WrongIssuer);
+        };
         let candidates = self.keys.candidates(header.kid.as_deref());
         let mut refusal = Refusal::UnknownKey;
         for key in candidates.into_iter().filter(|k| k.algorithm == header.alg) {
             let mut validation = Validation::new(key.algorithm);
             validation.leeway = LEEWAY_SECONDS;
             validation.set_required_spec_claims(&["exp", "iss", "aud"]);
-            validation.set_issuer(&[&self.issuer]);
+            validation.set_issuer(&[issuer]);
             validation.set_audience(&[&self.audience]);
             validation.validate_nbf = true;
             match jsonwebtoken::decode::<Value>(token, &key.key, &validation) {
