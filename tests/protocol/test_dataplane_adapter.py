@@ -74,6 +74,10 @@ from tests.protocol.test_adapter_fifo import (
 )
 from tests.protocol.test_adapter_isolation import (
     conformance,
+    test_a_2026_round_names_its_questions_and_refuses_altered_state,
+    test_a_sampling_tool_and_an_elicitation_tool_complete_in_each_era,
+    test_an_undeclared_capability_is_refused_with_32021_and_400,
+    test_concurrent_callers_in_both_eras_each_get_only_their_own_requests,
     test_four_legacy_sessions_sampling_at_once_never_see_each_others_prompts,
     test_methods_the_2026_revision_removed_answer_404_32601,
 )
@@ -81,6 +85,7 @@ from tests.protocol.test_adapter_metrics import (
     test_calls_sessions_and_child_restarts_are_counted,
 )
 from tests.protocol.test_adapter_modern import (
+    test_calls_waiting_for_input_are_bounded_in_count_and_time,
     test_logs_reach_a_2026_caller_only_when_its_request_set_a_level,
     test_param_headers_must_agree_with_the_arguments,
 )
@@ -99,6 +104,7 @@ __all__ = [
     "everything",
     "guarded_adapter",
     "late",
+    "test_a_2026_round_names_its_questions_and_refuses_altered_state",
     "test_a_child_that_never_answers_the_handshake_is_never_ready",
     "test_a_client_that_sends_its_headers_or_body_too_slowly_is_disconnected",
     "test_a_flood_of_initializes_evicts_idle_sessions_instead_of_locking_clients_out",
@@ -106,9 +112,13 @@ __all__ = [
     "test_a_killed_child_fails_calls_promptly_and_health_recovers",
     "test_a_permitted_caller_is_served_in_both_eras_and_logged_once_without_its_token",
     "test_a_revoked_pod_is_refused_once_the_file_changes_and_a_bad_update_is_survived",
+    "test_a_sampling_tool_and_an_elicitation_tool_complete_in_each_era",
     "test_an_answer_over_the_line_limit_fails_its_call_at_once_and_logs_no_content",
+    "test_an_undeclared_capability_is_refused_with_32021_and_400",
     "test_calls_sessions_and_child_restarts_are_counted",
+    "test_calls_waiting_for_input_are_bounded_in_count_and_time",
     "test_concurrent_2026_calls_with_a_megabyte_of_capabilities_keep_none_of_it",
+    "test_concurrent_callers_in_both_eras_each_get_only_their_own_requests",
     "test_fifo_mode_and_a_command_are_exclusive",
     "test_fifty_sessions_times_twenty_calls_get_exactly_their_own_answers",
     "test_four_legacy_sessions_sampling_at_once_never_see_each_others_prompts",

@@ -91,6 +91,14 @@ impl Core {
         self.init_result().is_some() && self.router().sessions.has_room()
     }
 
+    /// A 2026-07-28 caller's answer (from `inputResponses`) to what the child asked it.
+    pub fn answer_asked(&self, child_request_id: &Value, result: Value) {
+        let line = self.router().answer_asked(child_request_id, result);
+        if let Some(line) = line {
+            self.write([line]);
+        }
+    }
+
     /// Cancel a call at the child (a disconnect, a timeout).
     pub fn cancel(&self, child_id: u64, reason: &str) {
         let line = self.router().cancel(child_id, reason);

@@ -6,18 +6,22 @@
 //! GET, DELETE). A forwarded call is answered as JSON, or as SSE once something related to
 //! it (progress, a server request) comes before its answer and the client accepts SSE.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::Instant;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Sleep;
 
 use super::audit::{Audit, ToolName, outcome_of, tool_of};
 use super::budget::{self, BodyBudget};
 use super::core::Core;
+use super::rounds::{self, Ask, RoundStore};
 use super::router::{CallSink, Envelope, declared_capabilities};
 use crate::auth::gate::Gate;
 use crate::era::{self, Admission, RoutingHeaders};
@@ -37,7 +41,14 @@ pub struct Front {
     /// Who may read `/metrics` (`--metrics-access`); None: anyone.
     pub scrapers: Option<Gate>,
     pub audit: Option<Arc<Audit>>,
+    /// 2026-07-28 calls waiting for their callers' input.
+    pub rounds: Arc<InputRounds>,
 }
+
+/// How long to wait for more questions of the child before answering with the ones so far,
+/// and at most how many such waits (a child that keeps asking is answered after 100 ms).
+const SETTLE: Duration = Duration::from_millis(10);
+const SETTLE_ROUNDS: usize = 10;
 
 /// Who is asking: the key its sessions are counted and owned by, and its audit form.
 pub struct Caller {
@@ -245,6 +256,7 @@ impl Front {
             None,
             Envelope::default(),
             caller,
+            None,
         )
         .await
     }
@@ -422,11 +434,30 @@ impl Front {
                 .and_then(|m| m.get(era::LOG_LEVEL_META_KEY))
                 .and_then(Value::as_str)
                 .map(str::to_owned);
-            if era::INPUT_REQUIRED_METHODS.contains(&method.as_str()) && params.contains_key("requestState") {
-                let text = "requestState names no input-required round of this server";
-                return http::json(400, &jsonrpc::error_response(Some(&id), INVALID_PARAMS, text));
-            }
+            envelope.capabilities =
+                declared_capabilities(meta.and_then(|m| m.get(era::CLIENT_CAPABILITIES_META_KEY)));
             era::strip_envelope(params);
+        }
+        let mut round = None;
+        if era::INPUT_REQUIRED_METHODS.contains(&method.as_str()) {
+            if !message.get("params").is_some_and(Value::is_object) {
+                message["params"] = json!({});
+            }
+            let params = message["params"].as_object_mut().expect("made an object above");
+            let Some(answers) = rounds::input_responses(params) else {
+                let text = "inputResponses must be an object whose values are results";
+                return http::json(400, &jsonrpc::error_response(Some(&id), INVALID_PARAMS, text));
+            };
+            let target = rounds::request_target(&method, Some(params));
+            if let Some(state) = params.remove("requestState") {
+                return self.resume(id, &method, state, target, answers).await;
+            }
+            round = Some(Round {
+                method: method.clone(),
+                target,
+                answers,
+                asked: BTreeMap::new(),
+            });
         }
         self.forward(
             message,
@@ -436,8 +467,52 @@ impl Front {
             Some((version, child_result)),
             envelope,
             caller,
+            round,
         )
         .await
+    }
+
+    // ------------------------------------------------------------------ input-required rounds
+
+    /// A retry with `requestState`: the parked call gets the answers and goes on waiting (or is
+    /// parked again for what is still unanswered); 400 for a state that names nothing this
+    /// request may resume.
+    async fn resume(
+        &self,
+        id: Value,
+        method: &str,
+        state: Value,
+        target: Option<String>,
+        answers: Map<String, Value>,
+    ) -> Response<Body> {
+        let (parked, dropped) = match state.as_str() {
+            Some(token) => self.rounds.take(token, method, target.as_deref(), Instant::now()),
+            None => (None, Vec::new()),
+        };
+        self.rounds
+            .drop_parked(dropped, "The caller did not retry in time");
+        let Some(mut waiting) = parked else {
+            let text = "requestState is unknown, expired, altered or not for this request";
+            return http::json(400, &jsonrpc::error_response(Some(&id), INVALID_PARAMS, text));
+        };
+        waiting.client_id = id;
+        waiting.timeout = Box::pin(tokio::time::sleep(self.core.config.request_timeout()));
+        let round = waiting.round.as_mut().expect("a parked call has its round");
+        round.answers = answers;
+        let asked = std::mem::take(&mut round.asked);
+        let mut missing = BTreeMap::new();
+        for (key, ask) in asked {
+            match round.answers.remove(&key) {
+                Some(answer) => self.core.answer_asked(&ask.child_request_id, answer),
+                None => {
+                    missing.insert(key, ask);
+                }
+            }
+        }
+        if !missing.is_empty() {
+            return http::json(200, &self.rounds.park(waiting, missing));
+        }
+        self.answer(waiting).await
     }
 
     // ------------------------------------------------------------------ forwarding a call
@@ -452,13 +527,19 @@ impl Front {
         modern: Option<(String, Arc<Value>)>,
         envelope: Envelope,
         caller: &Caller,
+        round: Option<Round>,
     ) -> Response<Body> {
         let client_id = message["id"].clone();
         let audited =
             (method == "tools/call" && self.audit.is_some()).then(|| tool_of(message.get("params")));
-        let (answer, mut answered) = oneshot::channel();
-        let (related, mut relayed) = mpsc::channel(self.core.config.stream_queue);
-        let sink = CallSink::new(answer, sse_ok.then_some(related));
+        let (answer, answered) = oneshot::channel();
+        let (related, relayed) = mpsc::channel(self.core.config.stream_queue);
+        let mut sink = CallSink::new(answer, sse_ok.then_some(related));
+        let asks = round.is_some().then(|| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            sink = std::mem::replace(&mut sink, CallSink::new(oneshot::channel().0, None)).with_asks(sender);
+            receiver
+        });
         let forwarded = self
             .core
             .router()
@@ -476,78 +557,302 @@ impl Front {
             }
             Err(full) => return unavailable(Some(&client_id), &format!("Too many calls in flight ({full})")),
         };
-        let finish = Finish {
-            core: self.core.clone(),
-            audit: self.audit.clone().zip(audited),
-            caller: caller.audit.clone(),
-            method: method.to_owned(),
-            modern,
-            started: Instant::now(),
-        };
-        let mut guard = CallGuard {
-            core: self.core.clone(),
+        let waiting = Waiting {
             child_id,
-            session: session.map(str::to_owned),
-            done: false,
+            client_id,
+            answered,
+            relayed,
+            asks,
+            finish: Finish {
+                core: self.core.clone(),
+                audit: self.audit.clone().zip(audited),
+                caller: caller.audit.clone(),
+                method: method.to_owned(),
+                modern,
+                started: Instant::now(),
+            },
+            guard: CallGuard {
+                core: self.core.clone(),
+                child_id,
+                session: session.map(str::to_owned),
+                done: false,
+            },
+            timeout: Box::pin(tokio::time::sleep(self.core.config.request_timeout())),
+            round,
         };
-        let mut timeout = Box::pin(tokio::time::sleep(self.core.config.request_timeout()));
-        let timed_out = {
-            let client_id = client_id.clone();
-            move |core: &Core| {
-                core.cancel(child_id, "Request timed out");
-                let seconds = core.config.request_timeout_seconds;
-                let text = format!("The MCP server did not answer within {seconds:.0}s");
-                jsonrpc::error_response(Some(&client_id), REQUEST_TIMEOUT, &text)
-            }
-        };
-        let gone = || jsonrpc::error_response(Some(&client_id), INTERNAL_ERROR, super::core::CHILD_EXITED);
+        self.answer(waiting).await
+    }
+
+    /// Wait for a call's answer and send it: as JSON, or as SSE once something related to it
+    /// comes first; a question of the child to a 2026-07-28 caller ends this request with an
+    /// input-required round (the call is parked for the retry).
+    async fn answer(&self, mut waiting: Waiting) -> Response<Body> {
         // Biased, related messages first: the router queues a call's progress before its
         // answer, and each of them must reach the caller before the answer ends the call.
-        let first_related = tokio::select! {
-            biased;
-            Some(first) = relayed.recv() => first,
-            reply = &mut answered => {
-                guard.done = true;
-                let (status, reply) = finish.reply(reply.unwrap_or_else(|_| gone()));
-                return http::json(status, &reply);
-            }
-            () = &mut timeout => {
-                guard.done = true;
-                let (_, reply) = finish.reply(timed_out(&self.core));
-                return http::json(200, &reply);
+        let first_related = loop {
+            let step = tokio::select! {
+                biased;
+                Some(first) = waiting.relayed.recv() => Step::Related(first),
+                reply = &mut waiting.answered => Step::Answer(reply.unwrap_or_else(|_| waiting.gone())),
+                Some(ask) = next_ask(&mut waiting.asks) => Step::Ask(ask),
+                () = &mut waiting.timeout => Step::TimedOut,
+            };
+            match step {
+                Step::Related(first) => break first,
+                Step::Answer(reply) => return waiting.reply_json(reply),
+                Step::TimedOut => {
+                    let reply = waiting.timed_out();
+                    return waiting.reply_json(reply);
+                }
+                Step::Ask(ask) => match self.rounds.settle(&mut waiting, ask).await {
+                    Settled::Nothing => {}
+                    Settled::Answered(reply) => return waiting.reply_json(reply),
+                    Settled::Asked(asked) => return http::json(200, &self.rounds.park(waiting, asked)),
+                },
             }
         };
         // Something streams before the answer: the rest of this call is an SSE stream.
+        // (An SSE call's questions end it with the round's reply as its last event.)
         let (events, receiver) = mpsc::channel(self.core.config.stream_queue);
-        let gone = gone();
+        let rounds = self.rounds.clone();
         tokio::spawn(async move {
-            let mut guard = guard;
             if events.send(first_related).await.is_err() {
                 return; // the client went: the guard cancels the call
             }
             loop {
-                tokio::select! {
+                let step = tokio::select! {
                     biased;
-                    Some(message) = relayed.recv() => {
+                    Some(message) = waiting.relayed.recv() => Step::Related(message),
+                    reply = &mut waiting.answered => Step::Answer(reply.unwrap_or_else(|_| waiting.gone())),
+                    Some(ask) = next_ask(&mut waiting.asks) => Step::Ask(ask),
+                    () = events.closed() => return,
+                    () = &mut waiting.timeout => Step::TimedOut,
+                };
+                let last = match step {
+                    Step::Related(message) => {
                         if events.send(message).await.is_err() {
                             return;
                         }
+                        continue;
                     }
-                    reply = &mut answered => {
-                        guard.done = true;
-                        let _ = events.send(finish.reply(reply.unwrap_or(gone)).1).await;
-                        return;
+                    Step::Answer(reply) => waiting.reply(reply).1,
+                    Step::TimedOut => {
+                        let reply = waiting.timed_out();
+                        waiting.reply(reply).1
                     }
-                    () = events.closed() => return,
-                    () = &mut timeout => {
-                        guard.done = true;
-                        let _ = events.send(finish.reply(timed_out(&finish.core)).1).await;
-                        return;
-                    }
-                }
+                    Step::Ask(ask) => match rounds.settle(&mut waiting, ask).await {
+                        Settled::Nothing => continue,
+                        Settled::Answered(reply) => waiting.reply(reply).1,
+                        Settled::Asked(asked) => rounds.park(waiting, asked),
+                    },
+                };
+                let _ = events.send(last).await;
+                return;
             }
         });
         http::events(receiver)
+    }
+}
+
+/// The 2026-07-28 calls waiting for their callers' input, and what is done with them.
+pub struct InputRounds {
+    core: Arc<Core>,
+    store: Mutex<RoundStore<Waiting>>,
+}
+
+impl InputRounds {
+    /// At most half the calls in flight wait (callers that never retry cannot take every
+    /// slot), each for one request timeout.
+    pub fn new(core: Arc<Core>) -> Arc<Self> {
+        let store = RoundStore::new(core.config.max_inflight / 2, core.config.request_timeout());
+        Arc::new(Self {
+            core,
+            store: Mutex::new(store),
+        })
+    }
+
+    fn take(
+        &self,
+        token: &str,
+        method: &str,
+        target: Option<&str>,
+        now: Instant,
+    ) -> (Option<Waiting>, Vec<Waiting>) {
+        lock(&self.store).take(token, method, target, now)
+    }
+
+    /// The child asked: wait a moment for more questions, answer what the caller already
+    /// answered, and say what is left to ask (or the call's answer, if it came meanwhile).
+    async fn settle(&self, waiting: &mut Waiting, first: Value) -> Settled {
+        let mut messages = vec![first];
+        let mut seen = 0;
+        let mut last = None;
+        for _ in 0..SETTLE_ROUNDS {
+            if messages.len() == seen {
+                break;
+            }
+            seen = messages.len();
+            tokio::time::sleep(SETTLE).await;
+            if let Some(asks) = waiting.asks.as_mut() {
+                while let Ok(message) = asks.try_recv() {
+                    messages.push(message);
+                }
+            }
+            if let Ok(reply) = waiting.answered.try_recv() {
+                last = Some(reply);
+                break;
+            }
+        }
+        let round = waiting.round.as_mut().expect("only a call with a round is asked");
+        let mut asked = BTreeMap::new();
+        for message in &messages {
+            let ask = Ask::from_child(message);
+            if let Some(answer) = round.answers.remove(&ask.key) {
+                self.core.answer_asked(&ask.child_request_id, answer);
+                continue;
+            }
+            let key = if asked.contains_key(&ask.key) {
+                format!("{}-{}", ask.key, ask.child_request_id)
+            } else {
+                ask.key.clone()
+            };
+            asked.insert(key, ask);
+        }
+        match last {
+            Some(reply) => Settled::Answered(reply),
+            None if asked.is_empty() => Settled::Nothing,
+            None => Settled::Asked(asked),
+        }
+    }
+
+    /// Keep the call for its caller's retry; the `input_required` reply of this round.
+    fn park(&self, mut waiting: Waiting, asked: BTreeMap<String, Ask>) -> Value {
+        let client_id = waiting.client_id.clone();
+        let requests: Map<String, Value> = asked
+            .iter()
+            .map(|(key, ask)| (key.clone(), ask.as_input_request()))
+            .collect();
+        let server_info = waiting
+            .finish
+            .modern
+            .as_ref()
+            .and_then(|(_, child_result)| child_result.get("serverInfo").cloned());
+        let round = waiting
+            .round
+            .as_mut()
+            .expect("only a call with a round is parked");
+        round.asked = asked;
+        let (method, target) = (round.method.clone(), round.target.clone());
+        let (token, dropped) = lock(&self.store).park(waiting, &method, target, Instant::now());
+        self.drop_parked(dropped, "Too many calls wait for their callers' input");
+        let mut result = json!({
+            "resultType": "input_required",
+            "inputRequests": requests,
+            "requestState": token,
+        });
+        if let Some(info) = server_info {
+            result["_meta"] = json!({era::SERVER_INFO_META_KEY: info});
+        }
+        jsonrpc::result_response(&client_id, result)
+    }
+
+    /// Calls whose callers will not retry (expired, evicted): cancelled at the child.
+    fn drop_parked(&self, dropped: Vec<Waiting>, reason: &str) {
+        for mut waiting in dropped {
+            tracing::info!("Cancelled call {} waiting for input: {reason}", waiting.child_id);
+            self.core.cancel(waiting.child_id, reason);
+            waiting.guard.done = true;
+        }
+    }
+
+    /// Cancel the parked calls whose callers did not retry in time, once a second.
+    pub async fn expire(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let expired = lock(&self.store).expire(Instant::now());
+            self.drop_parked(expired, "The caller did not retry in time");
+        }
+    }
+}
+
+/// One step of waiting for a call.
+enum Step {
+    Related(Value),
+    Answer(Value),
+    Ask(Value),
+    TimedOut,
+}
+
+/// What the child's questions came to once settled.
+enum Settled {
+    /// Everything asked was answered already: wait on.
+    Nothing,
+    /// The call's answer came meanwhile.
+    Answered(Value),
+    /// Questions for the caller, by key.
+    Asked(BTreeMap<String, Ask>),
+}
+
+/// The next question of the child, or never for a call that cannot have rounds.
+async fn next_ask(asks: &mut Option<mpsc::UnboundedReceiver<Value>>) -> Option<Value> {
+    match asks {
+        Some(asks) => asks.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// An interactive 2026-07-28 call's rounds: what it is about, what its caller answered ahead,
+/// what it was asked and has not answered.
+pub struct Round {
+    method: String,
+    target: Option<String>,
+    answers: Map<String, Value>,
+    asked: BTreeMap<String, Ask>,
+}
+
+/// A forwarded call between its request and its answer; an interactive 2026-07-28 call's is
+/// kept across its rounds (parked in `Front::rounds` between them).
+pub struct Waiting {
+    child_id: u64,
+    /// The id of the request that waits now (a retry brings its own).
+    client_id: Value,
+    answered: oneshot::Receiver<Value>,
+    relayed: mpsc::Receiver<Value>,
+    asks: Option<mpsc::UnboundedReceiver<Value>>,
+    finish: Finish,
+    guard: CallGuard,
+    timeout: Pin<Box<Sleep>>,
+    round: Option<Round>,
+}
+
+impl Waiting {
+    fn gone(&self) -> Value {
+        jsonrpc::error_response(Some(&self.client_id), INTERNAL_ERROR, super::core::CHILD_EXITED)
+    }
+
+    fn timed_out(&self) -> Value {
+        let core = &self.finish.core;
+        core.cancel(self.child_id, "Request timed out");
+        let seconds = core.config.request_timeout_seconds;
+        let text = format!("The MCP server did not answer within {seconds:.0}s");
+        jsonrpc::error_response(Some(&self.client_id), REQUEST_TIMEOUT, &text)
+    }
+
+    /// The call ended: counted, audited, shaped, under the id of the request that waits now.
+    fn reply(&mut self, mut reply: Value) -> (u16, Value) {
+        self.guard.done = true;
+        reply["id"] = self.client_id.clone();
+        self.finish.reply(reply)
+    }
+
+    fn reply_json(&mut self, reply: Value) -> Response<Body> {
+        let (status, reply) = self.reply(reply);
+        http::json(status, &reply)
     }
 }
 

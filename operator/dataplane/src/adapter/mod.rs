@@ -10,6 +10,7 @@
 //! - `metrics`  the Prometheus metrics
 //! - `oversized` the call a child's line over the limit answers
 //! - `param_headers` the `Mcp-Param-*` check of 2026-07-28 tool calls
+//! - `rounds`   the parked calls of 2026-07-28 input-required rounds (pure)
 //! - `budget`   the byte budget of request bodies in flight
 
 pub mod audit;
@@ -21,6 +22,7 @@ pub mod front;
 pub mod metrics;
 pub mod oversized;
 pub mod param_headers;
+pub mod rounds;
 pub mod router;
 pub mod sessions;
 
@@ -116,10 +118,12 @@ pub async fn run(config: AdapterConfig) -> i32 {
         gate,
         scrapers,
         audit,
+        rounds: front::InputRounds::new(core.clone()),
     });
     tracing::info!("Serving MCP on http://{address}{}", core.config.path);
     let supervisor = tokio::spawn(core.clone().supervise());
     tokio::spawn(core.clone().expire_sessions());
+    tokio::spawn(front.rounds.clone().expire());
     let (Ok(mut terminate), Ok(mut interrupt)) =
         (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
     else {

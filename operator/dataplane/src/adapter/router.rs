@@ -56,6 +56,9 @@ const LOG_LEVELS: [&str; 8] = [
 pub struct CallSink {
     answer: Option<oneshot::Sender<Value>>,
     related: Option<mpsc::Sender<Value>>,
+    /// The child's questions to a 2026-07-28 caller (input-required rounds), for a call that
+    /// may have them.
+    asks: Option<mpsc::UnboundedSender<Value>>,
 }
 
 impl CallSink {
@@ -63,7 +66,20 @@ impl CallSink {
         Self {
             answer: Some(answer),
             related,
+            asks: None,
         }
+    }
+
+    /// The sink of a 2026-07-28 call whose questions become input-required rounds.
+    pub fn with_asks(mut self, asks: mpsc::UnboundedSender<Value>) -> Self {
+        self.asks = Some(asks);
+        self
+    }
+
+    fn ask(&self, message: &Value) -> bool {
+        self.asks
+            .as_ref()
+            .is_some_and(|a| a.send(message.clone()).is_ok())
     }
 
     fn respond(&mut self, message: Value) {
@@ -94,6 +110,8 @@ pub struct PendingCall {
     tokened: bool,
     /// A 2026-07-28 caller's log level.
     log_level: Option<String>,
+    /// A 2026-07-28 caller's declared capabilities (None: a legacy or internal call).
+    capabilities: Option<HashSet<String>>,
 }
 
 /// Too many calls are in flight: the caller answers 503.
@@ -105,6 +123,8 @@ pub struct RouterFull(pub usize);
 #[derive(Debug, Default, Clone)]
 pub struct Envelope {
     pub log_level: Option<String>,
+    /// The capabilities the caller declared (`declared_capabilities`).
+    pub capabilities: HashSet<String>,
 }
 
 /// Pending calls, id and token remapping, sessions, and routing of what the child says.
@@ -117,6 +137,9 @@ pub struct Router {
     max_inflight: usize,
     /// The child's server-request id (as JSON text) → the session and the id it saw.
     server_requests: HashMap<String, (String, u64)>,
+    /// The child's questions to 2026-07-28 callers still unanswered: its request id (as JSON
+    /// text) → the call that asked.
+    asked: HashMap<String, u64>,
     /// Log messages dropped and server requests refused since start: no call could be
     /// attributed.
     pub unattributed_log: u64,
@@ -137,6 +160,7 @@ impl Router {
             next_id: 1,
             max_inflight,
             server_requests: HashMap::new(),
+            asked: HashMap::new(),
             unattributed_log: 0,
             unattributed_request: 0,
             tool_headers: ToolHeaderSchemas::default(),
@@ -207,6 +231,7 @@ impl Router {
             progress_token,
             tokened,
             log_level: envelope.log_level,
+            capabilities: session.is_none().then_some(envelope.capabilities),
         };
         if let Some(session) = session.and_then(|id| self.sessions.get_mut(id)) {
             session.calls.insert(key(&client_id), child_id);
@@ -299,6 +324,7 @@ impl Router {
     pub fn fail_all(&mut self, code: i64, reason: &str) -> (usize, usize) {
         let calls = std::mem::take(&mut self.pending);
         self.server_requests.clear();
+        self.asked.clear();
         self.tool_headers.forget();
         let failed = calls.len();
         for (_, mut call) in calls {
@@ -345,6 +371,9 @@ impl Router {
     }
 
     fn forget(&mut self, call: &PendingCall) {
+        if call.capabilities.is_some() && !self.asked.is_empty() {
+            self.asked.retain(|_, child_id| *child_id != call.child_id);
+        }
         if let Some(session) = call.session.as_deref().and_then(|id| self.sessions.get_mut(id)) {
             session.calls.remove(&key(&call.client_id));
             session.last_active = Instant::now();
@@ -483,12 +512,7 @@ impl Router {
         };
         let call = &self.pending[&child_id];
         let Some(session_id) = call.session.clone() else {
-            // A 2026-07-28 caller is asked through an input-required round, which this
-            // adapter does not serve: refused, never sent to someone else.
-            return refuse(
-                METHOD_NOT_FOUND,
-                &format!("{method} cannot be asked during a 2026-07-28 {}", call.method),
-            );
+            return self.ask_modern(method, child_id, message);
         };
         let Some(session) = self.sessions.get_mut(&session_id) else {
             return refuse(INTERNAL_ERROR, "Client session ended");
@@ -513,6 +537,54 @@ impl Router {
         self.server_requests
             .insert(key(&child_request_id), (session_id, visible));
         None
+    }
+}
+
+impl Router {
+    /// A server request attributed to a 2026-07-28 call: a question of an input-required
+    /// round, if the call may have one and its caller declared the capability; else the
+    /// child's refusal line.
+    fn ask_modern(&mut self, method: &str, child_id: u64, message: &Value) -> Option<Vec<u8>> {
+        let child_request_id = message["id"].clone();
+        let call = &self.pending[&child_id];
+        let refuse = |error: Value| Some(jsonrpc::line(&error));
+        let Some(capabilities) = call.capabilities.as_ref().filter(|_| call.sink.asks.is_some()) else {
+            let text = format!("{method} cannot be asked during {}", call.method);
+            return refuse(jsonrpc::error_response(
+                Some(&child_request_id),
+                METHOD_NOT_FOUND,
+                &text,
+            ));
+        };
+        if let Some(capability) = capability_for(method)
+            && !capabilities.contains(capability)
+        {
+            let text = format!("The client did not declare {capability}");
+            let mut error = jsonrpc::error_response(
+                Some(&child_request_id),
+                jsonrpc::MISSING_REQUIRED_CLIENT_CAPABILITY,
+                &text,
+            );
+            error["error"]["data"] = json!({"requiredCapabilities": {capability: {}}});
+            return refuse(error);
+        }
+        if !call.sink.ask(message) {
+            let text = format!("No way to deliver {method} to the caller");
+            return refuse(jsonrpc::error_response(
+                Some(&child_request_id),
+                INTERNAL_ERROR,
+                &text,
+            ));
+        }
+        self.asked.insert(key(&child_request_id), child_id);
+        None
+    }
+
+    /// A 2026-07-28 caller's answer (from `inputResponses`) to what the child asked it: the
+    /// line for the child, or None when the child no longer waits for it.
+    pub fn answer_asked(&mut self, child_request_id: &Value, result: Value) -> Option<Vec<u8>> {
+        self.asked.remove(&key(child_request_id))?;
+        Some(jsonrpc::line(&jsonrpc::result_response(child_request_id, result)))
     }
 }
 
