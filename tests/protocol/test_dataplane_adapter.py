@@ -85,6 +85,7 @@ from tests.protocol.test_adapter_metrics import (
     test_calls_sessions_and_child_restarts_are_counted,
 )
 from tests.protocol.test_adapter_modern import (
+    test_a_listen_stream_is_acknowledged_then_carries_only_what_it_asked_for,
     test_calls_waiting_for_input_are_bounded_in_count_and_time,
     test_logs_reach_a_2026_caller_only_when_its_request_set_a_level,
     test_param_headers_must_agree_with_the_arguments,
@@ -110,6 +111,7 @@ __all__ = [
     "test_a_flood_of_initializes_evicts_idle_sessions_instead_of_locking_clients_out",
     "test_a_hundred_concurrent_megabyte_calls_leave_the_adapter_within_its_limit",
     "test_a_killed_child_fails_calls_promptly_and_health_recovers",
+    "test_a_listen_stream_is_acknowledged_then_carries_only_what_it_asked_for",
     "test_a_permitted_caller_is_served_in_both_eras_and_logged_once_without_its_token",
     "test_a_revoked_pod_is_refused_once_the_file_changes_and_a_bad_update_is_survived",
     "test_a_sampling_tool_and_an_elicitation_tool_complete_in_each_era",

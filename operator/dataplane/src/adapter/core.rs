@@ -2,7 +2,7 @@
 //! a crash loop ends the adapter), the router behind one lock, health and readiness, and
 //! shutdown. Owns the child's lifecycle and the lines written to it; leaves HTTP to `front`.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,8 @@ struct ChildState {
     /// The child's InitializeResult, once it answered: ready.
     init_result: Option<Arc<Value>>,
     restarts: u64,
+    /// The resources this child was asked to report updates of, for listen streams.
+    subscribed: HashSet<String>,
 }
 
 /// The adapter's shared state.
@@ -89,6 +91,19 @@ impl Core {
 
     pub fn ready(&self) -> bool {
         self.init_result().is_some() && self.router().sessions.has_room()
+    }
+
+    /// Ask the child for `resources/updated` on `uri` (once per child), for listen streams.
+    pub fn subscribe_child(&self, uri: &str) {
+        if !lock(&self.child).subscribed.insert(uri.to_owned()) {
+            return;
+        }
+        let (answer, _) = oneshot::channel();
+        let sink = CallSink::new(answer, None);
+        let line = self
+            .router()
+            .internal_request("resources/subscribe", json!({"uri": uri}), sink);
+        self.write([line]);
     }
 
     /// A 2026-07-28 caller's answer (from `inputResponses`) to what the child asked it.
@@ -236,6 +251,7 @@ impl Core {
             ChildOutcome::Shutdown => "The adapter is shutting down",
             ChildOutcome::Exited(_) => CHILD_EXITED,
         };
+        lock(&self.child).subscribed.clear();
         let (failed, reset) = self.router().fail_all(INTERNAL_ERROR, reason);
         if let ChildOutcome::Exited(code) = outcome {
             tracing::warn!(

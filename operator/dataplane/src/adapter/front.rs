@@ -21,6 +21,7 @@ use tokio::time::Sleep;
 use super::audit::{Audit, ToolName, outcome_of, tool_of};
 use super::budget::{self, BodyBudget};
 use super::core::Core;
+use super::listeners::{self, Listener};
 use super::rounds::{self, Ask, RoundStore};
 use super::router::{CallSink, Envelope, declared_capabilities};
 use crate::auth::gate::Gate;
@@ -414,7 +415,10 @@ impl Front {
             let result = era::discover_result(&child_result, &version);
             return http::json(200, &jsonrpc::result_response(&id, result));
         }
-        if !era::MODERN_REQUESTS.contains(&method.as_str()) || method == "subscriptions/listen" {
+        if method == "subscriptions/listen" {
+            return self.listen(id, &message, &child_result);
+        }
+        if !era::MODERN_REQUESTS.contains(&method.as_str()) {
             let text = format!("Method not found: {method}");
             return http::json(404, &jsonrpc::error_response(Some(&id), METHOD_NOT_FOUND, &text));
         }
@@ -470,6 +474,35 @@ impl Front {
             round,
         )
         .await
+    }
+
+    /// A `subscriptions/listen` stream: acknowledged first (with what the child can honor of
+    /// the filter), then the child's notifications it agreed to carry, until the caller goes.
+    fn listen(&self, id: Value, message: &Value, child_result: &Value) -> Response<Body> {
+        let requested = message
+            .get("params")
+            .and_then(|p| p.get("notifications"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let agreed = listeners::honored(&requested, child_result.get("capabilities"));
+        let (sender, receiver) = mpsc::channel(self.core.config.stream_queue);
+        let listener = Listener::new(id.clone(), sender, &agreed);
+        {
+            let mut router = self.core.router();
+            router.listeners.retain(|l| l.offer("", &Value::Null));
+            if router.listeners.len() >= self.core.config.max_sessions {
+                return unavailable(Some(&id), "Too many listen streams");
+            }
+            listener.acknowledge(&agreed);
+            let uris: Vec<String> = listener.uris.iter().cloned().collect();
+            router.listeners.push(listener);
+            drop(router);
+            for uri in uris {
+                self.core.subscribe_child(&uri);
+            }
+        }
+        http::events(receiver)
     }
 
     // ------------------------------------------------------------------ input-required rounds

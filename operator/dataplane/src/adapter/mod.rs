@@ -7,6 +7,7 @@
 //! - `child`    the stdio child: spawn in its own group, bounded lines, stop
 //! - `core`     the running state: the supervised child, the router, health
 //! - `front`    the HTTP entry: health, metrics, both eras, answers as JSON or SSE
+//! - `listeners` the 2026-07-28 `subscriptions/listen` streams: agreement, fan-out tags
 //! - `metrics`  the Prometheus metrics
 //! - `oversized` the call a child's line over the limit answers
 //! - `param_headers` the `Mcp-Param-*` check of 2026-07-28 tool calls
@@ -19,6 +20,7 @@ pub mod child;
 pub mod config;
 pub mod core;
 pub mod front;
+pub mod listeners;
 pub mod metrics;
 pub mod oversized;
 pub mod param_headers;

@@ -27,6 +27,7 @@ use std::time::Instant;
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
+use super::listeners::Listener;
 use super::param_headers::ToolHeaderSchemas;
 use super::sessions::Sessions;
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_CANCELLED};
@@ -146,6 +147,8 @@ pub struct Router {
     pub unattributed_request: u64,
     /// The child's `x-mcp-header` schemas, learnt from its `tools/list` results.
     pub tool_headers: ToolHeaderSchemas,
+    /// The open 2026-07-28 `subscriptions/listen` streams.
+    pub listeners: Vec<Listener>,
 }
 
 fn key(id: &Value) -> String {
@@ -164,6 +167,7 @@ impl Router {
             unattributed_log: 0,
             unattributed_request: 0,
             tool_headers: ToolHeaderSchemas::default(),
+            listeners: Vec::new(),
         }
     }
 
@@ -411,6 +415,7 @@ impl Router {
                 for session in self.sessions.iter().filter(|s| s.subscriptions.contains(uri)) {
                     session.push(&message);
                 }
+                self.listeners.retain(|l| l.offer(method, &message));
             }
             "notifications/message" => self.log(&message, &params),
             _ => {
@@ -420,6 +425,7 @@ impl Router {
                 for session in self.sessions.iter() {
                     session.push(&message);
                 }
+                self.listeners.retain(|l| l.offer(method, &message));
             }
         }
     }
