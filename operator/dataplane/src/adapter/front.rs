@@ -182,15 +182,9 @@ impl Front {
             return http::plain(406, "Accept must include application/json or text/event-stream");
         }
         let session_id = http::header(&request, "mcp-session-id").map(str::to_owned);
-        let mut message = match http::read_json(
-            request,
-            self.core.config.max_body_bytes,
-            self.core.config.body_timeout(),
-        )
-        .await
-        {
+        let mut message = match self.read_body(request).await {
             Ok(message) => message,
-            Err(error) => return error.response(),
+            Err(refused) => return refused,
         };
         if !message.is_object() || message.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             let text = if message.is_array() {
@@ -351,6 +345,14 @@ impl Front {
         http::empty(200)
     }
 
+    /// A request's JSON body within the body limit and deadline, or the answer refusing it.
+    async fn read_body(&self, request: Request<Incoming>) -> Result<Value, Response<Body>> {
+        let config = &self.core.config;
+        http::read_json(request, config.max_body_bytes, config.body_timeout())
+            .await
+            .map_err(|error| error.response())
+    }
+
     // ------------------------------------------------------------------ the 2026-07-28 era
 
     async fn stateless(&self, request: Request<Incoming>, caller: &Caller) -> Response<Body> {
@@ -386,15 +388,9 @@ impl Front {
                 Some((name.as_str().to_owned(), value.to_str().ok()?.trim().to_owned()))
             })
             .collect();
-        let mut message = match http::read_json(
-            request,
-            self.core.config.max_body_bytes,
-            self.core.config.body_timeout(),
-        )
-        .await
-        {
+        let mut message = match self.read_body(request).await {
             Ok(message) => message,
-            Err(error) => return error.response(),
+            Err(refused) => return refused,
         };
         let routing = RoutingHeaders {
             version: owned[0].1.iter().map(String::as_str).collect(),
