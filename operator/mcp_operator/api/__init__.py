@@ -2,12 +2,14 @@
 
 ``crds/`` holds the schema; the models mirror it. Import the resources' models from here.
 
-- ``mcpserver``    the MCPServer model: spec, status, and what a server reads
-- ``agentrun``     the AgentRun model: spec and status
-- ``common``       what both kinds share: patterns, constrained types, conditions, call policy
-- ``network``      ``spec.network`` of both kinds: who may reach a server, where Pods connect
-- ``expressions``  authorization rules' CEL expressions, compiled once, checked at admission
-- ``bridge``       the bridge's configuration file (``BridgeConfig``): the ConfigMap contract
+- ``mcpserver``       the MCPServer model: spec, status, and what a server reads
+- ``agentrun``        the AgentRun model: spec and status
+- ``common``          what both kinds share: patterns, constrained types, conditions, call policy
+- ``network``         ``spec.network`` of both kinds: who may reach a server, where Pods connect
+- ``expressions``     authorization rules' CEL expressions, compiled once, checked at admission
+- ``bridge``          the bridge's configuration file (``BridgeConfig``): the ConfigMap contract
+- ``bridge_policy``   the file's call policy per server, and a run's tightening of it
+- ``bridge_filters``  the file's filter layers: which tools, prompts and resources pass
 """
 
 from mcp_operator.api.agentrun import (

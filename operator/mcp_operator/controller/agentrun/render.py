@@ -43,7 +43,7 @@ import yaml
 from mcp_operator import API_VERSION
 from mcp_operator.api import AgentRun, CallPolicySpec, MCPServer
 from mcp_operator.api.agentrun import ApprovalWebhookSpec
-from mcp_operator.api.bridge import CallPolicy, CallPolicyOverride, tighten
+from mcp_operator.api.bridge_policy import CallPolicy, CallPolicyOverride, tighten
 from mcp_operator.api.mcpserver import token_audience
 from mcp_operator.controller.agentrun.resolve import Binding, Resolution
 from mcp_operator.controller.mcpserver.render import authentication as server_authentication
@@ -138,7 +138,7 @@ def bridge_url(run: AgentRun) -> str:
 
 
 def effective_policy(server: CallPolicySpec | None, run: CallPolicySpec | None) -> dict[str, Any]:
-    """The server's policy tightened by the run's (:func:`mcp_operator.api.bridge.tighten`),
+    """The server's policy tightened by the run's (:func:`mcp_operator.api.bridge_policy.tighten`),
     complete: what neither sets is the bridge's default, written out."""
     base = CallPolicy.model_validate(_fields(server))
     override = CallPolicyOverride.model_validate(_fields(run)) if run is not None else None
