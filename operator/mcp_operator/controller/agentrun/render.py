@@ -22,7 +22,7 @@ bridge container only.
 
 The bridge's identity towards each managed server that authenticates with
 Kubernetes tokens is a projected ServiceAccount token whose audience names that
-server (:func:`~mcp_operator.api.mcpserver.token_audience`), short-lived and
+server (:func:`~mcp_operator.api.access.token_audience`), short-lived and
 rotated by the kubelet, in a volume mounted into the bridge container only. The
 Pod mounts no API token by itself (``automountServiceAccountToken: false``); the
 agent gets one, as its own projected volume, only when the run asks for it. No
@@ -42,9 +42,9 @@ import yaml
 
 from mcp_operator import API_VERSION
 from mcp_operator.api import AgentRun, CallPolicySpec, MCPServer
+from mcp_operator.api.access import token_audience
 from mcp_operator.api.agentrun import ApprovalWebhookSpec
 from mcp_operator.api.bridge_policy import CallPolicy, CallPolicyOverride, tighten
-from mcp_operator.api.mcpserver import token_audience
 from mcp_operator.controller.agentrun.resolve import Binding, Resolution
 from mcp_operator.controller.mcpserver.render import authentication as server_authentication
 from mcp_operator.controller.render import (

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 from mcp_operator.api import MCPServer
-from mcp_operator.api.mcpserver import AuthSpec
+from mcp_operator.api.auth import AuthSpec
 from mcp_operator.kube import Kube, SecretReferenceError
 from mcp_operator.mcp.oauth import (
     Client,
