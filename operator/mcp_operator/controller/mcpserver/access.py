@@ -30,11 +30,8 @@ from typing import Any
 from mcp_operator import GROUP
 from mcp_operator.api import MCPServer
 from mcp_operator.api.access import TOKEN_AUDIENCE_PREFIX, token_audience
-from mcp_operator.controller.mcpserver.render import (
-    ACCESS_KEY,
-    access_config_map_name,
-    labels,
-)
+from mcp_operator.controller.mcpserver.containers import ACCESS_KEY
+from mcp_operator.controller.mcpserver.render import access_config_map_name, labels
 from mcp_operator.controller.render import (
     METRICS_ACCESS_KEY,
     metrics_access_text,
