@@ -15,5 +15,6 @@
 - ``images``              our images as ``make images`` built them, pushed to a registry
 - ``image_inputs``        the inputs of an image build, and the hash that names it
 - ``demo``                ``make demo``: an agent's tool calls governed and audited
+- ``demo_cluster``        the cluster the demo runs on, what the demo needs, kubectl against it
 - ``demo_objects``        what the demo applies, and how it reads the run (pure)
 """
