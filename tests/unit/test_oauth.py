@@ -21,7 +21,7 @@ from mcp_operator.api.bridge import parse_bridge_config
 from mcp_operator.bridge.unauthorized import unauthorized
 from mcp_operator.controller.agentrun import configmap, render, resolve
 from mcp_operator.mcp import challenge
-from mcp_operator.mcp.errors import ProbeState, translate
+from mcp_operator.mcp.errors import ProbeState
 from mcp_operator.mcp.oauth import (
     Client,
     ClientCredentialsGrant,
@@ -34,6 +34,7 @@ from mcp_operator.mcp.oauth import (
     token_from,
 )
 from mcp_operator.mcp.session import McpFailure
+from mcp_operator.mcp.translation import translate
 from mcp_operator.net.egress import EgressPolicy
 from tests.support.waiting import eventually_async
 from tests.unit.test_agentrun_render import SETTINGS, ready_server, run, servers

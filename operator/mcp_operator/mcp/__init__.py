@@ -10,7 +10,8 @@
 - ``pages``        tool lists counted and cut on the raw JSON
 - ``budget``       the byte budget shared by all probes
 - ``watch``        waiting for ``tools/list_changed``
-- ``errors``       ``ProbeError`` and the table that translates failures
+- ``errors``       ``ProbeError``, and what the probe had seen when it failed
+- ``translation``  the table that translates any failure into one ``ProbeError``
 - ``naming``       exposed names and filters, as one plan
 - ``definitions``  the digest of a tool's definition: what is pinned and checked
 - ``uris``         resource URIs namespaced per server, reversibly

@@ -33,12 +33,13 @@ from mcp_types import METHOD_NOT_FOUND
 from mcp_operator.mcp import challenge, session
 from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.definitions import DIGEST_META
-from mcp_operator.mcp.errors import ProbeError, ProbeState, reraise_cancellation, scrub, translate
+from mcp_operator.mcp.errors import ProbeError, ProbeState, reraise_cancellation, scrub
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
 from mcp_operator.mcp.scrub import Scrubber
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.streamable import streamable
+from mcp_operator.mcp.translation import translate
 from mcp_operator.net.tls import tls_context
 
 __all__ = ["MAX_DISCOVERED_TOOLS", "DiscoveredTool", "Discovery", "Keep", "Paginator", "discover"]
