@@ -30,12 +30,9 @@ from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.oauth import (
     Client as OAuthClient,
 )
-from mcp_operator.mcp.oauth import (
-    ClientCredentialsGrant,
-    OAuthCredentials,
-    TokenEndpoint,
-)
+from mcp_operator.mcp.oauth import ClientCredentialsGrant, OAuthCredentials
 from mcp_operator.mcp.session import McpSession
+from mcp_operator.mcp.tokens import TokenEndpoint
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.pool import Http1Pool
 from tests.support.bridge_run import run_bridge, server_entry

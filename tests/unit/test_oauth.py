@@ -26,14 +26,16 @@ from mcp_operator.mcp.oauth import (
     Client,
     ClientCredentialsGrant,
     OAuthCredentials,
+    TokenExchangeGrant,
+)
+from mcp_operator.mcp.session import McpFailure
+from mcp_operator.mcp.tokens import (
     TokenEndpoint,
     TokenError,
-    TokenExchangeGrant,
     jwt_claims,
     refresh_margin,
     token_from,
 )
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.translation import translate
 from mcp_operator.net.egress import EgressPolicy
 from tests.support.waiting import eventually_async

@@ -18,6 +18,7 @@
 - ``scrub``        masking secret values a server echoes back
 - ``credentials``  what a client presents on every request: the ``Credentials`` protocol
 - ``oauth``        OAuth client credentials and token exchange, one cached token
+- ``tokens``       OAuth tokens, and the token endpoint's request, bounds and answers
 - ``challenge``    what a server's ``401``/``403`` asks for: its ``WWW-Authenticate``, read
 
 The wire (connections, egress policy, TLS) is :mod:`mcp_operator.net`'s. Nothing here

@@ -30,8 +30,8 @@ from mcp_operator.mcp.errors import (
     refusal_error,
 )
 from mcp_operator.mcp.naming import cut
-from mcp_operator.mcp.oauth import TokenError
 from mcp_operator.mcp.session import McpFailure
+from mcp_operator.mcp.tokens import TokenError
 from mcp_operator.net.egress import Refused
 from mcp_operator.net.pool import BrokenHTTP, ConnectFailed, ConnectionLost, NotSent
 

@@ -28,10 +28,9 @@ from mcp_operator.mcp.oauth import (
     ClientCredentialsGrant,
     OAuthCredentials,
     Secret,
-    TokenEndpoint,
-    TokenError,
     TokenExchangeGrant,
 )
+from mcp_operator.mcp.tokens import TokenEndpoint, TokenError
 from mcp_operator.net.egress import EgressPolicy
 
 MAX_SERVERS = 4096
