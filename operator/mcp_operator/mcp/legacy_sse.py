@@ -63,7 +63,7 @@ from mcp_operator.mcp.session import (
     _media,
     display_url,
 )
-from mcp_operator.net.pool import Http1Error
+from mcp_operator.net.http1 import Http1Error
 
 logger = logging.getLogger(__name__)
 

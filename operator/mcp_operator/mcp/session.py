@@ -86,7 +86,8 @@ from mcp_operator.mcp import sse
 from mcp_operator.mcp.credentials import Credentials, CredentialsError
 from mcp_operator.net import jsoncodec
 from mcp_operator.net.egress import EgressPolicy
-from mcp_operator.net.pool import Http1Error, Http1Pool, Http1Response
+from mcp_operator.net.http1 import Http1Error, Http1Response
+from mcp_operator.net.pool import Http1Pool
 
 logger = logging.getLogger(__name__)
 

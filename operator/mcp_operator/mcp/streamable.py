@@ -34,7 +34,8 @@ from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, ToolCount
 from mcp_operator.mcp.session import CLOSE_SECONDS, McpSession, clamped
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.net.cancel import cancelling
-from mcp_operator.net.pool import Http1Pool, Http1Response
+from mcp_operator.net.http1 import Http1Response
+from mcp_operator.net.pool import Http1Pool
 from mcp_operator.net.tls import tls_context
 
 CLIENT_INFO = {"name": "mcp-operator-probe", "version": __version__}

@@ -22,7 +22,8 @@ import jwt
 
 from mcp_operator.mcp.session import McpFailure, display_url
 from mcp_operator.net.egress import EgressPolicy, Refused
-from mcp_operator.net.pool import ConnectFailed, Http1Error, Http1Pool
+from mcp_operator.net.http1 import ConnectFailed, Http1Error
+from mcp_operator.net.pool import Http1Pool
 
 TOKEN_SECONDS = 10.0
 """One token request (connect, send, the whole answer) takes at most this long."""

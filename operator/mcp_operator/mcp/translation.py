@@ -33,7 +33,7 @@ from mcp_operator.mcp.naming import cut
 from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.tokens import TokenError
 from mcp_operator.net.egress import Refused
-from mcp_operator.net.pool import BrokenHTTP, ConnectFailed, ConnectionLost, NotSent
+from mcp_operator.net.http1 import BrokenHTTP, ConnectFailed, ConnectionLost, NotSent
 
 MAX_SERVER_TEXT_CHARS = 200
 """Text chosen by the server (error messages) is cut to this length in a ``ProbeError``."""
@@ -201,7 +201,7 @@ def _rpc_error(text: Callable[[Any], str]) -> Callable[..., str]:
     )
 
 
-# The SDK's client fails with httpx2's errors, the lean one with the pool's (net/pool.py).
+# The SDK's client fails with httpx2's errors, the lean one with the pool's (net/http1.py).
 _CONNECT = (httpx2.ConnectError, ConnectFailed)
 _MCP = mcp.MCPError
 
