@@ -375,7 +375,7 @@ async def test_the_bridge_maps_refusals_to_unauthorized_and_insufficient_scope_e
     from mcp_operator.api.bridge import BridgeConfig
     from mcp_operator.bridge.unauthorized import unauthorized
     from mcp_operator.bridge.upstreams import UpstreamPool, server_key
-    from mcp_operator.mcp.session import McpFailure
+    from mcp_operator.mcp.failures import McpFailure
 
     config = BridgeConfig.model_validate(
         {"run": {"name": "r", "namespace": "default"}, "servers": servers}

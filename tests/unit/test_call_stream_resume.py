@@ -19,7 +19,8 @@ import pytest
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.mcp import session as session_module
-from mcp_operator.mcp.session import McpFailure, McpSession
+from mcp_operator.mcp.failures import McpFailure
+from mcp_operator.mcp.session import McpSession
 from mcp_operator.net.pool import Http1Pool
 from tests.support.http_peer import Answer, Behaviour, HttpPeer, Request, http_peer
 

@@ -22,13 +22,13 @@ from mcp_operator.bridge.unauthorized import unauthorized
 from mcp_operator.controller.agentrun import configmap, render, resolve
 from mcp_operator.mcp import challenge
 from mcp_operator.mcp.errors import ProbeState
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.oauth import (
     Client,
     ClientCredentialsGrant,
     OAuthCredentials,
     TokenExchangeGrant,
 )
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.tokens import (
     TokenEndpoint,
     TokenError,

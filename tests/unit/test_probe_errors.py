@@ -14,7 +14,7 @@ import pytest
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
 
 from mcp_operator.mcp.errors import HTTPStatus, ProbeError, ProbeState, ResponseTooLarge, scrub
-from mcp_operator.mcp.session import McpFailure
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.translation import RULES, match, translate
 from mcp_operator.net.http1 import BrokenHTTP, ConnectFailed, ConnectionLost
 

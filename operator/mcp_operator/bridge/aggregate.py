@@ -42,9 +42,9 @@ from mcp_operator.bridge.cursor import CursorCodec, InvalidCursor, Position
 from mcp_operator.bridge.prompts import PromptCatalog
 from mcp_operator.bridge.relay import current as relay_of_call
 from mcp_operator.bridge.upstreams import ServerState, UpstreamPool
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.naming import cut
 from mcp_operator.mcp.scrub import Scrubber
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.uris import exposed_uri, original_uri
 from mcp_operator.serve import era
 from mcp_operator.serve.jsonrpc import RequestId, error_response

@@ -1,6 +1,9 @@
 """The MCP client side, shared by the probe and the bridge. One module per job:
 
-- ``session``         the one MCP client session (either era), its ``McpFailure``, change streams
+- ``session``         the one MCP client session (either era), its change streams
+- ``failures``        ``McpFailure``: what broke in a session's request, what the caller may do
+- ``bounds``          a session's bounds: bytes per answer, pages and items per listing
+- ``messages``        a session's JSON-RPC messages, and its server's URL safe to show
 - ``legacy_sse``      one client session over the legacy HTTP+SSE transport, for the bridge
 - ``legacy_routing``  that transport's endpoint (same origin only), and whose answer is whose
 - ``sse``             the one SSE reader

@@ -17,8 +17,8 @@ import asyncio
 import traceback
 from collections.abc import Mapping
 
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.scrub import Scrubber
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.net.cancel import cancelling
 from mcp_operator.net.egress import Refused
 

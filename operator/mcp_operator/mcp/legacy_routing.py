@@ -14,7 +14,8 @@ import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_operator.mcp.session import McpFailure, display_url
+from mcp_operator.mcp.failures import McpFailure
+from mcp_operator.mcp.messages import display_url
 
 MAX_ENDPOINT_CHARS = 2048
 """A longer ``endpoint`` is refused."""

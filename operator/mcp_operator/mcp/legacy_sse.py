@@ -51,18 +51,10 @@ from collections.abc import AsyncGenerator, Awaitable, Mapping
 from typing import Any
 
 from mcp_operator.mcp import sse
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.legacy_routing import answered_id, endpoint_url, token_key
-from mcp_operator.mcp.session import (
-    LIST_CHANGED,
-    OPEN_STREAM_SECONDS,
-    McpFailure,
-    McpSession,
-    Related,
-    _body,
-    _loads,
-    _media,
-    display_url,
-)
+from mcp_operator.mcp.messages import body, display_url, loads, media
+from mcp_operator.mcp.session import LIST_CHANGED, OPEN_STREAM_SECONDS, McpSession, Related
 from mcp_operator.net.http1 import Http1Error
 
 logger = logging.getLogger(__name__)
@@ -176,14 +168,14 @@ class LegacySseSession(McpSession):
             raise McpFailure(
                 "timeout", f"{self.name} did not open its event stream in {self.open_seconds:g}s"
             ) from None
-        if answer.status_code != 200 or _media(answer) != "text/event-stream":
+        if answer.status_code != 200 or media(answer) != "text/event-stream":
             try:
                 if answer.status_code >= 300:
                     await self._refusal(answer, "GET", None)
                 raise McpFailure(
                     "mcp",
                     f"{self.name} answered GET with HTTP {answer.status_code} "
-                    f"and {_media(answer) or 'no content type'}, not an event stream",
+                    f"and {media(answer) or 'no content type'}, not an event stream",
                 )
             finally:
                 answer.discard()
@@ -255,7 +247,7 @@ class LegacySseSession(McpSession):
 
     def _dispatch(self, stream: _Stream, data: bytes) -> None:
         """One message of the stream, to whom it belongs (never blocking the reader)."""
-        message = _loads(data)
+        message = loads(data)
         if not isinstance(message, dict):
             logger.debug("Skipped an event of %s that is not a JSON-RPC message", self.name)
             return
@@ -341,7 +333,7 @@ class LegacySseSession(McpSession):
                 answer = await self._send(
                     "POST",
                     self._request_headers(method, None),
-                    _body(request_id, method, dict(params)),
+                    body(request_id, method, dict(params)),
                 )
             except asyncio.CancelledError:
                 if related is not None:

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from mcp_operator.mcp.session import display_url
+from mcp_operator.mcp.messages import display_url
 from mcp_operator.mcp.tokens import (
     Token,
     TokenEndpoint,

@@ -20,7 +20,8 @@ from typing import Any
 
 import jwt
 
-from mcp_operator.mcp.session import McpFailure, display_url
+from mcp_operator.mcp.failures import McpFailure
+from mcp_operator.mcp.messages import display_url
 from mcp_operator.net.egress import EgressPolicy, Refused
 from mcp_operator.net.http1 import ConnectFailed, Http1Error
 from mcp_operator.net.pool import Http1Pool

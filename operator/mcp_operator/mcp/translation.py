@@ -29,8 +29,8 @@ from mcp_operator.mcp.errors import (
     ResponseTooLarge,
     refusal_error,
 )
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.naming import cut
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.tokens import TokenError
 from mcp_operator.net.egress import Refused
 from mcp_operator.net.http1 import BrokenHTTP, ConnectFailed, ConnectionLost, NotSent

@@ -21,8 +21,8 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.errors import ProbeState, reraise_cancellation, scrub
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.pages import Keep
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.streamable import streamable
 from mcp_operator.mcp.target import ProbeTarget, check_target
 from mcp_operator.mcp.translation import translate
