@@ -2,6 +2,7 @@
 
 - ``session``         the one MCP client session (either era), its change streams
 - ``failures``        ``McpFailure``: what broke in a session's request, what the caller may do
+- ``resume``          a cut answer stream's cursor, and the bounds of resuming it
 - ``bounds``          a session's bounds: bytes per answer, pages and items per listing
 - ``messages``        a session's JSON-RPC messages, and its server's URL safe to show
 - ``legacy_sse``      one client session over the legacy HTTP+SSE transport, for the bridge

@@ -85,6 +85,7 @@ from mcp_operator.mcp import messages, sse
 from mcp_operator.mcp.bounds import BodyReader, Capped, Paginator, capped
 from mcp_operator.mcp.credentials import Credentials, CredentialsError
 from mcp_operator.mcp.failures import Fault, McpFailure
+from mcp_operator.mcp.resume import MAX_EVENT_ID_CHARS, MAX_RESUMES, RESUME_ATTEMPTS, StreamCursor
 from mcp_operator.net import jsoncodec
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.http1 import Http1Error, Http1Response
@@ -104,19 +105,6 @@ MAX_EVENT_BYTES = 1024 * 1024
 OPEN_STREAM_SECONDS = 10.0
 """A change stream's head is awaited this long; after it, a quiet stream is not bounded
 (changes are rare)."""
-MAX_EVENT_ID_CHARS = 256
-"""A longer event id of the server's is not kept as the change stream's cursor."""
-RESUME_ATTEMPTS = 3
-"""A request's answer stream cut before its response is reopened (``GET`` with
-``Last-Event-ID``) at most this many times in a row without a new event."""
-RESUME_PAUSES = (0.1, 0.5, 1.0)
-"""Seconds before each of those reopenings (the last repeats), unless the server's SSE
-``retry`` says how long to wait."""
-MAX_RETRY_SECONDS = 10.0
-"""A server's SSE ``retry`` longer than this is taken as this."""
-MAX_RESUMES = 1000
-"""However many events each brings, a request's answer stream is reopened at most this often
-(a polling server's, too)."""
 REOPEN_SECONDS = 2.0
 """A change stream that ended or could not be opened is opened again after this pause."""
 LIST_CHANGED = "notifications/tools/list_changed"
@@ -784,7 +772,7 @@ class McpSession:
                 answer.discard()
                 raise McpFailure("mismatch", "the answer is not the response to the request")
             return message
-        cursor = _Cursor()
+        cursor = StreamCursor()
         try:
             found = await self._answer_in(answer, request_id, related, cursor)
         except Http1Error:
@@ -802,7 +790,7 @@ class McpSession:
         answer: Http1Response,
         request_id: int,
         related: Related | None,
-        cursor: _Cursor,
+        cursor: StreamCursor,
     ) -> Mapping[str, Any] | None:
         """The response to ``request_id`` on the SSE stream ``answer``, or ``None`` when the
         stream ended first; the requests and notifications before it go to ``related``,
@@ -827,7 +815,7 @@ class McpSession:
         resume: tuple[str, str],
         request_id: int,
         related: Related | None,
-        cursor: _Cursor,
+        cursor: StreamCursor,
     ) -> Mapping[str, Any]:
         """The response to ``request_id`` after its answer stream was cut (or ended) before
         it, read on ``GET`` streams with ``Last-Event-ID`` (2025-11-25 "Resumability and
@@ -881,7 +869,7 @@ class McpSession:
         )
 
     async def _reopen(
-        self, method: str, request_id: int, related: Related | None, cursor: _Cursor
+        self, method: str, request_id: int, related: Related | None, cursor: StreamCursor
     ) -> Mapping[str, Any] | None:
         """One ``GET`` with ``Last-Event-ID``: the response, if it came; ``None`` when the
         stream ended first. A refusal fails the call with its status; a stream that broke is
@@ -962,32 +950,3 @@ async def follow(
             except McpFailure as failure:
                 logger.debug("Could not follow the tool list of %s: %s", session.name, failure)
         await asyncio.sleep(reopen_seconds)
-
-
-class _Cursor:
-    """Where a request's answer stream got to: its last event id (the ``Last-Event-ID`` of
-    a resume; a longer id than :data:`MAX_EVENT_ID_CHARS` makes the stream not resumable
-    until the next), how many ids it gave, and the wait the server last asked of a
-    reconnect (SSE ``retry``, seconds; 2025-11-25's "polling" servers close a stream on
-    purpose after one)."""
-
-    __slots__ = ("events", "last", "retry")
-
-    def __init__(self) -> None:
-        self.last: str | None = None
-        self.events = 0
-        self.retry: float | None = None
-
-    def saw(self, event_id: str) -> None:
-        self.events += 1
-        self.last = event_id if event_id and len(event_id) <= MAX_EVENT_ID_CHARS else None
-
-    def asked_to_wait(self, milliseconds: int) -> None:
-        self.retry = min(milliseconds / 1000, MAX_RETRY_SECONDS)
-
-    def pause(self, idle: int) -> float:
-        """Seconds before the next reopening: the server's ``retry`` (at least the first of
-        :data:`RESUME_PAUSES`), else the back-off after ``idle`` empty reopenings."""
-        if self.retry is not None:
-            return max(self.retry, RESUME_PAUSES[0])
-        return RESUME_PAUSES[min(idle, len(RESUME_PAUSES) - 1)]
