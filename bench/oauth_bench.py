@@ -39,12 +39,9 @@ from tests.support.oauth_peers import oauth_peers  # noqa: E402
 from mcp_operator.mcp.oauth import (  # noqa: E402
     Client as OAuthClient,
 )
-from mcp_operator.mcp.oauth import (  # noqa: E402
-    ClientCredentialsGrant,
-    OAuthCredentials,
-    TokenEndpoint,
-)
+from mcp_operator.mcp.oauth import ClientCredentialsGrant, OAuthCredentials  # noqa: E402
 from mcp_operator.mcp.session import McpSession  # noqa: E402
+from mcp_operator.mcp.tokens import TokenEndpoint  # noqa: E402
 from mcp_operator.net.egress import EgressPolicy  # noqa: E402
 from mcp_operator.net.pool import Http1Pool  # noqa: E402
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the local cluster's node needs (see
-# operator/mcp_operator/dev/node.py): runc (the OCI runtime containerd's shim
+# operator/mcp_operator/dev/node_needs.py): runc (the OCI runtime containerd's shim
 # starts; Debian's 1.1.5 runs our Pods under cgroup v1 here), nftables (`nft`:
 # the node's traffic guard, kube-proxy's nftables mode, the cleanup of both),
 # iptables and ipset (what the NetworkPolicy enforcer and the CNI portmap

@@ -1,7 +1,7 @@
 // The local cluster node's Pod sandbox ("pause") program: it holds a Pod's
 // namespaces as its first process, reaps the orphans handed to it, and exits
 // on SIGINT or SIGTERM. Built by hack/build-node.sh into a one-file image that
-// the node pushes into its own registry (operator/mcp_operator/dev/node.py).
+// the node pushes into its own registry (operator/mcp_operator/dev/node_registry.py).
 package main
 
 import (

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.controller.mcpserver.render import FRONT_PORT
+from mcp_operator.controller.mcpserver.containers import FRONT_PORT
 from mcp_operator.dev.cluster import DEV_IDENTITY
 from tests.e2e.test_node_network import busybox_pod, client, fetch, push_busybox, run_in
 from tests.support import needs, pods

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from mcp import Client
 
-from mcp_operator.controller.mcpserver import render
+from mcp_operator.controller.mcpserver import containers
 from mcp_operator.dev.processes import BIN_DIR
 from tests.protocol import test_adapter
 from tests.support import needs
@@ -41,7 +41,7 @@ pytestmark = needs.mark(needs.image_tools_missing())
 
 def start_server(fifo_dir: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
-        [str(BIN_DIR / render.EXEC_HELPER), f"--fifo-dir={fifo_dir}", "--", TIME_SERVER],
+        [str(BIN_DIR / containers.EXEC_HELPER), f"--fifo-dir={fifo_dir}", "--", TIME_SERVER],
         start_new_session=True,
     )
 
@@ -118,7 +118,7 @@ def test_fifo_mode_and_a_command_are_exclusive() -> None:
 
 
 def test_the_helper_exits_127_naming_a_program_it_cannot_find(tmp_path: Path) -> None:
-    helper = str(BIN_DIR / render.EXEC_HELPER)
+    helper = str(BIN_DIR / containers.EXEC_HELPER)
     ran = subprocess.run(
         [helper, f"--fifo-dir={tmp_path}", "--", "no-such-mcp-server"],
         capture_output=True,
@@ -133,9 +133,9 @@ def test_the_helper_exits_127_naming_a_program_it_cannot_find(tmp_path: Path) ->
 
 
 def test_the_helper_installs_a_copy_of_itself_that_every_user_may_run(tmp_path: Path) -> None:
-    helper = BIN_DIR / render.EXEC_HELPER
+    helper = BIN_DIR / containers.EXEC_HELPER
     subprocess.run([str(helper), f"--install={tmp_path}"], check=True, timeout=10)
-    copied = tmp_path / render.EXEC_HELPER
+    copied = tmp_path / containers.EXEC_HELPER
     assert copied.read_bytes() == helper.read_bytes()
     assert copied.stat().st_mode & 0o777 == 0o555
-    assert [p.name for p in tmp_path.iterdir()] == [render.EXEC_HELPER]  # no temporary left
+    assert [p.name for p in tmp_path.iterdir()] == [containers.EXEC_HELPER]  # no temporary left

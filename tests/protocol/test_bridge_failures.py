@@ -12,8 +12,8 @@ import pytest
 from mcp import Client
 
 from mcp_operator.mcp.client import probe_state
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.pages import Keep
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.streamable import streamable
 from mcp_operator.mcp.target import ProbeTarget
 from tests.protocol.test_probe_wire import (

@@ -21,8 +21,8 @@ from mcp import Client
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstreams import CLIENT_INFO
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.legacy_sse import LegacySseSession
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.net.pool import Http1Pool
 from tests.support import needs, peers
 from tests.support.bridge_run import bridge_of, server_entry

@@ -11,7 +11,7 @@ import pytest
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstreams import list_tools, upstream_session
-from mcp_operator.mcp.session import McpFailure as UpstreamError
+from mcp_operator.mcp.failures import McpFailure as UpstreamError
 from mcp_operator.mcp.session import McpSession, Pool, session_pool
 from tests.support import peers
 

@@ -21,12 +21,14 @@ import pytest
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstreams import list_tools, upstream_session
+from mcp_operator.mcp.bounds import capped
 from mcp_operator.mcp.budget import shared_budget
 from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, probe_state
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.pages import Keep
-from mcp_operator.mcp.session import McpFailure, Pool, capped, follow, session_pool
+from mcp_operator.mcp.session import Pool, follow, session_pool
 from mcp_operator.mcp.streamable import streamable
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.mcp.watch import watch_tools

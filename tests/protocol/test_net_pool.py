@@ -15,14 +15,14 @@ import pytest
 
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.headers import header_refusal
-from mcp_operator.net.pool import (
+from mcp_operator.net.http1 import (
     MAX_INTERIM_ANSWERS,
     BrokenHTTP,
     ConnectFailed,
     ConnectionLost,
-    Http1Pool,
     NotSent,
 )
+from mcp_operator.net.pool import Http1Pool
 from tests.support.http_peer import Behaviour, black_hole, http_peer
 
 LOOPBACK = EgressPolicy(allow_loopback=True)

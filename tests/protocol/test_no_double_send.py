@@ -16,7 +16,7 @@ from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstreams import list_tools, upstream_session
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
-from mcp_operator.mcp.session import McpFailure as UpstreamError
+from mcp_operator.mcp.failures import McpFailure as UpstreamError
 from mcp_operator.mcp.session import McpSession
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.net.egress import EgressPolicy

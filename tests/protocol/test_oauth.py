@@ -30,12 +30,9 @@ from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.oauth import (
     Client as OAuthClient,
 )
-from mcp_operator.mcp.oauth import (
-    ClientCredentialsGrant,
-    OAuthCredentials,
-    TokenEndpoint,
-)
+from mcp_operator.mcp.oauth import ClientCredentialsGrant, OAuthCredentials
 from mcp_operator.mcp.session import McpSession
+from mcp_operator.mcp.tokens import TokenEndpoint
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.pool import Http1Pool
 from tests.support.bridge_run import run_bridge, server_entry
@@ -378,7 +375,7 @@ async def test_the_bridge_maps_refusals_to_unauthorized_and_insufficient_scope_e
     from mcp_operator.api.bridge import BridgeConfig
     from mcp_operator.bridge.unauthorized import unauthorized
     from mcp_operator.bridge.upstreams import UpstreamPool, server_key
-    from mcp_operator.mcp.session import McpFailure
+    from mcp_operator.mcp.failures import McpFailure
 
     config = BridgeConfig.model_validate(
         {"run": {"name": "r", "namespace": "default"}, "servers": servers}

@@ -18,7 +18,8 @@ from mcp_operator.api.bridge import BridgeConfig
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstreams import UpstreamPool
 from mcp_operator.mcp.credentials import CHECK_SECONDS, TokenFileCredentials
-from mcp_operator.mcp.session import McpFailure, McpSession
+from mcp_operator.mcp.failures import McpFailure
+from mcp_operator.mcp.session import McpSession
 from mcp_operator.net.pool import Http1Pool
 from tests.support.http_peer import Answer, Behaviour, Request, http_peer
 

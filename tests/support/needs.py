@@ -105,10 +105,10 @@ def control_plane_missing() -> str | None:
 
 def real_node_missing() -> str | None:
     """Why the local cluster's real node cannot start here (root, ``make node``, cgroup v1),
-    or ``None`` when it can (:func:`mcp_operator.dev.node.missing` decides)."""
-    from mcp_operator.dev import node
+    or ``None`` when it can (:func:`mcp_operator.dev.node_needs.missing` decides)."""
+    from mcp_operator.dev import node_needs
 
-    return control_plane_missing() or node.missing()
+    return control_plane_missing() or node_needs.missing()
 
 
 IMAGE_TOOLS = ("mcp-stdio-exec", "crane", "mcp-hello-server")

@@ -32,8 +32,8 @@ from mcp_operator.kube import (
     opted_in,
     ownership,
 )
-from mcp_operator.kube.client import not_opted_in
 from mcp_operator.kube.resources import SECRETS
+from mcp_operator.kube.secrets import not_opted_in
 
 Key = tuple[str, str | None, str]
 

@@ -15,7 +15,7 @@ import yaml
 
 from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.api.bridge import parse_bridge_config
-from mcp_operator.controller.agentrun import render, resolve
+from mcp_operator.controller.agentrun import configmap, render, resolve
 from mcp_operator.controller.settings import AgentRenderSettings
 from mcp_operator.mcp.naming import exposed_name
 
@@ -188,11 +188,11 @@ def test_the_run_may_only_tighten_the_servers_call_policy() -> None:
             "timeoutSeconds": 9,
         }
     )
-    policy = render.effective_policy(server, loosen)
+    policy = configmap.effective_policy(server, loosen)
     assert policy["pii"] == {"arguments": "redact", "results": "block"}
     assert policy["retry"]["maxAttempts"] == 3
     assert policy["timeoutSeconds"] == 9
-    defaults = render.effective_policy(None, None)
+    defaults = configmap.effective_policy(None, None)
     assert defaults["pii"] == {"arguments": "off", "results": "off"}
     assert (defaults["retry"]["maxAttempts"], defaults["timeoutSeconds"]) == (3, 30)
 
@@ -248,7 +248,7 @@ def test_the_agent_pod_with_the_bridge_sidecar_matches_its_golden_file() -> None
 
 def test_the_bridge_configmap_matches_its_golden_file_and_holds_no_secret_value() -> None:
     resolution = resolve.resolve(TWO, TWO_SERVERS)
-    config_map = render.config_map(TWO, render.bridge_config(TWO, resolution))
+    config_map = configmap.config_map(TWO, configmap.bridge_config(TWO, resolution))
     check_golden("agentrun-configmap.yaml", config_map)
     config = yaml.safe_load(config_map["data"]["config.yaml"])
     docs = config["servers"][0]
@@ -308,7 +308,7 @@ def test_the_empty_prefix_reaches_the_bridge_and_its_clashes_are_still_refused()
     resolution = resolve.resolve(one, servers(unprefixed))
     assert [t.name for t in resolution.bindings[0].tools] == ["echo"]
     config = parse_bridge_config(
-        render.config_map(one, render.bridge_config(one, resolution))["data"]["config.yaml"]
+        configmap.config_map(one, configmap.bridge_config(one, resolution))["data"]["config.yaml"]
     )
     assert config.servers[0].prefix == ""
     clash = resolve.resolve(
@@ -325,9 +325,9 @@ def test_prompt_and_resource_filters_of_server_and_run_become_bridge_filter_laye
     )
     one = run({"name": "docs", "promptsAllow": ["review"], "resourcesDeny": ["file:///tmp/*"]})
     config = parse_bridge_config(
-        render.config_map(one, render.bridge_config(one, resolve.resolve(one, servers(server))))[
-            "data"
-        ]["config.yaml"]
+        configmap.config_map(
+            one, configmap.bridge_config(one, resolve.resolve(one, servers(server)))
+        )["data"]["config.yaml"]
     )
     first, second = config.servers[0].filters
     assert (first.prompts_deny, first.resources_allow, first.resources_deny) == (
@@ -375,13 +375,13 @@ def test_the_runs_approval_settings_reach_the_bridge_with_the_agents_wait_bounde
     one = run({"name": "docs"}, bridge={"approval": approval})
     resolution = resolve.resolve(one, servers(server))
     config = parse_bridge_config(
-        render.config_map(one, render.bridge_config(one, resolution))["data"]["config.yaml"]
+        configmap.config_map(one, configmap.bridge_config(one, resolution))["data"]["config.yaml"]
     )
     assert config.approval is not None
     assert config.approval.elicitation.timeout_seconds == 30
     assert config.approval.webhook is not None and config.approval.webhook.timeout_seconds == 300
     unset = run({"name": "docs"})
-    plain = render.bridge_config(unset, resolve.resolve(unset, servers(server)))
+    plain = configmap.bridge_config(unset, resolve.resolve(unset, servers(server)))
     assert "approval" not in plain  # the bridge's own default wait (300 s) applies
     for seconds in (0, 301):
         with pytest.raises(ValueError, match=r"timeout_?[sS]econds"):

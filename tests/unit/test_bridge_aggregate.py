@@ -12,7 +12,8 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from mcp_operator.api.bridge import FilterLayer, UpstreamServer
+from mcp_operator.api.bridge import UpstreamServer
+from mcp_operator.api.bridge_filters import FilterLayer
 from mcp_operator.bridge.aggregate import AgentInterest, Aggregator, capabilities
 from mcp_operator.bridge.catalog import build_catalog
 from mcp_operator.bridge.prompts import build_prompts

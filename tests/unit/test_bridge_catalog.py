@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from mcp_operator.api.bridge import FilterLayer, UpstreamServer
+from mcp_operator.api.bridge import UpstreamServer
+from mcp_operator.api.bridge_filters import FilterLayer
 from mcp_operator.bridge.catalog import CatalogEntry, build_catalog, schema_digest, server_key
 from mcp_operator.mcp.naming import exposed_name
 

@@ -1,5 +1,5 @@
 """The bridge configuration file: defaults, strictness, errors naming the field, round-trips,
-filter layers and policy tightening (mcp_operator.api.bridge)."""
+filter layers and policy tightening (mcp_operator.api.bridge, bridge_filters, bridge_policy)."""
 
 from __future__ import annotations
 
@@ -9,21 +9,24 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from mcp_operator.api import bridge, bridge_filters, bridge_policy
 from mcp_operator.api.bridge import (
     BridgeConfig,
     BridgeConfigError,
-    CallPolicy,
-    CallPolicyOverride,
-    FilterLayer,
     Header,
-    RetryPolicy,
     dump_bridge_config,
     load_bridge_config,
     parse_bridge_config,
+)
+from mcp_operator.api.bridge_filters import FilterLayer, tool_allowed
+from mcp_operator.api.bridge_policy import (
+    CallPolicy,
+    CallPolicyOverride,
+    RetryPolicy,
     stricter_pii,
     tighten,
-    tool_allowed,
 )
+from mcp_operator.api.common import ConfigModel
 
 
 def server(**overrides: Any) -> dict[str, Any]:
@@ -69,25 +72,14 @@ def test_a_minimal_file_gets_the_documented_defaults() -> None:
 
 
 def test_every_field_is_documented() -> None:
-    from mcp_operator.api import bridge
-
-    for model in (
-        bridge.BridgeConfig,
-        bridge.UpstreamServer,
-        bridge.CallPolicy,
-        bridge.RetryPolicy,
-        bridge.CircuitBreakerPolicy,
-        bridge.PiiPolicy,
-        bridge.Header,
-        bridge.FilterLayer,
-        bridge.Listen,
-        bridge.AuditSink,
-        bridge.RunRef,
-        bridge.CallPolicyOverride,
-        bridge.PiiOverride,
-        bridge.RetryOverride,
-        bridge.CircuitBreakerOverride,
-    ):
+    models = [
+        value
+        for module in (bridge, bridge_filters, bridge_policy)
+        for value in vars(module).values()
+        if isinstance(value, type) and issubclass(value, ConfigModel) and value is not ConfigModel
+    ]
+    assert {BridgeConfig, CallPolicyOverride, FilterLayer} <= set(models)
+    for model in models:
         undocumented = [n for n, f in model.model_fields.items() if not f.description]
         assert not undocumented, f"{model.__name__}: {undocumented}"
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.api.bridge import CallPolicy, UpstreamServer
+from mcp_operator.api.bridge import UpstreamServer
+from mcp_operator.api.bridge_policy import CallPolicy
 from mcp_operator.bridge.catalog import CatalogEntry
 from mcp_operator.bridge.errors import ToolError
 from mcp_operator.bridge.hooks import (

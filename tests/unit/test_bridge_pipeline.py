@@ -25,7 +25,7 @@ from mcp_operator.bridge.errors import (
 from mcp_operator.bridge.hooks import Call, CallOutcome, PiiHook
 from mcp_operator.bridge.pii import MAX_SCAN_CHARS, PiiScanner, builtin_detectors
 from mcp_operator.bridge.pipeline import CallPipeline, CallReport
-from mcp_operator.mcp.session import McpFailure
+from mcp_operator.mcp.failures import McpFailure
 
 MARKER = "alice@example.com"
 

@@ -11,7 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from mcp_operator.api import AgentRun, MCPServer
-from mcp_operator.api.bridge import ApprovalWebhook, BridgeConfig, Rule, ToolOverride
+from mcp_operator.api.bridge import ApprovalWebhook, BridgeConfig, ToolOverride
+from mcp_operator.api.bridge_policy import Rule
 from mcp_operator.bridge.catalog import build_catalog
 from mcp_operator.bridge.pipeline import CallPipeline
 from mcp_operator.controller.parsing import InvalidSpec, parse

@@ -25,7 +25,8 @@ from mcp_operator.bridge.relay import (
     agent_message,
     end_session,
 )
-from mcp_operator.mcp.session import McpFailure, McpSession
+from mcp_operator.mcp.failures import McpFailure
+from mcp_operator.mcp.session import McpSession
 from mcp_operator.serve.capabilities import (
     capabilities_object,
     declared_capabilities,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.api.bridge import RetryPolicy
+from mcp_operator.api.bridge_policy import RetryPolicy
 from mcp_operator.bridge.errors import UpstreamRejected, UpstreamUnavailable
 from mcp_operator.bridge.retry import backoff_bound_ms, next_delay, retry_safe
 

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
-from mcp_operator.mcp import session as session_module
-from mcp_operator.mcp.session import McpFailure, McpSession
+from mcp_operator.mcp import resume
+from mcp_operator.mcp.failures import McpFailure
+from mcp_operator.mcp.session import McpSession
 from mcp_operator.net.pool import Http1Pool
 from tests.support.http_peer import Answer, Behaviour, HttpPeer, Request, http_peer
 
@@ -92,7 +93,7 @@ class Heard:
 
 @pytest.fixture(autouse=True)
 def no_pauses(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(session_module, "RESUME_PAUSES", (0.0,))
+    monkeypatch.setattr(resume, "RESUME_PAUSES", (0.0,))
 
 
 @pytest.fixture
@@ -161,7 +162,7 @@ async def test_a_resume_that_replays_nothing_is_given_up_after_a_few_attempts(
             await call(peer, pool)
         assert posts_of(peer, "tools/call") == 1
     assert "replayed nothing" in str(caught.value)
-    assert len(server.gets) == session_module.RESUME_ATTEMPTS
+    assert len(server.gets) == resume.RESUME_ATTEMPTS
     assert {get.headers.get("last-event-id") for get in server.gets} == {"e-2"}
 
 
@@ -176,7 +177,7 @@ async def test_a_stream_without_event_ids_is_not_resumed(pool: Http1Pool) -> Non
 
 
 async def test_an_event_id_past_its_bound_makes_the_stream_not_resumable(pool: Http1Pool) -> None:
-    long_id = "x" * (session_module.MAX_EVENT_ID_CHARS + 1)
+    long_id = "x" * (resume.MAX_EVENT_ID_CHARS + 1)
     server = Server([("e-1", None), (long_id, PROGRESS)], lambda _r, _n: _sse())
     async with http_peer(Behaviour(respond=server)) as peer:
         with pytest.raises(McpFailure):
@@ -228,9 +229,9 @@ async def test_a_polling_servers_empty_reopenings_are_polls_not_failed_attempts(
 
 
 def test_the_pause_before_a_reopening_is_the_servers_retry_else_the_back_off() -> None:
-    cursor = session_module._Cursor()
+    cursor = resume.StreamCursor()
     assert [cursor.pause(idle) for idle in range(4)] == [0.0, 0.0, 0.0, 0.0]  # no_pauses
     cursor.asked_to_wait(2500)
     assert cursor.pause(0) == cursor.pause(5) == 2.5
     cursor.asked_to_wait(10**9)
-    assert cursor.pause(0) == session_module.MAX_RETRY_SECONDS
+    assert cursor.pause(0) == resume.MAX_RETRY_SECONDS

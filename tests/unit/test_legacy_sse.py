@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from mcp_operator.mcp import sse
-from mcp_operator.mcp.legacy_sse import LegacySseSession, _Stream, answered_id, endpoint_url
-from mcp_operator.mcp.session import McpFailure
+from mcp_operator.mcp.failures import McpFailure
+from mcp_operator.mcp.legacy_routing import answered_id, endpoint_url
+from mcp_operator.mcp.legacy_sse import LegacySseSession, _Stream
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.pool import Http1Pool
 

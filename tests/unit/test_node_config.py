@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from mcp_operator.dev import node, node_config, node_host
-from mcp_operator.dev.node import NodeError, NodeLock
+from mcp_operator.dev import node_config, node_host, node_needs
+from mcp_operator.dev.addon import NodeError
 from mcp_operator.dev.node_config import NODE_IP, POD_CIDR, Layout
+from mcp_operator.dev.node_lock import NodeLock
 
 SERVICE_CIDR = "10.96.0.0/16"
 
@@ -184,14 +185,14 @@ def test_the_node_record_survives_a_round_trip_and_names_processes_by_start_time
 def test_a_node_that_cannot_start_says_what_to_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(node.os, "geteuid", lambda: 1000)
-    assert node.missing() == (
+    monkeypatch.setattr(node_needs.os, "geteuid", lambda: 1000)
+    assert node_needs.missing() == (
         "the local cluster's node needs root (containers, mounts, cgroups, nftables)"
     )
-    monkeypatch.setattr(node.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(node, "BIN_DIR", tmp_path / "bin")
-    monkeypatch.setattr(node, "CNI_BIN_DIR", tmp_path / "cni")
-    why = node.missing()
+    monkeypatch.setattr(node_needs.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(node_needs, "BIN_DIR", tmp_path / "bin")
+    monkeypatch.setattr(node_needs, "CNI_BIN_DIR", tmp_path / "cni")
+    why = node_needs.missing()
     assert why is not None
     assert why.startswith("kubelet, kube-proxy, kube-scheduler, containerd, ")
     assert "cni/bin/bridge" in why

@@ -19,21 +19,24 @@ from pydantic import ValidationError
 from mcp_operator.api import MCPServer
 from mcp_operator.api.bridge import parse_bridge_config
 from mcp_operator.bridge.unauthorized import unauthorized
-from mcp_operator.controller.agentrun import render, resolve
+from mcp_operator.controller.agentrun import configmap, render, resolve
 from mcp_operator.mcp import challenge
-from mcp_operator.mcp.errors import ProbeState, translate
+from mcp_operator.mcp.errors import ProbeState
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.oauth import (
     Client,
     ClientCredentialsGrant,
     OAuthCredentials,
+    TokenExchangeGrant,
+)
+from mcp_operator.mcp.tokens import (
     TokenEndpoint,
     TokenError,
-    TokenExchangeGrant,
     jwt_claims,
     refresh_margin,
     token_from,
 )
-from mcp_operator.mcp.session import McpFailure
+from mcp_operator.mcp.translation import translate
 from mcp_operator.net.egress import EgressPolicy
 from tests.support.waiting import eventually_async
 from tests.unit.test_agentrun_render import SETTINGS, ready_server, run, servers
@@ -358,8 +361,8 @@ def test_the_bridge_config_names_files_for_the_client_secret_and_defaults_the_re
     files = ready_server("files", auth=CC)
     the_run = run({"name": "files"})
     resolution = resolve.resolve(the_run, servers(files))
-    config = render.bridge_config(the_run, resolution)
-    text = render.config_text(config)
+    config = configmap.bridge_config(the_run, resolution)
+    text = configmap.config_text(config)
     parsed = parse_bridge_config(text)
     auth = parsed.servers[0].auth
     assert auth is not None and auth.oauth2_client_credentials is not None
@@ -382,7 +385,9 @@ def test_a_token_exchange_mounts_the_runs_own_token_for_the_authorization_server
     files = ready_server("files", auth=EXCHANGE)
     the_run = run({"name": "files"})
     resolution = resolve.resolve(the_run, servers(files))
-    config = parse_bridge_config(render.config_text(render.bridge_config(the_run, resolution)))
+    config = parse_bridge_config(
+        configmap.config_text(configmap.bridge_config(the_run, resolution))
+    )
     exchange = config.servers[0].auth.token_exchange  # type: ignore[union-attr]
     assert exchange is not None
     assert exchange.subject_token_file == "/var/run/mcp-bridge/exchange/agents/files/token"

@@ -13,18 +13,10 @@ import pydantic
 import pytest
 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
 
-from mcp_operator.mcp.errors import (
-    RULES,
-    HTTPStatus,
-    ProbeError,
-    ProbeState,
-    ResponseTooLarge,
-    match,
-    scrub,
-    translate,
-)
-from mcp_operator.mcp.session import McpFailure
-from mcp_operator.net.pool import BrokenHTTP, ConnectFailed, ConnectionLost
+from mcp_operator.mcp.errors import HTTPStatus, ProbeError, ProbeState, ResponseTooLarge, scrub
+from mcp_operator.mcp.failures import McpFailure
+from mcp_operator.mcp.translation import RULES, match, translate
+from mcp_operator.net.http1 import BrokenHTTP, ConnectFailed, ConnectionLost
 
 URL = "http://srv.example/mcp"
 MiB = 1024 * 1024

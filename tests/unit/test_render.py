@@ -16,6 +16,7 @@ import yaml
 from mcp_operator.adapter.socket_child import SPAWN_SOCKET
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.mcpserver import render
+from mcp_operator.controller.mcpserver.containers import SPAWN_SOCKET as HELPER_SOCKET
 from mcp_operator.oci.config import ImageConfig, ImageConfigError
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -157,7 +158,7 @@ def test_a_per_session_server_starts_one_process_per_adapter_connection() -> Non
     ]
     adapter_args = containers["adapter"]["args"]
     assert "--child-per-session" in adapter_args and "--stdio-fifo-dir=/run/mcp" in adapter_args
-    assert render.SPAWN_SOCKET == SPAWN_SOCKET  # the adapter connects where the helper listens
+    assert HELPER_SOCKET == SPAWN_SOCKET  # the adapter connects where the helper listens
     shared = {c["name"]: c for c in pod_containers(render.deployment(STDIO, SETTINGS))}
     assert "--child-per-session" not in shared["adapter"]["args"]
 

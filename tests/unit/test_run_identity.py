@@ -8,7 +8,7 @@ from typing import Any
 
 from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.api.bridge import parse_bridge_config
-from mcp_operator.controller.agentrun import render, resolve
+from mcp_operator.controller.agentrun import configmap, render, resolve
 from mcp_operator.controller.settings import AgentRenderSettings
 from tests.unit.test_agentrun_render import NOW, ready_server, run, servers
 
@@ -28,7 +28,9 @@ def managed(name: str, namespace: str = "agents", **access: Any) -> MCPServer:
 
 def rendered(agent_run: AgentRun, *items: MCPServer) -> tuple[dict[str, Any], dict[str, Any]]:
     resolution = resolve.resolve(agent_run, servers(*items))
-    return render.bridge_config(agent_run, resolution), render.pod(agent_run, resolution, SETTINGS)
+    return configmap.bridge_config(agent_run, resolution), render.pod(
+        agent_run, resolution, SETTINGS
+    )
 
 
 def mounts(pod: dict[str, Any], container: str) -> dict[str, str]:
@@ -66,7 +68,7 @@ def test_each_managed_server_gets_a_token_of_its_own_audience_in_the_bridge_only
     assert by_name["git"]["tokenFile"] == "/var/run/mcp-bridge/tokens/agents/git/token"
     assert "tokenFile" not in by_name["time"]  # authentication: none
     assert "tokenFile" not in by_name["docs"]  # external: not ours to authenticate to
-    parsed = parse_bridge_config(render.config_text(config))
+    parsed = parse_bridge_config(configmap.config_text(config))
     assert parsed.identity is not None
     assert (parsed.identity.namespace, parsed.identity.service_account, parsed.identity.pod) == (
         "agents",

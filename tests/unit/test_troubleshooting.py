@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mcp_operator.mcp.errors import RULES
+from mcp_operator.mcp.translation import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "operator" / "mcp_operator"

@@ -38,7 +38,8 @@ from mcp_operator.adapter.audit import tool_of
 from mcp_operator.adapter.config import AdapterConfig
 from mcp_operator.adapter.metrics import METHODS, OTHER, AdapterMetrics
 from mcp_operator.net.egress import EgressPolicy
-from mcp_operator.net.pool import Http1Error, Http1Pool, Http1Response
+from mcp_operator.net.http1 import Http1Error, Http1Response
+from mcp_operator.net.pool import Http1Pool
 from mcp_operator.serve.asgi import (
     BodyTooLargeError,
     ClientGoneError,

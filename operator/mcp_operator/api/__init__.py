@@ -2,14 +2,19 @@
 
 ``crds/`` holds the schema; the models mirror it. Import the resources' models from here.
 
-- ``mcpserver``    the MCPServer model: spec, status, and what a server reads
-- ``agentrun``     the AgentRun model: spec and status
-- ``common``       what both kinds share: patterns, constrained types, conditions, call policy
-- ``network``      ``spec.network`` of both kinds: who may reach a server, where Pods connect
-- ``expressions``  authorization rules' CEL expressions, compiled once, checked at admission
-- ``bridge``       the bridge's configuration file (``BridgeConfig``): the ConfigMap contract
+- ``mcpserver``       the MCPServer model: spec, status, and what a server reads
+- ``auth``            MCPServer ``spec.auth``: the OAuth credentials a server's callers present
+- ``access``          MCPServer ``spec.access``: who may use a server, how its endpoint checks them
+- ``agentrun``        the AgentRun model: spec and status
+- ``common``          what both kinds share: patterns, constrained types, conditions, call policy
+- ``network``         ``spec.network`` of both kinds: who may reach a server, where Pods connect
+- ``expressions``     authorization rules' CEL expressions, compiled once, checked at admission
+- ``bridge``          the bridge's configuration file (``BridgeConfig``): the ConfigMap contract
+- ``bridge_policy``   the file's call policy per server, and a run's tightening of it
+- ``bridge_filters``  the file's filter layers: which tools, prompts and resources pass
 """
 
+from mcp_operator.api.access import AccessSpec
 from mcp_operator.api.agentrun import (
     AgentRun,
     AgentRunSpec,
@@ -20,6 +25,7 @@ from mcp_operator.api.agentrun import (
     ServerBinding,
     ServerRef,
 )
+from mcp_operator.api.auth import AuthSpec, ClientCredentialsSpec, SecretKeyRef, TokenExchangeSpec
 from mcp_operator.api.common import (
     CallPolicySpec,
     Condition,
@@ -36,9 +42,6 @@ from mcp_operator.api.common import (
     TracingSpec,
 )
 from mcp_operator.api.mcpserver import (
-    AccessSpec,
-    AuthSpec,
-    ClientCredentialsSpec,
     DeploymentSpec,
     HeaderSpec,
     HeaderValueFrom,
@@ -46,10 +49,8 @@ from mcp_operator.api.mcpserver import (
     MCPServerSpec,
     MCPServerStatus,
     ProbeSpec,
-    SecretKeyRef,
     SecretUse,
     ServerInfo,
-    TokenExchangeSpec,
     ToolAnnotations,
     ToolStatus,
     Transport,

@@ -2,15 +2,14 @@
 
 The AgentRun controller writes one of these into the run's ConfigMap; the ``mcp-bridge``
 sidecar reads it from the mounted file (``mcp-operator bridge --config FILE``) and again when
-it changes. This module owns the file format and nothing else:
+it changes. This module owns the file format:
 
 - the pydantic models (camelCase on the wire like :mod:`mcp_operator.api.common`, unknown fields
-  rejected, every field documented), versioned as ``mcp-operator.dev/v1alpha1``;
+  rejected, every field documented), versioned as ``mcp-operator.dev/v1alpha1``; a server's
+  call policy is :mod:`mcp_operator.api.bridge_policy`'s, its filter layers
+  :mod:`mcp_operator.api.bridge_filters`';
 - :func:`load_bridge_config` / :func:`dump_bridge_config`: read and write the file, with an
-  error that names the offending field; a dump loads back to an equal object;
-- :func:`tighten`: the effective call policy of one server for one run, where the run may only
-  make the server's defaults stricter;
-- :func:`tool_allowed`: whether a tool passes every filter layer.
+  error that names the offending field; a dump loads back to an equal object.
 
 No secret value is ever in this file: a header whose value is secret names the file of a
 mounted Secret key (``valueFile``) and the bridge reads it. Resolving servers, rendering the
@@ -19,63 +18,35 @@ ConfigMap and mounting Secrets are the controller's job; enforcing the policy is
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
 import yaml
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    StringConstraints,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
-from pydantic.alias_generators import to_camel
+from pydantic import Field, StringConstraints, ValidationError, model_validator
 
+from mcp_operator.api.bridge_filters import FilterLayer, tool_allowed
+from mcp_operator.api.bridge_policy import CallPolicy
 from mcp_operator.api.common import (
     HEADER_NAME_PATTERN,
     PATH_PATTERN,
     PREFIX_MAX_LENGTH,
     PREFIX_PATTERN,
     URL_PATTERN,
+    ConfigModel,
     DnsLabel,
     DnsSubdomain,
-    Glob,
-    Globs,
-    UriGlobs,
     check_exactly_one,
+    check_unique,
 )
-from mcp_operator.api.expressions import MAX_EXPRESSION_CHARS, check_expression
-from mcp_operator.mcp.naming import matches
 
 API_VERSION: Final = "mcp-operator.dev/v1alpha1"
 KIND: Final = "BridgeConfig"
 
 ABSOLUTE_PATH_PATTERN = r"^/[^\x00]*$"
 
-PiiMode = Literal["off", "detect", "redact", "block"]
-"""What PII scanning does in one direction: nothing, report, rewrite, or refuse the call."""
-
-PII_MODE_ORDER: tuple[PiiMode, ...] = ("off", "detect", "redact", "block")
-"""PII modes from the most lenient to the strictest (``tighten`` keeps the stricter)."""
-
 AbsolutePath = Annotated[
     str, StringConstraints(min_length=2, max_length=4096, pattern=ABSOLUTE_PATH_PATTERN)
 ]
-
-
-class ConfigModel(BaseModel):
-    """A part of the bridge configuration: camelCase on the wire, unknown fields rejected."""
-
-    model_config = ConfigDict(
-        alias_generator=to_camel,
-        populate_by_name=True,
-        extra="forbid",
-        use_attribute_docstrings=True,
-    )
 
 
 class RunRef(ConfigModel):
@@ -107,24 +78,6 @@ class Listen(ConfigModel):
     """TCP port (the agent's ``MCP_BRIDGE_URL`` names it)."""
     path: str = Field(default="/mcp", max_length=256, pattern=PATH_PATTERN)
     """HTTP path of the MCP endpoint."""
-
-
-class FilterLayer(ConfigModel):
-    """One layer of tool filters: globs (``*``, ``?``) on the server's original tool names."""
-
-    allow: Globs = Field(default_factory=list)
-    """A tool must match one of these; empty means every tool."""
-    deny: Globs = Field(default_factory=list)
-    """A tool matching one of these is refused, even when allowed above."""
-    prompts_allow: Globs = Field(default_factory=list)
-    """A prompt (by its original name) must match one of these; empty means every prompt."""
-    prompts_deny: Globs = Field(default_factory=list)
-    """A prompt matching one of these is hidden and cannot be got."""
-    resources_allow: UriGlobs = Field(default_factory=list)
-    """A resource (by its original URI) or template (by its original URI template) must
-    match one of these; empty means every one."""
-    resources_deny: UriGlobs = Field(default_factory=list)
-    """A resource or template matching one of these is hidden and cannot be read."""
 
 
 class Header(ConfigModel):
@@ -203,97 +156,6 @@ class UpstreamAuth(ConfigModel):
     def _exactly_one(self) -> UpstreamAuth:
         check_exactly_one(self, "oauth2_client_credentials", "token_exchange")
         return self
-
-
-class PiiPolicy(ConfigModel):
-    """PII scanning per direction."""
-
-    arguments: PiiMode = "off"
-    """Mode for a call's arguments, scanned before the call leaves the Pod."""
-    results: PiiMode = "off"
-    """Mode for a call's result, scanned before the agent sees it."""
-
-
-class RetryPolicy(ConfigModel):
-    """Retries of transient upstream failures (only for read-only or idempotent tools)."""
-
-    max_attempts: int = Field(default=3, ge=1, le=5)
-    """Attempts in all: 3 is one call and two retries; 1 never retries."""
-    initial_backoff_ms: int = Field(default=100, ge=1, le=60_000)
-    """Upper bound of the first wait (full jitter: the wait is uniform in [0, bound])."""
-    max_backoff_ms: int = Field(default=2000, ge=1, le=300_000)
-    """Cap of the bound, which doubles after each attempt."""
-
-    @model_validator(mode="after")
-    def _ordered(self) -> RetryPolicy:
-        if self.initial_backoff_ms > self.max_backoff_ms:
-            raise ValueError("initialBackoffMs must not be greater than maxBackoffMs")
-        return self
-
-
-class CircuitBreakerPolicy(ConfigModel):
-    """When the bridge stops calling a server that keeps failing, and for how long."""
-
-    failure_threshold: int = Field(default=5, ge=1, le=1000)
-    """Consecutive failed calls that open the circuit."""
-    open_seconds: int = Field(default=30, ge=1, le=3600)
-    """Seconds the circuit stays open before one trial call is let through."""
-
-
-class Rule(ConfigModel):
-    """An authorization rule (``spec.policy.rules`` of the MCPServer, ``spec.bridge.policy.
-    rules`` of the AgentRun), evaluated by :mod:`mcp_operator.bridge.rules`."""
-
-    match: Annotated[str, StringConstraints(min_length=1, max_length=MAX_EXPRESSION_CHARS)]
-    """A CEL expression over ``caller``, ``server``, ``tool`` and ``arguments``."""
-    action: Literal["allow", "deny", "approve"]
-    """What a call the expression matches gets."""
-    reason: Annotated[str, StringConstraints(max_length=512)] | None = None
-    """Said to the agent when the rule refuses a call (the hint of ``policy_denied``)."""
-    layer: Literal["server", "run"] = "server"
-    """Whose rule: the server's (first) or the run's, which may only add restrictions."""
-
-    @field_validator("match")
-    @classmethod
-    def _compiles(cls, value: str) -> str:
-        return check_expression(value)
-
-
-class RateLimit(ConfigModel):
-    """A token bucket per matching tool (``spec.policy.rateLimits``, ``spec.bridge.policy.
-    rateLimits``), kept by :mod:`mcp_operator.bridge.ratelimit`."""
-
-    tools: Annotated[list[Glob], Field(min_length=1, max_length=64)]
-    """Globs on the original or the exposed tool name."""
-    per_minute: int = Field(ge=1, le=100_000)
-    """Tokens added per minute."""
-    burst: int | None = Field(default=None, ge=1, le=10_000)
-    """Most tokens held at once (calls in a burst); unset: ``perMinute``."""
-    layer: Literal["server", "run"] = "server"
-    """Whose limit (every limit that matches applies)."""
-
-
-class CallPolicy(ConfigModel):
-    """How calls to one server are governed (the effective policy, after :func:`tighten`)."""
-
-    pii: PiiPolicy = Field(default_factory=PiiPolicy)
-    """PII scanning of arguments and results."""
-    retry: RetryPolicy = Field(default_factory=RetryPolicy)
-    """Retries of transient failures."""
-    timeout_seconds: int = Field(default=30, ge=1, le=3600)
-    """Deadline of one call, all attempts and waits included."""
-    circuit_breaker: CircuitBreakerPolicy = Field(default_factory=CircuitBreakerPolicy)
-    """The per-server circuit breaker."""
-    rules: Annotated[list[Rule], Field(max_length=128)] = Field(default_factory=list)
-    """Authorization rules, the server's then the run's."""
-    rate_limits: Annotated[list[RateLimit], Field(max_length=64)] = Field(default_factory=list)
-    """Rate limits, the server's and the run's (all that match apply)."""
-    require_approval: Globs = Field(default_factory=list)
-    """Tools (globs on the original or exposed name) every call of which waits for a
-    person's approval (the server's and the run's)."""
-    approve_destructive: bool = False
-    """Every call of a tool that may be destructive (its pinned ``destructiveHint`` is not
-    false and it is not ``readOnlyHint``; unknown counts as destructive) waits for approval."""
 
 
 class ToolOverride(ConfigModel):
@@ -455,156 +317,12 @@ class BridgeConfig(ConfigModel):
         return self
 
 
-# -- policy tightening ----------------------------------------------------------------------
-
-
-class PiiOverride(ConfigModel):
-    """A run's PII modes; unset means the server's."""
-
-    arguments: PiiMode | None = None
-    """The run's mode for arguments; kept only when stricter than the server's."""
-    results: PiiMode | None = None
-    """The run's mode for results; kept only when stricter than the server's."""
-
-
-class RetryOverride(ConfigModel):
-    """A run's retry settings; unset means the server's."""
-
-    max_attempts: int | None = Field(default=None, ge=1, le=5)
-    """Kept when fewer than the server's."""
-    initial_backoff_ms: int | None = Field(default=None, ge=1, le=60_000)
-    """Kept when longer than the server's (gentler on the server)."""
-    max_backoff_ms: int | None = Field(default=None, ge=1, le=300_000)
-    """Kept when longer than the server's."""
-
-
-class CircuitBreakerOverride(ConfigModel):
-    """A run's circuit breaker settings; unset means the server's."""
-
-    failure_threshold: int | None = Field(default=None, ge=1, le=1000)
-    """Kept when lower than the server's (the circuit opens sooner)."""
-    open_seconds: int | None = Field(default=None, ge=1, le=3600)
-    """Kept when longer than the server's."""
-
-
-class CallPolicyOverride(ConfigModel):
-    """What a run asks of a server's call policy; :func:`tighten` keeps only what is stricter."""
-
-    pii: PiiOverride = Field(default_factory=PiiOverride)
-    """The run's PII modes."""
-    retry: RetryOverride = Field(default_factory=RetryOverride)
-    """The run's retry settings."""
-    timeout_seconds: int | None = Field(default=None, ge=1, le=3600)
-    """Kept when shorter than the server's."""
-    circuit_breaker: CircuitBreakerOverride = Field(default_factory=CircuitBreakerOverride)
-    """The run's circuit breaker settings."""
-    rules: Annotated[list[Rule], Field(max_length=64)] = Field(default_factory=list)
-    """The run's rules: they come after the server's and can only add restrictions."""
-    rate_limits: Annotated[list[RateLimit], Field(max_length=32)] = Field(default_factory=list)
-    """The run's rate limits: they apply besides the server's."""
-    require_approval: Globs = Field(default_factory=list)
-    """The run's tools that wait for approval, besides the server's."""
-    approve_destructive: bool = False
-    """The run asks approval for every destructive tool (kept when either asks)."""
-
-
-def stricter_pii(first: PiiMode, second: PiiMode | None) -> PiiMode:
-    """The stricter of two PII modes (``off`` < ``detect`` < ``redact`` < ``block``)."""
-    if second is None:
-        return first
-    return max(first, second, key=PII_MODE_ORDER.index)
-
-
-def _low(server: int, run: int | None) -> int:
-    return server if run is None else min(server, run)
-
-
-def _high(server: int, run: int | None) -> int:
-    return server if run is None else max(server, run)
-
-
-def tighten(server_default: CallPolicy, run_override: CallPolicyOverride | None) -> CallPolicy:
-    """The effective policy: the server's defaults, made stricter (never looser) by the run.
-
-    Stricter means: the stricter PII mode per direction; fewer attempts; a shorter timeout;
-    longer backoffs (gentler on the server); a circuit that opens after fewer failures and
-    stays open longer; the run's rules after the server's (:mod:`~mcp_operator.bridge.rules`
-    lets them only add restrictions) and its rate limits besides the server's. An unset run
-    field keeps the server's value. Pure.
-    """
-    if run_override is None:
-        return server_default.model_copy(deep=True)
-    run = run_override
-    base = server_default
-    return CallPolicy(
-        pii=PiiPolicy(
-            arguments=stricter_pii(base.pii.arguments, run.pii.arguments),
-            results=stricter_pii(base.pii.results, run.pii.results),
-        ),
-        retry=RetryPolicy(
-            max_attempts=_low(base.retry.max_attempts, run.retry.max_attempts),
-            initial_backoff_ms=_high(base.retry.initial_backoff_ms, run.retry.initial_backoff_ms),
-            max_backoff_ms=_high(base.retry.max_backoff_ms, run.retry.max_backoff_ms),
-        ),
-        timeout_seconds=_low(base.timeout_seconds, run.timeout_seconds),
-        circuit_breaker=CircuitBreakerPolicy(
-            failure_threshold=_low(
-                base.circuit_breaker.failure_threshold, run.circuit_breaker.failure_threshold
-            ),
-            open_seconds=_high(base.circuit_breaker.open_seconds, run.circuit_breaker.open_seconds),
-        ),
-        rules=[*base.rules, *(r.model_copy(update={"layer": "run"}) for r in run.rules)],
-        require_approval=list(dict.fromkeys([*base.require_approval, *run.require_approval])),
-        approve_destructive=base.approve_destructive or run.approve_destructive,
-        rate_limits=[
-            *base.rate_limits,
-            *(limit.model_copy(update={"layer": "run"}) for limit in run.rate_limits),
-        ],
-    )
-
-
-def prompt_allowed(layers: Sequence[FilterLayer], original_name: str) -> bool:
-    """Whether the prompt ``original_name`` passes every layer's prompt filters."""
-    return all(
-        (not layer.prompts_allow or matches(layer.prompts_allow, original_name))
-        and not matches(layer.prompts_deny, original_name)
-        for layer in layers
-    )
-
-
-def resource_allowed(layers: Sequence[FilterLayer], original_uri: str) -> bool:
-    """Whether the resource (or template) ``original_uri`` passes every layer's resource
-    filters."""
-    return all(
-        (not layer.resources_allow or matches(layer.resources_allow, original_uri))
-        and not matches(layer.resources_deny, original_uri)
-        for layer in layers
-    )
-
-
-def tool_allowed(layers: Sequence[FilterLayer], original_name: str) -> bool:
-    """Whether ``original_name`` passes every layer (allow, empty = all; then deny)."""
-    return all(
-        (not layer.allow or matches(layer.allow, original_name))
-        and not matches(layer.deny, original_name)
-        for layer in layers
-    )
-
-
 # -- the file --------------------------------------------------------------------------------
 
 
 class BridgeConfigError(ValueError):
     """The configuration file is missing, not YAML/JSON, or invalid; the message names the
     field."""
-
-
-def check_unique(values: Any, what: str) -> None:
-    seen: set[str] = set()
-    for value in values:
-        if value in seen:
-            raise ValueError(f"{what} must be unique: {value!r} appears twice")
-        seen.add(value)
 
 
 def _location(loc: tuple[int | str, ...]) -> str:

@@ -122,6 +122,17 @@ class StatusModel(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
+class ConfigModel(BaseModel):
+    """A part of the bridge configuration: camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        use_attribute_docstrings=True,
+    )
+
+
 # -- shared parts ----------------------------------------------------------------------------
 
 

@@ -15,6 +15,8 @@ from pydantic import (
     model_validator,
 )
 
+from mcp_operator.api.access import AccessSpec, AccessStatus
+from mcp_operator.api.auth import AuthSpec, SecretKeyRef
 from mcp_operator.api.common import (
     ENDPOINT_PATH_PATTERN,
     HEADER_NAME_PATTERN,
@@ -36,7 +38,6 @@ from mcp_operator.api.common import (
     Image,
     KindObject,
     ResourceRequirements,
-    SecretKey,
     SpecModel,
     StatusModel,
     TracingSpec,
@@ -50,27 +51,10 @@ from mcp_operator.api.network import ServerNetworkSpec
 from mcp_operator.mcp.definitions import SHA256_PATTERN
 from mcp_operator.mcp.naming import default_prefix
 
-NAMESPACE_OR_ANY_PATTERN = r"^(\*|[a-z0-9]([-a-z0-9]*[a-z0-9])?)$"
 WRITABLE_PATH_PATTERN = r"^/[^:]*[^/:]$"
 """An absolute path, not ``/`` itself, without ``:`` and without a trailing ``/``."""
 RESERVED_MOUNT_PATHS = ("/tmp", "/run/mcp", "/run/mcp-exec")
 """Where the operator mounts its own volumes into the server container."""
-SERVICE_ACCOUNT_REF_PATTERN = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?/)?[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
-"""``name`` (of the server's namespace) or ``namespace/name`` of a ServiceAccount."""
-TOKEN_AUDIENCE_PREFIX = "mcpserver.mcp-operator.dev/"
-
-
-def token_audience(namespace: str, name: str) -> str:
-    """The audience of the tokens a managed MCPServer accepts: its own, so that a token
-    minted for one server (or for the API server) is refused by every other."""
-    return f"{TOKEN_AUDIENCE_PREFIX}{namespace}/{name}"
-
-
-class SecretKeyRef(SpecModel):
-    """A key of a Secret in the MCPServer's namespace."""
-
-    name: DnsSubdomain
-    key: SecretKey
 
 
 class HeaderValueFrom(SpecModel):
@@ -152,99 +136,6 @@ class DeploymentSpec(SpecModel):
         return self
 
 
-SCOPE_PATTERN = r"^[!#-\[\]-~]+$"
-"""An OAuth scope token (RFC 6749 §3.3): printable ASCII but for space, ``"`` and ``\\``."""
-CLIENT_ID_PATTERN = r"^[ -~]+$"
-"""An OAuth client identifier (RFC 6749 §2.2 and Appendix A.1: printable ASCII)."""
-AUDIENCE_PATTERN = r"^\S+$"
-SUBJECT_AUDIENCE_PATTERN = r"^https?://[^/\s]+(/\S*)?$"
-"""The subject token's audience: a URL (the token endpoint's, or a part of it)."""
-
-Scopes = Annotated[
-    list[Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=SCOPE_PATTERN)]],
-    Field(max_length=32),
-]
-TokenURL = Annotated[str, StringConstraints(max_length=2048, pattern=URL_PATTERN)]
-Audience = Annotated[
-    str, StringConstraints(min_length=1, max_length=2048, pattern=AUDIENCE_PATTERN)
-]
-ClientID = Annotated[
-    str, StringConstraints(min_length=1, max_length=256, pattern=CLIENT_ID_PATTERN)
-]
-
-
-class ClientCredentialsSpec(SpecModel):
-    """OAuth 2.0 client credentials (RFC 6749 §4.4): every caller is the client itself."""
-
-    token_url: TokenURL = Field(alias="tokenURL")
-    client_id: ClientID = Field(alias="clientID")
-    client_secret_ref: SecretKeyRef
-    scopes: Scopes | None = None
-    resource: str | None = Field(default=None, max_length=2048, pattern=URL_PATTERN)
-    audience: Audience | None = None
-
-
-class TokenExchangeSpec(SpecModel):
-    """OAuth 2.0 token exchange (RFC 8693): the caller's own identity is the subject."""
-
-    token_url: TokenURL = Field(alias="tokenURL")
-    audience: Audience | None = None
-    resource: str | None = Field(default=None, max_length=2048, pattern=URL_PATTERN)
-    scopes: Scopes | None = None
-    client_id: ClientID | None = Field(default=None, alias="clientID")
-    client_secret_ref: SecretKeyRef | None = None
-    subject_token_audience: (
-        Annotated[
-            str,
-            StringConstraints(min_length=1, max_length=2048, pattern=SUBJECT_AUDIENCE_PATTERN),
-        ]
-        | None
-    ) = None
-
-    @model_validator(mode="after")
-    def _secret_needs_client(self) -> TokenExchangeSpec:
-        if self.client_secret_ref is not None and self.client_id is None:
-            raise ValueError("clientSecretRef must be set only together with clientID")
-        audience = self.subject_token_audience
-        if audience is not None and not (
-            self.token_url == audience or self.token_url.startswith(audience + "/")
-        ):
-            # The run's (or the operator's) token goes to this authorization server: its
-            # audience names that server and nothing else (never the Kubernetes API).
-            raise ValueError(
-                "subjectTokenAudience must be the tokenURL or the part of it before a '/' "
-                "of its path"
-            )
-        return self
-
-    @property
-    def effective_subject_token_audience(self) -> str:
-        """``subjectTokenAudience``, or its default: the token URL."""
-        return self.subject_token_audience or self.token_url
-
-
-class AuthSpec(SpecModel):
-    """The credentials presented to an external server: exactly one method."""
-
-    oauth2_client_credentials: ClientCredentialsSpec | None = None
-    token_exchange: TokenExchangeSpec | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> AuthSpec:
-        check_exactly_one(self, "oauth2_client_credentials", "token_exchange")
-        return self
-
-    @property
-    def method(self) -> ClientCredentialsSpec | TokenExchangeSpec:
-        method = self.oauth2_client_credentials or self.token_exchange
-        assert method is not None  # exactly one is set
-        return method
-
-    @property
-    def client_secret_ref(self) -> SecretKeyRef | None:
-        return self.method.client_secret_ref
-
-
 class ProbeSpec(SpecModel):
     """How and how often the operator discovers the server's tools."""
 
@@ -255,80 +146,6 @@ class ProbeSpec(SpecModel):
 
 
 Transport = Literal["stdio", "streamable-http", "sse"]
-
-
-Authentication = Literal["kubernetes", "oidc", "none"]
-
-
-class OidcSpec(SpecModel):
-    """The OpenID Connect issuer whose JWTs a managed server accepts (clients outside the
-    cluster, e.g. an IDE through an Ingress)."""
-
-    issuer: str = Field(max_length=2048, pattern=r"^https?://[^\s]+$")
-    audience: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
-    jwks_url: str | None = Field(
-        default=None, alias="jwksURL", max_length=2048, pattern=r"^https?://[^\s]+$"
-    )
-
-
-class AccessSpec(SpecModel):
-    """Which AgentRuns may use a server: its own namespace, plus the ones listed (``*``: all);
-    and how a managed server's endpoint authenticates its callers."""
-
-    namespaces: (
-        Annotated[
-            list[
-                Annotated[
-                    str,
-                    StringConstraints(
-                        min_length=1, max_length=63, pattern=NAMESPACE_OR_ANY_PATTERN
-                    ),
-                ]
-            ],
-            Field(max_length=64),
-        ]
-        | None
-    ) = None
-
-    authentication: Authentication = "kubernetes"
-    service_accounts: (
-        Annotated[
-            list[
-                Annotated[
-                    str,
-                    StringConstraints(
-                        min_length=1, max_length=317, pattern=SERVICE_ACCOUNT_REF_PATTERN
-                    ),
-                ]
-            ],
-            Field(max_length=64),
-        ]
-        | None
-    ) = None
-    oidc: OidcSpec | None = None
-
-    @model_validator(mode="after")
-    def _oidc_when_oidc(self) -> AccessSpec:
-        # The same rule as the CRD's x-kubernetes-validations, in the same words.
-        if self.authentication == "oidc" and self.oidc is None:
-            raise ValueError("spec.access.oidc: oidc must be set when authentication is oidc")
-        check_unique(self.service_accounts or (), "access.serviceAccounts entries")
-        return self
-
-    def service_account_names(self, server_namespace: str) -> list[str] | None:
-        """``serviceAccounts`` as ``namespace/name`` (a bare name is of the server's
-        namespace); ``None``: any ServiceAccount of a permitted namespace."""
-        if self.service_accounts is None:
-            return None
-        return [
-            entry if "/" in entry else f"{server_namespace}/{entry}"
-            for entry in self.service_accounts
-        ]
-
-    def permits(self, namespace: str, server_namespace: str) -> bool:
-        """Whether a run in ``namespace`` may use a server that lives in ``server_namespace``."""
-        listed = self.namespaces or []
-        return namespace == server_namespace or "*" in listed or namespace in listed
 
 
 class ToolOverrideSpec(SpecModel):
@@ -481,12 +298,6 @@ class ServerInfo(StatusModel):
     name: Annotated[str, StringConstraints(max_length=256)] | None = None
     version: Annotated[str, StringConstraints(max_length=128)] | None = None
     protocol_version: Annotated[str, StringConstraints(max_length=32)] | None = None
-
-
-class AccessStatus(StatusModel):
-    """How a managed server's endpoint authenticates its callers."""
-
-    authentication: Authentication | None = None
 
 
 class MCPServerStatus(StatusModel):

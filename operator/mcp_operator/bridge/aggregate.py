@@ -3,7 +3,8 @@
 Owns the agent's requests for the other server features, routed to the one upstream they
 belong to through the run's naming (:mod:`~mcp_operator.bridge.prompts` for prompt names,
 :mod:`~mcp_operator.mcp.uris` for resource URIs) and filters (the prompt catalog holds only
-the prompts that pass; :func:`~mcp_operator.api.bridge.resource_allowed` judges each URI):
+the prompts that pass; :func:`~mcp_operator.api.bridge_filters.resource_allowed` judges each
+URI):
 
 - ``prompts/list`` from the prompt catalog (one page); ``prompts/get`` by exposed name;
 - ``resources/list`` and ``resources/templates/list`` walked across the servers that offer
@@ -35,15 +36,15 @@ from typing import Any, Final
 
 from mcp_types.jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 
-from mcp_operator.api.bridge import resource_allowed
+from mcp_operator.api.bridge_filters import resource_allowed
 from mcp_operator.bridge.catalog import server_key
 from mcp_operator.bridge.cursor import CursorCodec, InvalidCursor, Position
 from mcp_operator.bridge.prompts import PromptCatalog
 from mcp_operator.bridge.relay import current as relay_of_call
 from mcp_operator.bridge.upstreams import ServerState, UpstreamPool
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.naming import cut
 from mcp_operator.mcp.scrub import Scrubber
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.uris import exposed_uri, original_uri
 from mcp_operator.serve import era
 from mcp_operator.serve.jsonrpc import RequestId, error_response

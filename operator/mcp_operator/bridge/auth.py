@@ -17,11 +17,11 @@ from mcp_operator.mcp.oauth import (
     Client,
     ClientCredentialsGrant,
     OAuthCredentials,
-    TokenEndpoint,
     TokenExchangeGrant,
     file_secret,
 )
 from mcp_operator.mcp.session import Pool
+from mcp_operator.mcp.tokens import TokenEndpoint
 
 
 def credentials_for(auth: UpstreamAuth | None, pool: Pool) -> OAuthCredentials | None:

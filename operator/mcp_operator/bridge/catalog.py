@@ -23,7 +23,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_operator.api.bridge import FilterLayer, UpstreamServer
+from mcp_operator.api.bridge import UpstreamServer
+from mcp_operator.api.bridge_filters import FilterLayer
 from mcp_operator.bridge.overrides import overridden
 from mcp_operator.bridge.pinning import Drift, drift
 from mcp_operator.mcp import naming, uris

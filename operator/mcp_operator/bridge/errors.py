@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.scrub import Scrubber
-from mcp_operator.mcp.session import McpFailure
 
 ErrorCode = Literal[
     "not_allowlisted",
@@ -78,7 +78,7 @@ class ToolError:
 
 UpstreamFailure = McpFailure
 """How an upstream call function says a call failed: the session's one failure type
-(:class:`~mcp_operator.mcp.session.McpFailure`), passed on as the wire gave it. Its message
+(:class:`~mcp_operator.mcp.failures.McpFailure`), passed on as the wire gave it. Its message
 may quote the server, so the pipeline masks it with the header values in use before the
 agent sees it; ``transient`` says whether trying again may succeed (only such failures are
 retried); ``code`` is the JSON-RPC error code when the server answered with one."""

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint
 from typing import Any, Protocol, TypeGuard, runtime_checkable
 
-from mcp_operator.api.bridge import CallPolicy, PiiMode, UpstreamServer
+from mcp_operator.api.bridge import UpstreamServer
+from mcp_operator.api.bridge_policy import CallPolicy, PiiMode
 from mcp_operator.bridge.catalog import CatalogEntry
 from mcp_operator.bridge.errors import ToolError
 from mcp_operator.bridge.pii import OFFLOAD_CHARS, PiiScanner, default_scanner, text_size

@@ -3,12 +3,12 @@
 Prompts are named by the same plan as tools (:func:`mcp_operator.mcp.naming.plan`:
 ``<prefix>_<prompt>``, sanitised, within 64 characters, the empty prefix keeping the server's
 own name), filtered by the servers' and the run's prompt filters (``promptsAllow``,
-``promptsDeny`` of each :class:`~mcp_operator.api.bridge.FilterLayer`: the first layer names,
-the later ones narrow), so a prompt's exposed name is a function of its prefix and its name
-alone. Prompts that the run hides are not in the catalog, and a name that is not in it cannot
-be got. Two servers that want one name: the first in the configuration's order keeps it, the
-other's prompt is left out and reported. A prompt of the previous catalog keeps its name
-against a newcomer of its own server. Pure: listing prompts is the upstream pool's.
+``promptsDeny`` of each :class:`~mcp_operator.api.bridge_filters.FilterLayer`: the first
+layer names, the later ones narrow), so a prompt's exposed name is a function of its prefix
+and its name alone. Prompts that the run hides are not in the catalog, and a name that is not
+in it cannot be got. Two servers that want one name: the first in the configuration's order
+keeps it, the other's prompt is left out and reported. A prompt of the previous catalog keeps
+its name against a newcomer of its own server. Pure: listing prompts is the upstream pool's.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mcp_operator.api.bridge import FilterLayer, UpstreamServer
+from mcp_operator.api.bridge import UpstreamServer
+from mcp_operator.api.bridge_filters import FilterLayer
 from mcp_operator.mcp import naming
 
 

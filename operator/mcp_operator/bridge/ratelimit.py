@@ -20,7 +20,8 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from mcp_operator.api.bridge import RateLimit, UpstreamServer
+from mcp_operator.api.bridge import UpstreamServer
+from mcp_operator.api.bridge_policy import RateLimit
 from mcp_operator.bridge.catalog import CatalogEntry
 from mcp_operator.bridge.errors import ToolError
 from mcp_operator.mcp.naming import matches

@@ -57,8 +57,9 @@ from mcp_types import (
 from mcp_types.jsonrpc import INTERNAL_ERROR, METHOD_NOT_FOUND
 
 from mcp_operator.bridge.errors import CallCancelled
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.scrub import NOTHING
-from mcp_operator.mcp.session import McpFailure, McpSession
+from mcp_operator.mcp.session import McpSession
 from mcp_operator.serve.capabilities import (
     CAPABILITY_FOR_METHOD,
     capabilities_object,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from mcp_operator.api.bridge import RetryPolicy
+from mcp_operator.api.bridge_policy import RetryPolicy
 from mcp_operator.bridge.errors import UpstreamFailure
 
 

@@ -37,7 +37,8 @@ from typing import Any, Final, Literal
 
 import cel
 
-from mcp_operator.api.bridge import BridgeConfig, Rule, UpstreamServer
+from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
+from mcp_operator.api.bridge_policy import Rule
 from mcp_operator.api.expressions import compiled, is_static
 from mcp_operator.bridge.catalog import Catalog, CatalogEntry, server_key
 from mcp_operator.bridge.errors import ToolError

@@ -2,7 +2,7 @@
 
 A server's ``401`` (after the session's one retry with a new token), a ``403`` whose
 challenge says ``insufficient_scope``, or a token endpoint that refused the bridge's client
-or the run's identity (:class:`~mcp_operator.mcp.oauth.TokenError`) is no outage: calling
+or the run's identity (:class:`~mcp_operator.mcp.tokens.TokenError`) is no outage: calling
 again will not help until the credentials or the grant change, so the hint says what the
 server asked for (its challenge, :mod:`~mcp_operator.mcp.challenge`) and who can fix it.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from mcp_operator.bridge.errors import ToolError, UpstreamFailure
 from mcp_operator.mcp import challenge
-from mcp_operator.mcp.oauth import TokenError
+from mcp_operator.mcp.tokens import TokenError
 
 
 def unauthorized(server: str, error: UpstreamFailure) -> ToolError | None:

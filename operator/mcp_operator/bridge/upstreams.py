@@ -60,18 +60,13 @@ from mcp_operator.bridge.catalog import Catalog, build_catalog, server_key
 from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.errors import UpstreamMisconfigured, UpstreamUnavailable
 from mcp_operator.bridge.prompts import PromptCatalog, build_prompts
+from mcp_operator.mcp.bounds import capped
 from mcp_operator.mcp.credentials import Credentials, TokenFileCredentials
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.legacy_sse import LegacySseSession
 from mcp_operator.mcp.oauth import OAuthCredentials
 from mcp_operator.mcp.scrub import NOTHING, Scrubber
-from mcp_operator.mcp.session import (
-    McpFailure,
-    McpSession,
-    Pool,
-    capped,
-    follow,
-    session_pool,
-)
+from mcp_operator.mcp.session import McpSession, Pool, follow, session_pool
 from mcp_operator.net.headers import header_refusal
 from mcp_operator.serve import era
 
@@ -450,7 +445,7 @@ class UpstreamPool:
         """The pipeline's upstream call: ``tools/call`` on the server's session (through the
         agent call's relay, :mod:`~mcp_operator.bridge.relay`, when the front gave it one).
 
-        A failure is the session's :class:`~mcp_operator.mcp.session.McpFailure` as it came
+        A failure is the session's :class:`~mcp_operator.mcp.failures.McpFailure` as it came
         off the wire (the pipeline makes the agent's tool error of it, ``rpcCode``
         included); one that means the server is unreachable also marks it down, so the timer
         notices its return. Running out of time is the pipeline's deadline.

@@ -17,7 +17,17 @@ import os
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, get_args
 
-from mcp_operator.api.network import check_cidr
+from mcp_operator.commands.run_ha import (
+    add_high_availability_arguments,
+    candidate_identity,
+    election_settings,
+    identity_setting,
+)
+from mcp_operator.commands.run_network import (
+    add_network_policy_arguments,
+    network_policy_settings,
+    scraper_list,
+)
 from mcp_operator.controller.settings import (
     AgentRenderSettings,
     AgentRunSettings,
@@ -26,12 +36,10 @@ from mcp_operator.controller.settings import (
     FleetSettings,
     LeaderElectionSettings,
     ListenerSettings,
-    NetworkPolicySettings,
     Permission,
     RenderSettings,
     ScheduleSettings,
 )
-from mcp_operator.kube.identity import ServiceAccountRef
 from mcp_operator.oci.settings import RegistrySettings, host_list
 
 if TYPE_CHECKING:
@@ -134,99 +142,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_high_availability_arguments(parser)
 
 
-def add_network_policy_arguments(parser: argparse.ArgumentParser) -> None:
-    """The NetworkPolicies the operator renders (docs/security.md, "NetworkPolicies")."""
-    defaults = NetworkPolicySettings()
-    parser.add_argument(
-        "--network-policies",
-        choices=["enabled", "disabled"],
-        default=os.environ.get("MCP_OPERATOR_NETWORK_POLICIES", "enabled"),
-        help="render a NetworkPolicy for every managed server's Pods and every restricted "
-        "AgentRun Pod (env MCP_OPERATOR_NETWORK_POLICIES); 'disabled' where the cluster has no "
-        "NetworkPolicy enforcer (default %(default)s)",
-    )
-    parser.add_argument(
-        "--agent-egress",
-        choices=["open", "restricted"],
-        default=os.environ.get("MCP_OPERATOR_AGENT_EGRESS", defaults.agent_egress),
-        help="egress of AgentRun Pods whose spec.network.egress is unset (env "
-        "MCP_OPERATOR_AGENT_EGRESS; default %(default)s)",
-    )
-    parser.add_argument(
-        "--operator-pod-labels",
-        default=os.environ.get("MCP_OPERATOR_POD_LABELS", label_list(defaults.operator_pod_labels)),
-        help="comma-separated key=value labels of the operator's own Pods, which managed "
-        "servers' NetworkPolicies let in (env MCP_OPERATOR_POD_LABELS; default %(default)s)",
-    )
-    parser.add_argument(
-        "--dns-namespace",
-        default=defaults.dns_namespace,
-        help="namespace of the cluster's DNS Pods, which restricted egress reaches "
-        "(default %(default)s)",
-    )
-    parser.add_argument(
-        "--dns-pod-labels",
-        default=label_list(defaults.dns_pod_labels),
-        help="comma-separated key=value labels of the cluster's DNS Pods (default %(default)s)",
-    )
-    parser.add_argument(
-        "--dns-cidrs",
-        default=os.environ.get("MCP_OPERATOR_DNS_CIDRS"),
-        help="comma-separated CIDRs of DNS servers that are not Pods (NodeLocal DNSCache, a DNS "
-        "on the nodes), which restricted egress reaches on port 53 too (env "
-        "MCP_OPERATOR_DNS_CIDRS; default none)",
-    )
-
-
-def label_list(labels: tuple[tuple[str, str], ...]) -> str:
-    return ",".join(f"{key}={value}" for key, value in labels)
-
-
-def parse_labels(text: str, flag: str) -> tuple[tuple[str, str], ...]:
-    """``k=v,k=v`` as label pairs; a malformed entry ends the process with the flag's name."""
-    pairs = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        key, equals, value = item.partition("=")
-        if not equals or not key:
-            raise SystemExit(f"{flag}: {item!r} is not key=value")
-        pairs.append((key.strip(), value.strip()))
-    if not pairs:
-        raise SystemExit(f"{flag}: at least one key=value is needed")
-    return tuple(pairs)
-
-
-def scraper_list(text: str) -> tuple[str, ...]:
-    """``--metrics-scrapers``: ``namespace/name`` entries, or ``SystemExit`` naming a bad one."""
-    found: list[str] = []
-    for item in (part.strip() for part in text.split(",")):
-        if not item:
-            continue
-        namespace, _, name = item.partition("/")
-        if not namespace or not name or "/" in name or ":" in item:
-            raise SystemExit(f"--metrics-scrapers: {item!r} must be NAMESPACE/NAME")
-        found.append(item)
-    return tuple(sorted(set(found)))
-
-
-def network_policy_settings(args: argparse.Namespace) -> NetworkPolicySettings:
-    cidrs = tuple(c.strip() for c in (args.dns_cidrs or "").split(",") if c.strip())
-    for cidr in cidrs:
-        try:
-            check_cidr(cidr)
-        except ValueError as error:
-            raise SystemExit(f"--dns-cidrs: {error}") from None
-    return NetworkPolicySettings(
-        enabled=args.network_policies == "enabled",
-        agent_egress=args.agent_egress,
-        operator_pod_labels=parse_labels(args.operator_pod_labels, "--operator-pod-labels"),
-        dns_namespace=args.dns_namespace,
-        dns_pod_labels=parse_labels(args.dns_pod_labels, "--dns-pod-labels"),
-        dns_cidrs=cidrs,
-    )
-
-
 def _add_destinations_argument(
     parser: argparse.ArgumentParser, which: str, env: str, default: str, addresses: str
 ) -> None:
@@ -242,127 +157,6 @@ def _add_destinations_argument(
         f"servers in Namespaces labelled mcp-operator.dev/{which}-destinations=allowed "
         f"(env {env}; default %(default)s)",
     )
-
-
-def add_high_availability_arguments(parser: argparse.ArgumentParser) -> None:
-    """Leader election and the metrics endpoint (docs/install.md, docs/metrics.md)."""
-    election = LeaderElectionSettings()
-    parser.add_argument(
-        "--no-leader-election",
-        action="store_true",
-        help="reconcile at once, without electing a leader on the Lease (one process only)",
-    )
-    parser.add_argument(
-        "--leader-election-namespace",
-        default=os.environ.get("POD_NAMESPACE") or election.lease_namespace,
-        help="namespace of the leader Lease (default: the Pod's namespace, env POD_NAMESPACE, "
-        f"else {election.lease_namespace})",
-    )
-    parser.add_argument(
-        "--leader-election-lease",
-        default=election.lease_name,
-        help="name of the leader Lease; processes sharing it elect one leader "
-        "(default %(default)s)",
-    )
-    parser.add_argument(
-        "--leader-election-lease-duration",
-        type=int,
-        default=election.lease_duration_seconds,
-        help="seconds a follower waits after the Lease last changed before taking it "
-        "(default %(default)s)",
-    )
-    parser.add_argument(
-        "--leader-election-renew-deadline",
-        type=float,
-        default=election.renew_deadline_seconds,
-        help="seconds the leader keeps reconciling without renewing the Lease; then it steps "
-        "down and exits (default %(default)s)",
-    )
-    parser.add_argument(
-        "--leader-election-retry-period",
-        type=float,
-        default=election.retry_period_seconds,
-        help="seconds between two attempts to acquire or renew the Lease (default %(default)s)",
-    )
-    parser.add_argument(
-        "--metrics",
-        default=EndpointSettings.metrics,
-        help="Prometheus metrics endpoint URL (default %(default)s); 'none' disables it",
-    )
-    parser.add_argument(
-        "--shard-selector",
-        default=None,
-        help="reconcile only the MCPServers and AgentRuns whose labels match this selector "
-        "(key=value, key!=value, key, !key; comma-separated); each shard runs its own "
-        "Deployment and Lease (default: all)",
-    )
-    parser.add_argument(
-        "--tenant-admission-policy",
-        default=None,
-        help="name of the installation's tenant ValidatingAdmissionPolicy (and of its "
-        "binding); looked for at start, status.admission says whether it guards tenants' "
-        "objects besides the opt-in labels (docs/security.md); default: none",
-    )
-    parser.add_argument(
-        "--bridge-key-policy",
-        default=None,
-        help="name of the installation's bridge-key ValidatingAdmissionPolicy (and of its "
-        "binding), which keeps tokens of managed servers' audiences to run bridges; looked "
-        "for at start, managed servers' Isolation condition says whether it holds "
-        "(docs/security.md); default: none (Isolation=False, BridgeKeysUnguarded)",
-    )
-    parser.add_argument(
-        "--identity",
-        default=None,
-        metavar="NAMESPACE/NAME",
-        help="the operator's own ServiceAccount, whose audience-bound tokens (TokenRequest) "
-        "its probes present to managed servers and which every server's access "
-        "configuration permits; default: the ServiceAccount of its in-cluster token "
-        "(needed outside a cluster: without it, probes of servers that authenticate fail)",
-    )
-    parser.add_argument(
-        "--namespace-scoped",
-        action="store_true",
-        help="run with Roles in the watched namespaces only (no ClusterRole): neither list nor "
-        "watch CRDs and namespaces; needs --namespace, and the CRDs installed before start",
-    )
-
-
-def identity_setting(value: str | None) -> str | None:
-    """``--identity``, checked (``namespace/name``)."""
-    if value is None:
-        return None
-    try:
-        ServiceAccountRef.parse(value)
-    except ValueError as error:
-        raise SystemExit(f"--identity: {error}") from None
-    return value
-
-
-def election_settings(args: argparse.Namespace) -> LeaderElectionSettings:
-    if args.leader_election_renew_deadline >= args.leader_election_lease_duration:
-        raise SystemExit(
-            "--leader-election-renew-deadline must be shorter than "
-            "--leader-election-lease-duration (a leader must stop before others may start)"
-        )
-    return LeaderElectionSettings(
-        enabled=not args.no_leader_election,
-        lease_name=args.leader_election_lease,
-        lease_namespace=args.leader_election_namespace,
-        lease_duration_seconds=args.leader_election_lease_duration,
-        renew_deadline_seconds=args.leader_election_renew_deadline,
-        retry_period_seconds=args.leader_election_retry_period,
-    )
-
-
-def candidate_identity() -> str:
-    """This process in the election: its Pod (or host) name and a random suffix, so two
-    processes on one host never mistake each other's Lease for their own."""
-    import socket
-    import uuid
-
-    host = os.environ.get("POD_NAME") or socket.gethostname()
-    return f"{host}_{uuid.uuid4().hex[:8]}"
 
 
 def run(args: argparse.Namespace) -> int:

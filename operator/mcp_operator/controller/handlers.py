@@ -22,9 +22,9 @@ from mcp_operator import GROUP, OPT_IN_LABEL, OPT_IN_VALUE, VERSION
 from mcp_operator.controller import network_policies
 from mcp_operator.controller.admission import admission_layer, bridge_key_policy
 from mcp_operator.controller.agentrun.runs import Runs
+from mcp_operator.controller.mcpserver.containers import pinned_image
 from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.fleet import Fleet
-from mcp_operator.controller.mcpserver.render import pinned_image
 from mcp_operator.controller.mcpserver.wake import owning_servers, rollout_state
 from mcp_operator.controller.metrics import OperatorMetrics
 from mcp_operator.controller.render import AGENT_RUN_LABEL, MANAGED_BY

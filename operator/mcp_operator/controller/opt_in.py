@@ -15,7 +15,7 @@ from typing import Any
 
 from mcp_operator import OPT_IN_LABEL, OPT_IN_VALUE
 from mcp_operator.kube import SECRETS, SERVICEACCOUNTS, Kube, SecretReferenceError, opted_in
-from mcp_operator.kube.client import not_opted_in
+from mcp_operator.kube.secrets import not_opted_in
 
 
 async def require_secret(

@@ -4,7 +4,7 @@
 starts next to the API server, in two steps:
 
 1. :meth:`Node.prepare`, before the API server: take the machine-wide lock
-   (:class:`NodeLock`, ``flock`` on :data:`LOCK_PATH`, held for the node's whole life:
+   (:class:`~mcp_operator.dev.node_lock.NodeLock`, held for the node's whole life:
    the kubelet, containerd's shims, kube-proxy and libcni use hard-coded host paths, so
    one node per machine), take back what an earlier node left
    (:func:`mcp_operator.dev.node_host.clean_host`), record the kernel settings, and make
@@ -12,11 +12,11 @@ starts next to the API server, in two steps:
    Pods reach it), the Service range routed to it, and the traffic guard;
 2. :meth:`Node.start`, once the API server answers: certificates from the cluster CA;
    a plain-HTTP registry on the bridge address (``crane registry serve``,
-   :attr:`Node.registry`) with the sandbox image in it; containerd with a private root,
-   state and socket; the kubelet (webhook authentication and authorization, cgroupfs
-   on cgroup v1); kube-proxy in nftables mode once the node is Ready; then the add-ons
-   (:class:`~mcp_operator.dev.addon.AddOn`: cluster DNS and the NetworkPolicy enforcer live
-   in :mod:`mcp_operator.dev.node_addons`).
+   :attr:`Node.registry`) with the sandbox image in it (:mod:`mcp_operator.dev.node_registry`);
+   containerd with a private root, state and socket; the kubelet (webhook authentication
+   and authorization, cgroupfs on cgroup v1); kube-proxy in nftables mode once the node
+   is Ready; then the add-ons (:class:`~mcp_operator.dev.addon.AddOn`: cluster DNS and the
+   NetworkPolicy enforcer live in :mod:`mcp_operator.dev.node_addons`).
 
 Every process runs in its own process group with a parent-death signal and is recorded
 (pid and start time) in :data:`mcp_operator.dev.node_host.STATE_PATH` as it starts;
@@ -27,15 +27,12 @@ everything on the host and restores the kernel settings. What the files say is
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import logging
 import os
 import shutil
 import ssl
 import subprocess
-import tarfile
 import time
 import urllib.error
 import urllib.request
@@ -46,13 +43,15 @@ from typing import Any
 
 import yaml
 
-from mcp_operator.dev import node_addons, node_config, node_host, pki
+from mcp_operator.dev import node_addons, node_config, node_host, node_registry, pki
 from mcp_operator.dev.addon import AddOn, NodeError
 from mcp_operator.dev.node_config import CLUSTER_CIDR, NODE_IP, POD_CIDR, SERVICE_CIDR, Layout
+from mcp_operator.dev.node_lock import LOCK_TIMEOUT_SECONDS, NodeLock
+from mcp_operator.dev.node_needs import CNI_BIN_DIR, missing
 from mcp_operator.dev.processes import (
     BIN_DIR,
-    CACHE_DIR,
     free_port,
+    http_ok,
     spawn_logged,
     stop_process_group,
     tail,
@@ -60,125 +59,12 @@ from mcp_operator.dev.processes import (
 
 logger = logging.getLogger(__name__)
 
-LOCK_PATH = Path("/run/mcp-operator-node.lock")
-"""Machine-wide: whoever holds an exclusive ``flock`` on it runs the one node."""
-LOCK_TIMEOUT_SECONDS = float(os.environ.get("MCP_OPERATOR_NODE_LOCK_TIMEOUT", "900"))
-"""How long a second node start waits for the first to stop before it gives up."""
 NODE_NAME = "mcp-operator-node"
 NODE_DIR = Path("/var/lib/mcp-operator-node")
 """The node's own folder: one node per machine, and a short path (containerd's sockets live
 there, and a unix socket path must stay under 104 bytes). Emptied at every start; after a
 stop only ``logs/`` stays, for the curious."""
 READY_TIMEOUT_SECONDS = 60.0
-CNI_BIN_DIR = CACHE_DIR / "cni" / "bin"
-NODE_BINARIES = (
-    "kubelet",
-    "kube-proxy",
-    "kube-scheduler",
-    "containerd",
-    "containerd-shim-runc-v2",
-    "mcp-node-pause",
-)
-"""What ``make node`` (``hack/build-node.sh``) builds into the cache's bin folder."""
-CNI_PLUGINS = ("bridge", "host-local", "loopback", "portmap")
-HOST_TOOLS = ("runc", "nft", "ip", "umount")
-"""What ``make node-packages`` (``hack/install-node-packages.sh``) installs."""
-SANDBOX_REPOSITORY = "mcp-operator/pause"
-KEP_1755 = (
-    "https://github.com/kubernetes/enhancements/tree/master/keps/sig-cluster-lifecycle/"
-    "generic/1755-communicating-a-local-registry"
-)
-
-
-def missing() -> str | None:
-    """Why a node cannot start on this machine, with the command that fixes it, or ``None``."""
-    if os.geteuid() != 0:
-        return "the local cluster's node needs root (containers, mounts, cgroups, nftables)"
-    absent = [name for name in NODE_BINARIES if not os.access(BIN_DIR / name, os.X_OK)]
-    absent += [
-        f"cni/bin/{name}" for name in CNI_PLUGINS if not os.access(CNI_BIN_DIR / name, os.X_OK)
-    ]
-    if absent:
-        return f"{', '.join(absent)} not built in {CACHE_DIR}; run `make node`"
-    if not os.access(BIN_DIR / "crane", os.X_OK):
-        return f"crane not built in {BIN_DIR}; run `make image-tools`"
-    tools = [name for name in HOST_TOOLS if shutil.which(name) is None]
-    if tools:
-        return f"{', '.join(tools)} not installed; run `make node-packages`"
-    if not (node_host.CGROUP_ROOT / "memory").is_dir():
-        return "no cgroup v1 memory controller at /sys/fs/cgroup/memory (the node needs cgroup v1)"
-    return node_addons.missing()  # the add-ons' own prerequisites
-
-
-# ------------------------------------------------------------------------ the lock
-
-
-class NodeLock:
-    """The machine-wide node lock: an exclusive ``flock`` on :data:`LOCK_PATH`.
-
-    The holder writes its pid into the file, so that a waiting start can name it. The lock
-    goes with the file descriptor: when the holder's process dies, however it dies, the
-    kernel releases it (the descriptor is close-on-exec, so no child keeps it).
-    """
-
-    def __init__(self, path: Path = LOCK_PATH) -> None:
-        self.path = path
-        self._fd: int | None = None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def holder(self) -> str:
-        """Who holds the lock, as well as the file says: ``pid N (command)``."""
-        try:
-            pid = int(self.path.read_text().split()[0])
-        except (OSError, ValueError, IndexError):
-            return "an unknown process"
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            command = "?"
-        return f"pid {pid} ({command.strip()[:120]})"
-
-    def acquire(self, timeout: float = LOCK_TIMEOUT_SECONDS) -> None:
-        """Take the lock, waiting up to ``timeout`` seconds for the holder to let go."""
-        if self._fd is not None:
-            return
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        deadline = time.monotonic() + timeout
-        waited = False
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    os.close(fd)
-                    raise NodeError(
-                        f"Another node runs on this machine: {self.path} is held by "
-                        f"{self.holder()}; waited {timeout:.0f}s for it to stop (one node per "
-                        "machine: the kubelet and containerd use hard-coded host paths)"
-                    ) from None
-                if not waited:
-                    logger.info("Waiting for the node lock %s held by %s", self.path, self.holder())
-                    waited = True
-                time.sleep(0.5)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._fd = fd
-        logger.info("Took the node lock %s", self.path)
-
-    def release(self) -> None:
-        if self._fd is None:
-            return
-        with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, 0)
-        os.close(self._fd)  # releases the flock
-        self._fd = None
-
-
-# ------------------------------------------------------------------------ add-ons
 
 
 def default_add_ons() -> list[AddOn]:
@@ -260,10 +146,10 @@ class Node:
             )
         node_host.clean_host(previous, self.directory)
         if previous is not None and previous.directory:
-            _remove_tree(Path(previous.directory))
+            node_host.remove_tree(Path(previous.directory))
         for add_on in self.add_ons or []:
             add_on.clean_leftovers(self)
-        _remove_tree(self.directory)
+        node_host.remove_tree(self.directory)
         # Keys, tokens and kubeconfigs live below: nobody else may even look in. (Containers do
         # not walk this path: their root and volumes are mounted into their own namespace.)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -275,11 +161,13 @@ class Node:
         )
         self._state.save()
         bridge = node_host.BRIDGE
-        _run("ip", "link", "add", bridge, "type", "bridge")
-        _run("ip", "addr", "add", f"{NODE_IP}/{POD_CIDR.split('/')[1]}", "dev", bridge)
-        _run("ip", "link", "set", bridge, "up")
-        _run("ip", "route", "add", SERVICE_CIDR, "dev", bridge)
-        _run("nft", "-f", "-", input=node_config.guard_ruleset(node_host.GUARD_TABLE, bridge))
+        node_host.run("ip", "link", "add", bridge, "type", "bridge")
+        node_host.run("ip", "addr", "add", f"{NODE_IP}/{POD_CIDR.split('/')[1]}", "dev", bridge)
+        node_host.run("ip", "link", "set", bridge, "up")
+        node_host.run("ip", "route", "add", SERVICE_CIDR, "dev", bridge)
+        node_host.run(
+            "nft", "-f", "-", input=node_config.guard_ruleset(node_host.GUARD_TABLE, bridge)
+        )
 
     def start(self, *, server: str, ca_cert: Path, ca_key: Path, token: str) -> None:
         """Start the registry, containerd, the kubelet, kube-proxy and the add-ons; return
@@ -319,7 +207,7 @@ class Node:
         )
 
         self._start_registry()
-        sandbox = self._push_sandbox_image()
+        sandbox = node_registry.push_sandbox_image(self.directory, self.registry)
 
         hosts = layout.registry_hosts_dir / self.registry / "hosts.toml"
         hosts.parent.mkdir(parents=True, exist_ok=True)
@@ -388,10 +276,10 @@ class Node:
         self.spawn(
             "kube-proxy",
             [str(BIN_DIR / "kube-proxy"), f"--config={proxy_dir / 'config.yaml'}", "--v=1"],
-            env={**os.environ, "PATH": str(_only_nft(proxy_dir / "bin"))},
+            env={**os.environ, "PATH": str(node_host.only_nft(proxy_dir / "bin"))},
         )
         self._wait(
-            lambda: _http_ok(f"http://127.0.0.1:{proxy_healthz}/healthz"), "kube-proxy healthz"
+            lambda: http_ok(f"http://127.0.0.1:{proxy_healthz}/healthz"), "kube-proxy healthz"
         )
 
         for add_on in self.add_ons or []:
@@ -439,7 +327,7 @@ class Node:
             self._state = None
             for entry in self.directory.iterdir() if self.directory.is_dir() else []:
                 if entry.is_dir() and entry != self.layout.log_dir:
-                    _remove_tree(entry)
+                    node_host.remove_tree(entry)
                 elif not entry.is_dir():
                     entry.unlink()
             self._lock.release()
@@ -526,18 +414,11 @@ class Node:
         return ready and not tainted
 
     def _publish_registry(self) -> None:
-        """The registry as KEP-1755 says a local cluster publishes it, so that tools (the
-        demo) find it from a kubeconfig alone: ConfigMap ``kube-public/local-registry-hosting``."""
-        hosting = yaml.safe_dump({"host": self.registry, "help": KEP_1755})
+        """The registry as KEP-1755 says a local cluster publishes it (:mod:`.node_registry`)."""
         self._api(
             "/api/v1/namespaces/kube-public/configmaps",
             method="POST",
-            body={
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": "local-registry-hosting", "namespace": "kube-public"},
-                "data": {"localRegistryHosting.v1": hosting},
-            },
+            body=node_registry.hosting_config_map(self.registry),
         )
 
     def _start_registry(self) -> None:
@@ -547,30 +428,7 @@ class Node:
         self.spawn(
             "registry", [str(BIN_DIR / "crane"), "registry", "serve", f"--address={self.registry}"]
         )
-        self._wait(lambda: _http_ok(f"http://{self.registry}/v2/"), "the registry")
-
-    def _push_sandbox_image(self) -> str:
-        """The Pod sandbox ("pause") image, our static binary alone, into the registry."""
-        layer = self.directory / "pause-layer.tar"
-        with tarfile.open(layer, "w") as tar:
-            info = tar.gettarinfo(str(BIN_DIR / "mcp-node-pause"), arcname="pause")
-            info.mode, info.uid, info.gid, info.uname, info.gname = 0o755, 0, 0, "", ""
-            with (BIN_DIR / "mcp-node-pause").open("rb") as handle:
-                tar.addfile(info, handle)
-        reference = f"{self.registry}/{SANDBOX_REPOSITORY}:1"
-        crane = [str(BIN_DIR / "crane"), "--insecure"]
-        _run(*crane, "append", "--new_layer", str(layer), "--new_tag", reference)
-        _run(
-            *crane,
-            "mutate",
-            reference,
-            "--set-platform=linux/amd64",
-            "--entrypoint=/pause",
-            "--user=65535",
-            "-t",
-            reference,
-        )
-        return reference
+        self._wait(lambda: http_ok(f"http://{self.registry}/v2/"), "the registry")
 
     def _write_kubeconfig(self, path: Path, identity: str) -> None:
         config = node_config.kubeconfig(
@@ -587,49 +445,3 @@ class Node:
         config["users"] = [{"name": "node", "user": {"token": self._token}}]
         self.admin_kubeconfig.write_text(yaml.safe_dump(config))
         self.admin_kubeconfig.chmod(0o600)
-
-
-def _run(*argv: str, input: str | None = None) -> None:
-    result = subprocess.run(
-        argv, input=input, capture_output=True, text=True, check=False, timeout=60
-    )
-    if result.returncode != 0:
-        raise NodeError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")
-
-
-def _http_ok(url: str) -> bool:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as answer:
-            status: int = answer.status
-            return 200 <= status < 300
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-def _only_nft(directory: Path) -> Path:
-    """A ``PATH`` folder holding ``nft`` alone, for kube-proxy.
-
-    Whatever its mode, kube-proxy first "cleans up" the other modes: it loads ``ip_vs`` with
-    ``modprobe``, flushes every IPVS virtual server of the machine (not only its own) and
-    deletes the machine's ``KUBE-*`` iptables chains. Without ``modprobe``, ``ipvsadm`` or
-    ``iptables`` on its ``PATH`` it skips that and leaves the machine's tables alone; nftables
-    mode needs only ``nft``."""
-    directory.mkdir(parents=True, exist_ok=True)
-    nft = shutil.which("nft")
-    if nft is None:
-        raise NodeError("nft not found on PATH: run `make node-packages`")
-    link = directory / "nft"
-    if not link.exists():
-        link.symlink_to(nft)
-    return directory
-
-
-def _remove_tree(path: Path) -> None:
-    """Remove a node folder, unless something is still mounted below it (then say so)."""
-    if not path.exists():
-        return
-    still = node_host.mounts_under([path])
-    if still:
-        logger.warning("Left %s: still mounted below it: %s", path, ", ".join(still[:5]))
-        return
-    shutil.rmtree(path, ignore_errors=True)

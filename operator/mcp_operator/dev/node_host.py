@@ -29,6 +29,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from mcp_operator.dev.addon import NodeError
+
 logger = logging.getLogger(__name__)
 
 STATE_PATH = Path("/run/mcp-operator-node.json")
@@ -334,3 +336,41 @@ def clean_host(state: NodeState | None, directory: Path | None = None) -> None:
         with contextlib.suppress(OSError):
             empty.rmdir()
     STATE_PATH.unlink(missing_ok=True)
+
+
+def run(*argv: str, input: str | None = None) -> None:
+    """Run a host command (60 s at most); a :class:`NodeError` with its stderr if it fails."""
+    result = subprocess.run(
+        argv, input=input, capture_output=True, text=True, check=False, timeout=60
+    )
+    if result.returncode != 0:
+        raise NodeError(f"{' '.join(argv)} failed ({result.returncode}): {result.stderr.strip()}")
+
+
+def only_nft(directory: Path) -> Path:
+    """A ``PATH`` folder holding ``nft`` alone, for kube-proxy.
+
+    Whatever its mode, kube-proxy first "cleans up" the other modes: it loads ``ip_vs`` with
+    ``modprobe``, flushes every IPVS virtual server of the machine (not only its own) and
+    deletes the machine's ``KUBE-*`` iptables chains. Without ``modprobe``, ``ipvsadm`` or
+    ``iptables`` on its ``PATH`` it skips that and leaves the machine's tables alone; nftables
+    mode needs only ``nft``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    nft = shutil.which("nft")
+    if nft is None:
+        raise NodeError("nft not found on PATH: run `make node-packages`")
+    link = directory / "nft"
+    if not link.exists():
+        link.symlink_to(nft)
+    return directory
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a node folder, unless something is still mounted below it (then say so)."""
+    if not path.exists():
+        return
+    still = mounts_under([path])
+    if still:
+        logger.warning("Left %s: still mounted below it: %s", path, ", ".join(still[:5]))
+        return
+    shutil.rmtree(path, ignore_errors=True)

@@ -24,6 +24,8 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +121,13 @@ def tail(path: Path, lines: int = 30) -> str:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+def http_ok(url: str) -> bool:
+    """Whether ``url`` answers 2xx within 2 s (a started process's health endpoint)."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as answer:
+            status: int = answer.status
+            return 200 <= status < 300
+    except (urllib.error.URLError, OSError):
+        return False

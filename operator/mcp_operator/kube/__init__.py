@@ -1,9 +1,12 @@
 """The one door to the Kubernetes API server: nothing else in the package speaks HTTP to it.
 
-HTTP status codes become exceptions in ``client`` and nowhere else.
+HTTP status codes become exceptions in ``errors`` and nowhere else.
 
 - ``protocol``     ``Kube``: the verbs the controllers use, which the client and the fake have
-- ``client``       ``KubeClient``: server-side apply, status patches, Secrets, Events, HTTP errors
+- ``client``       ``KubeClient``: server-side apply, status patches, Secrets, Events
+- ``errors``       what the API server's refusals become: ``KubeError`` and its kinds
+- ``secrets``      the Secrets the operator may read: opted in, each value checked (pure)
+- ``events``       the body of an Event about one of the operator's objects (pure)
 - ``ownership``    whether an existing object of a child's name is the owner's own (pure)
 - ``resources``    where each kind lives in the REST API
 - ``credentials``  who the client is: server, TLS and credentials, read once at start-up
@@ -13,15 +16,9 @@ HTTP status codes become exceptions in ``client`` and nowhere else.
 - ``identity``     the operator's own audience-bound tokens, and the ServiceAccount issuer
 """
 
-from mcp_operator.kube.client import (
-    KubeClient,
-    KubeError,
-    NameConflict,
-    NotFound,
-    SecretReferenceError,
-    opted_in,
-)
+from mcp_operator.kube.client import KubeClient
 from mcp_operator.kube.credentials import SERVICE_ACCOUNT_DIR
+from mcp_operator.kube.errors import KubeError, NameConflict, NotFound, SecretReferenceError
 from mcp_operator.kube.protocol import Kube
 from mcp_operator.kube.resources import (
     AGENTRUNS,
@@ -40,6 +37,7 @@ from mcp_operator.kube.resources import (
     VALIDATING_ADMISSION_POLICY_BINDINGS,
     Resource,
 )
+from mcp_operator.kube.secrets import opted_in
 
 __all__ = [
     "AGENTRUNS",

@@ -4,17 +4,15 @@ Everything the operator reads or writes outside kopf's own watching goes
 through :class:`KubeClient`: server-side apply of owned objects (one field manager; an object of
 the name that the owner does not control is refused, :mod:`.ownership`),
 merge patches of the ``status`` subresource, reads of Secrets referenced by a
-spec, and Events. HTTP status codes are mapped to exceptions here and nowhere
-else. The client is asynchronous (httpx) so nothing blocks kopf's event loop;
-it is created once at start-up and closed at clean-up. The controllers see it as a
-:class:`~mcp_operator.kube.protocol.Kube`.
+spec (checked by :mod:`.secrets`), and Events (:mod:`.events`). Every refusal is mapped to
+an exception by :func:`~mcp_operator.kube.errors.error_of`. The client is asynchronous
+(httpx) so nothing blocks kopf's event loop; it is created once at start-up and closed at
+clean-up. The controllers see it as a :class:`~mcp_operator.kube.protocol.Kube`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import datetime
 import json
 import logging
 import os
@@ -22,16 +20,24 @@ import socket
 import ssl
 import urllib.parse
 import urllib.request
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import httpx
 
-from mcp_operator import FIELD_MANAGER, OPT_IN_LABEL, OPT_IN_VALUE
+from mcp_operator import FIELD_MANAGER
 from mcp_operator.kube import ownership
 from mcp_operator.kube.credentials import Credentials, load_credentials
+from mcp_operator.kube.errors import (
+    KubeError,
+    NameConflict,
+    NotFound,
+    SecretReferenceError,
+    error_of,
+)
+from mcp_operator.kube.events import event_body
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
+from mcp_operator.kube.secrets import secret_value
 from mcp_operator.kube.tls import CertificateTransport
 from mcp_operator.net.tls import tls_context
 from mcp_operator.net.transport import Http1Transport
@@ -45,53 +51,6 @@ time limit."""
 REQUEST_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 EVENT_RETRY_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 """Waits between attempts to post an Event while the API server or etcd is away (about 1 min)."""
-
-
-class KubeError(RuntimeError):
-    """The API server refused a request; ``status`` is the HTTP status code, ``fields`` the
-    fields its answer names as the causes (``details.causes[].field``)."""
-
-    def __init__(self, status: int, message: str, fields: tuple[str, ...] = ()) -> None:
-        super().__init__(message)
-        self.status = status
-        self.fields = fields
-
-
-class NotFound(KubeError):
-    pass
-
-
-class NameConflict(KubeError):
-    """A child's name is taken by an object its owner does not control; nothing was written.
-
-    The message names the object and its controller (:mod:`mcp_operator.kube.ownership`)."""
-
-    reason = "NameConflict"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(409, message)
-
-
-class SecretReferenceError(RuntimeError):
-    """A ``secretKeyRef`` cannot be resolved; the message names the Secret and key, no value."""
-
-    def __init__(self, reason: str, message: str) -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-def opted_in(body: Mapping[str, Any] | None) -> bool:
-    """Whether an object carries the opt-in label ``mcp-operator.dev/for-mcp-servers=true``."""
-    labels = ((body or {}).get("metadata") or {}).get("labels") or {}
-    return bool(labels.get(OPT_IN_LABEL) == OPT_IN_VALUE)
-
-
-def not_opted_in(namespace: str, name: str) -> SecretReferenceError:
-    return SecretReferenceError(
-        "SecretNotOptedIn",
-        f"Secret {namespace}/{name} is not labelled {OPT_IN_LABEL}={OPT_IN_VALUE}: the "
-        "operator uses only Secrets whose owner opted them in for MCP servers",
-    )
 
 
 class KubeClient:
@@ -214,7 +173,7 @@ class KubeClient:
         if response.status_code >= 400:
             if self._on_error is not None:
                 self._on_error(method, response.status_code)
-            error = _error(response)
+            error = error_of(response)
             if response.status_code == 401 and self._credentials.plugin is not None:
                 refused = self._credentials.plugin.describe()  # names the user, no secret
                 raise KubeError(401, f"The API server refused the {refused}: {error}")
@@ -401,27 +360,7 @@ class KubeClient:
                 "SecretUnreadable",
                 f"Secret {namespace}/{name} could not be read (HTTP {error.status})",
             ) from None
-        if not opted_in(secret):
-            raise not_opted_in(namespace, name)
-        data = secret.get("data") or {}
-        if key not in data:
-            raise SecretReferenceError(
-                "SecretKeyNotFound", f"Secret {namespace}/{name} has no key {key!r}"
-            )
-        try:
-            value = base64.b64decode(data[key]).decode()
-        except (ValueError, UnicodeDecodeError):
-            raise SecretReferenceError(
-                "SecretKeyInvalid", f"Secret {namespace}/{name} key {key!r} is not UTF-8 text"
-            ) from None
-        if "\n" in value or "\r" in value:
-            # Common with `kubectl create secret --from-file`; HTTP would refuse the header.
-            raise SecretReferenceError(
-                "SecretKeyInvalid",
-                f"Secret {namespace}/{name} key {key!r} contains a line break, which a header "
-                "value cannot hold (a file with a trailing newline?)",
-            )
-        return value
+        return secret_value(secret, namespace, name, key)
 
     async def post_event(
         self,
@@ -434,33 +373,7 @@ class KubeClient:
         """An Event about ``involved`` (an object body); failures are logged, never raised."""
         metadata = involved.get("metadata", {})
         namespace = metadata.get("namespace") or "default"
-        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        event = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                # Event names are at most 253 characters; the object's name may be too.
-                "name": f"{str(metadata.get('name', 'object'))[:236]}.{uuid.uuid4().hex[:16]}",
-                "namespace": namespace,
-            },
-            "involvedObject": {
-                "apiVersion": involved.get("apiVersion"),
-                "kind": involved.get("kind"),
-                "name": metadata.get("name"),
-                "namespace": namespace,
-                "uid": metadata.get("uid"),
-                "resourceVersion": metadata.get("resourceVersion"),
-            },
-            "type": type_,
-            "reason": reason,
-            "message": message[:1024],
-            "source": {"component": FIELD_MANAGER},
-            "reportingComponent": FIELD_MANAGER,
-            "reportingInstance": os.environ.get("HOSTNAME", FIELD_MANAGER),
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        event = event_body(involved, type_=type_, reason=reason, message=message)
         # An API server or etcd that restarts must not lose the Event: retry what may pass later,
         # under the same name, so that a POST whose answer was lost is not posted twice
         # (the retry gets 409 AlreadyExists, which means it is there).
@@ -495,19 +408,3 @@ def _proxied(url: str) -> bool:
         return False
     bypass = urllib.request.proxy_bypass_environment  # type: ignore[attr-defined]
     return not bypass(parts.hostname or "", proxies)
-
-
-def _error(response: httpx.Response) -> KubeError:
-    fields: tuple[str, ...] = ()
-    try:
-        answer = response.json()
-        message = str(answer.get("message", response.text))
-        causes = (answer.get("details") or {}).get("causes") or ()
-        fields = tuple(
-            str(c.get("field")) for c in causes if isinstance(c, dict) and c.get("field")
-        )
-    except (ValueError, AttributeError):
-        message = response.text[:500]
-    if response.status_code == 404:
-        return NotFound(404, message)
-    return KubeError(response.status_code, message, fields)

@@ -5,7 +5,7 @@ ServiceAccount issuer that managed servers verify every caller's token against.
   RBAC rule that allows ``create serviceaccounts/token`` names it by ``resourceNames``), one
   per audience, from the TokenRequest API, kept until shortly before they expire. The probe
   presents them to managed servers (audience
-  :func:`~mcp_operator.api.mcpserver.token_audience`).
+  :func:`~mcp_operator.api.access.token_audience`).
 - :class:`IssuerKeys`: the issuer URL and JSON Web Key Set the API server publishes
   (``/.well-known/openid-configuration`` and ``/openid/v1/jwks``), cached and fetched again
   every ``refresh_seconds`` (the operator writes them into each managed server's access

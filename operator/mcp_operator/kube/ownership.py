@@ -11,7 +11,7 @@ and asks :func:`decide`:
   ours to update.
 - :class:`Foreign`: anything else (no controller, another controller, an object whose
   controller is another object of the same kind and name but another UID): nothing is
-  written and the caller gets :class:`~mcp_operator.kube.client.NameConflict`, whose
+  written and the caller gets :class:`~mcp_operator.kube.errors.NameConflict`, whose
   message (:func:`conflict_message`) names the object and who controls it.
 
 Because a foreign object is never written, our ownerReference is never added to it, so

@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from mcp_operator.mcp.messages import display_url
 from mcp_operator.mcp.naming import cut
-from mcp_operator.mcp.session import display_url
 from mcp_operator.net.egress import EgressPolicy
-from mcp_operator.net.pool import Http1Error, Http1Pool
+from mcp_operator.net.http1 import Http1Error
+from mcp_operator.net.pool import Http1Pool
 
 METADATA_SECONDS = 5.0
 """The protected-resource metadata is fetched within this long (or the caller's remaining

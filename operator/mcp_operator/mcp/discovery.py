@@ -30,21 +30,22 @@ import anyio
 import mcp
 from mcp_types import METHOD_NOT_FOUND
 
-from mcp_operator.mcp import challenge, session
+from mcp_operator.mcp import bounds, challenge
 from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.definitions import DIGEST_META
-from mcp_operator.mcp.errors import ProbeError, ProbeState, reraise_cancellation, scrub, translate
+from mcp_operator.mcp.errors import ProbeError, ProbeState, reraise_cancellation, scrub
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
 from mcp_operator.mcp.scrub import Scrubber
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.streamable import streamable
+from mcp_operator.mcp.translation import translate
 from mcp_operator.net.tls import tls_context
 
 __all__ = ["MAX_DISCOVERED_TOOLS", "DiscoveredTool", "Discovery", "Keep", "Paginator", "discover"]
 from mcp_operator.mcp.target import ProbeTarget, check_target
 
-MAX_PAGES = session.MAX_PAGES
+MAX_PAGES = bounds.MAX_PAGES
 """A ``tools/list`` walk longer than this fails with ``TooManyPages``."""
 
 
@@ -83,8 +84,8 @@ class Discovery:
     """The server advertises ``tools.listChanged`` (it will notify when its tools change)."""
 
 
-class Paginator(session.Paginator):
-    """The session's one pagination rule (:class:`~mcp_operator.mcp.session.Paginator`),
+class Paginator(bounds.Paginator):
+    """The session's one pagination rule (:class:`~mcp_operator.mcp.bounds.Paginator`),
     its bounds failing the probe as a :class:`~mcp_operator.mcp.errors.ProbeError`."""
 
     def advance(self, next_cursor: str | None, page_tools: int) -> str | None:

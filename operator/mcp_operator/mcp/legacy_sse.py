@@ -13,14 +13,16 @@ them), only how a request travels and how its answer comes back are its own:
   (``initialize`` → ``notifications/initialized``): there is no ``server/discover`` here.
 - **The endpoint** is resolved against the stream's URL and must be on its origin (scheme,
   host, port): an endpoint elsewhere would send the session's headers and tokens to another
-  server, so it is refused (:func:`endpoint_url`), as the SDK's own client does; a URL that
-  could not go on a request line as it is (a space, a control character) is refused too.
+  server, so it is refused (:func:`~mcp_operator.mcp.legacy_routing.endpoint_url`), as
+  the SDK's own client does; a URL that could not go on a request line as it is (a space, a
+  control character) is refused too.
   Every POST goes through the same pool (:mod:`~mcp_operator.net.pool`), so the egress
   policy judges it like any other request.
 - **Answers** are matched to their request by JSON-RPC id, strictly by type and value
-  (:func:`answered_id`): each request waits on its own future, within the caller's deadline;
-  an answer to no waiting request (one that gave up) is dropped. A cancelled request that
-  has ``related`` tells the server (``notifications/cancelled``), as the session does.
+  (:func:`~mcp_operator.mcp.legacy_routing.answered_id`): each request waits on its own
+  future, within the caller's deadline; an answer to no waiting request (one that gave up)
+  is dropped. A cancelled request that has ``related`` tells the server
+  (``notifications/cancelled``), as the session does.
 - **A lost stream** (the server died, the connection broke, a refused endpoint) fails every
   waiting request with a ``connection`` failure (``unavailable``: the bridge marks the
   server down and lists it again later) and leaves the session unconnected, so the next
@@ -49,85 +51,20 @@ from collections.abc import AsyncGenerator, Awaitable, Mapping
 from typing import Any
 
 from mcp_operator.mcp import sse
-from mcp_operator.mcp.session import (
-    LIST_CHANGED,
-    OPEN_STREAM_SECONDS,
-    McpFailure,
-    McpSession,
-    Related,
-    _body,
-    _loads,
-    _media,
-    display_url,
-)
-from mcp_operator.net.pool import Http1Error
+from mcp_operator.mcp.failures import McpFailure
+from mcp_operator.mcp.legacy_routing import answered_id, endpoint_url, token_key
+from mcp_operator.mcp.messages import body, display_url, loads, media
+from mcp_operator.mcp.session import LIST_CHANGED, OPEN_STREAM_SECONDS, McpSession, Related
+from mcp_operator.net.http1 import Http1Error
 
 logger = logging.getLogger(__name__)
 
 MAX_EVENT_BYTES = 8 * 1024 * 1024
 """One event of the stream larger than this ends the stream (an answer comes in one event:
 the bridge's bound on an answer)."""
-MAX_ENDPOINT_CHARS = 2048
-"""A longer ``endpoint`` is refused."""
 MAX_ERRANDS = 16
 """Answers to the server's own requests (refusals, pings) in flight at once; past it they
 are dropped."""
-DEFAULT_PORTS = {"http": 80, "https": 443}
-
-
-def endpoint_url(stream_url: str, data: str) -> str:
-    """The URL the ``endpoint`` event's ``data`` names, resolved against the stream's URL,
-    without userinfo or fragment.
-
-    Raises:
-        McpFailure: the endpoint is on another origin than the stream (it would send the
-            session's headers there), is empty, too long, or could not be sent as it is.
-    """
-    text = data.strip()
-    if not text or len(text) > MAX_ENDPOINT_CHARS:
-        raise McpFailure("mcp", "the event stream named an endpoint that is empty or too long")
-    resolved = urllib.parse.urljoin(stream_url, text)
-    if any(ord(char) <= 0x20 or ord(char) >= 0x7F for char in resolved):
-        raise McpFailure("mcp", "the event stream named an endpoint that is not a plain URL")
-    if _origin(resolved) != _origin(stream_url):
-        raise McpFailure(
-            "mcp",
-            f"the event stream named an endpoint on another origin ({display_url(resolved)}), "
-            "which is refused: the session's headers and credentials would go there",
-        )
-    parts = urllib.parse.urlsplit(resolved)
-    host = parts.netloc.rpartition("@")[2]
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path or "/", parts.query, ""))
-
-
-def _origin(url: str) -> tuple[str, str, int] | None:
-    """A URL's scheme, host and port (the default port of its scheme when it names none)."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-        scheme = parts.scheme.lower()
-        port = parts.port or DEFAULT_PORTS.get(scheme)
-    except ValueError:
-        return None
-    if scheme not in DEFAULT_PORTS or not parts.hostname or port is None:
-        return None
-    return scheme, parts.hostname.lower(), port
-
-
-def answered_id(message: Mapping[str, Any]) -> int | None:
-    """The id of the request ``message`` answers: only a response (a result or an error)
-    whose id is an integer (our ids are; ``true`` and ``"1"`` are not ``1``)."""
-    answer_id = message.get("id")
-    answers = "result" in message or "error" in message
-    if type(answer_id) is int and "method" not in message and answers:
-        return answer_id
-    return None
-
-
-def _token_key(token: Any) -> tuple[type, str | int] | None:
-    """A progress token as a key that keeps its type (``1`` and ``"1"`` differ)."""
-    if isinstance(token, str | int) and not isinstance(token, bool):
-        return type(token), token
-    return None
 
 
 class _Watch:
@@ -231,14 +168,14 @@ class LegacySseSession(McpSession):
             raise McpFailure(
                 "timeout", f"{self.name} did not open its event stream in {self.open_seconds:g}s"
             ) from None
-        if answer.status_code != 200 or _media(answer) != "text/event-stream":
+        if answer.status_code != 200 or media(answer) != "text/event-stream":
             try:
                 if answer.status_code >= 300:
                     await self._refusal(answer, "GET", None)
                 raise McpFailure(
                     "mcp",
                     f"{self.name} answered GET with HTTP {answer.status_code} "
-                    f"and {_media(answer) or 'no content type'}, not an event stream",
+                    f"and {media(answer) or 'no content type'}, not an event stream",
                 )
             finally:
                 answer.discard()
@@ -310,7 +247,7 @@ class LegacySseSession(McpSession):
 
     def _dispatch(self, stream: _Stream, data: bytes) -> None:
         """One message of the stream, to whom it belongs (never blocking the reader)."""
-        message = _loads(data)
+        message = loads(data)
         if not isinstance(message, dict):
             logger.debug("Skipped an event of %s that is not a JSON-RPC message", self.name)
             return
@@ -335,7 +272,7 @@ class LegacySseSession(McpSession):
             return
         if method == "notifications/progress":
             params = message.get("params")
-            key = _token_key(params.get("progressToken")) if isinstance(params, dict) else None
+            key = token_key(params.get("progressToken")) if isinstance(params, dict) else None
             related = stream.progress.get(key) if key is not None else None
             if related is not None:
                 related.heard(message)
@@ -387,7 +324,7 @@ class LegacySseSession(McpSession):
         waiter: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         stream.waiting[request_id] = waiter
         meta = params.get("_meta")
-        token = _token_key(meta.get("progressToken")) if isinstance(meta, dict) else None
+        token = token_key(meta.get("progressToken")) if isinstance(meta, dict) else None
         if related is not None and token is not None:
             stream.progress[token] = related
         session_id = self.session_id
@@ -396,7 +333,7 @@ class LegacySseSession(McpSession):
                 answer = await self._send(
                     "POST",
                     self._request_headers(method, None),
-                    _body(request_id, method, dict(params)),
+                    body(request_id, method, dict(params)),
                 )
             except asyncio.CancelledError:
                 if related is not None:

@@ -16,10 +16,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from mcp_operator.mcp.bounds import MAX_ITEMS
 from mcp_operator.mcp.definitions import DIGEST_META, definition_digest
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
-from mcp_operator.mcp.session import MAX_ITEMS
 from mcp_operator.mcp.sse import EVENT_END, LINES, event_fields
 
 MAX_DISCOVERED_TOOLS = MAX_ITEMS

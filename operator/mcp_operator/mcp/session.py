@@ -15,9 +15,9 @@ the bridge (:mod:`~mcp_operator.bridge.upstreams`) speak to MCP servers through 
   connection is out of step, so it is dropped and the call fails; it is never a result.
 - **A lost legacy session** (404, or a 400 that names the session, as many deployed servers
   answer) is established again once per request.
-- **Pages** follow one rule (:class:`Paginator`): only an absent ``nextCursor`` ends a
-  listing, ``""`` is a cursor in every era; a loop, too many pages or too many items is an
-  error, never a silently shortened list.
+- **Pages** follow one rule (:class:`~mcp_operator.mcp.bounds.Paginator`): only an absent
+  ``nextCursor`` ends a listing, ``""`` is a cursor in every era; a loop, too many pages or
+  too many items is an error, never a silently shortened list.
 - **A cut answer stream** of a legacy session's request, whose events had ids, is resumed
   with ``GET`` + ``Last-Event-ID`` (2025-11-25 "Resumability and Redelivery"), never by
   sending the request again; bounded in reopenings and by the caller's deadline.
@@ -34,13 +34,16 @@ the bridge (:mod:`~mcp_operator.bridge.upstreams`) speak to MCP servers through 
   before every request (``POST``, ``GET`` stream, ``DELETE``) and merged after the static
   ones; a ``401``/``403`` (the auth layer refused, the server did not act) is reported to
   them, and the one request is sent once more only when they say new headers are worth it.
-- **Failures** are one type, :class:`McpFailure`: a ``fault`` (what broke), the ``kind`` a
-  caller acts on (``unavailable``, ``timeout``, ``error``), and the JSON-RPC ``code`` and
-  ``data`` when the server answered with a JSON-RPC error. The probe turns it into a reason
-  (:mod:`~mcp_operator.mcp.errors`), the bridge into the agent's tool error.
+- **Failures** are one type, :class:`~mcp_operator.mcp.failures.McpFailure`: a ``fault``
+  (what broke), the ``kind`` a caller acts on (``unavailable``, ``timeout``, ``error``), and
+  the JSON-RPC ``code`` and ``data`` when the server answered with a JSON-RPC error. The
+  probe turns it into a reason (:mod:`~mcp_operator.mcp.translation`), the bridge into the
+  agent's tool error.
 
 How an answer's body is read is the caller's (``read_body``): the probe counts and cuts its
-pages on arrival under its byte budget, the bridge caps each answer's bytes (:func:`capped`).
+pages on arrival under its byte budget, the bridge caps each answer's bytes
+(:func:`~mcp_operator.mcp.bounds.capped`). The small rules of the messages themselves are
+:mod:`~mcp_operator.mcp.messages`'.
 
 The SDK stays where it earns its place: its constants and its models validate what the
 session reads (``DiscoverResult``, ``InitializeResult``), and its own client serves the
@@ -54,15 +57,11 @@ Header values (credentials) never appear in messages or reprs.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import hashlib
 import itertools
 import logging
-import urllib.parse
-from collections.abc import AsyncGenerator, AsyncIterable, Awaitable, Callable, Mapping
-from dataclasses import KW_ONLY, dataclass
-from typing import Any, Literal, Protocol
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from typing import Any, Protocol
 
 import mcp_types as types
 from mcp.shared.inbound import NAME_BEARING_METHODS, encode_header_value, mcp_param_headers
@@ -82,64 +81,30 @@ from mcp_types.version import (
 from pydantic import ValidationError
 
 from mcp_operator import tracing
-from mcp_operator.mcp import sse
+from mcp_operator.mcp import messages, sse
+from mcp_operator.mcp.bounds import BodyReader, Capped, Paginator, capped
 from mcp_operator.mcp.credentials import Credentials, CredentialsError
+from mcp_operator.mcp.failures import Fault, McpFailure
+from mcp_operator.mcp.resume import MAX_EVENT_ID_CHARS, MAX_RESUMES, RESUME_ATTEMPTS, StreamCursor
 from mcp_operator.net import jsoncodec
 from mcp_operator.net.egress import EgressPolicy
-from mcp_operator.net.pool import Http1Error, Http1Pool, Http1Response
+from mcp_operator.net.http1 import Http1Error, Http1Response
+from mcp_operator.net.pool import Http1Pool
 
 logger = logging.getLogger(__name__)
 
-Fault = Literal[
-    "connect",
-    "connection",
-    "mismatch",
-    "http",
-    "rpc",
-    "json",
-    "mcp",
-    "timeout",
-    "limit",
-    "credentials",
-]
-"""What broke: no connection; the connection failed or ended mid-answer; an answer to another
-request; an HTTP error status; a JSON-RPC error; a body that is not JSON; an answer that is
-not MCP; the caller's deadline; one of the session's bounds; the session's credentials could
-not produce anything to present (nothing was sent)."""
-Kind = Literal["unavailable", "timeout", "error"]
-"""What a caller does with a failure: ``unavailable`` and ``timeout`` may pass (the server
-could not be reached, lost the call, or a gateway said 502/503/504); ``error``: the server
-answered, but not with a result."""
 
-TRANSIENT_HTTP = frozenset({502, 503, 504})
 DISCOVER_SECONDS = 10.0
 """``server/discover`` unanswered this long: a legacy server (the SDK's own bound)."""
 CLOSE_SECONDS = 2.0
 """A session's ``DELETE`` waits at most this long: its own deadline, never the caller's."""
 ERROR_BODY_BYTES = 64 * 1024
 """Of an HTTP error's body, this much is read (a JSON-RPC error, a session complaint)."""
-MAX_PAGES = 100
-"""A listing longer than this many pages fails with ``TooManyPages``."""
-MAX_ITEMS = 5000
-"""A listing of more items than this fails with ``TooManyTools``."""
 MAX_EVENT_BYTES = 1024 * 1024
 """One event of a change stream larger than this ends the stream."""
 OPEN_STREAM_SECONDS = 10.0
 """A change stream's head is awaited this long; after it, a quiet stream is not bounded
 (changes are rare)."""
-MAX_EVENT_ID_CHARS = 256
-"""A longer event id of the server's is not kept as the change stream's cursor."""
-RESUME_ATTEMPTS = 3
-"""A request's answer stream cut before its response is reopened (``GET`` with
-``Last-Event-ID``) at most this many times in a row without a new event."""
-RESUME_PAUSES = (0.1, 0.5, 1.0)
-"""Seconds before each of those reopenings (the last repeats), unless the server's SSE
-``retry`` says how long to wait."""
-MAX_RETRY_SECONDS = 10.0
-"""A server's SSE ``retry`` longer than this is taken as this."""
-MAX_RESUMES = 1000
-"""However many events each brings, a request's answer stream is reopened at most this often
-(a polling server's, too)."""
 REOPEN_SECONDS = 2.0
 """A change stream that ended or could not be opened is opened again after this pause."""
 LIST_CHANGED = "notifications/tools/list_changed"
@@ -156,54 +121,6 @@ PROTOCOL_HEADERS = frozenset(
     }
 )
 """Headers the session sets itself: a server's configured headers cannot replace them."""
-
-
-@dataclass(eq=False)
-class McpFailure(Exception):
-    """A request that produced no result: ``fault`` says what broke, :attr:`kind` what it
-    means for the caller. The message never holds a header value."""
-
-    fault: Fault
-    message: str
-    _: KW_ONLY
-    code: int | None = None
-    """The JSON-RPC error's code when the server sent one."""
-    data: Any = None
-    """The JSON-RPC error's data when the server sent one."""
-    status: int | None = None
-    """The HTTP status when the answer had an error status."""
-    detail: str | None = None
-    """The server's own words (its error message), when it gave any."""
-    limit: str | None = None
-    """The listing bound that was passed (``TooManyPages``, ``PaginationLoop``,
-    ``TooManyTools``)."""
-    challenge: str | None = None
-    """The ``WWW-Authenticate`` header of a 401 or 403 answer (:mod:`~mcp_operator.mcp.challenge`
-    reads it)."""
-
-    def __post_init__(self) -> None:
-        super().__init__(self.message)
-
-    @property
-    def kind(self) -> Kind:
-        if self.fault in ("connect", "connection", "mismatch"):
-            return "unavailable"
-        if self.fault == "timeout":
-            return "timeout"
-        if self.fault == "http" and self.status in TRANSIENT_HTTP:
-            return "unavailable"
-        return "error"
-
-    @property
-    def transient(self) -> bool:
-        """Whether repeating the request may help (connection trouble, a gateway, time)."""
-        return self.kind in ("unavailable", "timeout")
-
-    def __str__(self) -> str:
-        return self.message
-
-    def __repr__(self) -> str:
-        return f"McpFailure(fault={self.fault!r}, code={self.code!r}, message={self.message!r})"
 
 
 class Related(Protocol):
@@ -223,45 +140,6 @@ class _SessionLost(Exception):
         self.session_id = session_id
 
 
-BodyReader = Callable[[Http1Response, Literal["json", "sse"]], AsyncIterable[bytes]]
-"""How a caller reads an answer's body (``json`` or ``sse``): bounded, counted, cut."""
-
-
-def capped(limit: int, name: str) -> Capped:
-    """A reader that fails an answer past ``limit`` bytes (up to the response it wanted)."""
-    return Capped(limit, name)
-
-
-class Capped:
-    """:func:`capped`'s reader. Its ``limit`` lets a session take a JSON answer that arrived
-    whole with its head as it is, without the reading loop (:meth:`McpSession._reply`)."""
-
-    __slots__ = ("limit", "name")
-
-    def __init__(self, limit: int, name: str) -> None:
-        self.limit = limit
-        self.name = name
-
-    def refuse(self) -> McpFailure:
-        return McpFailure("limit", f"{self.name} sent more than {self.limit} bytes")
-
-    async def __call__(self, answer: Http1Response, _kind: str) -> AsyncGenerator[bytes, None]:
-        limit = self.limit
-        length = answer.headers.get("content-length", "")
-        if length.isdigit() and int(length) > limit:
-            raise self.refuse()
-        received = 0
-        # Closed here, not left to the collector: an async generator dropped unfinished (an
-        # SSE answer is left once its response is read) makes the event loop schedule its
-        # closing from the finalizer, through the thread-safe wake-up, on every call.
-        async with contextlib.aclosing(answer.aiter_bytes()) as chunks:
-            async for chunk in chunks:
-                received += len(chunk)
-                if received > limit:
-                    raise self.refuse()
-                yield chunk
-
-
 Pool = Http1Pool
 """The keep-alive connections sessions share (:mod:`~mcp_operator.net.pool`)."""
 
@@ -269,53 +147,6 @@ Pool = Http1Pool
 def session_pool(egress: EgressPolicy) -> Http1Pool:
     """A pool of keep-alive connections for sessions, under ``egress`` (the bridge's)."""
     return Http1Pool(egress=egress)
-
-
-class Paginator:
-    """The cursor walk of a listing, without I/O: the one pagination rule.
-
-    After each page call :meth:`advance` with the page's ``nextCursor`` and its number of
-    items; it returns the cursor for the next request, or ``None`` when the listing is
-    complete. Only an absent cursor ends the walk: ``""`` is a real cursor (2026-07-28 allows
-    it, and no era gives it another meaning), so callers must test ``is None``. A bound
-    passed is an :class:`McpFailure` naming it, never a shortened list.
-    """
-
-    def __init__(self, max_pages: int = MAX_PAGES, max_tools: int = MAX_ITEMS) -> None:
-        self.max_pages = max_pages
-        self.max_tools = max_tools
-        self.pages = 0
-        self.tools = 0
-        self._seen: set[bytes] = set()  # digests: a hostile cursor may be large
-
-    def advance(self, next_cursor: str | None, page_tools: int) -> str | None:
-        self.pages += 1
-        self.tools += page_tools
-        if self.tools > self.max_tools:
-            raise McpFailure(
-                "limit",
-                f"the server lists more than {self.max_tools} tools "
-                f"({self.tools} in the first {self.pages} pages)",
-                limit="TooManyTools",
-            )
-        if next_cursor is None:
-            return None
-        digest = hashlib.sha256(next_cursor.encode("utf-8", "surrogatepass")).digest()
-        if digest in self._seen:
-            raise McpFailure(
-                "limit",
-                f"the server returned a tools/list cursor it had returned before "
-                f"(page {self.pages})",
-                limit="PaginationLoop",
-            )
-        if self.pages >= self.max_pages:
-            raise McpFailure(
-                "limit",
-                f"the server's tool list runs past {self.max_pages} pages",
-                limit="TooManyPages",
-            )
-        self._seen.add(digest)
-        return next_cursor
 
 
 class McpSession:
@@ -383,7 +214,7 @@ class McpSession:
         changes (``promptsListChanged``, ``resourceSubscriptions`` …)."""
 
     def __repr__(self) -> str:
-        return f"McpSession(name={self.name!r}, url={display_url(self.url)!r})"
+        return f"McpSession(name={self.name!r}, url={messages.display_url(self.url)!r})"
 
     @property
     def modern(self) -> bool:
@@ -446,7 +277,7 @@ class McpSession:
                 if failure.status in (401, 403):
                     raise  # the auth layer refused: no sign of the era either
                 if failure.code == UNSUPPORTED_PROTOCOL_VERSION:
-                    supported = _supported(failure.data)
+                    supported = messages.supported(failure.data)
                     mutual = [v for v in MODERN_PROTOCOL_VERSIONS if v in (supported or ())]
                     if mutual and attempt == 0:
                         version = mutual[-1]
@@ -460,7 +291,7 @@ class McpSession:
                 await self._initialize()
                 return
             try:
-                result = types.DiscoverResult.model_validate(clamped(raw))
+                result = types.DiscoverResult.model_validate(messages.clamped(raw))
             except ValidationError:
                 await self._initialize()
                 return
@@ -471,7 +302,9 @@ class McpSession:
             self.session_id = None
             self.protocol_version = mutual[-1]
             self.capabilities = result.capabilities
-            self.server_info = _implementation((result.meta or {}).get(SERVER_INFO_META_KEY))
+            self.server_info = messages.implementation(
+                (result.meta or {}).get(SERVER_INFO_META_KEY)
+            )
             return
 
     async def _initialize(self) -> None:
@@ -671,7 +504,7 @@ class McpSession:
                 f"{self.name} did not open a change stream within {OPEN_STREAM_SECONDS:g}s",
             ) from None
         try:
-            media = _media(answer)
+            media = messages.media(answer)
             if answer.status_code != 200 or media != "text/event-stream":
                 self.stream_cursor = None  # a refused resume: the next open starts afresh
                 raise McpFailure(
@@ -686,7 +519,7 @@ class McpSession:
             async for data in sse.messages(
                 answer.aiter_bytes(), MAX_EVENT_BYTES, on_id=self._saw_event_id
             ):
-                message = _loads(data)
+                message = messages.loads(data)
                 method = message.get("method") if isinstance(message, dict) else None
                 if method == LISTEN_ACKNOWLEDGED and not acknowledged:
                     acknowledged = True
@@ -695,7 +528,7 @@ class McpSession:
                     yield True
                 elif isinstance(message, dict) and "id" in message and "method" in message:
                     await self._refuse_unrelated(message)
-                elif _is_notice(message) and self.on_notice is not None:
+                elif messages.is_notice(message) and self.on_notice is not None:
                     self.on_notice(message)
         except (Http1Error, OSError, sse.EventTooLarge):
             return  # the stream ended: the follower opens it again
@@ -708,7 +541,7 @@ class McpSession:
             request_id = next(self._ids)
             wanted = {"toolsListChanged": True, **self.listen_filter}
             params = self._stamped({"notifications": wanted}, None)
-            body = _body(request_id, "subscriptions/listen", params)
+            body = messages.body(request_id, "subscriptions/listen", params)
             headers = self._request_headers("subscriptions/listen", None)
             return await self._send("POST", headers, body)
         headers = self._request_headers("", None)
@@ -730,7 +563,7 @@ class McpSession:
         self, method: str, modern: str | None, params: Mapping[str, Any] | None = None
     ) -> dict[str, str]:
         configured = {name.lower() for name in self._headers}
-        headers = {} if "authorization" in configured else _userinfo_auth(self.url)
+        headers = {} if "authorization" in configured else messages.userinfo_auth(self.url)
         headers.update(
             (name, value)
             for name, value in self._headers.items()
@@ -830,7 +663,7 @@ class McpSession:
         the request's stream closed)."""
         params = self._stamped(params, modern)
         request_id = next(self._ids)
-        body = _body(request_id, method, params)
+        body = messages.body(request_id, method, params)
         headers = self._request_headers(method, modern, params)
         session_id = self.session_id if modern is None else None
         legacy = not self.modern and modern is None
@@ -844,7 +677,7 @@ class McpSession:
         try:
             status = answer.status_code
             if 300 <= status < 400 and answer.headers.get("location"):
-                where = display_url(answer.headers["location"])
+                where = messages.display_url(answer.headers["location"])
                 raise McpFailure(
                     "mcp",
                     f"HTTP {status} redirect to {where}, which is not followed: use that URL "
@@ -886,8 +719,8 @@ class McpSession:
         code: int | None = None
         data: Any = None
         detail: str | None = None
-        if _media(answer) == "application/json" and len(body) <= ERROR_BODY_BYTES:
-            error = _loads(body)
+        if messages.media(answer) == "application/json" and len(body) <= ERROR_BODY_BYTES:
+            error = messages.loads(body)
             error = error.get("error") if isinstance(error, dict) else None
             if isinstance(error, dict) and type(error.get("code")) is int:
                 code, data = error["code"], error.get("data")
@@ -921,7 +754,7 @@ class McpSession:
         stream (the requests and notifications before it go to ``related``, else are
         skipped). With ``resume`` (a legacy session's id and the method), a stream cut or
         ended after an event id and before the response is resumed (:meth:`_resumed`)."""
-        media = _media(answer)
+        media = messages.media(answer)
         if media not in ("application/json", "text/event-stream"):
             raise McpFailure("mcp", f"unexpected content type {media or 'none'!r}")
         if media == "application/json":
@@ -935,11 +768,11 @@ class McpSession:
                 chunks = reader(answer, "json")
                 async with contextlib.aclosing(aiter(chunks)) as reading:  # type: ignore[type-var]
                     message = self._decode(b"".join([chunk async for chunk in reading]))
-            if not _answers(message, request_id):
+            if not messages.answers(message, request_id):
                 answer.discard()
                 raise McpFailure("mismatch", "the answer is not the response to the request")
             return message
-        cursor = _Cursor()
+        cursor = StreamCursor()
         try:
             found = await self._answer_in(answer, request_id, related, cursor)
         except Http1Error:
@@ -957,7 +790,7 @@ class McpSession:
         answer: Http1Response,
         request_id: int,
         related: Related | None,
-        cursor: _Cursor,
+        cursor: StreamCursor,
     ) -> Mapping[str, Any] | None:
         """The response to ``request_id`` on the SSE stream ``answer``, or ``None`` when the
         stream ended first; the requests and notifications before it go to ``related``,
@@ -967,7 +800,7 @@ class McpSession:
         async with contextlib.aclosing(events):
             async for data in events:
                 message = self._decode(data)
-                if _answers(message, request_id):
+                if messages.answers(message, request_id):
                     return message
                 if related is not None and isinstance(message.get("method"), str):
                     related.heard(message)
@@ -982,7 +815,7 @@ class McpSession:
         resume: tuple[str, str],
         request_id: int,
         related: Related | None,
-        cursor: _Cursor,
+        cursor: StreamCursor,
     ) -> Mapping[str, Any]:
         """The response to ``request_id`` after its answer stream was cut (or ended) before
         it, read on ``GET`` streams with ``Last-Event-ID`` (2025-11-25 "Resumability and
@@ -1036,7 +869,7 @@ class McpSession:
         )
 
     async def _reopen(
-        self, method: str, request_id: int, related: Related | None, cursor: _Cursor
+        self, method: str, request_id: int, related: Related | None, cursor: StreamCursor
     ) -> Mapping[str, Any] | None:
         """One ``GET`` with ``Last-Event-ID``: the response, if it came; ``None`` when the
         stream ended first. A refusal fails the call with its status; a stream that broke is
@@ -1048,7 +881,7 @@ class McpSession:
         answer = await self._send("GET", headers, b"")
         answer.hold()
         try:
-            media = _media(answer)
+            media = messages.media(answer)
             if answer.status_code != 200 or media != "text/event-stream":
                 answer.discard()
                 raise McpFailure(
@@ -1070,8 +903,8 @@ class McpSession:
             await answer.aclose()
 
     def _decode(self, text: bytes) -> dict[str, Any]:
-        message = _loads(text)
-        if message is _NOT_JSON:
+        message = messages.loads(text)
+        if message is messages.NOT_JSON:
             raise McpFailure("json", f"{self.name} answered with a body that is not JSON")
         if not isinstance(message, dict):
             raise McpFailure("mcp", "the answer is not a JSON-RPC message")
@@ -1117,113 +950,3 @@ async def follow(
             except McpFailure as failure:
                 logger.debug("Could not follow the tool list of %s: %s", session.name, failure)
         await asyncio.sleep(reopen_seconds)
-
-
-class _Cursor:
-    """Where a request's answer stream got to: its last event id (the ``Last-Event-ID`` of
-    a resume; a longer id than :data:`MAX_EVENT_ID_CHARS` makes the stream not resumable
-    until the next), how many ids it gave, and the wait the server last asked of a
-    reconnect (SSE ``retry``, seconds; 2025-11-25's "polling" servers close a stream on
-    purpose after one)."""
-
-    __slots__ = ("events", "last", "retry")
-
-    def __init__(self) -> None:
-        self.last: str | None = None
-        self.events = 0
-        self.retry: float | None = None
-
-    def saw(self, event_id: str) -> None:
-        self.events += 1
-        self.last = event_id if event_id and len(event_id) <= MAX_EVENT_ID_CHARS else None
-
-    def asked_to_wait(self, milliseconds: int) -> None:
-        self.retry = min(milliseconds / 1000, MAX_RETRY_SECONDS)
-
-    def pause(self, idle: int) -> float:
-        """Seconds before the next reopening: the server's ``retry`` (at least the first of
-        :data:`RESUME_PAUSES`), else the back-off after ``idle`` empty reopenings."""
-        if self.retry is not None:
-            return max(self.retry, RESUME_PAUSES[0])
-        return RESUME_PAUSES[min(idle, len(RESUME_PAUSES) - 1)]
-
-
-_NOT_JSON = object()
-
-
-def _loads(text: bytes) -> Any:
-    try:
-        return jsoncodec.loads(text)
-    except ValueError:
-        return _NOT_JSON
-
-
-def _is_notice(message: Any) -> bool:
-    return (
-        isinstance(message, dict) and isinstance(message.get("method"), str) and "id" not in message
-    )
-
-
-def _media(answer: Http1Response) -> str:
-    return answer.headers.get("content-type", "").partition(";")[0].strip().lower()
-
-
-def _body(request_id: int, method: str, params: Mapping[str, Any]) -> bytes:
-    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-    return jsoncodec.dumps(message)
-
-
-def _answers(message: Mapping[str, Any], request_id: int) -> bool:
-    """Whether ``message`` is the response to ``request_id``: the same type and value
-    (``true`` and ``"1"`` are not ``1``)."""
-    answer_id = message.get("id")
-    return (
-        type(answer_id) is int
-        and answer_id == request_id
-        and ("result" in message or "error" in message)
-    )
-
-
-def display_url(url: str) -> str:
-    """``url`` without userinfo, query and fragment: safe to show in messages and logs."""
-    try:
-        parts = urllib.parse.urlsplit(url)
-    except ValueError:
-        return "<invalid URL>"
-    host = parts.netloc.rpartition("@")[2]
-    return f"{parts.scheme}://{host}{parts.path}"
-
-
-def clamped(raw: dict[str, Any]) -> dict[str, Any]:
-    """``raw`` with a negative ``ttlMs`` floored to 0, as the SDK does (a caching SHOULD)."""
-    ttl = raw.get("ttlMs")
-    if isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl < 0:
-        raw["ttlMs"] = 0
-    return raw
-
-
-def _supported(data: Any) -> list[str] | None:
-    """``supported`` of a -32022 error's data, if it has one."""
-    try:
-        return types.UnsupportedProtocolVersionErrorData.model_validate(data).supported
-    except ValidationError:
-        return None
-
-
-def _implementation(data: Any) -> types.Implementation | None:
-    try:
-        return types.Implementation.model_validate(data) if data is not None else None
-    except ValidationError:
-        return None
-
-
-def _userinfo_auth(url: str) -> dict[str, str]:
-    """Basic credentials from the URL's userinfo (``https://user:secret@host/mcp``), as httpx
-    sends them; a configured ``Authorization`` header replaces them."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.username is None:
-        return {}
-    user = urllib.parse.unquote(parts.username)
-    secret = urllib.parse.unquote(parts.password or "")
-    token = base64.b64encode(f"{user}:{secret}".encode()).decode("ascii")
-    return {"authorization": f"Basic {token}"}

@@ -15,7 +15,7 @@ by the SDK's ``ListToolsResult``. :class:`StreamableClient` offers what
 :mod:`~mcp_operator.mcp.discovery` reads of an SDK client (``server_capabilities``,
 ``server_info``, ``protocol_version``, ``list_tools``), so discovery is one walk for either;
 the SDK's client stays for the legacy HTTP+SSE transport. Failures are
-:class:`~mcp_operator.mcp.session.McpFailure` (and the probe's own bounds), which
+:class:`~mcp_operator.mcp.failures.McpFailure` (and the probe's own bounds), which
 :mod:`~mcp_operator.mcp.errors` turns into reasons.
 """
 
@@ -30,11 +30,13 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from mcp_operator import __version__
 from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, BoundedBody, Reservation
 from mcp_operator.mcp.errors import ProbeState, ResponseTooLarge, release
+from mcp_operator.mcp.messages import clamped
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, ToolCount
-from mcp_operator.mcp.session import CLOSE_SECONDS, McpSession, clamped
+from mcp_operator.mcp.session import CLOSE_SECONDS, McpSession
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.net.cancel import cancelling
-from mcp_operator.net.pool import Http1Pool, Http1Response
+from mcp_operator.net.http1 import Http1Response
+from mcp_operator.net.pool import Http1Pool
 from mcp_operator.net.tls import tls_context
 
 CLIENT_INFO = {"name": "mcp-operator-probe", "version": __version__}

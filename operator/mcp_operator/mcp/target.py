@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from mcp_operator.mcp.credentials import Credentials
 from mcp_operator.mcp.errors import ProbeError
-from mcp_operator.mcp.session import display_url
+from mcp_operator.mcp.messages import display_url
 from mcp_operator.net.egress import EgressPolicy
 from mcp_operator.net.headers import header_refusal
 

@@ -20,11 +20,12 @@ from mcp_types import ToolListChangedNotification
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_operator.mcp.client import connect, probe_state
-from mcp_operator.mcp.errors import ProbeState, reraise_cancellation, scrub, translate
+from mcp_operator.mcp.errors import ProbeState, reraise_cancellation, scrub
+from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.pages import Keep
-from mcp_operator.mcp.session import McpFailure
 from mcp_operator.mcp.streamable import streamable
 from mcp_operator.mcp.target import ProbeTarget, check_target
+from mcp_operator.mcp.translation import translate
 
 
 async def watch_tools(target: ProbeTarget, *, max_seconds: float) -> bool:

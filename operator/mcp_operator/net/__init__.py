@@ -3,6 +3,7 @@
 One module per job:
 
 - ``pool``       the lean keep-alive HTTP/1.1 client (probe, bridge, API server)
+- ``http1``      one answer on one connection of that pool, and its failures
 - ``post``       one bounded POST on the shared pool, for callers that are not MCP sessions
 - ``transport``  httpx's interface on that pool (the Kubernetes API client)
 - ``guard``      the httpx2 transport (the SDK's paths of the probe) on the same dial

@@ -9,41 +9,40 @@ writes the request head and body in one ``write``, parses the answer with ``http
 (already the HTTP parser of the bridge's own server), and keeps connections open per origin
 (``http`` and ``https``; TLS through the given context, else the default).
 
-It owns connections and bytes only: a :class:`Http1Response` gives the status, the headers
-(lowercase names), and the body as it arrives (``aiter_bytes``/``aiter_text``/``aread``).
-Interim answers (``100 Continue``, ``103 Early Hints``) are read past, at most
-:data:`MAX_INTERIM_ANSWERS` of them and within the head's byte bound, never taken as the
-answer; ``Expect`` cannot be sent. A connection goes back to the pool only when its answer
-was read to the end and the server keeps it alive. At most ``max_connections`` are open per
-origin (idle, in use or draining); a request past that waits for one, within the caller's
-deadline.
+It owns connections and bytes only: a :class:`~mcp_operator.net.http1.Http1Response` gives
+the status, the headers (lowercase names), and the body as it arrives
+(``aiter_bytes``/``aiter_text``/``aread``). Interim answers (``100 Continue``, ``103 Early
+Hints``) are read past, at most :data:`~mcp_operator.net.http1.MAX_INTERIM_ANSWERS` of them
+and within the head's byte bound, never taken as the answer; ``Expect`` cannot be sent. A
+connection goes back to the pool only when its answer was read to the end and the server
+keeps it alive. At most ``max_connections`` are open per origin (idle, in use or draining);
+a request past that waits for one, within the caller's deadline.
 
 **A request is never sent twice unless that is harmless.** A reused connection that breaks
 before the first byte of the answer may have broken after the server read the request (a
 Pod killed mid-call): only an idempotent method (:data:`IDEMPOTENT_METHODS`) goes again on a
-new connection; any other fails with :class:`ConnectionLost`, whose
+new connection; any other fails with ``ConnectionLost``, whose
 ``may_have_been_delivered`` is true, and retrying it is the caller's decision. A request goes
 again without asking only when it provably never left (the connection was found closed
 before the write).
 
-Deadlines are the caller's (``asyncio.timeout``); failures are :class:`Http1Error`:
-:class:`NotSent` (never left; :class:`ConnectFailed` when no connection could be made, its
-cause says why: the refusal, the OS or the TLS error) or :class:`ConnectionLost` (may have
-been delivered; :class:`BrokenHTTP` when the answer is not HTTP/1.1). New connections are
-made by :func:`~mcp_operator.net.dial.dial`: every address judged by the pool's egress policy,
-Happy Eyeballs between them, TLS still verifying the name. :meth:`Http1Pool.aclose` closes
-every connection the pool opened, in use or not, and waits until they are closed.
+Deadlines are the caller's (``asyncio.timeout``); failures are
+:class:`~mcp_operator.net.http1.Http1Error`: ``NotSent`` (never left; ``ConnectFailed`` when
+no connection could be made, its cause says why: the refusal, the OS or the TLS error) or
+``ConnectionLost`` (may have been delivered; ``BrokenHTTP`` when the answer is not
+HTTP/1.1). New connections are made by :func:`~mcp_operator.net.dial.dial`: every address
+judged by the pool's egress policy, Happy Eyeballs between them, TLS still verifying the
+name. :meth:`Http1Pool.aclose` closes every connection the pool opened, in use or not, and
+waits until they are closed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import contextlib
 import ssl
 from collections import deque
-from collections.abc import AsyncGenerator, Mapping
-from typing import Any, Literal
+from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import httptools
@@ -51,6 +50,18 @@ import httptools
 from mcp_operator.net.dial import Resolver, dial
 from mcp_operator.net.egress import EgressPolicy, Refused
 from mcp_operator.net.headers import header_refusal
+from mcp_operator.net.http1 import (
+    MAX_HEAD_BYTES,
+    READ_CHUNK,
+    BrokenHTTP,
+    ConnectFailed,
+    Connection,
+    ConnectionLost,
+    Http1Response,
+    NotSent,
+    Origin,
+    Parsed,
+)
 
 MAX_CONNECTIONS_PER_ORIGIN = 64
 """Connections open at once to one origin (idle, in use or draining), unless the pool is
@@ -58,151 +69,17 @@ given another cap; requests past it wait for one."""
 MAX_IDLE_PER_ORIGIN = 64
 REMEMBERED = 256
 """URLs split and header lines checked that a pool keeps (forgotten all at once beyond)."""
-DRAIN_SECONDS = 5.0
-DRAIN_BYTES = 1024 * 1024
-"""An unfinished answer is read to its end in the background within these limits."""
-MAX_HEAD_BYTES = 64 * 1024
-"""An answer's head larger than this is refused (``BrokenHTTP``), however it arrives; the
-interim answers before it count towards it."""
-MAX_INTERIM_ANSWERS = 8
-"""Interim (1xx) answers read past before the answer; more is a :class:`BrokenHTTP`."""
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "OPTIONS", "DELETE"})
 """Methods sent again on a new connection when a reused one broke before any answer: doing
 them twice is doing them once (RFC 9110 §9.2.2). Never ``POST``."""
 CLOSE_SECONDS = 1.0
 """:meth:`Http1Pool.aclose` waits this long at most for its connections to close."""
-READ_CHUNK = 65536
 IDLE_SECONDS = 4.0
 """A connection idle longer than this is closed instead of reused: a peer that vanished
 without a FIN (a replaced node, a stale NAT entry) would otherwise hold the next request
 until its deadline. Under the 5 s after which common servers (uvicorn, Node) close an idle
 connection themselves, so a POST rarely meets a server closing the connection it was just
 written to (which the pool cannot tell from a server that read it, and does not re-send)."""
-
-Origin = tuple[str, str, int]
-
-
-class Http1Error(Exception):
-    """The request failed below HTTP. ``kind``: ``connect`` (no connection), ``unsent`` (a
-    connection, but the request never left) or ``lost`` (it broke after the request may have
-    reached the server: see ``may_have_been_delivered``)."""
-
-    kind: Literal["connect", "unsent", "lost"] = "lost"
-    may_have_been_delivered = True
-    """Whether the server may have read (and acted on) the request: a caller that retries
-    only what is safe to repeat must not repeat this one blindly."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-
-
-class NotSent(Http1Error):
-    """The request never left: sending it again cannot make it happen twice."""
-
-    kind: Literal["connect", "unsent", "lost"] = "unsent"
-    may_have_been_delivered = False
-
-
-class ConnectFailed(NotSent):
-    """No connection: refused by the egress policy (the cause is a
-    :class:`~mcp_operator.net.egress.Refused`), or the OS or TLS said no (the cause)."""
-
-    kind: Literal["connect", "unsent", "lost"] = "connect"
-
-
-class ConnectionLost(Http1Error):
-    """The connection broke after the request was written, before the answer ended: the
-    server may have read it."""
-
-
-class BrokenHTTP(ConnectionLost):
-    """The server's answer is not HTTP/1.1 (the connection is dropped)."""
-
-
-class _Parsed:
-    """httptools callbacks: interim answers skipped, then the head, body chunks, the end."""
-
-    __slots__ = (
-        "body",
-        "complete",
-        "header_bytes",
-        "headers",
-        "headers_done",
-        "interim",
-        "interim_seen",
-        "keep_alive",
-        "parser",
-    )
-
-    def __init__(self) -> None:
-        self.parser: Any = None
-        self.keep_alive = False
-        """Read when the answer ends (httptools forgets it after the callback)."""
-        self.headers: dict[str, str] = {}
-        self.header_bytes = 0
-        """Bytes of header names and values so far, interim answers' included."""
-        self.headers_done = False
-        self.interim = False
-        """The message being parsed is an interim (1xx) answer."""
-        self.interim_seen = 0
-        self.body: deque[bytes] = deque()
-        self.complete = False
-
-    def on_header(self, name: bytes, value: bytes) -> None:
-        self.header_bytes += len(name) + len(value)
-        if self.header_bytes > MAX_HEAD_BYTES:
-            raise BrokenHTTP("the answer's head is too large")
-        self.headers[name.decode("latin-1").lower()] = value.decode("latin-1")
-
-    def on_headers_complete(self) -> None:
-        status = self.parser.get_status_code()
-        if 100 <= status < 200 and status != 101:  # 101 is an upgrade: httptools refuses it
-            self.interim_seen += 1
-            if self.interim_seen > MAX_INTERIM_ANSWERS:
-                raise BrokenHTTP("the server sent too many interim (1xx) answers")
-            self.interim = True
-            self.headers = {}
-            return
-        self.headers_done = True
-
-    def on_body(self, body: bytes) -> None:
-        self.body.append(bytes(body))
-
-    def on_message_complete(self) -> None:
-        if self.interim:  # the answer is the next message on the connection
-            self.interim = False
-            return
-        self.complete = True
-        self.keep_alive = bool(self.parser.should_keep_alive())
-
-
-class _Connection:
-    __slots__ = ("closed", "idle_since", "origin", "pool", "reader", "reused", "writer")
-
-    def __init__(
-        self,
-        origin: Origin,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        pool: Http1Pool,
-    ) -> None:
-        self.origin = origin
-        self.reader = reader
-        self.writer = writer
-        self.reused = False
-        self.idle_since = 0.0
-        self.pool = pool
-        self.closed = False
-
-    def usable(self) -> bool:
-        return not self.writer.is_closing() and not self.reader.at_eof()
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        self.writer.close()
-        self.pool.closed_one(self)
 
 
 class _OriginState:
@@ -212,139 +89,9 @@ class _OriginState:
 
     def __init__(self) -> None:
         self.open = 0
-        self.idle: list[_Connection] = []
-        self.waiting: deque[asyncio.Future[_Connection | None]] = deque()
+        self.idle: list[Connection] = []
+        self.waiting: deque[asyncio.Future[Connection | None]] = deque()
         """A caller's future gets an idle connection, or ``None``: room for a new one."""
-
-
-class Http1Response:
-    """One answer: status and headers read, the body read on demand."""
-
-    def __init__(
-        self, pool: Http1Pool, connection: _Connection, parsed: _Parsed, status: int, parser: object
-    ) -> None:
-        self._pool = pool
-        self._connection: _Connection | None = connection
-        self._parsed = parsed
-        self._parser = parser
-        self.status_code = status
-        self.headers: Mapping[str, str] = parsed.headers
-        self._held = False
-
-    def hold(self) -> None:
-        """Keep the connection with this answer past the end of its body, until
-        :meth:`aclose` (back to the pool) or :meth:`discard` (closed): for a caller that
-        checks an answer before its connection may carry another request."""
-        self._held = True
-
-    async def aiter_bytes(self) -> AsyncGenerator[bytes, None]:
-        parsed = self._parsed
-        while True:
-            while parsed.body:
-                yield parsed.body.popleft()
-            if parsed.complete or self._connection is None:
-                if not self._held:
-                    self._release()
-                return
-            try:
-                data = await self._connection.reader.read(READ_CHUNK)
-            except OSError as error:
-                self._drop()
-                raise ConnectionLost(f"the connection failed: {error}") from error
-            if not data:
-                self._drop()
-                if self._ends_at_close():
-                    return  # an answer without a length ends where the connection does
-                raise ConnectionLost("the server closed the connection mid-answer")
-            self._feed(data)
-
-    def whole(self) -> bytes | None:
-        """The whole body, when all of it has arrived already (a small answer usually comes
-        in the same read as its head), as :meth:`aread` would give it; else ``None``, and
-        nothing is read."""
-        parsed = self._parsed
-        if not parsed.complete:
-            return None
-        body = b"".join(parsed.body)
-        parsed.body.clear()
-        if not self._held:
-            self._release()
-        return body
-
-    def _ends_at_close(self) -> bool:
-        """Whether the answer's length is the connection's (no Content-Length, not chunked)."""
-        headers = self._parsed.headers
-        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
-        return "content-length" not in headers and not chunked
-
-    async def aiter_text(self) -> AsyncGenerator[str, None]:
-        decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        async with contextlib.aclosing(self.aiter_bytes()) as chunks:  # not the collector's
-            async for chunk in chunks:
-                yield decoder.decode(chunk)
-        tail = decoder.decode(b"", final=True)
-        if tail:
-            yield tail
-
-    async def aread(self) -> bytes:
-        return b"".join([chunk async for chunk in self.aiter_bytes()])
-
-    async def aclose(self) -> None:
-        """Done with the answer: the connection goes back to the pool once the answer has
-        ended. An event stream usually ends just after the message its reader wanted, so
-        the rest is read in the background (bounded in time and bytes) instead of throwing
-        the connection away."""
-        if self._connection is None:
-            return
-        if self._parsed.complete:
-            self._parsed.body.clear()
-            self._release()
-        else:
-            self._pool.drain_later(self)
-
-    def discard(self) -> None:
-        """Done with the answer, and with its connection: closed, never reused (an answer
-        that is out of step with its request, or a stream given up before its end)."""
-        self._drop()
-
-    async def drain(self) -> None:
-        """Read the answer to its end (within the limits), then release or drop."""
-        received = 0
-        try:
-            async with (
-                asyncio.timeout(DRAIN_SECONDS),
-                contextlib.aclosing(self.aiter_bytes()) as chunks,
-            ):
-                async for chunk in chunks:
-                    received += len(chunk)
-                    if received > DRAIN_BYTES:
-                        break
-        except (TimeoutError, Http1Error, OSError):
-            pass
-        if self._parsed.complete and received <= DRAIN_BYTES:
-            self._release()
-        else:
-            self._drop()
-
-    def _feed(self, data: bytes) -> None:
-        try:
-            self._parser.feed_data(data)  # type: ignore[attr-defined]
-        except httptools.HttpParserUpgrade:
-            self._drop()
-            raise BrokenHTTP("the server upgraded the connection") from None
-        except httptools.HttpParserError as error:
-            self._drop()
-            raise BrokenHTTP(f"the answer is not HTTP/1.1: {error}") from None
-
-    def _release(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            self._pool.put_back(connection, self._parsed.keep_alive)
-
-    def _drop(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            connection.close()
 
 
 class Http1Pool:
@@ -372,7 +119,7 @@ class Http1Pool:
         self._max_connections = max_connections
         self._resolver = resolver
         self._draining: set[asyncio.Task[None]] = set()
-        self._open: set[_Connection] = set()
+        self._open: set[Connection] = set()
         """Every connection opened and not yet closed (idle, in use or draining)."""
         self._urls: dict[str, tuple[Origin, str, str]] = {}
         self._checked: dict[tuple[str, str], str] = {}
@@ -384,7 +131,7 @@ class Http1Pool:
             self._ssl = ssl.create_default_context()
         return self._ssl
 
-    async def _connect(self, origin: Origin) -> _Connection:
+    async def _connect(self, origin: Origin) -> Connection:
         scheme, host, port = origin
         try:
             sock = await dial(host, port, egress=self._egress, resolver=self._resolver)
@@ -407,7 +154,7 @@ class Http1Pool:
         except BaseException:
             sock.close()
             raise
-        connection = _Connection(origin, reader, writer, self)
+        connection = Connection(origin, reader, writer, self)
         self._open.add(connection)
         return connection
 
@@ -422,7 +169,7 @@ class Http1Pool:
             state = self._origins[origin] = _OriginState()
         return state
 
-    def _take(self, state: _OriginState) -> _Connection | None:
+    def _take(self, state: _OriginState) -> Connection | None:
         idle = state.idle
         now = asyncio.get_running_loop().time()
         while idle:
@@ -433,7 +180,7 @@ class Http1Pool:
             connection.close()
         return None
 
-    async def _acquire(self, origin: Origin, *, fresh: bool = False) -> _Connection:
+    async def _acquire(self, origin: Origin, *, fresh: bool = False) -> Connection:
         """An idle connection to ``origin`` (unless ``fresh``), else a new one once fewer
         than the cap are open; waiting ends with the caller's deadline."""
         state = self._state(origin)
@@ -445,7 +192,7 @@ class Http1Pool:
             if idle is not None:
                 return idle
         while state.open >= self._max_connections:
-            waiter: asyncio.Future[_Connection | None] = asyncio.get_running_loop().create_future()
+            waiter: asyncio.Future[Connection | None] = asyncio.get_running_loop().create_future()
             state.waiting.append(waiter)
             try:
                 handed = await waiter
@@ -485,7 +232,7 @@ class Http1Pool:
                 waiter.set_result(None)
                 return
 
-    def closed_one(self, connection: _Connection) -> None:
+    def closed_one(self, connection: Connection) -> None:
         """Bookkeeping of a connection that was just closed."""
         self._open.discard(connection)
         state = self._origins.get(connection.origin)
@@ -500,7 +247,7 @@ class Http1Pool:
         self._draining.add(task)
         task.add_done_callback(self._draining.discard)
 
-    def put_back(self, connection: _Connection, keep_alive: bool) -> None:
+    def put_back(self, connection: Connection, keep_alive: bool) -> None:
         """A connection whose answer ended: to a waiting caller, idle, or closed."""
         state = self._state(connection.origin)
         if not keep_alive or self.closed or not connection.usable():
@@ -578,12 +325,12 @@ class Http1Pool:
         return line
 
     async def _exchange(
-        self, connection: _Connection, payload: bytes, *, idempotent: bool
+        self, connection: Connection, payload: bytes, *, idempotent: bool
     ) -> Http1Response:
         if not connection.usable():
             connection.close()
             raise _Unsent
-        parsed = _Parsed()
+        parsed = Parsed()
         parser = httptools.HttpResponseParser(parsed)
         parsed.parser = parser
         received = 0

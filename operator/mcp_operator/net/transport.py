@@ -28,14 +28,8 @@ from collections.abc import AsyncIterator
 import httpx
 
 from mcp_operator.net.egress import EgressPolicy
-from mcp_operator.net.pool import (
-    MAX_CONNECTIONS_PER_ORIGIN,
-    BrokenHTTP,
-    Http1Error,
-    Http1Pool,
-    Http1Response,
-    NotSent,
-)
+from mcp_operator.net.http1 import BrokenHTTP, Http1Error, Http1Response, NotSent
+from mcp_operator.net.pool import MAX_CONNECTIONS_PER_ORIGIN, Http1Pool
 
 _SET_BY_THE_POOL = frozenset({"host", "content-length", "connection", "transfer-encoding"})
 

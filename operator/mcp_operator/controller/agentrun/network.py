@@ -28,7 +28,7 @@ from mcp_operator.api.network import Egress
 from mcp_operator.controller import network
 from mcp_operator.controller.agentrun.render import labels, pod_name
 from mcp_operator.controller.agentrun.resolve import Resolution
-from mcp_operator.controller.mcpserver.render import ADAPTER_PORT_NAME
+from mcp_operator.controller.mcpserver.containers import ADAPTER_PORT_NAME
 from mcp_operator.controller.mcpserver.render import selector as server_selector
 from mcp_operator.controller.render import AGENT_RUN_LABEL
 from mcp_operator.controller.settings import NetworkPolicySettings

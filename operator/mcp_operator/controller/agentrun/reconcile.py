@@ -33,7 +33,7 @@ import pydantic
 
 from mcp_operator.api import AgentRun, MCPServer
 from mcp_operator.controller import network, opt_in
-from mcp_operator.controller.agentrun import egress, render, resolve
+from mcp_operator.controller.agentrun import configmap, egress, mounts, render, resolve
 from mcp_operator.controller.agentrun.status import BridgeState, Observed, status_patch
 from mcp_operator.controller.conditions import WantedCondition, timestamp
 from mcp_operator.controller.settings import AgentRenderSettings, NetworkPolicySettings
@@ -130,7 +130,7 @@ async def refusal(
     try:
         for name in render.agent_secrets(run):
             await opt_in.require_secret(kube, namespace, name, reader="the agent")
-        webhook = render.approval_webhook(run)
+        webhook = mounts.approval_webhook(run)
         if webhook is not None:
             await opt_in.require_secret(
                 kube, namespace, webhook.secret_ref.name, reader="the approval webhook"
@@ -194,9 +194,9 @@ async def reconcile(
                 refused_endpoints,
             )
         if bridge == "enabled" and may_start:
-            config = render.bridge_config(run, resolution)
+            config = configmap.bridge_config(run, resolution)
             await kube.apply(
-                CONFIGMAPS, render.config_map(run, config, metrics_access=metrics_access)
+                CONFIGMAPS, configmap.config_map(run, config, metrics_access=metrics_access)
             )
         if pod is None and may_start:
             pod = await kube.apply(

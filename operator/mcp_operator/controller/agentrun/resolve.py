@@ -64,6 +64,12 @@ class Binding:
     def name(self) -> str:
         return self.ref.name
 
+    def resolved_server(self) -> MCPServer:
+        """The server this reference resolved to (a ValueError when it resolved to none)."""
+        if self.server is None:
+            raise ValueError(f"reference {self.name} resolved to no server")
+        return self.server
+
     @property
     def tool_count(self) -> int:
         """Tools exposed to the run: the server's count, or the filtered list's when narrowed."""

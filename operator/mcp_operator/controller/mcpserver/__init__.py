@@ -5,6 +5,7 @@
 - ``reconcile``     one reconcile of one MCPServer: deploy (managed), resolve headers, probe
 - ``managed``       a managed server's Deployment, Service and NetworkPolicy applied, and the truth
 - ``render``        a managed server's children: parsed objects in, manifest dicts out (pure)
+- ``containers``    the containers of a managed server's Pod: server, adapter or front (pure)
 - ``network``       the NetworkPolicy of a managed server's Pods, rendered (pure)
 - ``images``        a managed server's image configuration, read from its registry when needed
 - ``access``        a managed server's access ConfigMap: callers, keys, revoked Pods

@@ -5,7 +5,7 @@ managed server, ``<server>-access`` (owned by the MCPServer; written only when i
 whose key ``access.json`` the adapter reads (mounted read-only at
 ``/etc/mcp-operator/access/``; the format is :mod:`mcp_operator.serve.auth.access`'s):
 
-- ``audience``: :func:`~mcp_operator.api.mcpserver.token_audience` of the server;
+- ``audience``: :func:`~mcp_operator.api.access.token_audience` of the server;
 - ``issuer`` and ``jwks``: the cluster's ServiceAccount issuer and its public keys, as the
   API server publishes them (:class:`~mcp_operator.kube.identity.IssuerKeys`);
 - ``allow``: the server's namespace and ``spec.access.namespaces``, ``serviceAccounts``
@@ -29,12 +29,9 @@ from typing import Any
 
 from mcp_operator import GROUP
 from mcp_operator.api import MCPServer
-from mcp_operator.api.mcpserver import TOKEN_AUDIENCE_PREFIX, token_audience
-from mcp_operator.controller.mcpserver.render import (
-    ACCESS_KEY,
-    access_config_map_name,
-    labels,
-)
+from mcp_operator.api.access import TOKEN_AUDIENCE_PREFIX, token_audience
+from mcp_operator.controller.mcpserver.containers import ACCESS_KEY
+from mcp_operator.controller.mcpserver.render import access_config_map_name, labels
 from mcp_operator.controller.render import (
     METRICS_ACCESS_KEY,
     metrics_access_text,

@@ -21,17 +21,16 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 
 from mcp_operator.api import MCPServer
-from mcp_operator.api.mcpserver import AuthSpec
+from mcp_operator.api.auth import AuthSpec
 from mcp_operator.kube import Kube, SecretReferenceError
 from mcp_operator.mcp.oauth import (
     Client,
     ClientCredentialsGrant,
     OAuthCredentials,
     Secret,
-    TokenEndpoint,
-    TokenError,
     TokenExchangeGrant,
 )
+from mcp_operator.mcp.tokens import TokenEndpoint, TokenError
 from mcp_operator.net.egress import EgressPolicy
 
 MAX_SERVERS = 4096

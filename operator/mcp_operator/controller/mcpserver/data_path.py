@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp_operator.api import MCPServer
-from mcp_operator.api.mcpserver import token_audience
+from mcp_operator.api.access import token_audience
 from mcp_operator.controller.mcpserver import access, render
 from mcp_operator.controller.render import metrics_access
 from mcp_operator.kube import CONFIGMAPS, Kube

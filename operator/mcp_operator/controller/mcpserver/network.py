@@ -20,7 +20,8 @@ from typing import Any
 from mcp_operator.api import MCPServer
 from mcp_operator.controller import network
 from mcp_operator.controller.conditions import WantedCondition
-from mcp_operator.controller.mcpserver.render import ADAPTER_PORT_NAME, labels, selector
+from mcp_operator.controller.mcpserver.containers import ADAPTER_PORT_NAME
+from mcp_operator.controller.mcpserver.render import labels, selector
 from mcp_operator.controller.render import AGENT_RUN_LABEL
 from mcp_operator.controller.settings import NetworkPolicySettings
 

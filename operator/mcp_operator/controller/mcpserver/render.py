@@ -1,7 +1,9 @@
 """Render the children of a managed MCPServer: parsed objects in, manifest dicts out.
 
 Pure: no I/O, no clock, no randomness, no kopf or kubernetes imports; golden
-files in ``tests/unit/golden/`` pin the output down.
+files in ``tests/unit/golden/`` pin the output down. This module owns the Deployment and
+the Service, their names and labels; what each container of the Pod runs is
+:mod:`.containers`'.
 
 A managed ``stdio`` server runs as two containers in one Pod, sharing an
 ``emptyDir`` that holds two FIFOs (see ``docs/managed-mode.md``):
@@ -37,8 +39,6 @@ Reading the registry is the caller's business; this module only uses what it rea
 
 from __future__ import annotations
 
-import copy
-import dataclasses
 import hashlib
 import json
 from collections.abc import Mapping
@@ -46,37 +46,24 @@ from typing import Any
 
 from mcp_operator import GROUP
 from mcp_operator.api import DeploymentSpec, MCPServer
+from mcp_operator.controller.mcpserver.containers import (
+    ACCESS_VOLUME,
+    ADAPTER_PORT_NAME,
+    exec_init_container,
+    fifo_init_container,
+    front_container,
+    http_container,
+    stdio_containers,
+)
 from mcp_operator.controller.render import (
-    METRICS_ACCESS_KEY,
     owner_reference,
     recommended_labels,
-    restricted_container_security,
     restricted_pod_security,
-    tracing_env,
 )
 
 # Re-exported: callers render with ``render.deployment(server, render.RenderSettings())``.
 from mcp_operator.controller.settings import RenderSettings as RenderSettings
-from mcp_operator.oci.config import ImageConfig, container_argv, numeric_user
-
-FIFO_DIR = "/run/mcp"
-EXEC_DIR = "/run/mcp-exec"
-EXEC_HELPER = "mcp-stdio-exec"
-"""Our static helper: on ``PATH`` in our image, copied to ``EXEC_DIR`` for the server."""
-SPAWN_SOCKET = "spawn.sock"
-"""The helper's socket of ``perSession`` (the adapter's ``socket_child.SPAWN_SOCKET``)."""
-ADAPTER_PORT_NAME = "mcp"
-ACCESS_DIR = "/etc/mcp-operator/access"
-ACCESS_KEY = "access.json"
-ACCESS_VOLUME = "access"
-SERVER_PORT_NAME = "server"
-FRONT_PORT = 18080
-"""Where the authenticating front of an HTTP-native server listens (18081 when the server
-itself uses 18080)."""
-ADAPTER_RESOURCES = {
-    "requests": {"cpu": "50m", "memory": "64Mi"},
-    "limits": {"memory": "256Mi"},
-}
+from mcp_operator.oci.config import ImageConfig
 
 
 def labels(server: MCPServer) -> dict[str, str]:
@@ -137,10 +124,6 @@ def fronted(server: MCPServer) -> bool:
     return server.spec.effective_transport == "streamable-http" and authentication(server) != "none"
 
 
-def front_port(spec: DeploymentSpec) -> int:
-    return FRONT_PORT + 1 if spec.port == FRONT_PORT else FRONT_PORT
-
-
 def secret_references(server: MCPServer) -> list[str]:
     """Names of the Secrets the Pod reads (a change of any of them rolls the Deployment)."""
     return sorted({use.secret for use in server.referenced_secrets() if use.reader == "pod"})
@@ -158,12 +141,6 @@ def needs_image_config(server: MCPServer) -> bool:
     return spec is not None and server.spec.effective_transport == "stdio" and not spec.command
 
 
-def pinned_image(image: str, digest: str) -> str:
-    """``image`` pinned to the manifest ``digest`` the configuration was read from, so that
-    the node runs exactly the image whose ``ENTRYPOINT`` was wrapped (kept if already pinned)."""
-    return image if "@" in image else f"{image}@{digest}"
-
-
 def deployment(
     server: MCPServer,
     settings: RenderSettings,
@@ -176,6 +153,7 @@ def deployment(
     :class:`~mcp_operator.oci.config.ImageConfigError` when the image cannot be wrapped)."""
     spec = _deployment(server)
     stdio = server.spec.effective_transport == "stdio"
+    auth, hosts = authentication(server), allowed_hosts(server, settings)
     pod_annotations: dict[str, str] = {}
     if secrets_version:
         pod_annotations[f"{GROUP}/secrets-version"] = secrets_version
@@ -184,24 +162,26 @@ def deployment(
         "enableServiceLinks": False,
         "securityContext": restricted_pod_security(),
         "containers": (
-            _stdio_containers(server, settings, image)
+            stdio_containers(server, spec, settings, image, auth=auth, hosts=hosts)
             if stdio
-            else [_http_container(spec, fronted(server))]
+            else [http_container(spec, fronted(server))]
         ),
         "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "256Mi"}}],
     }
     if stdio:
         pod_spec["initContainers"] = [
-            _fifo_init_container(settings),
-            _exec_init_container(settings),
+            fifo_init_container(settings),
+            exec_init_container(settings),
         ]
         pod_spec["volumes"] += [
             {"name": "fifos", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
             {"name": "exec", "emptyDir": {"sizeLimit": "16Mi"}},
         ]
     if not stdio and fronted(server):
-        pod_spec["containers"].append(_front_container(server, settings))
-    if (stdio or fronted(server)) and authentication(server) != "none":
+        pod_spec["containers"].append(
+            front_container(server, spec, settings, auth=auth, hosts=hosts)
+        )
+    if (stdio or fronted(server)) and auth != "none":
         pod_spec["volumes"].append(
             {
                 "name": ACCESS_VOLUME,
@@ -253,215 +233,6 @@ def service(server: MCPServer) -> dict[str, Any]:
             ],
         },
     }
-
-
-# -- containers ------------------------------------------------------------------------------
-
-
-def server_argv(spec: DeploymentSpec, image: ImageConfig | None) -> list[str]:
-    """The server's own process: ``command`` + ``args``, or the image's, by the Pod's rules."""
-    if image is None:
-        if not spec.command:
-            raise ValueError("a stdio server without command needs its image configuration")
-        return [*spec.command, *(spec.args or ())]
-    # The kubelet expands $(VAR) in a Pod's command, a runtime never does in ENTRYPOINT/CMD:
-    # the image's words are escaped ($ -> $$, which the kubelet turns back into $).
-    verbatim = dataclasses.replace(
-        image,
-        entrypoint=tuple(word.replace("$", "$$") for word in image.entrypoint),
-        cmd=tuple(word.replace("$", "$$") for word in image.cmd),
-    )
-    return container_argv(verbatim, spec.command, spec.args)
-
-
-def _stdio_containers(
-    server: MCPServer, settings: RenderSettings, image: ImageConfig | None
-) -> list[dict[str, Any]]:
-    spec = _deployment(server)
-    helper = [f"{EXEC_DIR}/{EXEC_HELPER}", _helper_mode(spec), "--"]
-    security = restricted_container_security()
-    user = numeric_user(image.user) if image is not None else None
-    if user is not None and user[0] != 0:
-        # The image's own non-root user; root, names and no USER keep the Pod's 65532.
-        security["runAsUser"] = user[0]
-        if user[1] is not None:
-            security["runAsGroup"] = user[1]
-    server_container: dict[str, Any] = {
-        "name": "server",
-        "image": spec.image if image is None else pinned_image(spec.image, image.pinned_digest),
-        "command": [*helper, *server_argv(spec, image)],
-        "env": _env(spec, extra={"HOME": "/tmp"}),
-        "volumeMounts": [
-            {"name": "fifos", "mountPath": FIFO_DIR},
-            {"name": "exec", "mountPath": EXEC_DIR, "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-            *_writable_mounts(spec),
-        ],
-        "securityContext": security,
-    }
-    _add_optional(server_container, spec)
-    adapter_args = [
-        "adapter",
-        "--host=::",  # every address, IPv4 and IPv6: single-stack clusters of either family
-        f"--port={spec.port}",
-        f"--path={spec.path}",
-        f"--stdio-fifo-dir={FIFO_DIR}",
-    ]
-    if spec.sessions == "perSession":
-        adapter_args.append("--child-per-session")
-    mounts = [{"name": "fifos", "mountPath": FIFO_DIR}]
-    adapter = _adapter_container(server, settings, "adapter", adapter_args, spec.port, mounts)
-    return [server_container, adapter]
-
-
-def _adapter_container(
-    server: MCPServer,
-    settings: RenderSettings,
-    name: str,
-    args: list[str],
-    port: int,
-    mounts: list[dict[str, Any]],
-) -> dict[str, Any]:
-    """Our adapter (stdio, or the front of an HTTP-native server): ``args`` plus the
-    authentication and the allowed hosts, serving on ``port`` (the Service's ``mcp``)."""
-    probe_port = {"port": ADAPTER_PORT_NAME}
-    adapter_args = [*args, f"--auth={authentication(server)}"]
-    adapter_mounts: list[dict[str, Any]] = [*mounts, {"name": "tmp", "mountPath": "/tmp"}]
-    if authentication(server) != "none":
-        adapter_args.append(f"--access-config={ACCESS_DIR}/{ACCESS_KEY}")
-        adapter_args.append(f"--metrics-access={ACCESS_DIR}/{METRICS_ACCESS_KEY}")
-        adapter_mounts.append({"name": ACCESS_VOLUME, "mountPath": ACCESS_DIR, "readOnly": True})
-    # The Service's names (an operator outside the cluster, through the API server's service
-    # proxy, sends one too: managed.probe_endpoint), and the Pod's own IP, for a client that
-    # addresses the Pod itself.
-    hosts = [*allowed_hosts(server, settings), "$(POD_IP)"]
-    adapter_args += [f"--allowed-host={host}" for host in hosts]
-    return {
-        "name": name,
-        "image": settings.adapter_image,
-        "imagePullPolicy": settings.adapter_image_pull_policy,
-        "args": adapter_args,
-        "ports": [{"name": ADAPTER_PORT_NAME, "containerPort": port, "protocol": "TCP"}],
-        "readinessProbe": {
-            "httpGet": {"path": "/readyz", **probe_port},
-            "periodSeconds": 5,
-            "failureThreshold": 2,
-        },
-        # Liveness asks only whether the adapter itself answers: while the server container
-        # restarts, /healthz is red, but restarting the adapter would not help.
-        "livenessProbe": {
-            "tcpSocket": probe_port,
-            "periodSeconds": 10,
-            "failureThreshold": 3,
-        },
-        "env": [
-            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-            *_tracing_env(server),
-        ],
-        "resources": copy.deepcopy(ADAPTER_RESOURCES),
-        "volumeMounts": adapter_mounts,
-        "securityContext": restricted_container_security(),
-    }
-
-
-def _tracing_env(server: MCPServer) -> list[dict[str, str]]:
-    """The ``OTEL_*`` variables of ``spec.tracing`` for the adapter or front (none when
-    unset); the server's own container gets none (its ``deployment.env`` is the user's)."""
-    resource = {
-        "k8s.namespace.name": server.metadata.namespace,
-        "mcp_operator.mcp_server": server.metadata.name,
-    }
-    return tracing_env(server.spec.tracing, "mcp-operator-adapter", resource)
-
-
-def _front_container(server: MCPServer, settings: RenderSettings) -> dict[str, Any]:
-    """The authenticating front of an HTTP-native server, on the Service's port."""
-    spec = _deployment(server)
-    args = [
-        "adapter",
-        f"--upstream-url=http://127.0.0.1:{spec.port}{spec.path}",
-        "--host=::",
-        f"--port={front_port(spec)}",
-        f"--path={spec.path}",
-    ]
-    return _adapter_container(server, settings, "front", args, front_port(spec), [])
-
-
-def _helper_mode(spec: DeploymentSpec) -> str:
-    """How the helper starts the server: once on the FIFOs (``shared``), or once per
-    connection to its socket in the same volume (``perSession``, ``socket_child``)."""
-    if spec.sessions == "perSession":
-        return f"--spawn-socket={FIFO_DIR}/{SPAWN_SOCKET}"
-    return f"--fifo-dir={FIFO_DIR}"
-
-
-def _fifo_init_container(settings: RenderSettings) -> dict[str, Any]:
-    return {
-        "name": "fifos",
-        "image": settings.adapter_image,
-        "imagePullPolicy": settings.adapter_image_pull_policy,
-        "args": ["adapter", f"--stdio-fifo-dir={FIFO_DIR}", "--make-fifos"],
-        "volumeMounts": [{"name": "fifos", "mountPath": FIFO_DIR}],
-        "resources": copy.deepcopy(ADAPTER_RESOURCES),
-        "securityContext": restricted_container_security(),
-    }
-
-
-def _exec_init_container(settings: RenderSettings) -> dict[str, Any]:
-    return {
-        "name": "stdio-exec",
-        "image": settings.adapter_image,
-        "imagePullPolicy": settings.adapter_image_pull_policy,
-        "command": [EXEC_HELPER, f"--install={EXEC_DIR}"],
-        "volumeMounts": [{"name": "exec", "mountPath": EXEC_DIR}],
-        "resources": copy.deepcopy(ADAPTER_RESOURCES),
-        "securityContext": restricted_container_security(),
-    }
-
-
-def _writable_mounts(spec: DeploymentSpec) -> list[dict[str, Any]]:
-    return [
-        {"name": f"writable-{i}", "mountPath": writable.mount_path}
-        for i, writable in enumerate(spec.writable_dirs or ())
-    ]
-
-
-def _http_container(spec: DeploymentSpec, behind_front: bool) -> dict[str, Any]:
-    # Behind the front, the server's own port is not the Service's (named "mcp").
-    port_name = SERVER_PORT_NAME if behind_front else ADAPTER_PORT_NAME
-    container: dict[str, Any] = {
-        "name": "server",
-        "image": spec.image,
-        "ports": [{"name": port_name, "containerPort": spec.port, "protocol": "TCP"}],
-        "env": _env(spec, extra={"HOME": "/tmp"}),
-        "readinessProbe": {"tcpSocket": {"port": port_name}, "periodSeconds": 5},
-        "livenessProbe": {
-            "tcpSocket": {"port": port_name},
-            "periodSeconds": 10,
-            "failureThreshold": 3,
-        },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}, *_writable_mounts(spec)],
-        "securityContext": restricted_container_security(),
-    }
-    if spec.command:
-        container["command"] = list(spec.command)
-    if spec.args:
-        container["args"] = list(spec.args)
-    _add_optional(container, spec)
-    return container
-
-
-def _add_optional(container: dict[str, Any], spec: DeploymentSpec) -> None:
-    if spec.image_pull_policy:
-        container["imagePullPolicy"] = spec.image_pull_policy
-    if spec.resources is not None:
-        container["resources"] = spec.resources.model_dump(by_alias=True, exclude_none=True)
-
-
-def _env(spec: DeploymentSpec, *, extra: Mapping[str, str]) -> list[dict[str, Any]]:
-    user = [var.model_dump(by_alias=True, exclude_none=True) for var in spec.env or ()]
-    names = {var["name"] for var in user}
-    return [{"name": k, "value": v} for k, v in extra.items() if k not in names] + user
 
 
 def _metadata(server: MCPServer) -> dict[str, Any]:

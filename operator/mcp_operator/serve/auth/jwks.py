@@ -18,7 +18,8 @@ import logging
 from collections.abc import Callable
 
 from mcp_operator.net.egress import EgressPolicy
-from mcp_operator.net.pool import Http1Error, Http1Pool
+from mcp_operator.net.http1 import Http1Error
+from mcp_operator.net.pool import Http1Pool
 from mcp_operator.serve.auth.tokens import KeySet
 
 logger = logging.getLogger("mcp_operator.serve.auth")
