@@ -14,6 +14,7 @@ import pytest
 from mcp_operator.kube import client as client_module
 from mcp_operator.kube.client import KubeClient
 from mcp_operator.kube.credentials import Credentials
+from mcp_operator.kube.errors import ApiUnreachable, KubeError
 from mcp_operator.kube.tokens import StaticToken
 
 INVOLVED = {
@@ -88,3 +89,20 @@ async def test_a_refusal_that_will_not_change_is_not_retried() -> None:
     api = Api(status=403)
     await post(api)
     assert api.attempts == 1
+
+
+async def test_no_answer_is_a_kube_error_not_the_http_librarys() -> None:
+    """The client translates a request that got no answer once, where it sends: callers catch
+    KubeError alone (the leader, the NetworkPolicy reader), never httpx's exceptions."""
+    kube = KubeClient(Credentials("https://api", True, StaticToken("t")))
+    kube._client = httpx.AsyncClient(
+        base_url="https://api", transport=httpx.MockTransport(Api(refuse=1))
+    )
+    try:
+        with pytest.raises(ApiUnreachable) as raised:
+            await kube.request("GET", "/api")
+    finally:
+        await kube.close()
+    assert isinstance(raised.value, KubeError) and raised.value.status == 0
+    assert raised.value.summary == "The API server did not answer: ConnectError: connection refused"
+    assert isinstance(raised.value.__cause__, httpx.ConnectError)

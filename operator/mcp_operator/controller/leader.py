@@ -36,8 +36,6 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-import httpx
-
 from mcp_operator.controller.lease import LeaseRecord, decide, must_step_down, released
 from mcp_operator.controller.settings import LeaderElectionSettings
 from mcp_operator.kube import LEASES, Kube, KubeError
@@ -128,7 +126,7 @@ class Elector:
             await self.kube.replace(
                 LEASES, record.manifest(self.settings.lease_name, self.settings.lease_namespace)
             )
-        except (KubeError, httpx.HTTPError) as error:
+        except KubeError as error:
             logger.warning("Could not release Lease %s: %s", self.lease, error)
             return
         logger.info("Released Lease %s", self.lease)
@@ -138,7 +136,7 @@ class Elector:
     async def _round_logged(self) -> bool:
         try:
             won = await self._round()
-        except (KubeError, httpx.HTTPError) as error:
+        except KubeError as error:
             message = f"{type(error).__name__}: {error}"
             if message != self._last_error:
                 logger.warning("Could not read or write Lease %s: %s", self.lease, message)

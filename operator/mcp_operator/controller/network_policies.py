@@ -27,8 +27,6 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
-
 from mcp_operator import FIELD_MANAGER
 from mcp_operator.controller.settings import NetworkPolicySettings
 from mcp_operator.kube import (
@@ -57,7 +55,7 @@ async def api_server_addresses(kube: Kube) -> tuple[str, ...]:
     endpoints hold), from which its service proxy dials the Pods; empty when unknown."""
     try:
         answer = await kube.request("GET", "/api")
-    except (KubeError, httpx.HTTPError) as error:
+    except KubeError as error:
         logger.warning("Could not read the API server's advertised address: %s", error)
         return ()
     found = set()

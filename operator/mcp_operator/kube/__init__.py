@@ -4,7 +4,7 @@ HTTP status codes become exceptions in ``errors`` and nowhere else.
 
 - ``protocol``     ``Kube``: the verbs the controllers use, which the client and the fake have
 - ``client``       ``KubeClient``: server-side apply, status patches, Secrets, Events
-- ``errors``       what the API server's refusals become: ``KubeError`` and its kinds
+- ``errors``       refusals and requests without an answer, as ``KubeError`` and its kinds
 - ``secrets``      the Secrets the operator may read: opted in, each value checked (pure)
 - ``events``       the body of an Event about one of the operator's objects (pure)
 - ``ownership``    whether an existing object of a child's name is the owner's own (pure)
@@ -18,7 +18,13 @@ HTTP status codes become exceptions in ``errors`` and nowhere else.
 
 from mcp_operator.kube.client import KubeClient
 from mcp_operator.kube.credentials import SERVICE_ACCOUNT_DIR
-from mcp_operator.kube.errors import KubeError, NameConflict, NotFound, SecretReferenceError
+from mcp_operator.kube.errors import (
+    ApiUnreachable,
+    KubeError,
+    NameConflict,
+    NotFound,
+    SecretReferenceError,
+)
 from mcp_operator.kube.protocol import Kube
 from mcp_operator.kube.resources import (
     AGENTRUNS,
@@ -55,6 +61,7 @@ __all__ = [
     "SERVICE_ACCOUNT_DIR",
     "VALIDATING_ADMISSION_POLICIES",
     "VALIDATING_ADMISSION_POLICY_BINDINGS",
+    "ApiUnreachable",
     "Kube",
     "KubeClient",
     "KubeError",

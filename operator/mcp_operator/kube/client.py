@@ -29,6 +29,7 @@ from mcp_operator import FIELD_MANAGER
 from mcp_operator.kube import ownership
 from mcp_operator.kube.credentials import Credentials, load_credentials
 from mcp_operator.kube.errors import (
+    ApiUnreachable,
     KubeError,
     NameConflict,
     NotFound,
@@ -197,10 +198,10 @@ class KubeClient:
             return await self._client.request(
                 method, path, content=content, headers=headers, params=params
             )
-        except httpx.HTTPError:
+        except httpx.HTTPError as error:
             if self._on_error is not None:
                 self._on_error(method, None)
-            raise
+            raise ApiUnreachable(error) from error
 
     # -- verbs -------------------------------------------------------------------------
 
@@ -358,7 +359,8 @@ class KubeClient:
         except KubeError as error:
             raise SecretReferenceError(
                 "SecretUnreadable",
-                f"Secret {namespace}/{name} could not be read (HTTP {error.status})",
+                f"Secret {namespace}/{name} could not be read"
+                f" ({f'HTTP {error.status}' if error.status else 'no answer'})",
             ) from None
         return secret_value(secret, namespace, name, key)
 
@@ -384,11 +386,13 @@ class KubeClient:
             except KubeError as error:
                 if error.status == 409:
                     return
-                failure: Exception = error
-                if error.status < 500 and error.status != 429:
-                    break
-            except httpx.HTTPError as error:
                 failure = error
+                if (
+                    not isinstance(error, ApiUnreachable)
+                    and error.status < 500
+                    and error.status != 429
+                ):
+                    break
             if delay is not None:
                 await asyncio.sleep(delay)
         logger.warning("Could not post event %s for %s: %s", reason, metadata.get("name"), failure)

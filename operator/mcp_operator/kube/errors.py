@@ -1,9 +1,11 @@
 """What the API server's refusals become: the kube package's exceptions.
 
 HTTP status codes become exceptions here and nowhere else (:func:`error_of`, which
-:class:`~mcp_operator.kube.client.KubeClient` calls on every refusal). This module owns
-:class:`KubeError` and its kinds, and :class:`SecretReferenceError`, which names a Secret
-and key that cannot be used, never a value.
+:class:`~mcp_operator.kube.client.KubeClient` calls on every refusal), and so does a request
+that got no answer at all (:class:`ApiUnreachable`: the HTTP client's failure, translated
+once, where the client sends; no caller of the client sees the HTTP library's exceptions).
+This module owns :class:`KubeError` and its kinds, and :class:`SecretReferenceError`, which
+names a Secret and key that cannot be used, never a value.
 """
 
 from __future__ import annotations
@@ -20,9 +22,27 @@ class KubeError(RuntimeError):
         self.status = status
         self.fields = fields
 
+    @property
+    def summary(self) -> str:
+        """The status and the message, as conditions and logs say it."""
+        return f"HTTP {self.status}: {self}"
+
 
 class NotFound(KubeError):
     pass
+
+
+class ApiUnreachable(KubeError):
+    """The request got no answer: no connection, a reset, a timeout, a broken TLS handshake.
+    ``status`` is 0 (no HTTP status came); it may have reached the server (a lost answer)."""
+
+    def __init__(self, cause: Exception) -> None:
+        detail = str(cause) or type(cause).__name__
+        super().__init__(0, f"The API server did not answer: {type(cause).__name__}: {detail}")
+
+    @property
+    def summary(self) -> str:
+        return str(self)
 
 
 class NameConflict(KubeError):

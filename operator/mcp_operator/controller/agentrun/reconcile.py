@@ -217,7 +217,7 @@ async def reconcile(
             policy = network.failed(error.reason, refused[1])
     except KubeError as error:
         what = "ConfigMap or Pod" if policy is not None else "NetworkPolicy"
-        apply_error = f"Applying the {what} failed: HTTP {error.status}: {error}"[:1024]
+        apply_error = f"Applying the {what} failed: {error.summary}"[:1024]
         if policy is None:
             policy = network.failed("ApplyFailed", apply_error)
     if refused is not None:

@@ -259,7 +259,7 @@ async def _mcpserver(
         except KubeError as error:
             refused_policy = isinstance(error, network_policies.PolicyNotApplied)
             what = "NetworkPolicy" if refused_policy else "Deployment or Service"
-            message = f"Applying the {what} failed: HTTP {error.status}: {error}"
+            message = f"Applying the {what} failed: {error.summary}"
             logger.warning("MCPServer %s/%s: %s", namespace, server.metadata.name, message)
             if refused_policy:
                 policy.condition = network.failed("ApplyFailed", message)
