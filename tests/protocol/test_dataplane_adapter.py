@@ -17,11 +17,9 @@ import pytest
 
 from tests.protocol import (
     test_adapter,
-    test_adapter_isolation,
     test_metrics_access,
 )
 from tests.protocol.test_adapter import (
-    Adapter,
     everything,
     test_a_child_that_never_answers_the_handshake_is_never_ready,
     test_a_killed_child_fails_calls_promptly_and_health_recovers,
@@ -43,10 +41,16 @@ from tests.protocol.test_adapter_attribution import (
 )
 from tests.protocol.test_adapter_auth import (
     counted,
+    test_a_client_gone_mid_stream_closes_the_upstream_connection,
     test_a_permitted_caller_is_served_in_both_eras_and_logged_once_without_its_token,
     test_a_revoked_pod_is_refused_once_the_file_changes_and_a_bad_update_is_survived,
     test_refused_requests_never_reach_the_child_in_either_era,
     test_the_audit_names_the_verified_caller_tool_and_outcome_never_the_arguments,
+    test_the_front_refuses_before_the_upstream_and_never_passes_a_token_on,
+    test_the_front_streams_an_event_before_the_upstream_has_finished,
+    test_the_front_takes_only_a_loopback_upstream,
+    test_the_sdk_client_through_the_front_speaks_2026_with_mcp_server_time,
+    test_the_sdk_client_through_the_front_streams_from_server_everything_over_http,
     test_the_sdk_client_with_a_token_calls_server_everything_in_both_eras,
     test_without_an_access_configuration_the_adapter_refuses_to_start,
 )
@@ -107,6 +111,7 @@ __all__ = [
     "late",
     "test_a_2026_round_names_its_questions_and_refuses_altered_state",
     "test_a_child_that_never_answers_the_handshake_is_never_ready",
+    "test_a_client_gone_mid_stream_closes_the_upstream_connection",
     "test_a_client_that_sends_its_headers_or_body_too_slowly_is_disconnected",
     "test_a_flood_of_initializes_evicts_idle_sessions_instead_of_locking_clients_out",
     "test_a_hundred_concurrent_megabyte_calls_leave_the_adapter_within_its_limit",
@@ -141,10 +146,15 @@ __all__ = [
     "test_the_2026_era_is_stateless_and_checks_its_headers",
     "test_the_adapter_serves_a_server_in_another_process_and_survives_its_restart",
     "test_the_audit_names_the_verified_caller_tool_and_outcome_never_the_arguments",
+    "test_the_front_refuses_before_the_upstream_and_never_passes_a_token_on",
+    "test_the_front_streams_an_event_before_the_upstream_has_finished",
+    "test_the_front_takes_only_a_loopback_upstream",
     "test_the_inspector_cli_lists_and_calls_tools_through_the_adapter",
     "test_the_only_session_gets_its_own_late_messages",
     "test_the_sdk_client_calls_mcp_server_time_in_both_eras",
     "test_the_sdk_client_lists_and_calls_server_everything_in_both_eras",
+    "test_the_sdk_client_through_the_front_speaks_2026_with_mcp_server_time",
+    "test_the_sdk_client_through_the_front_streams_from_server_everything_over_http",
     "test_the_sdk_client_with_a_token_calls_server_everything_in_both_eras",
     "test_thirty_initializes_with_a_megabyte_of_capabilities_each_leave_the_adapter_small",
     "test_without_an_access_configuration_the_adapter_refuses_to_start",
@@ -160,18 +170,9 @@ def compiled_adapter(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-async def test_a_sampling_tool_and_an_elicitation_tool_complete_in_a_legacy_session(
-    conformance: Adapter,
-) -> None:
-    await test_adapter_isolation.test_a_sampling_tool_and_an_elicitation_tool_complete_in_each_era(
-        conformance, "legacy"
-    )
-
-
-@pytest.mark.parametrize("guarded_adapter", ["one child"], indirect=True)
+@pytest.mark.parametrize("guarded_adapter", ["one child", "front"], indirect=True)
 def test_the_adapters_metrics_answer_only_the_listed_scraper(
     guarded_adapter: tuple[str, bool],
 ) -> None:
-    """One child only: the compiled adapter has no ``--child-per-session`` or
-    ``--upstream-url`` yet."""
+    """One child and front mode: the compiled adapter has no ``--child-per-session`` yet."""
     test_metrics_access.test_the_adapters_metrics_answer_only_the_listed_scraper(guarded_adapter)

@@ -14,10 +14,15 @@ use hyper::{Request, Response, StatusCode};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-/// A response body: all of it at once, or SSE events as a channel yields them.
+/// A response body: all of it at once, SSE events as a channel yields them, or another
+/// server's body relayed as it arrives (with what must live as long as the relay).
 pub enum Body {
     Whole(Option<Bytes>),
     Events(mpsc::Receiver<Value>),
+    Relayed {
+        body: Incoming,
+        _keep: Box<dyn Send + Sync>,
+    },
 }
 
 impl HttpBody for Body {
@@ -33,6 +38,12 @@ impl HttpBody for Body {
             Body::Events(events) => events
                 .poll_recv(cx)
                 .map(|event| event.map(|message| Ok(Frame::data(sse_event(&message))))),
+            // An upstream that breaks mid-body ends the relay: the client sees a short body.
+            Body::Relayed { body, .. } => match Pin::new(body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+                Poll::Ready(Some(Err(_)) | None) => Poll::Ready(None),
+                Poll::Pending => Poll::Pending,
+            },
         }
     }
 
@@ -44,7 +55,7 @@ impl HttpBody for Body {
         match self {
             Body::Whole(Some(bytes)) => SizeHint::with_exact(bytes.len() as u64),
             Body::Whole(None) => SizeHint::with_exact(0),
-            Body::Events(_) => SizeHint::default(),
+            Body::Events(_) | Body::Relayed { .. } => SizeHint::default(),
         }
     }
 }
@@ -178,6 +189,16 @@ pub async fn read_json(
     if !content_type.to_ascii_lowercase().starts_with("application/json") {
         return Err(BodyError::NotJson);
     }
+    let bytes = read_bytes(request, limit, deadline).await?;
+    serde_json::from_slice(&bytes).map_err(|e| BodyError::Malformed(e.to_string()))
+}
+
+/// A request's body as it came, read within `limit` bytes and `deadline`.
+pub async fn read_bytes(
+    request: Request<Incoming>,
+    limit: usize,
+    deadline: std::time::Duration,
+) -> Result<Bytes, BodyError> {
     let declared = header(&request, CONTENT_LENGTH.as_str()).and_then(|v| v.parse::<usize>().ok());
     if declared.is_some_and(|n| n > limit) {
         return Err(BodyError::TooLarge);
@@ -186,10 +207,9 @@ pub async fn read_json(
     let collected = tokio::time::timeout(deadline, reading)
         .await
         .map_err(|_| BodyError::TimedOut)?;
-    let bytes = match collected {
-        Ok(collected) => collected.to_bytes(),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => return Err(BodyError::TooLarge),
-        Err(_) => return Err(BodyError::Gone),
-    };
-    serde_json::from_slice(&bytes).map_err(|e| BodyError::Malformed(e.to_string()))
+    match collected {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
+        Err(_) => Err(BodyError::Gone),
+    }
 }

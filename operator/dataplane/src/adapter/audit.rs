@@ -70,6 +70,18 @@ impl Audit {
     }
 
     pub fn record(&self, caller: &Value, tool: &ToolName, outcome: &str, seconds: f64) {
+        self.record_with_status(caller, tool, outcome, seconds, None);
+    }
+
+    /// A line that also names the HTTP status the call got (front mode: `forwarded`).
+    pub fn record_with_status(
+        &self,
+        caller: &Value,
+        tool: &ToolName,
+        outcome: &str,
+        seconds: f64,
+        status: Option<u16>,
+    ) {
         let when = time::OffsetDateTime::now_utc();
         let format = time::macros::format_description!(
             "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
@@ -83,6 +95,9 @@ impl Audit {
         });
         if let Some(hash) = &tool.1 {
             line["toolSha256"] = Value::from(hash.as_str());
+        }
+        if let Some(status) = status {
+            line["status"] = Value::from(status);
         }
         let mut text = line.to_string();
         text.push('\n');

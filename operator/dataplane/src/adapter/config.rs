@@ -122,6 +122,10 @@ pub struct AdapterConfig {
     /// Create the two FIFOs in --stdio-fifo-dir and exit (the Pod's init container).
     #[arg(long)]
     pub make_fifos: bool,
+    /// Front mode: no stdio child; forward every checked request to this HTTP server of the
+    /// same Pod (an `http://` URL on the loopback address), its answer streamed back.
+    #[arg(long, env = "MCP_ADAPTER_UPSTREAM_URL")]
+    pub upstream_url: Option<String>,
     /// The stdio server's command and its arguments.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -166,11 +170,16 @@ impl AdapterConfig {
             }
             return problems;
         }
-        match (&self.stdio_fifo_dir, self.command.is_empty()) {
-            (Some(_), false) => {
+        match (&self.upstream_url, &self.stdio_fifo_dir, self.command.is_empty()) {
+            (Some(url), None, true) => problems.extend(super::upstream::url_problem(url)),
+            (Some(_), _, _) => {
+                problems.push("--upstream-url takes no server command and no --stdio-fifo-dir".into())
+            }
+            (None, Some(_), false) => {
                 problems.push("pass either --stdio-fifo-dir or a server command, not both".into())
             }
-            (None, true) => problems.push("no server: pass its command after --, or --stdio-fifo-dir".into()),
+            (None, None, true) => problems
+                .push("no server: pass its command after --, --stdio-fifo-dir or --upstream-url".into()),
             _ => {}
         }
         if !self.path.starts_with('/') {

@@ -24,6 +24,7 @@ use super::core::Core;
 use super::listeners::{self, Listener};
 use super::rounds::{self, Ask, RoundStore};
 use super::router::{CallSink, Envelope, declared_capabilities};
+use super::upstream::{Forwarding, Upstream};
 use crate::auth::gate::Gate;
 use crate::era::{self, Admission, RoutingHeaders};
 use crate::hosts::{HostPolicy, Refusal};
@@ -44,6 +45,8 @@ pub struct Front {
     pub audit: Option<Arc<Audit>>,
     /// 2026-07-28 calls waiting for their callers' input.
     pub rounds: Arc<InputRounds>,
+    /// Front mode (`--upstream-url`): the HTTP server of the Pod that checked requests go to.
+    pub upstream: Option<Arc<Upstream>>,
 }
 
 /// How long to wait for more questions of the child before answering with the ones so far,
@@ -61,6 +64,12 @@ impl Front {
     pub async fn handle(self: Arc<Self>, request: Request<Incoming>, peer: SocketAddr) -> Response<Body> {
         let path = request.uri().path();
         match (request.method(), path) {
+            (&Method::GET, "/healthz" | "/readyz") if self.upstream.is_some() => {
+                let upstream = self.upstream.as_ref().expect("front mode");
+                let ok = path == "/healthz" || upstream.accepts().await;
+                let body = upstream.health(ok, self.core.config.auth.name());
+                return http::json(if ok { 200 } else { 503 }, &body);
+            }
             (&Method::GET, "/healthz") => {
                 let (running, body) = self.health(running_status);
                 return http::json(if running { 200 } else { 503 }, &body);
@@ -124,6 +133,17 @@ impl Front {
         } else {
             None
         };
+        if let Some(upstream) = &self.upstream {
+            let config = &self.core.config;
+            let forwarding = Forwarding {
+                max_body_bytes: config.max_body_bytes,
+                body_timeout: config.body_timeout(),
+                request_timeout: config.request_timeout(),
+                audit: self.audit.as_deref().map(|audit| (audit, &caller.audit)),
+                metrics: &self.core.metrics,
+            };
+            return upstream.forward(request, forwarding).await;
+        }
         if era::is_modern(http::header(&request, "mcp-protocol-version")) {
             return self.stateless(request, &caller).await;
         }

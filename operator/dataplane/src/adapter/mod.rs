@@ -13,6 +13,7 @@
 //! - `param_headers` the `Mcp-Param-*` check of 2026-07-28 tool calls
 //! - `rounds`   the parked calls of 2026-07-28 input-required rounds (pure)
 //! - `budget`   the byte budget of request bodies in flight
+//! - `upstream` front mode: the checked requests forwarded to an HTTP server of the Pod
 
 pub mod audit;
 pub mod budget;
@@ -27,6 +28,7 @@ pub mod param_headers;
 pub mod rounds;
 pub mod router;
 pub mod sessions;
+pub mod upstream;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -121,9 +123,18 @@ pub async fn run(config: AdapterConfig) -> i32 {
         scrapers,
         audit,
         rounds: front::InputRounds::new(core.clone()),
+        upstream: core.config.upstream_url.as_deref().map(upstream::Upstream::new),
     });
     tracing::info!("Serving MCP on http://{address}{}", core.config.path);
-    let supervisor = tokio::spawn(core.clone().supervise());
+    let supervisor = if front.upstream.is_some() {
+        tracing::info!(
+            "Front mode: forwarding to {}",
+            core.config.upstream_url.as_deref().unwrap_or_default()
+        );
+        tokio::spawn(std::future::pending())
+    } else {
+        tokio::spawn(core.clone().supervise())
+    };
     tokio::spawn(core.clone().expire_sessions());
     tokio::spawn(front.rounds.clone().expire());
     let (Ok(mut terminate), Ok(mut interrupt)) =
