@@ -14,7 +14,7 @@ use super::config::AdapterConfig;
 use super::metrics::Metrics;
 use super::oversized;
 use super::router::{CallSink, Router};
-use super::sessions::Sessions;
+use crate::sessions::Sessions;
 use crate::jsonrpc::INTERNAL_ERROR;
 
 pub const CHILD_EXITED: &str = "The MCP server process exited; the call was not answered";

@@ -2,7 +2,6 @@
 //! protocol eras (docs/adapter.md). Modules, one job each:
 //!
 //! - `config`   the typed configuration (flags and environment)
-//! - `sessions` the legacy session table: bounded, fair per caller, expiring
 //! - `router`   the protocol core: id and token remapping, routing, attribution, cancellation
 //! - `child`    the stdio child: spawn in its own group, bounded lines, stop
 //! - `core`     the running state: the supervised child, the router, health
@@ -22,7 +21,6 @@ pub mod metrics;
 pub mod oversized;
 pub mod param_headers;
 pub mod router;
-pub mod sessions;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -135,7 +133,7 @@ pub async fn run(config: AdapterConfig) -> i32 {
     0
 }
 
-fn listen_address(host: &str, port: u16) -> SocketAddr {
+pub fn listen_address(host: &str, port: u16) -> SocketAddr {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let ip = if host.is_empty() || host == "::" {
         std::net::Ipv6Addr::UNSPECIFIED.into()

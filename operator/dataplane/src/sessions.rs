@@ -1,5 +1,6 @@
-//! The adapter's legacy sessions: one per `initialize`, bounded in number and shared fairly
-//! among callers, dropped when idle. Pure: the caller passes `now`; no I/O.
+//! The legacy sessions of our MCP server sides (the adapter's and the bridge's): one per
+//! `initialize`, bounded in number and shared fairly among callers, dropped when idle.
+//! Pure: the caller passes `now`; no I/O.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};

@@ -1,0 +1,336 @@
+//! The running bridge: the configuration, every server's session and last listing, the
+//! catalog built from them, the agents' legacy sessions, and the call pipeline of this
+//! slice — find the tool, validate its arguments, call its server under the original name,
+//! turn a failure into the structured tool error, write the audit line.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::audit::{AuditSink, Record};
+use super::catalog::Catalog;
+use super::config::BridgeConfig;
+use super::errors::{ToolError, quoted};
+use super::upstream::{Failure, Upstream};
+use super::validate;
+use crate::era;
+use crate::sessions::Sessions;
+
+/// A refusal hint names at most this many tools the agent may call instead.
+const MAX_LISTED_TOOLS: usize = 10;
+/// An upstream's error message is cut to this many characters in a hint.
+const MAX_UPSTREAM_MESSAGE: usize = 300;
+/// Every server's tools are listed again this often while it is up.
+const RELIST: Duration = Duration::from_secs(300);
+/// A server that is down is listed again after 1 s, doubling, at most 60 s.
+const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Legacy sessions at once, and how long an unused one is kept.
+const MAX_SESSIONS: usize = 256;
+const SESSION_IDLE: Duration = Duration::from_secs(3600);
+
+/// One server as `/readyz` reports it.
+#[derive(Debug, Default, Clone)]
+pub struct ServerState {
+    pub listed_once: bool,
+    pub up: bool,
+    pub protocol: Option<String>,
+    /// Its last successful listing (kept while it is down).
+    pub tools: Option<Vec<Value>>,
+    /// Why it cannot be called at all.
+    pub problem: Option<String>,
+}
+
+pub struct Core {
+    pub config: BridgeConfig,
+    pub run: String,
+    pub upstreams: Vec<Option<Arc<Upstream>>>,
+    states: Mutex<Vec<ServerState>>,
+    catalog: Mutex<Arc<Catalog>>,
+    sessions: Mutex<Sessions>,
+    pub audit: AuditSink,
+    pub inflight: AtomicUsize,
+    pub stopping: AtomicBool,
+}
+
+impl Core {
+    pub fn new(config: BridgeConfig, audit: AuditSink) -> Arc<Self> {
+        let client = super::upstream::http_client();
+        let mut states = Vec::new();
+        let mut upstreams = Vec::new();
+        for server in &config.servers {
+            match Upstream::new(server.clone(), client.clone()) {
+                Ok(upstream) => {
+                    upstreams.push(Some(Arc::new(upstream)));
+                    states.push(ServerState::default());
+                }
+                Err(why) => {
+                    tracing::error!("The server {} cannot be called as configured: {why}", server.key());
+                    upstreams.push(None);
+                    states.push(ServerState {
+                        listed_once: true,
+                        problem: Some(why),
+                        ..ServerState::default()
+                    });
+                }
+            }
+        }
+        Arc::new(Self {
+            run: format!("{}/{}", config.run.namespace, config.run.name),
+            config,
+            upstreams,
+            states: Mutex::new(states),
+            catalog: Mutex::new(Arc::new(Catalog::default())),
+            sessions: Mutex::new(Sessions::new(MAX_SESSIONS, SESSION_IDLE)),
+            audit,
+            inflight: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+        })
+    }
+
+    pub fn catalog(&self) -> Arc<Catalog> {
+        self.catalog.lock().expect("the catalog lock").clone()
+    }
+
+    pub fn sessions(&self) -> MutexGuard<'_, Sessions> {
+        self.sessions.lock().expect("the session lock")
+    }
+
+    pub fn states(&self) -> Vec<ServerState> {
+        self.states.lock().expect("the state lock").clone()
+    }
+
+    /// Ready once every server's first listing is done, successful or not.
+    pub fn ready(&self) -> bool {
+        self.states().iter().all(|s| s.listed_once)
+    }
+
+    /// The bridge's own InitializeResult: its identity and the capabilities it serves.
+    pub fn init_result(&self, version: &str) -> Value {
+        json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": true}},
+            "serverInfo": {"name": "mcp-operator-bridge", "version": env!("CARGO_PKG_VERSION")},
+        })
+    }
+
+    fn update(&self, index: usize, change: impl FnOnce(&mut ServerState)) {
+        let mut states = self.states.lock().expect("the state lock");
+        change(&mut states[index]);
+    }
+
+    /// Build the catalog from the listings; tell the agents' streams when the tools changed.
+    fn rebuild(&self) {
+        let listings: Vec<Option<Vec<Value>>> = self.states().into_iter().map(|s| s.tools).collect();
+        let fresh = Arc::new(Catalog::build(&self.config.servers, &listings));
+        let changed = {
+            let mut catalog = self.catalog.lock().expect("the catalog lock");
+            let changed = catalog.tools() != fresh.tools();
+            *catalog = fresh;
+            changed
+        };
+        if changed {
+            let notification = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
+            for session in self.sessions().iter() {
+                session.push(&notification);
+            }
+        }
+    }
+
+    /// List one server's tools while the bridge runs: at start, again every few minutes,
+    /// and with back-off while it is down (its tools stay listed meanwhile).
+    pub async fn follow(self: Arc<Self>, index: usize) {
+        let Some(upstream) = self.upstreams[index].clone() else { return };
+        let key = upstream.server.key();
+        let deadline = Duration::from_secs(upstream.server.timeout_seconds());
+        let mut backoff = Duration::from_secs(1);
+        while !self.stopping.load(Ordering::Relaxed) {
+            match upstream.list_tools(deadline).await {
+                Ok(tools) => {
+                    let protocol = upstream.negotiated().await.map(|n| n.protocol_version);
+                    tracing::info!("Listed {} tools of {key} ({})", tools.len(), protocol.as_deref().unwrap_or("?"));
+                    self.update(index, |state| {
+                        state.listed_once = true;
+                        state.up = true;
+                        state.protocol = protocol;
+                        state.tools = Some(tools);
+                    });
+                    self.rebuild();
+                    backoff = Duration::from_secs(1);
+                    tokio::time::sleep(RELIST).await;
+                }
+                Err(failure) => {
+                    tracing::warn!("Listing the tools of {key} failed: {}", failure.describe());
+                    upstream.reset().await;
+                    self.update(index, |state| {
+                        state.listed_once = true;
+                        state.up = false;
+                    });
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    }
+
+    /// One `tools/call` (params an object, its name a string): always a `CallToolResult`.
+    pub async fn call(&self, params: &Map<String, Value>) -> Value {
+        let started = Instant::now();
+        let arrived = time::OffsetDateTime::now_utc();
+        let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+        let arguments = params.get("arguments").filter(|a| !a.is_null());
+        let empty = json!({});
+        let hashed = arguments.unwrap_or(&empty);
+        let catalog = self.catalog();
+        let entry = catalog.get(name);
+        let server = entry.as_ref().map(|e| &self.config.servers[e.server]);
+        let mut attempts = 0;
+        let (outcome, result) = match &entry {
+            None => {
+                let error = self.not_allowlisted(&catalog, name);
+                (error.code, error.to_result())
+            }
+            Some(entry) => {
+                let (errors, problem) = validate::check(&entry.schema, arguments);
+                if !errors.is_empty() {
+                    let error = validate::invalid_arguments(name, &errors, problem.as_deref());
+                    (error.code, error.to_result())
+                } else {
+                    attempts = 1;
+                    match self.send(entry.server, &entry.original, arguments).await {
+                        Ok(result) => ("ok", result),
+                        Err(error) => (error.code, error.to_result()),
+                    }
+                }
+            }
+        };
+        self.audit.write(&Record {
+            time: arrived,
+            run: &self.run,
+            identity: self.config.identity.as_ref(),
+            server: server.map(super::config::Server::key),
+            tool: entry.as_ref().map(|_| name.to_owned()),
+            sent_name: params.get("name").cloned(),
+            original_tool: entry.as_ref().map(|e| e.original.clone()),
+            outcome,
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            attempts,
+            arguments: Some(hashed),
+        });
+        result
+    }
+
+    /// The audit line of a request that was not a readable call.
+    pub fn audit_invalid(&self, sent_name: Option<Value>) {
+        self.audit.write(&Record {
+            time: time::OffsetDateTime::now_utc(),
+            run: &self.run,
+            identity: self.config.identity.as_ref(),
+            server: None,
+            tool: None,
+            sent_name: Some(sent_name.unwrap_or(Value::Null)),
+            original_tool: None,
+            outcome: "invalid_request",
+            duration_ms: 0.0,
+            attempts: 0,
+            arguments: None,
+        });
+    }
+
+    fn not_allowlisted(&self, catalog: &Catalog, name: &str) -> ToolError {
+        let similar = catalog.similar(name);
+        let allowed = if similar.is_empty() { catalog.allowed_near(name) } else { similar.clone() };
+        let shown: Vec<String> = allowed.iter().take(MAX_LISTED_TOOLS).cloned().collect();
+        let listing = if !similar.is_empty() {
+            format!(" Similar tools you may call: {}.", shown.join(", "))
+        } else if !shown.is_empty() {
+            let more = allowed.len() - shown.len();
+            let tail = if more > 0 {
+                format!(" and {more} more (tools/list shows them all).")
+            } else {
+                ".".to_owned()
+            };
+            format!(" Tools you may call: {}{tail}", shown.join(", "))
+        } else {
+            String::new()
+        };
+        ToolError::new(
+            "not_allowlisted",
+            format!(
+                "The tool {} is not available to this agent; the call was not sent.{listing}",
+                quoted(name, 64)
+            ),
+        )
+        .with("similar", json!(similar))
+        .with("allowed", json!(shown))
+    }
+
+    /// The call at its server, under its original name, within the server's deadline.
+    async fn send(&self, index: usize, original: &str, arguments: Option<&Value>) -> Result<Value, ToolError> {
+        let server = &self.config.servers[index];
+        let key = server.key();
+        let Some(upstream) = &self.upstreams[index] else {
+            let problem = self.states()[index].problem.clone().unwrap_or_default();
+            return Err(ToolError::new(
+                "upstream_error",
+                format!("The server {key} cannot be called as configured: {problem}."),
+            ));
+        };
+        let mut params = Map::new();
+        params.insert("name".into(), json!(original));
+        params.insert("arguments".into(), arguments.cloned().unwrap_or_else(|| json!({})));
+        let seconds = server.timeout_seconds();
+        match upstream.request("tools/call", params, Duration::from_secs(seconds)).await {
+            Ok(mut result) => {
+                self.update(index, |state| state.up = true);
+                if let Some(result) = result.as_object_mut() {
+                    result.remove("resultType");
+                    if let Some(Value::Object(meta)) = result.get_mut("_meta") {
+                        meta.remove(era::SERVER_INFO_META_KEY);
+                        if meta.is_empty() {
+                            result.remove("_meta");
+                        }
+                    }
+                }
+                Ok(result)
+            }
+            Err(Failure::Rpc { code, message, .. }) => Err(ToolError::new(
+                "upstream_error",
+                format!(
+                    "The server {key} answered the call with an error ({code}): {}",
+                    cut(&message, MAX_UPSTREAM_MESSAGE)
+                ),
+            )
+            .with("rpcCode", json!(code))),
+            Err(Failure::Misconfigured(why)) => Err(ToolError::new(
+                "upstream_error",
+                format!("The server {key} cannot be called as configured: {why}; the call was not sent."),
+            )),
+            Err(Failure::Timeout) => {
+                Err(ToolError::new("timeout", format!("The server {key} did not answer within {seconds}s.")))
+            }
+            Err(failure) => {
+                upstream.reset().await;
+                self.update(index, |state| state.up = false);
+                Err(ToolError::new(
+                    "upstream_unavailable",
+                    format!(
+                        "The server {key} is unavailable ({}); the call was not answered. Tools of other servers keep working.",
+                        cut(&failure.describe(), MAX_UPSTREAM_MESSAGE)
+                    ),
+                ))
+            }
+        }
+    }
+}
+
+fn cut(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        text.to_owned()
+    } else {
+        let mut head: String = text.chars().take(limit - 1).collect();
+        head.push('…');
+        head
+    }
+}

@@ -1,0 +1,55 @@
+"""The compiled bridge (``mcp-dataplane bridge``) held to the Python bridge's assertions.
+
+The data plane moves to Rust (``operator/dataplane``); until the port is whole, the
+operator's Pods keep running the Python bridge, and this module runs the black-box tests
+that the compiled one passes, unchanged: each test below is the same function as in its
+home module, started against ``tests.support.dataplane``'s binary instead (the autouse
+fixture swaps the program ``tests.support.bridge_run.run_bridge`` starts). A test of the
+home module that is not listed here is not served by the compiled bridge yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.protocol.test_bridge import (
+    bridge,
+    counted,
+    managed_url,
+    test_a_denied_tool_and_invalid_arguments_fail_with_hints_before_the_upstream,
+    test_every_audit_line_is_json_and_carries_no_argument_value,
+    test_sigterm_ends_the_bridge_cleanly,
+    test_the_2026_era_is_stateless_and_checks_its_envelope,
+    test_the_inspector_cli_lists_and_calls_tools_through_the_bridge,
+    test_the_sdk_client_lists_and_calls_the_prefixed_tools_of_upstreams_of_both_eras,
+)
+from tests.support import bridge_run, dataplane, needs
+
+pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+
+# The fixtures and the tests of the home module that run here again (pytest collects them).
+__all__ = [
+    "bridge",
+    "counted",
+    "managed_url",
+    "test_a_denied_tool_and_invalid_arguments_fail_with_hints_before_the_upstream",
+    "test_every_audit_line_is_json_and_carries_no_argument_value",
+    "test_sigterm_ends_the_bridge_cleanly",
+    "test_the_2026_era_is_stateless_and_checks_its_envelope",
+    "test_the_inspector_cli_lists_and_calls_tools_through_the_bridge",
+    "test_the_sdk_client_lists_and_calls_the_prefixed_tools_of_upstreams_of_both_eras",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_bridge() -> Iterator[None]:
+    """Every bridge these tests start is the compiled one (module-wide: the home module's
+    ``bridge`` fixture is module-scoped). It reads its configuration once, so it gets no
+    reload flag."""
+    needs.require(dataplane.missing())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
+        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        yield
