@@ -30,7 +30,6 @@ from mcp_operator.dev.processes import stop_process_group
 from tests.support.peers import free_port
 from tests.support.waiting import eventually
 
-
 PROGRAM: list[str] = [sys.executable, "-m", "mcp_operator", "bridge"]
 """The bridge's command line up to its flags."""
 

@@ -67,7 +67,9 @@ fn modern_versions() -> impl Iterator<Item = &'static ProtocolVersion> {
 
 /// The newest 2026-07-28-era revision we speak.
 pub fn latest_modern_version() -> &'static str {
-    modern_versions().last().map_or("2026-07-28", ProtocolVersion::as_str)
+    modern_versions()
+        .last()
+        .map_or("2026-07-28", ProtocolVersion::as_str)
 }
 
 /// The newest revision without a handshake that we and a peer (`supported`) both speak.

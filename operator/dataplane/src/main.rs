@@ -20,6 +20,7 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start, never moved around
 enum Command {
     /// Serve one stdio MCP server to many HTTP clients of both protocol eras.
     Adapter(adapter::config::AdapterConfig),

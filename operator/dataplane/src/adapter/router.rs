@@ -28,8 +28,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::param_headers::ToolHeaderSchemas;
-use crate::sessions::Sessions;
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_CANCELLED};
+use crate::sessions::Sessions;
 
 /// Client requests during which a server may ask the client something or log about it.
 pub const CAUSING_METHODS: [&str; 4] = [

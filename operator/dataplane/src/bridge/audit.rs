@@ -102,7 +102,10 @@ impl Record<'_> {
         record.insert("tool".into(), json!(self.tool.as_deref().unwrap_or(UNKNOWN_TOOL)));
         record.insert("originalTool".into(), json!(self.original_tool));
         record.insert("outcome".into(), json!(self.outcome));
-        record.insert("durationMs".into(), json!((self.duration_ms * 1000.0).round() / 1000.0));
+        record.insert(
+            "durationMs".into(),
+            json!((self.duration_ms * 1000.0).round() / 1000.0),
+        );
         record.insert("attempts".into(), json!(self.attempts));
         record.insert("argumentsSha256".into(), json!(self.arguments.map(digest)));
         record.insert("pii".into(), json!({}));
@@ -206,9 +209,15 @@ mod tests {
 
     #[test]
     fn canonical_json_sorts_keys_and_keeps_utf8_and_lines_are_ascii() {
-        assert_eq!(canonical_json(&json!({"b": [1, {"d": 1, "c": "é"}], "a": null})), r#"{"a":null,"b":[1,{"c":"é","d":1}]}"#);
+        assert_eq!(
+            canonical_json(&json!({"b": [1, {"d": 1, "c": "é"}], "a": null})),
+            r#"{"a":null,"b":[1,{"c":"é","d":1}]}"#
+        );
         // The digest of Python's json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=False).
-        assert_eq!(digest(&json!({})), "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a");
+        assert_eq!(
+            digest(&json!({})),
+            "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a"
+        );
         assert_eq!(ascii_line(&json!("é😀")), "\"\\u00e9\\ud83d\\ude00\"\n");
     }
 }

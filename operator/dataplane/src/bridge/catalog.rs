@@ -37,7 +37,12 @@ impl Catalog {
                 .iter()
                 .filter_map(|tool| Some((tool.get("name")?.as_str()?, tool)))
                 .filter(|(name, _)| valid_tool_name(name) && tool_allowed(&server.filters, name))
-                .filter(|(name, _)| server.tools.as_ref().is_none_or(|pins| pins.iter().any(|p| p == name)))
+                .filter(|(name, _)| {
+                    server
+                        .tools
+                        .as_ref()
+                        .is_none_or(|pins| pins.iter().any(|p| p == name))
+                })
                 .collect();
             tools.sort_by(|a, b| a.0.cmp(b.0));
             tools.dedup_by(|a, b| a.0 == b.0);
@@ -131,7 +136,11 @@ fn ratio(a: &str, b: &str) -> f64 {
         let mut previous = 0;
         for (j, y) in b.iter().enumerate() {
             let kept = row[j + 1];
-            row[j + 1] = if x == y { previous + 1 } else { row[j + 1].max(row[j]) };
+            row[j + 1] = if x == y {
+                previous + 1
+            } else {
+                row[j + 1].max(row[j])
+            };
             previous = kept;
         }
     }
@@ -152,9 +161,15 @@ mod tests {
 
     #[test]
     fn tools_are_prefixed_filtered_and_routed_to_their_server() {
-        let servers = [server("everything", "ev", &["get-env"]), server("time", "time", &[])];
+        let servers = [
+            server("everything", "ev", &["get-env"]),
+            server("time", "time", &[]),
+        ];
         let listings = [
-            Some(vec![json!({"name": "echo", "inputSchema": {"type": "object"}}), json!({"name": "get-env"})]),
+            Some(vec![
+                json!({"name": "echo", "inputSchema": {"type": "object"}}),
+                json!({"name": "get-env"}),
+            ]),
             Some(vec![json!({"name": "get_current_time", "title": "Now"})]),
         ];
         let catalog = Catalog::build(&servers, &listings);
@@ -168,7 +183,11 @@ mod tests {
     #[test]
     fn a_name_two_servers_want_goes_to_the_first_and_unlisted_servers_add_nothing() {
         let servers = [server("a", "", &[]), server("b", "", &[]), server("c", "c", &[])];
-        let listings = [Some(vec![json!({"name": "echo"})]), Some(vec![json!({"name": "echo"})]), None];
+        let listings = [
+            Some(vec![json!({"name": "echo"})]),
+            Some(vec![json!({"name": "echo"})]),
+            None,
+        ];
         let catalog = Catalog::build(&servers, &listings);
         assert_eq!(catalog.get("echo").unwrap().server, 0);
         assert_eq!(catalog.entries.len(), 1);

@@ -219,7 +219,8 @@ pub fn parse(text: &str, source: &str) -> Result<BridgeConfig, String> {
 
 /// Read and check the configuration file.
 pub fn load(path: &Path) -> Result<BridgeConfig, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot be read: {e}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot be read: {e}", path.display()))?;
     parse(&text, &path.display().to_string())
 }
 
@@ -244,20 +245,34 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
     for (index, server) in config.servers.iter().enumerate() {
         let at = format!("servers[{index}]");
         if !seen.insert(server.key()) {
-            problems.push(format!("servers: must be unique: '{}' appears twice", server.key()));
+            problems.push(format!(
+                "servers: must be unique: '{}' appears twice",
+                server.key()
+            ));
         }
         if !(server.url.starts_with("http://") || server.url.starts_with("https://")) {
             problems.push(format!("{at}.url: must be an http:// or https:// URL"));
         }
         if server.prefix.len() > 32
-            || !server.prefix.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
-            || server.prefix.chars().next().is_some_and(|c| !c.is_ascii_lowercase())
+            || !server
+                .prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+            || server
+                .prefix
+                .chars()
+                .next()
+                .is_some_and(|c| !c.is_ascii_lowercase())
         {
-            problems.push(format!("{at}.prefix: must match [a-z][a-z0-9_-]{{0,31}} or be empty"));
+            problems.push(format!(
+                "{at}.prefix: must match [a-z][a-z0-9_-]{{0,31}} or be empty"
+            ));
         }
         for (h, header) in server.headers.iter().enumerate() {
             if header.value.is_some() == header.value_file.is_some() {
-                problems.push(format!("{at}.headers[{h}]: exactly one of value and valueFile must be set"));
+                problems.push(format!(
+                    "{at}.headers[{h}]: exactly one of value and valueFile must be set"
+                ));
             }
         }
         if server.auth.is_some() && server.token_file.is_some() {
@@ -276,7 +291,10 @@ mod tests {
     #[test]
     fn defaults_fill_what_the_file_leaves_out() {
         let config = parse(MINIMAL, "test").unwrap();
-        assert_eq!((config.listen.host.as_str(), config.listen.port), ("127.0.0.1", 7800));
+        assert_eq!(
+            (config.listen.host.as_str(), config.listen.port),
+            ("127.0.0.1", 7800)
+        );
         assert_eq!(config.listen.path, "/mcp");
         assert!(config.servers.is_empty() && config.audit.stdout);
     }

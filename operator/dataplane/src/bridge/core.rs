@@ -66,7 +66,10 @@ impl Core {
                     states.push(ServerState::default());
                 }
                 Err(why) => {
-                    tracing::error!("The server {} cannot be called as configured: {why}", server.key());
+                    tracing::error!(
+                        "The server {} cannot be called as configured: {why}",
+                        server.key()
+                    );
                     upstreams.push(None);
                     states.push(ServerState {
                         listed_once: true,
@@ -141,7 +144,9 @@ impl Core {
     /// List one server's tools while the bridge runs: at start, again every few minutes,
     /// and with back-off while it is down (its tools stay listed meanwhile).
     pub async fn follow(self: Arc<Self>, index: usize) {
-        let Some(upstream) = self.upstreams[index].clone() else { return };
+        let Some(upstream) = self.upstreams[index].clone() else {
+            return;
+        };
         let key = upstream.server.key();
         let deadline = Duration::from_secs(upstream.server.timeout_seconds());
         let mut backoff = Duration::from_secs(1);
@@ -149,7 +154,11 @@ impl Core {
             match upstream.list_tools(deadline).await {
                 Ok(tools) => {
                     let protocol = upstream.negotiated().await.map(|n| n.protocol_version);
-                    tracing::info!("Listed {} tools of {key} ({})", tools.len(), protocol.as_deref().unwrap_or("?"));
+                    tracing::info!(
+                        "Listed {} tools of {key} ({})",
+                        tools.len(),
+                        protocol.as_deref().unwrap_or("?")
+                    );
                     self.update(index, |state| {
                         state.listed_once = true;
                         state.up = true;
@@ -240,7 +249,11 @@ impl Core {
 
     fn not_allowlisted(&self, catalog: &Catalog, name: &str) -> ToolError {
         let similar = catalog.similar(name);
-        let allowed = if similar.is_empty() { catalog.allowed_near(name) } else { similar.clone() };
+        let allowed = if similar.is_empty() {
+            catalog.allowed_near(name)
+        } else {
+            similar.clone()
+        };
         let shown: Vec<String> = allowed.iter().take(MAX_LISTED_TOOLS).cloned().collect();
         let listing = if !similar.is_empty() {
             format!(" Similar tools you may call: {}.", shown.join(", "))
@@ -267,7 +280,12 @@ impl Core {
     }
 
     /// The call at its server, under its original name, within the server's deadline.
-    async fn send(&self, index: usize, original: &str, arguments: Option<&Value>) -> Result<Value, ToolError> {
+    async fn send(
+        &self,
+        index: usize,
+        original: &str,
+        arguments: Option<&Value>,
+    ) -> Result<Value, ToolError> {
         let server = &self.config.servers[index];
         let key = server.key();
         let Some(upstream) = &self.upstreams[index] else {
@@ -279,9 +297,15 @@ impl Core {
         };
         let mut params = Map::new();
         params.insert("name".into(), json!(original));
-        params.insert("arguments".into(), arguments.cloned().unwrap_or_else(|| json!({})));
+        params.insert(
+            "arguments".into(),
+            arguments.cloned().unwrap_or_else(|| json!({})),
+        );
         let seconds = server.timeout_seconds();
-        match upstream.request("tools/call", params, Duration::from_secs(seconds)).await {
+        match upstream
+            .request("tools/call", params, Duration::from_secs(seconds))
+            .await
+        {
             Ok(mut result) => {
                 self.update(index, |state| state.up = true);
                 if let Some(result) = result.as_object_mut() {
@@ -307,9 +331,10 @@ impl Core {
                 "upstream_error",
                 format!("The server {key} cannot be called as configured: {why}; the call was not sent."),
             )),
-            Err(Failure::Timeout) => {
-                Err(ToolError::new("timeout", format!("The server {key} did not answer within {seconds}s.")))
-            }
+            Err(Failure::Timeout) => Err(ToolError::new(
+                "timeout",
+                format!("The server {key} did not answer within {seconds}s."),
+            )),
             Err(failure) => {
                 upstream.reset().await;
                 self.update(index, |state| state.up = false);

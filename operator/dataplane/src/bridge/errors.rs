@@ -66,7 +66,11 @@ pub fn quoted(name: &str, limit: usize) -> String {
 
 /// `repr()` of a Python string: single quotes unless the text has one and no double quote.
 pub fn python_repr(text: &str) -> String {
-    let quote = if text.contains('\'') && !text.contains('"') { '"' } else { '\'' };
+    let quote = if text.contains('\'') && !text.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
     let mut out = String::with_capacity(text.len() + 2);
     out.push(quote);
     for c in text.chars() {

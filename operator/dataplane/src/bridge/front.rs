@@ -97,7 +97,10 @@ impl Front {
 
     async fn legacy_post(&self, request: Request<Incoming>, caller: &str) -> Answer {
         let accept = http::header(&request, "accept").unwrap_or("*/*").to_owned();
-        if !accept.contains("application/json") && !accept.contains("text/event-stream") && !accept.contains("*/*") {
+        if !accept.contains("application/json")
+            && !accept.contains("text/event-stream")
+            && !accept.contains("*/*")
+        {
             return http::plain(406, "Accept must include application/json or text/event-stream").into();
         }
         let session_id = http::header(&request, "mcp-session-id").map(str::to_owned);
@@ -119,7 +122,8 @@ impl Front {
             return self.initialize(&message, caller).into();
         }
         let Some(session_id) = session_id else {
-            let error = jsonrpc::error_response(id.as_ref(), INVALID_REQUEST, "Missing Mcp-Session-Id header");
+            let error =
+                jsonrpc::error_response(id.as_ref(), INVALID_REQUEST, "Missing Mcp-Session-Id header");
             return http::json(400, &error).into();
         };
         if !self.owns(&session_id, caller) {
@@ -131,7 +135,11 @@ impl Front {
             return http::empty(202).into();
         };
         if !jsonrpc::valid_id(&id) {
-            return http::json(400, &jsonrpc::error_response(None, INVALID_REQUEST, "Invalid request id")).into();
+            return http::json(
+                400,
+                &jsonrpc::error_response(None, INVALID_REQUEST, "Invalid request id"),
+            )
+            .into();
         }
         if method == "ping" {
             return http::json(200, &jsonrpc::result_response(&id, json!({}))).into();
@@ -148,7 +156,10 @@ impl Front {
         let id = message.get("id");
         let params = message.get("params").and_then(Value::as_object);
         let (Some(id), Some(params)) = (id, params) else {
-            return http::json(400, &jsonrpc::error_response(id, INVALID_REQUEST, "Invalid initialize"));
+            return http::json(
+                400,
+                &jsonrpc::error_response(id, INVALID_REQUEST, "Invalid initialize"),
+            );
         };
         let requested = params.get("protocolVersion").and_then(Value::as_str);
         let speaks = rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE.as_str();
@@ -232,7 +243,9 @@ impl Front {
     async fn stateless(&self, request: Request<Incoming>) -> Answer {
         if request.method() != Method::POST {
             let mut response = http::plain(405, "Method Not Allowed");
-            response.headers_mut().insert("allow", HeaderValue::from_static("POST"));
+            response
+                .headers_mut()
+                .insert("allow", HeaderValue::from_static("POST"));
             return response.into();
         }
         let accept = http::header(&request, "accept").unwrap_or("*/*").to_owned();
@@ -276,7 +289,10 @@ impl Front {
             return http::json(404, &jsonrpc::error_response(Some(&id), METHOD_NOT_FOUND, &text)).into();
         }
         let (mut reply, audited) = self.dispatch(&method, &message, &id).await;
-        let code = reply.get("error").and_then(|e| e.get("code")).and_then(Value::as_i64);
+        let code = reply
+            .get("error")
+            .and_then(|e| e.get("code"))
+            .and_then(Value::as_i64);
         if let Some(result) = reply.get_mut("result") {
             *result = era::modern_result(&method, &version, result.take(), init.get("serverInfo"));
         }

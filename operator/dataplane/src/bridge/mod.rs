@@ -93,7 +93,8 @@ pub async fn run(args: BridgeArgs) -> i32 {
         core.config.servers.len(),
         args.health_port
     );
-    let (Ok(mut terminate), Ok(mut interrupt)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    let (Ok(mut terminate), Ok(mut interrupt)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
     else {
         eprintln!("mcp-dataplane bridge: cannot install signal handlers");
         return 2;

@@ -32,7 +32,13 @@ pub fn exposed_name(prefix: &str, original: &str) -> String {
     };
     let sanitised: String = joined
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
         .collect();
     if sanitised.len() <= MAX_EXPOSED_NAME_CHARS {
         return sanitised;
@@ -49,9 +55,9 @@ pub fn matches(patterns: &[String], name: &str) -> bool {
 
 /// Whether a tool passes every layer: its allow globs (empty: every tool), then its deny globs.
 pub fn tool_allowed(layers: &[FilterLayer], original: &str) -> bool {
-    layers
-        .iter()
-        .all(|layer| (layer.allow.is_empty() || matches(&layer.allow, original)) && !matches(&layer.deny, original))
+    layers.iter().all(|layer| {
+        (layer.allow.is_empty() || matches(&layer.allow, original)) && !matches(&layer.deny, original)
+    })
 }
 
 pub fn hex(bytes: &[u8]) -> String {

@@ -61,7 +61,11 @@ pub enum Failure {
     /// Not reached, or the answer was lost or not MCP: the server may be down.
     Unavailable(String),
     /// The server answered with a JSON-RPC error.
-    Rpc { code: i64, message: String, data: Option<Value> },
+    Rpc {
+        code: i64,
+        message: String,
+        data: Option<Value>,
+    },
     /// The HTTP status of a refusal (no JSON-RPC error in it).
     Status(u16, String),
     /// No answer within the deadline.
@@ -108,7 +112,10 @@ pub fn encode_header_value(value: &str) -> String {
     if plain && !value.starts_with("=?base64?") {
         value.to_owned()
     } else {
-        format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(value))
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        )
     }
 }
 
@@ -119,7 +126,10 @@ impl Upstream {
             return Err("url: only http:// servers are reached by this bridge yet".to_owned());
         }
         if server.transport != "streamable-http" {
-            return Err(format!("transport {} is not served by this bridge yet", server.transport));
+            return Err(format!(
+                "transport {} is not served by this bridge yet",
+                server.transport
+            ));
         }
         Ok(Self {
             server,
@@ -166,7 +176,10 @@ impl Upstream {
             let name = HeaderName::from_bytes(lower.as_bytes())
                 .map_err(|_| Failure::Misconfigured(format!("header name {} is not valid", header.name)))?;
             let value = HeaderValue::from_str(&value).map_err(|_| {
-                Failure::Misconfigured(format!("the value of header {} has a control character", header.name))
+                Failure::Misconfigured(format!(
+                    "the value of header {} has a control character",
+                    header.name
+                ))
             })?;
             named_authorization |= lower == "authorization";
             out.push((name, value));
@@ -182,8 +195,9 @@ impl Upstream {
                     file.display()
                 )));
             }
-            let value = HeaderValue::from_str(&format!("Bearer {token}"))
-                .map_err(|_| Failure::Misconfigured(format!("the token in {} is not a header value", file.display())))?;
+            let value = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+                Failure::Misconfigured(format!("the token in {} is not a header value", file.display()))
+            })?;
             out.push((hyper::header::AUTHORIZATION, value));
         }
         Ok(out)
@@ -239,11 +253,13 @@ impl Upstream {
         let request = builder
             .body(Full::new(Bytes::from(body)))
             .map_err(|e| Failure::Misconfigured(format!("the request cannot be made: {e}")))?;
-        let response = self
-            .client
-            .request(request)
-            .await
-            .map_err(|e| Failure::Unavailable(format!("{} could not be reached: {}", self.server.key(), chain(&e))))?;
+        let response = self.client.request(request).await.map_err(|e| {
+            Failure::Unavailable(format!(
+                "{} could not be reached: {}",
+                self.server.key(),
+                chain(&e)
+            ))
+        })?;
         let status = response.status().as_u16();
         let session = response
             .headers()
@@ -263,7 +279,8 @@ impl Upstream {
         if content_type.starts_with("text/event-stream") && status == 200 {
             let mut events = SseReader::default();
             while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| Failure::Unavailable(format!("the answer stream broke: {e}")))?;
+                let frame =
+                    frame.map_err(|e| Failure::Unavailable(format!("the answer stream broke: {e}")))?;
                 let Some(data) = frame.data_ref() else { continue };
                 if events.push(data) > MAX_ANSWER_BYTES {
                     return Err(Failure::Unavailable("the answer stream is too large".to_owned()));
@@ -286,10 +303,15 @@ impl Upstream {
         let parsed: Option<Value> = serde_json::from_slice(&bytes).ok();
         match parsed {
             Some(message) if message.get("id") == Some(&json!(id)) => Ok((status, session, Some(message))),
-            Some(message) if message.get("id").is_some_and(Value::is_null) && message.get("error").is_some() => {
+            Some(message)
+                if message.get("id").is_some_and(Value::is_null) && message.get("error").is_some() =>
+            {
                 Ok((status, session, Some(message)))
             }
-            _ if status >= 400 => Err(Failure::Status(status, String::from_utf8_lossy(&bytes).chars().take(200).collect())),
+            _ if status >= 400 => Err(Failure::Status(
+                status,
+                String::from_utf8_lossy(&bytes).chars().take(200).collect(),
+            )),
             _ => Err(Failure::Unavailable(format!(
                 "the answer to {method} is not a JSON-RPC response to it (HTTP {status})"
             ))),
@@ -308,7 +330,11 @@ impl Upstream {
         let (status, session, answer) = self.post(negotiated, method, Some(&params), Some(id)).await?;
         let answer = answer.unwrap_or(Value::Null);
         if let Some(error) = answer.get("error") {
-            let message = error.get("message").and_then(Value::as_str).unwrap_or_default().to_owned();
+            let message = error
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
             if answer.get("id") != Some(&json!(id)) {
                 return Err(Failure::Status(status, message)); // the transport's refusal
             }
@@ -323,7 +349,9 @@ impl Upstream {
         }
         match answer.get("result") {
             Some(result) if result.is_object() => Ok((result.clone(), session)),
-            _ => Err(Failure::Unavailable(format!("the answer to {method} has no result object"))),
+            _ => Err(Failure::Unavailable(format!(
+                "the answer to {method} has no result object"
+            ))),
         }
     }
 
@@ -332,9 +360,13 @@ impl Upstream {
         if negotiated.modern {
             let meta = params.entry("_meta").or_insert_with(|| json!({}));
             if let Some(meta) = meta.as_object_mut() {
-                meta.insert(era::PROTOCOL_VERSION_META_KEY.into(), json!(negotiated.protocol_version));
+                meta.insert(
+                    era::PROTOCOL_VERSION_META_KEY.into(),
+                    json!(negotiated.protocol_version),
+                );
                 meta.insert(era::CLIENT_INFO_META_KEY.into(), client_info());
-                meta.entry(era::CLIENT_CAPABILITIES_META_KEY).or_insert_with(|| json!({}));
+                meta.entry(era::CLIENT_CAPABILITIES_META_KEY)
+                    .or_insert_with(|| json!({}));
             }
         }
         params
@@ -374,7 +406,9 @@ impl Upstream {
                         modern: true,
                     });
                 }
-                Err(Failure::Rpc { code, data, .. }) if code == crate::jsonrpc::UNSUPPORTED_PROTOCOL_VERSION => {
+                Err(Failure::Rpc { code, data, .. })
+                    if code == crate::jsonrpc::UNSUPPORTED_PROTOCOL_VERSION =>
+                {
                     let supported: Vec<&str> = data
                         .as_ref()
                         .and_then(|d| d.get("supported"))
@@ -400,14 +434,18 @@ impl Upstream {
     }
 
     async fn initialize(&self) -> Result<Negotiated, Failure> {
-        let latest = rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE.as_str().to_owned();
+        let latest = rmcp::model::ProtocolVersion::LATEST_WITH_INITIALIZE
+            .as_str()
+            .to_owned();
         let fresh = Negotiated::default();
         let params = json!({
             "protocolVersion": latest,
             "capabilities": {},
             "clientInfo": client_info(),
         });
-        let Value::Object(params) = params else { unreachable!() };
+        let Value::Object(params) = params else {
+            unreachable!()
+        };
         let (result, session_id) = self.exchange(&fresh, "initialize", params).await?;
         let version = result
             .get("protocolVersion")
@@ -424,7 +462,8 @@ impl Upstream {
             session_id,
             modern: false,
         };
-        self.post(&negotiated, "notifications/initialized", None, None).await?;
+        self.post(&negotiated, "notifications/initialized", None, None)
+            .await?;
         Ok(negotiated)
     }
 
@@ -441,14 +480,20 @@ impl Upstream {
 
     /// One request in the negotiated era within `deadline`; a lost legacy session (404, or a
     /// 400 naming the session) is established again once.
-    pub async fn request(&self, method: &str, params: Map<String, Value>, deadline: Duration) -> Result<Value, Failure> {
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        deadline: Duration,
+    ) -> Result<Value, Failure> {
         let work = async {
             let negotiated = self.connect().await?;
             match self.exchange(&negotiated, method, params.clone()).await {
                 Err(Failure::Status(status, why))
                     if !negotiated.modern
                         && negotiated.session_id.is_some()
-                        && (status == 404 || (status == 400 && why.to_ascii_lowercase().contains("session")))
+                        && (status == 404
+                            || (status == 400 && why.to_ascii_lowercase().contains("session")))
                         && self.lost(&negotiated).await =>
                 {
                     let negotiated = self.connect().await?;
@@ -457,13 +502,17 @@ impl Upstream {
                 other => other.map(|(result, _)| result),
             }
         };
-        tokio::time::timeout(deadline, work).await.unwrap_or(Err(Failure::Timeout))
+        tokio::time::timeout(deadline, work)
+            .await
+            .unwrap_or(Err(Failure::Timeout))
     }
 
     /// Whether the session in use was lost: it is forgotten, so the next connect makes a new one.
     async fn lost(&self, negotiated: &Negotiated) -> bool {
         let mut state = self.state.lock().await;
-        let same = state.as_ref().is_some_and(|s| s.session_id == negotiated.session_id);
+        let same = state
+            .as_ref()
+            .is_some_and(|s| s.session_id == negotiated.session_id);
         if same {
             *state = None;
         }
@@ -488,13 +537,19 @@ impl Upstream {
                 _ => return Ok(tools),
             }
         }
-        Err(Failure::Unavailable(format!("tools/list went on for more than {MAX_PAGES} pages")))
+        Err(Failure::Unavailable(format!(
+            "tools/list went on for more than {MAX_PAGES} pages"
+        )))
     }
 
     /// End a legacy session at the server (`DELETE`), within a second; best effort.
     pub async fn close(&self) {
-        let Some(negotiated) = self.state.lock().await.take() else { return };
-        let Some(session) = negotiated.session_id.filter(|_| !negotiated.modern) else { return };
+        let Some(negotiated) = self.state.lock().await.take() else {
+            return;
+        };
+        let Some(session) = negotiated.session_id.filter(|_| !negotiated.modern) else {
+            return;
+        };
         let mut builder = Request::delete(self.uri.clone())
             .header("mcp-session-id", session.as_str())
             .header("mcp-protocol-version", negotiated.protocol_version.as_str());

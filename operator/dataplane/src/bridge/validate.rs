@@ -81,7 +81,8 @@ pub enum PathPart {
 
 fn is_identifier(text: &str) -> bool {
     let mut chars = text.chars();
-    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_') && chars.all(|c| c.is_alphanumeric() || c == '_')
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || c == '_')
 }
 
 /// Check `arguments` (absent counts as `{}`): the errors sorted by path, and the schema's
@@ -132,9 +133,16 @@ pub fn check(compiled: &Compiled, arguments: Option<&Value>) -> (Vec<FieldError>
 /// The `invalid_arguments` error for the errors found.
 pub fn invalid_arguments(exposed: &str, errors: &[FieldError], problem: Option<&str>) -> ToolError {
     let shown = &errors[..errors.len().min(MAX_REPORTED_ERRORS)];
-    let lines: Vec<String> = shown.iter().map(|e| format!("{}: {}", e.path, e.message)).collect();
+    let lines: Vec<String> = shown
+        .iter()
+        .map(|e| format!("{}: {}", e.path, e.message))
+        .collect();
     let more = errors.len() - shown.len();
-    let tail = if more > 0 { format!(" (and {more} more)") } else { String::new() };
+    let tail = if more > 0 {
+        format!(" (and {more} more)")
+    } else {
+        String::new()
+    };
     let mut hint = format!(
         "The arguments of {exposed} do not match its inputSchema: {}{tail}. Fix these fields and call again; the call was not sent.",
         lines.join("; ")
@@ -142,7 +150,10 @@ pub fn invalid_arguments(exposed: &str, errors: &[FieldError], problem: Option<&
     if let Some(problem) = problem {
         hint.push_str(&format!(" The tool's own schema is broken too ({problem})."));
     }
-    let fields: Vec<Value> = shown.iter().map(|e| json!({"path": e.path, "message": e.message})).collect();
+    let fields: Vec<Value> = shown
+        .iter()
+        .map(|e| json!({"path": e.path, "message": e.message}))
+        .collect();
     ToolError::new("invalid_arguments", hint).with("fields", Value::Array(fields))
 }
 
