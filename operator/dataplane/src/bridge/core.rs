@@ -8,12 +8,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
 
 use super::audit::{AuditSink, Record};
 use super::catalog::Catalog;
 use super::config::BridgeConfig;
 use super::errors::{ToolError, quoted};
-use super::upstream::{Failure, Upstream};
+use super::upstream::{Failure, SseReader, Upstream, next_event};
 use super::validate;
 use crate::era;
 use crate::sessions::Sessions;
@@ -26,6 +27,8 @@ const MAX_UPSTREAM_MESSAGE: usize = 300;
 const RELIST: Duration = Duration::from_secs(300);
 /// A server that is down is listed again after 1 s, doubling, at most 60 s.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// A change stream that ended or could not be opened is opened again after this pause.
+const CHANGES_REOPEN: Duration = Duration::from_secs(2);
 /// Legacy sessions at once, and how long an unused one is kept.
 const MAX_SESSIONS: usize = 256;
 const SESSION_IDLE: Duration = Duration::from_secs(3600);
@@ -52,6 +55,8 @@ pub struct Core {
     pub audit: AuditSink,
     pub inflight: AtomicUsize,
     pub stopping: AtomicBool,
+    /// Per server: list it again now (a call could not reach it, or it announced a change).
+    relist: Vec<Notify>,
 }
 
 impl Core {
@@ -79,6 +84,7 @@ impl Core {
                 }
             }
         }
+        let config_len_notifies = config.servers.iter().map(|_| Notify::new()).collect();
         Arc::new(Self {
             run: format!("{}/{}", config.run.namespace, config.run.name),
             config,
@@ -89,6 +95,7 @@ impl Core {
             audit,
             inflight: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
+            relist: config_len_notifies,
         })
     }
 
@@ -167,7 +174,10 @@ impl Core {
                     });
                     self.rebuild();
                     backoff = Duration::from_secs(1);
-                    tokio::time::sleep(RELIST).await;
+                    tokio::select! {
+                        () = tokio::time::sleep(RELIST) => {}
+                        () = self.relist[index].notified() => {}
+                    }
                 }
                 Err(failure) => {
                     tracing::warn!("Listing the tools of {key} failed: {}", failure.describe());
@@ -180,6 +190,40 @@ impl Core {
                     backoff = (backoff * 2).min(MAX_BACKOFF);
                 }
             }
+        }
+    }
+
+    /// Keep the stream the server announces tool changes on open, and list the server
+    /// again whenever it opens (a change announced before it opened reached no one), when a
+    /// 2026-07-28 server acknowledges the subscription, and at every `list_changed`.
+    pub async fn follow_changes(self: Arc<Self>, index: usize) {
+        let Some(upstream) = self.upstreams[index].clone() else {
+            return;
+        };
+        while !self.stopping.load(Ordering::Relaxed) {
+            if !self.states()[index].listed_once {
+                tokio::time::sleep(CHANGES_REOPEN).await;
+                continue;
+            }
+            let Ok(Some(mut body)) = upstream.open_changes().await else {
+                tokio::time::sleep(CHANGES_REOPEN).await;
+                continue;
+            };
+            let modern = upstream.negotiated().await.is_some_and(|n| n.modern);
+            if !modern {
+                self.relist[index].notify_one();
+            }
+            let mut reader = SseReader::default();
+            while let Some(message) = next_event(&mut body, &mut reader).await {
+                let method = message.get("method").and_then(Value::as_str);
+                if matches!(
+                    method,
+                    Some("notifications/tools/list_changed" | "notifications/subscriptions/acknowledged")
+                ) {
+                    self.relist[index].notify_one();
+                }
+            }
+            tokio::time::sleep(CHANGES_REOPEN).await;
         }
     }
 
@@ -338,6 +382,7 @@ impl Core {
             Err(failure) => {
                 upstream.reset().await;
                 self.update(index, |state| state.up = false);
+                self.relist[index].notify_one();
                 Err(ToolError::new(
                     "upstream_unavailable",
                     format!(

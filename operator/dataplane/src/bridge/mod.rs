@@ -85,6 +85,7 @@ pub async fn run(args: BridgeArgs) -> i32 {
     });
     for index in 0..core.upstreams.len() {
         tokio::spawn(core.clone().follow(index));
+        tokio::spawn(core.clone().follow_changes(index));
     }
     tracing::info!(
         "Serving MCP on http://{address}{} for {} ({} servers); health on port {}",

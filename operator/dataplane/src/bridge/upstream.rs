@@ -13,8 +13,9 @@ use std::time::Duration;
 use base64::Engine;
 use bytes::{Bytes, BytesMut};
 use http_body_util::{BodyExt, Full};
-use hyper::Request;
+use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue};
+use hyper::{Request, Response};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -91,6 +92,8 @@ pub struct Negotiated {
     pub protocol_version: String,
     pub session_id: Option<String>,
     pub modern: bool,
+    /// The server declared `tools.listChanged`: it announces changes on a stream.
+    pub list_changed: bool,
 }
 
 pub struct Upstream {
@@ -207,35 +210,47 @@ impl Upstream {
         self.ids.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// One POST of `body`, with the era's headers; the answer's status, headers and, for a
-    /// request, the response matching `id` (JSON or read off the SSE stream).
-    async fn post(
+    /// A request to the server with the era's headers: a POST of one message, or (no
+    /// `method`) the legacy session's GET stream.
+    fn build(
         &self,
         negotiated: &Negotiated,
-        method: &str,
+        method: Option<&str>,
         params: Option<&Map<String, Value>>,
         id: Option<u64>,
-    ) -> Result<(u16, Option<String>, Option<Value>), Failure> {
-        let mut message = json!({"jsonrpc": "2.0", "method": method});
-        if let Some(id) = id {
-            message["id"] = json!(id);
-        }
-        if let Some(params) = params {
-            message["params"] = Value::Object(params.clone());
-        }
-        let body = serde_json::to_vec(&message).expect("a Value always encodes");
-        let mut builder = Request::post(self.uri.clone());
+    ) -> Result<Request<Full<Bytes>>, Failure> {
+        let mut builder = match method {
+            Some(_) => Request::post(self.uri.clone()),
+            None => Request::get(self.uri.clone()),
+        };
         for (name, value) in self.configured_headers()? {
             builder = builder.header(name, value);
         }
-        builder = builder
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("accept-encoding", "identity");
+        builder = builder.header("accept-encoding", "identity");
         if !negotiated.protocol_version.is_empty() {
             builder = builder.header("mcp-protocol-version", negotiated.protocol_version.as_str());
         }
+        let body = match method {
+            Some(method) => {
+                let mut message = json!({"jsonrpc": "2.0", "method": method});
+                if let Some(id) = id {
+                    message["id"] = json!(id);
+                }
+                if let Some(params) = params {
+                    message["params"] = Value::Object(params.clone());
+                }
+                builder = builder
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream");
+                Bytes::from(serde_json::to_vec(&message).expect("a Value always encodes"))
+            }
+            None => {
+                builder = builder.header("accept", "text/event-stream");
+                Bytes::new()
+            }
+        };
         if negotiated.modern {
+            let method = method.unwrap_or_default();
             builder = builder.header("mcp-method", method);
             let name = match method {
                 "tools/call" | "prompts/get" => params.and_then(|p| p.get("name")),
@@ -250,16 +265,32 @@ impl Upstream {
         } else if let Some(session) = &negotiated.session_id {
             builder = builder.header("mcp-session-id", session.as_str());
         }
-        let request = builder
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| Failure::Misconfigured(format!("the request cannot be made: {e}")))?;
-        let response = self.client.request(request).await.map_err(|e| {
+        builder
+            .body(Full::new(body))
+            .map_err(|e| Failure::Misconfigured(format!("the request cannot be made: {e}")))
+    }
+
+    async fn transmit(&self, request: Request<Full<Bytes>>) -> Result<Response<Incoming>, Failure> {
+        self.client.request(request).await.map_err(|e| {
             Failure::Unavailable(format!(
                 "{} could not be reached: {}",
                 self.server.key(),
                 chain(&e)
             ))
-        })?;
+        })
+    }
+
+    /// One POST of a message; the answer's status, session id and, for a request, the
+    /// response matching `id` (JSON or read off the SSE stream).
+    async fn post(
+        &self,
+        negotiated: &Negotiated,
+        method: &str,
+        params: Option<&Map<String, Value>>,
+        id: Option<u64>,
+    ) -> Result<(u16, Option<String>, Option<Value>), Failure> {
+        let request = self.build(negotiated, Some(method), params, id)?;
+        let response = self.transmit(request).await?;
         let status = response.status().as_u16();
         let session = response
             .headers()
@@ -384,6 +415,7 @@ impl Upstream {
                 protocol_version: version.clone(),
                 session_id: None,
                 modern: true,
+                list_changed: false,
             };
             let asked = self.exchange(&probe, "server/discover", Map::new());
             let answered = match tokio::time::timeout(Duration::from_secs(DISCOVER_SECONDS), asked).await {
@@ -404,6 +436,7 @@ impl Upstream {
                         protocol_version: mutual,
                         session_id: None,
                         modern: true,
+                        list_changed: announces_changes(&result),
                     });
                 }
                 Err(Failure::Rpc { code, data, .. })
@@ -461,6 +494,7 @@ impl Upstream {
             protocol_version: version,
             session_id,
             modern: false,
+            list_changed: announces_changes(&result),
         };
         self.post(&negotiated, "notifications/initialized", None, None)
             .await?;
@@ -542,6 +576,38 @@ impl Upstream {
         )))
     }
 
+    /// The stream the server announces changes on: a legacy session's GET stream, or the
+    /// answer to a 2026-07-28 `subscriptions/listen` for `toolsListChanged`; None when the
+    /// server did not declare `tools.listChanged` or refused the stream.
+    pub async fn open_changes(&self) -> Result<Option<Incoming>, Failure> {
+        let negotiated = self.connect().await?;
+        if !negotiated.list_changed {
+            return Ok(None);
+        }
+        let request = if negotiated.modern {
+            let mut params = Map::new();
+            params.insert("notifications".into(), json!({"toolsListChanged": true}));
+            let params = self.stamped(&negotiated, params);
+            let id = self.next_id();
+            self.build(&negotiated, Some("subscriptions/listen"), Some(&params), Some(id))?
+        } else {
+            self.build(&negotiated, None, None, None)?
+        };
+        let response = self.transmit(request).await?;
+        let streams = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
+        if response.status() != 200 || !streams {
+            if response.status() == 404 && !negotiated.modern {
+                self.lost(&negotiated).await;
+            }
+            return Ok(None);
+        }
+        Ok(Some(response.into_body()))
+    }
+
     /// End a legacy session at the server (`DELETE`), within a second; best effort.
     pub async fn close(&self) {
         let Some(negotiated) = self.state.lock().await.take() else {
@@ -560,6 +626,28 @@ impl Upstream {
         }
         if let Ok(request) = builder.body(Full::new(Bytes::new())) {
             let _ = tokio::time::timeout(Duration::from_secs(1), self.client.request(request)).await;
+        }
+    }
+}
+
+/// Whether an InitializeResult or DiscoverResult declares `tools.listChanged`.
+fn announces_changes(result: &Value) -> bool {
+    result.pointer("/capabilities/tools/listChanged") == Some(&Value::Bool(true))
+}
+
+/// The next JSON message of an SSE body; None when it ends or breaks.
+pub async fn next_event(body: &mut Incoming, reader: &mut SseReader) -> Option<Value> {
+    loop {
+        if let Some(message) = reader.next_message() {
+            return Some(message);
+        }
+        let frame = body.frame().await?.ok()?;
+        if let Some(data) = frame.data_ref() {
+            reader.push(data);
+            reader.seen = 0; // a change stream is long-lived: only its events are bounded
+            if reader.buffer.len() > MAX_ANSWER_BYTES {
+                return None;
+            }
         }
     }
 }
