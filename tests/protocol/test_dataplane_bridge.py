@@ -24,10 +24,16 @@ from tests.protocol.test_bridge import (
     test_a_server_down_at_start_does_not_hold_readiness_and_joins_when_it_comes_up,
     test_an_upstreams_list_changed_reaches_the_agent_with_the_new_tools,
     test_every_audit_line_is_json_and_carries_no_argument_value,
+    test_health_and_metrics_report_the_calls,
     test_sigterm_ends_the_bridge_cleanly,
     test_the_2026_era_is_stateless_and_checks_its_envelope,
     test_the_inspector_cli_lists_and_calls_tools_through_the_bridge,
     test_the_sdk_client_lists_and_calls_the_prefixed_tools_of_upstreams_of_both_eras,
+)
+from tests.protocol.test_metrics_access import (
+    test_a_process_run_by_hand_without_the_flag_serves_metrics_to_anyone,
+    test_the_bridges_metrics_answer_only_the_listed_scraper,
+    test_without_the_issuers_keys_every_scrape_is_refused,
 )
 from tests.support import bridge_run, dataplane, needs
 
@@ -41,13 +47,17 @@ __all__ = [
     "test_a_2026_upstreams_list_changed_reaches_the_agent_through_its_listen_stream",
     "test_a_dead_upstream_leaves_the_others_working_and_its_return_is_noticed",
     "test_a_denied_tool_and_invalid_arguments_fail_with_hints_before_the_upstream",
+    "test_a_process_run_by_hand_without_the_flag_serves_metrics_to_anyone",
     "test_a_server_down_at_start_does_not_hold_readiness_and_joins_when_it_comes_up",
     "test_an_upstreams_list_changed_reaches_the_agent_with_the_new_tools",
     "test_every_audit_line_is_json_and_carries_no_argument_value",
+    "test_health_and_metrics_report_the_calls",
     "test_sigterm_ends_the_bridge_cleanly",
     "test_the_2026_era_is_stateless_and_checks_its_envelope",
+    "test_the_bridges_metrics_answer_only_the_listed_scraper",
     "test_the_inspector_cli_lists_and_calls_tools_through_the_bridge",
     "test_the_sdk_client_lists_and_calls_the_prefixed_tools_of_upstreams_of_both_eras",
+    "test_without_the_issuers_keys_every_scrape_is_refused",
 ]
 
 

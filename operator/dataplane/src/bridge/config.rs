@@ -18,6 +18,10 @@ pub struct BridgeArgs {
     /// Port of `/healthz` and `/readyz`, on every address of both families.
     #[arg(long, default_value_t = 7801)]
     pub health_port: u16,
+    /// Who may read `/metrics`: an access configuration (issuer keys, audience
+    /// `metrics.mcp-operator.dev`, the scrapers in `allow.operators`); unset: every client.
+    #[arg(long)]
+    pub metrics_access: Option<PathBuf>,
     /// DEBUG, INFO, WARNING or ERROR: the bridge's own log lines (audit lines are always written).
     #[arg(long, default_value = "INFO", value_parser = ["DEBUG", "INFO", "WARNING", "ERROR"], ignore_case = true)]
     pub log_level: String,

@@ -14,6 +14,7 @@ use super::audit::{AuditSink, Record};
 use super::catalog::Catalog;
 use super::config::BridgeConfig;
 use super::errors::{ToolError, quoted};
+use super::metrics::Metrics;
 use super::upstream::{Failure, SseReader, Upstream, next_event};
 use super::validate;
 use crate::era;
@@ -53,6 +54,7 @@ pub struct Core {
     catalog: Mutex<Arc<Catalog>>,
     sessions: Mutex<Sessions>,
     pub audit: AuditSink,
+    pub metrics: Metrics,
     pub inflight: AtomicUsize,
     pub stopping: AtomicBool,
     /// Per server: list it again now (a call could not reach it, or it announced a change).
@@ -84,6 +86,12 @@ impl Core {
                 }
             }
         }
+        let metrics = Metrics::default();
+        for (server, upstream) in config.servers.iter().zip(&upstreams) {
+            if upstream.is_none() {
+                metrics.set_up(&server.key(), false);
+            }
+        }
         let config_len_notifies = config.servers.iter().map(|_| Notify::new()).collect();
         Arc::new(Self {
             run: format!("{}/{}", config.run.namespace, config.run.name),
@@ -93,6 +101,7 @@ impl Core {
             catalog: Mutex::new(Arc::new(Catalog::default())),
             sessions: Mutex::new(Sessions::new(MAX_SESSIONS, SESSION_IDLE)),
             audit,
+            metrics,
             inflight: AtomicUsize::new(0),
             stopping: AtomicBool::new(false),
             relist: config_len_notifies,
@@ -137,6 +146,7 @@ impl Core {
         let changed = {
             let mut catalog = self.catalog.lock().expect("the catalog lock");
             let changed = catalog.tools() != fresh.tools();
+            self.metrics.set_catalog_tools(fresh.entries.len());
             *catalog = fresh;
             changed
         };
@@ -166,6 +176,7 @@ impl Core {
                         tools.len(),
                         protocol.as_deref().unwrap_or("?")
                     );
+                    self.metrics.observe_listing(&key, true);
                     self.update(index, |state| {
                         state.listed_once = true;
                         state.up = true;
@@ -182,6 +193,7 @@ impl Core {
                 Err(failure) => {
                     tracing::warn!("Listing the tools of {key} failed: {}", failure.describe());
                     upstream.reset().await;
+                    self.metrics.observe_listing(&key, false);
                     self.update(index, |state| {
                         state.listed_once = true;
                         state.up = false;
@@ -258,16 +270,20 @@ impl Core {
                 }
             }
         };
+        let seconds = started.elapsed().as_secs_f64();
+        let server_key = server.map(super::config::Server::key);
+        self.metrics
+            .observe_call(server_key.as_deref(), name, outcome, seconds);
         self.audit.write(&Record {
             time: arrived,
             run: &self.run,
             identity: self.config.identity.as_ref(),
-            server: server.map(super::config::Server::key),
+            server: server_key.clone(),
             tool: entry.as_ref().map(|_| name.to_owned()),
             sent_name: params.get("name").cloned(),
             original_tool: entry.as_ref().map(|e| e.original.clone()),
             outcome,
-            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+            duration_ms: seconds * 1000.0,
             attempts,
             arguments: Some(hashed),
         });
@@ -276,6 +292,7 @@ impl Core {
 
     /// The audit line of a request that was not a readable call.
     pub fn audit_invalid(&self, sent_name: Option<Value>) {
+        self.metrics.observe_call(None, "", "invalid_request", 0.0);
         self.audit.write(&Record {
             time: time::OffsetDateTime::now_utc(),
             run: &self.run,
@@ -352,6 +369,7 @@ impl Core {
         {
             Ok(mut result) => {
                 self.update(index, |state| state.up = true);
+                self.metrics.set_up(&key, true);
                 if let Some(result) = result.as_object_mut() {
                     result.remove("resultType");
                     if let Some(Value::Object(meta)) = result.get_mut("_meta") {
@@ -382,6 +400,7 @@ impl Core {
             Err(failure) => {
                 upstream.reset().await;
                 self.update(index, |state| state.up = false);
+                self.metrics.set_up(&key, false);
                 self.relist[index].notify_one();
                 Err(ToolError::new(
                     "upstream_unavailable",

@@ -13,7 +13,8 @@
 //! - `audit`    one JSON line per call, never a value
 //! - `core`     the running state and the call pipeline
 //! - `front`    the agent's endpoint, both eras
-//! - `health`   `/healthz` and `/readyz` on the health port
+//! - `health`   `/healthz`, `/readyz` and `/metrics` on the health port
+//! - `metrics`  the Prometheus metrics
 
 pub mod audit;
 pub mod catalog;
@@ -22,6 +23,7 @@ pub mod core;
 pub mod errors;
 pub mod front;
 pub mod health;
+pub mod metrics;
 pub mod naming;
 pub mod upstream;
 pub mod validate;
@@ -37,6 +39,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::auth::gate::Gate;
 use crate::hosts::HostPolicy;
 use config::BridgeArgs;
 
@@ -78,6 +81,16 @@ pub async fn run(args: BridgeArgs) -> i32 {
             return 2;
         }
     };
+    let gate = match args.metrics_access.as_deref() {
+        None => None,
+        Some(path) => match Gate::open(path, Box::new(metrics::Uncounted)) {
+            Ok(gate) => Some(Arc::new(gate)),
+            Err(why) => {
+                eprintln!("mcp-dataplane bridge: --metrics-access: {why}");
+                return 2;
+            }
+        },
+    };
     let core = core::Core::new(config, audit);
     let front = Arc::new(front::Front {
         core: core.clone(),
@@ -101,7 +114,7 @@ pub async fn run(args: BridgeArgs) -> i32 {
         return 2;
     };
     let serving = serve(listener, front);
-    let health = serve_health(health_listener, core.clone());
+    let health = serve_health(health_listener, core.clone(), gate);
     tokio::select! {
         _ = terminate.recv() => {}
         _ = interrupt.recv() => {}
@@ -150,16 +163,16 @@ async fn serve(listener: TcpListener, front: Arc<front::Front>) {
     }
 }
 
-async fn serve_health(listener: TcpListener, core: Arc<core::Core>) {
+async fn serve_health(listener: TcpListener, core: Arc<core::Core>, gate: Option<Arc<Gate>>) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         };
-        let core = core.clone();
+        let (core, gate) = (core.clone(), gate.clone());
         tokio::spawn(async move {
             let service = service_fn(move |request| {
-                let response = health::handle(&core, &request);
+                let response = health::handle(&core, gate.as_deref(), &request);
                 async move { Ok::<_, std::convert::Infallible>(response) }
             });
             let connection = http1::Builder::new()
