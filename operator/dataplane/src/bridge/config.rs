@@ -132,16 +132,12 @@ pub struct FilterLayer {
     #[serde(default)]
     pub deny: Vec<String>,
     #[serde(default)]
-    #[allow(dead_code)] // prompts and resources are not served by this slice
     pub prompts_allow: Vec<String>,
     #[serde(default)]
-    #[allow(dead_code)] // prompts and resources are not served by this slice
     pub prompts_deny: Vec<String>,
     #[serde(default)]
-    #[allow(dead_code)] // prompts and resources are not served by this slice
     pub resources_allow: Vec<String>,
     #[serde(default)]
-    #[allow(dead_code)] // prompts and resources are not served by this slice
     pub resources_deny: Vec<String>,
 }
 

@@ -13,8 +13,10 @@ use tokio::sync::Notify;
 use super::audit::{AuditSink, Record};
 use super::catalog::Catalog;
 use super::config::BridgeConfig;
+use super::cursor::CursorCodec;
 use super::errors::{ToolError, quoted};
 use super::metrics::Metrics;
+use super::prompts::PromptCatalog;
 use super::upstream::{Failure, SseReader, Upstream, next_event};
 use super::validate;
 use crate::era;
@@ -42,6 +44,10 @@ pub struct ServerState {
     pub protocol: Option<String>,
     /// Its last successful listing (kept while it is down).
     pub tools: Option<Vec<Value>>,
+    /// Its last prompt listing, when it has prompts.
+    pub prompts: Option<Vec<Value>>,
+    /// The capabilities it declared (`{}` until it was reached).
+    pub capabilities: Value,
     /// Why it cannot be called at all.
     pub problem: Option<String>,
 }
@@ -52,6 +58,9 @@ pub struct Core {
     pub upstreams: Vec<Option<Arc<Upstream>>>,
     states: Mutex<Vec<ServerState>>,
     catalog: Mutex<Arc<Catalog>>,
+    prompts: Mutex<Arc<PromptCatalog>>,
+    /// Signs the cursors of listings walked across servers.
+    pub cursors: CursorCodec,
     sessions: Mutex<Sessions>,
     pub audit: AuditSink,
     pub metrics: Metrics,
@@ -99,6 +108,8 @@ impl Core {
             upstreams,
             states: Mutex::new(states),
             catalog: Mutex::new(Arc::new(Catalog::default())),
+            prompts: Mutex::new(Arc::new(PromptCatalog::default())),
+            cursors: CursorCodec::default(),
             sessions: Mutex::new(Sessions::new(MAX_SESSIONS, SESSION_IDLE)),
             audit,
             metrics,
@@ -110,6 +121,29 @@ impl Core {
 
     pub fn catalog(&self) -> Arc<Catalog> {
         self.catalog.lock().expect("the catalog lock").clone()
+    }
+
+    pub fn prompts(&self) -> Arc<PromptCatalog> {
+        self.prompts.lock().expect("the prompt lock").clone()
+    }
+
+    /// The bridge's server capabilities: tools always; prompts and resources when a server
+    /// that can be called has them (no subscriptions in this slice).
+    pub fn capabilities(&self) -> Value {
+        let mut capabilities = json!({"tools": {"listChanged": true}});
+        let states = self.states();
+        let offered = |feature: &str| {
+            states
+                .iter()
+                .any(|s| s.problem.is_none() && s.capabilities.get(feature).is_some())
+        };
+        if offered("prompts") {
+            capabilities["prompts"] = json!({"listChanged": true});
+        }
+        if offered("resources") {
+            capabilities["resources"] = json!({"listChanged": true, "subscribe": false});
+        }
+        capabilities
     }
 
     pub fn sessions(&self) -> MutexGuard<'_, Sessions> {
@@ -129,7 +163,7 @@ impl Core {
     pub fn init_result(&self, version: &str) -> Value {
         json!({
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": true}},
+            "capabilities": self.capabilities(),
             "serverInfo": {"name": "mcp-operator-bridge", "version": env!("CARGO_PKG_VERSION")},
         })
     }
@@ -141,7 +175,11 @@ impl Core {
 
     /// Build the catalog from the listings; tell the agents' streams when the tools changed.
     fn rebuild(&self) {
-        let listings: Vec<Option<Vec<Value>>> = self.states().into_iter().map(|s| s.tools).collect();
+        let states = self.states();
+        let prompts: Vec<Option<Vec<Value>>> = states.iter().map(|s| s.prompts.clone()).collect();
+        *self.prompts.lock().expect("the prompt lock") =
+            Arc::new(PromptCatalog::build(&self.config.servers, &prompts));
+        let listings: Vec<Option<Vec<Value>>> = states.into_iter().map(|s| s.tools).collect();
         let fresh = Arc::new(Catalog::build(&self.config.servers, &listings));
         let changed = {
             let mut catalog = self.catalog.lock().expect("the catalog lock");
@@ -168,9 +206,22 @@ impl Core {
         let deadline = Duration::from_secs(upstream.server.timeout_seconds());
         let mut backoff = Duration::from_secs(1);
         while !self.stopping.load(Ordering::Relaxed) {
-            match upstream.list_tools(deadline).await {
+            match upstream.list_all("tools/list", "tools", deadline).await {
                 Ok(tools) => {
-                    let protocol = upstream.negotiated().await.map(|n| n.protocol_version);
+                    let negotiated = upstream.negotiated().await.unwrap_or_default();
+                    let capabilities = negotiated.capabilities;
+                    let prompts = if capabilities.get("prompts").is_some() {
+                        match upstream.list_all("prompts/list", "prompts", deadline).await {
+                            Ok(prompts) => Some(prompts),
+                            Err(failure) => {
+                                tracing::warn!("Listing the prompts of {key} failed: {}", failure.describe());
+                                self.states()[index].prompts.clone()
+                            }
+                        }
+                    } else {
+                        None
+                    };
+                    let protocol = Some(negotiated.protocol_version).filter(|v| !v.is_empty());
                     tracing::info!(
                         "Listed {} tools of {key} ({})",
                         tools.len(),
@@ -182,6 +233,8 @@ impl Core {
                         state.up = true;
                         state.protocol = protocol;
                         state.tools = Some(tools);
+                        state.prompts = prompts;
+                        state.capabilities = capabilities;
                     });
                     self.rebuild();
                     backoff = Duration::from_secs(1);

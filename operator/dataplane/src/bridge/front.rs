@@ -18,6 +18,7 @@ use hyper::{Method, Request, Response};
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
+use super::aggregate;
 use super::core::Core;
 use crate::era::{self, Admission, RoutingHeaders};
 use crate::hosts::{HostPolicy, Refusal};
@@ -321,6 +322,10 @@ impl Front {
                 };
                 let params: Map<String, Value> = params.clone();
                 (jsonrpc::result_response(id, self.core.call(&params).await), true)
+            }
+            method if aggregate::METHODS.contains(&method) => {
+                let params = message.get("params");
+                (aggregate::answer(&self.core, id, method, params).await, false)
             }
             _ => {
                 let text = format!("Method not found: {method}");

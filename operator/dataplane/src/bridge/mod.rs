@@ -1,7 +1,8 @@
 //! `mcp-dataplane bridge`: one governed MCP endpoint for an agent, in front of the run's
 //! MCPServers (docs/bridge.md), the first slice of the port of `mcp-operator bridge`: tools
 //! of servers of both eras, filtered and prefixed, listed and called from agents of both
-//! eras, arguments validated, failures as structured tool errors, one audit line per call.
+//! eras, arguments validated, failures as structured tool errors, one audit line per call;
+//! prompts and resources listed, got and read across the servers.
 //! Modules, one job each:
 //!
 //! - `config`   the command line and the `BridgeConfig` file
@@ -12,20 +13,28 @@
 //! - `errors`   the structured tool error
 //! - `audit`    one JSON line per call, never a value
 //! - `core`     the running state and the call pipeline
+//! - `prompts`  the prompt catalog, and the prompt and resource filters
+//! - `uris`     resource URIs namespaced per server, reversibly
+//! - `cursor`   the signed cursors of listings walked across servers
+//! - `aggregate` prompts and resources: listed, got and read across the servers
 //! - `front`    the agent's endpoint, both eras
 //! - `health`   `/healthz`, `/readyz` and `/metrics` on the health port
 //! - `metrics`  the Prometheus metrics
 
+pub mod aggregate;
 pub mod audit;
 pub mod catalog;
 pub mod config;
 pub mod core;
+pub mod cursor;
 pub mod errors;
 pub mod front;
 pub mod health;
 pub mod metrics;
 pub mod naming;
+pub mod prompts;
 pub mod upstream;
+pub mod uris;
 pub mod validate;
 
 use std::net::{Ipv6Addr, SocketAddr};

@@ -94,6 +94,8 @@ pub struct Negotiated {
     pub modern: bool,
     /// The server declared `tools.listChanged`: it announces changes on a stream.
     pub list_changed: bool,
+    /// The capabilities the server declared.
+    pub capabilities: Value,
 }
 
 pub struct Upstream {
@@ -416,6 +418,7 @@ impl Upstream {
                 session_id: None,
                 modern: true,
                 list_changed: false,
+                capabilities: Value::Null,
             };
             let asked = self.exchange(&probe, "server/discover", Map::new());
             let answered = match tokio::time::timeout(Duration::from_secs(DISCOVER_SECONDS), asked).await {
@@ -437,6 +440,7 @@ impl Upstream {
                         session_id: None,
                         modern: true,
                         list_changed: announces_changes(&result),
+                        capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
                     });
                 }
                 Err(Failure::Rpc { code, data, .. })
@@ -495,6 +499,7 @@ impl Upstream {
             session_id,
             modern: false,
             list_changed: announces_changes(&result),
+            capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
         };
         self.post(&negotiated, "notifications/initialized", None, None)
             .await?;
@@ -553,26 +558,27 @@ impl Upstream {
         same
     }
 
-    /// Every tool of the server, page after page (only an absent `nextCursor` ends it).
-    pub async fn list_tools(&self, deadline: Duration) -> Result<Vec<Value>, Failure> {
-        let mut tools = Vec::new();
+    /// Every item of a listing (`tools/list` → `tools`, `prompts/list` → `prompts`), page
+    /// after page (only an absent `nextCursor` ends it).
+    pub async fn list_all(&self, method: &str, key: &str, deadline: Duration) -> Result<Vec<Value>, Failure> {
+        let mut items = Vec::new();
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_PAGES {
             let mut params = Map::new();
             if let Some(cursor) = cursor.take() {
                 params.insert("cursor".into(), cursor);
             }
-            let result = self.request("tools/list", params, deadline).await?;
-            if let Some(page) = result.get("tools").and_then(Value::as_array) {
-                tools.extend(page.iter().filter(|t| t.is_object()).cloned());
+            let result = self.request(method, params, deadline).await?;
+            if let Some(page) = result.get(key).and_then(Value::as_array) {
+                items.extend(page.iter().filter(|t| t.is_object()).cloned());
             }
             match result.get("nextCursor") {
                 Some(next) if next.is_string() => cursor = Some(next.clone()),
-                _ => return Ok(tools),
+                _ => return Ok(items),
             }
         }
         Err(Failure::Unavailable(format!(
-            "tools/list went on for more than {MAX_PAGES} pages"
+            "{method} went on for more than {MAX_PAGES} pages"
         )))
     }
 
