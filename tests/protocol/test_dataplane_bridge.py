@@ -5,7 +5,9 @@ operator's Pods keep running the Python bridge, and this module runs the black-b
 that the compiled one passes, unchanged: each test below is the same function as in its
 home module, started against ``tests.support.dataplane``'s binary instead (the autouse
 fixture swaps the program ``tests.support.bridge_run.run_bridge`` starts). A test of the
-home module that is not listed here is not served by the compiled bridge yet.
+home module that is not listed here is not served by the compiled bridge yet
+(``test_dataplane_bridge_catalog.py`` holds those of ``test_bridge_catalog.py``, whose
+``bridge`` fixture is another).
 """
 
 from __future__ import annotations
@@ -32,6 +34,17 @@ from tests.protocol.test_bridge import (
     test_the_inspector_cli_lists_and_calls_tools_through_the_bridge,
     test_the_sdk_client_lists_and_calls_the_prefixed_tools_of_upstreams_of_both_eras,
 )
+from tests.protocol.test_bridge_failures import (
+    test_a_json_rpc_error_reaches_the_agent_with_the_upstreams_code,
+)
+from tests.protocol.test_bridge_hardening import (
+    echoing,
+    secret_file,
+    test_a_header_value_with_cr_lf_fails_that_one_server_and_the_others_keep_working,
+    test_a_listing_refused_in_words_that_quote_the_credential_is_logged_masked,
+    test_an_unreadable_header_file_fails_that_one_server_and_the_others_keep_working,
+    test_an_upstream_that_echoes_the_credential_never_shows_it_to_the_agent_or_the_audit,
+)
 from tests.protocol.test_metrics_access import (
     test_a_process_run_by_hand_without_the_flag_serves_metrics_to_anyone,
     test_the_bridges_metrics_answer_only_the_listed_scraper,
@@ -45,12 +58,19 @@ pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
 __all__ = [
     "bridge",
     "counted",
+    "echoing",
     "managed_url",
+    "secret_file",
     "test_a_2026_upstreams_list_changed_reaches_the_agent_through_its_listen_stream",
     "test_a_dead_upstream_leaves_the_others_working_and_its_return_is_noticed",
     "test_a_denied_tool_and_invalid_arguments_fail_with_hints_before_the_upstream",
+    "test_a_header_value_with_cr_lf_fails_that_one_server_and_the_others_keep_working",
+    "test_a_json_rpc_error_reaches_the_agent_with_the_upstreams_code",
+    "test_a_listing_refused_in_words_that_quote_the_credential_is_logged_masked",
     "test_a_process_run_by_hand_without_the_flag_serves_metrics_to_anyone",
     "test_a_server_down_at_start_does_not_hold_readiness_and_joins_when_it_comes_up",
+    "test_an_unreadable_header_file_fails_that_one_server_and_the_others_keep_working",
+    "test_an_upstream_that_echoes_the_credential_never_shows_it_to_the_agent_or_the_audit",
     "test_an_upstreams_list_changed_reaches_the_agent_with_the_new_tools",
     "test_every_audit_line_is_json_and_carries_no_argument_value",
     "test_health_and_metrics_report_the_calls",

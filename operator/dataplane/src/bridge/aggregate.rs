@@ -96,10 +96,13 @@ async fn forward(
     crate::era::strip_envelope(&mut params);
     match upstream.request(method, params, REQUEST_SECONDS).await {
         Ok(result) => Ok(plain_result(result)),
-        Err(Failure::Rpc { code, message, .. }) => Err((code, message)),
+        Err(Failure::Rpc { code, message, .. }) => Err((code, core.scrubber.text(&message))),
         Err(failure) => Err((
             INTERNAL_ERROR,
-            format!("Server {key} could not answer {method}: {}", failure.describe()),
+            format!(
+                "Server {key} could not answer {method}: {}",
+                core.scrubber.text(&failure.describe())
+            ),
         )),
     }
 }

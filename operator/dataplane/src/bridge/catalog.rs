@@ -11,6 +11,8 @@ use serde_json::Value;
 
 use super::config::Server;
 use super::naming::{exposed_name, tool_allowed, valid_tool_name};
+use super::scrub::Scrubber;
+use super::uris::exposed_uri;
 use super::validate::{self, Compiled};
 
 pub struct Entry {
@@ -29,7 +31,7 @@ pub struct Catalog {
 
 impl Catalog {
     /// The catalog of `listings` (each server's last listing, None when never listed).
-    pub fn build(servers: &[Server], listings: &[Option<Vec<Value>>]) -> Self {
+    pub fn build(servers: &[Server], listings: &[Option<Vec<Value>>], scrubber: &Scrubber) -> Self {
         let mut entries = BTreeMap::new();
         for (index, (server, listing)) in servers.iter().zip(listings).enumerate() {
             let Some(listing) = listing else { continue };
@@ -55,7 +57,7 @@ impl Catalog {
                     );
                     continue;
                 }
-                let mut shown = tool.clone();
+                let mut shown = scrubber.json(with_exposed_ui(&server.prefix, tool.clone()));
                 shown["name"] = Value::from(exposed.clone());
                 let schema = validate::compile(tool.get("inputSchema"));
                 entries.insert(
@@ -124,6 +126,28 @@ impl Catalog {
     }
 }
 
+/// A tool with the `ui://` resource its `_meta` names under the exposed URI, so that the
+/// agent's host reads the resource it lists (`_meta.ui.resourceUri` and the older
+/// `_meta["ui/resourceUri"]`); all else as sent.
+fn with_exposed_ui(prefix: &str, mut tool: Value) -> Value {
+    if prefix.is_empty() {
+        return tool;
+    }
+    if let Some(meta) = tool.get_mut("_meta").and_then(Value::as_object_mut) {
+        if let Some(uri) = meta.get_mut("ui").and_then(|ui| ui.get_mut("resourceUri"))
+            && let Some(text) = uri.as_str()
+        {
+            *uri = Value::from(exposed_uri(prefix, text));
+        }
+        if let Some(uri) = meta.get_mut("ui/resourceUri")
+            && let Some(text) = uri.as_str()
+        {
+            *uri = Value::from(exposed_uri(prefix, text));
+        }
+    }
+    tool
+}
+
 /// How alike two names are: twice the longest common subsequence over both lengths (close
 /// to difflib's ratio for names).
 fn ratio(a: &str, b: &str) -> f64 {
@@ -167,17 +191,22 @@ mod tests {
         ];
         let listings = [
             Some(vec![
-                json!({"name": "echo", "inputSchema": {"type": "object"}}),
+                json!({"name": "echo", "inputSchema": {"type": "object"},
+                       "_meta": {"ui": {"resourceUri": "ui://chart/app"}}}),
                 json!({"name": "get-env"}),
             ]),
             Some(vec![json!({"name": "get_current_time", "title": "Now"})]),
         ];
-        let catalog = Catalog::build(&servers, &listings);
+        let catalog = Catalog::build(&servers, &listings, &Scrubber::default());
         assert_eq!(catalog.names(), ["ev_echo", "time_get_current_time"]);
         let entry = catalog.get("time_get_current_time").unwrap();
         assert_eq!((entry.server, entry.original.as_str()), (1, "get_current_time"));
         assert_eq!(entry.tool["title"], "Now");
         assert_eq!(catalog.tools()[0]["name"], "ev_echo");
+        assert_eq!(
+            catalog.tools()[0]["_meta"]["ui"]["resourceUri"],
+            "ui://ev.chart/app"
+        );
     }
 
     #[test]
@@ -188,7 +217,7 @@ mod tests {
             Some(vec![json!({"name": "echo"})]),
             None,
         ];
-        let catalog = Catalog::build(&servers, &listings);
+        let catalog = Catalog::build(&servers, &listings, &Scrubber::default());
         assert_eq!(catalog.get("echo").unwrap().server, 0);
         assert_eq!(catalog.entries.len(), 1);
     }
@@ -197,7 +226,7 @@ mod tests {
     fn similar_names_are_suggested() {
         let servers = [server("everything", "ev", &[])];
         let listings = [Some(vec![json!({"name": "echo"}), json!({"name": "add"})])];
-        let catalog = Catalog::build(&servers, &listings);
+        let catalog = Catalog::build(&servers, &listings, &Scrubber::default());
         assert_eq!(catalog.similar("ev_ecco"), ["ev_echo"]);
         assert_eq!(catalog.allowed_near("ev_nothing"), ["ev_add", "ev_echo"]);
     }

@@ -15,16 +15,26 @@ pub struct BridgeArgs {
     /// The `BridgeConfig` file (YAML or JSON).
     #[arg(long)]
     pub config: PathBuf,
-    /// Port of `/healthz` and `/readyz`, on every address of both families.
+    /// Port of `/healthz`, `/readyz` and `/metrics`, on every address of both families.
     #[arg(long, default_value_t = 7801)]
     pub health_port: u16,
     /// Who may read `/metrics`: an access configuration (issuer keys, audience
     /// `metrics.mcp-operator.dev`, the scrapers in `allow.operators`); unset: every client.
     #[arg(long)]
     pub metrics_access: Option<PathBuf>,
+    /// List every server's tools again this often (seconds) while it is up.
+    #[arg(long, default_value_t = 300.0, value_parser = positive_seconds)]
+    pub relist_seconds: f64,
     /// DEBUG, INFO, WARNING or ERROR: the bridge's own log lines (audit lines are always written).
     #[arg(long, default_value = "INFO", value_parser = ["DEBUG", "INFO", "WARNING", "ERROR"], ignore_case = true)]
     pub log_level: String,
+}
+
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),
+        _ => Err("must be a number of seconds above 0 and at most 86400".to_owned()),
+    }
 }
 
 pub const API_VERSION: &str = "mcp-operator.dev/v1alpha1";

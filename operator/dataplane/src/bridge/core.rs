@@ -11,23 +11,21 @@ use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
 use super::audit::{AuditSink, Record};
-use super::catalog::Catalog;
+use super::catalog::{Catalog, Entry};
 use super::config::BridgeConfig;
 use super::cursor::CursorCodec;
 use super::errors::{ToolError, quoted};
 use super::metrics::Metrics;
 use super::prompts::PromptCatalog;
-use super::upstream::{Failure, SseReader, Upstream, next_event};
+use super::scrub::Scrubber;
+use super::upstream::{Failure, SseReader, Upstream, header_problem, next_event, secret_values};
 use super::validate;
-use crate::era;
 use crate::sessions::Sessions;
 
 /// A refusal hint names at most this many tools the agent may call instead.
 const MAX_LISTED_TOOLS: usize = 10;
 /// An upstream's error message is cut to this many characters in a hint.
 const MAX_UPSTREAM_MESSAGE: usize = 300;
-/// Every server's tools are listed again this often while it is up.
-const RELIST: Duration = Duration::from_secs(300);
 /// A server that is down is listed again after 1 s, doubling, at most 60 s.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
 /// A change stream that ended or could not be opened is opened again after this pause.
@@ -64,28 +62,38 @@ pub struct Core {
     sessions: Mutex<Sessions>,
     pub audit: AuditSink,
     pub metrics: Metrics,
+    /// Masks every header value in use in what the agent, the log and the audit see.
+    pub scrubber: Scrubber,
     pub inflight: AtomicUsize,
+    /// Every server's tools are listed again this often while it is up.
+    relist_every: Duration,
     pub stopping: AtomicBool,
     /// Per server: list it again now (a call could not reach it, or it announced a change).
     relist: Vec<Notify>,
 }
 
 impl Core {
-    pub fn new(config: BridgeConfig, audit: AuditSink) -> Arc<Self> {
+    pub fn new(config: BridgeConfig, audit: AuditSink, relist_every: Duration) -> Arc<Self> {
         let client = super::upstream::http_client();
         let mut states = Vec::new();
         let mut upstreams = Vec::new();
+        let metrics = Metrics::default();
         for server in &config.servers {
-            match Upstream::new(server.clone(), client.clone()) {
+            let key = server.key();
+            let problem = header_problem(server);
+            metrics.set_misconfigured(&key, problem.as_ref().map(|(reason, _)| *reason));
+            let made = match problem {
+                Some((_, why)) => Err(why),
+                None => Upstream::new(server.clone(), client.clone()),
+            };
+            match made {
                 Ok(upstream) => {
                     upstreams.push(Some(Arc::new(upstream)));
                     states.push(ServerState::default());
                 }
                 Err(why) => {
-                    tracing::error!(
-                        "The server {} cannot be called as configured: {why}",
-                        server.key()
-                    );
+                    tracing::error!("Could not use server {key}: {why}");
+                    metrics.set_up(&key, false);
                     upstreams.push(None);
                     states.push(ServerState {
                         listed_once: true,
@@ -95,12 +103,15 @@ impl Core {
                 }
             }
         }
-        let metrics = Metrics::default();
-        for (server, upstream) in config.servers.iter().zip(&upstreams) {
-            if upstream.is_none() {
-                metrics.set_up(&server.key(), false);
-            }
-        }
+        let scrubber = Scrubber::new(
+            config
+                .servers
+                .iter()
+                .flat_map(secret_values)
+                .collect::<Vec<_>>()
+                .iter()
+                .map(String::as_str),
+        );
         let config_len_notifies = config.servers.iter().map(|_| Notify::new()).collect();
         Arc::new(Self {
             run: format!("{}/{}", config.run.namespace, config.run.name),
@@ -113,7 +124,9 @@ impl Core {
             sessions: Mutex::new(Sessions::new(MAX_SESSIONS, SESSION_IDLE)),
             audit,
             metrics,
+            scrubber,
             inflight: AtomicUsize::new(0),
+            relist_every,
             stopping: AtomicBool::new(false),
             relist: config_len_notifies,
         })
@@ -180,7 +193,7 @@ impl Core {
         *self.prompts.lock().expect("the prompt lock") =
             Arc::new(PromptCatalog::build(&self.config.servers, &prompts));
         let listings: Vec<Option<Vec<Value>>> = states.into_iter().map(|s| s.tools).collect();
-        let fresh = Arc::new(Catalog::build(&self.config.servers, &listings));
+        let fresh = Arc::new(Catalog::build(&self.config.servers, &listings, &self.scrubber));
         let changed = {
             let mut catalog = self.catalog.lock().expect("the catalog lock");
             let changed = catalog.tools() != fresh.tools();
@@ -214,7 +227,8 @@ impl Core {
                         match upstream.list_all("prompts/list", "prompts", deadline).await {
                             Ok(prompts) => Some(prompts),
                             Err(failure) => {
-                                tracing::warn!("Listing the prompts of {key} failed: {}", failure.describe());
+                                let told = self.scrubber.text(&failure.describe());
+                                tracing::warn!("Could not list the prompts of server {key}: {told}");
                                 self.states()[index].prompts.clone()
                             }
                         }
@@ -239,12 +253,13 @@ impl Core {
                     self.rebuild();
                     backoff = Duration::from_secs(1);
                     tokio::select! {
-                        () = tokio::time::sleep(RELIST) => {}
+                        () = tokio::time::sleep(self.relist_every) => {}
                         () = self.relist[index].notified() => {}
                     }
                 }
                 Err(failure) => {
-                    tracing::warn!("Listing the tools of {key} failed: {}", failure.describe());
+                    let told = self.scrubber.text(&failure.describe());
+                    tracing::warn!("Could not list the tools of server {key}: {told}");
                     upstream.reset().await;
                     self.metrics.observe_listing(&key, false);
                     self.update(index, |state| {
@@ -316,7 +331,10 @@ impl Core {
                     (error.code, error.to_result())
                 } else {
                     attempts = 1;
-                    match self.send(entry.server, &entry.original, arguments).await {
+                    match self.send(entry, name, arguments).await {
+                        Ok(result) if result.get("isError") == Some(&Value::Bool(true)) => {
+                            ("upstream_error", self.scrubber.json(result))
+                        }
                         Ok(result) => ("ok", result),
                         Err(error) => (error.code, error.to_result()),
                     }
@@ -382,7 +400,23 @@ impl Core {
         } else {
             String::new()
         };
-        ToolError::new(
+        let head = name.split('_').next().unwrap_or_default();
+        let broken: Vec<(String, String)> = self
+            .config
+            .servers
+            .iter()
+            .zip(self.states())
+            .filter(|(server, state)| server.prefix == head && state.problem.is_some())
+            .map(|(server, state)| (server.key(), state.problem.unwrap_or_default()))
+            .collect();
+        let mut listing = listing;
+        for (key, problem) in &broken {
+            listing.push_str(&format!(
+                " Server {key} cannot be called: {}.",
+                self.scrubber.text(problem)
+            ));
+        }
+        let mut error = ToolError::new(
             "not_allowlisted",
             format!(
                 "The tool {} is not available to this agent; the call was not sent.{listing}",
@@ -390,81 +424,102 @@ impl Core {
             ),
         )
         .with("similar", json!(similar))
-        .with("allowed", json!(shown))
+        .with("allowed", json!(shown));
+        if !broken.is_empty() {
+            error = error.with(
+                "misconfigured",
+                json!(broken.into_iter().map(|(k, _)| k).collect::<Vec<_>>()),
+            );
+        }
+        error
     }
 
-    /// The call at its server, under its original name, within the server's deadline.
+    /// The call at its server, under its original name, within the server's deadline; a
+    /// failure as the structured tool error, in the Python bridge's words.
     async fn send(
         &self,
-        index: usize,
-        original: &str,
+        entry: &Entry,
+        exposed: &str,
         arguments: Option<&Value>,
     ) -> Result<Value, ToolError> {
+        let index = entry.server;
         let server = &self.config.servers[index];
         let key = server.key();
+        let scrub = |text: &str| self.scrubber.text(text);
         let Some(upstream) = &self.upstreams[index] else {
             let problem = self.states()[index].problem.clone().unwrap_or_default();
-            return Err(ToolError::new(
-                "upstream_error",
-                format!("The server {key} cannot be called as configured: {problem}."),
-            ));
+            return Err(misconfigured(&key, &problem));
         };
         let mut params = Map::new();
-        params.insert("name".into(), json!(original));
+        params.insert("name".into(), json!(entry.original));
         params.insert(
             "arguments".into(),
             arguments.cloned().unwrap_or_else(|| json!({})),
         );
         let seconds = server.timeout_seconds();
-        match upstream
-            .request("tools/call", params, Duration::from_secs(seconds))
-            .await
-        {
-            Ok(mut result) => {
+        match upstream.request("tools/call", params, Duration::from_secs(seconds)).await {
+            Ok(result) => {
                 self.update(index, |state| state.up = true);
                 self.metrics.set_up(&key, true);
-                if let Some(result) = result.as_object_mut() {
-                    result.remove("resultType");
-                    if let Some(Value::Object(meta)) = result.get_mut("_meta") {
-                        meta.remove(era::SERVER_INFO_META_KEY);
-                        if meta.is_empty() {
-                            result.remove("_meta");
-                        }
-                    }
-                }
-                Ok(result)
+                Ok(super::aggregate::plain_result(result))
             }
-            Err(Failure::Rpc { code, message, .. }) => Err(ToolError::new(
-                "upstream_error",
-                format!(
-                    "The server {key} answered the call with an error ({code}): {}",
-                    cut(&message, MAX_UPSTREAM_MESSAGE)
-                ),
-            )
-            .with("rpcCode", json!(code))),
-            Err(Failure::Misconfigured(why)) => Err(ToolError::new(
-                "upstream_error",
-                format!("The server {key} cannot be called as configured: {why}; the call was not sent."),
-            )),
+            Err(Failure::Rpc { code, message, .. }) => {
+                let message = if message.is_empty() { "no message".to_owned() } else { message };
+                let hint = format!(
+                    "Server {key} refused {exposed} (JSON-RPC error {code}): {}",
+                    cut(&scrub(&message), MAX_UPSTREAM_MESSAGE)
+                );
+                Err(ToolError::new("upstream_error", hint)
+                    .with("server", json!(key))
+                    .with("rpcCode", json!(code)))
+            }
+            Err(Failure::Misconfigured(why)) => Err(misconfigured(&key, &scrub(&why))),
             Err(Failure::Timeout) => Err(ToolError::new(
                 "timeout",
-                format!("The server {key} did not answer within {seconds}s."),
-            )),
+                format!(
+                    "Server {key} did not answer {exposed} within {seconds} s. The call may still have run: check its effect before repeating it."
+                ),
+            )
+            .with("server", json!(key))
+            .with("timeoutSeconds", json!(seconds))),
             Err(failure) => {
                 upstream.reset().await;
                 self.update(index, |state| state.up = false);
                 self.metrics.set_up(&key, false);
                 self.relist[index].notify_one();
-                Err(ToolError::new(
-                    "upstream_unavailable",
-                    format!(
-                        "The server {key} is unavailable ({}); the call was not answered. Tools of other servers keep working.",
-                        cut(&failure.describe(), MAX_UPSTREAM_MESSAGE)
-                    ),
-                ))
+                let reason = cut(&scrub(&failure.describe()), MAX_UPSTREAM_MESSAGE);
+                let mut hint = format!("Server {key} could not be reached (tried once): {reason}.");
+                let annotations = entry.tool.get("annotations");
+                let safe = ["readOnlyHint", "idempotentHint"]
+                    .iter()
+                    .any(|hint| annotations.and_then(|a| a.get(*hint)) == Some(&Value::Bool(true)));
+                if !safe {
+                    hint.push_str(&format!(
+                        " {exposed} is not marked read-only or idempotent, so the bridge did not retry it; it may or may not have run."
+                    ));
+                }
+                hint.push_str(" Tools of other servers keep working.");
+                Err(ToolError::new("upstream_unavailable", hint)
+                    .with("server", json!(key))
+                    .with("attempts", json!(1))
+                    .with("retryAfterSeconds", json!(0)))
             }
         }
     }
+}
+
+/// The error of a call to a server that cannot be called as configured: nothing was sent.
+fn misconfigured(key: &str, reason: &str) -> ToolError {
+    ToolError::new(
+        "upstream_unavailable",
+        format!(
+            "Server {key} cannot be called: {}. The call was not sent; calling again will not help until its configuration is fixed. Tools of other servers keep working.",
+            cut(reason, MAX_UPSTREAM_MESSAGE)
+        ),
+    )
+    .with("server", json!(key))
+    .with("attempts", json!(0))
+    .with("misconfigured", json!(true))
 }
 
 fn cut(text: &str, limit: usize) -> String {

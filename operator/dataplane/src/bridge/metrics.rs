@@ -31,6 +31,15 @@ struct ServerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProblemLabels {
+    reason: &'static str,
+    server: String,
+}
+
+/// Why a server cannot be called as configured (the `reason` label's values).
+pub const MISCONFIGURATIONS: [&str; 2] = ["InvalidHeader", "UnreadableHeader"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListingLabels {
     server: String,
     result: &'static str,
@@ -42,6 +51,7 @@ pub struct Metrics {
     durations: Family<ServerLabels, Histogram>,
     up: Family<ServerLabels, Gauge<f64, AtomicU64>>,
     listings: Family<ListingLabels, Counter>,
+    misconfigured: Family<ProblemLabels, Gauge<f64, AtomicU64>>,
     catalog_tools: Gauge<f64, AtomicU64>,
 }
 
@@ -72,6 +82,12 @@ impl Default for Metrics {
             "tools/list rounds sent to a server, by result (ok, failed)",
             listings.clone(),
         );
+        let misconfigured = Family::<ProblemLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "mcp_bridge_upstream_misconfigured",
+            "1 while the server cannot be called as configured (reason InvalidHeader: a header value with a control character; UnreadableHeader: a header's valueFile could not be read); the bridge never contacts it",
+            misconfigured.clone(),
+        );
         let catalog_tools = Gauge::<f64, AtomicU64>::default();
         registry.register(
             "mcp_bridge_catalog_tools",
@@ -84,6 +100,7 @@ impl Default for Metrics {
             durations,
             up,
             listings,
+            misconfigured,
             catalog_tools,
         }
     }
@@ -127,6 +144,19 @@ impl Metrics {
                 server: server.to_owned(),
             })
             .set(if up { 1.0 } else { 0.0 });
+    }
+
+    /// A server was configured: whether it can be called at all, and if not, why.
+    pub fn set_misconfigured(&self, server: &str, reason: Option<&str>) {
+        for each in MISCONFIGURATIONS {
+            let labels = ProblemLabels {
+                reason: each,
+                server: server.to_owned(),
+            };
+            self.misconfigured
+                .get_or_create(&labels)
+                .set(if reason == Some(each) { 1.0 } else { 0.0 });
+        }
     }
 
     pub fn set_catalog_tools(&self, tools: usize) {

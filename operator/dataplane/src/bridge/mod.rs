@@ -8,6 +8,7 @@
 //! - `config`   the command line and the `BridgeConfig` file
 //! - `naming`   exposed names and filters (the shared naming plan)
 //! - `upstream` one server's MCP client session, both eras, over the keep-alive client
+//! - `scrub`    masking the header values in use in what servers echo
 //! - `catalog`  exposed name → server, original name, tool, compiled schema
 //! - `validate` arguments against the tool's `inputSchema`
 //! - `errors`   the structured tool error
@@ -33,6 +34,7 @@ pub mod health;
 pub mod metrics;
 pub mod naming;
 pub mod prompts;
+pub mod scrub;
 pub mod upstream;
 pub mod uris;
 pub mod validate;
@@ -100,7 +102,7 @@ pub async fn run(args: BridgeArgs) -> i32 {
             }
         },
     };
-    let core = core::Core::new(config, audit);
+    let core = core::Core::new(config, audit, Duration::from_secs_f64(args.relist_seconds));
     let front = Arc::new(front::Front {
         core: core.clone(),
         hosts: HostPolicy::new(std::slice::from_ref(&listen.host), &[]),

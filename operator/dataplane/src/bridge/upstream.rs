@@ -174,7 +174,7 @@ impl Upstream {
                             file.display()
                         ))
                     })?
-                    .trim_end_matches(['\r', '\n'])
+                    .trim()
                     .to_owned(),
                 (None, None) => continue,
             };
@@ -656,6 +656,91 @@ pub async fn next_event(body: &mut Incoming, reader: &mut SseReader) -> Option<V
             }
         }
     }
+}
+
+/// Why the server cannot be called as configured, read now (`bridge/upstreams.py`'s rule):
+/// a header file that cannot be read, or a header that would break or forge the request's
+/// head; the reason (`UnreadableHeader`, `InvalidHeader`) and a sentence without the value.
+pub fn header_problem(server: &Server) -> Option<(&'static str, String)> {
+    let key = server.key();
+    let mut values = Vec::new();
+    for header in &server.headers {
+        match (&header.value, &header.value_file) {
+            (Some(value), _) => values.push((header.name.as_str(), value.clone())),
+            (None, Some(file)) => match std::fs::read_to_string(file) {
+                Ok(text) => values.push((header.name.as_str(), text.trim().to_owned())),
+                Err(error) => {
+                    let why = error.to_string();
+                    let why = why.split(" (os error").next().unwrap_or_default();
+                    return Some((
+                        "UnreadableHeader",
+                        format!(
+                            "header {} could not be read from {} ({why}), so the bridge does not call server {key} (check the Secret and its mount)",
+                            header.name,
+                            file.display()
+                        ),
+                    ));
+                }
+            },
+            (None, None) => {}
+        }
+    }
+    for (name, value) in values {
+        let lowered = name.to_ascii_lowercase();
+        let refusal = if name.is_empty() || HeaderName::from_bytes(name.as_bytes()).is_err() {
+            format!("the header name '{name}' is not a valid HTTP token")
+        } else if [
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            "keep-alive",
+            "te",
+            "trailer",
+            "upgrade",
+            "host",
+        ]
+        .contains(&lowered.as_str())
+        {
+            format!("the header '{name}' frames the request, which only the client may do")
+        } else if lowered == "expect" {
+            format!("the header '{name}' asks for an interim answer, which the client never awaits")
+        } else if value
+            .chars()
+            .any(|c| (c < ' ' && c != '\t') || c == '\u{7f}' || c as u32 > 0xff)
+        {
+            format!("the value of header '{name}' holds a control character or non-Latin-1 text")
+        } else {
+            continue;
+        };
+        return Some((
+            "InvalidHeader",
+            format!(
+                "{refusal}, so the bridge does not call server {key} (fix the header's value or its Secret)"
+            ),
+        ));
+    }
+    None
+}
+
+/// Every header value (and token) a server is sent: what the scrubber masks.
+pub fn secret_values(server: &Server) -> Vec<String> {
+    let mut values: Vec<String> = server
+        .headers
+        .iter()
+        .filter_map(|header| match (&header.value, &header.value_file) {
+            (Some(value), _) => Some(value.clone()),
+            (None, Some(file)) => std::fs::read_to_string(file).ok().map(|t| t.trim().to_owned()),
+            (None, None) => None,
+        })
+        .collect();
+    if let Some(token) = server
+        .token_file
+        .as_ref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+    {
+        values.push(format!("Bearer {}", token.trim()));
+    }
+    values
 }
 
 fn chain(error: &dyn std::error::Error) -> String {

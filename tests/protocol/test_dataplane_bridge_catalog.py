@@ -1,0 +1,30 @@
+"""The compiled bridge (``mcp-dataplane bridge``) held to ``test_bridge_catalog.py``'s
+assertions: prompts and resources of two servers through one bridge, unchanged tests of the
+home module run against the binary (``test_dataplane_bridge.py`` says how; its autouse
+fixture swaps the program here too). A test of the home module not listed here is not served
+by the compiled bridge yet (subscriptions, completion, prompt list changes).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.protocol.test_bridge_catalog import (
+    bridge,
+    test_one_listing_holds_both_servers_and_a_forged_cursor_is_invalid_params,
+    test_prompts_of_both_servers_are_listed_under_their_prefixes_and_got_from_them,
+    test_resources_and_templates_are_namespaced_read_from_their_server_and_filtered,
+    upstreams,
+)
+from tests.protocol.test_dataplane_bridge import compiled_bridge
+
+pytestmark = pytest.mark.timeout(180)
+
+__all__ = [
+    "bridge",
+    "compiled_bridge",
+    "test_one_listing_holds_both_servers_and_a_forged_cursor_is_invalid_params",
+    "test_prompts_of_both_servers_are_listed_under_their_prefixes_and_got_from_them",
+    "test_resources_and_templates_are_namespaced_read_from_their_server_and_filtered",
+    "upstreams",
+]
