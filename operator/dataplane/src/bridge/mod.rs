@@ -8,12 +8,14 @@
 //! - `config`   the command line and the `BridgeConfig` file
 //! - `naming`   exposed names and filters (the shared naming plan)
 //! - `upstream` one server's MCP client session, both eras, over the keep-alive client
+//! - `sse`      Server-Sent Events read off a server's answer
 //! - `scrub`    masking the header values in use in what servers echo
 //! - `catalog`  exposed name → server, original name, tool, compiled schema
 //! - `validate` arguments against the tool's `inputSchema`
 //! - `errors`   the structured tool error
 //! - `audit`    one JSON line per call, never a value
-//! - `core`     the running state and the call pipeline
+//! - `core`     the running state: servers, their listings, catalogs, sessions
+//! - `pipeline` a tools/call: validate, call, structured errors, audit line
 //! - `prompts`  the prompt catalog, and the prompt and resource filters
 //! - `uris`     resource URIs namespaced per server, reversibly
 //! - `cursor`   the signed cursors of listings walked across servers
@@ -33,8 +35,10 @@ pub mod front;
 pub mod health;
 pub mod metrics;
 pub mod naming;
+pub mod pipeline;
 pub mod prompts;
 pub mod scrub;
+pub mod sse;
 pub mod upstream;
 pub mod uris;
 pub mod validate;
