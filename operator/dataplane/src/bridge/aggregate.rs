@@ -3,7 +3,8 @@
 //! `resources/templates/list` walked across the servers that offer resources in the run's
 //! order (whole upstream pages in a page of ours, the next server's while the page holds
 //! fewer than 100 items, none after a server's own cursor) under the bridge's signed cursor;
-//! `resources/read` routed by exposed URI, the contents' URIs rewritten. A filtered prompt or
+//! `resources/read` routed by exposed URI, the contents' URIs rewritten; `completion/complete`
+//! routed by its `ref` (a prompt's exposed name, a template's exposed URI). A filtered prompt or
 //! resource answers as if it did not exist (`-32602`); a method of a feature no server has
 //! is `-32601`.
 
@@ -19,7 +20,8 @@ use super::uris::{exposed_uri, original_uri};
 use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
 
 /// The methods answered here.
-pub const METHODS: [&str; 5] = [
+pub const METHODS: [&str; 6] = [
+    "completion/complete",
     "prompts/list",
     "prompts/get",
     "resources/list",
@@ -36,7 +38,10 @@ type Refusal = (i64, String);
 
 /// The JSON-RPC response to one of [`METHODS`].
 pub async fn answer(core: &Core, id: &Value, method: &str, params: Option<&Value>) -> Value {
-    let feature = method.split('/').next().unwrap_or_default();
+    let feature = match method {
+        "completion/complete" => "completions",
+        other => other.split('/').next().unwrap_or_default(),
+    };
     if core.capabilities().get(feature).is_none() {
         let text = format!("Method not found: {method} (no server of this run offers {feature})");
         return jsonrpc::error_response(Some(id), METHOD_NOT_FOUND, &text);
@@ -51,6 +56,7 @@ pub async fn answer(core: &Core, id: &Value, method: &str, params: Option<&Value
         "prompts/list" => prompts_list(core, params),
         "prompts/get" => prompts_get(core, params).await,
         "resources/read" => read(core, params).await,
+        "completion/complete" => complete(core, params).await,
         _ => listing(core, method, params).await,
     };
     match answered {
@@ -258,6 +264,43 @@ async fn read(core: &Core, params: &Map<String, Value>) -> Result<Value, Refusal
         }
     }
     Ok(result)
+}
+
+/// `completion/complete` routed by its `ref`: a prompt by exposed name, a template by
+/// exposed URI template; the server sees its own names.
+async fn complete(core: &Core, params: &Map<String, Value>) -> Result<Value, Refusal> {
+    let reference = params.get("ref").and_then(Value::as_object);
+    let Some(reference) = reference else {
+        return Err((INVALID_PARAMS, "Invalid params: ref must be an object".to_owned()));
+    };
+    let (index, field, original) = match reference.get("type").and_then(Value::as_str) {
+        Some("ref/prompt") => {
+            let name = reference.get("name").and_then(Value::as_str).unwrap_or_default();
+            let catalog = core.prompts();
+            let Some(entry) = catalog.entries.get(name) else {
+                let shown: String = name.chars().take(80).collect();
+                return Err((INVALID_PARAMS, format!("Unknown prompt: '{shown}'")));
+            };
+            (entry.server, "name", entry.original.clone())
+        }
+        Some("ref/resource") if reference.get("uri").is_some_and(Value::is_string) => {
+            let uri = reference["uri"].as_str().unwrap_or_default();
+            let Some((index, original)) = route(core, uri) else {
+                let shown: String = uri.chars().take(200).collect();
+                return Err((INVALID_PARAMS, format!("Resource not found: {shown}")));
+            };
+            (index, "uri", original)
+        }
+        _ => {
+            let text = "Invalid params: ref must be a ref/prompt or ref/resource";
+            return Err((INVALID_PARAMS, text.to_owned()));
+        }
+    };
+    let mut sent = params.clone();
+    let mut reference = reference.clone();
+    reference.insert(field.into(), json!(original));
+    sent.insert("ref".into(), Value::Object(reference));
+    forward(core, index, "completion/complete", sent).await
 }
 
 #[cfg(test)]

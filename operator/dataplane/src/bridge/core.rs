@@ -135,8 +135,8 @@ impl Core {
         self.prompts.lock().expect("the prompt lock").clone()
     }
 
-    /// The bridge's server capabilities: tools always; prompts and resources when a server
-    /// that can be called has them (no subscriptions in this slice).
+    /// The bridge's server capabilities: tools always; prompts, resources and completions
+    /// when a server that can be called has them (no subscriptions or logging in this slice).
     pub fn capabilities(&self) -> Value {
         let mut capabilities = json!({"tools": {"listChanged": true}});
         let states = self.states();
@@ -150,6 +150,9 @@ impl Core {
         }
         if offered("resources") {
             capabilities["resources"] = json!({"listChanged": true, "subscribe": false});
+        }
+        if offered("completions") {
+            capabilities["completions"] = json!({});
         }
         capabilities
     }
@@ -181,12 +184,18 @@ impl Core {
         change(&mut states[index]);
     }
 
-    /// Build the catalog from the listings; tell the agents' streams when the tools changed.
+    /// Build the catalogs from the listings; tell the agents' streams when the tools or the
+    /// prompts changed.
     fn rebuild(&self) {
         let states = self.states();
         let prompts: Vec<Option<Vec<Value>>> = states.iter().map(|s| s.prompts.clone()).collect();
-        *self.prompts.lock().expect("the prompt lock") =
-            Arc::new(PromptCatalog::build(&self.config.servers, &prompts));
+        let prompts = Arc::new(PromptCatalog::build(&self.config.servers, &prompts));
+        let prompts_changed = {
+            let mut held = self.prompts.lock().expect("the prompt lock");
+            let changed = held.listing() != prompts.listing();
+            *held = prompts;
+            changed
+        };
         let listings: Vec<Option<Vec<Value>>> = states.into_iter().map(|s| s.tools).collect();
         let fresh = Arc::new(Catalog::build(&self.config.servers, &listings, &self.scrubber));
         let changed = {
@@ -196,10 +205,15 @@ impl Core {
             *catalog = fresh;
             changed
         };
-        if changed {
-            let notification = json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"});
-            for session in self.sessions().iter() {
-                session.push(&notification);
+        for (announce, method) in [
+            (changed, "notifications/tools/list_changed"),
+            (prompts_changed, "notifications/prompts/list_changed"),
+        ] {
+            if announce {
+                let notification = json!({"jsonrpc": "2.0", "method": method});
+                for session in self.sessions().iter() {
+                    session.push(&notification);
+                }
             }
         }
     }
@@ -293,7 +307,11 @@ impl Core {
                 let method = message.get("method").and_then(Value::as_str);
                 if matches!(
                     method,
-                    Some("notifications/tools/list_changed" | "notifications/subscriptions/acknowledged")
+                    Some(
+                        "notifications/tools/list_changed"
+                            | "notifications/prompts/list_changed"
+                            | "notifications/subscriptions/acknowledged"
+                    )
                 ) {
                     self.relist[index].notify_one();
                 }

@@ -584,8 +584,9 @@ impl Upstream {
     }
 
     /// The stream the server announces changes on: a legacy session's GET stream, or the
-    /// answer to a 2026-07-28 `subscriptions/listen` for `toolsListChanged`; None when the
-    /// server did not declare `tools.listChanged` or refused the stream.
+    /// answer to a 2026-07-28 `subscriptions/listen` for `toolsListChanged` (and
+    /// `promptsListChanged` when it has prompts); None when the server declared no list
+    /// changes or refused the stream.
     pub async fn open_changes(&self) -> Result<Option<Incoming>, Failure> {
         let negotiated = self.connect().await?;
         if !negotiated.list_changed {
@@ -593,7 +594,11 @@ impl Upstream {
         }
         let request = if negotiated.modern {
             let mut params = Map::new();
-            params.insert("notifications".into(), json!({"toolsListChanged": true}));
+            let mut wanted = json!({"toolsListChanged": true});
+            if negotiated.capabilities.pointer("/prompts/listChanged") == Some(&Value::Bool(true)) {
+                wanted["promptsListChanged"] = json!(true);
+            }
+            params.insert("notifications".into(), wanted);
             let params = self.stamped(&negotiated, params);
             let id = self.next_id();
             self.build(&negotiated, Some("subscriptions/listen"), Some(&params), Some(id))?
@@ -637,9 +642,15 @@ impl Upstream {
     }
 }
 
-/// Whether an InitializeResult or DiscoverResult declares `tools.listChanged`.
+/// Whether an InitializeResult or DiscoverResult declares `tools.listChanged` or
+/// `prompts.listChanged`.
 fn announces_changes(result: &Value) -> bool {
-    result.pointer("/capabilities/tools/listChanged") == Some(&Value::Bool(true))
+    [
+        "/capabilities/tools/listChanged",
+        "/capabilities/prompts/listChanged",
+    ]
+    .iter()
+    .any(|pointer| result.pointer(pointer) == Some(&Value::Bool(true)))
 }
 
 /// Why the server cannot be called as configured, read now (`bridge/upstreams.py`'s rule):
