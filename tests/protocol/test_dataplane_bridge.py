@@ -37,6 +37,9 @@ from tests.protocol.test_bridge import (
 from tests.protocol.test_bridge_failures import (
     test_a_json_rpc_error_reaches_the_agent_with_the_upstreams_code,
 )
+from tests.protocol.test_bridge_fairness import (
+    test_one_caller_filling_the_table_does_not_keep_another_caller_out,
+)
 from tests.protocol.test_bridge_hardening import (
     echoing,
     secret_file,
@@ -75,6 +78,7 @@ __all__ = [
     "test_every_audit_line_is_json_and_carries_no_argument_value",
     "test_health_and_metrics_report_the_calls",
     "test_legacy_sessions_are_the_bridges_own",
+    "test_one_caller_filling_the_table_does_not_keep_another_caller_out",
     "test_results_relayed_from_a_2026_upstream_are_the_bridges_own_in_both_eras",
     "test_sigterm_ends_the_bridge_cleanly",
     "test_the_2026_era_is_stateless_and_checks_its_envelope",

@@ -116,7 +116,7 @@ impl Core {
             catalog: Mutex::new(Arc::new(Catalog::default())),
             prompts: Mutex::new(Arc::new(PromptCatalog::default())),
             cursors: CursorCodec::default(),
-            sessions: Mutex::new(Sessions::new(MAX_SESSIONS, SESSION_IDLE)),
+            sessions: Mutex::new(Sessions::new(MAX_SESSIONS, SESSION_IDLE).keeping_own_idle()),
             audit,
             metrics,
             scrubber,
