@@ -35,6 +35,8 @@ from tests.protocol.test_bridge import (
     test_the_sdk_client_lists_and_calls_the_prefixed_tools_of_upstreams_of_both_eras,
 )
 from tests.protocol.test_bridge_failures import (
+    scripted,
+    test_a_call_the_upstream_read_before_dropping_the_connection_is_sent_once,
     test_a_json_rpc_error_reaches_the_agent_with_the_upstreams_code,
 )
 from tests.protocol.test_bridge_fairness import (
@@ -63,8 +65,10 @@ __all__ = [
     "counted",
     "echoing",
     "managed_url",
+    "scripted",
     "secret_file",
     "test_a_2026_upstreams_list_changed_reaches_the_agent_through_its_listen_stream",
+    "test_a_call_the_upstream_read_before_dropping_the_connection_is_sent_once",
     "test_a_dead_upstream_leaves_the_others_working_and_its_return_is_noticed",
     "test_a_denied_tool_and_invalid_arguments_fail_with_hints_before_the_upstream",
     "test_a_header_value_with_cr_lf_fails_that_one_server_and_the_others_keep_working",

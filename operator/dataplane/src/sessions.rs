@@ -290,10 +290,11 @@ mod tests {
     fn a_table_keeping_own_idle_sessions_refuses_a_caller_at_its_share_only() {
         let now = Instant::now();
         let mut sessions = table(2).keeping_own_idle();
+        let later = now + Duration::from_millis(1);
         let (first, _) = sessions.open("a", "v".into(), HashSet::new(), now).unwrap();
-        sessions.open("a", "v".into(), HashSet::new(), now).unwrap();
-        assert!(sessions.open("a", "v".into(), HashSet::new(), now).is_err());
-        let (_, evicted) = sessions.open("b", "v".into(), HashSet::new(), now).unwrap();
+        sessions.open("a", "v".into(), HashSet::new(), later).unwrap();
+        assert!(sessions.open("a", "v".into(), HashSet::new(), later).is_err());
+        let (_, evicted) = sessions.open("b", "v".into(), HashSet::new(), later).unwrap();
         assert_eq!(
             evicted.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
             vec![first]

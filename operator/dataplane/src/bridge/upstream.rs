@@ -68,6 +68,9 @@ pub enum Failure {
         message: String,
         data: Option<Value>,
     },
+    /// An answer that is not the JSON-RPC response to the request (another id, no result,
+    /// not JSON): the server is out of step, the request failed.
+    Protocol(String),
     /// The HTTP status of a refusal (no JSON-RPC error in it).
     Status(u16, String),
     /// No answer within the deadline.
@@ -79,7 +82,7 @@ pub enum Failure {
 impl Failure {
     pub fn describe(&self) -> String {
         match self {
-            Failure::Unavailable(why) | Failure::Misconfigured(why) => why.clone(),
+            Failure::Unavailable(why) | Failure::Misconfigured(why) | Failure::Protocol(why) => why.clone(),
             Failure::Rpc { code, message, .. } => format!("JSON-RPC error {code}: {message}"),
             Failure::Status(status, why) => format!("HTTP {status}: {why}"),
             Failure::Timeout => "no answer in time".to_owned(),
@@ -346,7 +349,7 @@ impl Upstream {
                 status,
                 String::from_utf8_lossy(&bytes).chars().take(200).collect(),
             )),
-            _ => Err(Failure::Unavailable(format!(
+            _ => Err(Failure::Protocol(format!(
                 "the answer to {method} is not a JSON-RPC response to it (HTTP {status})"
             ))),
         }
@@ -383,7 +386,7 @@ impl Upstream {
         }
         match answer.get("result") {
             Some(result) if result.is_object() => Ok((result.clone(), session)),
-            _ => Err(Failure::Unavailable(format!(
+            _ => Err(Failure::Protocol(format!(
                 "the answer to {method} has no result object"
             ))),
         }
