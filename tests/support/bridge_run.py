@@ -1,9 +1,11 @@
 """The bridge as a process, for tests and benchmarks: a config file, ``mcp-operator bridge``.
 
 :func:`bridge_config` builds a ``BridgeConfig`` document for upstream URLs;
-:func:`run_bridge` writes it to a file, starts ``mcp-operator bridge`` on free ports, waits
-until ``/readyz`` answers 200, and yields a :class:`RunningBridge` (its URLs, the file to
-rewrite for a reload, and its standard output, where the audit lines go).
+:func:`run_bridge` writes it to a file, starts :data:`PROGRAM` (``mcp-operator bridge``
+unless a test swaps it, as ``tests/protocol/test_dataplane_bridge.py`` does for the compiled
+bridge) on free ports, waits until ``/readyz`` answers 200, and yields a
+:class:`RunningBridge` (its URLs, the file to rewrite for a reload, and its standard output,
+where the audit lines go).
 """
 
 from __future__ import annotations
@@ -27,6 +29,13 @@ import yaml
 from mcp_operator.dev.processes import stop_process_group
 from tests.support.peers import free_port
 from tests.support.waiting import eventually
+
+PROGRAM: list[str] = [sys.executable, "-m", "mcp_operator", "bridge"]
+"""The bridge's command line up to its flags."""
+
+RELOAD_FLAGS: list[str] = ["--reload-seconds=0.3"]
+"""Flags every started bridge gets: the configuration file is checked often, so that a
+reload test does not wait (a bridge without reloads gets none)."""
 
 
 def server_entry(name: str, url: str, prefix: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -98,13 +107,10 @@ def run_bridge(
         with output.open("wb") as sink:
             process = subprocess.Popen(
                 [
-                    sys.executable,
-                    "-m",
-                    "mcp_operator",
-                    "bridge",
+                    *PROGRAM,
                     f"--config={config_path}",
                     f"--health-port={health_port}",
-                    "--reload-seconds=0.3",
+                    *RELOAD_FLAGS,
                     *extra_args,
                 ],
                 stdout=sink,

@@ -32,3 +32,8 @@ def missing() -> str | None:
 def adapter_command() -> list[str]:
     """The compiled adapter's command line up to its flags."""
     return [str(BINARY), "adapter"]
+
+
+def bridge_command() -> list[str]:
+    """The compiled bridge's command line up to its flags."""
+    return [str(BINARY), "bridge"]

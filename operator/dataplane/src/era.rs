@@ -65,6 +65,21 @@ fn modern_versions() -> impl Iterator<Item = &'static ProtocolVersion> {
         .filter(|v| !v.has_initialize())
 }
 
+/// The newest 2026-07-28-era revision we speak.
+pub fn latest_modern_version() -> &'static str {
+    modern_versions()
+        .last()
+        .map_or("2026-07-28", ProtocolVersion::as_str)
+}
+
+/// The newest revision without a handshake that we and a peer (`supported`) both speak.
+pub fn modern_versions_in(supported: &[&str]) -> Option<String> {
+    modern_versions()
+        .filter(|v| supported.contains(&v.as_str()))
+        .last()
+        .map(|v| v.as_str().to_owned())
+}
+
 pub fn is_handshake_version(version: &str) -> bool {
     handshake_versions().any(|v| v.as_str() == version)
 }

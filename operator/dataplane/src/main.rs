@@ -3,10 +3,12 @@
 
 mod adapter;
 mod auth;
+mod bridge;
 mod era;
 mod hosts;
 mod http;
 mod jsonrpc;
+mod sessions;
 
 use clap::{Parser, Subcommand};
 
@@ -18,9 +20,12 @@ struct Cli {
 }
 
 #[derive(Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start, never moved around
 enum Command {
     /// Serve one stdio MCP server to many HTTP clients of both protocol eras.
     Adapter(adapter::config::AdapterConfig),
+    /// Serve one governed MCP endpoint to an agent, in front of the run's MCP servers.
+    Bridge(bridge::config::BridgeArgs),
 }
 
 fn init_logs(level: &str) {
@@ -51,6 +56,10 @@ fn main() {
         Command::Adapter(config) => {
             init_logs(&config.log_level);
             runtime.block_on(adapter::run(config))
+        }
+        Command::Bridge(args) => {
+            init_logs(&args.log_level.to_ascii_lowercase());
+            runtime.block_on(bridge::run(args))
         }
     };
     std::process::exit(code);

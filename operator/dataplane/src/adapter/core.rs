@@ -14,8 +14,8 @@ use super::config::AdapterConfig;
 use super::metrics::Metrics;
 use super::oversized;
 use super::router::{CallSink, Router};
-use super::sessions::Sessions;
 use crate::jsonrpc::INTERNAL_ERROR;
+use crate::sessions::Sessions;
 
 pub const CHILD_EXITED: &str = "The MCP server process exited; the call was not answered";
 const MAX_BACKOFF: Duration = Duration::from_secs(30);

@@ -2,7 +2,6 @@
 //! protocol eras (docs/adapter.md). Modules, one job each:
 //!
 //! - `config`   the typed configuration (flags and environment)
-//! - `sessions` the legacy session table: bounded, fair per caller, expiring
 //! - `router`   the protocol core: id and token remapping, routing, attribution, cancellation
 //! - `child`    the stdio child: spawn in its own group, bounded lines, stop
 //! - `core`     the running state: the supervised child, the router, health
@@ -13,6 +12,7 @@
 //! - `param_headers` the `Mcp-Param-*` check of 2026-07-28 tool calls
 //! - `rounds`   the parked calls of 2026-07-28 input-required rounds (pure)
 //! - `budget`   the byte budget of request bodies in flight
+//! - `audit`    one JSON line per `tools/call`: the verified caller, tool, outcome, duration
 //! - `upstream` front mode: the checked requests forwarded to an HTTP server of the Pod
 
 pub mod audit;
@@ -27,7 +27,6 @@ pub mod oversized;
 pub mod param_headers;
 pub mod rounds;
 pub mod router;
-pub mod sessions;
 pub mod upstream;
 
 use std::net::SocketAddr;
@@ -167,7 +166,7 @@ pub async fn run(config: AdapterConfig) -> i32 {
     0
 }
 
-fn listen_address(host: &str, port: u16) -> SocketAddr {
+pub fn listen_address(host: &str, port: u16) -> SocketAddr {
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let ip = if host.is_empty() || host == "::" {
         std::net::Ipv6Addr::UNSPECIFIED.into()

@@ -29,8 +29,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::listeners::Listener;
 use super::param_headers::ToolHeaderSchemas;
-use super::sessions::Sessions;
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_CANCELLED};
+use crate::sessions::Sessions;
 
 /// Client requests during which a server may ask the client something or log about it.
 pub const CAUSING_METHODS: [&str; 4] = [
@@ -595,7 +595,7 @@ impl Router {
 }
 
 /// What a session's own requests change of its state: its log level, its subscriptions.
-fn track_session_state(method: &str, params: &Map<String, Value>, session: &mut super::sessions::Session) {
+fn track_session_state(method: &str, params: &Map<String, Value>, session: &mut crate::sessions::Session) {
     match method {
         "logging/setLevel" => {
             session.log_level = params.get("level").and_then(Value::as_str).map(str::to_owned)

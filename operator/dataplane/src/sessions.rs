@@ -1,5 +1,6 @@
-//! The adapter's legacy sessions: one per `initialize`, bounded in number and shared fairly
-//! among callers, dropped when idle. Pure: the caller passes `now`; no I/O.
+//! The legacy sessions of our MCP server sides (the adapter's and the bridge's): one per
+//! `initialize`, bounded in number and shared fairly among callers, dropped when idle.
+//! Pure: the caller passes `now`; no I/O.
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -79,6 +80,9 @@ pub struct Sessions {
     by_id: HashMap<String, Session>,
     limit: usize,
     idle_after: Duration,
+    /// Whether a caller at its share may replace its own idle session (the adapter's table);
+    /// else it waits for one of its own to expire (the bridge's).
+    replace_own_idle: bool,
     /// Sessions dropped to make room for new ones since start.
     pub evicted: u64,
 }
@@ -89,8 +93,16 @@ impl Sessions {
             by_id: HashMap::new(),
             limit,
             idle_after,
+            replace_own_idle: true,
             evicted: 0,
         }
+    }
+
+    /// The same table, but a caller at its share is refused rather than replacing its own
+    /// idle session (the bridge's rule: an agent's sessions are not dropped under it).
+    pub fn keeping_own_idle(mut self) -> Self {
+        self.replace_own_idle = false;
+        self
     }
 
     pub fn len(&self) -> usize {
@@ -200,7 +212,11 @@ impl Sessions {
                 .map(|s| s.id.clone())
         };
         if counts.get(caller).copied().unwrap_or(0) >= share {
-            return least_recently_used(caller, Session::idle);
+            return if self.replace_own_idle {
+                least_recently_used(caller, Session::idle)
+            } else {
+                None
+            };
         }
         let mut over: Vec<(&str, usize)> = counts
             .into_iter()
@@ -268,6 +284,21 @@ mod tests {
             .unwrap();
         assert_eq!(evicted.len(), 1);
         assert_eq!(evicted[0].caller, "greedy");
+    }
+
+    #[test]
+    fn a_table_keeping_own_idle_sessions_refuses_a_caller_at_its_share_only() {
+        let now = Instant::now();
+        let mut sessions = table(2).keeping_own_idle();
+        let later = now + Duration::from_millis(1);
+        let (first, _) = sessions.open("a", "v".into(), HashSet::new(), now).unwrap();
+        sessions.open("a", "v".into(), HashSet::new(), later).unwrap();
+        assert!(sessions.open("a", "v".into(), HashSet::new(), later).is_err());
+        let (_, evicted) = sessions.open("b", "v".into(), HashSet::new(), later).unwrap();
+        assert_eq!(
+            evicted.iter().map(|s| s.id.clone()).collect::<Vec<_>>(),
+            vec![first]
+        );
     }
 
     #[test]

@@ -1,0 +1,233 @@
+//! The catalog (`bridge/catalog.py`): exposed name → the server that has the tool, its
+//! original name, the tool as the agent sees it (renamed, the rest as the server sent it)
+//! and its compiled `inputSchema`. Built from every server's last listing, in the run's
+//! order: filters first, then names; a name two tools want goes to the first server in the
+//! run's order and, within a server, to the first by original name. Pure.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::config::Server;
+use super::naming::{exposed_name, tool_allowed, valid_tool_name};
+use super::scrub::Scrubber;
+use super::uris::exposed_uri;
+use super::validate::{self, Compiled};
+
+pub struct Entry {
+    /// Index of the server in the configuration's `servers`.
+    pub server: usize,
+    pub original: String,
+    /// The tool as `tools/list` shows it.
+    pub tool: Value,
+    pub schema: Compiled,
+}
+
+#[derive(Default)]
+pub struct Catalog {
+    pub entries: BTreeMap<String, Arc<Entry>>,
+}
+
+impl Catalog {
+    /// The catalog of `listings` (each server's last listing, None when never listed).
+    pub fn build(servers: &[Server], listings: &[Option<Vec<Value>>], scrubber: &Scrubber) -> Self {
+        let mut entries = BTreeMap::new();
+        for (index, (server, listing)) in servers.iter().zip(listings).enumerate() {
+            let Some(listing) = listing else { continue };
+            let mut tools: Vec<(&str, &Value)> = listing
+                .iter()
+                .filter_map(|tool| Some((tool.get("name")?.as_str()?, tool)))
+                .filter(|(name, _)| valid_tool_name(name) && tool_allowed(&server.filters, name))
+                .filter(|(name, _)| {
+                    server
+                        .tools
+                        .as_ref()
+                        .is_none_or(|pins| pins.iter().any(|p| p == name))
+                })
+                .collect();
+            tools.sort_by(|a, b| a.0.cmp(b.0));
+            tools.dedup_by(|a, b| a.0 == b.0);
+            for (original, tool) in tools {
+                let exposed = exposed_name(&server.prefix, original);
+                if entries.contains_key(&exposed) {
+                    tracing::warn!(
+                        "The tool {original} of {} is not exposed: another tool has the name {exposed}",
+                        server.key()
+                    );
+                    continue;
+                }
+                let mut shown = scrubber.json(with_exposed_ui(&server.prefix, tool.clone()));
+                shown["name"] = Value::from(exposed.clone());
+                let schema = validate::compile(tool.get("inputSchema"));
+                entries.insert(
+                    exposed,
+                    Arc::new(Entry {
+                        server: index,
+                        original: original.to_owned(),
+                        tool: shown,
+                        schema,
+                    }),
+                );
+            }
+        }
+        Self { entries }
+    }
+
+    pub fn get(&self, exposed: &str) -> Option<Arc<Entry>> {
+        self.entries.get(exposed).cloned()
+    }
+
+    /// Every tool in one page, sorted by exposed name.
+    pub fn tools(&self) -> Vec<Value> {
+        self.entries.values().map(|e| e.tool.clone()).collect()
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.entries.keys().map(String::as_str).collect()
+    }
+
+    /// Callable names close to `name`, for a refusal's hint: the names sharing most of it
+    /// (at most 3), else those whose tool part is `name`'s under another prefix.
+    pub fn similar(&self, name: &str) -> Vec<String> {
+        let mut scored: Vec<(f64, &str)> = self
+            .names()
+            .into_iter()
+            .map(|candidate| (ratio(name, candidate), candidate))
+            .filter(|(score, _)| *score >= 0.6)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0));
+        if !scored.is_empty() {
+            return scored.into_iter().take(3).map(|(_, n)| n.to_owned()).collect();
+        }
+        let tail = name.split_once('_').map_or(name, |(_, t)| t);
+        self.entries
+            .iter()
+            .filter(|(_, e)| e.original == tail)
+            .map(|(n, _)| n.clone())
+            .take(3)
+            .collect()
+    }
+
+    /// The names of the server whose prefix `name` starts with, else every name.
+    pub fn allowed_near(&self, name: &str) -> Vec<String> {
+        let head = format!("{}_", name.split('_').next().unwrap_or_default());
+        let near: Vec<String> = self
+            .names()
+            .into_iter()
+            .filter(|n| n.starts_with(&head))
+            .map(str::to_owned)
+            .collect();
+        if near.is_empty() {
+            self.names().into_iter().map(str::to_owned).collect()
+        } else {
+            near
+        }
+    }
+}
+
+/// A tool with the `ui://` resource its `_meta` names under the exposed URI, so that the
+/// agent's host reads the resource it lists (`_meta.ui.resourceUri` and the older
+/// `_meta["ui/resourceUri"]`); all else as sent.
+fn with_exposed_ui(prefix: &str, mut tool: Value) -> Value {
+    if prefix.is_empty() {
+        return tool;
+    }
+    if let Some(meta) = tool.get_mut("_meta").and_then(Value::as_object_mut) {
+        if let Some(uri) = meta.get_mut("ui").and_then(|ui| ui.get_mut("resourceUri"))
+            && let Some(text) = uri.as_str()
+        {
+            *uri = Value::from(exposed_uri(prefix, text));
+        }
+        if let Some(uri) = meta.get_mut("ui/resourceUri")
+            && let Some(text) = uri.as_str()
+        {
+            *uri = Value::from(exposed_uri(prefix, text));
+        }
+    }
+    tool
+}
+
+/// How alike two names are: twice the longest common subsequence over both lengths (close
+/// to difflib's ratio for names).
+fn ratio(a: &str, b: &str) -> f64 {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let mut row = vec![0usize; b.len() + 1];
+    for x in &a {
+        let mut previous = 0;
+        for (j, y) in b.iter().enumerate() {
+            let kept = row[j + 1];
+            row[j + 1] = if x == y {
+                previous + 1
+            } else {
+                row[j + 1].max(row[j])
+            };
+            previous = kept;
+        }
+    }
+    2.0 * row[b.len()] as f64 / (a.len() + b.len()) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn server(name: &str, prefix: &str, deny: &[&str]) -> Server {
+        let text = format!(
+            "{{name: {name}, namespace: default, url: 'http://x/', prefix: '{prefix}', filters: [{{deny: {deny:?}}}]}}"
+        );
+        serde_norway::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn tools_are_prefixed_filtered_and_routed_to_their_server() {
+        let servers = [
+            server("everything", "ev", &["get-env"]),
+            server("time", "time", &[]),
+        ];
+        let listings = [
+            Some(vec![
+                json!({"name": "echo", "inputSchema": {"type": "object"},
+                       "_meta": {"ui": {"resourceUri": "ui://chart/app"}}}),
+                json!({"name": "get-env"}),
+            ]),
+            Some(vec![json!({"name": "get_current_time", "title": "Now"})]),
+        ];
+        let catalog = Catalog::build(&servers, &listings, &Scrubber::default());
+        assert_eq!(catalog.names(), ["ev_echo", "time_get_current_time"]);
+        let entry = catalog.get("time_get_current_time").unwrap();
+        assert_eq!((entry.server, entry.original.as_str()), (1, "get_current_time"));
+        assert_eq!(entry.tool["title"], "Now");
+        assert_eq!(catalog.tools()[0]["name"], "ev_echo");
+        assert_eq!(
+            catalog.tools()[0]["_meta"]["ui"]["resourceUri"],
+            "ui://ev.chart/app"
+        );
+    }
+
+    #[test]
+    fn a_name_two_servers_want_goes_to_the_first_and_unlisted_servers_add_nothing() {
+        let servers = [server("a", "", &[]), server("b", "", &[]), server("c", "c", &[])];
+        let listings = [
+            Some(vec![json!({"name": "echo"})]),
+            Some(vec![json!({"name": "echo"})]),
+            None,
+        ];
+        let catalog = Catalog::build(&servers, &listings, &Scrubber::default());
+        assert_eq!(catalog.get("echo").unwrap().server, 0);
+        assert_eq!(catalog.entries.len(), 1);
+    }
+
+    #[test]
+    fn similar_names_are_suggested() {
+        let servers = [server("everything", "ev", &[])];
+        let listings = [Some(vec![json!({"name": "echo"}), json!({"name": "add"})])];
+        let catalog = Catalog::build(&servers, &listings, &Scrubber::default());
+        assert_eq!(catalog.similar("ev_ecco"), ["ev_echo"]);
+        assert_eq!(catalog.allowed_near("ev_nothing"), ["ev_add", "ev_echo"]);
+    }
+}

@@ -1,0 +1,337 @@
+//! The bridge's command line and the `BridgeConfig` file it reads (`--config FILE`, YAML or
+//! JSON), as `operator/mcp_operator/api/bridge.py` defines it: the parts this bridge acts on
+//! are typed and checked; the parts it does not act on yet (policies, auth, overrides) are
+//! accepted as the operator writes them and left alone. Pure but for reading the file.
+
+use std::path::{Path, PathBuf};
+
+use clap::Args;
+use serde::Deserialize;
+use serde_json::Value;
+
+/// `mcp-dataplane bridge`: one governed MCP endpoint for an agent, in front of its servers.
+#[derive(Debug, Clone, Args)]
+pub struct BridgeArgs {
+    /// The `BridgeConfig` file (YAML or JSON).
+    #[arg(long)]
+    pub config: PathBuf,
+    /// Port of `/healthz`, `/readyz` and `/metrics`, on every address of both families.
+    #[arg(long, default_value_t = 7801)]
+    pub health_port: u16,
+    /// Who may read `/metrics`: an access configuration (issuer keys, audience
+    /// `metrics.mcp-operator.dev`, the scrapers in `allow.operators`); unset: every client.
+    #[arg(long)]
+    pub metrics_access: Option<PathBuf>,
+    /// List every server's tools again this often (seconds) while it is up.
+    #[arg(long, default_value_t = 300.0, value_parser = positive_seconds)]
+    pub relist_seconds: f64,
+    /// DEBUG, INFO, WARNING or ERROR: the bridge's own log lines (audit lines are always written).
+    #[arg(long, default_value = "INFO", value_parser = ["DEBUG", "INFO", "WARNING", "ERROR"], ignore_case = true)]
+    pub log_level: String,
+}
+
+fn positive_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(seconds) if seconds.is_finite() && seconds > 0.0 && seconds <= 86_400.0 => Ok(seconds),
+        _ => Err("must be a number of seconds above 0 and at most 86400".to_owned()),
+    }
+}
+
+pub const API_VERSION: &str = "mcp-operator.dev/v1alpha1";
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BridgeConfig {
+    #[serde(default = "api_version")]
+    pub api_version: String,
+    #[serde(default = "kind")]
+    pub kind: String,
+    pub run: RunRef,
+    #[serde(default)]
+    pub listen: Listen,
+    #[serde(default)]
+    pub servers: Vec<Server>,
+    #[serde(default)]
+    pub audit: AuditSink,
+    #[serde(default)]
+    pub identity: Option<Value>,
+    /// Accepted as the operator writes it; approvals are not served by this slice.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub approval: Option<Value>,
+    #[serde(default = "full")]
+    pub discovery: String,
+}
+
+fn api_version() -> String {
+    API_VERSION.to_owned()
+}
+fn kind() -> String {
+    "BridgeConfig".to_owned()
+}
+fn full() -> String {
+    "full".to_owned()
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunRef {
+    pub name: String,
+    pub namespace: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listen {
+    #[serde(default = "default_host")]
+    pub host: String,
+    #[serde(default = "default_port")]
+    pub port: u16,
+    #[serde(default = "default_path")]
+    pub path: String,
+}
+
+fn default_host() -> String {
+    "127.0.0.1".to_owned()
+}
+fn default_port() -> u16 {
+    7800
+}
+fn default_path() -> String {
+    "/mcp".to_owned()
+}
+
+impl Default for Listen {
+    fn default() -> Self {
+        Self {
+            host: default_host(),
+            port: default_port(),
+            path: default_path(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AuditSink {
+    #[serde(default = "yes")]
+    pub stdout: bool,
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Default for AuditSink {
+    fn default() -> Self {
+        Self {
+            stdout: true,
+            file: None,
+        }
+    }
+}
+
+/// One layer of filters: globs on the server's original names.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FilterLayer {
+    #[serde(default)]
+    pub allow: Vec<String>,
+    #[serde(default)]
+    pub deny: Vec<String>,
+    #[serde(default)]
+    pub prompts_allow: Vec<String>,
+    #[serde(default)]
+    pub prompts_deny: Vec<String>,
+    #[serde(default)]
+    pub resources_allow: Vec<String>,
+    #[serde(default)]
+    pub resources_deny: Vec<String>,
+}
+
+/// A header sent on every request to the server: a literal value or a mounted file's.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Header {
+    pub name: String,
+    #[serde(default)]
+    pub value: Option<String>,
+    #[serde(default)]
+    pub value_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Server {
+    pub name: String,
+    pub namespace: String,
+    pub url: String,
+    #[serde(default = "streamable")]
+    pub transport: String,
+    #[serde(default)]
+    pub protocol_version: Option<String>,
+    pub prefix: String,
+    #[serde(default)]
+    pub filters: Vec<FilterLayer>,
+    #[serde(default)]
+    pub headers: Vec<Header>,
+    #[serde(default)]
+    pub policy: Option<Value>,
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub auth: Option<Value>,
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    #[serde(default)]
+    #[allow(dead_code)] // pins and overrides are not applied by this slice
+    pub pinning: Option<String>,
+    #[serde(default)]
+    #[allow(dead_code)] // pins and overrides are not applied by this slice
+    pub overrides: Vec<Value>,
+    #[serde(default)]
+    #[allow(dead_code)] // pins and overrides are not applied by this slice
+    pub tool_digests: Option<Value>,
+}
+
+fn streamable() -> String {
+    "streamable-http".to_owned()
+}
+
+impl Server {
+    /// `namespace/name`: how audit lines, logs and `/readyz` name the server.
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// The call deadline (`policy.timeoutSeconds`, 30 s by default).
+    pub fn timeout_seconds(&self) -> u64 {
+        self.policy
+            .as_ref()
+            .and_then(|p| p.get("timeoutSeconds"))
+            .and_then(Value::as_u64)
+            .unwrap_or(30)
+    }
+}
+
+/// Parse the file's text (YAML, of which JSON is a subset); the error names the field.
+pub fn parse(text: &str, source: &str) -> Result<BridgeConfig, String> {
+    let config: BridgeConfig = serde_norway::from_str(text).map_err(|e| format!("{source}: {e}"))?;
+    let problems = problems(&config);
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(format!("{source}: {}", problems.join("; ")))
+    }
+}
+
+/// Read and check the configuration file.
+pub fn load(path: &Path) -> Result<BridgeConfig, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("{}: cannot be read: {e}", path.display()))?;
+    parse(&text, &path.display().to_string())
+}
+
+fn problems(config: &BridgeConfig) -> Vec<String> {
+    let mut problems = Vec::new();
+    if config.api_version != API_VERSION {
+        problems.push(format!("apiVersion: must be {API_VERSION}"));
+    }
+    if config.kind != "BridgeConfig" {
+        problems.push("kind: must be BridgeConfig".to_owned());
+    }
+    if config.listen.port < 1024 {
+        problems.push("listen.port: must be 1024 or more".to_owned());
+    }
+    if !config.listen.path.starts_with('/') {
+        problems.push("listen.path: must start with /".to_owned());
+    }
+    if config.discovery != "full" && config.discovery != "search" {
+        problems.push("discovery: must be full or search".to_owned());
+    }
+    let mut seen = std::collections::HashSet::new();
+    for (index, server) in config.servers.iter().enumerate() {
+        let at = format!("servers[{index}]");
+        if !seen.insert(server.key()) {
+            problems.push(format!(
+                "servers: must be unique: '{}' appears twice",
+                server.key()
+            ));
+        }
+        if !(server.url.starts_with("http://") || server.url.starts_with("https://")) {
+            problems.push(format!("{at}.url: must be an http:// or https:// URL"));
+        }
+        if server.prefix.len() > 32
+            || !server
+                .prefix
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+            || server
+                .prefix
+                .chars()
+                .next()
+                .is_some_and(|c| !c.is_ascii_lowercase())
+        {
+            problems.push(format!(
+                "{at}.prefix: must match [a-z][a-z0-9_-]{{0,31}} or be empty"
+            ));
+        }
+        for (h, header) in server.headers.iter().enumerate() {
+            if header.value.is_some() == header.value_file.is_some() {
+                problems.push(format!(
+                    "{at}.headers[{h}]: exactly one of value and valueFile must be set"
+                ));
+            }
+        }
+        if server.auth.is_some() && server.token_file.is_some() {
+            problems.push(format!("{at}: auth and tokenFile must not both be set"));
+        }
+    }
+    problems
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "apiVersion: mcp-operator.dev/v1alpha1\nkind: BridgeConfig\nrun: {name: agent-1, namespace: default}\n";
+
+    #[test]
+    fn defaults_fill_what_the_file_leaves_out() {
+        let config = parse(MINIMAL, "test").unwrap();
+        assert_eq!(
+            (config.listen.host.as_str(), config.listen.port),
+            ("127.0.0.1", 7800)
+        );
+        assert_eq!(config.listen.path, "/mcp");
+        assert!(config.servers.is_empty() && config.audit.stdout);
+    }
+
+    #[test]
+    fn json_is_read_as_yaml_and_policies_are_accepted() {
+        let text = r#"{"apiVersion": "mcp-operator.dev/v1alpha1", "kind": "BridgeConfig",
+            "run": {"name": "r", "namespace": "d"},
+            "servers": [{"name": "ev", "namespace": "d", "url": "http://h:1/mcp", "prefix": "ev",
+                         "filters": [{"deny": ["get-env"]}], "policy": {"pii": {"arguments": "block"}},
+                         "tokenFile": "/var/run/token"}]}"#;
+        let config = parse(text, "test").unwrap();
+        let server = &config.servers[0];
+        assert_eq!(server.key(), "d/ev");
+        assert_eq!(server.filters[0].deny, vec!["get-env"]);
+        assert_eq!(server.timeout_seconds(), 30);
+    }
+
+    #[test]
+    fn unknown_fields_and_bad_values_are_refused_naming_the_field() {
+        let unknown = format!("{MINIMAL}surprise: 1\n");
+        assert!(parse(&unknown, "f").unwrap_err().contains("surprise"));
+        let twice = format!(
+            "{MINIMAL}servers:\n- {{name: a, namespace: d, url: 'http://x/', prefix: a}}\n- {{name: a, namespace: d, url: 'http://x/', prefix: b}}\n"
+        );
+        assert!(parse(&twice, "f").unwrap_err().contains("appears twice"));
+        let prefix = format!("{MINIMAL}servers:\n- {{name: a, namespace: d, url: 'http://x/', prefix: A}}\n");
+        assert!(parse(&prefix, "f").unwrap_err().contains("servers[0].prefix"));
+    }
+}

@@ -1,0 +1,200 @@
+//! `mcp-dataplane bridge`: one governed MCP endpoint for an agent, in front of the run's
+//! MCPServers (docs/bridge.md), the first slice of the port of `mcp-operator bridge`: tools
+//! of servers of both eras, filtered and prefixed, listed and called from agents of both
+//! eras, arguments validated, failures as structured tool errors, one audit line per call;
+//! prompts and resources listed, got and read across the servers.
+//! Modules, one job each:
+//!
+//! - `config`   the command line and the `BridgeConfig` file
+//! - `naming`   exposed names and filters (the shared naming plan)
+//! - `upstream` one server's MCP client session, both eras, over the keep-alive client
+//! - `sse`      Server-Sent Events read off a server's answer
+//! - `scrub`    masking the header values in use in what servers echo
+//! - `catalog`  exposed name → server, original name, tool, compiled schema
+//! - `validate` arguments against the tool's `inputSchema`
+//! - `errors`   the structured tool error
+//! - `audit`    one JSON line per call, never a value
+//! - `core`     the running state: servers, their listings, catalogs, sessions
+//! - `pipeline` a tools/call: validate, call, structured errors, audit line
+//! - `prompts`  the prompt catalog, and the prompt and resource filters
+//! - `uris`     resource URIs namespaced per server, reversibly
+//! - `cursor`   the signed cursors of listings walked across servers
+//! - `aggregate` prompts and resources: listed, got and read across the servers
+//! - `front`    the agent's endpoint, both eras
+//! - `health`   `/healthz`, `/readyz` and `/metrics` on the health port
+//! - `metrics`  the Prometheus metrics
+
+pub mod aggregate;
+pub mod audit;
+pub mod catalog;
+pub mod config;
+pub mod core;
+pub mod cursor;
+pub mod errors;
+pub mod front;
+pub mod health;
+pub mod metrics;
+pub mod naming;
+pub mod pipeline;
+pub mod prompts;
+pub mod scrub;
+pub mod sse;
+pub mod upstream;
+pub mod uris;
+pub mod validate;
+
+use std::net::{Ipv6Addr, SocketAddr};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::auth::gate::{Gate, Uncounted};
+use crate::hosts::HostPolicy;
+use config::BridgeArgs;
+
+/// Calls in flight at SIGTERM are given this long to finish.
+const DRAIN: Duration = Duration::from_secs(25);
+/// A client that does not send its request head within this is disconnected.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Run the bridge until SIGTERM or SIGINT; the exit code.
+pub async fn run(args: BridgeArgs) -> i32 {
+    let config = match config::load(&args.config) {
+        Ok(config) => config,
+        Err(why) => {
+            eprintln!("mcp-dataplane bridge: {why}");
+            return 2;
+        }
+    };
+    let audit = match audit::AuditSink::open(config.audit.stdout, config.audit.file.as_deref()) {
+        Ok(audit) => audit,
+        Err(why) => {
+            eprintln!("mcp-dataplane bridge: cannot open the audit file: {why}");
+            return 2;
+        }
+    };
+    let listen = config.listen.clone();
+    let address = crate::adapter::listen_address(&listen.host, listen.port);
+    let listener = match TcpListener::bind(address).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("mcp-dataplane bridge: cannot listen on {address}: {error}");
+            return 2;
+        }
+    };
+    let health_address = SocketAddr::new(Ipv6Addr::UNSPECIFIED.into(), args.health_port);
+    let health_listener = match TcpListener::bind(health_address).await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("mcp-dataplane bridge: cannot listen on {health_address}: {error}");
+            return 2;
+        }
+    };
+    let gate = match args.metrics_access.as_deref() {
+        None => None,
+        Some(path) => match Gate::open(path, Box::new(Uncounted), false) {
+            Ok(gate) => Some(Arc::new(gate)),
+            Err(why) => {
+                eprintln!("mcp-dataplane bridge: --metrics-access: {why}");
+                return 2;
+            }
+        },
+    };
+    let core = core::Core::new(config, audit, Duration::from_secs_f64(args.relist_seconds));
+    let front = Arc::new(front::Front {
+        core: core.clone(),
+        hosts: HostPolicy::new(std::slice::from_ref(&listen.host), &[]),
+    });
+    for index in 0..core.upstreams.len() {
+        tokio::spawn(core.clone().follow(index));
+        tokio::spawn(core.clone().follow_changes(index));
+    }
+    tracing::info!(
+        "Serving MCP on http://{address}{} for {} ({} servers); health on port {}",
+        listen.path,
+        core.run,
+        core.config.servers.len(),
+        args.health_port
+    );
+    let (Ok(mut terminate), Ok(mut interrupt)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        eprintln!("mcp-dataplane bridge: cannot install signal handlers");
+        return 2;
+    };
+    let serving = serve(listener, front);
+    let health = serve_health(health_listener, core.clone(), gate);
+    tokio::select! {
+        _ = terminate.recv() => {}
+        _ = interrupt.recv() => {}
+        () = serving => return 1,
+        () = health => return 1,
+    }
+    tracing::info!("Stopping: closing the agents' streams and finishing the calls in flight");
+    core.stopping.store(true, Ordering::Relaxed);
+    core.sessions().clear();
+    let started = Instant::now();
+    while core.inflight.load(Ordering::SeqCst) > 0 && started.elapsed() < DRAIN {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let closing: Vec<_> = core.upstreams.iter().flatten().map(|u| u.close()).collect();
+    for close in closing {
+        close.await;
+    }
+    tracing::info!("Stopped");
+    0
+}
+
+async fn serve(listener: TcpListener, front: Arc<front::Front>) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!("Failed to accept a connection: {error}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let front = front.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let front = front.clone();
+                async move { Ok::<_, std::convert::Infallible>(front.handle(request, peer).await) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = connection.await;
+        });
+    }
+}
+
+async fn serve_health(listener: TcpListener, core: Arc<core::Core>, gate: Option<Arc<Gate>>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let (core, gate) = (core.clone(), gate.clone());
+        tokio::spawn(async move {
+            let service = service_fn(move |request| {
+                let response = health::handle(&core, gate.as_deref(), &request);
+                async move { Ok::<_, std::convert::Infallible>(response) }
+            });
+            let connection = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_TIMEOUT)
+                .serve_connection(TokioIo::new(stream), service);
+            let _ = connection.await;
+        });
+    }
+}

@@ -1,0 +1,246 @@
+//! The call pipeline of this slice (`bridge/pipeline.py`'s steps that it has): find the
+//! exposed tool in the catalog, validate its arguments, call its server under the original
+//! name, turn every failure into the structured tool error in the Python bridge's words
+//! (masked), count it and write its audit line.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+
+use super::audit::Record;
+use super::catalog::{Catalog, Entry};
+use super::core::Core;
+use super::errors::{ToolError, quoted};
+use super::upstream::Failure;
+use super::validate;
+
+/// A refusal hint names at most this many tools the agent may call instead.
+const MAX_LISTED_TOOLS: usize = 10;
+/// An upstream's error message is cut to this many characters in a hint.
+const MAX_UPSTREAM_MESSAGE: usize = 300;
+
+impl Core {
+    /// One `tools/call` (params an object, its name a string): always a `CallToolResult`.
+    pub async fn call(&self, params: &Map<String, Value>) -> Value {
+        let started = Instant::now();
+        let arrived = time::OffsetDateTime::now_utc();
+        let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
+        let arguments = params.get("arguments").filter(|a| !a.is_null());
+        let empty = json!({});
+        let hashed = arguments.unwrap_or(&empty);
+        let catalog = self.catalog();
+        let entry = catalog.get(name);
+        let server = entry.as_ref().map(|e| &self.config.servers[e.server]);
+        let mut attempts = 0;
+        let (outcome, result) = match &entry {
+            None => {
+                let error = self.not_allowlisted(&catalog, name);
+                (error.code, error.to_result())
+            }
+            Some(entry) => {
+                let (errors, problem) = validate::check(&entry.schema, arguments);
+                if !errors.is_empty() {
+                    let error = validate::invalid_arguments(name, &errors, problem.as_deref());
+                    (error.code, error.to_result())
+                } else {
+                    attempts = 1;
+                    match self.send(entry, name, arguments).await {
+                        Ok(result) if result.get("isError") == Some(&Value::Bool(true)) => {
+                            ("upstream_error", self.scrubber.json(result))
+                        }
+                        Ok(result) => ("ok", result),
+                        Err(error) => (error.code, error.to_result()),
+                    }
+                }
+            }
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        let server_key = server.map(super::config::Server::key);
+        self.metrics
+            .observe_call(server_key.as_deref(), name, outcome, seconds);
+        self.audit.write(&Record {
+            time: arrived,
+            run: &self.run,
+            identity: self.config.identity.as_ref(),
+            server: server_key.clone(),
+            tool: entry.as_ref().map(|_| name.to_owned()),
+            sent_name: params.get("name").cloned(),
+            original_tool: entry.as_ref().map(|e| e.original.clone()),
+            outcome,
+            duration_ms: seconds * 1000.0,
+            attempts,
+            arguments: Some(hashed),
+        });
+        result
+    }
+
+    /// The audit line of a request that was not a readable call.
+    pub fn audit_invalid(&self, sent_name: Option<Value>) {
+        self.metrics.observe_call(None, "", "invalid_request", 0.0);
+        self.audit.write(&Record {
+            time: time::OffsetDateTime::now_utc(),
+            run: &self.run,
+            identity: self.config.identity.as_ref(),
+            server: None,
+            tool: None,
+            sent_name: Some(sent_name.unwrap_or(Value::Null)),
+            original_tool: None,
+            outcome: "invalid_request",
+            duration_ms: 0.0,
+            attempts: 0,
+            arguments: None,
+        });
+    }
+
+    fn not_allowlisted(&self, catalog: &Catalog, name: &str) -> ToolError {
+        let similar = catalog.similar(name);
+        let allowed = if similar.is_empty() {
+            catalog.allowed_near(name)
+        } else {
+            similar.clone()
+        };
+        let shown: Vec<String> = allowed.iter().take(MAX_LISTED_TOOLS).cloned().collect();
+        let listing = if !similar.is_empty() {
+            format!(" Similar tools you may call: {}.", shown.join(", "))
+        } else if !shown.is_empty() {
+            let more = allowed.len() - shown.len();
+            let tail = if more > 0 {
+                format!(" and {more} more (tools/list shows them all).")
+            } else {
+                ".".to_owned()
+            };
+            format!(" Tools you may call: {}{tail}", shown.join(", "))
+        } else {
+            String::new()
+        };
+        let head = name.split('_').next().unwrap_or_default();
+        let broken: Vec<(String, String)> = self
+            .config
+            .servers
+            .iter()
+            .zip(self.states())
+            .filter(|(server, state)| server.prefix == head && state.problem.is_some())
+            .map(|(server, state)| (server.key(), state.problem.unwrap_or_default()))
+            .collect();
+        let mut listing = listing;
+        for (key, problem) in &broken {
+            listing.push_str(&format!(
+                " Server {key} cannot be called: {}.",
+                self.scrubber.text(problem)
+            ));
+        }
+        let mut error = ToolError::new(
+            "not_allowlisted",
+            format!(
+                "The tool {} is not available to this agent; the call was not sent.{listing}",
+                quoted(name, 64)
+            ),
+        )
+        .with("similar", json!(similar))
+        .with("allowed", json!(shown));
+        if !broken.is_empty() {
+            error = error.with(
+                "misconfigured",
+                json!(broken.into_iter().map(|(k, _)| k).collect::<Vec<_>>()),
+            );
+        }
+        error
+    }
+
+    /// The call at its server, under its original name, within the server's deadline; a
+    /// failure as the structured tool error, in the Python bridge's words.
+    async fn send(
+        &self,
+        entry: &Entry,
+        exposed: &str,
+        arguments: Option<&Value>,
+    ) -> Result<Value, ToolError> {
+        let index = entry.server;
+        let server = &self.config.servers[index];
+        let key = server.key();
+        let scrub = |text: &str| self.scrubber.text(text);
+        let Some(upstream) = &self.upstreams[index] else {
+            let problem = self.states()[index].problem.clone().unwrap_or_default();
+            return Err(misconfigured(&key, &problem));
+        };
+        let mut params = Map::new();
+        params.insert("name".into(), json!(entry.original));
+        params.insert(
+            "arguments".into(),
+            arguments.cloned().unwrap_or_else(|| json!({})),
+        );
+        let seconds = server.timeout_seconds();
+        match upstream.request("tools/call", params, Duration::from_secs(seconds)).await {
+            Ok(result) => {
+                self.update(index, |state| state.up = true);
+                self.metrics.set_up(&key, true);
+                Ok(super::aggregate::plain_result(result))
+            }
+            Err(Failure::Rpc { code, message, .. }) => {
+                let message = if message.is_empty() { "no message".to_owned() } else { message };
+                let hint = format!(
+                    "Server {key} refused {exposed} (JSON-RPC error {code}): {}",
+                    cut(&scrub(&message), MAX_UPSTREAM_MESSAGE)
+                );
+                Err(ToolError::new("upstream_error", hint)
+                    .with("server", json!(key))
+                    .with("rpcCode", json!(code)))
+            }
+            Err(Failure::Misconfigured(why)) => Err(misconfigured(&key, &scrub(&why))),
+            Err(Failure::Timeout) => Err(ToolError::new(
+                "timeout",
+                format!(
+                    "Server {key} did not answer {exposed} within {seconds} s. The call may still have run: check its effect before repeating it."
+                ),
+            )
+            .with("server", json!(key))
+            .with("timeoutSeconds", json!(seconds))),
+            Err(failure) => {
+                upstream.reset().await;
+                self.update(index, |state| state.up = false);
+                self.metrics.set_up(&key, false);
+                self.relist[index].notify_one();
+                let reason = cut(&scrub(&failure.describe()), MAX_UPSTREAM_MESSAGE);
+                let mut hint = format!("Server {key} could not be reached (tried once): {reason}.");
+                let annotations = entry.tool.get("annotations");
+                let safe = ["readOnlyHint", "idempotentHint"]
+                    .iter()
+                    .any(|hint| annotations.and_then(|a| a.get(*hint)) == Some(&Value::Bool(true)));
+                if !safe {
+                    hint.push_str(&format!(
+                        " {exposed} is not marked read-only or idempotent, so the bridge did not retry it; it may or may not have run."
+                    ));
+                }
+                hint.push_str(" Tools of other servers keep working.");
+                Err(ToolError::new("upstream_unavailable", hint)
+                    .with("server", json!(key))
+                    .with("attempts", json!(1))
+                    .with("retryAfterSeconds", json!(0)))
+            }
+        }
+    }
+}
+
+/// The error of a call to a server that cannot be called as configured: nothing was sent.
+fn misconfigured(key: &str, reason: &str) -> ToolError {
+    ToolError::new(
+        "upstream_unavailable",
+        format!(
+            "Server {key} cannot be called: {}. The call was not sent; calling again will not help until its configuration is fixed. Tools of other servers keep working.",
+            cut(reason, MAX_UPSTREAM_MESSAGE)
+        ),
+    )
+    .with("server", json!(key))
+    .with("attempts", json!(0))
+    .with("misconfigured", json!(true))
+}
+
+fn cut(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        text.to_owned()
+    } else {
+        let mut head: String = text.chars().take(limit - 1).collect();
+        head.push('…');
+        head
+    }
+}
