@@ -8,7 +8,9 @@ and what PII scanning costs per call.
    Twice each: 10 connections for 10 s (calls/s, p50, p99) and 1 connection (p50 without
    queueing: the bridge's added latency). Targets: added p50 under 1 ms, at least half of
    the direct calls/s. With ``--ratios-only``, also bench/tcp_relay.py in front of each
-   upstream: a process that only copies bytes, the ceiling of any forwarder in Python.
+   upstream: a process that only copies bytes, the ceiling of any forwarder in Python; and
+   the compiled bridge (``mcp-dataplane bridge``, ``make dataplane``) beside the Python one,
+   each row with its forwarder's CPU per call and RSS.
 2. **tools/list over 10 upstreams** (ten server-everything processes): the bridge's listing
    round (connect and list every server, concurrently, what it does at start and on reload)
    against the slowest single upstream's connect-and-list; target within 1.2x. And the agent's
@@ -50,8 +52,8 @@ sys.path.insert(0, str(REPO))
 
 import contextforge  # noqa: E402
 from adapter_bench import cpu_seconds, tree_rss_mib  # noqa: E402
-from tests.support import peers, wire  # noqa: E402
-from tests.support.bridge_run import bridge_config, run_bridge, server_entry  # noqa: E402
+from tests.support import bridge_run, dataplane, peers, wire  # noqa: E402
+from tests.support.bridge_run import RunningBridge, bridge_config, run_bridge, server_entry  # noqa: E402
 from tests.support.issuer import TestIssuer, access_document, write_access  # noqa: E402
 from tests.support.otlp_collector import Collector  # noqa: E402
 
@@ -308,6 +310,10 @@ def ratio_loads(args: argparse.Namespace) -> list[Load]:
                     (f"{MODERN_DIRECT}{label}", upstream, "echo", wire.MODERN_VERSION, None)
                 )
             rows.append((f"bridge → {label}", bridge.url, "ev_echo", VERSION, bridge.process.pid))
+            if dataplane.missing() is None:
+                compiled = stack.enter_context(compiled_bridge([entry]))
+                compiled_pid = compiled.process.pid
+                rows.append((f"{COMPILED}{label}", compiled.url, "ev_echo", VERSION, compiled_pid))
             relay = stack.enter_context(tcp_relay(upstream))
             rows.append((f"{RELAY}{label}", relay.url, "echo", VERSION, relay.pid))
             for connections in (10, 1):
@@ -315,9 +321,28 @@ def ratio_loads(args: argparse.Namespace) -> list[Load]:
                 for _ in range(args.rounds):
                     for name, url, tool, version, pid in rows:
                         runs[name].append(wrk(name, url, tool, connections, args.seconds,
-                                              version=version, cpu_of=pid))  # fmt: skip
+                                              version=version, cpu_of=pid,
+                                              forwarder=pid))  # fmt: skip
                 loads.extend(_median(name, connections, runs[name]) for name in runs)
     return loads
+
+
+COMPILED = "compiled bridge → "
+"""The rows of ``mcp-dataplane bridge`` in front of an upstream (the data plane in Rust)."""
+
+
+@contextmanager
+def compiled_bridge(servers: Sequence[dict[str, Any]]) -> Iterator[RunningBridge]:
+    """``mcp-dataplane bridge`` started by the tests' own helper (its program swapped while
+    it starts; the compiled bridge takes no ``--reload-seconds``)."""
+    saved = bridge_run.PROGRAM, bridge_run.RELOAD_FLAGS
+    bridge_run.PROGRAM, bridge_run.RELOAD_FLAGS = [str(dataplane.BINARY), "bridge"], []
+    with ExitStack() as stack:
+        try:
+            running = stack.enter_context(run_bridge(servers, extra_args=["--log-level=warning"]))
+        finally:
+            bridge_run.PROGRAM, bridge_run.RELOAD_FLAGS = saved
+        yield running
 
 
 RELAY = "byte relay → "
@@ -353,6 +378,7 @@ def _median(name: str, connections: int, runs: list[Load]) -> Load:
         bad=sum(run.bad for run in runs),
         errors=sum(run.errors for run in runs),
         cpu_us_per_call=statistics.median(cpu) if cpu else None,
+        rss_mib=runs[-1].rss_mib,
     )
 
 
@@ -521,7 +547,7 @@ def call_table(loads: list[Load]) -> str:
             + (" bridge CPU µs/call |" if cpu else ""),
             "|---|---|---|---|---|---|---|" + ("---|" if cpu else "")]  # fmt: skip
     for load in loads:
-        rss = "" if load.rss_mib is None else f"{load.rss_mib:,.0f}"
+        rss = "" if load.rss_mib is None else f"{load.rss_mib:,.1f}"
         used = "" if load.cpu_us_per_call is None else f"{load.cpu_us_per_call:,.0f}"
         rows.append(
             f"| {load.name} | {load.connections} | {load.calls_per_second:,.0f} "
@@ -558,6 +584,20 @@ def verdicts(loads: list[Load]) -> list[str]:
         if direct1 and bridge1:
             added = bridge1.p50_ms - direct1.p50_ms
             lines.append(f"{label}: added p50, 1 connection {added:.2f} ms (target < 0.5 ms)")
+        compiled10 = by.get((f"{COMPILED}{label}", 10))
+        if direct10 and compiled10 and direct10.calls_per_second:
+            ratio = compiled10.calls_per_second / direct10.calls_per_second
+            lines.append(f"{label}: compiled bridge/direct calls/s {ratio:.2f}")
+        if bridge10 and compiled10 and compiled10.cpu_us_per_call and bridge10.cpu_us_per_call:
+            lines.append(
+                f"{label}: CPU per call, compiled bridge {compiled10.cpu_us_per_call:.0f} µs "
+                f"vs Python bridge {bridge10.cpu_us_per_call:.0f} µs; RSS "
+                f"{compiled10.rss_mib or 0:.1f} vs {bridge10.rss_mib or 0:.1f} MiB"
+            )
+        compiled1 = by.get((f"{COMPILED}{label}", 1))
+        if direct1 and compiled1:
+            added = compiled1.p50_ms - direct1.p50_ms
+            lines.append(f"{label}: compiled bridge's added p50, 1 connection {added:.2f} ms")
         peer10 = by.get((f"ContextForge {contextforge.VERSION} → {label}", 10))
         if peer10 and bridge10 and peer10.calls_per_second:
             ratio = bridge10.calls_per_second / peer10.calls_per_second

@@ -1,5 +1,6 @@
-//! HTTP pieces every server side shares: the response body (whole, or a stream of
-//! Server-Sent Events fed by a channel), plain and JSON answers, and reading a request
+//! HTTP pieces every server side shares: the accept loop (HTTP/1.1 keep-alive, a deadline
+//! on request heads), the response body (whole, a stream of Server-Sent Events fed by a
+//! channel, or another server's body relayed), plain and JSON answers, and reading a request
 //! body within a limit. No protocol here.
 
 use std::convert::Infallible;
@@ -211,5 +212,39 @@ pub async fn read_bytes(
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(BodyError::TooLarge),
         Err(_) => Err(BodyError::Gone),
+    }
+}
+
+/// Serve HTTP/1.1 on `listener` until the task is dropped: each connection kept alive, its
+/// request heads read within `header_timeout` (slowloris), each request answered by `handle`
+/// with the peer's address. A failed accept (out of descriptors) is retried after 50 ms.
+pub async fn serve<H, F>(listener: tokio::net::TcpListener, header_timeout: std::time::Duration, handle: H)
+where
+    H: Fn(Request<Incoming>, std::net::SocketAddr) -> F + Clone + Send + 'static,
+    F: std::future::Future<Output = Response<Body>> + Send + 'static,
+{
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(error) => {
+                tracing::warn!("Failed to accept a connection: {error}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let answer = handle(request, peer);
+                async move { Ok::<_, Infallible>(answer.await) }
+            });
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(header_timeout)
+                .keep_alive(true)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            let _ = connection.await;
+        });
     }
 }

@@ -33,9 +33,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -142,7 +139,10 @@ pub async fn run(config: AdapterConfig) -> i32 {
         eprintln!("mcp-dataplane adapter: cannot install signal handlers");
         return 2;
     };
-    let accepting = serve(listener, front);
+    let header_timeout = core.config.header_timeout();
+    let accepting = crate::http::serve(listener, header_timeout, move |request, peer| {
+        front.clone().handle(request, peer)
+    });
     tokio::pin!(accepting);
     tokio::pin!(supervisor);
     let code = tokio::select! {
@@ -176,32 +176,4 @@ pub fn listen_address(host: &str, port: u16) -> SocketAddr {
         host.parse().unwrap_or(std::net::Ipv4Addr::LOCALHOST.into())
     };
     SocketAddr::new(ip, port)
-}
-
-async fn serve(listener: TcpListener, front: Arc<front::Front>) {
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!("Failed to accept a connection: {error}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let front = front.clone();
-        let header_timeout = front.core.config.header_timeout();
-        tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let front = front.clone();
-                async move { Ok::<_, std::convert::Infallible>(front.handle(request, peer).await) }
-            });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(header_timeout)
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            let _ = connection.await;
-        });
-    }
 }

@@ -48,9 +48,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hyper::server::conn::http1;
-use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -128,8 +125,14 @@ pub async fn run(args: BridgeArgs) -> i32 {
         eprintln!("mcp-dataplane bridge: cannot install signal handlers");
         return 2;
     };
-    let serving = serve(listener, front);
-    let health = serve_health(health_listener, core.clone(), gate);
+    let serving = crate::http::serve(listener, HEADER_TIMEOUT, move |request, peer| {
+        front.clone().handle(request, peer)
+    });
+    let health_core = core.clone();
+    let health = crate::http::serve(health_listener, HEADER_TIMEOUT, move |request, _| {
+        let response = health::handle(&health_core, gate.as_deref(), &request);
+        async move { response }
+    });
     tokio::select! {
         _ = terminate.recv() => {}
         _ = interrupt.recv() => {}
@@ -149,52 +152,4 @@ pub async fn run(args: BridgeArgs) -> i32 {
     }
     tracing::info!("Stopped");
     0
-}
-
-async fn serve(listener: TcpListener, front: Arc<front::Front>) {
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(error) => {
-                tracing::warn!("Failed to accept a connection: {error}");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
-        let front = front.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let front = front.clone();
-                async move { Ok::<_, std::convert::Infallible>(front.handle(request, peer).await) }
-            });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            let _ = connection.await;
-        });
-    }
-}
-
-async fn serve_health(listener: TcpListener, core: Arc<core::Core>, gate: Option<Arc<Gate>>) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            continue;
-        };
-        let (core, gate) = (core.clone(), gate.clone());
-        tokio::spawn(async move {
-            let service = service_fn(move |request| {
-                let response = health::handle(&core, gate.as_deref(), &request);
-                async move { Ok::<_, std::convert::Infallible>(response) }
-            });
-            let connection = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(HEADER_TIMEOUT)
-                .serve_connection(TokioIo::new(stream), service);
-            let _ = connection.await;
-        });
-    }
 }
