@@ -8,6 +8,7 @@ mod era;
 mod hosts;
 mod http;
 mod jsonrpc;
+mod legacy;
 mod sessions;
 
 use clap::{Parser, Subcommand};

@@ -30,6 +30,7 @@ use crate::era::{self, Admission, RoutingHeaders};
 use crate::hosts::{HostPolicy, Refusal};
 use crate::http::{self, Body};
 use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+use crate::legacy;
 
 /// JSON-RPC code of a call that was not answered in time (the SDK's REQUEST_TIMEOUT).
 const REQUEST_TIMEOUT: i64 = -32001;
@@ -329,40 +330,20 @@ impl Front {
     }
 
     fn legacy_get(&self, request: &Request<Incoming>, caller: &Caller) -> Response<Body> {
-        if !http::header(request, "accept")
-            .unwrap_or_default()
-            .contains("text/event-stream")
-        {
-            return http::plain(406, "Accept must include text/event-stream");
-        }
-        let Some(session_id) = http::header(request, "mcp-session-id") else {
-            return http::plain(400, "Missing Mcp-Session-Id header");
-        };
-        if !self.owns(session_id, caller) {
-            return http::plain(404, "Session not found");
-        }
-        let mut router = self.core.router();
-        let Some(session) = router.sessions.get_mut(session_id) else {
-            return http::plain(404, "Session not found");
-        };
-        if session.stream.as_ref().is_some_and(|s| !s.is_closed()) {
-            return http::plain(409, "Only one GET stream per session");
-        }
-        let (sender, receiver) = mpsc::channel(self.core.config.stream_queue);
-        session.stream = Some(sender);
-        session.last_active = Instant::now();
-        http::events(receiver)
+        let queue = self.core.config.stream_queue;
+        legacy::get_stream(request, &mut self.core.router().sessions, &caller.key, queue)
     }
 
     fn legacy_delete(&self, request: &Request<Incoming>, caller: &Caller) -> Response<Body> {
-        let Some(session_id) = http::header(request, "mcp-session-id") else {
-            return http::plain(400, "Missing Mcp-Session-Id header");
-        };
-        if !self.owns(session_id, caller) {
-            return http::plain(404, "Session not found");
+        let named = legacy::named_session(request, &mut self.core.router().sessions, &caller.key);
+        match named {
+            Ok(session_id) => {
+                self.core
+                    .end_session(&session_id, "Session deleted by the client");
+                http::empty(200)
+            }
+            Err(refused) => refused,
         }
-        self.core.end_session(session_id, "Session deleted by the client");
-        http::empty(200)
     }
 
     /// A request's JSON body within the body limit and deadline, or the answer refusing it.

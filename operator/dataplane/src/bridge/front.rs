@@ -16,7 +16,6 @@ use hyper::body::Incoming;
 use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response};
 use serde_json::{Map, Value, json};
-use tokio::sync::mpsc;
 
 use super::aggregate;
 use super::core::Core;
@@ -24,6 +23,7 @@ use crate::era::{self, Admission, RoutingHeaders};
 use crate::hosts::{HostPolicy, Refusal};
 use crate::http::{self, Body};
 use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+use crate::legacy;
 
 /// Larger request bodies get 413.
 const MAX_BODY_BYTES: usize = 4 << 20;
@@ -203,40 +203,18 @@ impl Front {
     }
 
     fn legacy_get(&self, request: &Request<Incoming>, caller: &str) -> Response<Body> {
-        if !http::header(request, "accept")
-            .unwrap_or_default()
-            .contains("text/event-stream")
-        {
-            return http::plain(406, "Accept must include text/event-stream");
-        }
-        let Some(session_id) = http::header(request, "mcp-session-id") else {
-            return http::plain(400, "Missing Mcp-Session-Id header");
-        };
-        if !self.owns(session_id, caller) {
-            return http::plain(404, "Session not found");
-        }
-        let mut sessions = self.core.sessions();
-        let Some(session) = sessions.get_mut(session_id) else {
-            return http::plain(404, "Session not found");
-        };
-        if session.stream.as_ref().is_some_and(|s| !s.is_closed()) {
-            return http::plain(409, "Only one GET stream per session");
-        }
-        let (sender, receiver) = mpsc::channel(STREAM_QUEUE);
-        session.stream = Some(sender);
-        session.last_active = Instant::now();
-        http::events(receiver)
+        legacy::get_stream(request, &mut self.core.sessions(), caller, STREAM_QUEUE)
     }
 
     fn legacy_delete(&self, request: &Request<Incoming>, caller: &str) -> Response<Body> {
-        let Some(session_id) = http::header(request, "mcp-session-id") else {
-            return http::plain(400, "Missing Mcp-Session-Id header");
-        };
-        if !self.owns(session_id, caller) {
-            return http::plain(404, "Session not found");
+        let named = legacy::named_session(request, &mut self.core.sessions(), caller);
+        match named {
+            Ok(session_id) => {
+                self.core.sessions().remove(&session_id);
+                http::empty(200)
+            }
+            Err(refused) => refused,
         }
-        self.core.sessions().remove(session_id);
-        http::empty(200)
     }
 
     // ------------------------------------------------------------------ the 2026-07-28 era
