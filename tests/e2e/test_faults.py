@@ -10,6 +10,7 @@ must have been announced by exactly one Event.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -22,7 +23,7 @@ import pytest
 
 from mcp_operator.dev.cluster import ControlPlane
 from tests.support import peers
-from tests.support.cluster import CRDS, Cluster, operator_process
+from tests.support.cluster import CRDS, Cluster, OperatorProcess, operator_process
 from tests.support.faults import restart
 from tests.support.objects import condition, eventually
 
@@ -41,7 +42,7 @@ def plane() -> Iterator[ControlPlane]:
 @pytest.fixture(scope="module")
 def fleet(
     plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Cluster, str]]:
+) -> Iterator[tuple[Cluster, str, OperatorProcess]]:
     cluster = Cluster(plane)
     cluster.kubectl("apply", "--server-side", "-f", str(CRDS))
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
@@ -58,11 +59,11 @@ def fleet(
             *(["--verbose"] if os.environ.get("FAULT_VERBOSE") else []),
             env=cluster.env(),
             log_path=log_path,
-        ),
+        ) as operator,
     ):
         apply_fleet(cluster, url, [])
         eventually("the fleet Ready", lambda: converged(cluster, 1, 2), 90)
-        yield cluster, url
+        yield cluster, url, operator
 
 
 def apply_fleet(cluster: Cluster, url: str, allow: list[str]) -> None:
@@ -100,6 +101,34 @@ def converged(cluster: Cluster, generation: int, tools: int) -> list[dict[str, A
     return items if len(done) == len(items) == SERVERS else None
 
 
+def where_the_fleet_stands(cluster: Cluster, plane: ControlPlane, operator: OperatorProcess) -> str:
+    """What a failed wait prints: each server's generation, observed generation, Ready and
+    tool count; whether the operator still runs, and if so every thread's stack (it prints
+    them on SIGUSR1) and its last log lines; the last lines of the API server's log."""
+    if (code := operator.process.poll()) is not None:
+        state = f"the operator exited with {code}"
+    else:
+        operator.process.send_signal(signal.SIGUSR1)
+        with contextlib.suppress(AssertionError):  # the log follows, stacks or not
+            eventually("the stacks", lambda: "most recent call first" in operator.log(), 5)
+        state = "the operator runs; its stacks and log:\n" + "\n".join(
+            operator.log().splitlines()[-120:]
+        )
+    result = cluster.kubectl("get", "mcpservers", "-n", NAMESPACE, "-o", "json", check=False)
+    lines = [f"kubectl get mcpservers: exit {result.returncode}"]
+    if result.returncode == 0:
+        for s in json.loads(result.stdout)["items"]:
+            ready = condition(s, "Ready")
+            lines.append(
+                f"  {s['metadata']['name']}: generation {s['metadata']['generation']}, observed "
+                f"{s['status'].get('observedGeneration')}, Ready={ready.get('status')} "
+                f"({ready.get('reason')}), {s['status'].get('toolCount')} tools"
+            )
+    assert plane.directory is not None
+    log = (plane.directory / "kube-apiserver.log").read_text(errors="replace").splitlines()
+    return "\n".join([*lines, state, "--- kube-apiserver log (last 30 lines) ---", *log[-30:]])
+
+
 def announced(cluster: Cluster) -> Counter[tuple[str, str]]:
     counted: Counter[tuple[str, str]] = Counter()
     for event in cluster.get_json("events", "-n", NAMESPACE)["items"]:
@@ -116,14 +145,14 @@ def announced(cluster: Cluster) -> Counter[tuple[str, str]]:
     ids=["kube-apiserver-killed", "etcd-restarted"],
 )
 def test_the_fleet_converges_after_a_control_plane_restart_mid_reconcile(
-    fleet: tuple[Cluster, str],
+    fleet: tuple[Cluster, str, OperatorProcess],
     plane: ControlPlane,
     process: str,
     sig: int,
     allow: list[str],
     tools: int,
 ) -> None:
-    cluster, url = fleet
+    cluster, url, operator = fleet
     generation = cluster.get_json("mcpserver/time-00", "-n", NAMESPACE)["metadata"]["generation"]
     before = announced(cluster)
     apply_fleet(cluster, url, allow)
@@ -136,6 +165,7 @@ def test_the_fleet_converges_after_a_control_plane_restart_mid_reconcile(
         lambda: converged(cluster, generation + 1, tools),
         float(os.environ.get("FAULT_CONVERGE_SECONDS", "120")),
         interval=1.0,
+        explain=lambda: where_the_fleet_stands(cluster, plane, operator),
     )
     print(f"{process}: the fleet converged {time.monotonic() - started:.1f} s later")
     # One Event per transition: each server's tools changed once, announced once. An Event

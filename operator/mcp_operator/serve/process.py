@@ -8,7 +8,8 @@ server header, a bounded graceful shutdown, and no signal handlers of its own
 listening socket (``::`` means both IPv6 and IPv4, for single-stack clusters of
 either family); and the process start: logging, and the fastest event loop
 installed (``uvloop``, else asyncio's), with the imported heap frozen out of the
-collector's walks. Leaves what is served and when to stop to the program.
+collector's walks, and every thread's stack printed on a crash or on SIGUSR1.
+Leaves what is served and when to stop to the program.
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import faulthandler
 import gc
 import importlib.util
 import logging
+import signal
 import socket
 from collections.abc import Coroutine, Generator
 from typing import Any
@@ -143,7 +146,14 @@ def freeze_startup_heap() -> None:
 
 def run_on_fastest_loop(main: Coroutine[Any, Any, int]) -> int:
     """Run ``main`` on uvloop when it is installed (a fraction of asyncio's cost per
-    callback and per socket operation), else on asyncio's own loop."""
+    callback and per socket operation), else on asyncio's own loop.
+
+    Before it starts, a crash in native code (SIGSEGV, SIGABRT, …) is made to print every
+    thread's Python stack to stderr instead of ending the process without a word, and
+    SIGUSR1 prints them without stopping it: ``kill -USR1`` on a process whose loop no
+    longer answers shows where it is blocked."""
+    faulthandler.enable(all_threads=True)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     if importlib.util.find_spec("uvloop") is not None:
         import uvloop  # type: ignore[import-not-found,unused-ignore]
 
