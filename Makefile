@@ -93,7 +93,7 @@ image-packages: ## Install buildah, runc and mmdebstrap from Debian when missing
 	bash hack/install-image-packages.sh
 
 .PHONY: images
-images: $(PY) image-packages image-tools ## Build our images (operator, MCP servers, demo agent) without Docker, cached by input hash
+images: $(PY) image-packages image-tools dataplane ## Build our images (operator, data plane, MCP servers, demo agent) without Docker, cached by input hash
 	bash hack/build-images.sh
 
 .PHONY: image

@@ -10,6 +10,9 @@
 #                      mcp-hello-server    images/mcp-hello-server (the static Go server of
 #                                          `make image-tools`, alone: no shell)
 #                      demo-agent          images/demo-agent (the demo's agent, MCP Python SDK)
+#                      mcp-dataplane       images/mcp-dataplane (`make dataplane`'s binary and the
+#                                          stdio helper on the C library and CA certificates
+#                                          alone: no shell)
 #   index.json       {"<name>": {"archive": "<path>", "tag": "<16 hex>"}}: the tag is the hash of
 #                    the build's inputs (mcp_operator/dev/image_inputs.py); an image whose tag is
 #                    already recorded is not built again. `mcp_operator.dev.images` reads it.
@@ -30,7 +33,7 @@
 # into RUN steps (here TLS to PyPI and npm verifies only with it; it never lands in a layer).
 #
 # Needs root (mmdebstrap --mode=root, buildah's overlay storage), Debian's apt repositories for
-# the bases, PyPI and npm for the RUN steps, and `make venv image-tools`.
+# the bases, PyPI and npm for the RUN steps, and `make venv image-tools dataplane`.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -50,6 +53,8 @@ REFRESH_BASES="${REFRESH_BASES:-0}"
 [[ -x "$PY" ]] || { echo "no Python environment at $PY; run \`make venv\`" >&2; exit 1; }
 [[ -x "$GOROOT_HOST/bin/go" ]] || { echo "no Go toolchain at $GOROOT_HOST (GOROOT_HOST): the Go base copies it" >&2; exit 1; }
 [[ -x "$CACHE/bin/mcp-hello-server" ]] || { echo "mcp-hello-server is not built; run \`make image-tools\`" >&2; exit 1; }
+DATAPLANE_BIN="${CARGO_TARGET_DIR:-$CACHE/dataplane-target}/release/mcp-dataplane"
+[[ -x "$DATAPLANE_BIN" ]] || { echo "mcp-dataplane is not built ($DATAPLANE_BIN); run \`make dataplane\`" >&2; exit 1; }
 
 if [[ -z "${MCP_OPERATOR_BUILDER:-}" ]]; then
   if command -v docker >/dev/null && docker info >/dev/null 2>&1; then MCP_OPERATOR_BUILDER=docker; else MCP_OPERATOR_BUILDER=buildah; fi
@@ -129,11 +134,14 @@ have_image() {
 # rootfs SUITE DIR PACKAGES HOOK: a minimal Debian (Essential + PACKAGES, no Recommends, no
 # docs, man pages or locales but the copyright files, no apt lists) in the folder DIR. HOOK, a
 # customize hook, may add to it. bookworm gets a merged /usr from mmdebstrap's hook (else
-# init-system-helpers pulls in usrmerge and perl).
+# init-system-helpers pulls in usrmerge and perl). VARIANT=extract (in the caller's
+# environment) unpacks PACKAGES and their dependencies alone, installs nothing and runs no
+# maintainer script: HOOK (run after it, since mmdebstrap runs none then) keeps what the
+# image needs.
 rootfs() {
-  local suite=$1 out=$2 include=$3 hook=${4:-true} extra=()
-  [[ $suite == bookworm ]] && extra+=(--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr)
-  mmdebstrap --quiet --variant=essential --mode=root "${extra[@]}" --include="$include" \
+  local suite=$1 out=$2 include=$3 hook=${4:-true} variant=${VARIANT:-essential} extra=()
+  [[ $suite == bookworm && $variant == essential ]] && extra+=(--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr)
+  mmdebstrap --quiet --variant="$variant" --mode=root "${extra[@]}" --include="$include" \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/info/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' --dpkgopt='path-include=/usr/share/locale/locale.alias' \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-include=/usr/share/doc/*/copyright' \
@@ -142,6 +150,8 @@ rootfs() {
     "$suite" "$out.partial" \
     "deb $MIRROR/debian $suite main" "deb $MIRROR/debian $suite-updates main" \
     "deb $MIRROR/debian-security $suite-security main"
+  # mmdebstrap runs no customize hook for the extract variant: HOOK runs here, the same way.
+  if [[ $variant == extract ]]; then sh -c "$hook" exec "$out.partial"; fi
   mv "$out.partial" "$out"
 }
 
@@ -180,7 +190,7 @@ forget_older() {
 base() {
   local name=$1 suite=$2 include=$3 cmd=$4 hook=$5; shift 5
   local env=(LANG=C.UTF-8 "$@") tag image dir log start
-  tag=$(tag_of --arg "suite=$suite" --arg "include=$include" --arg "hook=$hook" \
+  tag=$(tag_of --arg "suite=$suite" --arg "variant=${VARIANT:-essential}" --arg "include=$include" --arg "hook=$hook" \
     --arg "cmd=$cmd" --arg "env=${env[*]}" --arg "rootfs=$(declare -f rootfs import_base)" --arg "builder=$BUILDER")
   image="localhost/mcp-operator-base/$name:$tag"
   dir="$OUT/bases/$name-$tag.rootfs"
@@ -211,6 +221,29 @@ go_base=$(base go "$PYTHON_SUITE" ca-certificates bash \
   "PATH=/go/bin:/usr/local/go/bin:$PATH_DEFAULT" GOPATH=/go GOTOOLCHAIN=local)
 node_base=$(base node "$NODE_SUITE" nodejs node true "PATH=$PATH_DEFAULT")
 node_build_base=$(base node-build "$NODE_SUITE" nodejs,npm,ca-certificates node true "PATH=$PATH_DEFAULT")
+
+# runtime_only ROOTFS: of an extracted libc6, libgcc-s1 and ca-certificates, keep what a
+# dynamically linked Rust program needs (the loader, libc, libm, libgcc_s), Debian's CA bundle
+# (ca-certificates' own list, concatenated as its maintainer script would; never the host's
+# bundle, which may hold a local CA) and the packages' copyright files. No shell, no package
+# manager, no dpkg database. POSIX sh: mmdebstrap runs hooks with sh.
+runtime_only() {
+  set -e
+  r=$1; k="$1.keep"; lib=lib/x86_64-linux-gnu
+  rm -rf "$k"; mkdir -p "$k/$lib" "$k/lib64" "$k/etc/ssl/certs" "$k/tmp" "$k/usr/share/doc"
+  for f in ld-linux-x86-64.so.2 libc.so.6 libm.so.6 libgcc_s.so.1; do cp -a "$r/$lib/$f" "$k/$lib/"; done
+  ln -s "/$lib/ld-linux-x86-64.so.2" "$k/lib64/ld-linux-x86-64.so.2"
+  cat "$r"/usr/share/ca-certificates/mozilla/*.crt >"$k/etc/ssl/certs/ca-certificates.crt"
+  for p in libc6 gcc-12-base ca-certificates; do
+    mkdir -p "$k/usr/share/doc/$p"; cp "$r/usr/share/doc/$p/copyright" "$k/usr/share/doc/$p/"
+  done
+  chmod 1777 "$k/tmp"
+  find "$r" -mindepth 1 -maxdepth 1 -exec rm -rf {} +
+  cp -a "$k/." "$r/"; rm -rf "$k"
+}
+dataplane_base=$(VARIANT=extract base dataplane "$PYTHON_SUITE" libc6,libgcc-s1,ca-certificates \
+  /usr/local/bin/mcp-dataplane "$(declare -f runtime_only); runtime_only \"\$1\"" \
+  "PATH=/usr/local/bin" SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt)
 
 common=(--pull=never --network=host --force-rm)
 case $BUILDER in
@@ -282,6 +315,13 @@ hello="$STATE/contexts/mcp-hello-server"
 rm -rf "$hello" && mkdir -p "$hello"
 cp "$ROOT/images/mcp-hello-server/Dockerfile" "$CACHE/bin/mcp-hello-server" "$hello/"
 image mcp-hello-server "$hello" "$hello/Dockerfile"
+
+# Its context: the Dockerfile, the data plane and the stdio helper, side by side.
+dataplane="$STATE/contexts/mcp-dataplane"
+rm -rf "$dataplane" && mkdir -p "$dataplane"
+cp "$ROOT/images/mcp-dataplane/Dockerfile" "$DATAPLANE_BIN" "$CACHE/bin/mcp-stdio-exec" "$dataplane/"
+image mcp-dataplane "$dataplane" "$dataplane/Dockerfile" "BASE_IMAGE=$dataplane_base" \
+  "VERSION=$version" "REVISION=${revision:-unknown}"
 
 for f in agent.py requirements.txt; do
   [[ -f "$ROOT/images/demo-agent/$f" ]] || { echo "images/demo-agent/$f is missing (the demo agent's program)" >&2; exit 1; }

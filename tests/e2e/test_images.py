@@ -5,8 +5,9 @@ No control plane. Building again with unchanged inputs builds nothing. The image
 configuration is read back from it with crane (numeric non-root ``USER``, entrypoint,
 labels), and each is run once from what the registry serves, with runc, read-only, as its
 ``USER`` (:mod:`tests.support.oci_run`): the operator image prints its version, every MCP
-server image answers ``initialize`` and ``tools/list`` over stdio, the shell-less one has no
-shell, the demo agent's has the SDK.
+server image answers ``initialize`` and ``tools/list`` over stdio, the shell-less ones have no
+shell (the data plane's holds its binaries, the C library and CA certificates alone), the demo
+agent's has the SDK.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ REPO = Path(__file__).resolve().parents[2]
 NONROOT = "65532:65532"
 ENTRYPOINTS = {
     "mcp-operator": ["mcp-operator"],
+    "mcp-dataplane": ["/usr/local/bin/mcp-dataplane"],
     "server-everything": [
         "node",
         "/app/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
@@ -165,6 +167,49 @@ def test_the_shell_less_image_holds_nothing_but_its_server(
     rootfs = bundles["mcp-hello-server"].directory / "rootfs"
     files = [p.relative_to(rootfs).as_posix() for p in rootfs.rglob("*") if p.is_file()]
     assert files == ["mcp-hello-server"]
+
+
+DATAPLANE_FILES = {
+    "usr/local/bin/mcp-dataplane",
+    "usr/local/bin/mcp-stdio-exec",
+    "lib/x86_64-linux-gnu/ld-linux-x86-64.so.2",
+    "lib/x86_64-linux-gnu/libc.so.6",
+    "lib/x86_64-linux-gnu/libm.so.6",
+    "lib/x86_64-linux-gnu/libgcc_s.so.1",
+    "etc/ssl/certs/ca-certificates.crt",
+    "usr/share/doc/libc6/copyright",
+    "usr/share/doc/gcc-12-base/copyright",
+    "usr/share/doc/ca-certificates/copyright",
+}
+DATAPLANE_MAX_BYTES = 20_000_000
+"""The data plane's image, unpacked, stays under 20 MB (the binary is most of it)."""
+
+
+def test_the_data_plane_image_runs_its_binary_read_only_and_holds_nothing_else(
+    bundles: dict[str, oci_run.Bundle],
+) -> None:
+    dataplane = bundles["mcp-dataplane"]
+    result = dataplane.run(["/usr/local/bin/mcp-dataplane", "--version"])
+    assert result.returncode == 0, result.stderr.decode()
+    assert result.stdout.decode().split() == ["mcp-dataplane", mcp_operator.__version__]
+    helper = dataplane.run(["/usr/local/bin/mcp-stdio-exec", "--install=/tmp"])
+    assert helper.returncode == 0, helper.stderr.decode()
+    # `kubectl exec` into the bridge finds no shell: there is none to start.
+    for shell in ("sh", "/bin/sh", "bash"):
+        assert dataplane.run([shell, "-c", "id"]).returncode != 0
+    rootfs = dataplane.directory / "rootfs"
+    regular = [p for p in rootfs.rglob("*") if p.is_file() and not p.is_symlink()]
+    assert {p.relative_to(rootfs).as_posix() for p in regular} == DATAPLANE_FILES
+    links = {
+        p.relative_to(rootfs).as_posix(): p.readlink() for p in rootfs.rglob("*") if p.is_symlink()
+    }
+    assert links == {
+        "lib64/ld-linux-x86-64.so.2": Path("/lib/x86_64-linux-gnu/ld-linux-x86-64.so.2")
+    }
+    size = sum(p.stat().st_size for p in regular)
+    assert size <= DATAPLANE_MAX_BYTES, f"{size / 1e6:.1f} MB"
+    bundle = (rootfs / "etc/ssl/certs/ca-certificates.crt").read_text()
+    assert bundle.count("BEGIN CERTIFICATE") > 100  # Debian's list, whole
 
 
 def test_the_demo_agent_image_has_the_mcp_sdk_client_and_its_program(

@@ -1,7 +1,8 @@
 """Our images as ``make images`` built them, and pushing them to a registry.
 
 ``hack/build-images.sh`` builds each image of :data:`IMAGES` (the operator's from the
-Dockerfile, the MCP servers' and the demo agent's from ``images/<name>/Dockerfile``) into
+Dockerfile, the data plane's, the MCP servers' and the demo agent's from
+``images/<name>/Dockerfile``) into
 an OCI archive, ``$MCP_OPERATOR_CACHE/images/<name>.oci.tar``, and records it in
 ``index.json`` beside them: ``{"<name>": {"archive": "<path>", "tag": "<16 hex>"}}``, the
 tag being the hash of the build's inputs (:mod:`mcp_operator.dev.image_inputs`). This module
@@ -27,7 +28,14 @@ from typing import Any
 
 from mcp_operator.dev.processes import BIN_DIR, CACHE_DIR
 
-IMAGES = ("mcp-operator", "server-everything", "mcp-server-time", "mcp-hello-server", "demo-agent")
+IMAGES = (
+    "mcp-operator",
+    "mcp-dataplane",
+    "server-everything",
+    "mcp-server-time",
+    "mcp-hello-server",
+    "demo-agent",
+)
 """Every image ``make images`` builds."""
 IMAGES_DIR = CACHE_DIR / "images"
 INDEX = IMAGES_DIR / "index.json"
