@@ -22,7 +22,8 @@ from mcp_operator.api.bridge import BridgeConfig, UpstreamServer
 from mcp_operator.bridge.catalog import build_catalog
 from mcp_operator.bridge.core import SystemClock
 from mcp_operator.bridge.hooks import PiiHook
-from mcp_operator.bridge.pii import PiiScanner, builtin_detectors
+from mcp_operator.bridge.pii import PiiScanner
+from mcp_operator.bridge.pii_detectors import builtin_detectors
 from mcp_operator.bridge.pipeline import CallPipeline
 
 LINE = (

@@ -39,7 +39,8 @@ import jsonschema_rs
 from mcp_operator.api.bridge import BridgeConfig
 from mcp_operator.bridge.catalog import build_catalog
 from mcp_operator.bridge.hooks import PiiHook
-from mcp_operator.bridge.pii import PiiScanner, builtin_detectors
+from mcp_operator.bridge.pii import PiiScanner
+from mcp_operator.bridge.pii_detectors import builtin_detectors
 from mcp_operator.bridge.pipeline import CallPipeline
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -28,7 +28,8 @@ from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.pages import Keep
-from mcp_operator.mcp.session import Pool, follow, session_pool
+from mcp_operator.mcp.session import Pool, session_pool
+from mcp_operator.mcp.session_changes import follow
 from mcp_operator.mcp.streamable import streamable
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.mcp.watch import watch_tools

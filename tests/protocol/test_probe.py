@@ -29,7 +29,7 @@ from mcp_operator.mcp.discovery import (
     discover,
 )
 from mcp_operator.mcp.errors import ProbeError
-from mcp_operator.mcp.session import CLOSE_SECONDS
+from mcp_operator.mcp.session_wire import CLOSE_SECONDS
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.net.egress import EgressPolicy
 from tests.support import peers

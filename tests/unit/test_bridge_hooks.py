@@ -19,7 +19,8 @@ from mcp_operator.bridge.hooks import (
     PiiHook,
     load_plugin_hooks,
 )
-from mcp_operator.bridge.pii import PiiScanner, builtin_detectors
+from mcp_operator.bridge.pii import PiiScanner
+from mcp_operator.bridge.pii_detectors import builtin_detectors
 
 HOOK = PiiHook(PiiScanner(builtin_detectors()))
 EMAIL = "alice@example.com"

@@ -1,6 +1,6 @@
-"""PII detectors and the JSON scanner (mcp_operator.bridge.pii): table tests for each kind,
-false positives that checksums keep out, property tests with a bounded budget, the bypass
-corpus of issue 17 and linear time."""
+"""PII detectors and the JSON scanner (mcp_operator.bridge.pii and its parts): table tests
+for each kind, false positives that checksums keep out, property tests with a bounded budget,
+the bypass corpus of issue 17 and linear time."""
 
 # The corpus is made of look-alike characters on purpose (fullwidth digits, dashes, dots).
 # ruff: noqa: RUF001
@@ -18,15 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_operator.bridge.checksums import DNI_LETTERS, iban_valid, luhn_valid, nl_bsn_valid
-from mcp_operator.bridge.pii import (
-    CHUNK_CHARS,
+from mcp_operator.bridge.pii import CHUNK_CHARS, PiiScanner, default_scanner
+from mcp_operator.bridge.pii_detectors import (
     DetectorPluginError,
-    PiiScanner,
     builtin_detectors,
-    default_scanner,
     load_plugin_detectors,
-    normalise,
 )
+from mcp_operator.bridge.pii_leaves import normalise
 
 SCANNER = PiiScanner(builtin_detectors())
 BUDGET = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -23,7 +23,8 @@ from mcp_operator.bridge.errors import (
     UpstreamUnavailable,
 )
 from mcp_operator.bridge.hooks import Call, CallOutcome, PiiHook
-from mcp_operator.bridge.pii import MAX_SCAN_CHARS, PiiScanner, builtin_detectors
+from mcp_operator.bridge.pii import MAX_SCAN_CHARS, PiiScanner
+from mcp_operator.bridge.pii_detectors import builtin_detectors
 from mcp_operator.bridge.pipeline import CallPipeline, CallReport
 from mcp_operator.mcp.failures import McpFailure
 

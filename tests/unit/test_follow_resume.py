@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncGenerator
 
-from mcp_operator.mcp.session import follow
+from mcp_operator.mcp.session_changes import follow
 
 
 class FakeSession:

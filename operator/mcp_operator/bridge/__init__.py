@@ -5,7 +5,9 @@ The call pipeline and what it decides, pure (no sockets, no clock of its own):
 - :mod:`~mcp_operator.bridge.catalog` — exposed name → server, original name, schema, hints;
 - :mod:`~mcp_operator.bridge.errors` — the structured tool error every failure becomes;
 - :mod:`~mcp_operator.bridge.validate` — arguments against the tool's ``inputSchema``;
-- :mod:`~mcp_operator.bridge.pii` — PII detectors and the JSON scanner (detect, redact, block);
+- :mod:`~mcp_operator.bridge.pii` — the PII scanner of any JSON value (detect, redact, block);
+- :mod:`~mcp_operator.bridge.pii_detectors` — the PII detectors: built-in, and plugins';
+- :mod:`~mcp_operator.bridge.pii_leaves` — a value's texts normalised, walked and rebuilt;
 - :mod:`~mcp_operator.bridge.checksums` — the checksums that make a PII candidate count;
 - :mod:`~mcp_operator.bridge.hooks` — the before/after-call hook interface, PII as built-ins;
 - :mod:`~mcp_operator.bridge.plugins` — loading hook and detector plugins from entry points;

@@ -1,7 +1,7 @@
 """Checksums and structure rules of the identifiers the PII detectors look for.
 
 Pure functions over already-extracted digits or characters; finding candidates in text is
-:mod:`mcp_operator.bridge.pii`'s job. A candidate counts as PII only when it passes these:
+:mod:`mcp_operator.bridge.pii_detectors`' job. A candidate counts as PII only when it passes these:
 that is what keeps false positives low.
 """
 

@@ -10,7 +10,7 @@ each server; the catalog built from those listings
 
 - every server is listed when it is configured (at start and when a reload adds or changes
   it), when it says ``notifications/tools/list_changed`` on its change stream
-  (:func:`~mcp_operator.mcp.session.follow`), and every ``relist_seconds`` while it is up;
+  (:func:`~mcp_operator.mcp.session_changes.follow`), and every ``relist_seconds`` while it is up;
 - a server that cannot be listed, or whose call could not reach it, is *down*: it is listed
   again on a timer with exponential back-off (1 s doubling to 60 s), and its return is noticed
   by the first listing that succeeds.
@@ -66,7 +66,8 @@ from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.legacy_sse import LegacySseSession
 from mcp_operator.mcp.oauth import OAuthCredentials
 from mcp_operator.mcp.scrub import NOTHING, Scrubber
-from mcp_operator.mcp.session import McpSession, Pool, follow, session_pool
+from mcp_operator.mcp.session import McpSession, Pool, session_pool
+from mcp_operator.mcp.session_changes import follow
 from mcp_operator.net.headers import header_refusal
 from mcp_operator.serve import era
 
@@ -166,7 +167,8 @@ class ServerState:
     """Monotonic time of its next listing."""
     listing: asyncio.Task[None] | None = field(default=None, repr=False)
     follower: asyncio.Task[None] | None = field(default=None, repr=False)
-    """Follows the server's ``tools/list_changed`` (:func:`~mcp_operator.mcp.session.follow`)."""
+    """Follows the server's ``tools/list_changed``
+    (:func:`~mcp_operator.mcp.session_changes.follow`)."""
     oauth: OAuthCredentials | None = field(default=None, repr=False)
     """The server's OAuth credentials (``auth``), whose token the session presents."""
 

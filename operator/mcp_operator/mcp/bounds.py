@@ -31,7 +31,8 @@ def capped(limit: int, name: str) -> Capped:
 
 class Capped:
     """:func:`capped`'s reader. Its ``limit`` lets a session take a JSON answer that arrived
-    whole with its head as it is, without the reading loop (:meth:`McpSession._reply`)."""
+    whole with its head as it is, without the reading loop
+    (:meth:`~mcp_operator.mcp.session_exchange.SessionExchange._reply`)."""
 
     __slots__ = ("limit", "name")
 

@@ -54,7 +54,9 @@ from mcp_operator.mcp import sse
 from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.legacy_routing import answered_id, endpoint_url, token_key
 from mcp_operator.mcp.messages import body, display_url, loads, media
-from mcp_operator.mcp.session import LIST_CHANGED, OPEN_STREAM_SECONDS, McpSession, Related
+from mcp_operator.mcp.session import McpSession
+from mcp_operator.mcp.session_changes import LIST_CHANGED, OPEN_STREAM_SECONDS
+from mcp_operator.mcp.session_exchange import Related
 from mcp_operator.net.http1 import Http1Error
 
 logger = logging.getLogger(__name__)

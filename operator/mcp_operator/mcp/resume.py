@@ -5,7 +5,8 @@ had ids is reopened with ``GET`` + ``Last-Event-ID``, never by sending the reque
 This module owns the cursor of such a stream (:class:`StreamCursor`: its last event id, how
 many it gave, the wait the server asked for) and the bounds of resuming it
 (:data:`RESUME_ATTEMPTS` empty reopenings in a row, :data:`MAX_RESUMES` in all, the pauses
-between them). The reopening itself is :class:`~mcp_operator.mcp.session.McpSession`'s.
+between them). The reopening itself is
+:class:`~mcp_operator.mcp.session_exchange.SessionExchange`'s.
 """
 
 from __future__ import annotations

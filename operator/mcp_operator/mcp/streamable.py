@@ -32,7 +32,8 @@ from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, BoundedBody, Reservation
 from mcp_operator.mcp.errors import ProbeState, ResponseTooLarge, release
 from mcp_operator.mcp.messages import clamped
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, ToolCount
-from mcp_operator.mcp.session import CLOSE_SECONDS, McpSession
+from mcp_operator.mcp.session import McpSession
+from mcp_operator.mcp.session_wire import CLOSE_SECONDS
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.net.cancel import cancelling
 from mcp_operator.net.http1 import Http1Response

@@ -2,8 +2,9 @@
 
 Only the waiting lives here; when to watch and what to do on a change is the
 caller's (the MCPServer fleet re-probes). A Streamable HTTP server (either era) is watched
-on the change stream of the one MCP session (:meth:`~mcp_operator.mcp.session.McpSession.changes`,
-the bridge's follower reads the same); the legacy HTTP+SSE transport keeps the SDK's client,
+on the change stream of the one MCP session
+(:meth:`~mcp_operator.mcp.session_changes.SessionChanges.changes`, the bridge's follower
+reads the same); the legacy HTTP+SSE transport keeps the SDK's client,
 which speaks it (:func:`~mcp_operator.mcp.client.connect`). Error translation comes from
 :mod:`~mcp_operator.mcp.errors`.
 """
