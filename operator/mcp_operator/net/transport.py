@@ -1,22 +1,27 @@
 """httpx's interface on the lean keep-alive HTTP/1.1 pool: :class:`Http1Transport`.
 
 For the httpx clients the operator and the bridge keep: the API client (it writes a status
-patch and an Event for every server it probes, a hot path of a fleet's reconcile) and the
-bridge's client of upstream change streams. httpx's own transport (httpcore) checks every
-pooled connection for readability on each request and on each answer's end, a system call
-per idle connection: with the API client's twenty connections that was the largest single
-cost of the operator at 1,000 servers (bench/fleet_bench.py). This transport hands the
-request to :class:`~mcp_operator.net.pool.Http1Pool` (keep-alive, one write per request,
-``httptools`` parsing, the cap on connections, the egress policy applied to every address it
-connects to) and keeps httpx's interface above it, so the callers, their tests' mock
-transports and the certificate rotation of :mod:`~mcp_operator.kube.tls` are unchanged. It
-is also the one way such a client connects: no second guard, no proxy from the environment.
+patch and an Event for every server it probes, a hot path of a fleet's reconcile), the
+bridge's client of upstream change streams, and the registry reader (a cold path, here for
+the guard: every redirect hop it follows is a connection the policy judges). httpx's own
+transport (httpcore) checks every pooled connection for readability on each request and on
+each answer's end, a system call per idle connection: with the API client's twenty
+connections that was the largest single cost of the operator at 1,000 servers
+(bench/fleet_bench.py). This transport hands the request to
+:class:`~mcp_operator.net.pool.Http1Pool` (keep-alive, one write per request, ``httptools``
+parsing, the cap on connections, the egress policy applied to every address it connects to)
+and keeps httpx's interface above it, so the callers, their tests' mock transports and the
+certificate rotation of :mod:`~mcp_operator.kube.tls` are unchanged. It is also the one way
+such a client connects: no second guard, no proxy from the environment.
 
 Time limits come from the request (httpx's ``timeout`` extension): the connect and read
 limits together bound the wait for a connection and the answer's head (the connect limit
 alone when reads are unbounded, as on an event stream), the read limit each read of its
 body. Failures are httpx's: ``ConnectError``, ``ReadError``, ``RemoteProtocolError`` and the
-timeouts, so callers catch ``httpx.HTTPError`` as before.
+timeouts, so callers catch ``httpx.HTTPError`` as before; a connection the egress policy
+refused is a :class:`DestinationRefused` (a ``ConnectError`` that names the destination and
+why), raised before any packet left. Redirects are httpx's (the client's), so each hop is a
+request of its own here and is judged like the first.
 """
 
 from __future__ import annotations
@@ -27,8 +32,8 @@ from collections.abc import AsyncIterator
 
 import httpx
 
-from mcp_operator.net.egress import EgressPolicy
-from mcp_operator.net.http1 import BrokenHTTP, Http1Error, Http1Response, NotSent
+from mcp_operator.net.egress import EgressPolicy, Refused
+from mcp_operator.net.http1 import BrokenHTTP, ConnectFailed, Http1Error, Http1Response, NotSent
 from mcp_operator.net.pool import MAX_CONNECTIONS_PER_ORIGIN, Http1Pool
 
 _SET_BY_THE_POOL = frozenset({"host", "content-length", "connection", "transfer-encoding"})
@@ -54,7 +59,17 @@ def _head_limit(request: httpx.Request) -> float | None:
     return _limit(request, "connect", "read")
 
 
+class DestinationRefused(httpx.ConnectError):
+    """The egress policy refused the request's destination; ``refused`` says which and why."""
+
+    def __init__(self, refused: Refused, *, request: httpx.Request) -> None:
+        super().__init__(f"refused to connect to {refused}", request=request)
+        self.refused = refused
+
+
 def _translated(error: Http1Error, request: httpx.Request) -> httpx.TransportError:
+    if isinstance(error, ConnectFailed) and isinstance(error.__cause__, Refused):
+        return DestinationRefused(error.__cause__, request=request)
     if isinstance(error, NotSent):  # no connection, or the request never left: ConnectError
         return httpx.ConnectError(str(error), request=request)
     if isinstance(error, BrokenHTTP):

@@ -8,6 +8,17 @@ cached by manifest digest (immutable) and, for a tag, for a short time only.
 
 Every failure is a :class:`RegistryError` whose ``reason`` is a condition reason; nothing
 is guessed. Reading Secrets and deciding what to do with a failure are the caller's.
+
+The HTTP stack is the operator's one: httpx's client (redirects, with ``Authorization``
+dropped when a redirect leaves the origin; streaming, content decoding) over
+:class:`~mcp_operator.oci.wire.RegistryTransport`, which is the guarded keep-alive pool of
+the probe, OAuth and the API client. No transport of its own: a registry is named by a
+tenant's image, and its blobs and token service live behind whatever hosts it names, so the
+first request, every redirect hop and the token service connect only where the operator's
+egress policy allows (:mod:`.wire` says which). A refused destination is
+``ImageRegistryNotAllowed``, naming the destination and why, with no packet sent to it;
+every other failure of the wire is ``ImageRegistryUnreachable``, translated in one place
+(:meth:`RegistryClient._send`).
 """
 
 from __future__ import annotations
@@ -25,10 +36,13 @@ from urllib.parse import urlencode
 
 import httpx
 
+from mcp_operator.net.egress import EgressPolicy
+from mcp_operator.net.transport import DestinationRefused
 from mcp_operator.oci.auth import Credentials, basic_header, parse_challenge
 from mcp_operator.oci.config import ImageConfig, ImageConfigError, parse_config, pick_platform
 from mcp_operator.oci.reference import InvalidReference, Reference, parse_reference
 from mcp_operator.oci.settings import RegistrySettings
+from mcp_operator.oci.wire import RegistryTransport, origin_of
 
 logger = logging.getLogger(__name__)
 
@@ -87,14 +101,18 @@ class RegistryClient:
         self,
         settings: RegistrySettings | None = None,
         *,
+        egress: EgressPolicy | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``egress``: where registries the settings do not name, their redirects and token
+        services may be (default: public addresses only). ``transport``: tests' mock
+        transports only; it replaces the guarded wire."""
         self.settings = settings or RegistrySettings()
         self._http = httpx.AsyncClient(
             timeout=httpx.Timeout(self.settings.timeout_seconds),
             follow_redirects=True,  # blobs live behind redirects; Authorization is not forwarded
-            transport=transport,
+            transport=transport or RegistryTransport(self.settings, egress or EgressPolicy()),
             trust_env=False,
         )
         self._clock = clock
@@ -259,6 +277,16 @@ class RegistryClient:
                 return httpx.Response(
                     response.status_code, headers=response.headers, content=b"".join(chunks)
                 )
+        except DestinationRefused as error:
+            hop = origin_of(error.request.url)
+            hop_text = f"{error.request.url.scheme}://{_hostport(hop)}"
+            first = origin_of(httpx.URL(url))
+            via = "" if hop == first else f" (redirected from {_hostport(first)})"
+            raise RegistryError(
+                "ImageRegistryNotAllowed",
+                f"{session.reference}: did not connect to {hop_text}{via}: {error.refused} "
+                "(the operator's egress policy, docs/security.md)",
+            ) from None
         except httpx.HTTPError as error:
             raise RegistryError(
                 "ImageRegistryUnreachable",
@@ -310,6 +338,11 @@ class RegistryClient:
                 "ImagePullUnauthorized", f"{session.reference}: the token service gave no token"
             )
         return f"Bearer {token}"
+
+
+def _hostport(origin: tuple[str, int]) -> str:
+    host, port = origin
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
 def _who(credentials: Credentials | None) -> str:

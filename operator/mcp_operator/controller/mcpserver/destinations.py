@@ -7,8 +7,12 @@ the setting is ``allowed``, or ``labelled`` and the Namespace carries the label
 server's addresses stay refused. A managed server's probe goes to the Service
 the operator itself rendered (a private ClusterIP), or through the API server's
 service proxy from outside a cluster, so it gets private ranges (and, for the
-proxy, the API server) without any opt-in. Reading the Namespace is the
-reconciler's; the rules of addresses are :mod:`mcp_operator.net.egress`'s.
+proxy, the API server) without any opt-in. The registry reader (:func:`registry_policy`)
+goes where a tenant's image names, like an external probe, but it is one reader with one
+cache for every Namespace: only an operator-wide ``allowed`` opens private or loopback
+registries to it (the registries the operator's own flags name are opened by
+:mod:`mcp_operator.oci.wire`). Reading the Namespace is the reconciler's; the rules of
+addresses are :mod:`mcp_operator.net.egress`'s.
 """
 
 from __future__ import annotations
@@ -55,5 +59,16 @@ def managed_policy(settings: EgressSettings, *, through_api_server: bool) -> Egr
         return EgressPolicy(allow_private=True, allow_loopback=True)
     policy = EgressPolicy(
         allow_private=True, allow_loopback=settings.loopback_destinations == "allowed"
+    )
+    return policy.with_refused(settings.refused_endpoints)
+
+
+def registry_policy(settings: EgressSettings) -> EgressPolicy:
+    """The policy of the registry reader for registries its flags do not name, their
+    redirect targets and token services: ``labelled`` opens nothing here (no Namespace
+    decides for the reader all Namespaces share)."""
+    policy = EgressPolicy(
+        allow_private=settings.private_destinations == "allowed",
+        allow_loopback=settings.loopback_destinations == "allowed",
     )
     return policy.with_refused(settings.refused_endpoints)

@@ -26,7 +26,7 @@ from typing import Any
 
 from mcp_operator.api import MCPServer
 from mcp_operator.controller.kind import KindController, Known, Reconciled
-from mcp_operator.controller.mcpserver import reconcile
+from mcp_operator.controller.mcpserver import destinations, reconcile
 from mcp_operator.controller.mcpserver.auth import ProbeCredentials, no_subject
 from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.listeners import Listeners
@@ -71,7 +71,9 @@ class Fleet(KindController[MCPServer]):
         )
         self._wake = WakePolicy()
         self._listeners = Listeners(self.settings.listeners)
-        self._registry = RegistryClient(self.settings.registry)
+        self._registry = RegistryClient(
+            self.settings.registry, egress=destinations.registry_policy(self.settings.egress)
+        )
         self._credentials = ProbeCredentials(subject=self._own_token)
         """The probes' OAuth credentials by server uid, whose tokens outlive one probe."""
         self.data_path = data_path
