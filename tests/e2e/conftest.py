@@ -165,13 +165,27 @@ def node_namespace(node_cluster: Cluster, node_crds: None) -> Iterator[str]:
 
 
 @pytest.fixture
+def data_plane() -> str:
+    """Which adapter the node operator renders into managed servers' Pods: ``python`` (the
+    operator image's) or ``compiled`` (``--dataplane-image``, the mcp-dataplane image). A test
+    parametrizes this name to run with both."""
+    return "python"
+
+
+@pytest.fixture
 def node_operator(
-    node_cluster: Cluster, node_images: dict[str, str], node_namespace: str, tmp_path: Path
+    node_cluster: Cluster,
+    node_images: dict[str, str],
+    node_namespace: str,
+    data_plane: str,
+    tmp_path: Path,
 ) -> Iterator[OperatorProcess]:
     """The operator on this machine against the cluster with a node, for one test."""
     registry_host = node_cluster.plane.registry
     scraper.ensure(node_cluster)
+    compiled = [f"--dataplane-image={node_images['mcp-dataplane']}"]
     with operator_process(
+        *(compiled if data_plane == "compiled" else []),
         "--verbose",
         # Only the test's namespace: the node's cluster is shared by the session, and two
         # operators must never reconcile one object (the install test runs one in the cluster).

@@ -10,7 +10,8 @@ the ConfigMap as the kubelet mounted it and reaching the managed server by its S
 (cluster DNS answers it), then the agent container: a program on the official Python SDK
 client (the operator image's Python) that lists the tools behind ``$MCP_BRIDGE_URL`` and
 calls them. mcp-server-time listens on this machine on the node's bridge address, so no
-traffic leaves the machine.
+traffic leaves the machine. It runs twice: with the Python adapter, and with the compiled
+data plane's (``--dataplane-image``), the same assertions.
 """
 
 from __future__ import annotations
@@ -64,17 +65,50 @@ def the_agent(image: str) -> dict[str, Any]:
     )
 
 
+DATA_PLANES = {"python": "operator", "compiled": "dataplane"}
+"""The image each data plane's adapter runs from: ``mcp-<this>``."""
+
+
+def served_by(cluster: Cluster, namespace: str, server: str, image: str) -> None:
+    """The server's adapter and init steps run ``image``, and its running adapter is that
+    image's: with the compiled data plane, no shell starts in it (`kubectl exec` finds none)."""
+    pod = pods.only_pod(cluster, namespace, f"mcp-operator.dev/server={server}")
+    spec = pod["spec"]
+    ours = [c for c in [*spec["initContainers"], *spec["containers"]] if c["name"] != "server"]
+    assert {c["name"]: c["image"] for c in ours} == {
+        "fifos": image,
+        "stdio-exec": image,
+        "adapter": image,
+    }
+    shell = cluster.kubectl(
+        "exec",
+        "-n",
+        namespace,
+        pod["metadata"]["name"],
+        "-c",
+        "adapter",
+        "--",
+        "sh",
+        "-c",
+        "id",
+        check=False,
+    )
+    assert (shell.returncode == 0) == image.split("@")[0].endswith("/mcp-operator"), shell
+
+
 def structured(result: dict[str, Any]) -> dict[str, Any]:
     assert result.get("isError") is True, result
     content: dict[str, Any] = result["structuredContent"]
     return content
 
 
+@pytest.mark.parametrize("data_plane", ["python", "compiled"])
 def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
     node_cluster: Cluster,
     node_images: dict[str, str],
     node_operator: OperatorProcess,
     node_namespace: str,
+    data_plane: str,
 ) -> None:
     cluster, namespace = node_cluster, node_namespace
 
@@ -101,6 +135,7 @@ def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
         cluster.apply(namespace, mcpserver("clock", mode="external", url=clock_url))
         for name in ("ev", "clock"):
             eventually(f"MCPServer {name} Ready", lambda n=name: ready(n), timeout=120)
+        served_by(cluster, namespace, "ev", node_images[f"mcp-{DATA_PLANES[data_plane]}"])
 
         cluster.apply(namespace, the_agent(node_images["mcp-operator"]))
         eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"))

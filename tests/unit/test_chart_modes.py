@@ -168,6 +168,10 @@ SET = {
     "verbose": (["--set", "verbose=true"], True),
     "debug": (["--set", "debug=true"], True),
     "adapter_image": (["--set", "adapterImage=registry.example/mcpo:1"], "registry.example/mcpo:1"),
+    "dataplane_image": (
+        ["--set", "dataplaneImage=registry.example/mcp-dataplane@sha256:" + "d" * 64],
+        "registry.example/mcp-dataplane@sha256:" + "d" * 64,
+    ),
     "cluster_domain": (["--set", "clusterDomain=corp.internal"], "corp.internal"),
     "max_listeners": (["--set", "maxListeners=0"], 0),
     "max_concurrent_probes": (["--set", "maxConcurrentProbes=8"], 8),

@@ -6,6 +6,7 @@ Regenerate the golden files after an intended change with
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
@@ -335,3 +336,42 @@ def test_an_http_native_servers_tracing_setting_reaches_its_front_only() -> None
     assert front["OTEL_EXPORTER_OTLP_ENDPOINT"] == "https://collector.obs:4318"
     assert front["OTEL_TRACES_SAMPLER_ARG"] == "1"  # samplePercent defaults to 100
     assert otel_env(containers["server"]) == {}
+
+
+DATAPLANE = "registry.example/mcp-dataplane@sha256:" + "d" * 64
+COMPILED = dataclasses.replace(SETTINGS, dataplane_image=DATAPLANE)
+
+
+def images_by_container(rendered: dict[str, Any]) -> dict[str, str]:
+    pod = rendered["spec"]["template"]["spec"]
+    return {c["name"]: c["image"] for c in [*pod.get("initContainers", []), *pod["containers"]]}
+
+
+def test_the_compiled_data_plane_serves_what_it_can_and_only_when_asked() -> None:
+    # Opted in: the adapter and both init steps run the compiled data plane, the same words.
+    compiled = render.deployment(STDIO, COMPILED)
+    assert images_by_container(compiled) == {
+        "fifos": DATAPLANE,
+        "stdio-exec": DATAPLANE,
+        "server": "node:22-alpine",
+        "adapter": DATAPLANE,
+    }
+    python = render.deployment(STDIO, SETTINGS)
+    words = {c["name"]: (c.get("command"), c.get("args")) for c in pod_containers(compiled)}
+    assert words == {c["name"]: (c.get("command"), c.get("args")) for c in pod_containers(python)}
+    fronted = render.deployment(HTTP, COMPILED)
+    assert images_by_container(fronted)["front"] == DATAPLANE
+    # Not opted in: the Python adapter everywhere.
+    assert set(images_by_container(python).values()) - {"node:22-alpine"} == {
+        SETTINGS.adapter_image
+    }
+    # What it does not serve yet keeps the Python adapter, init steps included.
+    per_session = STDIO.model_copy(deep=True)
+    per_session.spec.deployment.sessions = "perSession"  # type: ignore[union-attr]
+    traced = server("everything", deployment=dumped(STDIO), tracing=TRACING)
+    for unserved in (per_session, traced):
+        images = images_by_container(render.deployment(unserved, COMPILED))
+        assert DATAPLANE not in images.values()
+        assert (
+            images["adapter"] == images["fifos"] == images["stdio-exec"] == SETTINGS.adapter_image
+        )

@@ -73,6 +73,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(POD_NAME, POD_NAMESPACE), else {RenderSettings.adapter_image}",
     )
     parser.add_argument(
+        "--dataplane-image",
+        default=os.environ.get("MCP_OPERATOR_DATAPLANE_IMAGE") or None,
+        help="image of the compiled data plane (mcp-dataplane; env "
+        "MCP_OPERATOR_DATAPLANE_IMAGE): managed servers' adapters and fronts run it instead of "
+        "the adapter image, but for servers with sessions: perSession or spec.tracing, which "
+        "it does not serve yet; default: none (the Python adapter everywhere)",
+    )
+    parser.add_argument(
         "--cluster-domain",
         default=os.environ.get("MCP_OPERATOR_CLUSTER_DOMAIN", RenderSettings.cluster_domain),
         help="the cluster's DNS domain, for status.url of managed servers (default %(default)s)",
@@ -195,11 +203,11 @@ def run(args: argparse.Namespace) -> int:
         liveness=None if args.liveness == "none" else args.liveness,
         metrics=None if args.metrics == "none" else args.metrics,
     )
-    render = RenderSettings(cluster_domain=args.cluster_domain)
+    render = RenderSettings(
+        cluster_domain=args.cluster_domain, dataplane_image=args.dataplane_image
+    )
     if args.adapter_image:
-        render = RenderSettings(
-            adapter_image=args.adapter_image, cluster_domain=args.cluster_domain
-        )
+        render = dataclasses.replace(render, adapter_image=args.adapter_image)
     bridge = AgentRenderSettings(
         bridge_enabled=args.bridge_enabled == "true",
         bridge_images=tuple(i.strip() for i in (args.bridge_images or "").split(",") if i.strip()),

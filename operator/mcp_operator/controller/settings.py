@@ -59,7 +59,13 @@ class RenderSettings:
     """Image of the adapter sidecar and the FIFO init container (the operator's own image)."""
 
     adapter_image_pull_policy: str = "IfNotPresent"
-    """Pull policy of that image."""
+    """Pull policy of that image (and of ``dataplane_image``)."""
+
+    dataplane_image: str | None = None
+    """The compiled data plane's image (``mcp-dataplane``): when set, a managed server's
+    adapter or front and its init containers run it instead of ``adapter_image``, except where
+    the server asks for what it does not serve yet (:func:`~mcp_operator.controller.mcpserver.
+    containers.data_plane_image` says what). ``None``: the Python adapter everywhere."""
 
     cluster_domain: str = "cluster.local"
     """The cluster's DNS domain, for the in-cluster URL of a managed server's Service."""

@@ -47,6 +47,22 @@ def front_port(spec: DeploymentSpec) -> int:
     return FRONT_PORT + 1 if spec.port == FRONT_PORT else FRONT_PORT
 
 
+def data_plane_image(server: MCPServer, settings: RenderSettings) -> str:
+    """The image of ``server``'s adapter or front and of its init containers.
+
+    The compiled data plane (``settings.dataplane_image``, opt-in) serves the adapter's flags
+    as the Python adapter does, but not yet a child per session (``sessions: perSession``) nor
+    traces (``spec.tracing``): a server that asks for either keeps the Python adapter of
+    ``settings.adapter_image``, whose image also holds the stdio helper."""
+    spec = server.spec.deployment
+    unserved = server.spec.tracing is not None or (
+        spec is not None and spec.sessions == "perSession"
+    )
+    if settings.dataplane_image is None or unserved:
+        return settings.adapter_image
+    return settings.dataplane_image
+
+
 def pinned_image(image: str, digest: str) -> str:
     """``image`` pinned to the manifest ``digest`` the configuration was read from, so that
     the node runs exactly the image whose ``ENTRYPOINT`` was wrapped (kept if already pinned)."""
@@ -144,7 +160,7 @@ def _adapter_container(
     adapter_args += [f"--allowed-host={host}" for host in [*hosts, "$(POD_IP)"]]
     return {
         "name": name,
-        "image": settings.adapter_image,
+        "image": data_plane_image(server, settings),
         "imagePullPolicy": settings.adapter_image_pull_policy,
         "args": adapter_args,
         "ports": [{"name": ADAPTER_PORT_NAME, "containerPort": port, "protocol": "TCP"}],
@@ -209,11 +225,11 @@ def _helper_mode(spec: DeploymentSpec) -> str:
     return f"--fifo-dir={FIFO_DIR}"
 
 
-def fifo_init_container(settings: RenderSettings) -> dict[str, Any]:
+def fifo_init_container(server: MCPServer, settings: RenderSettings) -> dict[str, Any]:
     """Makes the FIFOs in their shared ``emptyDir`` before the server and the adapter start."""
     return {
         "name": "fifos",
-        "image": settings.adapter_image,
+        "image": data_plane_image(server, settings),
         "imagePullPolicy": settings.adapter_image_pull_policy,
         "args": ["adapter", f"--stdio-fifo-dir={FIFO_DIR}", "--make-fifos"],
         "volumeMounts": [{"name": "fifos", "mountPath": FIFO_DIR}],
@@ -222,11 +238,12 @@ def fifo_init_container(settings: RenderSettings) -> dict[str, Any]:
     }
 
 
-def exec_init_container(settings: RenderSettings) -> dict[str, Any]:
-    """Copies our helper into the ``emptyDir`` the server container starts it from."""
+def exec_init_container(server: MCPServer, settings: RenderSettings) -> dict[str, Any]:
+    """Copies our helper into the ``emptyDir`` the server container starts it from (both
+    images hold it on ``PATH``)."""
     return {
         "name": "stdio-exec",
-        "image": settings.adapter_image,
+        "image": data_plane_image(server, settings),
         "imagePullPolicy": settings.adapter_image_pull_policy,
         "command": [EXEC_HELPER, f"--install={EXEC_DIR}"],
         "volumeMounts": [{"name": "exec", "mountPath": EXEC_DIR}],

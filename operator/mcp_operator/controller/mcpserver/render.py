@@ -170,8 +170,8 @@ def deployment(
     }
     if stdio:
         pod_spec["initContainers"] = [
-            fifo_init_container(settings),
-            exec_init_container(settings),
+            fifo_init_container(server, settings),
+            exec_init_container(server, settings),
         ]
         pod_spec["volumes"] += [
             {"name": "fifos", "emptyDir": {"medium": "Memory", "sizeLimit": "1Mi"}},
