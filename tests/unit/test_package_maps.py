@@ -1,4 +1,4 @@
-"""Every package of the control plane names its modules in its docstring, one line each.
+"""Every package names its modules in its docstring, one line each.
 
 A newcomer reads the map in ``__init__.py`` before the files; a map that misses a room or names
 one that is gone sends them the wrong way. The line format is ``- ``name``  what it owns``.
@@ -15,19 +15,11 @@ import pytest
 import mcp_operator
 
 ROOT = Path(mcp_operator.__file__).parent
-PACKAGES = [
-    "",
-    "api",
-    "commands",
-    "controller",
-    "controller/agentrun",
-    "controller/mcpserver",
-    "dev",
-    "kube",
-    "mcp",
-    "net",
-    "oci",
-]
+PACKAGES = sorted(
+    "" if init.parent == ROOT else init.parent.relative_to(ROOT).as_posix()
+    for init in ROOT.rglob("__init__.py")
+)
+"""Every package, found on disk: a new one cannot go without its map."""
 ENTRY = re.compile(r"^- ``(\w+)``\s+\S")
 
 

@@ -1,36 +1,42 @@
 """The mcp-bridge: one governed MCP endpoint for an agent, in front of the run's MCPServers.
 
-The call pipeline and what it decides, pure (no sockets, no clock of its own):
-
-- :mod:`~mcp_operator.bridge.catalog` — exposed name → server, original name, schema, hints;
-- :mod:`~mcp_operator.bridge.errors` — the structured tool error every failure becomes;
-- :mod:`~mcp_operator.bridge.validate` — arguments against the tool's ``inputSchema``;
-- :mod:`~mcp_operator.bridge.pii` — the PII scanner of any JSON value (detect, redact, block);
-- :mod:`~mcp_operator.bridge.pii_detectors` — the PII detectors: built-in, and plugins';
-- :mod:`~mcp_operator.bridge.pii_leaves` — a value's texts normalised, walked and rebuilt;
-- :mod:`~mcp_operator.bridge.checksums` — the checksums that make a PII candidate count;
-- :mod:`~mcp_operator.bridge.hooks` — the before/after-call hook interface, PII as built-ins;
-- :mod:`~mcp_operator.bridge.plugins` — loading hook and detector plugins from entry points;
-- :mod:`~mcp_operator.bridge.breaker` — a circuit breaker per server;
-- :mod:`~mcp_operator.bridge.retry` — which failures are retried, and after how long;
-- :mod:`~mcp_operator.bridge.audit` — one JSON line per call, never a value;
-- :mod:`~mcp_operator.bridge.pipeline` — validate → before-hooks → call → after-hooks →
-  normalise-error, in one place.
-
-The program around it (``mcp-operator bridge``):
-
-- :mod:`~mcp_operator.bridge.upstreams` — every server of the run, each one session of
-  :mod:`mcp_operator.mcp.session` (the MCP client the probe uses too: the bridge has no
-  client of its own): listing, re-listing with back-off, following ``list_changed``;
-- :mod:`~mcp_operator.bridge.core` — the running state: configuration, catalog, pipeline;
-- :mod:`~mcp_operator.bridge.front`, :mod:`~mcp_operator.bridge.front_legacy` — the agent's
-  endpoint in both eras, on :mod:`mcp_operator.serve` (its session table and per-era
-  answers);
-- :mod:`~mcp_operator.bridge.reload` — re-reading the mounted configuration;
-- :mod:`~mcp_operator.bridge.health`, :mod:`~mcp_operator.bridge.metrics` — ``/healthz``,
-  ``/readyz``, ``/metrics`` on the health port;
-- :mod:`~mcp_operator.bridge.server` — the process: settings, servers, SIGTERM.
-
 The configuration file it reads is :mod:`mcp_operator.api.bridge`; nothing here imports
-``controller``, ``kube`` or ``adapter``.
+``controller``, ``kube`` or ``adapter``, and it speaks to upstreams through
+:mod:`mcp_operator.mcp.session` only (the MCP client the probe uses too). Modules, one job each:
+
+- ``catalog``        exposed tool name → server, original name, schema, hints
+- ``prompts``        exposed prompt name → server and original name
+- ``overrides``      tool overrides of the MCPServer: our text, arguments we fix
+- ``pinning``        pinned tool definitions: a live one that is not the pinned one
+- ``discovery``      progressive discovery (``discovery: search``): two tools, not the catalog
+- ``cursor``         the bridge's own signed pagination cursors
+- ``errors``         the structured tool error every failure becomes
+- ``unauthorized``   the tool errors of a refused authorization upstream
+- ``validate``       arguments against the tool's ``inputSchema``
+- ``rules``          authorization rules: allow, deny or hold for approval
+- ``approval``       human approval of a held call: who is asked, and the answer
+- ``ratelimit``      token buckets per limit and tool, on the pipeline's clock
+- ``pii``            the PII scanner of any JSON value (detect, redact, block)
+- ``pii_detectors``  the PII detectors: built-in, and plugins'
+- ``pii_leaves``     a value's texts normalised, walked into leaves and rebuilt
+- ``checksums``      the checksums that make a PII candidate count
+- ``hooks``          the before/after-call hook interface, PII as built-ins
+- ``plugins``        loading hook and detector plugins from entry points
+- ``breaker``        a circuit breaker per server
+- ``retry``          which failed attempts are tried again, and after how long
+- ``audit``          one JSON line per call, never a value
+- ``pipeline``       validate → before-hooks → call → after-hooks → normalise-error
+- ``relay``          what an upstream says about one agent's call, relayed to that agent alone
+- ``aggregate``      prompts, resources, templates, completion, logging beyond tools
+- ``auth``           the OAuth credentials for an upstream
+- ``egress``         where the bridge may connect upstream
+- ``upstreams``      every server of the run: one session each, listings, re-listing
+- ``core``           the running state: configuration, catalog, pipeline, sessions, audit
+- ``front``          the agent's endpoint in both eras, on :mod:`mcp_operator.serve`
+- ``front_legacy``   the legacy session endpoint (POST, GET stream, DELETE)
+- ``front_relay``    an agent's relayed call over HTTP (tools, prompts, resources)
+- ``reload``         re-reading the mounted configuration when its content changes
+- ``health``         ``/healthz``, ``/readyz`` and ``/metrics`` on the health port
+- ``metrics``        the bridge's Prometheus metrics, on a registry of its own
+- ``server``         the process: settings, the two HTTP servers, reloads, SIGTERM
 """
