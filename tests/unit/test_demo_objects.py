@@ -24,6 +24,7 @@ from tests.support import needs
 CHART = Path(__file__).resolve().parents[2] / "charts" / "mcp-operator"
 DIGEST = "sha256:" + "a" * 64
 OPERATOR = f"127.0.0.1:5000/mcp-operator:0123456789abcdef@{DIGEST}"
+DATAPLANE = f"127.0.0.1:5000/mcp-dataplane:0123456789abcdef@{DIGEST}"
 EVERYTHING = f"127.0.0.1:5000/server-everything:0123456789abcdef@{DIGEST}"
 AGENT = f"127.0.0.1:5000/demo-agent:0123456789abcdef@{DIGEST}"
 
@@ -96,7 +97,7 @@ def test_the_chart_with_the_demos_values_runs_the_pinned_image_watching_the_demo
 ) -> None:
     helm = needs.helm()
     values = tmp_path / "values.yaml"
-    values.write_text(yaml.safe_dump(objects.chart_values(OPERATOR)))
+    values.write_text(yaml.safe_dump(objects.chart_values(OPERATOR, DATAPLANE)))
     rendered = subprocess.run(
         [helm, "template", objects.RELEASE, str(CHART), "-n", objects.NAMESPACE, "-f", str(values)],
         capture_output=True,
@@ -108,6 +109,7 @@ def test_the_chart_with_the_demos_values_runs_the_pinned_image_watching_the_demo
     assert container["image"] == OPERATOR
     args = container["args"]
     assert "--private-destinations=labelled" in args, args
+    assert f"--dataplane-image={DATAPLANE}" in args, "managed servers run the compiled adapter"
     assert [a for a in args if a.startswith("--namespace=")] == [
         f"--namespace={objects.NAMESPACE}"
     ], args

@@ -5,13 +5,14 @@ With no reachable cluster it starts the local cluster with its one real node
 registry on loopback); with a kubeconfig that points at a cluster that answers it uses that.
 Then, everything in namespace ``mcp-demo`` (:mod:`mcp_operator.dev.demo_objects`):
 
-1. pushes the built images (``make images``: the operator, server-everything, the demo agent)
-   into the cluster's registry and pins each by digest;
+1. pushes the built images (``make images``: the operator, the compiled data plane,
+   server-everything, the demo agent) into the cluster's registry and pins each by digest;
 2. installs the chart (helm from ``make helm``): the operator runs *in* the cluster from its
    image, two replicas electing a leader, watching the demo's namespace only;
-3. applies server-everything twice: as a managed stdio MCPServer (the operator runs it with its
-   stdio adapter) and as an external MCPServer in front of a Streamable HTTP Deployment the
-   operator does not run; waits until both are ``Ready`` and prints their tools;
+3. applies server-everything twice: as a managed stdio MCPServer (the operator runs it with the
+   compiled stdio adapter, ``mcp-dataplane``) and as an external MCPServer in front of a
+   Streamable HTTP Deployment the operator does not run; waits until both are ``Ready`` and
+   prints their tools;
 4. applies an AgentRun whose agent (``images/demo-agent``) lists its tools through the
    ``mcp-bridge`` sidecar, calls two allowed ones and tries one with an e-mail address under
    PII mode ``block``; prints the run's phases as they change (``PodPending → Running →
@@ -113,9 +114,11 @@ def _uninstall(kubeconfig: Path, helm: str) -> None:
     run_kubectl(kubeconfig, "delete", "namespace", NAMESPACE, "--timeout=90s", check=False)
 
 
-def _install_operator(kubeconfig: Path, helm: str, operator_image: str, workdir: Path) -> None:
+def _install_operator(
+    kubeconfig: Path, helm: str, operator_image: str, dataplane_image: str, workdir: Path
+) -> None:
     values = workdir / "values.yaml"
-    values.write_text(yaml.safe_dump(objects.chart_values(operator_image)))
+    values.write_text(yaml.safe_dump(objects.chart_values(operator_image, dataplane_image)))
     say(f"Installing the chart: the operator in namespace {NAMESPACE}, from {operator_image}")
     began = time.monotonic()
     release = [objects.RELEASE, str(CHART), f"--namespace={NAMESPACE}", f"--values={values}"]
@@ -291,7 +294,13 @@ def main(*, force_local: bool = False, wait: bool = True, registry: str | None =
                 run_kubectl(kubeconfig, "apply", "--server-side", "-f", str(CRDS))
                 run_kubectl(kubeconfig, "wait", "--for=condition=Established", "-f", str(CRDS))
                 _apply(kubeconfig, objects.namespace())
-                _install_operator(kubeconfig, helm, references["mcp-operator"], workdir)
+                _install_operator(
+                    kubeconfig,
+                    helm,
+                    references["mcp-operator"],
+                    references["mcp-dataplane"],
+                    workdir,
+                )
                 say(
                     f"Applying server-everything twice, in namespace {NAMESPACE}: a managed "
                     "stdio MCPServer, and an external MCPServer in front of a Deployment the "

@@ -31,8 +31,9 @@ CRDS = Path(__file__).resolve().with_name("crds")
 CHECKOUT = Path(__file__).resolve().parents[3]
 """The repository root when this module runs from a checkout (else a directory without hack/)."""
 CHART = CHECKOUT / "charts" / "mcp-operator"
-IMAGES = ("mcp-operator", "server-everything", "demo-agent")
-"""What the demo runs: the operator (also its adapter and bridge), the server, the agent."""
+IMAGES = ("mcp-operator", "mcp-dataplane", "server-everything", "demo-agent")
+"""What the demo runs: the operator (also its bridge), the compiled adapter, the server, the
+agent."""
 REGISTRY_HOSTING = ("kube-public", "local-registry-hosting")
 """The ConfigMap by which a cluster names the registry on this machine it pulls from (KEP-1755)."""
 

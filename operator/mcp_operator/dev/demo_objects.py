@@ -73,11 +73,13 @@ def split_reference(reference: str) -> tuple[str, str]:
     return name[:colon], f"{name[colon + 1 :]}@{digest}"
 
 
-def chart_values(operator_image: str) -> dict[str, Any]:
-    """The chart's values: the operator from ``operator_image``, watching the demo only."""
+def chart_values(operator_image: str, dataplane_image: str) -> dict[str, Any]:
+    """The chart's values: the operator from ``operator_image``, watching the demo only;
+    managed servers' adapters from ``dataplane_image`` (the compiled data plane)."""
     repository, tag = split_reference(operator_image)
     return {
         "image": {"repository": repository, "tag": tag, "pullPolicy": "IfNotPresent"},
+        "dataplaneImage": dataplane_image,
         "watchNamespaces": [NAMESPACE],
         "privateDestinations": "labelled",
         "logFormat": "text",
