@@ -56,7 +56,9 @@ def fleet(
             "--no-leader-election",
             # The test server listens on loopback (refused unless the operator is told).
             "--loopback-destinations=allowed",
-            *(["--verbose"] if os.environ.get("FAULT_VERBOSE") else []),
+            # Everything, kopf's watch streams included: a failure here is rare and its
+            # explanation (below) quotes what the operator said about the servers concerned.
+            "--verbose",
             env=cluster.env(),
             log_path=log_path,
         ) as operator,
@@ -182,4 +184,9 @@ def test_the_fleet_converges_after_a_control_plane_restart_mid_reconcile(
     print(f"{process}: every change announced {time.monotonic() - started:.1f} s after it")
     time.sleep(1.0)  # a second Event for the same change would come as soon as the first
     new = announced(cluster) - before
-    assert dict(new) == expected, f"Events of this change: {dict(new)}"
+    odd = sorted({name for (name, reason), n in new.items() if (reason, n) != ("ToolsChanged", 1)})
+    said = [line for line in operator.log().splitlines() if any(name in line for name in odd)]
+    assert dict(new) == expected, (
+        f"Events of this change: {dict(new)}\nThe operator's lines about {odd}:\n"
+        + "\n".join(said[-80:])
+    )
