@@ -13,6 +13,7 @@
 //!   for [`PARKED`]; a call that falls out is cancelled).
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -134,14 +135,19 @@ fn start(
     let relay = Arc::new(Relay::new(core.clone(), to_agent, token, declared, cancelled));
     let (task_core, task_relay, task_id, task_method) =
         (core.clone(), relay.clone(), id.clone(), method.to_owned());
+    // The call's own task finishes (and writes its audit line) whatever becomes of the
+    // request that started it; it counts as in flight for the drain at SIGTERM.
+    core.inflight.fetch_add(1, Ordering::SeqCst);
     let done = tokio::spawn(async move {
         let relay = Some(&task_relay);
-        if task_method == "tools/call" {
+        let reply = if task_method == "tools/call" {
             let params = params.as_object().cloned().unwrap_or_default();
             jsonrpc::result_response(&task_id, task_core.call(&params, relay).await)
         } else {
             super::aggregate::answer(&task_core, &task_id, &task_method, Some(&params), relay).await
-        }
+        };
+        task_core.inflight.fetch_sub(1, Ordering::SeqCst);
+        reply
     });
     let call = Call::new(core.clone(), from_call, done, cancel.clone(), relay, side);
     (call, cancel)
@@ -156,10 +162,14 @@ pub async fn serve_legacy(
     message: &Value,
     sse: bool,
 ) -> hyper::Response<Body> {
+    // A session in a call is never evicted (`sessions`); `waiting::Call` ends its part.
     let declared = core
         .sessions()
-        .get(session)
-        .map(|s| s.declared.clone())
+        .get_mut(session)
+        .map(|s| {
+            s.open_requests += 1;
+            s.declared.clone()
+        })
         .unwrap_or_default();
     let params = message.get("params").cloned().unwrap_or_else(|| json!({}));
     let client_id = key_text(id);

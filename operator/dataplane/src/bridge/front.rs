@@ -196,6 +196,7 @@ impl Front {
         };
         for old in evicted {
             tracing::debug!("Dropped session {} to make room for {session_id}", old.id);
+            self.core.calls.end_session(&old.id);
         }
         let result = self.core.init_result(&version);
         let mut response = http::json(200, &jsonrpc::result_response(id, result));

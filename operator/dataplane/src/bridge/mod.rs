@@ -24,6 +24,7 @@
 //! - `aggregate` prompts and resources: listed, got and read across the servers
 //! - `relay`    what a server says about one agent's call, judged for that agent alone
 //! - `upcall`   a relayed call at its server: its stream heard, its rounds, its cancellation
+//! - `inputs`   a 2026-07-28 server's `input_required` round judged and asked of the agent
 //! - `agent`    the agent's side of relayed calls: questions owed, calls to cancel, parked rounds
 //! - `waiting`  one relayed call waited for in the agent's era (JSON, SSE, input_required)
 //! - `front`    the agent's endpoint, both eras
@@ -40,6 +41,7 @@ pub mod cursor;
 pub mod errors;
 pub mod front;
 pub mod health;
+pub mod inputs;
 pub mod metrics;
 pub mod naming;
 pub mod pipeline;

@@ -11,8 +11,8 @@
 //!   capability the agent did not declare (`-32601` to a legacy server; a 2026-07-28 server's
 //!   round fails the call with `-32021` naming it), any other method (`-32601`), a request
 //!   about a call that ended, and past the bounds: [`MAX_ASKS_PER_CALL`] per call,
-//!   [`MAX_OPEN_ASKS`] waiting at once, [`MAX_ROUNDS`] rounds of [`MAX_INPUT_REQUESTS`]. Past
-//!   [`MAX_REFUSALS`] refusals a flood is dropped unanswered.
+//!   [`MAX_OPEN_ASKS`] waiting at once, [`MAX_ROUNDS`] rounds (`inputs` judges a round's
+//!   questions). Past [`MAX_REFUSALS`] refusals a flood is dropped unanswered.
 //! - **Progress**: the server sees a token of the bridge's own per call (two agents' tokens
 //!   cannot collide); its progress for that token goes to the agent under the agent's token.
 //! - **Cancellation**: the front cancels (the agent's `notifications/cancelled`, its request
@@ -29,9 +29,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::core::Core;
-use super::upstream::Failure;
 use crate::capabilities::{capabilities_object, capability_for};
-use crate::jsonrpc::{INTERNAL_ERROR, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY};
+use crate::jsonrpc::{INTERNAL_ERROR, METHOD_NOT_FOUND};
 
 /// Server requests relayed to the agent during one call (a sampling loop, a form per step).
 pub const MAX_ASKS_PER_CALL: usize = 32;
@@ -41,10 +40,6 @@ pub const MAX_OPEN_ASKS: usize = 4;
 pub const MAX_REFUSALS: usize = 64;
 /// `input_required` rounds of a 2026-07-28 server in one call.
 pub const MAX_ROUNDS: usize = 16;
-/// Requests in one such round.
-pub const MAX_INPUT_REQUESTS: usize = 16;
-/// The longest `inputRequests` key passed to the agent.
-pub const MAX_KEY_CHARS: usize = 128;
 /// Messages about one call queued for its agent.
 pub const AGENT_QUEUE: usize = 64;
 
@@ -256,100 +251,21 @@ impl Relay {
         }
     }
 
-    /// The agent's answers to a 2026-07-28 server's round (`inputRequests` of `result`), by key.
-    pub async fn inputs(&self, server: &str, result: &Value) -> Result<Map<String, Value>, Failure> {
-        let requests = result.get("inputRequests").and_then(Value::as_object);
-        let valid = requests.filter(|r| {
-            (1..=MAX_INPUT_REQUESTS).contains(&r.len())
-                && r.iter().all(|(key, request)| {
-                    (1..=MAX_KEY_CHARS).contains(&key.chars().count())
-                        && request.get("method").is_some_and(Value::is_string)
-                })
-        });
-        let Some(requests) = valid else {
-            return Err(Failure::Protocol(format!(
-                "{server} asked for input with inputRequests that are not 1 to {MAX_INPUT_REQUESTS} requests under keys of at most {MAX_KEY_CHARS} characters"
-            )));
-        };
-        let mut asked = Vec::new();
-        for (key, request) in requests {
-            let method = request["method"].as_str().unwrap_or_default();
-            let Some(capability) = capability_for(method) else {
-                self.observe(method, "unsupported");
-                return Err(Failure::Rpc {
-                    code: METHOD_NOT_FOUND,
-                    message: format!(
-                        "{server} asked the agent for {method}, which the bridge does not relay"
-                    ),
-                    data: None,
-                });
-            };
-            if !self.declared.contains(capability) {
-                self.observe(method, "undeclared");
-                let required = json!({capability: {}});
-                *lock(&self.required) = Some(required.clone());
-                return Err(Failure::Rpc {
-                    code: MISSING_REQUIRED_CLIENT_CAPABILITY,
-                    message: format!(
-                        "{server} asked the agent for {method}, but the agent did not declare {capability}"
-                    ),
-                    data: Some(json!({"requiredCapabilities": required})),
-                });
-            }
-            let params = self
-                .core
-                .scrubber
-                .json(request.get("params").cloned().unwrap_or_else(|| json!({})));
-            asked.push((key.clone(), method.to_owned(), params));
-        }
-        {
-            let mut counts = lock(&self.counts);
-            counts.asked += asked.len();
-            if counts.asked > MAX_ASKS_PER_CALL {
-                drop(counts);
-                for (_, method, _) in &asked {
-                    self.observe(method, "bounded");
-                }
-                return Err(Failure::Protocol(format!(
-                    "{server} asked the agent more than {MAX_ASKS_PER_CALL} times in one call"
-                )));
-            }
-        }
-        let mut waiting = Vec::new();
-        for (key, method, params) in asked {
-            waiting.push((
-                key.clone(),
-                method.clone(),
-                self.send_ask(key, &method, params).await,
-            ));
-        }
-        let mut answers = Map::new();
-        for (key, method, answer) in waiting {
-            let answered = match answer {
-                Ok(receiver) => receiver
-                    .await
-                    .unwrap_or_else(|_| Err(Refusal::internal("The agent's side of the call ended"))),
-                Err(refusal) => Err(refusal),
-            };
-            match answered {
-                Ok(result) => {
-                    self.observe(&method, "relayed");
-                    answers.insert(key, result);
-                }
-                Err(refusal) => {
-                    self.observe(&method, "agent_error");
-                    return Err(Failure::Rpc {
-                        code: refusal.code,
-                        message: format!(
-                            "the agent could not answer {server}'s request: {}",
-                            refusal.message
-                        ),
-                        data: None,
-                    });
-                }
-            }
-        }
-        Ok(answers)
+    /// Whether the agent declared this capability.
+    pub fn declares(&self, capability: &str) -> bool {
+        self.declared.contains(capability)
+    }
+
+    /// What a server says, masked for the agent.
+    pub fn scrub(&self, value: Value) -> Value {
+        self.core.scrubber.json(value)
+    }
+
+    /// Count `n` more questions of the call; false past [`MAX_ASKS_PER_CALL`].
+    pub fn count_asks(&self, n: usize) -> bool {
+        let mut counts = lock(&self.counts);
+        counts.asked += n;
+        counts.asked <= MAX_ASKS_PER_CALL
     }
 
     /// A notification of the server's progress, for the agent under its own token.
@@ -373,7 +289,7 @@ impl Relay {
             .unwrap_or_else(|_| Err(Refusal::internal("The agent's side of the call ended")))
     }
 
-    async fn send_ask(
+    pub async fn send_ask(
         &self,
         key: String,
         method: &str,
@@ -405,7 +321,7 @@ impl Relay {
         Heard::Reply(json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": text}}))
     }
 
-    fn observe(&self, method: &str, outcome: &'static str) {
+    pub fn observe(&self, method: &str, outcome: &'static str) {
         self.core.metrics.observe_server_request(method, outcome);
     }
 }
@@ -420,4 +336,121 @@ pub fn key_text(id: &Value) -> String {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+pub(in crate::bridge) mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::bridge::audit::AuditSink;
+
+    pub(in crate::bridge) fn core() -> Arc<Core> {
+        let config = crate::bridge::config::parse(
+            "apiVersion: mcp-operator.dev/v1alpha1\nkind: BridgeConfig\nrun: {name: r, namespace: d}\nservers: []\n",
+            "test",
+        )
+        .expect("a valid configuration");
+        let audit = AuditSink::open(false, None).expect("no file to open");
+        Core::new(config, audit, Duration::from_secs(60))
+    }
+
+    pub(in crate::bridge) fn relay(
+        declared: &[&str],
+        token: Option<Value>,
+    ) -> (Relay, mpsc::Receiver<ToAgent>, watch::Sender<Option<String>>) {
+        let (to_agent, from_call) = mpsc::channel(AGENT_QUEUE);
+        let (cancel, cancelled) = watch::channel(None);
+        let declared = declared.iter().map(|c| (*c).to_owned()).collect();
+        (
+            Relay::new(core(), to_agent, token, declared, cancelled),
+            from_call,
+            cancel,
+        )
+    }
+
+    fn request(id: u64, method: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {"messages": []}})
+    }
+
+    fn refusal_code(heard: Heard) -> Option<i64> {
+        match heard {
+            Heard::Reply(reply) => reply["error"]["code"].as_i64(),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn an_undeclared_capability_or_an_unknown_method_is_refused_never_asked() {
+        let (relay, _from_call, _cancel) = relay(&["roots"], None);
+        let sampled = relay.heard(&request(1, "sampling/createMessage"));
+        assert_eq!(refusal_code(sampled), Some(METHOD_NOT_FOUND));
+        assert_eq!(
+            refusal_code(relay.heard(&request(2, "tools/call"))),
+            Some(METHOD_NOT_FOUND)
+        );
+        assert!(matches!(
+            relay.heard(&request(3, "roots/list")),
+            Heard::Ask { .. }
+        ));
+        let pong = relay.heard(&request(4, "ping"));
+        assert!(matches!(pong, Heard::Reply(reply) if reply["result"] == json!({})));
+    }
+
+    #[test]
+    fn a_flood_is_bounded_then_refused_then_dropped() {
+        let (relay, _from_call, _cancel) = relay(&["sampling"], None);
+        let verdicts: Vec<Heard> = (0..200)
+            .map(|id| relay.heard(&request(id, "sampling/createMessage")))
+            .collect();
+        let asked = verdicts.iter().filter(|h| matches!(h, Heard::Ask { .. })).count();
+        let refused = verdicts.iter().filter(|h| matches!(h, Heard::Reply(_))).count();
+        assert_eq!(asked, MAX_OPEN_ASKS);
+        assert_eq!(refused, MAX_REFUSALS);
+        let dropped = verdicts.iter().filter(|h| matches!(h, Heard::Nothing)).count();
+        assert_eq!(dropped, 200 - MAX_OPEN_ASKS - MAX_REFUSALS);
+    }
+
+    #[test]
+    fn a_request_about_an_ended_or_cancelled_call_is_refused() {
+        let (ended, _from_call, _cancel) = relay(&["sampling"], None);
+        ended.end();
+        let late = ended.heard(&request(1, "sampling/createMessage"));
+        assert_eq!(refusal_code(late), Some(INTERNAL_ERROR));
+        let (cancelled, _from_call, cancel) = relay(&["sampling"], None);
+        cancel.send_replace(Some("gone".into()));
+        assert!(cancelled.is_cancelled());
+        let late = cancelled.heard(&request(1, "sampling/createMessage"));
+        assert_eq!(refusal_code(late), Some(INTERNAL_ERROR));
+    }
+
+    #[test]
+    fn progress_for_the_bridges_token_reaches_the_agent_under_its_own() {
+        let (relay, mut from_call, _cancel) = relay(&[], Some(json!(7)));
+        assert_eq!(relay.meta(false)["progressToken"], json!(relay.token));
+        for token in [json!(relay.token), json!("mcp-bridge-other"), json!(7)] {
+            let note = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                              "params": {"progressToken": token, "progress": 1}});
+            assert!(matches!(relay.heard(&note), Heard::Nothing));
+        }
+        let Ok(ToAgent::Note(note)) = from_call.try_recv() else {
+            panic!("the call's own progress reaches its agent");
+        };
+        assert_eq!(note["params"]["progressToken"], json!(7));
+        assert!(
+            from_call.try_recv().is_err(),
+            "another token's progress is not this agent's"
+        );
+    }
+
+    #[test]
+    fn a_2026_server_is_told_what_the_agent_declared() {
+        let (relay, _from_call, _cancel) = relay(&["sampling"], None);
+        let meta = relay.meta(true);
+        assert!(meta.get("progressToken").is_none());
+        assert_eq!(
+            meta[crate::era::CLIENT_CAPABILITIES_META_KEY],
+            json!({"sampling": {}})
+        );
+    }
 }

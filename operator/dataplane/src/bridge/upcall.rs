@@ -178,7 +178,7 @@ impl Upstream {
             if result.get("resultType").and_then(Value::as_str) != Some("input_required") {
                 return Ok(result);
             }
-            let answers = relay.inputs(&self.server.key(), &result).await?;
+            let answers = super::inputs::answers(relay, &self.server.key(), &result).await?;
             sent = base.clone();
             sent.insert("inputResponses".into(), Value::Object(answers));
             if let Some(state) = result.get("requestState").filter(|s| s.is_string()) {

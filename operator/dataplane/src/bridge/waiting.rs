@@ -12,7 +12,8 @@
 //!   call that needed a capability the agent did not declare answers `-32021`.
 //!
 //! A call whose request goes away (the agent closed it, its stream) is cancelled; the call's
-//! own task finishes on its own and writes its audit line.
+//! own task finishes on its own and writes its audit line. A legacy call its agent cancelled
+//! gets no answer (its stream ends without one).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -98,6 +99,8 @@ enum Out {
     Final(u16, Value),
     /// Questions for a 2026-07-28 agent: the call is to be parked.
     Round,
+    /// A legacy call its agent cancelled: no answer (a stream ends without one).
+    Unanswered,
 }
 
 pub struct Call {
@@ -273,6 +276,9 @@ impl Call {
             ..
         } = &self.side
         else {
+            if self.relay.is_cancelled() {
+                return Out::Unanswered;
+            }
             return Out::Final(200, reply);
         };
         if let Some(required) = self.relay.required() {
@@ -340,6 +346,9 @@ impl Drop for Call {
         {
             self.core.calls.forget(session, sent);
             self.core.calls.finished(session, client_id);
+            if let Some(session) = self.core.sessions().get_mut(session) {
+                session.open_requests = session.open_requests.saturating_sub(1);
+            }
         }
     }
 }
@@ -378,6 +387,7 @@ pub async fn answer(mut call: Call) -> Response<Body> {
     let first = match call.next().await {
         Out::Final(status, reply) => return http::json(status, &reply),
         Out::Round => return http::json(200, &call.park()),
+        Out::Unanswered => return http::json(200, &json!({})),
         Out::Event(first) => first,
     };
     let (events, receiver) = mpsc::channel(EVENT_QUEUE);
@@ -399,6 +409,7 @@ pub async fn answer(mut call: Call) -> Response<Body> {
                 }
                 Out::Final(_, reply) => reply,
                 Out::Round => call.park(),
+                Out::Unanswered => return,
             };
             let _ = events.send(last).await;
             return;
