@@ -232,12 +232,18 @@ impl Relay {
         self.refuse(id, method, "bounded", INTERNAL_ERROR, text)
     }
 
+    /// A question of the server is no longer waited for (answered, or withdrawn by it).
+    pub fn ask_withdrawn(&self) {
+        let mut counts = lock(&self.counts);
+        counts.open = counts.open.saturating_sub(1);
+    }
+
     /// Ask the agent one question of a legacy server (after [`Heard::Ask`]); the JSON-RPC
     /// response for the server.
     pub async fn ask_for_server(&self, id: Value, method: &str, params: Value) -> Value {
         let key = format!("request-{}", key_text(&id));
         let answered = self.ask(key, method, params).await;
-        lock(&self.counts).open -= 1;
+        self.ask_withdrawn();
         match answered {
             Ok(result) => {
                 self.observe(method, "relayed");

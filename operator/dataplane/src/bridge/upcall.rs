@@ -2,13 +2,15 @@
 //! call's `_meta` (the bridge's progress token, what a 2026-07-28 server is told the agent
 //! declared); what the server says on the call's stream handed to the relay while the
 //! answer is read (`Talk`: the relay's verdicts sent back to the server by tasks of the
-//! call's own, never in the way of the stream, all ended with the call); a 2026-07-28
+//! call's own, never in the way of the stream, all ended with the call; a question the
+//! server withdraws with `notifications/cancelled` stops being waited for); a 2026-07-28
 //! server's `input_required` rounds answered by the agent and the call sent again with
 //! `inputResponses` and its `requestState`; a cancellation told to a legacy server
 //! (`notifications/cancelled`) or, for a 2026-07-28 one, the request's stream closed.
 //! Also the answer to a server request no call can own (one on a legacy session's GET
 //! stream): refused.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,9 +19,9 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper::header::{HeaderName, HeaderValue};
 use serde_json::{Map, Value, json};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 
-use super::relay::{Heard, MAX_ROUNDS, Relay};
+use super::relay::{Heard, MAX_ROUNDS, Relay, key_text};
 use super::upstream::{Failure, HttpClient, Negotiated, Upstream};
 use crate::jsonrpc::{INTERNAL_ERROR, MISSING_REQUIRED_CLIENT_CAPABILITY};
 
@@ -76,6 +78,9 @@ pub struct Talk {
     responder: Option<Arc<Responder>>,
     /// Aborted when the call's answer is read (the stream's reader drops this).
     tasks: JoinSet<()>,
+    /// The questions being asked of the agent, by the server's request id (as text): what
+    /// the server's `notifications/cancelled` stops.
+    open: HashMap<String, AbortHandle>,
 }
 
 impl Talk {
@@ -84,15 +89,25 @@ impl Talk {
             relay,
             responder: responder.map(Arc::new),
             tasks: JoinSet::new(),
+            open: HashMap::new(),
         }
     }
 
     /// A message with a method on the call's stream.
     pub fn heard(&mut self, message: &Value) {
         while self.tasks.try_join_next().is_some() {}
+        self.open.retain(|_, task| !task.is_finished());
         let Some(responder) = self.responder.clone() else {
             return;
         };
+        if message.get("method").and_then(Value::as_str) == Some("notifications/cancelled") {
+            let gone = message.pointer("/params/requestId").map(key_text);
+            if let Some(task) = gone.and_then(|id| self.open.remove(&id)) {
+                task.abort(); // the server withdrew its question: the agent's answer is moot
+                self.relay.ask_withdrawn();
+            }
+            return;
+        }
         match self.relay.heard(message) {
             Heard::Nothing => {}
             Heard::Reply(reply) => {
@@ -100,10 +115,12 @@ impl Talk {
             }
             Heard::Ask { id, method, params } => {
                 let relay = self.relay.clone();
-                self.tasks.spawn(async move {
+                let key = key_text(&id);
+                let task = self.tasks.spawn(async move {
                     let reply = relay.ask_for_server(id, &method, params).await;
                     responder.send(reply).await;
                 });
+                self.open.insert(key, task);
             }
         }
     }

@@ -15,7 +15,7 @@
 //! own task finishes on its own and writes its audit line. A legacy call its agent cancelled
 //! gets no answer (its stream ends without one).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -111,6 +111,8 @@ pub struct Call {
     relay: Arc<Relay>,
     side: Side,
     finished: bool,
+    /// Progress that came while a round's questions were gathered, for the SSE answer.
+    held: VecDeque<Value>,
 }
 
 impl Call {
@@ -130,6 +132,7 @@ impl Call {
             relay,
             side,
             finished: false,
+            held: VecDeque::new(),
         }
     }
 
@@ -154,11 +157,14 @@ impl Call {
 
     async fn next(&mut self) -> Out {
         loop {
-            if let Side::Modern { pending, .. } = &self.side
-                && !pending.is_empty()
-                && !self.done.is_finished()
-            {
-                return Out::Round;
+            if let Some(note) = self.held.pop_front() {
+                return Out::Event(note);
+            }
+            if let Side::Modern { pending, .. } = &mut self.side {
+                pending.retain(|_, (_, answer)| !answer.is_closed()); // withdrawn meanwhile
+                if !pending.is_empty() && !self.done.is_finished() {
+                    return Out::Round;
+                }
             }
             let message = tokio::select! {
                 biased;
@@ -238,9 +244,16 @@ impl Call {
                     tokio::time::sleep(SETTLE).await;
                     let mut more = false;
                     while let Ok(message) = self.from_call.try_recv() {
-                        if let ToAgent::Ask { key, request, answer } = message {
-                            self.gather(key, request, answer);
-                            more = true;
+                        match message {
+                            ToAgent::Ask { key, request, answer } => {
+                                self.gather(key, request, answer);
+                                more = true;
+                            }
+                            ToAgent::Note(note) => {
+                                if matches!(self.side, Side::Modern { sse: true, .. }) {
+                                    self.held.push_back(note);
+                                }
+                            }
                         }
                     }
                     if !more || self.done.is_finished() {
