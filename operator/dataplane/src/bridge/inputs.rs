@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::relay::{MAX_ASKS_PER_CALL, Refusal, Relay};
 use super::upstream::Failure;
-use crate::capabilities::capability_for;
+use crate::capabilities::{capability_for, required_object};
 use crate::jsonrpc::{METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY};
 
 /// Requests in one round.
@@ -36,27 +36,28 @@ pub async fn answers(relay: &Relay, server: &str, result: &Value) -> Result<Map<
     let mut asked = Vec::new();
     for (key, request) in requests {
         let method = request["method"].as_str().unwrap_or_default();
-        let Some(capability) = capability_for(method) else {
+        if capability_for(method).is_none() {
             relay.observe(method, "unsupported");
             return Err(Failure::Rpc {
                 code: METHOD_NOT_FOUND,
                 message: format!("{server} asked the agent for {method}, which the bridge does not relay"),
                 data: None,
             });
-        };
-        if !relay.declares(capability) {
+        }
+        let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+        if let Some(missing) = relay.missing_for(method, &params) {
             relay.observe(method, "undeclared");
-            let required = json!({capability: {}});
+            let required = required_object(&missing);
             relay.missing(required.clone());
             return Err(Failure::Rpc {
                 code: MISSING_REQUIRED_CLIENT_CAPABILITY,
                 message: format!(
-                    "{server} asked the agent for {method}, but the agent did not declare {capability}"
+                    "{server} asked the agent for {method}, but the agent did not declare {missing}"
                 ),
                 data: Some(json!({"requiredCapabilities": required})),
             });
         }
-        let params = relay.scrub(request.get("params").cloned().unwrap_or_else(|| json!({})));
+        let params = relay.scrub(params);
         asked.push((key.clone(), method.to_owned(), params));
     }
     {

@@ -29,7 +29,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::core::Core;
-use crate::capabilities::{capabilities_object, capability_for};
+use crate::capabilities::{capabilities_object, capability_for, required_capability};
 use crate::jsonrpc::{INTERNAL_ERROR, METHOD_NOT_FOUND};
 
 /// Server requests relayed to the agent during one call (a sampling loop, a form per step).
@@ -204,11 +204,11 @@ impl Relay {
             self.observe(method, "relayed");
             return Heard::Reply(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
         }
-        let Some(capability) = capability_for(method) else {
+        if capability_for(method).is_none() {
             return self.refuse(id, method, "unsupported", METHOD_NOT_FOUND, "Method not found");
-        };
-        if !self.declared.contains(capability) {
-            let text = format!("The client did not declare {capability}");
+        }
+        if let Some(missing) = self.missing_for(method, &params) {
+            let text = format!("The client did not declare {missing}");
             return self.refuse(id, method, "undeclared", METHOD_NOT_FOUND, &text);
         }
         if self.ended.load(Ordering::Relaxed) || self.is_cancelled() {
@@ -257,9 +257,9 @@ impl Relay {
         }
     }
 
-    /// Whether the agent declared this capability.
-    pub fn declares(&self, capability: &str) -> bool {
-        self.declared.contains(capability)
+    /// The capability a request of the server needs and the agent did not declare.
+    pub fn missing_for(&self, method: &str, params: &Value) -> Option<String> {
+        required_capability(method, params, &self.declared)
     }
 
     /// What a server says, masked for the agent.

@@ -183,7 +183,7 @@ impl Call {
                         return Out::Event(note);
                     }
                     Side::Legacy { session, .. } => {
-                        self.push(session, &note);
+                        push(&self.core, session, &note);
                     }
                     Side::Modern { .. } => {} // no stream to carry it
                 },
@@ -194,10 +194,6 @@ impl Call {
                 }
             }
         }
-    }
-
-    fn push(&self, session: &str, message: &Value) -> bool {
-        self.core.sessions().get(session).is_some_and(|s| s.push(message))
     }
 
     /// A question for the agent: for a legacy agent, the request to send on its stream (or
@@ -224,19 +220,16 @@ impl Call {
                 message["jsonrpc"] = json!("2.0");
                 message["id"] = json!(visible);
                 let answered = self.core.calls.expect(session, visible);
+                if !*sse && !push(&self.core, session, &message) {
+                    self.core.calls.forget(session, &[visible]);
+                    let method = message["method"].as_str().unwrap_or_default();
+                    let text = format!("No open stream to deliver {method} to the client on");
+                    let _ = answer.send(Err(Refusal::internal(&text)));
+                    return None;
+                }
                 sent.push(visible);
                 asks.spawn(await_answer(answered, answer));
-                if *sse {
-                    return Some(message);
-                }
-                let session = session.clone();
-                if !self.push(&session, &message) {
-                    let method = message["method"].as_str().unwrap_or_default().to_owned();
-                    // The waiter gets nothing: refuse in its place.
-                    self.core.calls.forget(&session, &[visible]);
-                    tracing::debug!("No open stream to deliver {method} to the client on");
-                }
-                None
+                sse.then_some(message)
             }
             Side::Modern { .. } => {
                 self.gather(key, request, answer);
@@ -364,6 +357,11 @@ impl Drop for Call {
             }
         }
     }
+}
+
+/// A message on a legacy session's GET stream; false when it has none or it is full.
+fn push(core: &Core, session: &str, message: &Value) -> bool {
+    core.sessions().get(session).is_some_and(|s| s.push(message))
 }
 
 /// Wait for a legacy agent's answer to one question; pass it to the relay as a result or a
