@@ -35,6 +35,8 @@ const SETTLE: Duration = Duration::from_millis(10);
 const SETTLE_ROUNDS: usize = 10;
 /// Messages of one call's SSE answer queued for the agent.
 const EVENT_QUEUE: usize = 64;
+/// An agent that takes nothing off a full SSE answer for this long has its call ended.
+const STALLED: Duration = Duration::from_secs(30);
 
 type Answer = oneshot::Sender<Result<Value, Refusal>>;
 
@@ -403,8 +405,8 @@ pub async fn answer(mut call: Call) -> Response<Body> {
     };
     let (events, receiver) = mpsc::channel(EVENT_QUEUE);
     tokio::spawn(async move {
-        if events.send(first).await.is_err() {
-            return; // the agent went away: dropping the call cancels it
+        if !send_within(&events, first).await {
+            return; // the agent went away (or stopped reading): dropping the call cancels it
         }
         loop {
             let out = tokio::select! {
@@ -413,7 +415,7 @@ pub async fn answer(mut call: Call) -> Response<Body> {
             };
             let last = match out {
                 Out::Event(event) => {
-                    if events.send(event).await.is_err() {
+                    if !send_within(&events, event).await {
                         return;
                     }
                     continue;
@@ -422,9 +424,18 @@ pub async fn answer(mut call: Call) -> Response<Body> {
                 Out::Round => call.park(),
                 Out::Unanswered => return,
             };
-            let _ = events.send(last).await;
+            send_within(&events, last).await;
             return;
         }
     });
     http::events(receiver)
+}
+
+/// Queue a message on an SSE answer; false when the agent went away or has not read its
+/// stream for [`STALLED`] (a full queue then ends the call rather than hold it).
+async fn send_within(events: &mpsc::Sender<Value>, message: Value) -> bool {
+    matches!(
+        tokio::time::timeout(STALLED, events.send(message)).await,
+        Ok(Ok(()))
+    )
 }
