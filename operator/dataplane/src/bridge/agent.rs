@@ -12,7 +12,7 @@
 //!   store: a `requestState` bound to its request, used once; at most [`MAX_PARKED`], each
 //!   for [`PARKED`]; a call that falls out is cancelled).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -126,7 +126,7 @@ fn start(
     method: &str,
     params: Value,
     side: Side,
-    declared: std::collections::HashSet<String>,
+    declared: HashSet<String>,
 ) -> (Call, Cancel) {
     let (cancel, cancelled) = watch::channel(None);
     let cancel = Arc::new(cancel);
