@@ -22,15 +22,16 @@ use super::audit::{Audit, ToolName, outcome_of, tool_of};
 use super::budget::{self, BodyBudget};
 use super::core::Core;
 use super::listeners::{self, Listener};
-use super::rounds::{self, Ask, RoundStore};
-use super::router::{CallSink, Envelope, declared_capabilities};
+use super::router::{CallSink, Envelope};
 use super::upstream::{Forwarding, Upstream};
 use crate::auth::gate::Gate;
+use crate::capabilities::declared_capabilities;
 use crate::era::{self, Admission, RoutingHeaders};
 use crate::hosts::{HostPolicy, Refusal};
 use crate::http::{self, Body};
 use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
 use crate::legacy;
+use crate::rounds::{self, Ask, RoundStore};
 
 /// JSON-RPC code of a call that was not answered in time (the SDK's REQUEST_TIMEOUT).
 const REQUEST_TIMEOUT: i64 = -32001;

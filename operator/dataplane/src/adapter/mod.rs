@@ -10,7 +10,6 @@
 //! - `metrics`  the Prometheus metrics
 //! - `oversized` the call a child's line over the limit answers
 //! - `param_headers` the `Mcp-Param-*` check of 2026-07-28 tool calls
-//! - `rounds`   the parked calls of 2026-07-28 input-required rounds (pure)
 //! - `budget`   the byte budget of request bodies in flight
 //! - `audit`    one JSON line per `tools/call`: the verified caller, tool, outcome, duration
 //! - `upstream` front mode: the checked requests forwarded to an HTTP server of the Pod
@@ -25,7 +24,6 @@ pub mod listeners;
 pub mod metrics;
 pub mod oversized;
 pub mod param_headers;
-pub mod rounds;
 pub mod router;
 pub mod upstream;
 

@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::listeners::Listener;
 use super::param_headers::ToolHeaderSchemas;
+use crate::capabilities::capability_for;
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_CANCELLED};
 use crate::sessions::Sessions;
 
@@ -611,24 +612,6 @@ fn track_session_state(method: &str, params: &Map<String, Value>, session: &mut 
         }
         _ => {}
     }
-}
-
-/// The client capability a server→client request needs.
-pub fn capability_for(method: &str) -> Option<&'static str> {
-    match method {
-        "sampling/createMessage" => Some("sampling"),
-        "elicitation/create" => Some("elicitation"),
-        "roots/list" => Some("roots"),
-        _ => None,
-    }
-}
-
-/// The capability names a client's `initialize` declared.
-pub fn declared_capabilities(capabilities: Option<&Value>) -> HashSet<String> {
-    capabilities
-        .and_then(Value::as_object)
-        .map(|c| c.keys().cloned().collect())
-        .unwrap_or_default()
 }
 
 /// Whether a log message at `level` passes a client's `threshold`.
