@@ -94,6 +94,18 @@ from tests.protocol.test_adapter_modern import (
     test_logs_reach_a_2026_caller_only_when_its_request_set_a_level,
     test_param_headers_must_agree_with_the_arguments,
 )
+from tests.protocol.test_adapter_per_session import (
+    pooled,
+    spawn_helper,
+    test_a_2026_caller_asking_for_roots_gets_its_own_not_an_earlier_callers,
+    test_a_2026_caller_that_disconnects_mid_call_has_its_child_reaped,
+    test_a_child_that_hangs_on_spawn_is_killed_at_the_timeout,
+    test_a_client_opening_sessions_without_end_is_bounded_and_others_keep_working,
+    test_an_idle_sessions_child_is_reaped_and_the_session_then_gets_404,
+    test_caller_names_do_not_buy_one_address_more_than_its_share,
+    test_in_a_managed_pod_the_spawn_helper_gives_each_session_its_own_server,
+    test_twelve_concurrent_sampling_calls_of_four_sessions_get_their_own_answers,
+)
 from tests.protocol.test_metrics_access import guarded_adapter
 from tests.support import dataplane, needs
 
@@ -109,9 +121,15 @@ __all__ = [
     "everything",
     "guarded_adapter",
     "late",
+    "pooled",
+    "spawn_helper",
+    "test_a_2026_caller_asking_for_roots_gets_its_own_not_an_earlier_callers",
+    "test_a_2026_caller_that_disconnects_mid_call_has_its_child_reaped",
     "test_a_2026_round_names_its_questions_and_refuses_altered_state",
+    "test_a_child_that_hangs_on_spawn_is_killed_at_the_timeout",
     "test_a_child_that_never_answers_the_handshake_is_never_ready",
     "test_a_client_gone_mid_stream_closes_the_upstream_connection",
+    "test_a_client_opening_sessions_without_end_is_bounded_and_others_keep_working",
     "test_a_client_that_sends_its_headers_or_body_too_slowly_is_disconnected",
     "test_a_flood_of_initializes_evicts_idle_sessions_instead_of_locking_clients_out",
     "test_a_hundred_concurrent_megabyte_calls_leave_the_adapter_within_its_limit",
@@ -121,7 +139,9 @@ __all__ = [
     "test_a_revoked_pod_is_refused_once_the_file_changes_and_a_bad_update_is_survived",
     "test_a_sampling_tool_and_an_elicitation_tool_complete_in_each_era",
     "test_an_answer_over_the_line_limit_fails_its_call_at_once_and_logs_no_content",
+    "test_an_idle_sessions_child_is_reaped_and_the_session_then_gets_404",
     "test_an_undeclared_capability_is_refused_with_32021_and_400",
+    "test_caller_names_do_not_buy_one_address_more_than_its_share",
     "test_calls_sessions_and_child_restarts_are_counted",
     "test_calls_waiting_for_input_are_bounded_in_count_and_time",
     "test_concurrent_2026_calls_with_a_megabyte_of_capabilities_keep_none_of_it",
@@ -130,6 +150,7 @@ __all__ = [
     "test_fifty_sessions_times_twenty_calls_get_exactly_their_own_answers",
     "test_four_legacy_sessions_sampling_at_once_never_see_each_others_prompts",
     "test_held_streams_of_one_caller_do_not_stop_another_callers_initialize",
+    "test_in_a_managed_pod_the_spawn_helper_gives_each_session_its_own_server",
     "test_large_calls_beyond_the_byte_budget_get_503_with_retry_after_then_pass",
     "test_listening_on_all_addresses_takes_ipv4_and_ipv6",
     "test_logs_reach_a_2026_caller_only_when_its_request_set_a_level",
@@ -157,6 +178,7 @@ __all__ = [
     "test_the_sdk_client_through_the_front_streams_from_server_everything_over_http",
     "test_the_sdk_client_with_a_token_calls_server_everything_in_both_eras",
     "test_thirty_initializes_with_a_megabyte_of_capabilities_each_leave_the_adapter_small",
+    "test_twelve_concurrent_sampling_calls_of_four_sessions_get_their_own_answers",
     "test_without_an_access_configuration_the_adapter_refuses_to_start",
     "test_wrong_host_is_421_bad_origin_is_403_and_allowed_names_pass",
 ]
@@ -170,9 +192,8 @@ def compiled_adapter(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     yield
 
 
-@pytest.mark.parametrize("guarded_adapter", ["one child", "front"], indirect=True)
 def test_the_adapters_metrics_answer_only_the_listed_scraper(
     guarded_adapter: tuple[str, bool],
 ) -> None:
-    """One child and front mode: the compiled adapter has no ``--child-per-session`` yet."""
+    """Every mode: one child, a child per session, front."""
     test_metrics_access.test_the_adapters_metrics_answer_only_the_listed_scraper(guarded_adapter)

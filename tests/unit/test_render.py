@@ -365,13 +365,13 @@ def test_the_compiled_data_plane_serves_what_it_can_and_only_when_asked() -> Non
     assert set(images_by_container(python).values()) - {"node:22-alpine"} == {
         SETTINGS.adapter_image
     }
-    # What it does not serve yet keeps the Python adapter, init steps included.
+    # A child per session too: the adapter, its init steps and the helper they install.
     per_session = STDIO.model_copy(deep=True)
     per_session.spec.deployment.sessions = "perSession"  # type: ignore[union-attr]
+    pooled = images_by_container(render.deployment(per_session, COMPILED))
+    assert pooled["adapter"] == pooled["fifos"] == pooled["stdio-exec"] == DATAPLANE
+    # What it does not serve yet (traces) keeps the Python adapter, init steps included.
     traced = server("everything", deployment=dumped(STDIO), tracing=TRACING)
-    for unserved in (per_session, traced):
-        images = images_by_container(render.deployment(unserved, COMPILED))
-        assert DATAPLANE not in images.values()
-        assert (
-            images["adapter"] == images["fifos"] == images["stdio-exec"] == SETTINGS.adapter_image
-        )
+    images = images_by_container(render.deployment(traced, COMPILED))
+    assert DATAPLANE not in images.values()
+    assert images["adapter"] == images["fifos"] == images["stdio-exec"] == SETTINGS.adapter_image

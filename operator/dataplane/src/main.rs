@@ -4,11 +4,13 @@
 mod adapter;
 mod auth;
 mod bridge;
+mod capabilities;
 mod era;
 mod hosts;
 mod http;
 mod jsonrpc;
 mod legacy;
+mod rounds;
 mod sessions;
 
 use clap::{Parser, Subcommand};

@@ -47,7 +47,7 @@ impl Session {
     }
 
     /// No call and no open GET stream.
-    fn idle(&self) -> bool {
+    pub fn idle(&self) -> bool {
         !self.in_call() && !self.has_stream()
     }
 

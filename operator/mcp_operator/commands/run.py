@@ -77,8 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("MCP_OPERATOR_DATAPLANE_IMAGE") or None,
         help="image of the compiled data plane (mcp-dataplane; env "
         "MCP_OPERATOR_DATAPLANE_IMAGE): managed servers' adapters and fronts run it instead of "
-        "the adapter image, but for servers with sessions: perSession or spec.tracing, which "
-        "it does not serve yet; default: none (the Python adapter everywhere)",
+        "the adapter image, but for servers with spec.tracing, which it does not serve yet; "
+        "default: none (the Python adapter everywhere)",
     )
     parser.add_argument(
         "--cluster-domain",

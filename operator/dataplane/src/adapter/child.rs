@@ -1,7 +1,9 @@
 //! The stdio child: a process started in its own process group (so that every process it
 //! starts goes with it) and stopped with SIGTERM then SIGKILL after a grace; or a server in
 //! another container reached through two FIFOs (`--stdio-fifo-dir`, managed mode's Pods,
-//! whose kubelet starts and restarts it). Either way its stdout is read as bounded lines and
+//! whose kubelet starts and restarts it); or, with `--child-per-session` in such a Pod, one
+//! connection to the spawn helper's socket (`mcp-stdio-exec --spawn-socket`), which starts
+//! one server per connection and stops it when the connection closes. Either way its stdout is read as bounded lines and
 //! its stdin written line by line. Owns no protocol: the lines it reads go to the caller.
 
 use std::io;
@@ -74,6 +76,24 @@ pub async fn connect_fifos(directory: &Path) -> io::Result<Connection> {
         stdin: Box::new(stdin),
         stdout: Box::new(stdout),
         name,
+    })
+}
+
+/// The spawn helper's socket in `--stdio-fifo-dir` (`mcp-stdio-exec --spawn-socket`).
+pub const SPAWN_SOCKET: &str = "spawn.sock";
+
+/// Connect to the spawn helper's socket: the helper starts one server whose stdin and
+/// stdout are this connection. There is no pid: the process is the helper's, and closing
+/// our end (end-of-file on the server's stdin) is how it is stopped.
+pub async fn connect_socket(directory: &Path) -> io::Result<Connection> {
+    let path = directory.join(SPAWN_SOCKET);
+    let stream = tokio::net::UnixStream::connect(&path).await?;
+    let (stdout, stdin) = stream.into_split();
+    Ok(Connection {
+        process: None,
+        stdin: Box::new(stdin),
+        stdout: Box::new(stdout),
+        name: format!("spawn:{}", path.display()),
     })
 }
 

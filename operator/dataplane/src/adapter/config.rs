@@ -126,6 +126,28 @@ pub struct AdapterConfig {
     /// same Pod (an `http://` URL on the loopback address), its answer streamed back.
     #[arg(long, env = "MCP_ADAPTER_UPSTREAM_URL")]
     pub upstream_url: Option<String>,
+    /// One child per MCP session (legacy: per `Mcp-Session-Id`; 2026-07-28: per caller)
+    /// instead of one shared child. With --stdio-fifo-dir each child is a connection to
+    /// `DIR/spawn.sock`, where the server container's `mcp-stdio-exec --spawn-socket` starts
+    /// one server per connection.
+    #[arg(
+        long,
+        env = "MCP_ADAPTER_CHILD_PER_SESSION",
+        value_parser = clap::builder::FalseyValueParser::new()
+    )]
+    pub child_per_session: bool,
+    /// With --child-per-session: most children at once; a new session takes an idle child's
+    /// place by the sessions' fair rule, else gets 503.
+    #[arg(long, env = "MCP_ADAPTER_MAX_CHILDREN", default_value_t = 32)]
+    pub max_children: usize,
+    /// With --child-per-session: a child serving no request this long is stopped (its
+    /// session then gets 404).
+    #[arg(long, env = "MCP_ADAPTER_CHILD_IDLE_SECONDS", default_value_t = 300.0)]
+    pub child_idle_seconds: f64,
+    /// With --child-per-session: a new child not ready (`initialize` answered) in time is
+    /// killed, and the request that needed it gets 503.
+    #[arg(long, env = "MCP_ADAPTER_SPAWN_TIMEOUT_SECONDS", default_value_t = 60.0)]
+    pub spawn_timeout_seconds: f64,
     /// The stdio server's command and its arguments.
     #[arg(last = true)]
     pub command: Vec<String>,
@@ -160,6 +182,12 @@ impl AdapterConfig {
     pub fn shutdown_grace(&self) -> Duration {
         seconds(self.shutdown_grace_seconds)
     }
+    pub fn child_idle(&self) -> Duration {
+        seconds(self.child_idle_seconds)
+    }
+    pub fn spawn_timeout(&self) -> Duration {
+        seconds(self.spawn_timeout_seconds)
+    }
 
     /// What is wrong with the settings together, for a start that stops with exit 2.
     pub fn problems(&self) -> Vec<String> {
@@ -171,6 +199,9 @@ impl AdapterConfig {
             return problems;
         }
         match (&self.upstream_url, &self.stdio_fifo_dir, self.command.is_empty()) {
+            (Some(_), _, _) if self.child_per_session => {
+                problems.push("--child-per-session starts stdio children, not --upstream-url".into())
+            }
             (Some(url), None, true) => problems.extend(super::upstream::url_problem(url)),
             (Some(_), _, _) => {
                 problems.push("--upstream-url takes no server command and no --stdio-fifo-dir".into())
@@ -194,9 +225,18 @@ impl AdapterConfig {
             ("--stream-queue", self.stream_queue),
             ("--max-body-bytes", self.max_body_bytes),
             ("--max-line-bytes", self.max_line_bytes),
+            ("--max-children", self.max_children),
         ] {
             if value == 0 {
                 problems.push(format!("{name} must be at least 1"));
+            }
+        }
+        for (name, value) in [
+            ("--child-idle-seconds", self.child_idle_seconds),
+            ("--spawn-timeout-seconds", self.spawn_timeout_seconds),
+        ] {
+            if value <= 0.0 {
+                problems.push(format!("{name} must be positive"));
             }
         }
         problems
@@ -231,5 +271,23 @@ mod tests {
         if std::env::var_os("MCP_ADAPTER_METRICS_ACCESS").is_none() {
             assert_eq!(parse(&["--auth=none"]).metrics_access, None);
         }
+    }
+
+    #[test]
+    fn a_child_per_session_takes_a_command_or_the_fifo_dir_never_an_upstream() {
+        let pooled = parse(&["--auth=none", "--child-per-session", "--max-children=3"]);
+        assert!(pooled.child_per_session && pooled.max_children == 3);
+        assert!(pooled.problems().is_empty(), "{:?}", pooled.problems());
+        let mut fronted = pooled.clone();
+        (fronted.command, fronted.upstream_url) = (Vec::new(), Some("http://127.0.0.1:1/mcp".into()));
+        assert!(
+            fronted
+                .problems()
+                .iter()
+                .any(|p| p.contains("--child-per-session"))
+        );
+        let mut zero = pooled;
+        zero.max_children = 0;
+        assert!(zero.problems().iter().any(|p| p.contains("--max-children")));
     }
 }

@@ -1,6 +1,8 @@
 //! The running adapter: the child (supervised: started, handshaken, restarted with back-off,
 //! a crash loop ends the adapter), the router behind one lock, health and readiness, and
 //! shutdown. Owns the child's lifecycle and the lines written to it; leaves HTTP to `front`.
+//! With `--child-per-session` each child has a core of its own, run once (`run_once`: a
+//! child that ends is not restarted, its session ends with it) and stopped by `pool_front`.
 
 use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -47,7 +49,8 @@ pub struct Core {
     pub config: AdapterConfig,
     router: Mutex<Router>,
     child: Mutex<ChildState>,
-    pub metrics: Metrics,
+    /// Shared by every child's core with `--child-per-session`.
+    pub metrics: Arc<Metrics>,
     shutdown: Notify,
 }
 
@@ -57,9 +60,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Core {
-    pub fn new(config: AdapterConfig, metrics: Metrics) -> Arc<Self> {
+    pub fn new(config: AdapterConfig, metrics: Arc<Metrics>) -> Arc<Self> {
         let sessions = Sessions::new(config.max_sessions, config.session_idle());
-        let router = Router::new(sessions, config.max_inflight);
+        let mut router = Router::new(sessions, config.max_inflight);
+        // A child of its own serves one caller alone: what it says belongs to that caller.
+        router.sole_caller = config.child_per_session;
         Arc::new(Self {
             metrics,
             config,
@@ -149,6 +154,19 @@ impl Core {
             "limits": {"maxSessions": router.sessions.limit(), "sessionsEvicted": router.sessions.evicted},
         });
         (running, body)
+    }
+
+    /// Whether the child serves anything now: a call in flight (a parked round included), a
+    /// session in a request or holding its GET stream, a listen stream.
+    pub fn busy(&self) -> bool {
+        let mut router = self.router();
+        router.listeners.retain(|l| l.offer("", &Value::Null));
+        router.inflight() > 0 || !router.listeners.is_empty() || router.sessions.iter().any(|s| !s.idle())
+    }
+
+    /// Serve one child until it ends or `request_shutdown`, without restarting it.
+    pub async fn run_once(self: Arc<Self>, connection: child::Connection) {
+        self.serve_child(connection).await;
     }
 
     pub fn request_shutdown(&self) {

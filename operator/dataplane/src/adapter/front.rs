@@ -22,15 +22,16 @@ use super::audit::{Audit, ToolName, outcome_of, tool_of};
 use super::budget::{self, BodyBudget};
 use super::core::Core;
 use super::listeners::{self, Listener};
-use super::rounds::{self, Ask, RoundStore};
-use super::router::{CallSink, Envelope, declared_capabilities};
+use super::router::{CallSink, Envelope};
 use super::upstream::{Forwarding, Upstream};
 use crate::auth::gate::Gate;
+use crate::capabilities::declared_capabilities;
 use crate::era::{self, Admission, RoutingHeaders};
 use crate::hosts::{HostPolicy, Refusal};
 use crate::http::{self, Body};
 use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
 use crate::legacy;
+use crate::rounds::{self, Ask, RoundStore};
 
 /// JSON-RPC code of a call that was not answered in time (the SDK's REQUEST_TIMEOUT).
 const REQUEST_TIMEOUT: i64 = -32001;
@@ -57,8 +58,36 @@ const SETTLE_ROUNDS: usize = 10;
 
 /// Who is asking: the key its sessions are counted and owned by, and its audit form.
 pub struct Caller {
-    key: String,
+    pub key: String,
     audit: Value,
+}
+
+/// The checks before the MCP endpoint serves anyone: Host and Origin, then who calls (the
+/// verified identity, or the client's address with authentication off).
+pub fn admit(
+    hosts: &HostPolicy,
+    gate: Option<&Gate>,
+    request: &Request<Incoming>,
+    peer: SocketAddr,
+) -> Result<Caller, Response<Body>> {
+    match hosts.check(http::header(request, "host"), http::header(request, "origin")) {
+        Some(Refusal::Host) => return Err(http::plain(421, "Invalid Host header")),
+        Some(Refusal::Origin) => return Err(http::plain(403, "Invalid Origin header")),
+        None => {}
+    }
+    Ok(match gate {
+        Some(gate) => {
+            let verified = gate.admit(request)?;
+            Caller {
+                key: verified.username(),
+                audit: verified.audit(),
+            }
+        }
+        None => Caller {
+            key: peer.ip().to_string(),
+            audit: serde_json::json!({"kind": "anonymous"}),
+        },
+    })
 }
 
 impl Front {
@@ -92,27 +121,15 @@ impl Front {
         if path != self.core.config.path {
             return http::plain(404, "Not Found");
         }
-        match self
-            .hosts
-            .check(http::header(&request, "host"), http::header(&request, "origin"))
-        {
-            Some(Refusal::Host) => return http::plain(421, "Invalid Host header"),
-            Some(Refusal::Origin) => return http::plain(403, "Invalid Origin header"),
-            None => {}
-        }
-        let caller = match &self.gate {
-            Some(gate) => match gate.admit(&request) {
-                Ok(verified) => Caller {
-                    key: verified.username(),
-                    audit: verified.audit(),
-                },
-                Err(refusal) => return refusal,
-            },
-            None => Caller {
-                key: peer.ip().to_string(),
-                audit: serde_json::json!({"kind": "anonymous"}),
-            },
+        let caller = match admit(&self.hosts, self.gate.as_ref(), &request, peer) {
+            Ok(caller) => caller,
+            Err(refused) => return refused,
         };
+        self.serve_mcp(request, &caller).await
+    }
+
+    /// The MCP endpoint for an admitted caller: the byte budget, then front mode or the eras.
+    pub async fn serve_mcp(&self, request: Request<Incoming>, caller: &Caller) -> Response<Body> {
         let _reservation = if request.method() == Method::POST {
             match self.budget.reserve(http::header(&request, "content-length")) {
                 Ok(reservation) => Some(reservation),
@@ -146,12 +163,12 @@ impl Front {
             return upstream.forward(request, forwarding).await;
         }
         if era::is_modern(http::header(&request, "mcp-protocol-version")) {
-            return self.stateless(request, &caller).await;
+            return self.stateless(request, caller).await;
         }
         match *request.method() {
-            Method::POST => self.legacy_post(request, &caller).await,
-            Method::GET => self.legacy_get(&request, &caller),
-            Method::DELETE => self.legacy_delete(&request, &caller),
+            Method::POST => self.legacy_post(request, caller).await,
+            Method::GET => self.legacy_get(&request, caller),
+            Method::DELETE => self.legacy_delete(&request, caller),
             _ => {
                 let mut response = http::plain(405, "Method Not Allowed");
                 response.headers_mut().insert(
@@ -277,7 +294,8 @@ impl Front {
         .await
     }
 
-    fn initialize(&self, message: &Value, caller: &str) -> Response<Body> {
+    /// A legacy `initialize`: a session opened for `caller` with the child's capabilities.
+    pub fn initialize(&self, message: &Value, caller: &str) -> Response<Body> {
         let id = message.get("id");
         let params = message.get("params").and_then(Value::as_object);
         let (Some(id), Some(params)) = (id, params) else {
@@ -931,7 +949,8 @@ fn running_status(running: bool) -> bool {
     running
 }
 
-fn unavailable(id: Option<&Value>, text: &str) -> Response<Body> {
+/// 503 with `Retry-After: 1` and a JSON-RPC error.
+pub fn unavailable(id: Option<&Value>, text: &str) -> Response<Body> {
     let mut response = http::json(503, &jsonrpc::error_response(id, INTERNAL_ERROR, text));
     response
         .headers_mut()

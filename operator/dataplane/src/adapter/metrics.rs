@@ -74,7 +74,8 @@ struct KindLabels {
 
 pub struct Metrics {
     registry: Registry,
-    calls: Family<CallLabels, Counter>,
+    /// Floats, so that counts read `12.0` as the earlier adapter's did.
+    calls: Family<CallLabels, Counter<f64, std::sync::atomic::AtomicU64>>,
     durations: Family<MethodLabels, Histogram>,
     pub child_restarts: Gauge<i64, std::sync::atomic::AtomicI64>,
     sessions: Gauge,
@@ -95,7 +96,7 @@ pub fn method_label(method: &str) -> &'static str {
 impl Metrics {
     pub fn new(auth_mode: &'static str) -> Self {
         let mut registry = Registry::default();
-        let calls = Family::<CallLabels, Counter>::default();
+        let calls = Family::<CallLabels, Counter<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(
             "mcp_adapter_calls",
             "Calls answered, by method and outcome (result, error)",

@@ -10,10 +10,14 @@
 //! - `metrics`  the Prometheus metrics
 //! - `oversized` the call a child's line over the limit answers
 //! - `param_headers` the `Mcp-Param-*` check of 2026-07-28 tool calls
-//! - `rounds`   the parked calls of 2026-07-28 input-required rounds (pure)
 //! - `budget`   the byte budget of request bodies in flight
 //! - `audit`    one JSON line per `tools/call`: the verified caller, tool, outcome, duration
 //! - `upstream` front mode: the checked requests forwarded to an HTTP server of the Pod
+//! - `pool`     `--child-per-session`: which child serves which session or caller (pure)
+//! - `pool_child` one child of the pool: its own core and front, start, stop
+//! - `pool_front` `--child-per-session`'s HTTP entry: routing, spawn, reaping, health
+//! - `pool_health` the pool's health and metrics pages
+//! - `pool_metrics` the pool's metrics: spawns, refusals, reaped children
 
 pub mod audit;
 pub mod budget;
@@ -25,7 +29,11 @@ pub mod listeners;
 pub mod metrics;
 pub mod oversized;
 pub mod param_headers;
-pub mod rounds;
+pub mod pool;
+pub mod pool_child;
+pub mod pool_front;
+pub mod pool_health;
+pub mod pool_metrics;
 pub mod router;
 pub mod upstream;
 
@@ -108,8 +116,11 @@ pub async fn run(config: AdapterConfig) -> i32 {
             return 2;
         }
     };
+    if config.child_per_session {
+        return run_pool(config, metrics, gate, scrapers, audit, listener, address).await;
+    }
     let hosts = HostPolicy::new(&config.allowed_hosts, &config.allowed_origins);
-    let core = core::Core::new(config, metrics);
+    let core = core::Core::new(config, Arc::new(metrics));
     let budget = budget::BodyBudget::new(core.config.max_inflight_bytes, core.config.max_body_bytes);
     let front = Arc::new(front::Front {
         core: core.clone(),
@@ -164,6 +175,45 @@ pub async fn run(config: AdapterConfig) -> i32 {
     core.request_shutdown();
     let _ = tokio::time::timeout(core.config.shutdown_grace() + Duration::from_secs(1), supervisor).await;
     0
+}
+
+/// `--child-per-session`: serve until SIGTERM or SIGINT, then stop every child.
+async fn run_pool(
+    config: AdapterConfig,
+    metrics: metrics::Metrics,
+    gate: Option<Gate>,
+    scrapers: Option<Gate>,
+    audit: Option<Arc<audit::Audit>>,
+    listener: TcpListener,
+    address: SocketAddr,
+) -> i32 {
+    tracing::info!(
+        "Serving MCP on http://{address}{}, one MCP server per session (at most {})",
+        config.path,
+        config.max_children
+    );
+    let header_timeout = config.header_timeout();
+    let front = pool_front::PoolFront::new(config, metrics, gate, scrapers, audit);
+    let reaper = tokio::spawn(front.clone().reap_idle());
+    let (Ok(mut terminate), Ok(mut interrupt)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        eprintln!("mcp-dataplane adapter: cannot install signal handlers");
+        return 2;
+    };
+    let serving = front.clone();
+    let accepting = crate::http::serve(listener, header_timeout, move |request, peer| {
+        serving.clone().handle(request, peer)
+    });
+    let code = tokio::select! {
+        _ = terminate.recv() => 0,
+        _ = interrupt.recv() => 0,
+        () = accepting => 1,
+    };
+    tracing::info!("Stopping: every MCP server gets its grace to exit");
+    reaper.abort();
+    front.stop().await;
+    code
 }
 
 pub fn listen_address(host: &str, port: u16) -> SocketAddr {

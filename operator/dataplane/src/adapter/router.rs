@@ -29,6 +29,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::listeners::Listener;
 use super::param_headers::ToolHeaderSchemas;
+use crate::capabilities::capability_for;
 use crate::jsonrpc::{self, INTERNAL_ERROR, METHOD_NOT_FOUND, REQUEST_CANCELLED};
 use crate::sessions::Sessions;
 
@@ -149,6 +150,8 @@ pub struct Router {
     pub tool_headers: ToolHeaderSchemas,
     /// The open 2026-07-28 `subscriptions/listen` streams.
     pub listeners: Vec<Listener>,
+    /// The child serves one caller alone (`--child-per-session`): see `attribute`.
+    pub sole_caller: bool,
 }
 
 fn key(id: &Value) -> String {
@@ -168,6 +171,7 @@ impl Router {
             unattributed_request: 0,
             tool_headers: ToolHeaderSchemas::default(),
             listeners: Vec::new(),
+            sole_caller: false,
         }
     }
 
@@ -468,7 +472,9 @@ impl Router {
     ///    in flight names none);
     /// 2. without one, only when exactly one legacy session exists and every call in flight
     ///    is that session's: its oldest call that may cause it;
-    /// 3. otherwise nobody — guessing "the only call open" sent one session's prompt to
+    /// 3. a child serving one caller alone (`sole_caller`) has nobody else's calls: its
+    ///    oldest call that may cause it, whatever the session (or none: 2026-07-28);
+    /// 4. otherwise nobody — guessing "the only call open" sent one session's prompt to
     ///    another.
     fn attribute(&self, message: &Value) -> Option<u64> {
         let token = jsonrpc::params(message)
@@ -477,6 +483,12 @@ impl Router {
         if let Some(token) = token {
             let call = token.as_u64().and_then(|t| self.pending.get(&t))?;
             return call.tokened.then_some(call.child_id);
+        }
+        if self.sole_caller {
+            let mut causing = self.pending.values();
+            return causing
+                .find(|call| CAUSING_METHODS.contains(&call.method.as_str()))
+                .map(|call| call.child_id);
         }
         if self.sessions.len() != 1 {
             return None;
@@ -613,24 +625,6 @@ fn track_session_state(method: &str, params: &Map<String, Value>, session: &mut 
     }
 }
 
-/// The client capability a server→client request needs.
-pub fn capability_for(method: &str) -> Option<&'static str> {
-    match method {
-        "sampling/createMessage" => Some("sampling"),
-        "elicitation/create" => Some("elicitation"),
-        "roots/list" => Some("roots"),
-        _ => None,
-    }
-}
-
-/// The capability names a client's `initialize` declared.
-pub fn declared_capabilities(capabilities: Option<&Value>) -> HashSet<String> {
-    capabilities
-        .and_then(Value::as_object)
-        .map(|c| c.keys().cloned().collect())
-        .unwrap_or_default()
-}
-
 /// Whether a log message at `level` passes a client's `threshold`.
 fn at_least(level: Option<&str>, threshold: Option<&str>) -> bool {
     let position = |l: &str| LOG_LEVELS.iter().position(|k| *k == l);
@@ -723,6 +717,25 @@ mod tests {
         assert_eq!(refusal["error"]["code"], INTERNAL_ERROR);
         assert!(relayed.try_recv().is_err());
         assert_eq!(router.unattributed_request, 1);
+    }
+
+    #[test]
+    fn a_child_of_one_caller_alone_gives_its_untokened_request_to_the_oldest_call() {
+        let mut router = router();
+        router.sole_caller = true;
+        let (sink, _, _) = sink();
+        let (asks, mut asked) = mpsc::unbounded_channel();
+        let sink = sink.with_asks(asks);
+        let envelope = Envelope {
+            capabilities: ["roots".to_owned()].into(),
+            ..Envelope::default()
+        };
+        let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "x"}});
+        router.forward_request(&mut call, None, sink, envelope).unwrap();
+        let ask = json!({"jsonrpc": "2.0", "id": 5, "method": "roots/list", "params": {}});
+        assert!(router.route_from_child(ask).is_empty());
+        assert_eq!(asked.try_recv().unwrap()["method"], "roots/list");
+        assert_eq!(router.unattributed_request, 0);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! resource answers as if it did not exist (`-32602`); a method of a feature no server has
 //! is `-32601`.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value, json};
@@ -15,6 +16,7 @@ use serde_json::{Map, Value, json};
 use super::core::Core;
 use super::cursor::Position;
 use super::prompts::resource_allowed;
+use super::relay::Relay;
 use super::upstream::Failure;
 use super::uris::{exposed_uri, original_uri};
 use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND};
@@ -37,7 +39,15 @@ const REQUEST_SECONDS: Duration = Duration::from_secs(30);
 type Refusal = (i64, String);
 
 /// The JSON-RPC response to one of [`METHODS`].
-pub async fn answer(core: &Core, id: &Value, method: &str, params: Option<&Value>) -> Value {
+/// `relay`: the agent's call, for the requests during which a server may ask it something
+/// (`prompts/get`, `resources/read`).
+pub async fn answer(
+    core: &Core,
+    id: &Value,
+    method: &str,
+    params: Option<&Value>,
+    relay: Option<&Arc<Relay>>,
+) -> Value {
     let feature = match method {
         "completion/complete" => "completions",
         other => other.split('/').next().unwrap_or_default(),
@@ -54,8 +64,8 @@ pub async fn answer(core: &Core, id: &Value, method: &str, params: Option<&Value
     };
     let answered = match method {
         "prompts/list" => prompts_list(core, params),
-        "prompts/get" => prompts_get(core, params).await,
-        "resources/read" => read(core, params).await,
+        "prompts/get" => prompts_get(core, params, relay).await,
+        "resources/read" => read(core, params, relay).await,
         "completion/complete" => complete(core, params).await,
         _ => listing(core, method, params).await,
     };
@@ -72,7 +82,11 @@ fn prompts_list(core: &Core, params: &Map<String, Value>) -> Result<Value, Refus
     Ok(json!({"prompts": core.prompts().listing()}))
 }
 
-async fn prompts_get(core: &Core, params: &Map<String, Value>) -> Result<Value, Refusal> {
+async fn prompts_get(
+    core: &Core,
+    params: &Map<String, Value>,
+    relay: Option<&Arc<Relay>>,
+) -> Result<Value, Refusal> {
     let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
     let catalog = core.prompts();
     let Some(entry) = catalog.entries.get(name) else {
@@ -81,7 +95,7 @@ async fn prompts_get(core: &Core, params: &Map<String, Value>) -> Result<Value, 
     };
     let mut sent = params.clone();
     sent.insert("name".into(), json!(entry.original));
-    forward(core, entry.server, "prompts/get", sent).await
+    forward(core, entry.server, "prompts/get", sent, relay).await
 }
 
 /// A request of these methods at one server: its result without the era's stamp, or the
@@ -91,6 +105,7 @@ async fn forward(
     index: usize,
     method: &str,
     mut params: Map<String, Value>,
+    relay: Option<&Arc<Relay>>,
 ) -> Result<Value, Refusal> {
     let key = core.config.servers[index].key();
     let Some(upstream) = &core.upstreams[index] else {
@@ -100,7 +115,15 @@ async fn forward(
         ));
     };
     crate::era::strip_envelope(&mut params);
-    match upstream.request(method, params, REQUEST_SECONDS).await {
+    let answered = match relay {
+        Some(relay) => {
+            upstream
+                .call_relayed(method, params, REQUEST_SECONDS, relay)
+                .await
+        }
+        None => upstream.request(method, params, REQUEST_SECONDS).await,
+    };
+    match answered {
         Ok(result) => Ok(plain_result(result)),
         Err(Failure::Rpc { code, message, .. }) => Err((code, core.scrubber.text(&message))),
         Err(failure) => Err((
@@ -204,7 +227,7 @@ async fn listing(core: &Core, method: &str, params: &Map<String, Value>) -> Resu
         if let Some(cursor) = cursor.take() {
             sent.insert("cursor".into(), json!(cursor));
         }
-        let page = match forward(core, index, method, sent).await {
+        let page = match forward(core, index, method, sent, None).await {
             Ok(page) => page,
             Err((_, why)) => {
                 tracing::warn!("Left server {} out of {method}: {why}", keys[at]);
@@ -243,7 +266,11 @@ async fn listing(core: &Core, method: &str, params: &Map<String, Value>) -> Resu
     Ok(result)
 }
 
-async fn read(core: &Core, params: &Map<String, Value>) -> Result<Value, Refusal> {
+async fn read(
+    core: &Core,
+    params: &Map<String, Value>,
+    relay: Option<&Arc<Relay>>,
+) -> Result<Value, Refusal> {
     let Some(uri) = params.get("uri").and_then(Value::as_str) else {
         return Err((INVALID_PARAMS, "Invalid params: uri must be a string".to_owned()));
     };
@@ -253,7 +280,7 @@ async fn read(core: &Core, params: &Map<String, Value>) -> Result<Value, Refusal
     };
     let mut sent = params.clone();
     sent.insert("uri".into(), json!(original));
-    let mut result = forward(core, index, "resources/read", sent).await?;
+    let mut result = forward(core, index, "resources/read", sent, relay).await?;
     let prefix = &core.config.servers[index].prefix;
     if let Some(contents) = result.get_mut("contents").and_then(Value::as_array_mut) {
         for content in contents {
@@ -300,7 +327,7 @@ async fn complete(core: &Core, params: &Map<String, Value>) -> Result<Value, Ref
     let mut reference = reference.clone();
     reference.insert(field.into(), json!(original));
     sent.insert("ref".into(), Value::Object(reference));
-    forward(core, index, "completion/complete", sent).await
+    forward(core, index, "completion/complete", sent, None).await
 }
 
 #[cfg(test)]

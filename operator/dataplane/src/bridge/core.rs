@@ -65,6 +65,8 @@ pub struct Core {
     pub stopping: AtomicBool,
     /// Per server: list it again now (a call could not reach it, or it announced a change).
     pub(super) relist: Vec<Notify>,
+    /// The agents' relayed calls, as far as they outlive one request.
+    pub calls: super::agent::Calls,
 }
 
 impl Core {
@@ -124,6 +126,7 @@ impl Core {
             relist_every,
             stopping: AtomicBool::new(false),
             relist: config_len_notifies,
+            calls: super::agent::Calls::default(),
         })
     }
 
@@ -304,6 +307,10 @@ impl Core {
             }
             let mut reader = SseReader::default();
             while let Some(message) = next_event(&mut body, &mut reader).await {
+                if message.get("id").is_some() && message.get("method").is_some() {
+                    upstream.refuse_unattributed(&message).await;
+                    continue;
+                }
                 let method = message.get("method").and_then(Value::as_str);
                 if matches!(
                     method,

@@ -17,8 +17,8 @@ use hyper::header::HeaderValue;
 use hyper::{Method, Request, Response};
 use serde_json::{Map, Value, json};
 
-use super::aggregate;
 use super::core::Core;
+use super::{agent, aggregate};
 use crate::era::{self, Admission, RoutingHeaders};
 use crate::hosts::{HostPolicy, Refusal};
 use crate::http::{self, Body};
@@ -104,6 +104,7 @@ impl Front {
         {
             return http::plain(406, "Accept must include application/json or text/event-stream").into();
         }
+        let sse_ok = accept.contains("text/event-stream");
         let session_id = http::header(&request, "mcp-session-id").map(str::to_owned);
         let message = match http::read_json(request, MAX_BODY_BYTES, BODY_TIMEOUT).await {
             Ok(message) => message,
@@ -132,7 +133,15 @@ impl Front {
             return http::json(404, &error).into();
         }
         let (Some(method), Some(id)) = (method, id) else {
-            // A notification, or the client's answer to a request: nothing of ours waits.
+            // A notification, or the client's answer to a question of a call of this session.
+            match message.get("method").and_then(Value::as_str) {
+                None => self.core.calls.answered(&session_id, &message),
+                Some("notifications/cancelled") => {
+                    let reason = "The agent cancelled the call";
+                    self.core.calls.cancel(&session_id, message.get("params"), reason);
+                }
+                Some(_) => {}
+            }
             return http::empty(202).into();
         };
         if !jsonrpc::valid_id(&id) {
@@ -144,6 +153,14 @@ impl Front {
         }
         if method == "ping" {
             return http::json(200, &jsonrpc::result_response(&id, json!({}))).into();
+        }
+        if relayed(&method, &message) {
+            self.touch(&session_id);
+            let response = agent::serve_legacy(&self.core, &session_id, &id, &method, &message, sse_ok).await;
+            return Answer {
+                response,
+                audited: method == "tools/call",
+            };
         }
         let (reply, audited) = self.dispatch(&method, &message, &id).await;
         self.touch(&session_id);
@@ -179,6 +196,7 @@ impl Front {
         };
         for old in evicted {
             tracing::debug!("Dropped session {} to make room for {session_id}", old.id);
+            self.core.calls.end_session(&old.id);
         }
         let result = self.core.init_result(&version);
         let mut response = http::json(200, &jsonrpc::result_response(id, result));
@@ -211,6 +229,7 @@ impl Front {
         match named {
             Ok(session_id) => {
                 self.core.sessions().remove(&session_id);
+                self.core.calls.end_session(&session_id);
                 http::empty(200)
             }
             Err(refused) => refused,
@@ -231,6 +250,7 @@ impl Front {
         if !accept.contains("application/json") && !accept.contains("*/*") {
             return http::plain(406, "Accept must include application/json").into();
         }
+        let sse_ok = accept.contains("text/event-stream");
         let copies = |name: &str| -> Vec<String> {
             http::header_all(&request, name)
                 .into_iter()
@@ -267,6 +287,13 @@ impl Front {
             let text = format!("Method not found: {method}");
             return http::json(404, &jsonrpc::error_response(Some(&id), METHOD_NOT_FOUND, &text)).into();
         }
+        if relayed(&method, &message) {
+            let response = agent::serve_modern(&self.core, &id, &method, &message, &version, sse_ok).await;
+            return Answer {
+                response,
+                audited: method == "tools/call",
+            };
+        }
         let (mut reply, audited) = self.dispatch(&method, &message, &id).await;
         let code = reply
             .get("error")
@@ -299,11 +326,17 @@ impl Front {
                     return (jsonrpc::error_response(Some(id), INVALID_PARAMS, text), true);
                 };
                 let params: Map<String, Value> = params.clone();
-                (jsonrpc::result_response(id, self.core.call(&params).await), true)
+                (
+                    jsonrpc::result_response(id, self.core.call(&params, None).await),
+                    true,
+                )
             }
             method if aggregate::METHODS.contains(&method) => {
                 let params = message.get("params");
-                (aggregate::answer(&self.core, id, method, params).await, false)
+                (
+                    aggregate::answer(&self.core, id, method, params, None).await,
+                    false,
+                )
             }
             _ => {
                 let text = format!("Method not found: {method}");
@@ -311,6 +344,17 @@ impl Front {
             }
         }
     }
+}
+
+/// Whether a request runs as a relayed call (`agent`): one of its methods, and for
+/// `tools/call` a readable one (else the pipeline's refusal answers it here).
+fn relayed(method: &str, message: &Value) -> bool {
+    agent::RELAYED.contains(&method)
+        && (method != "tools/call"
+            || message
+                .get("params")
+                .and_then(|p| p.get("name"))
+                .is_some_and(Value::is_string))
 }
 
 fn unavailable(id: Option<&Value>, text: &str) -> Response<Body> {

@@ -40,6 +40,12 @@ struct ProblemLabels {
 pub const MISCONFIGURATIONS: [&str; 2] = ["InvalidHeader", "UnreadableHeader"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ServerRequestLabels {
+    method: &'static str,
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListingLabels {
     server: String,
     result: &'static str,
@@ -53,6 +59,7 @@ pub struct Metrics {
     listings: Family<ListingLabels, Counter>,
     misconfigured: Family<ProblemLabels, Gauge<f64, AtomicU64>>,
     catalog_tools: Gauge<f64, AtomicU64>,
+    server_requests: Family<ServerRequestLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -94,8 +101,15 @@ impl Default for Metrics {
             "Tools the agent's tools/list shows",
             catalog_tools.clone(),
         );
+        let server_requests = Family::<ServerRequestLabels, Counter>::default();
+        registry.register(
+            "mcp_bridge_server_requests",
+            "Requests servers sent the agents during calls, by method and outcome (relayed, undeclared, unsupported, ended, bounded, dropped, agent_error)",
+            server_requests.clone(),
+        );
         Self {
             registry,
+            server_requests,
             calls,
             durations,
             up,
@@ -157,6 +171,20 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(if reason == Some(each) { 1.0 } else { 0.0 });
         }
+    }
+
+    /// A server's request during a call and what became of it; a method we do not relay is
+    /// counted as `(other)` (the label stays bounded).
+    pub fn observe_server_request(&self, method: &str, outcome: &'static str) {
+        let method = crate::capabilities::RELAYED_REQUESTS
+            .iter()
+            .map(|(relayed, _)| *relayed)
+            .chain(["ping"])
+            .find(|known| *known == method)
+            .unwrap_or("(other)");
+        self.server_requests
+            .get_or_create(&ServerRequestLabels { method, outcome })
+            .inc();
     }
 
     pub fn set_catalog_tools(&self, tools: usize) {

@@ -2,7 +2,9 @@
 //! MCPServers (docs/bridge.md), the first slice of the port of `mcp-operator bridge`: tools
 //! of servers of both eras, filtered and prefixed, listed and called from agents of both
 //! eras, arguments validated, failures as structured tool errors, one audit line per call;
-//! prompts and resources listed, got and read across the servers.
+//! prompts and resources listed, got and read across the servers; what a server says about
+//! a call (its requests, progress) relayed to the agent that made it, and the agent's
+//! cancellation to the server.
 //! Modules, one job each:
 //!
 //! - `config`   the command line and the `BridgeConfig` file
@@ -20,10 +22,16 @@
 //! - `uris`     resource URIs namespaced per server, reversibly
 //! - `cursor`   the signed cursors of listings walked across servers
 //! - `aggregate` prompts and resources: listed, got and read across the servers
+//! - `relay`    what a server says about one agent's call, judged for that agent alone
+//! - `upcall`   a relayed call at its server: its stream heard, its rounds, its cancellation
+//! - `inputs`   a 2026-07-28 server's `input_required` round judged and asked of the agent
+//! - `agent`    the agent's side of relayed calls: questions owed, calls to cancel, parked rounds
+//! - `waiting`  one relayed call waited for in the agent's era (JSON, SSE, input_required)
 //! - `front`    the agent's endpoint, both eras
 //! - `health`   `/healthz`, `/readyz` and `/metrics` on the health port
 //! - `metrics`  the Prometheus metrics
 
+pub mod agent;
 pub mod aggregate;
 pub mod audit;
 pub mod catalog;
@@ -33,15 +41,19 @@ pub mod cursor;
 pub mod errors;
 pub mod front;
 pub mod health;
+pub mod inputs;
 pub mod metrics;
 pub mod naming;
 pub mod pipeline;
 pub mod prompts;
+pub mod relay;
 pub mod scrub;
 pub mod sse;
+pub mod upcall;
 pub mod upstream;
 pub mod uris;
 pub mod validate;
+pub mod waiting;
 
 use std::net::{Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -107,6 +119,14 @@ pub async fn run(args: BridgeArgs) -> i32 {
     let front = Arc::new(front::Front {
         core: core.clone(),
         hosts: HostPolicy::new(std::slice::from_ref(&listen.host), &[]),
+    });
+    let expiring = core.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            expiring.calls.expire();
+        }
     });
     for index in 0..core.upstreams.len() {
         tokio::spawn(core.clone().follow(index));

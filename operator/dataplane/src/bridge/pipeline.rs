@@ -3,6 +3,7 @@
 //! name, turn every failure into the structured tool error in the Python bridge's words
 //! (masked), count it and write its audit line.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -11,6 +12,7 @@ use super::audit::Record;
 use super::catalog::{Catalog, Entry};
 use super::core::Core;
 use super::errors::{ToolError, quoted};
+use super::relay::Relay;
 use super::upstream::Failure;
 use super::validate;
 
@@ -21,7 +23,8 @@ const MAX_UPSTREAM_MESSAGE: usize = 300;
 
 impl Core {
     /// One `tools/call` (params an object, its name a string): always a `CallToolResult`.
-    pub async fn call(&self, params: &Map<String, Value>) -> Value {
+    /// `relay`: the agent's call, when what its server says about it may reach the agent.
+    pub async fn call(&self, params: &Map<String, Value>, relay: Option<&Arc<Relay>>) -> Value {
         let started = Instant::now();
         let arrived = time::OffsetDateTime::now_utc();
         let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
@@ -44,7 +47,7 @@ impl Core {
                     (error.code, error.to_result())
                 } else {
                     attempts = 1;
-                    match self.send(entry, name, arguments).await {
+                    match self.send(entry, name, arguments, relay).await {
                         Ok(result) if result.get("isError") == Some(&Value::Bool(true)) => {
                             ("upstream_error", self.scrubber.json(result))
                         }
@@ -154,6 +157,7 @@ impl Core {
         entry: &Entry,
         exposed: &str,
         arguments: Option<&Value>,
+        relay: Option<&Arc<Relay>>,
     ) -> Result<Value, ToolError> {
         let index = entry.server;
         let server = &self.config.servers[index];
@@ -170,7 +174,12 @@ impl Core {
             arguments.cloned().unwrap_or_else(|| json!({})),
         );
         let seconds = server.timeout_seconds();
-        match upstream.request("tools/call", params, Duration::from_secs(seconds)).await {
+        let deadline = Duration::from_secs(seconds);
+        let answered = match relay {
+            Some(relay) => upstream.call_relayed("tools/call", params, deadline, relay).await,
+            None => upstream.request("tools/call", params, deadline).await,
+        };
+        match answered {
             Ok(result) => {
                 self.update(index, |state| state.up = true);
                 self.metrics.set_up(&key, true);
@@ -187,6 +196,11 @@ impl Core {
                     .with("rpcCode", json!(code)))
             }
             Err(Failure::Misconfigured(why)) => Err(misconfigured(&key, &scrub(&why))),
+            Err(Failure::Cancelled) => Err(ToolError::new(
+                "cancelled",
+                format!("The agent cancelled {exposed}; server {key} was told to stop it."),
+            )
+            .with("server", json!(key))),
             Err(Failure::Timeout) => Err(ToolError::new(
                 "timeout",
                 format!(

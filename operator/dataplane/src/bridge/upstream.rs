@@ -7,6 +7,7 @@
 //! per request; the configured headers and `tokenFile` sent with every request, never over
 //! the protocol's own headers.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -23,7 +24,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
 
 use super::config::Server;
+use super::relay::Relay;
 use super::sse::SseReader;
+use super::upcall::Talk;
 use crate::era;
 
 pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
@@ -77,6 +80,8 @@ pub enum Failure {
     Timeout,
     /// The bridge cannot send it as configured (a header file unreadable, a bad value).
     Misconfigured(String),
+    /// The agent cancelled the call (`relay`): the server was told, nobody waits for it.
+    Cancelled,
 }
 
 impl Failure {
@@ -86,6 +91,7 @@ impl Failure {
             Failure::Rpc { code, message, .. } => format!("JSON-RPC error {code}: {message}"),
             Failure::Status(status, why) => format!("HTTP {status}: {why}"),
             Failure::Timeout => "no answer in time".to_owned(),
+            Failure::Cancelled => "the call was cancelled".to_owned(),
         }
     }
 }
@@ -104,8 +110,8 @@ pub struct Negotiated {
 
 pub struct Upstream {
     pub server: Server,
-    client: HttpClient,
-    uri: hyper::Uri,
+    pub(super) client: HttpClient,
+    pub(super) uri: hyper::Uri,
     state: Mutex<Option<Negotiated>>,
     ids: AtomicU64,
 }
@@ -160,7 +166,7 @@ impl Upstream {
 
     /// The configured headers and the token, read now (files are re-read: the kubelet rotates
     /// them).
-    fn configured_headers(&self) -> Result<Vec<(HeaderName, HeaderValue)>, Failure> {
+    pub(super) fn configured_headers(&self) -> Result<Vec<(HeaderName, HeaderValue)>, Failure> {
         let mut out = Vec::new();
         let mut named_authorization = false;
         for header in &self.server.headers {
@@ -287,13 +293,15 @@ impl Upstream {
     }
 
     /// One POST of a message; the answer's status, session id and, for a request, the
-    /// response matching `id` (JSON or read off the SSE stream).
+    /// response matching `id` (JSON or read off the SSE stream, where what the server says
+    /// about the request on the way goes to its relay, if it has one).
     async fn post(
         &self,
         negotiated: &Negotiated,
         method: &str,
         params: Option<&Map<String, Value>>,
         id: Option<u64>,
+        relay: Option<&Arc<Relay>>,
     ) -> Result<(u16, Option<String>, Option<Value>), Failure> {
         let request = self.build(negotiated, Some(method), params, id)?;
         let response = self.transmit(request).await?;
@@ -314,6 +322,7 @@ impl Upstream {
         };
         let mut body = response.into_body();
         if content_type.starts_with("text/event-stream") && status == 200 {
+            let mut talk = relay.map(|relay| Talk::new(relay.clone(), self.responder(negotiated)));
             let mut events = SseReader::default();
             while let Some(frame) = body.frame().await {
                 let frame =
@@ -323,8 +332,12 @@ impl Upstream {
                     return Err(Failure::Unavailable("the answer stream is too large".to_owned()));
                 }
                 while let Some(message) = events.next_message() {
-                    if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
-                        return Ok((status, session, Some(message)));
+                    if message.get("method").is_none() {
+                        if message.get("id") == Some(&json!(id)) {
+                            return Ok((status, session, Some(message)));
+                        }
+                    } else if let Some(talk) = talk.as_mut() {
+                        talk.heard(&message);
                     }
                 }
             }
@@ -356,15 +369,21 @@ impl Upstream {
     }
 
     /// One request at the negotiated era; the result or how it failed.
-    async fn exchange(
+    pub(super) async fn exchange(
         &self,
         negotiated: &Negotiated,
         method: &str,
         params: Map<String, Value>,
+        relay: Option<&Arc<Relay>>,
     ) -> Result<(Value, Option<String>), Failure> {
         let params = self.stamped(negotiated, params);
         let id = self.next_id();
-        let (status, session, answer) = self.post(negotiated, method, Some(&params), Some(id)).await?;
+        if let Some(relay) = relay {
+            relay.sent_as(id);
+        }
+        let (status, session, answer) = self
+            .post(negotiated, method, Some(&params), Some(id), relay)
+            .await?;
         let answer = answer.unwrap_or(Value::Null);
         if let Some(error) = answer.get("error") {
             let message = error
@@ -424,7 +443,7 @@ impl Upstream {
                 list_changed: false,
                 capabilities: Value::Null,
             };
-            let asked = self.exchange(&probe, "server/discover", Map::new());
+            let asked = self.exchange(&probe, "server/discover", Map::new(), None);
             let answered = match tokio::time::timeout(Duration::from_secs(DISCOVER_SECONDS), asked).await {
                 Err(_) => return self.initialize().await,
                 Ok(answered) => answered,
@@ -479,15 +498,18 @@ impl Upstream {
             .as_str()
             .to_owned();
         let fresh = Negotiated::default();
+        // A legacy server's one session serves every agent: it is told all the bridge can
+        // relay (a server offers some tools only to clients that declared sampling); each of
+        // its requests is then checked against what its own agent declared (`relay`).
         let params = json!({
             "protocolVersion": latest,
-            "capabilities": {},
+            "capabilities": {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {}},
             "clientInfo": client_info(),
         });
         let Value::Object(params) = params else {
             unreachable!()
         };
-        let (result, session_id) = self.exchange(&fresh, "initialize", params).await?;
+        let (result, session_id) = self.exchange(&fresh, "initialize", params, None).await?;
         let version = result
             .get("protocolVersion")
             .and_then(Value::as_str)
@@ -505,7 +527,7 @@ impl Upstream {
             list_changed: announces_changes(&result),
             capabilities: result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
         };
-        self.post(&negotiated, "notifications/initialized", None, None)
+        self.post(&negotiated, "notifications/initialized", None, None, None)
             .await?;
         Ok(negotiated)
     }
@@ -529,25 +551,34 @@ impl Upstream {
         params: Map<String, Value>,
         deadline: Duration,
     ) -> Result<Value, Failure> {
-        let work = async {
-            let negotiated = self.connect().await?;
-            match self.exchange(&negotiated, method, params.clone()).await {
-                Err(Failure::Status(status, why))
-                    if !negotiated.modern
-                        && negotiated.session_id.is_some()
-                        && (status == 404
-                            || (status == 400 && why.to_ascii_lowercase().contains("session")))
-                        && self.lost(&negotiated).await =>
-                {
-                    let negotiated = self.connect().await?;
-                    self.exchange(&negotiated, method, params).await.map(|(r, _)| r)
-                }
-                other => other.map(|(result, _)| result),
-            }
-        };
-        tokio::time::timeout(deadline, work)
+        tokio::time::timeout(deadline, self.once(method, params, None))
             .await
             .unwrap_or(Err(Failure::Timeout))
+    }
+
+    /// One request in the negotiated era, with no deadline of its own; a lost legacy
+    /// session is established again once.
+    pub(super) async fn once(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        relay: Option<&Arc<Relay>>,
+    ) -> Result<Value, Failure> {
+        let negotiated = self.connect().await?;
+        match self.exchange(&negotiated, method, params.clone(), relay).await {
+            Err(Failure::Status(status, why))
+                if !negotiated.modern
+                    && negotiated.session_id.is_some()
+                    && (status == 404 || (status == 400 && why.to_ascii_lowercase().contains("session")))
+                    && self.lost(&negotiated).await =>
+            {
+                let negotiated = self.connect().await?;
+                self.exchange(&negotiated, method, params, relay)
+                    .await
+                    .map(|(r, _)| r)
+            }
+            other => other.map(|(result, _)| result),
+        }
     }
 
     /// Whether the session in use was lost: it is forgotten, so the next connect makes a new one.

@@ -51,14 +51,10 @@ def data_plane_image(server: MCPServer, settings: RenderSettings) -> str:
     """The image of ``server``'s adapter or front and of its init containers.
 
     The compiled data plane (``settings.dataplane_image``, opt-in) serves the adapter's flags
-    as the Python adapter does, but not yet a child per session (``sessions: perSession``) nor
-    traces (``spec.tracing``): a server that asks for either keeps the Python adapter of
+    as the Python adapter does, a child per session (``sessions: perSession``) included, but
+    not yet traces (``spec.tracing``): a server that asks for them keeps the Python adapter of
     ``settings.adapter_image``, whose image also holds the stdio helper."""
-    spec = server.spec.deployment
-    unserved = server.spec.tracing is not None or (
-        spec is not None and spec.sessions == "perSession"
-    )
-    if settings.dataplane_image is None or unserved:
+    if settings.dataplane_image is None or server.spec.tracing is not None:
         return settings.adapter_image
     return settings.dataplane_image
 

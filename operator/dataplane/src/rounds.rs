@@ -1,9 +1,10 @@
-//! Input-required rounds of the 2026-07-28 era: what a legacy child's call keeps between them.
+//! Input-required rounds of the 2026-07-28 era, as both server sides keep them: the adapter
+//! for a legacy child's call, the bridge for a call whose server asks its agent something.
 //!
-//! When the child asks a 2026-07-28 caller something mid-call (sampling, elicitation, roots),
+//! When a server asks a 2026-07-28 caller something mid-call (sampling, elicitation, roots),
 //! the call cannot wait on an open stream: the caller gets a result with `resultType:
 //! "input_required"`, the `inputRequests` and an opaque `requestState`, and retries the request
-//! with `inputResponses`; the child's call stays open meanwhile. Owns, pure (callers pass
+//! with `inputResponses`; the server's call stays open meanwhile. Owns, pure (callers pass
 //! `now`):
 //!
 //! - what was asked (`Ask`): the key the caller sees (the child may name it in
@@ -15,7 +16,8 @@
 //!   oldest is evicted), each for at most `ttl`; the caller ends what falls out;
 //! - the retry's answers (`input_responses`), taken out of the params and checked in shape.
 //!
-//! The HTTP side (settling the questions, the replies, delivering the answers) is `front`'s.
+//! The HTTP side (settling the questions, the replies, delivering the answers) is each server
+//! side's own (`adapter::front`, `bridge::agent`).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
