@@ -220,6 +220,12 @@ def test_a_user_the_library_would_serve_wrongly_is_refused_naming_the_user(
     assert "user me" in str(raised.value) and "pw" not in str(raised.value)
 
 
+def test_a_token_file_that_is_missing_is_an_error_naming_the_kubeconfig(tmp_path: Path) -> None:
+    path = kubeconfig(tmp_path, {"tokenFile": "absent"})
+    with pytest.raises(CredentialError, match="gave no credential: FileNotFoundError"):
+        load_credentials(str(path))
+
+
 def test_a_kubeconfig_without_a_current_user_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "config"
     path.write_text(yaml.safe_dump({"clusters": [], "users": [], "contexts": []}))

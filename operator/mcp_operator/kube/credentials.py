@@ -259,6 +259,14 @@ def from_kubeconfig(document: Any, paths: str) -> Credential:
             credential = _credential(configuration, user=name, from_plugin="exec" in user)
         except ConfigException as error:
             raise CredentialError(f"the kubeconfig in {paths}: {error}") from None
+        except CredentialError:
+            raise
+        except Exception as error:
+            # A file it names is missing, an OIDC issuer did not answer: the library's own
+            # messages may quote what it was sending, so only the kind of failure is told.
+            raise CredentialError(
+                f"the kubeconfig in {paths} gave no credential: {type(error).__name__}"
+            ) from None
         finally:
             # The library caches the PEMs it wrote, keyed by their content, until exit.
             kube_config._cleanup_temp_files()  # type: ignore[no-untyped-call]
