@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from mcp_operator.kube import CONFIGMAPS, KubeClient, KubeError
-from mcp_operator.kube.tokens import EXPIRY_SKEW
+from mcp_operator.kube.credentials import EXPIRY_SKEW
 from tests.support import peers
 from tests.support.cluster import REPO, Cluster, operator_process
 from tests.support.objects import condition, eventually

@@ -137,7 +137,10 @@ def test_the_operator_environment_holds_neither_build_tools_nor_unused_libraries
     venv = bundles["mcp-operator"].directory / "rootfs/opt/mcp-operator"
     installed = {p.name.lower() for p in (venv / "lib/python3.11/site-packages").iterdir()}
     assert "mcp_operator" in installed
-    assert not {"pip", "setuptools", "wheel", "kubernetes"} & installed
+    # kubernetes is kept: its loaders are who the operator is (docs/architecture.md, "The API
+    # server's credentials: which client"); the clients weighed against it are not.
+    assert "kubernetes" in installed
+    assert not {"pip", "setuptools", "wheel", "kubernetes_asyncio", "lightkube", "kr8s"} & installed
     # The package's bytecode names its sources where they are, not where the build put them.
     package = venv / "lib/python3.11/site-packages/mcp_operator"
     compiled = list(package.rglob("*.pyc"))

@@ -16,8 +16,8 @@ from mcp_operator.api import MCPServer
 from mcp_operator.controller.mcpserver import access, render
 from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.kube import Resource
+from mcp_operator.kube.credentials import CredentialError
 from mcp_operator.kube.identity import IssuerKeys, OwnTokens, ServiceAccountRef, own_identity
-from mcp_operator.kube.tokens import CredentialError
 from mcp_operator.mcp.credentials import CredentialsError
 from mcp_operator.serve.auth.access import parse
 from tests.unit.fakes import FakeKube

@@ -13,9 +13,8 @@ import pytest
 
 from mcp_operator.kube import client as client_module
 from mcp_operator.kube.client import KubeClient
-from mcp_operator.kube.credentials import Credentials
+from mcp_operator.kube.credentials import Credential, Credentials
 from mcp_operator.kube.errors import ApiUnreachable, KubeError
-from mcp_operator.kube.tokens import StaticToken
 
 INVOLVED = {
     "apiVersion": "mcp-operator.dev/v1alpha1",
@@ -56,7 +55,7 @@ def no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 async def post(api: Api) -> None:
-    kube = KubeClient(Credentials("https://api", True, StaticToken("t")))
+    kube = KubeClient(Credentials(Credential("https://api", token="t")))
     kube._client = httpx.AsyncClient(base_url="https://api", transport=httpx.MockTransport(api))
     try:
         await kube.post_event(INVOLVED, type_="Normal", reason="ToolsDiscovered", message="m")
@@ -94,7 +93,7 @@ async def test_a_refusal_that_will_not_change_is_not_retried() -> None:
 async def test_no_answer_is_a_kube_error_not_the_http_librarys() -> None:
     """The client translates a request that got no answer once, where it sends: callers catch
     KubeError alone (the leader, the NetworkPolicy reader), never httpx's exceptions."""
-    kube = KubeClient(Credentials("https://api", True, StaticToken("t")))
+    kube = KubeClient(Credentials(Credential("https://api", token="t")))
     kube._client = httpx.AsyncClient(
         base_url="https://api", transport=httpx.MockTransport(Api(refuse=1))
     )

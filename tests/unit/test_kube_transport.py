@@ -11,8 +11,7 @@ import pytest
 
 from mcp_operator.kube import KubeClient
 from mcp_operator.kube.client import CONNECTIONS
-from mcp_operator.kube.credentials import Credentials
-from mcp_operator.kube.tokens import StaticToken
+from mcp_operator.kube.credentials import Credential, Credentials
 from mcp_operator.net import pool as http1
 from mcp_operator.net.tls import tls_context
 from mcp_operator.net.transport import Http1Transport
@@ -109,12 +108,15 @@ def test_an_api_server_behind_a_proxy_keeps_httpxs_own_transport(
 ) -> None:
     for name in ("HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy"):
         monkeypatch.delenv(name, raising=False)
-    credentials = Credentials(server="https://10.0.0.1:6443", verify=True, tokens=StaticToken("t"))
+    credentials = Credentials(Credential("https://10.0.0.1:6443", token="t"))
     assert isinstance(KubeClient(credentials)._transport, Http1Transport)
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
     assert KubeClient(credentials)._transport is None, "httpx speaks to the proxy"
     monkeypatch.setenv("NO_PROXY", "10.0.0.1")
     assert isinstance(KubeClient(credentials)._transport, Http1Transport)
+    # The kubeconfig's proxy-url (which the kubernetes package reads) routes it too.
+    proxied = Credential("https://10.0.0.1:6443", token="t", proxy="http://proxy.example:3128")
+    assert KubeClient(Credentials(proxied))._transport is None
 
 
 async def test_the_api_client_opens_at_most_its_connections_and_the_rest_wait() -> None:
@@ -122,9 +124,7 @@ async def test_the_api_client_opens_at_most_its_connections_and_the_rest_wait() 
     every answer held, no more than CONNECTIONS requests reach the server; all get answers."""
     hold = asyncio.Event()
     async with http_peer(Behaviour(hold=hold)) as peer:
-        credentials = Credentials(
-            server=f"http://127.0.0.1:{peer.port}", verify=True, tokens=StaticToken("t")
-        )
+        credentials = Credentials(Credential(f"http://127.0.0.1:{peer.port}", token="t"))
         kube = KubeClient(credentials)
         calls = [
             asyncio.get_running_loop().create_task(kube.request("GET", f"/api/v1/n{number}"))

@@ -11,6 +11,7 @@ the workers and closes the clients.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
@@ -35,7 +36,7 @@ from mcp_operator.controller.settings import (
 )
 from mcp_operator.controller.shards import owns
 from mcp_operator.kube import PODS, Kube, KubeClient, KubeError
-from mcp_operator.kube.credentials import load_credentials, login
+from mcp_operator.kube.credentials import load_credentials
 from mcp_operator.kube.identity import OwnTokens, own_identity
 
 logger = logging.getLogger(__name__)
@@ -43,14 +44,17 @@ logger = logging.getLogger(__name__)
 
 @kopf.on.login()
 async def authenticate(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
-    """kopf's watches are the same identity as the operator's own API client, renewed the
-    same way (``kube.credentials``): without this, kopf would look for a client library of
-    its own (the operator has none: README, Development) and fall back to reading a token.
-    kopf calls it again when its credential is refused or has expired: then it is renewed."""
-    renew = hasattr(memo, "login_credentials")
-    if not renew:
-        memo.login_credentials = load_credentials(None)
-    current = await login(memo.login_credentials, renew=renew)
+    """kopf's watches are the same identity as the operator's own API client, resolved by the
+    same client (``kube.credentials``: the ``kubernetes`` package's loaders, read as kopf's own
+    ``login_via_client`` reads them) and renewed the same way. kopf calls it again when its
+    credential is refused or has expired: then the client is asked again."""
+    credentials = getattr(memo, "login_credentials", None)
+    if credentials is None:
+        # The first load may run an exec plugin: off the event loop.
+        memo.login_credentials = await asyncio.to_thread(load_credentials, None)
+        current = memo.login_credentials.cached()
+    else:
+        current = await credentials.renew()
     return kopf.ConnectionInfo(
         server=current.server,
         ca_data=current.ca_pem,
@@ -59,6 +63,7 @@ async def authenticate(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
         scheme="Bearer" if current.token else None,
         certificate_data=current.certificate.certificate_pem if current.certificate else None,
         private_key_data=current.certificate.key_pem if current.certificate else None,
+        proxy_url=current.proxy,
         expiration=current.expires_at,
     )
 

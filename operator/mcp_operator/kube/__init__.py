@@ -9,9 +9,7 @@ HTTP status codes become exceptions in ``errors`` and nowhere else.
 - ``events``       the body of an Event about one of the operator's objects (pure)
 - ``ownership``    whether an existing object of a child's name is the owner's own (pure)
 - ``resources``    where each kind lives in the REST API
-- ``credentials``  who the client is: server, TLS and credentials, read once at start-up
-- ``tokens``       the client's bearer tokens, renewed when they expire (files, OIDC)
-- ``exec_plugin``  kubeconfig exec plugins: their tokens and client certificates, renewed
+- ``credentials``  who the client is (the ``kubernetes`` package's loaders), asked again
 - ``tls``          SSL contexts and pools for a client certificate that is renewed
 - ``identity``     the operator's own audience-bound tokens, and the ServiceAccount issuer
 """

@@ -27,7 +27,7 @@ import httpx
 
 from mcp_operator import FIELD_MANAGER
 from mcp_operator.kube import ownership
-from mcp_operator.kube.credentials import Credentials, load_credentials
+from mcp_operator.kube.credentials import Credential, Credentials, load_credentials
 from mcp_operator.kube.errors import (
     ApiUnreachable,
     KubeError,
@@ -39,8 +39,7 @@ from mcp_operator.kube.errors import (
 from mcp_operator.kube.events import event_body
 from mcp_operator.kube.resources import EVENTS, SECRETS, Resource
 from mcp_operator.kube.secrets import secret_value
-from mcp_operator.kube.tls import CertificateTransport
-from mcp_operator.net.tls import tls_context
+from mcp_operator.kube.tls import CertificateTransport, client_context
 from mcp_operator.net.transport import Http1Transport
 
 logger = logging.getLogger(__name__)
@@ -67,34 +66,37 @@ class KubeClient:
         self._credentials = credentials
         self._on_error = on_error
         """Hears every failed request: its verb and HTTP status (``None``: no answer)."""
+        credential = credentials.cached()
         # Connections are kept alive (a fleet reconciling at once would otherwise pay a TLS
         # handshake per request), on the lean pool of net/transport.py.
         self._transport: CertificateTransport | Http1Transport | None = None
-        if credentials.plugin is not None and credentials.verification is not None:
-            # An exec plugin may hand out a new client certificate: new connections for it.
-            self._transport = CertificateTransport(
-                credentials.plugin.cached_certificate,
-                credentials.verification,
-                max_connections=CONNECTIONS,
-            )
-        elif not _proxied(credentials.server):
-            server_name = credentials.verification.server_name if credentials.verification else None
-            self._transport = Http1Transport(
-                tls_context(credentials.verify),
-                egress=None,
-                server_name=server_name,
-                max_connections=CONNECTIONS,
-            )
-        # Else HTTPS_PROXY (and NO_PROXY) route the API server through a proxy: httpx's own
-        # transport, which speaks to proxies, as before.
+        if credential.proxy is None and not _proxied(credential.server):
+            if credential.certificate is not None:
+                # A client certificate may be renewed (an exec plugin's, or files re-read
+                # after a 401): new connections present the new one.
+                self._transport = CertificateTransport(
+                    lambda: self._credentials.cached().certificate,
+                    credential.verification,
+                    max_connections=CONNECTIONS,
+                )
+            else:
+                self._transport = Http1Transport(
+                    client_context(credential.verification, None),
+                    egress=None,
+                    server_name=credential.server_name,
+                    max_connections=CONNECTIONS,
+                )
+        # Else the kubeconfig's proxy-url, or HTTPS_PROXY (and NO_PROXY), route the API server
+        # through a proxy: httpx's own transport, which speaks to proxies.
         if self._transport is not None:  # its pool caps connections at CONNECTIONS
             self._client = httpx.AsyncClient(
-                base_url=credentials.server, timeout=REQUEST_TIMEOUT, transport=self._transport
+                base_url=credential.server, timeout=REQUEST_TIMEOUT, transport=self._transport
             )
         else:
             self._client = httpx.AsyncClient(
-                base_url=credentials.server,
-                verify=credentials.verify,
+                base_url=credential.server,
+                verify=client_context(credential.verification, credential.certificate),
+                proxy=credential.proxy,
                 timeout=REQUEST_TIMEOUT,
                 limits=httpx.Limits(
                     max_connections=CONNECTIONS, max_keepalive_connections=CONNECTIONS
@@ -108,7 +110,9 @@ class KubeClient:
         *,
         on_error: Callable[[str, int | None], None] | None = None,
     ) -> KubeClient:
-        """In-cluster credentials when running in a Pod, else the kubeconfig (``KUBECONFIG``)."""
+        """In-cluster credentials when running in a Pod, else the kubeconfig (``KUBECONFIG``),
+        loaded once now by the ``kubernetes`` package (an exec plugin runs now, at start-up;
+        later loads run off the event loop)."""
         return cls(load_credentials(kubeconfig), on_error=on_error)
 
     @property
@@ -123,10 +127,10 @@ class KubeClient:
     def proxy_credentials(self) -> tuple[dict[str, str], ssl.SSLContext | bool]:
         """Headers and TLS settings to reach the API server's service proxy like this client
         (with the token as last obtained: a request of this client renews it first)."""
-        token = self._credentials.tokens.cached()
-        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        credential = self._credentials.cached()
+        headers = {"Authorization": f"Bearer {credential.token}"} if credential.token else {}
         context = self._transport.context if self._transport is not None else None
-        return headers, context or self._credentials.verify
+        return headers, context or client_context(credential.verification, credential.certificate)
 
     async def api_server_endpoints(self) -> frozenset[tuple[str, int | None]]:
         """The API server's IP addresses and ports as this client knows them: its URL's host
@@ -153,10 +157,6 @@ class KubeClient:
 
     # -- transport -------------------------------------------------------------------
 
-    async def _headers(self) -> dict[str, str]:
-        token = await self._credentials.tokens.token()
-        return {"Authorization": f"Bearer {token}"} if token else {}
-
     async def request(
         self,
         method: str,
@@ -167,16 +167,19 @@ class KubeClient:
         params: Mapping[str, str] | None = None,
     ) -> Any:
         content = None if body is None else json.dumps(body).encode()
-        response = await self._send(method, path, content, content_type, params)
-        if response.status_code == 401 and self._credentials.tokens.invalidate():
-            # An expired or rotated token: renew it and try once more (as client-go does).
-            response = await self._send(method, path, content, content_type, params)
+        credential = await self._credentials.current()
+        response = await self._send(method, path, content, content_type, params, credential)
+        if response.status_code == 401:
+            # An expired or rotated credential: ask the client again and try once more (as
+            # client-go does).
+            credential = await self._credentials.renew(credential)
+            response = await self._send(method, path, content, content_type, params, credential)
         if response.status_code >= 400:
             if self._on_error is not None:
                 self._on_error(method, response.status_code)
             error = error_of(response)
-            if response.status_code == 401 and self._credentials.plugin is not None:
-                refused = self._credentials.plugin.describe()  # names the user, no secret
+            if response.status_code == 401:
+                refused = credential.describe()  # names the user, no secret
                 raise KubeError(401, f"The API server refused the {refused}: {error}")
             raise error
         if not response.content:
@@ -190,8 +193,10 @@ class KubeClient:
         content: bytes | None,
         content_type: str,
         params: Mapping[str, str] | None,
+        credential: Credential,
     ) -> httpx.Response:
-        headers = await self._headers()
+        token = credential.token
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
         if content is not None:
             headers["Content-Type"] = content_type
         try:

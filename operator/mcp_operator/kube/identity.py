@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from mcp_operator.kube.tokens import CredentialError, jwt_claims, jwt_expiry, utc_now
+from mcp_operator.kube.credentials import CredentialError, jwt_claims, jwt_expiry, utc_now
 
 logger = logging.getLogger(__name__)
 

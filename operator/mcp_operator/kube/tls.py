@@ -10,8 +10,9 @@ old pool, which is closed once they have (as client-go's exec authenticator
 drops its connections when a plugin hands out a new certificate).
 
 Where the certificate comes from and when it is renewed is
-:mod:`mcp_operator.kube.exec_plugin`'s business; which transport a client uses is
-:mod:`mcp_operator.kube.client`'s.
+:mod:`mcp_operator.kube.credentials`'s business (the ``kubernetes`` package resolves it); which
+transport a client uses is :mod:`mcp_operator.kube.client`'s. The request path stays on
+``net/pool`` rather than the package's urllib3 pool: docs/architecture.md says why.
 """
 
 from __future__ import annotations

@@ -28,8 +28,8 @@ from mcp_operator.controller.render import metrics_access
 from mcp_operator.controller.settings import AgentRunSettings
 from mcp_operator.controller.worker import Clock, Next
 from mcp_operator.kube import AGENTRUNS, Kube
+from mcp_operator.kube.credentials import CredentialError
 from mcp_operator.kube.identity import IssuerKeys
-from mcp_operator.kube.tokens import CredentialError
 
 logger = logging.getLogger(__name__)
 

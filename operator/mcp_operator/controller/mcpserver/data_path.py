@@ -29,8 +29,8 @@ from mcp_operator.api.access import token_audience
 from mcp_operator.controller.mcpserver import access, render
 from mcp_operator.controller.render import metrics_access
 from mcp_operator.kube import CONFIGMAPS, Kube
+from mcp_operator.kube.credentials import CredentialError, utc_now
 from mcp_operator.kube.identity import IssuerKeys, OwnTokens
-from mcp_operator.kube.tokens import CredentialError, utc_now
 from mcp_operator.mcp.credentials import CredentialsError
 
 logger = logging.getLogger(__name__)

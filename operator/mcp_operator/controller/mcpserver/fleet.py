@@ -38,7 +38,7 @@ from mcp_operator.controller.parsing import InvalidSpec, parse
 from mcp_operator.controller.settings import FleetSettings
 from mcp_operator.controller.worker import Clock, Next
 from mcp_operator.kube import MCPSERVERS, Kube
-from mcp_operator.kube.tokens import CredentialError
+from mcp_operator.kube.credentials import CredentialError
 from mcp_operator.mcp.tokens import TokenError
 from mcp_operator.oci.client import RegistryClient
 

@@ -37,7 +37,7 @@ from mcp_operator.controller.settings import (
     RenderSettings,
 )
 from mcp_operator.kube import NAMESPACES, Kube, KubeError, NameConflict, SecretReferenceError
-from mcp_operator.kube.tokens import CredentialError
+from mcp_operator.kube.credentials import CredentialError
 from mcp_operator.mcp import naming
 from mcp_operator.mcp.credentials import Credentials
 from mcp_operator.mcp.discovery import discover
