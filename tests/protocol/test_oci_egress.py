@@ -14,8 +14,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import socket
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 
 import pytest
 
@@ -24,6 +23,7 @@ from mcp_operator.oci.auth import Credentials
 from mcp_operator.oci.client import RegistryClient, RegistryError
 from mcp_operator.oci.config import ImageConfig
 from mcp_operator.oci.settings import RegistrySettings
+from tests.protocol.test_egress import connected, victim
 from tests.support.http_peer import Answer, Behaviour, HttpPeer, Request, http_peer
 
 TOKEN = "tenant-registry-token"
@@ -37,25 +37,6 @@ MANIFEST = json.dumps(
         "layers": [],
     }
 ).encode()
-
-
-@contextlib.contextmanager
-def victim(host: str = "127.0.0.1") -> Iterator[tuple[int, socket.socket]]:
-    """A listening socket; connections to it queue up, unaccepted."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
-        listener.bind((host, 0))
-        listener.listen(8)
-        listener.setblocking(False)
-        yield listener.getsockname()[1], listener
-
-
-def connected(listener: socket.socket) -> bool:
-    try:
-        conn, _ = listener.accept()
-    except BlockingIOError:
-        return False
-    conn.close()
-    return True
 
 
 def registry_script(
