@@ -56,9 +56,10 @@ def fleet(
             "--no-leader-election",
             # The test server listens on loopback (refused unless the operator is told).
             "--loopback-destinations=allowed",
-            # Everything, kopf's watch streams included: a failure here is rare and its
-            # explanation (below) quotes what the operator said about the servers concerned.
+            # Everything, kopf's watch streams included, with time and level: a failure here
+            # is rare and its explanation (below) quotes what the operator said.
             "--verbose",
+            "--log-format=full",
             env=cluster.env(),
             log_path=log_path,
         ) as operator,
@@ -105,17 +106,18 @@ def converged(cluster: Cluster, generation: int, tools: int) -> list[dict[str, A
 
 def where_the_fleet_stands(cluster: Cluster, plane: ControlPlane, operator: OperatorProcess) -> str:
     """What a failed wait prints: each server's generation, observed generation, Ready and
-    tool count; whether the operator still runs, and if so every thread's stack (it prints
-    them on SIGUSR1) and its last log lines; the last lines of the API server's log."""
+    tool count; whether the operator still runs (then every thread's stack: it prints them
+    on SIGUSR1) or its exit code; the operator's warnings and errors, and its last lines
+    with repeats collapsed; the last lines of the API server's log."""
     if (code := operator.process.poll()) is not None:
         state = f"the operator exited with {code}"
     else:
         operator.process.send_signal(signal.SIGUSR1)
         with contextlib.suppress(AssertionError):  # the log follows, stacks or not
             eventually("the stacks", lambda: "most recent call first" in operator.log(), 5)
-        state = "the operator runs; its stacks and log:\n" + "\n".join(
-            operator.log().splitlines()[-120:]
-        )
+        state = "the operator runs; its stacks are at the end of its log"
+    log = operator.log().splitlines()
+    said = [line for line in log if "[WARNING" in line or "[ERROR" in line][:60]
     result = cluster.kubectl("get", "mcpservers", "-n", NAMESPACE, "-o", "json", check=False)
     lines = [f"kubectl get mcpservers: exit {result.returncode}"]
     if result.returncode == 0:
@@ -127,8 +129,36 @@ def where_the_fleet_stands(cluster: Cluster, plane: ControlPlane, operator: Oper
                 f"({ready.get('reason')}), {s['status'].get('toolCount')} tools"
             )
     assert plane.directory is not None
-    log = (plane.directory / "kube-apiserver.log").read_text(errors="replace").splitlines()
-    return "\n".join([*lines, state, "--- kube-apiserver log (last 30 lines) ---", *log[-30:]])
+    apiserver = (plane.directory / "kube-apiserver.log").read_text(errors="replace").splitlines()
+    return "\n".join(
+        [
+            *lines,
+            state,
+            "--- the operator's warnings and errors (the first 60) ---",
+            *said,
+            "--- the operator's log (last 150 lines, repeats collapsed) ---",
+            *collapsed(log)[-150:],
+            "--- kube-apiserver log (last 30 lines) ---",
+            *apiserver[-30:],
+        ]
+    )
+
+
+def collapsed(lines: list[str]) -> list[str]:
+    """``lines`` with a run of lines that differ only in their timestamp shown once, counted."""
+    out: list[str] = []
+    previous, repeats = None, 0
+    for line in [*lines, None]:
+        key = line.split("] ", 1)[-1] if line is not None else None
+        if key == previous:
+            repeats += 1
+            continue
+        if repeats:
+            out.append(f"    (the line above {repeats} more times)")
+        if line is not None:
+            out.append(line)
+        previous, repeats = key, 0
+    return out
 
 
 def announced(cluster: Cluster) -> Counter[tuple[str, str]]:

@@ -61,7 +61,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="http://0.0.0.0:8080/healthz",
         help="liveness endpoint URL (default %(default)s); 'none' disables it",
     )
-    parser.add_argument("--log-format", choices=["text", "json"], default="text")
+    parser.add_argument(
+        "--log-format",
+        choices=["text", "full", "json"],
+        default="text",
+        help="text: the messages alone (the container runtime adds the time); full: with "
+        "time, logger and level; json: for log collectors (default %(default)s)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log more")
     parser.add_argument("--debug", action="store_true", help="log everything kopf does")
     parser.add_argument(
@@ -182,7 +188,9 @@ def run(args: argparse.Namespace) -> int:
     from mcp_operator.serve.process import freeze_startup_heap, run_on_fastest_loop
 
     tracing.configure("mcp-operator")  # reconciles and probes, when OTEL_* configure it
-    log_format = kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.PLAIN
+    log_format = {"json": kopf.LogFormat.JSON, "full": kopf.LogFormat.FULL}.get(
+        args.log_format, kopf.LogFormat.PLAIN
+    )
     kopf.configure(verbose=args.verbose, debug=args.debug, log_format=log_format)
     if not args.debug:
         # The SDK logs whole tracebacks, with bytes of the server's answer, when a server

@@ -1,6 +1,7 @@
 """The controllers: kopf handlers (thin), and the parts every controller shares.
 
 - ``handlers``          the kopf handlers: login, start-up, clean-up, watch events handed on
+- ``login``             kopf's login answers: the same credential taken back, repeats paused
 - ``kind``              the controller of one kind: from watch event to status, InvalidSpec
 - ``settings``          the operator's settings, grouped, a docstring under every field
 - ``parsing``           a body parsed into its model where its event arrives (or why not)

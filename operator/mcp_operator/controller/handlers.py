@@ -23,6 +23,7 @@ from mcp_operator import GROUP, OPT_IN_LABEL, OPT_IN_VALUE, VERSION
 from mcp_operator.controller import network_policies
 from mcp_operator.controller.admission import admission_layer, bridge_key_policy
 from mcp_operator.controller.agentrun.runs import Runs
+from mcp_operator.controller.login import Logins
 from mcp_operator.controller.mcpserver.containers import pinned_image
 from mcp_operator.controller.mcpserver.data_path import DataPath
 from mcp_operator.controller.mcpserver.fleet import Fleet
@@ -47,7 +48,12 @@ async def authenticate(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
     """kopf's watches are the same identity as the operator's own API client, resolved by the
     same client (``kube.credentials``: the ``kubernetes`` package's loaders, read as kopf's own
     ``login_via_client`` reads them) and renewed the same way. kopf calls it again when its
-    credential is refused or has expired: then the client is asked again."""
+    credential is refused, has expired or lost its session: then the client is asked again,
+    after the pause :class:`~mcp_operator.controller.login.Logins` decides."""
+    logins: Logins = memo.setdefault("logins", Logins())
+    if pause := logins.pause():
+        logger.warning("kopf asks for credentials again within a minute: in %.0f s", pause)
+        await asyncio.sleep(pause)
     credentials = getattr(memo, "login_credentials", None)
     if credentials is None:
         # The first load may run an exec plugin: off the event loop.
@@ -55,17 +61,7 @@ async def authenticate(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
         current = memo.login_credentials.cached()
     else:
         current = await credentials.renew()
-    return kopf.ConnectionInfo(
-        server=current.server,
-        ca_data=current.ca_pem,
-        insecure=current.insecure or None,
-        token=current.token,
-        scheme="Bearer" if current.token else None,
-        certificate_data=current.certificate.certificate_pem if current.certificate else None,
-        private_key_data=current.certificate.key_pem if current.certificate else None,
-        proxy_url=current.proxy,
-        expiration=current.expires_at,
-    )
+    return logins.connection_info(current)
 
 
 @kopf.on.startup()
@@ -88,6 +84,11 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     settings.watching.chunk_size = 500
     # Requests other than watches must not hang forever on a sick API server.
     settings.networking.request_timeout = 30
+    # A stop kopf cannot finish (its exit waits for watches that a failed orchestrator left
+    # behind) must not leave a process that answers /healthz and reconciles nothing: 30 s
+    # after kopf began to stop, it kills the process and the Pod starts again (Kubernetes
+    # gives a SIGTERM the same 30 s by default).
+    settings.process.ultimate_exiting_timeout = 30
     # kopf turns log lines into Events; we post our own Events on transitions, so only
     # warnings and errors of the framework itself become Events.
     settings.posting.level = logging.WARNING
