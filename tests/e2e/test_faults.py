@@ -13,13 +13,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 import signal
 import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from mcp_operator.dev.cluster import ControlPlane
 from tests.support import peers
@@ -31,6 +34,7 @@ pytestmark = pytest.mark.e2e
 
 NAMESPACE = "fleet"
 SERVERS = 20
+OPERATOR_TOKEN = secrets.token_hex(24)
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +51,12 @@ def fleet(
     cluster.kubectl("apply", "--server-side", "-f", str(CRDS))
     cluster.kubectl("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
     cluster.kubectl("create", "namespace", NAMESPACE)
-    log_path = tmp_path_factory.mktemp("faults") / "operator.log"
+    directory = tmp_path_factory.mktemp("faults")
+    log_path = directory / "operator.log"
+    # The operator's own token, so that the API server can refuse it while kubectl's works.
+    grant_operator_token(plane, granted=True)
+    restart(plane, "kube-apiserver", sig=signal.SIGTERM)
+    env = {**cluster.env(), "KUBECONFIG": str(operator_kubeconfig(plane, directory))}
     with (
         peers.mcp_server_time() as url,
         operator_process(
@@ -60,13 +69,34 @@ def fleet(
             # is rare and its explanation (below) quotes what the operator said.
             "--verbose",
             "--log-format=full",
-            env=cluster.env(),
+            env=env,
             log_path=log_path,
         ) as operator,
     ):
         apply_fleet(cluster, url, [])
         eventually("the fleet Ready", lambda: converged(cluster, 1, 2), 90)
         yield cluster, url, operator
+
+
+def grant_operator_token(plane: ControlPlane, *, granted: bool) -> None:
+    """Name (or stop naming) :data:`OPERATOR_TOKEN` in the API server's token file; the
+    API server reads it when it starts."""
+    assert plane.directory is not None
+    tokens = plane.directory / "tokens.csv"
+    lines = [line for line in tokens.read_text().splitlines() if OPERATOR_TOKEN not in line]
+    if granted:
+        lines.append(f'{OPERATOR_TOKEN},fault-operator,fault-operator-uid,"system:masters"')
+    tokens.write_text("\n".join(lines) + "\n")
+
+
+def operator_kubeconfig(plane: ControlPlane, directory: Path) -> Path:
+    """The plane's kubeconfig with its user's token replaced by :data:`OPERATOR_TOKEN`."""
+    config = yaml.safe_load(plane.kubeconfig.read_text())
+    config["users"][0]["user"]["token"] = OPERATOR_TOKEN
+    path = directory / "operator-kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return path
 
 
 def apply_fleet(cluster: Cluster, url: str, allow: list[str]) -> None:
@@ -220,3 +250,41 @@ def test_the_fleet_converges_after_a_control_plane_restart_mid_reconcile(
         f"Events of this change: {dict(new)}\nThe operator's lines about {odd}:\n"
         + "\n".join(said[-80:])
     )
+
+
+def test_the_fleet_converges_after_the_api_server_refused_the_operators_credential(
+    fleet: tuple[Cluster, str, OperatorProcess], plane: ControlPlane
+) -> None:
+    """An API server that refuses the operator's credential for a while (a token webhook or
+    OIDC issuer that is down, a token file rewritten): kopf's requests get 401, it asks the
+    operator for the credential again and gets the same one, and the operator carries on
+    once the API server accepts it again -- it neither stops nor hangs."""
+    cluster, url, operator = fleet
+    server = cluster.get_json("mcpserver/time-00", "-n", NAMESPACE)
+    generation = server["metadata"]["generation"]
+    allow, tools = ([], 2) if server["spec"].get("toolsAllow") else (["get_*"], 1)
+    logins = operator.log().count("Re-authentication has been initiated")
+    grant_operator_token(plane, granted=False)
+    restart(plane, "kube-apiserver", sig=signal.SIGKILL)
+    try:
+        eventually(
+            "the operator's credential refused and asked for again",
+            lambda: operator.log().count("Re-authentication has been initiated") > logins + 1,
+            60,
+            explain=lambda: where_the_fleet_stands(cluster, plane, operator),
+        )
+        apply_fleet(cluster, url, allow)  # while the operator cannot see it
+        time.sleep(2.0)
+    finally:
+        grant_operator_token(plane, granted=True)
+        restart(plane, "kube-apiserver", sig=signal.SIGKILL)
+    started = time.monotonic()
+    eventually(
+        "the fleet to converge once the operator's credential was accepted again",
+        lambda: converged(cluster, generation + 1, tools),
+        float(os.environ.get("FAULT_CONVERGE_SECONDS", "120")),
+        interval=1.0,
+        explain=lambda: where_the_fleet_stands(cluster, plane, operator),
+    )
+    print(f"credential accepted again: the fleet converged {time.monotonic() - started:.1f} s later")
+    assert operator.process.poll() is None, "the operator exited"
