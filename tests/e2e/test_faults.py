@@ -286,5 +286,5 @@ def test_the_fleet_converges_after_the_api_server_refused_the_operators_credenti
         interval=1.0,
         explain=lambda: where_the_fleet_stands(cluster, plane, operator),
     )
-    print(f"credential accepted again: the fleet converged {time.monotonic() - started:.1f} s later")
+    print(f"token accepted again: the fleet converged {time.monotonic() - started:.1f} s later")
     assert operator.process.poll() is None, "the operator exited"
