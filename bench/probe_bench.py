@@ -19,8 +19,10 @@ import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import AsyncExitStack
 from pathlib import Path
+
+import mcp
+from mcp.client.streamable_http import streamable_http_client
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -28,9 +30,7 @@ sys.path.insert(0, str(REPO))
 from bench.fleet_bench import _processes  # noqa: E402
 from tests.support import peers  # noqa: E402
 
-from mcp_operator.mcp.client import connect, probe_state  # noqa: E402
 from mcp_operator.mcp.discovery import discover  # noqa: E402
-from mcp_operator.mcp.pages import Keep  # noqa: E402
 from mcp_operator.mcp.target import ProbeTarget  # noqa: E402
 from mcp_operator.net.egress import EgressPolicy  # noqa: E402
 from mcp_operator.serve.process import run_on_fastest_loop  # noqa: E402
@@ -39,15 +39,15 @@ Probe = Callable[[ProbeTarget], Awaitable[int]]
 
 
 async def lean(target: ProbeTarget) -> int:
-    """The operator's probe (mcp/discovery.py over mcp/streamable.py): tools listed."""
+    """The operator's probe (mcp/discovery.py over mcp/probe_client.py): tools listed."""
     return len((await discover(target)).tools)
 
 
 async def sdk(target: ProbeTarget) -> int:
-    """The same walk on the SDK's client (what the probe used before): tools listed."""
-    state = probe_state(target)
-    async with AsyncExitStack() as stack:
-        client = await connect(stack, target, state, keep=Keep(), listen=False)
+    """The same walk on the SDK's own client, as it comes (no egress policy, no byte bounds,
+    which the operator's probe pays for): tools listed."""
+    transport = streamable_http_client(target.url)
+    async with mcp.Client(transport, mode="auto", cache=None) as client:
         tools = 0
         cursor: str | None = None
         while True:

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 
-from mcp_operator.mcp.client import probe_state
 from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.pages import Keep
-from mcp_operator.mcp.streamable import streamable
+from mcp_operator.mcp.probe_bodies import probe_state
+from mcp_operator.mcp.probe_client import probe_client
 from mcp_operator.mcp.target import ProbeTarget
 from tests.protocol.test_probe_wire import (
     INITIALIZED,
@@ -98,7 +98,7 @@ async def test_a_call_the_upstream_read_before_dropping_the_connection_is_sent_o
 async def test_the_probes_client_sends_such_a_call_once_too(scripted: Start) -> None:
     upstream = await scripted(drops_calls)
     target = ProbeTarget(upstream.url, egress=LOOPBACK)
-    async with streamable(target, probe_state(target), Keep()) as client:
+    async with probe_client(target, probe_state(target), Keep()) as client:
         await client.list_tools()
         with pytest.raises(McpFailure) as caught:
             await client.session.request("tools/call", {"name": "transfer", "arguments": {}})

@@ -14,7 +14,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from mcp_operator.mcp.client import http_client, probe_state
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
@@ -84,8 +83,9 @@ async def test_the_api_servers_address_is_refused_even_where_loopback_is_allowed
         assert not connected(listener)
 
 
-async def test_a_redirect_to_a_refused_address_is_refused_at_its_connection() -> None:
-    """An allowed server that redirects to a refused one: the second connection is judged."""
+async def test_a_redirect_to_a_refused_address_is_never_followed() -> None:
+    """An allowed server that redirects to a refused one: the probe says where to and does
+    not go there (every transport of the probe is the one session, which follows none)."""
     with victim() as (port, listener):
         target_url = f"http://127.0.0.2:{port}/secret"
 
@@ -101,14 +101,18 @@ async def test_a_redirect_to_a_refused_address_is_refused_at_its_connection() ->
         server = await asyncio.start_server(redirect, "127.0.0.1", 0)
         redirect_port = server.sockets[0].getsockname()[1]
         policy = EgressPolicy(allow_loopback=True).with_refused([("127.0.0.2", None)])
-        target = ProbeTarget(f"http://127.0.0.1:{redirect_port}/mcp", egress=policy)
-        state = probe_state(target)
-        async with server, http_client(target, state) as client:
-            with pytest.raises(ProbeError) as caught:
-                await client.get(target.url, follow_redirects=True)
-        assert caught.value.reason == "DestinationRefused"
-        assert "127.0.0.2" in caught.value.message
-        assert not connected(listener)
+        async with server:
+            for transport in ("streamable-http", "sse"):
+                target = ProbeTarget(
+                    f"http://127.0.0.1:{redirect_port}/mcp",
+                    timeout_seconds=5,
+                    egress=policy,
+                    transport=transport,
+                )
+                with pytest.raises(ProbeError) as caught:
+                    await discover(target)
+                assert target_url.removesuffix("/secret") in caught.value.message, transport
+                assert not connected(listener), transport
 
 
 async def test_a_server_allowed_by_the_policy_is_probed() -> None:

@@ -23,14 +23,14 @@ from mcp_operator.bridge.egress import BRIDGE_EGRESS
 from mcp_operator.bridge.upstreams import list_tools, upstream_session
 from mcp_operator.mcp.bounds import capped
 from mcp_operator.mcp.budget import shared_budget
-from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, probe_state
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.pages import Keep
+from mcp_operator.mcp.probe_bodies import MAX_RESPONSE_BYTES, probe_state
+from mcp_operator.mcp.probe_client import probe_client
 from mcp_operator.mcp.session import Pool, session_pool
 from mcp_operator.mcp.session_changes import follow
-from mcp_operator.mcp.streamable import streamable
 from mcp_operator.mcp.target import ProbeTarget
 from mcp_operator.mcp.watch import watch_tools
 from tests.protocol.test_probe_wire import (
@@ -363,7 +363,7 @@ async def test_a_large_pages_budget_share_is_held_until_the_page_is_let_go(
     server = await scripted(legacy(listing))
     target = ProbeTarget(server.url, egress=LOOPBACK)
     budget = shared_budget()
-    async with streamable(target, probe_state(target), Keep()) as client:
+    async with probe_client(target, probe_state(target), Keep()) as client:
         page = await client.list_tools()
         assert len(page.tools) == 500
         assert budget.held == MAX_RESPONSE_BYTES  # the parsed page is covered ...

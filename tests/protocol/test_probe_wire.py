@@ -1,4 +1,4 @@
-"""The probe's lean Streamable HTTP client on the wire (mcp/streamable.py).
+"""The probe's lean Streamable HTTP client on the wire (mcp/probe_client.py).
 
 Real peers (server-everything, mcp-server-time) prove the probe in tests/protocol/test_probe.py;
 here a scripted HTTP/1.1 server on a real socket records what the client sends, so the era
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from mcp_operator.mcp import streamable
+from mcp_operator.mcp import probe_client
 from mcp_operator.mcp.discovery import discover
 from mcp_operator.mcp.errors import ProbeError
 from mcp_operator.mcp.target import ProbeTarget
@@ -344,7 +344,7 @@ async def test_an_error_status_for_the_initialized_notification_is_no_failure(
 async def test_a_discover_left_unanswered_falls_back_to_the_handshake(
     scripted: Start, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(streamable, "DISCOVER_SECONDS", 0.5)  # the SDK's bound is 10 s
+    monkeypatch.setattr(probe_client, "DISCOVER_SECONDS", 0.5)  # the SDK's bound is 10 s
 
     def silent_on_discover(seen: Seen) -> Answer:
         if seen.method == "server/discover":

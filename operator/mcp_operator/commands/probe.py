@@ -87,7 +87,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "same name (default %(default)s)",
     )
     parser.add_argument(
-        "-v", "--verbose", action="store_true", help="show the MCP client's own log messages"
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="show the MCP session's log messages down to INFO",
     )
 
 
@@ -130,11 +133,10 @@ def run(args: argparse.Namespace) -> int:
     from mcp_operator.mcp.target import ProbeTarget
     from mcp_operator.net.egress import EgressPolicy
 
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    if not args.verbose:
-        # The failure is reported as one ProbeError line; the SDK's tracebacks add noise.
-        for name in ("mcp", "httpx2", "httpcore2"):
-            logging.getLogger(name).setLevel(logging.CRITICAL)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
 
     try:
         headers = _parse_headers(args.header)

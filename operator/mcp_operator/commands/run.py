@@ -193,12 +193,8 @@ def run(args: argparse.Namespace) -> int:
     )
     kopf.configure(verbose=args.verbose, debug=args.debug, log_format=log_format)
     if not args.debug:
-        # The SDK logs whole tracebacks, with bytes of the server's answer, when a server
-        # misbehaves; the probe turns those into one clear condition message instead.
-        logging.getLogger("mcp").setLevel(logging.CRITICAL)
         # httpx logs every request at INFO; the operator's own lines say what matters.
-        logging.getLogger("httpx").setLevel(logging.WARNING)
-        for noisy in ("httpcore", "httpx2", "httpcore2"):
+        for noisy in ("httpx", "httpcore"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
     election = election_settings(args)
     try:

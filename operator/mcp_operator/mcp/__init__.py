@@ -9,11 +9,11 @@
 - ``resume``             a cut answer stream's cursor, and the bounds of resuming it
 - ``bounds``             a session's bounds: bytes per answer, pages and items per listing
 - ``messages``           a session's JSON-RPC messages, and its server's URL safe to show
-- ``legacy_sse``         one client session over the legacy HTTP+SSE transport, for the bridge
+- ``legacy_sse``         one client session over the legacy HTTP+SSE transport (bridge, probe)
 - ``legacy_routing``     that transport's endpoint (same origin only), and whose answer is whose
 - ``sse``                the one SSE reader
-- ``streamable``         the probe's face of the session (bounds, SDK models)
-- ``client``             the bounded body, and the SDK's client for the legacy HTTP+SSE transport
+- ``probe_client``       the probe's face of the session, either transport (bounds, SDK models)
+- ``probe_bodies``       the probe's bounds on every body and event stream it reads
 - ``target``             where and how to probe, and URLs safe to show
 - ``discovery``          the probe: handshake, then every page of ``tools/list``
 - ``pages``              tool lists counted and cut on the raw JSON

@@ -6,7 +6,7 @@ Small bodies are free; a body that grows past ``free_bytes`` must first reserve
 the largest size a page may have from the :class:`ByteBudget`, and waits while
 other probes hold it all. Whole reservations, taken at once and given back when
 the body is passed on, cannot deadlock: every holder finishes or hits its
-probe deadline. Reading bodies is :mod:`~mcp_operator.mcp.client`'s job.
+probe deadline. Reading bodies is :mod:`~mcp_operator.mcp.probe_bodies`' job.
 """
 
 from __future__ import annotations

@@ -3,10 +3,9 @@
 :func:`discover` is the probe: it connects within one overall deadline,
 ``timeout_seconds``, and walks the tool list with a :class:`Paginator` (the cursor rules,
 without I/O). Every failure comes out as
-one :class:`~mcp_operator.mcp.errors.ProbeError`. A Streamable HTTP server (either era) is
-probed by the lean client of :mod:`~mcp_operator.mcp.streamable`; the legacy HTTP+SSE
-transport by the SDK's client (:func:`~mcp_operator.mcp.client.connect`). Both offer what
-the walk reads, so it is one walk.
+one :class:`~mcp_operator.mcp.errors.ProbeError`. Every server (either era, Streamable HTTP
+or the legacy HTTP+SSE transport) is probed by the one client of
+:mod:`~mcp_operator.mcp.probe_client`.
 
 Bounds: at most ``MAX_PAGES`` pages and ``MAX_DISCOVERED_TOOLS`` tools; a
 server past either bound fails the probe (``TooManyPages`` / ``TooManyTools``)
@@ -22,23 +21,21 @@ Header values (credentials) never appear in messages, logs or reprs.
 
 from __future__ import annotations
 
-from contextlib import AsyncExitStack
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
-import mcp
 from mcp_types import METHOD_NOT_FOUND
 
 from mcp_operator.mcp import bounds, challenge
-from mcp_operator.mcp.client import connect, probe_state
 from mcp_operator.mcp.definitions import DIGEST_META
 from mcp_operator.mcp.errors import ProbeError, ProbeState, reraise_cancellation, scrub
 from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.naming import MAX_TOOL_NAME_CHARS, cut
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep
+from mcp_operator.mcp.probe_bodies import probe_state
+from mcp_operator.mcp.probe_client import probe_client
 from mcp_operator.mcp.scrub import Scrubber
-from mcp_operator.mcp.streamable import streamable
 from mcp_operator.mcp.translation import translate
 from mcp_operator.net.tls import tls_context
 
@@ -179,14 +176,10 @@ def scrubbed(discovery: Discovery, mask: Scrubber) -> Discovery:
 
 
 async def _discover(target: ProbeTarget, state: ProbeState, keep: Keep) -> Discovery:
-    async with AsyncExitStack() as stack:
-        client: Any
-        if target.transport == "streamable-http":
-            client = await stack.enter_async_context(streamable(target, state, keep))
-        else:
-            client = await connect(stack, target, state, keep=keep, listen=False)
+    async with probe_client(target, state, keep) as client:
         capabilities = client.server_capabilities
         info = client.server_info
+        version = client.negotiated_version
         walk = Paginator()
         tools: list[DiscoveredTool] = []
         cursor: str | None = None
@@ -194,7 +187,7 @@ async def _discover(target: ProbeTarget, state: ProbeState, keep: Keep) -> Disco
             state.phase = f"tools/list (page {walk.pages + 1})"
             try:
                 page = await client.list_tools(cursor=cursor)
-            except (mcp.MCPError, McpFailure) as error:
+            except McpFailure as error:
                 if error.code == METHOD_NOT_FOUND and capabilities.tools is None and not tools:
                     break  # a server without the tools capability: no tools, not a failure
                 raise
@@ -207,7 +200,7 @@ async def _discover(target: ProbeTarget, state: ProbeState, keep: Keep) -> Disco
         discovery = Discovery(
             server_name=info.name if info is not None else None,
             server_version=info.version if info is not None else None,
-            protocol_version=client.protocol_version,
+            protocol_version=version,
             tools=tools,
             list_changed=bool(capabilities.tools and capabilities.tools.list_changed),
         )

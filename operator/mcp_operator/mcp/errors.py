@@ -1,13 +1,13 @@
 """Probe failures: :class:`ProbeError`, and what the probe had seen when it failed.
 
-A probe can fail in the SDK, in httpx2, on its deadline or on one of its own
+A probe can fail in its session, its connections, on its deadline or on one of its own
 bounds; :mod:`~mcp_operator.mcp.translation` turns any of those into one
 :class:`ProbeError` with a CamelCase ``reason`` (the ``Probed`` condition's reason) and a
 one-sentence message that says where the probe was (:class:`ProbeState`). This module owns
 those two, the failures the probe's own bounds raise, a refused destination's error,
 :func:`scrub` (masks header values a server may have echoed into a message), and what a
 failure must let go of (:func:`release`, :func:`reraise_cancellation`). It leaves
-connecting to :mod:`~mcp_operator.mcp.client` and the tool walk to
+connecting to :mod:`~mcp_operator.mcp.probe_client` and the tool walk to
 :mod:`~mcp_operator.mcp.discovery`.
 """
 
@@ -73,7 +73,6 @@ class ProbeState:
         self.url = url
         self.timeout = timeout
         self.phase = "connecting"
-        self.error_status: int | None = None
         self.received = 0
         self.response_limit: int | None = None
         self.probe_limit: int | None = None

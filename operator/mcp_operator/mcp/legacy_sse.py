@@ -51,12 +51,13 @@ from collections.abc import AsyncGenerator, Awaitable, Mapping
 from typing import Any
 
 from mcp_operator.mcp import sse
+from mcp_operator.mcp.bounds import BodyReader
 from mcp_operator.mcp.failures import McpFailure
 from mcp_operator.mcp.legacy_routing import answered_id, endpoint_url, token_key
 from mcp_operator.mcp.messages import body, display_url, loads, media
 from mcp_operator.mcp.session import McpSession
 from mcp_operator.mcp.session_changes import LIST_CHANGED, OPEN_STREAM_SECONDS
-from mcp_operator.mcp.session_exchange import Related
+from mcp_operator.mcp.session_exchange import Related, not_followed
 from mcp_operator.net.http1 import Http1Error
 
 logger = logging.getLogger(__name__)
@@ -112,9 +113,20 @@ class LegacySseSession(McpSession):
     """One server's session on the legacy HTTP+SSE transport (``url``: its SSE URL); the
     interface of :class:`~mcp_operator.mcp.session.McpSession`."""
 
-    def __init__(self, url: str, *args: Any, max_event_bytes: int = MAX_EVENT_BYTES, **kw: Any):
+    def __init__(
+        self,
+        url: str,
+        *args: Any,
+        max_event_bytes: int = MAX_EVENT_BYTES,
+        stream_body: BodyReader | None = None,
+        **kw: Any,
+    ):
         super().__init__(url, *args, **kw)
         self.max_event_bytes = max_event_bytes
+        self._stream_body = stream_body
+        """How the event stream's bytes are read: given, the caller's bounds (the probe's
+        count every byte and cut tool lists on arrival); else as they come, each event
+        bounded by ``max_event_bytes``."""
         self.open_seconds = OPEN_STREAM_SECONDS
         """How long the stream's head and its ``endpoint`` event are awaited, each."""
         self._stream: _Stream | None = None
@@ -172,6 +184,7 @@ class LegacySseSession(McpSession):
             ) from None
         if answer.status_code != 200 or media(answer) != "text/event-stream":
             try:
+                not_followed(answer)
                 if answer.status_code >= 300:
                     await self._refusal(answer, "GET", None)
                 raise McpFailure(
@@ -213,7 +226,9 @@ class LegacySseSession(McpSession):
     async def _read(self, stream: _Stream, answer: Any) -> None:
         """Read the stream until it ends, handing each event on; then fail what waits."""
         failure = McpFailure("connection", f"{self.name} closed its event stream")
-        reading = sse.events(answer.aiter_bytes(), self.max_event_bytes)
+        reader = self._stream_body
+        chunks = answer.aiter_bytes() if reader is None else reader(answer, "sse")
+        reading = sse.events(chunks, self.max_event_bytes)
         try:
             async with contextlib.aclosing(reading):
                 async for kind, data in reading:
@@ -228,6 +243,9 @@ class LegacySseSession(McpSession):
         except McpFailure as refused:
             failure = refused
             logger.warning("Closed the event stream of %s: %s", self.name, refused)
+        except Exception as error:  # the caller's ``stream_body`` refused it (its bounds)
+            failure = McpFailure("limit", f"the event stream of {self.name} was cut: {error}")
+            failure.__cause__ = error
         finally:
             answer.discard()
             stream.end(failure)

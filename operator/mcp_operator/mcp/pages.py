@@ -7,7 +7,7 @@ body) and :class:`SseSlimmer` (a stream of SSE events) count the tools of every
 ``tools/list`` result against a :class:`ToolCount` (``TooManyTools`` before any
 SDK object exists) and keep of each tool only what the caller's :class:`Keep`
 asks for; everything else passes through unchanged. Reading the bytes and
-bounding them is :mod:`~mcp_operator.mcp.client`'s job.
+bounding them is :mod:`~mcp_operator.mcp.probe_bodies`' job.
 """
 
 from __future__ import annotations

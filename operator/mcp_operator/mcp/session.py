@@ -1,6 +1,6 @@
 """One MCP client session over Streamable HTTP, in either era: the probe's and the bridge's.
 
-The probe (:mod:`~mcp_operator.mcp.streamable`, for :mod:`~mcp_operator.mcp.discovery`) and
+The probe (:mod:`~mcp_operator.mcp.probe_client`, for :mod:`~mcp_operator.mcp.discovery`) and
 the bridge (:mod:`~mcp_operator.bridge.upstreams`) speak to MCP servers through this one
 :class:`McpSession`, over the keep-alive pool; so they agree on every rule of the wire. This
 module holds what callers use (requests, listings, the session's end); each rule is kept by
@@ -37,10 +37,9 @@ pages on arrival under its byte budget, the bridge caps each answer's bytes
 :mod:`~mcp_operator.mcp.messages`'.
 
 The SDK stays where it earns its place: its constants and its models validate what the
-session reads (``DiscoverResult``, ``InitializeResult``), and its own client serves the
-legacy HTTP+SSE transport for the probe (:func:`~mcp_operator.mcp.client.connect`); the
-bridge's session of that transport is :mod:`~mcp_operator.mcp.legacy_sse`, this session's
-conversation on that transport's wire.
+session reads (``DiscoverResult``, ``InitializeResult``). The session of the legacy HTTP+SSE
+transport, for the probe and the bridge alike, is :mod:`~mcp_operator.mcp.legacy_sse`: this
+session's conversation on that transport's wire.
 
 Header values (credentials) never appear in messages or reprs.
 """

@@ -44,6 +44,19 @@ ERROR_BODY_BYTES = 64 * 1024
 """Of an HTTP error's body, this much is read (a JSON-RPC error, a session complaint)."""
 
 
+def not_followed(answer: Http1Response) -> None:
+    """A redirect is never followed (it would carry the session's headers elsewhere): raise
+    a failure that says where it pointed, without the credentials in that URL."""
+    status = answer.status_code
+    if 300 <= status < 400 and answer.headers.get("location"):
+        where = messages.display_url(answer.headers["location"])
+        raise McpFailure(
+            "mcp",
+            f"HTTP {status} redirect to {where}, which is not followed: use that URL "
+            "as the server's endpoint",
+        )
+
+
 class Related(Protocol):
     """Who hears what a server says on one request's response stream before answering it."""
 
@@ -89,15 +102,8 @@ class SessionExchange(SessionWire):
             raise
         answer.hold()  # its connection carries nothing else until the answer is checked
         try:
-            status = answer.status_code
-            if 300 <= status < 400 and answer.headers.get("location"):
-                where = messages.display_url(answer.headers["location"])
-                raise McpFailure(
-                    "mcp",
-                    f"HTTP {status} redirect to {where}, which is not followed: use that URL "
-                    "as the server's endpoint",
-                )
-            if status >= 300:
+            not_followed(answer)
+            if answer.status_code >= 300:
                 await self._refusal(answer, method, session_id)
             if method == "initialize":
                 self.session_id = answer.headers.get("mcp-session-id")

@@ -3,7 +3,7 @@
 A target's ``repr`` shows header names, never their values, and its URL
 without userinfo and query string (:func:`display_url`): credentials cannot
 leak through a log line or a message. Connecting is left to
-:mod:`~mcp_operator.mcp.client`.
+:mod:`~mcp_operator.mcp.probe_client`.
 """
 
 from __future__ import annotations

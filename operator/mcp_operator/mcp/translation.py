@@ -1,7 +1,7 @@
 """The table that translates whatever went wrong in a probe into one :class:`ProbeError`.
 
 This module owns the vocabulary of reasons and their sentences: :data:`RULES`, one row per
-kind of failure (the SDK's, httpx2's, the pool's, TLS, the deadline, the probe's own bounds),
+kind of failure (the session's, the pool's, TLS, the deadline, the probe's own bounds),
 :func:`match` (the row that explains a failure) and :func:`translate` (the one
 :class:`~mcp_operator.mcp.errors.ProbeError` for it, with what the probe had seen,
 :class:`~mcp_operator.mcp.errors.ProbeState`). Server-chosen text in a message is one line,
@@ -17,9 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-import httpx2
-import mcp
-from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, PARSE_ERROR
+from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST
 from pydantic import ValidationError
 
 from mcp_operator.mcp import challenge
@@ -201,12 +199,11 @@ def _rpc_error(text: Callable[[Any], str]) -> Callable[..., str]:
     )
 
 
-# The SDK's client fails with httpx2's errors, the lean one with the pool's (net/http1.py).
-_CONNECT = (httpx2.ConnectError, ConnectFailed)
-_MCP = mcp.MCPError
+# The session fails with the pool's errors (net/http1.py).
+_CONNECT = ConnectFailed
 
 RULES: tuple[Rule[Any], ...] = (
-    # Bounds of the probe itself: whatever the SDK made of the aborted read.
+    # Bounds of the probe itself: whatever the session made of the aborted read.
     Rule(
         BaseException,
         "ResponseTooLarge",
@@ -225,7 +222,6 @@ RULES: tuple[Rule[Any], ...] = (
     Rule(ResponseTooLarge, "ResponseTooLarge", _too_large(lambda e, _s: e.limit)),
     # The deadline.
     Rule(TimeoutError, "Timeout", _timed_out),
-    Rule(httpx2.TimeoutException, "Timeout", _timed_out),
     # No connection: the OS error underneath says why; without one, the error's text.
     Rule(
         _CONNECT,
@@ -280,19 +276,12 @@ RULES: tuple[Rule[Any], ...] = (
     # The server's authorization layer said no: what its challenge asks for.
     Rule(McpFailure, "InsufficientScope", _challenged, when=_asks_scope),
     Rule(McpFailure, "AuthRequired", _challenged, when=lambda e, _s: e.status == 401),
-    # An HTTP error status, seen by httpx2, by the session, or behind the SDK's error.
+    # An HTTP error status the session saw.
     Rule(
         McpFailure,
         "HTTPError",
         _answered_http(lambda e, _s: e.status),
         when=lambda e, _s: e.status is not None,
-    ),
-    Rule(httpx2.HTTPStatusError, "HTTPError", _answered_http(lambda e, _s: e.response.status_code)),
-    Rule(
-        _MCP,
-        "HTTPError",
-        _answered_http(lambda _e, s: s.error_status),
-        when=lambda _e, s: s.error_status is not None,
     ),
     # The session's failures: a timeout of its own, a body that is not JSON, an answer that
     # is not MCP (or not to this request), a JSON-RPC error.
@@ -317,15 +306,6 @@ RULES: tuple[Rule[Any], ...] = (
         when=lambda e, _s: e.code in (INVALID_REQUEST, CONNECTION_CLOSED),
     ),
     Rule(McpFailure, "ServerError", _rpc_error(lambda e: e.detail or "")),
-    # JSON-RPC errors.
-    Rule(_MCP, "ProtocolError", _not_json_rpc, when=lambda e, _s: e.code == PARSE_ERROR),
-    Rule(
-        _MCP,
-        "ProtocolError",
-        _not_mcp(lambda e: e.error.message),
-        when=lambda e, _s: e.code in (INVALID_REQUEST, CONNECTION_CLOSED),
-    ),
-    Rule(_MCP, "ServerError", _rpc_error(lambda e: e.error.message)),
     # Answers that are not MCP, or not HTTP.
     Rule(
         ValidationError,
@@ -336,12 +316,12 @@ RULES: tuple[Rule[Any], ...] = (
         ),
     ),
     Rule(
-        (httpx2.RemoteProtocolError, BrokenHTTP),
+        BrokenHTTP,
         "ProtocolError",
         lambda _e, s: f"{s.url} broke the HTTP protocol during {s.phase}",
     ),
     Rule(
-        (httpx2.TransportError, ConnectionLost, NotSent),
+        (ConnectionLost, NotSent),
         "Unreachable",
         lambda e, s: f"the connection to {s.url} failed during {s.phase} ({type(e).__name__})",
     ),
@@ -349,8 +329,8 @@ RULES: tuple[Rule[Any], ...] = (
 """How a failure becomes a reason, in order: the first row that applies wins.
 
 A row looks at the first failure of its ``kind`` among the leaves of the raised
-exception group (the SDK raises groups from its task groups), so rows of one
-kind are alternatives for one failure. Nothing matched: ``ProbeFailed``, with
+exception (a group's, or what a session's failure wraps), so rows of one kind are
+alternatives for one failure. Nothing matched: ``ProbeFailed``, with
 the types of what was raised."""
 
 
@@ -365,7 +345,7 @@ def match(error: BaseException, state: ProbeState) -> tuple[Rule[Any], BaseExcep
 
 
 def translate(error: BaseException, state: ProbeState) -> ProbeError:
-    """One ProbeError for whatever the SDK, httpx2 or the deadline raised."""
+    """One ProbeError for whatever the session, the pool or the deadline raised."""
     leaves = list(_leaves(error))
     already = next((leaf for leaf in leaves if isinstance(leaf, ProbeError)), None)
     if already is not None:  # raised by the probe's own checks: it says it best

@@ -6,7 +6,6 @@ One module per job:
 - ``http1``      one answer on one connection of that pool, and its failures
 - ``post``       one bounded POST on the shared pool, for callers that are not MCP sessions
 - ``transport``  httpx's interface on that pool (the Kubernetes API client, the registry reader)
-- ``guard``      the httpx2 transport (the SDK's paths of the probe) on the same dial
 - ``dial``       the one way a TCP connection is opened: every address judged, then raced
 - ``egress``     which addresses a connection may go to (pure policy)
 - ``headers``    which configured headers may be sent (the one rule)

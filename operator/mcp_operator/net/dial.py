@@ -9,8 +9,7 @@ the next address started after :data:`NEXT_ADDRESS_DELAY` while the previous one
 tries. So an address that never answers (a black-holed IPv6 route, a dead node) costs a
 quarter of a second, not the caller's whole deadline. The deadline itself is the caller's.
 
-Both the lean pool (:mod:`~mcp_operator.net.pool`) and the httpx2 transport
-(:mod:`~mcp_operator.net.guard`) connect through :func:`dial`.
+The pool (:mod:`~mcp_operator.net.pool`) connects through :func:`dial`.
 """
 
 from __future__ import annotations

@@ -15,11 +15,12 @@ the cloud's metadata endpoint). The policy says which addresses that may be:
 - allowed: every other (public) address.
 
 IPv4-mapped, 6to4 and NAT64 IPv6 addresses are judged by the IPv4 address inside.
-This module decides only; :mod:`~mcp_operator.net.pool` and :mod:`~mcp_operator.net.guard`
-apply the decision to the address each connection actually goes to (after name resolution, and on
-every redirect), so a name that resolves differently later (DNS rebinding) gains
-nothing. Who may allow what is the caller's business (the operator: a setting
-and a Namespace label; the ``probe`` command: flags).
+This module decides only; :mod:`~mcp_operator.net.dial`, under every connection of
+:mod:`~mcp_operator.net.pool`, applies the decision to the address each connection
+actually goes to (after name resolution, and on every redirect hop a caller follows), so
+a name that resolves differently later (DNS rebinding) gains nothing. Who may allow what
+is the caller's business (the operator: a setting and a Namespace label; the ``probe``
+command: flags).
 """
 
 from __future__ import annotations

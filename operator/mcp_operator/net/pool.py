@@ -1,7 +1,7 @@
 """A lean HTTP/1.1 client: keep-alive connections, one write per request.
 
 Three users: the bridge's calls upstream (every ``tools/call`` of an agent becomes one POST),
-the operator's probe of a Streamable HTTP server (:mod:`~mcp_operator.mcp.streamable`, a few
+the operator's probe of a Streamable HTTP server (:mod:`~mcp_operator.mcp.probe_client`, a few
 requests per probe and thousands of probes) and the API client (through
 :mod:`~mcp_operator.net.transport`), all hot paths: httpx spends over a millisecond of CPU per
 request on the 2-core machine the bridge was measured on (bench/bridge_bench.py). This one

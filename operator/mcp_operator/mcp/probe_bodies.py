@@ -1,48 +1,24 @@
-"""The bounded HTTP client of the probe, and :func:`connect`: an SDK client after the handshake.
+"""The probe's bounds on what it reads: every answer's body and event stream, counted, cut.
 
 Bounds, so that a slow, broken or hostile server cannot sink the operator
 (documented in ``docs/status-bounds.md``): at most ``MAX_RESPONSE_BYTES`` in
 one HTTP response body (and one SSE event), and ``MAX_PROBE_BYTES`` in all
 responses of one probe together. Tool lists are counted and cut on the raw JSON
-(:mod:`~mcp_operator.mcp.pages`) before the SDK turns them into objects, and
-bodies held past ``FREE_BYTES`` share one byte budget across all probes
-(:mod:`~mcp_operator.mcp.budget`). A verifying TLS context is built once and
-reused by every probe.
-
-:func:`connect` speaks either era: ``server/discover`` (2026-07-28) first, the
-``initialize`` handshake (2025-11-25 and older) when the server does not answer
-it; over Streamable HTTP or the legacy HTTP+SSE transport. What to do with the
-session is left to :mod:`~mcp_operator.mcp.discovery` and
-:mod:`~mcp_operator.mcp.watch`; what a failure means, to
-:mod:`~mcp_operator.mcp.errors`.
+(:mod:`~mcp_operator.mcp.pages`) before they are parsed, and bodies held past
+``FREE_BYTES`` share one byte budget across all probes (:mod:`~mcp_operator.mcp.budget`).
+:class:`BoundedBody` applies them to one body; the probe's session
+(:mod:`~mcp_operator.mcp.probe_client`) reads every answer and event stream through it.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
-from contextlib import AsyncExitStack
-from typing import Any, Protocol
+from typing import Protocol
 
-import httpx2
-import mcp
-from mcp.client.sse import sse_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp_types import Implementation
-
-from mcp_operator import __version__
 from mcp_operator.mcp.budget import ByteBudget, shared_budget
-from mcp_operator.mcp.errors import (
-    ProbeError,
-    ProbeState,
-    ResponseTooLarge,
-    refusal_error,
-    release,
-)
-from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, SseSlimmer, ToolCount, slim_body
+from mcp_operator.mcp.errors import ProbeError, ProbeState, ResponseTooLarge, release
+from mcp_operator.mcp.pages import Keep, SseSlimmer, ToolCount, slim_body
 from mcp_operator.mcp.target import ProbeTarget, display_url
-from mcp_operator.net.guard import GuardedTransport
-from mcp_operator.net.tls import tls_context
 
 MAX_RESPONSE_BYTES = 2 * 1024 * 1024
 """One HTTP response body (or SSE event) larger than this fails with ``ResponseTooLarge``: a
@@ -54,10 +30,6 @@ MAX_PROBE_BYTES = 32 * 1024 * 1024
 FREE_BYTES = 64 * 1024
 """A body or SSE event held up to this size needs no reservation from the shared
 :class:`~mcp_operator.mcp.budget.ByteBudget`; a larger one reserves ``MAX_RESPONSE_BYTES``."""
-
-
-PROBE_LIMITS = httpx2.Limits(max_connections=10, max_keepalive_connections=2)
-"""Connections of one probe's client (it makes a few, one after the other)."""
 
 
 def probe_state(target: ProbeTarget) -> ProbeState:
@@ -88,14 +60,14 @@ class Reservation:
 
 
 class Body(Protocol):
-    """A response body as :class:`BoundedBody` reads it (httpx2's, or the lean client's)."""
+    """A response body as :class:`BoundedBody` reads it."""
 
     def __aiter__(self) -> AsyncIterator[bytes]: ...
 
     async def aclose(self) -> None: ...
 
 
-class BoundedBody(httpx2.AsyncByteStream):
+class BoundedBody:
     """A response body that fails past its byte bounds and has its tool lists cut on arrival.
 
     A JSON body is held whole, an SSE stream one event at a time, then passed on
@@ -201,97 +173,3 @@ class BoundedBody(httpx2.AsyncByteStream):
     async def aclose(self) -> None:
         self._reservation.give_back()
         await self._inner.aclose()
-
-
-def http_client(
-    target: ProbeTarget,
-    state: ProbeState,
-    timeout: httpx2.Timeout | None = None,
-    keep: Keep | None = None,
-    *,
-    standalone_stream: bool = True,
-) -> httpx2.AsyncClient:
-    """An httpx2 client for ``target`` that counts and bounds every response body in ``state``
-    and, given ``keep``, counts and cuts every tool list before the SDK sees it. Without
-    ``standalone_stream`` it never opens Streamable HTTP's GET stream (see
-    :class:`~mcp_operator.net.guard.GuardedTransport`)."""
-    count = ToolCount(MAX_DISCOVERED_TOOLS)
-
-    async def on_response(response: httpx2.Response) -> None:
-        if response.request.method == "POST":
-            status = response.status_code
-            state.error_status = status if status >= 400 else None
-        length = response.headers.get("content-length", "")
-        if length.isdigit() and int(length) > MAX_RESPONSE_BYTES:
-            state.response_limit = MAX_RESPONSE_BYTES
-            raise ResponseTooLarge(MAX_RESPONSE_BYTES)
-        if isinstance(response.stream, httpx2.AsyncByteStream):
-            media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
-            kind = {"application/json": "json", "text/event-stream": "sse"}.get(media, "other")
-            response.stream = BoundedBody(
-                response.stream, state, MAX_RESPONSE_BYTES, kind=kind, keep=keep, count=count
-            )
-
-    # identity: a compressed body could inflate past the bound after it was counted.
-    headers = {"accept-encoding": "identity", **target.headers}
-    return httpx2.AsyncClient(
-        headers=headers,
-        timeout=timeout or httpx2.Timeout(target.timeout_seconds),
-        transport=GuardedTransport(
-            target.egress,
-            functools.partial(refusal_error, state),
-            verify=tls_context(target.verify_tls),
-            limits=PROBE_LIMITS,
-            standalone_stream=standalone_stream,
-        ),
-        event_hooks={"response": [on_response]},
-    )
-
-
-async def connect(
-    stack: AsyncExitStack,
-    target: ProbeTarget,
-    state: ProbeState,
-    *,
-    message_handler: Any = None,
-    http_timeout: httpx2.Timeout | None = None,
-    keep: Keep | None = None,
-    listen: bool = True,
-) -> mcp.Client:
-    """An SDK client after the handshake (2026 discovery first, then ``initialize``).
-
-    Without ``listen``, a Streamable HTTP session opens no GET stream: nothing the server
-    sends on its own is wanted (a probe). The client and its connections close with
-    ``stack``.
-    """
-    transport: Any
-    if target.transport == "sse":
-
-        def factory(*_args: Any, **_kwargs: Any) -> httpx2.AsyncClient:
-            return http_client(target, state, http_timeout, keep)  # sse_client enters and closes it
-
-        transport = sse_client(
-            target.url,
-            timeout=target.timeout_seconds,
-            sse_read_timeout=target.timeout_seconds if http_timeout is None else 86400,
-            httpx_client_factory=factory,
-        )
-    else:
-        http = await stack.enter_async_context(
-            http_client(target, state, http_timeout, keep, standalone_stream=listen)
-        )
-        transport = streamable_http_client(
-            target.url, http_client=http, max_sse_event_size=MAX_RESPONSE_BYTES
-        )
-    client_info = Implementation(name="mcp-operator-probe", version=__version__)
-    state.phase = "the handshake"
-    client: mcp.Client = await stack.enter_async_context(
-        mcp.Client(
-            transport,
-            mode="auto",
-            cache=None,
-            client_info=client_info,
-            message_handler=message_handler,
-        )
-    )
-    return client

@@ -1,22 +1,23 @@
-"""The probe's Streamable HTTP client: the one MCP session, with the probe's bounds and models.
+"""The probe's MCP client: the one MCP session, either transport, with the probe's bounds.
 
 A probe is a few requests: ``server/discover``; for a server of the 2025 era or older,
 ``initialize`` and ``notifications/initialized``; one ``tools/list`` per page; the
-session's ``DELETE``. A fleet's probes are most of the operator's work, and the SDK's
-client spends about 12 ms of CPU per probe on them (task groups, memory streams, a model
-per message, a connection per request); the session spends under 3 ms, over
+session's end. A fleet's probes are most of the operator's work, and the SDK's client
+spends about 12 ms of CPU per probe on them (task groups, memory streams, a model per
+message, a connection per request); the session spends under 3 ms, over
 :mod:`~mcp_operator.net.pool`'s keep-alive connections (bench/probe_bench.py).
 
-The conversation itself (era, ids, answers, lost sessions, the ``DELETE``) is
-:class:`~mcp_operator.mcp.session.McpSession`'s, which the bridge uses too. What this module
-adds is the probe's: every body passes the probe's bounds and has its tool lists counted and
-cut on arrival (:class:`~mcp_operator.mcp.client.BoundedBody`), and each page is validated
-by the SDK's ``ListToolsResult``. :class:`StreamableClient` offers what
-:mod:`~mcp_operator.mcp.discovery` reads of an SDK client (``server_capabilities``,
-``server_info``, ``protocol_version``, ``list_tools``), so discovery is one walk for either;
-the SDK's client stays for the legacy HTTP+SSE transport. Failures are
-:class:`~mcp_operator.mcp.failures.McpFailure` (and the probe's own bounds), which
-:mod:`~mcp_operator.mcp.errors` turns into reasons.
+The conversation itself (era, ids, answers, lost sessions, the end) is the bridge's too:
+:class:`~mcp_operator.mcp.session.McpSession` for Streamable HTTP,
+:class:`~mcp_operator.mcp.legacy_sse.LegacySseSession` for the legacy HTTP+SSE transport
+(its event stream, its endpoint, answers matched by id). What this module adds is the
+probe's: every body and event stream passes the probe's bounds and has its tool lists
+counted and cut on arrival (:class:`~mcp_operator.mcp.probe_bodies.BoundedBody`), and
+each page is validated by the SDK's ``ListToolsResult``. :class:`ProbeClient` offers what
+:mod:`~mcp_operator.mcp.discovery` and :mod:`~mcp_operator.mcp.watch` read
+(``server_capabilities``, ``server_info``, ``protocol_version``, ``list_tools``, the
+session's change stream). Failures are :class:`~mcp_operator.mcp.failures.McpFailure`
+(and the probe's own bounds), which :mod:`~mcp_operator.mcp.errors` turns into reasons.
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ import mcp_types as types
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from mcp_operator import __version__
-from mcp_operator.mcp.client import MAX_RESPONSE_BYTES, BoundedBody, Reservation
 from mcp_operator.mcp.errors import ProbeState, ResponseTooLarge, release
+from mcp_operator.mcp.failures import McpFailure
+from mcp_operator.mcp.legacy_sse import LegacySseSession
 from mcp_operator.mcp.messages import clamped
 from mcp_operator.mcp.pages import MAX_DISCOVERED_TOOLS, Keep, ToolCount
+from mcp_operator.mcp.probe_bodies import MAX_RESPONSE_BYTES, BoundedBody, Reservation
 from mcp_operator.mcp.session import McpSession
 from mcp_operator.mcp.session_wire import CLOSE_SECONDS
 from mcp_operator.mcp.target import ProbeTarget
@@ -47,8 +50,8 @@ LATER_REVISION_FIELDS = ("ttlMs", "cacheScope", "resultType")
 """2026-07-28's fields of a ``tools/list`` result, dropped in a legacy session (as the SDK)."""
 
 
-class StreamableClient:
-    """One probe's conversation with a Streamable HTTP server (use :func:`streamable`)."""
+class ProbeClient:
+    """One probe's conversation with a server, either transport (use :func:`probe_client`)."""
 
     def __init__(self, target: ProbeTarget, state: ProbeState, keep: Keep, pool: Http1Pool):
         self._state = state
@@ -56,19 +59,40 @@ class StreamableClient:
         self._count = ToolCount(MAX_DISCOVERED_TOOLS)
         self._page_share: Reservation | None = None
         """The byte budget's share of the last large page, held while it may be alive."""
-        self.session = McpSession(
-            target.url,
-            pool,
-            headers=target.headers,
-            client_info=CLIENT_INFO,
-            read_body=self._bounded,
-            discover_seconds=DISCOVER_SECONDS,
-            credentials=target.credentials,
-        )
+        self.session: McpSession
+        if target.transport == "sse":
+            self.session = LegacySseSession(
+                target.url,
+                pool,
+                headers=target.headers,
+                client_info=CLIENT_INFO,
+                read_body=self._bounded,
+                credentials=target.credentials,
+                max_event_bytes=MAX_RESPONSE_BYTES,
+                stream_body=self._bounded,
+            )
+        else:
+            self.session = McpSession(
+                target.url,
+                pool,
+                headers=target.headers,
+                client_info=CLIENT_INFO,
+                read_body=self._bounded,
+                discover_seconds=DISCOVER_SECONDS,
+                credentials=target.credentials,
+            )
 
     @property
     def protocol_version(self) -> str | None:
         return self.session.protocol_version
+
+    @property
+    def negotiated_version(self) -> str:
+        """The version the handshake agreed on (read after :meth:`open`)."""
+        version = self.session.protocol_version
+        if version is None:
+            raise McpFailure("connection", f"{self.session.name} ended the session at once")
+        return version
 
     @property
     def server_capabilities(self) -> types.ServerCapabilities:
@@ -132,10 +156,10 @@ class StreamableClient:
 
 
 @contextlib.asynccontextmanager
-async def streamable(
+async def probe_client(
     target: ProbeTarget, state: ProbeState, keep: Keep
-) -> AsyncIterator[StreamableClient]:
-    """A :class:`StreamableClient` after the handshake; its session and connections end with
+) -> AsyncIterator[ProbeClient]:
+    """A :class:`ProbeClient` after the handshake; its session and connections end with
     the ``async with``.
 
     A failed probe ends its session too, but first lets go of what the failure still holds:
@@ -143,7 +167,7 @@ async def streamable(
     ``TooManyTools`` page, parsed), and a hostile server that stalls the ``DELETE`` would
     otherwise keep every failed probe's page alive for the ``DELETE``'s whole deadline."""
     pool = Http1Pool(egress=target.egress, ssl_context=tls_context(target.verify_tls))
-    client = StreamableClient(target, state, keep, pool)
+    client = ProbeClient(target, state, keep, pool)
     try:
         state.phase = "the handshake"
         await client.open()
@@ -162,7 +186,7 @@ async def streamable(
 
 
 class _Body:
-    """An answer's body as :class:`~mcp_operator.mcp.client.BoundedBody` reads one."""
+    """An answer's body as :class:`~mcp_operator.mcp.probe_bodies.BoundedBody` reads one."""
 
     def __init__(self, answer: Http1Response) -> None:
         self._answer = answer
