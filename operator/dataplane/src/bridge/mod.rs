@@ -23,6 +23,7 @@
 //! - `cursor`   the signed cursors of listings walked across servers
 //! - `aggregate` prompts and resources: listed, got and read across the servers
 //! - `relay`    what a server says about one agent's call, judged for that agent alone
+//!   (`relay/heard`: a message on the call's stream asked, refused, answered or passed on)
 //! - `upcall`   a relayed call at its server: its stream heard, its rounds, its cancellation
 //! - `inputs`   a 2026-07-28 server's `input_required` round judged and asked of the agent
 //! - `agent`    the agent's side of relayed calls: questions owed, calls to cancel, parked rounds
