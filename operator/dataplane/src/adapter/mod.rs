@@ -3,6 +3,7 @@
 //!
 //! - `config`   the typed configuration (flags and environment)
 //! - `router`   the protocol core: id and token remapping, routing, attribution, cancellation
+//!   (`router/`: `from_child` what the child says, `server_requests` its requests to clients)
 //! - `child`    the stdio child: spawn in its own group, bounded lines, stop
 //! - `core`     the running state: the supervised child, the router, health
 //! - `front`    the HTTP entry: health, metrics, both eras, answers as JSON or SSE
