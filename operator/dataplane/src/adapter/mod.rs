@@ -6,7 +6,8 @@
 //!   (`router/`: `from_child` what the child says, `server_requests` its requests to clients)
 //! - `child`    the stdio child: spawn in its own group, bounded lines, stop
 //! - `core`     the running state: the supervised child, the router, health
-//! - `front`    the HTTP entry: health, metrics, both eras, answers as JSON or SSE
+//! - `front`    the HTTP entry: health, metrics, both eras, answers as JSON or SSE (`front/`:
+//!   `legacy` and `modern` the eras, `calls` one forwarded call, `rounds` input-required rounds)
 //! - `listeners` the 2026-07-28 `subscriptions/listen` streams: agreement, fan-out tags
 //! - `metrics`  the Prometheus metrics
 //! - `oversized` the call a child's line over the limit answers
