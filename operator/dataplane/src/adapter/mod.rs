@@ -18,6 +18,7 @@
 //! - `pool`     `--child-per-session`: which child serves which session or caller (pure)
 //! - `pool_child` one child of the pool: its own core and front, start, stop
 //! - `pool_front` `--child-per-session`'s HTTP entry: routing, spawn, reaping, health
+//!   (`pool_front/children`: the children's spawn, reaping and shutdown)
 //! - `pool_health` the pool's health and metrics pages
 //! - `pool_metrics` the pool's metrics: spawns, refusals, reaped children
 
