@@ -9,7 +9,8 @@
 //!
 //! One gate per endpoint: the MCP endpoint's (`--auth kubernetes`, refusals counted, a
 //! configuration without issuer keys refused at start) and `/metrics`' (`--metrics-access`:
-//! the scrapers, nothing counted, a configuration without issuer keys refusing every token).
+//! the scrapers, nothing counted, a configuration without issuer keys refusing every token;
+//! `admit_scraper` is that check for every `/metrics` page).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -207,6 +208,15 @@ impl Gate {
                 .insert(hyper::header::WWW_AUTHENTICATE, value);
         }
         response
+    }
+}
+
+/// Whether `/metrics` may be read: by anyone without `--metrics-access` (no gate), else by
+/// the scrapers its gate permits; the refusal otherwise.
+pub fn admit_scraper<B>(scrapers: Option<&Gate>, request: &Request<B>) -> Result<(), Response<Body>> {
+    match scrapers {
+        Some(gate) => gate.admit(request).map(drop),
+        None => Ok(()),
     }
 }
 

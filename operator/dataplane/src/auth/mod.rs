@@ -7,7 +7,7 @@
 //! - `bearer` where a request's token comes from (`Mcp-Operator-Authorization`, else
 //!   `Authorization`);
 //! - `gate`   the HTTP side: the verdict cache, 401/403, the refusal counts, each caller
-//!   logged once;
+//!   logged once, and the `/metrics` scraper check (`admit_scraper`);
 //! - `test_tokens` (tests only) the keys, access files and tokens the tests sign and write.
 //!
 //! Tokens are read by `jsonwebtoken` (the kept crate), not by hand.

@@ -27,7 +27,7 @@ use super::audit::Audit;
 use super::budget::{self, BodyBudget};
 use super::core::Core;
 use super::upstream::{Forwarding, Upstream};
-use crate::auth::gate::Gate;
+use crate::auth::gate::{Gate, admit_scraper};
 use crate::era;
 use crate::hosts::{HostPolicy, Refusal};
 use crate::http::{self, Body};
@@ -103,9 +103,7 @@ impl Front {
                 return http::json(if ready { 200 } else { 503 }, &body);
             }
             (&Method::GET, "/metrics") => {
-                if let Some(scrapers) = &self.scrapers
-                    && let Err(refusal) = scrapers.admit(&request)
-                {
+                if let Err(refusal) = admit_scraper(self.scrapers.as_ref(), &request) {
                     return refusal;
                 }
                 return self.metrics();

@@ -43,7 +43,7 @@ use super::pool::{CALLER_KEY, Pool, SESSION_KEY};
 use super::pool_child::PooledChild;
 use super::pool_health;
 use super::pool_metrics::{PoolMetrics, Reaped};
-use crate::auth::gate::Gate;
+use crate::auth::gate::{Gate, admit_scraper};
 use crate::era;
 use crate::hosts::HostPolicy;
 use crate::http::{self, Body};
@@ -106,9 +106,7 @@ impl PoolFront {
         match (request.method(), path) {
             (&Method::GET, "/healthz" | "/readyz") => return self.health(path == "/readyz"),
             (&Method::GET, "/metrics") => {
-                if let Some(scrapers) = &self.scrapers
-                    && let Err(refusal) = scrapers.admit(&request)
-                {
+                if let Err(refusal) = admit_scraper(self.scrapers.as_ref(), &request) {
                     return refusal;
                 }
                 return self.metrics();
