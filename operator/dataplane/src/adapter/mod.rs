@@ -3,9 +3,11 @@
 //!
 //! - `config`   the typed configuration (flags and environment)
 //! - `router`   the protocol core: id and token remapping, routing, attribution, cancellation
+//!   (`router/`: `from_child` what the child says, `server_requests` its requests to clients)
 //! - `child`    the stdio child: spawn in its own group, bounded lines, stop
 //! - `core`     the running state: the supervised child, the router, health
-//! - `front`    the HTTP entry: health, metrics, both eras, answers as JSON or SSE
+//! - `front`    the HTTP entry: health, metrics, both eras, answers as JSON or SSE (`front/`:
+//!   `legacy` and `modern` the eras, `calls` one forwarded call, `rounds` input-required rounds)
 //! - `listeners` the 2026-07-28 `subscriptions/listen` streams: agreement, fan-out tags
 //! - `metrics`  the Prometheus metrics
 //! - `oversized` the call a child's line over the limit answers
@@ -16,6 +18,7 @@
 //! - `pool`     `--child-per-session`: which child serves which session or caller (pure)
 //! - `pool_child` one child of the pool: its own core and front, start, stop
 //! - `pool_front` `--child-per-session`'s HTTP entry: routing, spawn, reaping, health
+//!   (`pool_front/children`: the children's spawn, reaping and shutdown)
 //! - `pool_health` the pool's health and metrics pages
 //! - `pool_metrics` the pool's metrics: spawns, refusals, reaped children
 

@@ -1,16 +1,16 @@
-//! The HTTP side of authentication: a request's bearer token (`Mcp-Operator-Authorization`,
-//! the header the operator's probe uses through the API server's service proxy, which
-//! consumes `Authorization`; else `Authorization`), its verdict (kept until the token's
-//! `exp`, at most `CACHE_ENTRIES` tokens, keyed by a SHA-256 of the token, forgotten when the
-//! configuration changes), and the refusal: 401 with `WWW-Authenticate: Bearer` for a
-//! request without a token, with `error="invalid_token"` and its description for one that
-//! is not a bearer token or does not verify, 403 naming the caller (never the token) for one
-//! the configuration does not permit. Each caller is logged once (past `SEEN_CALLERS` the
-//! memory starts over: a caller may be logged again, none is left unlogged).
+//! The HTTP side of authentication: a request's bearer token (`bearer`), its verdict (kept
+//! until the token's `exp`, at most `CACHE_ENTRIES` tokens, keyed by a SHA-256 of the token,
+//! forgotten when the configuration changes), and the refusal: 401 with
+//! `WWW-Authenticate: Bearer` for a request without a token, with `error="invalid_token"`
+//! and its description for one that is not a bearer token or does not verify, 403 naming the
+//! caller (never the token) for one the configuration does not permit. Each caller is logged
+//! once (past `SEEN_CALLERS` the memory starts over: a caller may be logged again, none is
+//! left unlogged).
 //!
 //! One gate per endpoint: the MCP endpoint's (`--auth kubernetes`, refusals counted, a
 //! configuration without issuer keys refused at start) and `/metrics`' (`--metrics-access`:
-//! the scrapers, nothing counted, a configuration without issuer keys refusing every token).
+//! the scrapers, nothing counted, a configuration without issuer keys refusing every token;
+//! `admit_scraper` is that check for every `/metrics` page).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -22,6 +22,7 @@ use hyper::{Request, Response};
 use sha2::{Digest, Sha256};
 
 use super::access::{AccessConfig, AccessConfigError, AccessFile};
+use super::bearer::{Credential, bearer};
 use super::tokens::{Caller, KeySet, Refusal, Verifier};
 use crate::http::{self, Body};
 
@@ -70,35 +71,6 @@ fn permitted(config: &AccessConfig, caller: &Caller) -> bool {
         && config.service_accounts.as_ref().is_none_or(|accounts| {
             accounts.contains(&format!("{}/{}", caller.namespace, caller.service_account))
         })
-}
-
-/// What a request's credentials are.
-#[derive(Debug, PartialEq, Eq)]
-enum Credential<'a> {
-    /// No (or an empty) header: 401 `Bearer`, no error code (RFC 6750 §3.1).
-    Missing,
-    /// A header that is not a bearer token (another scheme, no token): `invalid_token`.
-    NotBearer,
-    Token(&'a str),
-}
-
-/// The credential of a request: `Mcp-Operator-Authorization` when it is set, else
-/// `Authorization`.
-fn bearer<B>(request: &Request<B>) -> Credential<'_> {
-    let Some(value) = ["mcp-operator-authorization", "authorization"]
-        .iter()
-        .find_map(|name| request.headers().get(*name).filter(|v| !v.is_empty()))
-    else {
-        return Credential::Missing;
-    };
-    let Ok(value) = value.to_str() else {
-        return Credential::NotBearer;
-    };
-    let (scheme, token) = value.split_once(' ').unwrap_or((value, ""));
-    match token.trim_matches(' ') {
-        token if scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() => Credential::Token(token),
-        _ => Credential::NotBearer,
-    }
 }
 
 impl Gate {
@@ -239,96 +211,21 @@ impl Gate {
     }
 }
 
+/// Whether `/metrics` may be read: by anyone without `--metrics-access` (no gate), else by
+/// the scrapers its gate permits; the refusal otherwise.
+pub fn admit_scraper<B>(scrapers: Option<&Gate>, request: &Request<B>) -> Result<(), Response<Body>> {
+    match scrapers {
+        Some(gate) => gate.admit(request).map(drop),
+        None => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    use base64::Engine;
-    use base64::engine::general_purpose::STANDARD;
-    use jsonwebtoken::{EncodingKey, Header};
-    use serde_json::{Value, json};
-
     use super::*;
-
-    const ISSUER: &str = "https://kubernetes.default.svc";
-    const METRICS: &str = "metrics.mcp-operator.dev";
-    /// Test keys only (P-256, PKCS#8): `TRUSTED` is in the file's JWK Set, `OTHER` is not.
-    const TRUSTED: (&str, &str, &str) = (
-        "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgVQ639bq9qS4GrBfgxAXARqeN1EwO0VS7ksY+hWTBAo+hRANCAASFgV/cZDUfM8SXDqg3SYaxi/D35zKm8isua4hPn6OW2EcOzzq0GI0b6XsKryda1rX2Kdb5uUf1k1xjMWUhiEQG",
-        "hYFf3GQ1HzPElw6oN0mGsYvw9-cypvIrLmuIT5-jltg",
-        "Rw7POrQYjRvpewqvJ1rWtfYp1vm5R_WTXGMxZSGIRAY",
-    );
-    const OTHER: &str = "MIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQgp+zDw6K8i4WIOeQ0gQz3jlOVN4grbS66k3dUuk5A+WChRANCAASLHwHtp9QA4qbWo/FoXbi0GQSxL5XXxTqByZySxhtPmqMe52DRJwuTVo1kDaxSRX8WtAezTm0Y56rfa4jMWoFW";
-    const SCRAPER: &str = "system:serviceaccount:monitoring:prometheus";
-
-    fn jwks() -> Value {
-        json!({"keys": [{"kty": "EC", "crv": "P-256", "kid": "trusted", "use": "sig",
-                         "x": TRUSTED.1, "y": TRUSTED.2}]})
-    }
-
-    /// The file the operator renders for `/metrics` (`render.metrics_access`).
-    fn metrics_access(keys: bool) -> Value {
-        let mut body = json!({"audience": METRICS,
-                              "allow": {"namespaces": [], "operators": [SCRAPER]}});
-        if keys {
-            body["issuer"] = json!(ISSUER);
-            body["jwks"] = jwks();
-        }
-        body
-    }
-
-    struct TempFile(std::path::PathBuf);
-
-    impl TempFile {
-        fn new(document: &Value) -> Self {
-            static NEXT: AtomicUsize = AtomicUsize::new(0);
-            let name = format!(
-                "mcp-dataplane-gate-{}-{}.json",
-                std::process::id(),
-                NEXT.fetch_add(1, Ordering::Relaxed)
-            );
-            let file = Self(std::env::temp_dir().join(name));
-            file.write(document);
-            file
-        }
-
-        fn write(&self, document: &Value) {
-            std::fs::write(&self.0, serde_json::to_vec_pretty(document).unwrap()).unwrap();
-        }
-    }
-
-    impl Drop for TempFile {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
-
-    fn now() -> u64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
-    }
-
-    fn token(key: &str, kid: &str, namespace: &str, account: &str, audience: &str, exp: u64) -> String {
-        let mut header = Header::new(jsonwebtoken::Algorithm::ES256);
-        header.kid = Some(kid.to_owned());
-        let claims = json!({
-            "iss": ISSUER, "aud": [audience], "sub": format!("system:serviceaccount:{namespace}:{account}"),
-            "iat": now(), "nbf": now(), "exp": exp,
-            "kubernetes.io": {"namespace": namespace, "serviceaccount": {"name": account, "uid": "u"}},
-        });
-        let der = STANDARD.decode(key).unwrap();
-        jsonwebtoken::encode(&header, &claims, &EncodingKey::from_ec_der(&der)).unwrap()
-    }
-
-    fn scraper_token() -> String {
-        token(
-            TRUSTED.0,
-            "trusted",
-            "monitoring",
-            "prometheus",
-            METRICS,
-            now() + 600,
-        )
-    }
+    use crate::auth::test_tokens::{
+        METRICS, OTHER, SCRAPER, TRUSTED, TempFile, metrics_access, now, scraper_token, token,
+    };
 
     fn request(authorization: Option<&str>) -> Request<()> {
         let mut request = Request::builder().uri("/metrics");

@@ -12,7 +12,7 @@ use hyper::{Method, Request, Response};
 use serde_json::{Map, Value, json};
 
 use super::core::Core;
-use crate::auth::gate::Gate;
+use crate::auth::gate::{Gate, admit_scraper};
 use crate::http::{self, Body};
 
 pub fn handle(core: &Arc<Core>, gate: Option<&Gate>, request: &Request<Incoming>) -> Response<Body> {
@@ -30,9 +30,7 @@ pub fn handle(core: &Arc<Core>, gate: Option<&Gate>, request: &Request<Incoming>
             http::json(if ready { 200 } else { 503 }, &body)
         }
         "/metrics" => {
-            if let Some(gate) = gate
-                && let Err(refusal) = gate.admit(request)
-            {
+            if let Err(refusal) = admit_scraper(gate, request) {
                 return refusal;
             }
             let mut response = http::plain(200, &core.metrics.encode());

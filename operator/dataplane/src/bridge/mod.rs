@@ -10,6 +10,8 @@
 //! - `config`   the command line and the `BridgeConfig` file
 //! - `naming`   exposed names and filters (the shared naming plan)
 //! - `upstream` one server's MCP client session, both eras, over the keep-alive client
+//!   (`upstream/`: `negotiate` the era, `wire` one message and its answer, `headers` the
+//!   configured headers, their problems and the values to mask)
 //! - `sse`      Server-Sent Events read off a server's answer
 //! - `scrub`    masking the header values in use in what servers echo
 //! - `catalog`  exposed name → server, original name, tool, compiled schema
@@ -23,6 +25,7 @@
 //! - `cursor`   the signed cursors of listings walked across servers
 //! - `aggregate` prompts and resources: listed, got and read across the servers
 //! - `relay`    what a server says about one agent's call, judged for that agent alone
+//!   (`relay/heard`: a message on the call's stream asked, refused, answered or passed on)
 //! - `upcall`   a relayed call at its server: its stream heard, its rounds, its cancellation
 //! - `inputs`   a 2026-07-28 server's `input_required` round judged and asked of the agent
 //! - `agent`    the agent's side of relayed calls: questions owed, calls to cancel, parked rounds

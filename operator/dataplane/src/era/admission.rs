@@ -1,93 +1,14 @@
-//! Protocol eras as our servers serve them: which era a request speaks, the 2026-07-28
-//! admission of a request, and the answers a server side gives itself per era.
-//!
-//! The revisions come from the official SDK (`rmcp::model::ProtocolVersion`): a
-//! `MCP-Protocol-Version` header naming anything but a handshake revision routes to the
-//! stateless 2026-07-28 entry, whose ladder then refuses what it does not serve. Pure: no
-//! I/O. Leaves who the server is (its InitializeResult) to the caller.
+//! The 2026-07-28 admission of a request (the SDK's inbound ladder): the envelope in
+//! `params._meta`, the routing headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`)
+//! that appear once and agree with the body, a served version; and the SDK's encoding of a
+//! header value it mirrors.
 
 use base64::Engine;
 use rmcp::model::ProtocolVersion;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use super::{CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY, modern_versions};
 use crate::jsonrpc::{self, HEADER_MISMATCH, INVALID_PARAMS, INVALID_REQUEST, UNSUPPORTED_PROTOCOL_VERSION};
-
-pub const PROTOCOL_VERSION_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
-pub const CLIENT_INFO_META_KEY: &str = "io.modelcontextprotocol/clientInfo";
-pub const CLIENT_CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
-pub const LOG_LEVEL_META_KEY: &str = "io.modelcontextprotocol/logLevel";
-pub const SERVER_INFO_META_KEY: &str = "io.modelcontextprotocol/serverInfo";
-
-const RESERVED_META_KEYS: [&str; 4] = [
-    PROTOCOL_VERSION_META_KEY,
-    CLIENT_INFO_META_KEY,
-    CLIENT_CAPABILITIES_META_KEY,
-    LOG_LEVEL_META_KEY,
-];
-
-/// Methods whose 2026-07-28 results carry `ttlMs` and `cacheScope`.
-const CACHEABLE: [&str; 6] = [
-    "prompts/list",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "server/discover",
-    "tools/list",
-];
-
-/// The requests a 2026-07-28 client may send (no `ping`, `initialize`, `logging/setLevel`
-/// or subscriptions of the session era).
-pub const MODERN_REQUESTS: [&str; 10] = [
-    "completion/complete",
-    "prompts/get",
-    "prompts/list",
-    "resources/list",
-    "resources/read",
-    "resources/templates/list",
-    "server/discover",
-    "subscriptions/listen",
-    "tools/call",
-    "tools/list",
-];
-
-/// The requests whose 2026-07-28 result may be `input_required`.
-pub const INPUT_REQUIRED_METHODS: [&str; 3] = ["tools/call", "prompts/get", "resources/read"];
-
-fn handshake_versions() -> impl Iterator<Item = &'static ProtocolVersion> {
-    ProtocolVersion::KNOWN_VERSIONS
-        .iter()
-        .filter(|v| v.has_initialize())
-}
-
-fn modern_versions() -> impl Iterator<Item = &'static ProtocolVersion> {
-    ProtocolVersion::KNOWN_VERSIONS
-        .iter()
-        .filter(|v| !v.has_initialize())
-}
-
-/// The newest 2026-07-28-era revision we speak.
-pub fn latest_modern_version() -> &'static str {
-    modern_versions()
-        .last()
-        .map_or("2026-07-28", ProtocolVersion::as_str)
-}
-
-/// The newest revision without a handshake that we and a peer (`supported`) both speak.
-pub fn modern_versions_in(supported: &[&str]) -> Option<String> {
-    modern_versions()
-        .filter(|v| supported.contains(&v.as_str()))
-        .last()
-        .map(|v| v.as_str().to_owned())
-}
-
-pub fn is_handshake_version(version: &str) -> bool {
-    handshake_versions().any(|v| v.as_str() == version)
-}
-
-/// Whether an `MCP-Protocol-Version` header routes the request to the stateless era.
-pub fn is_modern(version_header: Option<&str>) -> bool {
-    version_header.is_some_and(|v| !is_handshake_version(v))
-}
 
 /// What the 2026-07-28 admission decided of a POSTed body.
 #[derive(Debug, PartialEq)]
@@ -261,104 +182,6 @@ pub fn decode_header_value(value: &str) -> Option<String> {
     String::from_utf8(decoded).ok()
 }
 
-// ---------------------------------------------------------------- our own answers
-
-/// The version to answer a client's `initialize` with, for a server that speaks `speaks`:
-/// the client's when the server speaks it or newer, else the server's (never more than it
-/// speaks).
-pub fn negotiate_version(requested: Option<&str>, speaks: &str) -> String {
-    let position = |v: &str| {
-        ProtocolVersion::KNOWN_VERSIONS
-            .iter()
-            .position(|k| k.as_str() == v)
-    };
-    if let Some(requested) = requested.filter(|r| is_handshake_version(r))
-        && let (Some(asked), Some(spoken)) = (position(requested), position(speaks))
-        && asked <= spoken
-    {
-        return requested.to_owned();
-    }
-    if is_handshake_version(speaks) {
-        speaks.to_owned()
-    } else {
-        ProtocolVersion::LATEST_WITH_INITIALIZE.as_str().to_owned()
-    }
-}
-
-/// A session's InitializeResult: the server's own, at the version negotiated for this client.
-pub fn initialize_result(server_result: &Value, requested: Option<&str>) -> Value {
-    let speaks = server_result
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let mut result = server_result.clone();
-    result["protocolVersion"] = Value::from(negotiate_version(requested, speaks));
-    result
-}
-
-/// The 2026-07-28 `server/discover` result, derived from the server's InitializeResult.
-pub fn discover_result(server_result: &Value, version: &str) -> Value {
-    let supported: Vec<&str> = modern_versions().map(ProtocolVersion::as_str).collect();
-    let mut result = json!({
-        "supportedVersions": supported,
-        "capabilities": server_result.get("capabilities").cloned().unwrap_or_else(|| json!({})),
-        "ttlMs": 0,
-        "cacheScope": "private",
-        "resultType": "complete",
-    });
-    if let Some(instructions) = server_result.get("instructions").filter(|v| v.is_string()) {
-        result["instructions"] = instructions.clone();
-    }
-    modern_result(
-        "server/discover",
-        version,
-        result,
-        server_result.get("serverInfo"),
-    )
-}
-
-/// A 2026 request's params without the per-request envelope keys, for a legacy server.
-pub fn strip_envelope(params: &mut Map<String, Value>) {
-    let Some(Value::Object(meta)) = params.get_mut("_meta") else {
-        return;
-    };
-    for key in RESERVED_META_KEYS {
-        meta.remove(key);
-    }
-    if meta.is_empty() {
-        params.remove("_meta");
-    }
-}
-
-/// Shape a (legacy) result the way a 2026-07-28 server shapes its own: cache hints where
-/// the method's result carries them, `resultType` (default `complete`), and the server's
-/// `serverInfo` stamped into `_meta`.
-pub fn modern_result(method: &str, _version: &str, result: Value, server_info: Option<&Value>) -> Value {
-    let mut shaped = match result {
-        Value::Object(map) => map,
-        _ => Map::new(),
-    };
-    if CACHEABLE.contains(&method) {
-        shaped.entry("ttlMs").or_insert(json!(0));
-        shaped.entry("cacheScope").or_insert(json!("private"));
-    }
-    shaped.entry("resultType").or_insert(json!("complete"));
-    if let Some(info) = server_info.filter(|i| i.is_object()) {
-        match shaped.get_mut("_meta") {
-            None => {
-                shaped.insert("_meta".into(), json!({SERVER_INFO_META_KEY: info}));
-            }
-            Some(Value::Object(meta)) => {
-                if meta.get(SERVER_INFO_META_KEY).is_none_or(Value::is_null) {
-                    meta.insert(SERVER_INFO_META_KEY.into(), info.clone());
-                }
-            }
-            Some(_) => {}
-        }
-    }
-    Value::Object(shaped)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,12 +197,6 @@ mod tests {
             method: vec!["tools/call"],
             name: vec![name],
         }
-    }
-
-    #[test]
-    fn a_handshake_version_header_is_the_legacy_era() {
-        assert!(!is_modern(None) && !is_modern(Some("2025-06-18")));
-        assert!(is_modern(Some("2026-07-28")) && is_modern(Some("1999-01-01")));
     }
 
     #[test]
@@ -435,33 +252,5 @@ mod tests {
         );
         assert_eq!(decode_header_value("=?base64?w6ljaG9=?="), None);
         assert_eq!(decode_header_value("plain").as_deref(), Some("plain"));
-    }
-
-    #[test]
-    fn negotiation_never_claims_more_than_the_server_speaks() {
-        assert_eq!(negotiate_version(Some("2025-06-18"), "2025-11-25"), "2025-06-18");
-        assert_eq!(negotiate_version(Some("2025-11-25"), "2025-06-18"), "2025-06-18");
-        assert_eq!(negotiate_version(Some("nonsense"), "2025-06-18"), "2025-06-18");
-        assert_eq!(negotiate_version(None, "2026-07-28"), "2025-11-25");
-    }
-
-    #[test]
-    fn the_envelope_comes_off_and_other_meta_stays() {
-        let mut params = json!({"_meta": {PROTOCOL_VERSION_META_KEY: "x", "progressToken": 3}});
-        strip_envelope(params.as_object_mut().unwrap());
-        assert_eq!(params, json!({"_meta": {"progressToken": 3}}));
-    }
-
-    #[test]
-    fn a_modern_result_is_stamped_and_typed() {
-        let shaped = modern_result(
-            "tools/list",
-            "2026-07-28",
-            json!({"tools": []}),
-            Some(&json!({"name": "s"})),
-        );
-        assert_eq!(shaped["resultType"], "complete");
-        assert_eq!(shaped["ttlMs"], 0);
-        assert_eq!(shaped["_meta"][SERVER_INFO_META_KEY]["name"], "s");
     }
 }

@@ -18,11 +18,16 @@
 //! Each child's router knows it serves one caller alone (`Router::sole_caller`): what the
 //! child asks or logs goes to that caller, never to another session. Host, Origin and the
 //! caller's credentials are checked here, before a child is looked up or spawned.
+//!
+//! Modules: this one the entry (routing per era, serving, health and metrics); `children`
+//! the children's spawn, reaping and shutdown.
+
+mod children;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use hyper::body::Incoming;
 use hyper::{Method, Request, Response};
@@ -37,8 +42,8 @@ use super::metrics::Metrics;
 use super::pool::{CALLER_KEY, Pool, SESSION_KEY};
 use super::pool_child::PooledChild;
 use super::pool_health;
-use super::pool_metrics::{PoolMetrics, Reaped, Spawned};
-use crate::auth::gate::Gate;
+use super::pool_metrics::{PoolMetrics, Reaped};
+use crate::auth::gate::{Gate, admit_scraper};
 use crate::era;
 use crate::hosts::HostPolicy;
 use crate::http::{self, Body};
@@ -47,7 +52,6 @@ use crate::jsonrpc::{self, INVALID_REQUEST};
 /// Names one caller among several behind one caller key (2026-07-28), at most this long.
 const CALLER_HEADER: &str = "mcp-operator-caller";
 const MAX_CALLER_NAME: usize = 128;
-const REAP_PERIOD: Duration = Duration::from_secs(1);
 
 pub struct PoolFront {
     config: AdapterConfig,
@@ -102,9 +106,7 @@ impl PoolFront {
         match (request.method(), path) {
             (&Method::GET, "/healthz" | "/readyz") => return self.health(path == "/readyz"),
             (&Method::GET, "/metrics") => {
-                if let Some(scrapers) = &self.scrapers
-                    && let Err(refusal) = scrapers.admit(&request)
-                {
+                if let Err(refusal) = admit_scraper(self.scrapers.as_ref(), &request) {
                     return refusal;
                 }
                 return self.metrics();
@@ -248,62 +250,6 @@ impl PoolFront {
         response
     }
 
-    // ------------------------------------------------------------------ children
-
-    /// A new place with a ready child, or the 503 that refuses it (pool full, spawn failed or
-    /// too slow).
-    async fn spawn(
-        self: &Arc<Self>,
-        caller: &str,
-        request_id: Option<&Value>,
-    ) -> Result<(String, Arc<PooledChild>), Response<Body>> {
-        let child = Arc::new(PooledChild::new(
-            self.child_config.clone(),
-            self.metrics.clone(),
-            self.budget.clone(),
-            self.audit.clone(),
-        ));
-        let reserved = {
-            let mut pool = lock(&self.pool);
-            let now = Instant::now();
-            pool.refresh(now, PooledChild::busy);
-            pool.reserve(caller, child.clone(), now)
-        };
-        let (id, dropped) = match reserved {
-            Ok(reserved) => reserved,
-            Err(full) => {
-                self.counts.refused();
-                let text = format!("All {} MCP server processes are busy; retry later", full.0);
-                return Err(unavailable(request_id, &text));
-            }
-        };
-        for old in dropped {
-            self.reap(old, Reaped::Evicted);
-        }
-        // Until it is ready, the place and the child go with this request (a client gone
-        // meanwhile leaves neither behind).
-        let mut reserved = Reserved {
-            front: self.clone(),
-            id: Some(id),
-            child: child.clone(),
-        };
-        let started = Instant::now();
-        let outcome = child.start(started + self.config.spawn_timeout()).await;
-        if outcome == Spawned::Ready {
-            self.counts
-                .spawned(outcome, Some(started.elapsed().as_secs_f64()));
-            let id = reserved.id.take().unwrap_or_default();
-            return Ok((id, child));
-        }
-        self.counts.spawned(outcome, None);
-        tracing::warn!(
-            "A new MCP server process did not become ready within {:.0}s ({outcome:?}); stopped it",
-            self.config.spawn_timeout_seconds
-        );
-        drop(reserved);
-        Err(unavailable(request_id, "The MCP server did not start in time"))
-    }
-
     /// Hand a request to a child, its place busy meanwhile; a 2026-07-28 caller gone before
     /// its answer, with nothing else open at its child, has the child reaped.
     async fn serve(
@@ -324,58 +270,6 @@ impl PoolFront {
         let response = child.front.serve_mcp(request, caller).await;
         serving.answered = true;
         response
-    }
-
-    /// Stop a dropped child in the background; its counts stay in the totals.
-    fn reap(&self, child: Arc<PooledChild>, reason: Reaped) {
-        self.counts.reaped(reason);
-        tracing::debug!("Reaped a child ({reason:?})");
-        {
-            let router = child.core.router();
-            let mut retired = lock(&self.retired);
-            retired.0 += router.unattributed_log;
-            retired.1 += router.unattributed_request;
-        }
-        tokio::spawn(async move { child.stop().await });
-    }
-
-    /// Once a second: idle children stopped, children whose process or session ended reaped.
-    pub async fn reap_idle(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(REAP_PERIOD);
-        loop {
-            tick.tick().await;
-            let now = Instant::now();
-            let (expired, ended) = {
-                let mut pool = lock(&self.pool);
-                pool.refresh(now, PooledChild::busy);
-                let expired = pool.expire(now);
-                let gone: Vec<String> = pool
-                    .bound()
-                    .filter(|(_, key, child, in_use)| {
-                        !in_use && (child.ended() || (key.starts_with(SESSION_KEY) && child.sessions() == 0))
-                    })
-                    .map(|(id, ..)| id.to_owned())
-                    .collect();
-                let ended: Vec<_> = gone.iter().filter_map(|id| pool.release(id)).collect();
-                (expired, ended)
-            };
-            for child in expired {
-                self.reap(child, Reaped::Idle);
-            }
-            for child in ended {
-                self.reap(child, Reaped::Exited);
-            }
-        }
-    }
-
-    /// Stop every child (shutdown), each within its grace.
-    pub async fn stop(&self) {
-        let children = lock(&self.pool).clear();
-        let mut stopping = tokio::task::JoinSet::new();
-        for child in children {
-            stopping.spawn(async move { child.stop().await });
-        }
-        while stopping.join_next().await.is_some() {}
     }
 
     // ------------------------------------------------------------------ health and metrics
@@ -414,24 +308,6 @@ impl Drop for Serving {
         drop(pool);
         if let Some(child) = released {
             self.front.reap(child, Reaped::Disconnected);
-        }
-    }
-}
-
-/// A place reserved for a child that is starting: released, and the child stopped, unless
-/// the spawn succeeded (`id` taken).
-struct Reserved {
-    front: Arc<PoolFront>,
-    id: Option<String>,
-    child: Arc<PooledChild>,
-}
-
-impl Drop for Reserved {
-    fn drop(&mut self) {
-        if let Some(id) = self.id.take() {
-            lock(&self.front.pool).release(&id);
-            let child = self.child.clone();
-            tokio::spawn(async move { child.stop().await });
         }
     }
 }

@@ -1,0 +1,289 @@
+//! One MCP server of the run as the bridge's client sees it: a session over Streamable
+//! HTTP in either era, on the bridge's keep-alive HTTP/1.1 client (`mcp/session.py`'s rules):
+//! `server/discover` first at the newest 2026-07-28 revision (straight to the handshake when
+//! the server's status named a handshake revision), any rejection of it falls back to
+//! `initialize` + `notifications/initialized` and an `Mcp-Session-Id`; answers as JSON or
+//! SSE, their id checked against the request's; a lost legacy session established again once
+//! per request; the configured headers and `tokenFile` sent with every request, never over
+//! the protocol's own headers.
+//!
+//! Modules: this one the session (its state, requests with a deadline, a lost session made
+//! again, listings, the changes stream, its end); `negotiate` the era; `wire` one message
+//! sent and its answer read; `headers` the configured headers, their problems and secrets.
+
+mod headers;
+mod negotiate;
+mod wire;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::Request;
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde_json::{Map, Value, json};
+use tokio::sync::Mutex;
+
+use super::config::Server;
+use super::relay::Relay;
+
+pub use headers::{header_problem, secret_values};
+
+pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+
+/// The bridge's one HTTP client: keep-alive HTTP/1.1, at most 64 idle connections per server.
+pub fn http_client() -> HttpClient {
+    let mut connector = HttpConnector::new();
+    connector.set_nodelay(true);
+    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(64)
+        .pool_idle_timeout(Duration::from_secs(60))
+        .build(connector)
+}
+
+/// Pages of one listing at most (a server that never ends its cursor is an error).
+const MAX_PAGES: usize = 100;
+
+/// How a request to the server failed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Failure {
+    /// Not reached, or the answer was lost or not MCP: the server may be down.
+    Unavailable(String),
+    /// The server answered with a JSON-RPC error.
+    Rpc {
+        code: i64,
+        message: String,
+        data: Option<Value>,
+    },
+    /// An answer that is not the JSON-RPC response to the request (another id, no result,
+    /// not JSON): the server is out of step, the request failed.
+    Protocol(String),
+    /// The HTTP status of a refusal (no JSON-RPC error in it).
+    Status(u16, String),
+    /// No answer within the deadline.
+    Timeout,
+    /// The bridge cannot send it as configured (a header file unreadable, a bad value).
+    Misconfigured(String),
+    /// The agent cancelled the call (`relay`): the server was told, nobody waits for it.
+    Cancelled,
+}
+
+impl Failure {
+    pub fn describe(&self) -> String {
+        match self {
+            Failure::Unavailable(why) | Failure::Misconfigured(why) | Failure::Protocol(why) => why.clone(),
+            Failure::Rpc { code, message, .. } => format!("JSON-RPC error {code}: {message}"),
+            Failure::Status(status, why) => format!("HTTP {status}: {why}"),
+            Failure::Timeout => "no answer in time".to_owned(),
+            Failure::Cancelled => "the call was cancelled".to_owned(),
+        }
+    }
+}
+
+/// What the session negotiated.
+#[derive(Debug, Clone, Default)]
+pub struct Negotiated {
+    pub protocol_version: String,
+    pub session_id: Option<String>,
+    pub modern: bool,
+    /// The server declared `tools.listChanged`: it announces changes on a stream.
+    pub list_changed: bool,
+    /// The capabilities the server declared.
+    pub capabilities: Value,
+}
+
+pub struct Upstream {
+    pub server: Server,
+    pub(super) client: HttpClient,
+    pub(super) uri: hyper::Uri,
+    state: Mutex<Option<Negotiated>>,
+    ids: AtomicU64,
+}
+
+fn client_info() -> Value {
+    json!({"name": "mcp-operator-bridge", "version": env!("CARGO_PKG_VERSION")})
+}
+
+impl Upstream {
+    pub fn new(server: Server, client: HttpClient) -> Result<Self, String> {
+        let uri: hyper::Uri = server.url.parse().map_err(|e| format!("url: {e}"))?;
+        if uri.scheme_str() != Some("http") {
+            return Err("url: only http:// servers are reached by this bridge yet".to_owned());
+        }
+        if server.transport != "streamable-http" {
+            return Err(format!(
+                "transport {} is not served by this bridge yet",
+                server.transport
+            ));
+        }
+        Ok(Self {
+            server,
+            client,
+            uri,
+            state: Mutex::new(None),
+            ids: AtomicU64::new(1),
+        })
+    }
+
+    pub async fn negotiated(&self) -> Option<Negotiated> {
+        self.state.lock().await.clone()
+    }
+
+    /// Forget the session (the next request negotiates again).
+    pub async fn reset(&self) {
+        *self.state.lock().await = None;
+    }
+
+    fn next_id(&self) -> u64 {
+        self.ids.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// The negotiated session, negotiating first when there is none.
+    pub async fn connect(&self) -> Result<Negotiated, Failure> {
+        let mut state = self.state.lock().await;
+        if let Some(negotiated) = state.as_ref() {
+            return Ok(negotiated.clone());
+        }
+        let negotiated = self.negotiate().await?;
+        *state = Some(negotiated.clone());
+        Ok(negotiated)
+    }
+
+    /// One request in the negotiated era within `deadline`; a lost legacy session (404, or a
+    /// 400 naming the session) is established again once.
+    pub async fn request(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        deadline: Duration,
+    ) -> Result<Value, Failure> {
+        tokio::time::timeout(deadline, self.once(method, params, None))
+            .await
+            .unwrap_or(Err(Failure::Timeout))
+    }
+
+    /// One request in the negotiated era, with no deadline of its own; a lost legacy
+    /// session is established again once.
+    pub(super) async fn once(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        relay: Option<&Arc<Relay>>,
+    ) -> Result<Value, Failure> {
+        let negotiated = self.connect().await?;
+        match self.exchange(&negotiated, method, params.clone(), relay).await {
+            Err(Failure::Status(status, why))
+                if !negotiated.modern
+                    && negotiated.session_id.is_some()
+                    && (status == 404 || (status == 400 && why.to_ascii_lowercase().contains("session")))
+                    && self.lost(&negotiated).await =>
+            {
+                let negotiated = self.connect().await?;
+                self.exchange(&negotiated, method, params, relay)
+                    .await
+                    .map(|(r, _)| r)
+            }
+            other => other.map(|(result, _)| result),
+        }
+    }
+
+    /// Whether the session in use was lost: it is forgotten, so the next connect makes a new one.
+    async fn lost(&self, negotiated: &Negotiated) -> bool {
+        let mut state = self.state.lock().await;
+        let same = state
+            .as_ref()
+            .is_some_and(|s| s.session_id == negotiated.session_id);
+        if same {
+            *state = None;
+        }
+        same
+    }
+
+    /// Every item of a listing (`tools/list` → `tools`, `prompts/list` → `prompts`), page
+    /// after page (only an absent `nextCursor` ends it).
+    pub async fn list_all(&self, method: &str, key: &str, deadline: Duration) -> Result<Vec<Value>, Failure> {
+        let mut items = Vec::new();
+        let mut cursor: Option<Value> = None;
+        for _ in 0..MAX_PAGES {
+            let mut params = Map::new();
+            if let Some(cursor) = cursor.take() {
+                params.insert("cursor".into(), cursor);
+            }
+            let result = self.request(method, params, deadline).await?;
+            if let Some(page) = result.get(key).and_then(Value::as_array) {
+                items.extend(page.iter().filter(|t| t.is_object()).cloned());
+            }
+            match result.get("nextCursor") {
+                Some(next) if next.is_string() => cursor = Some(next.clone()),
+                _ => return Ok(items),
+            }
+        }
+        Err(Failure::Unavailable(format!(
+            "{method} went on for more than {MAX_PAGES} pages"
+        )))
+    }
+
+    /// The stream the server announces changes on: a legacy session's GET stream, or the
+    /// answer to a 2026-07-28 `subscriptions/listen` for `toolsListChanged` (and
+    /// `promptsListChanged` when it has prompts); None when the server declared no list
+    /// changes or refused the stream.
+    pub async fn open_changes(&self) -> Result<Option<Incoming>, Failure> {
+        let negotiated = self.connect().await?;
+        if !negotiated.list_changed {
+            return Ok(None);
+        }
+        let request = if negotiated.modern {
+            let mut params = Map::new();
+            let mut wanted = json!({"toolsListChanged": true});
+            if negotiated.capabilities.pointer("/prompts/listChanged") == Some(&Value::Bool(true)) {
+                wanted["promptsListChanged"] = json!(true);
+            }
+            params.insert("notifications".into(), wanted);
+            let params = self.stamped(&negotiated, params);
+            let id = self.next_id();
+            self.build(&negotiated, Some("subscriptions/listen"), Some(&params), Some(id))?
+        } else {
+            self.build(&negotiated, None, None, None)?
+        };
+        let response = self.transmit(request).await?;
+        let streams = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
+        if response.status() != 200 || !streams {
+            if response.status() == 404 && !negotiated.modern {
+                self.lost(&negotiated).await;
+            }
+            return Ok(None);
+        }
+        Ok(Some(response.into_body()))
+    }
+
+    /// End a legacy session at the server (`DELETE`), within a second; best effort.
+    pub async fn close(&self) {
+        let Some(negotiated) = self.state.lock().await.take() else {
+            return;
+        };
+        let Some(session) = negotiated.session_id.filter(|_| !negotiated.modern) else {
+            return;
+        };
+        let mut builder = Request::delete(self.uri.clone())
+            .header("mcp-session-id", session.as_str())
+            .header("mcp-protocol-version", negotiated.protocol_version.as_str());
+        if let Ok(headers) = self.configured_headers() {
+            for (name, value) in headers {
+                builder = builder.header(name, value);
+            }
+        }
+        if let Ok(request) = builder.body(Full::new(Bytes::new())) {
+            let _ = tokio::time::timeout(Duration::from_secs(1), self.client.request(request)).await;
+        }
+    }
+}
