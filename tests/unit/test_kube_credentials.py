@@ -5,6 +5,7 @@ the library would do it wrongly. Exec plugins are real programs; the clock is vi
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import datetime
 import logging
@@ -44,6 +45,14 @@ import datetime, json, os, pathlib, sys
 runs = pathlib.Path(os.environ["RUNS_FILE"])
 count = int(runs.read_text()) + 1 if runs.exists() else 1
 runs.write_text(str(count))
+if os.environ.get("WAIT_FOR"):  # until the test's event loop has made this file
+    waited = pathlib.Path(os.environ["WAIT_FOR"])
+    for _ in range(100):
+        if waited.exists():
+            break
+        __import__("time").sleep(0.1)
+    else:
+        sys.exit(4)
 if os.environ.get("PLUGIN_FAILS"):
     sys.stderr.write("login expired, run the cloud's login command\\n")
     sys.exit(3)
@@ -251,6 +260,24 @@ async def test_an_exec_plugins_token_is_used_until_shortly_before_it_expires(
     clock.now += datetime.timedelta(seconds=2)
     assert (await credentials.current()).token.startswith("token-2:")  # type: ignore[union-attr]
     assert runs(tmp_path) == 2
+
+
+async def test_the_first_load_runs_off_the_event_loop_and_kopf_logs_in_with_it(
+    tmp_path: Path,
+) -> None:
+    """The plugin waits for a file the event loop writes while the client loads: a load on
+    the loop would wait for itself and fail. kopf's login then takes the client's credential
+    as it is, without running the plugin again."""
+    go = tmp_path / "go"
+    path = kubeconfig(tmp_path, {"exec": exec_spec(tmp_path, WAIT_FOR=str(go))})
+    opening = asyncio.create_task(KubeClient.open(str(path)))
+    await asyncio.sleep(0)  # the load starts
+    go.write_text("")
+    kube = await asyncio.wait_for(opening, 20)
+    assert kube.credentials.cached().token == "token-1:arg:https://k8s:6443/"
+    info = await authenticate(memo=kopf.Memo(kube=kube))
+    assert info.token == "token-1:arg:https://k8s:6443/" and runs(tmp_path) == 1
+    await kube.close()
 
 
 async def test_a_credential_that_comes_expired_is_sent_once_before_asking_again() -> None:

@@ -299,7 +299,7 @@ async def _main(
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
-        kube = KubeClient.connect(on_error=metrics.api_error)
+        kube = await KubeClient.open(on_error=metrics.api_error)
         metrics.leading(False)
         try:
             elector = Elector(kube, election, candidate_identity(), on_change=metrics.leading)

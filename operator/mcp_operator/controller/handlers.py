@@ -56,8 +56,13 @@ async def authenticate(memo: kopf.Memo, **_: Any) -> kopf.ConnectionInfo:
         await asyncio.sleep(pause)
     credentials = getattr(memo, "login_credentials", None)
     if credentials is None:
-        # The first load may run an exec plugin: off the event loop.
-        memo.login_credentials = await asyncio.to_thread(load_credentials, None)
+        # The operator's own client, loaded at start-up (kopf logs in after it), is the one
+        # identity: kopf's watches and the operator's requests renew the same credential.
+        kube = getattr(memo, "kube", None)
+        if kube is not None:
+            memo.login_credentials = kube.credentials
+        else:  # off the event loop: the first load may run an exec plugin
+            memo.login_credentials = await asyncio.to_thread(load_credentials, None)
         current = memo.login_credentials.cached()
     else:
         current = await credentials.renew()
@@ -96,7 +101,7 @@ async def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) 
     fleet_settings = getattr(memo, "fleet_settings", None) or FleetSettings()
     run_settings = getattr(memo, "agentrun_settings", None) or AgentRunSettings()
     metrics = getattr(memo, "metrics", None) or OperatorMetrics()
-    memo.kube = KubeClient.connect(on_error=metrics.api_error)
+    memo.kube = await KubeClient.open(on_error=metrics.api_error)
     if getattr(memo, "adapter_image_from_pod", False):
         image = await own_image(memo.kube)
         if image is not None:

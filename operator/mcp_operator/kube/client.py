@@ -115,6 +115,23 @@ class KubeClient:
         later loads run off the event loop)."""
         return cls(load_credentials(kubeconfig), on_error=on_error)
 
+    @classmethod
+    async def open(
+        cls,
+        kubeconfig: str | None = None,
+        *,
+        on_error: Callable[[str, int | None], None] | None = None,
+    ) -> KubeClient:
+        """:meth:`connect` with the first load off the event loop (an exec plugin may take
+        seconds; meanwhile ``/healthz`` and everything else on the loop go on)."""
+        credentials = await asyncio.to_thread(load_credentials, kubeconfig)
+        return cls(credentials, on_error=on_error)
+
+    @property
+    def credentials(self) -> Credentials:
+        """Who this client is, renewed as it expires or is refused (kopf's login reads it)."""
+        return self._credentials
+
     @property
     def server(self) -> str:
         return self._credentials.server
