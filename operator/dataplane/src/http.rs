@@ -80,6 +80,15 @@ pub fn plain(status: u16, text: &str) -> Response<Body> {
     response
 }
 
+/// `405 Method Not Allowed`, naming the methods the path takes (`allow`).
+pub fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut response = plain(405, "Method Not Allowed");
+    response
+        .headers_mut()
+        .insert("allow", HeaderValue::from_static(allow));
+    response
+}
+
 pub fn json(status: u16, message: &Value) -> Response<Body> {
     let body = serde_json::to_vec(message).expect("a Value always encodes");
     let mut response = Response::new(Body::Whole(Some(Bytes::from(body))));

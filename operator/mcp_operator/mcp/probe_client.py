@@ -23,6 +23,7 @@ session's change stream). Failures are :class:`~mcp_operator.mcp.failures.McpFai
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterable, AsyncIterator
 
 import mcp_types as types
@@ -59,28 +60,22 @@ class ProbeClient:
         self._count = ToolCount(MAX_DISCOVERED_TOOLS)
         self._page_share: Reservation | None = None
         """The byte budget's share of the last large page, held while it may be alive."""
-        self.session: McpSession
-        if target.transport == "sse":
-            self.session = LegacySseSession(
-                target.url,
-                pool,
-                headers=target.headers,
-                client_info=CLIENT_INFO,
-                read_body=self._bounded,
-                credentials=target.credentials,
-                max_event_bytes=MAX_RESPONSE_BYTES,
-                stream_body=self._bounded,
+        # The legacy transport's answers come on its event stream, read under the same bounds.
+        session = (
+            functools.partial(
+                LegacySseSession, max_event_bytes=MAX_RESPONSE_BYTES, stream_body=self._bounded
             )
-        else:
-            self.session = McpSession(
-                target.url,
-                pool,
-                headers=target.headers,
-                client_info=CLIENT_INFO,
-                read_body=self._bounded,
-                discover_seconds=DISCOVER_SECONDS,
-                credentials=target.credentials,
-            )
+            if target.transport == "sse"
+            else functools.partial(McpSession, discover_seconds=DISCOVER_SECONDS)
+        )
+        self.session: McpSession = session(
+            target.url,
+            pool,
+            headers=target.headers,
+            client_info=CLIENT_INFO,
+            read_body=self._bounded,
+            credentials=target.credentials,
+        )
 
     @property
     def protocol_version(self) -> str | None:

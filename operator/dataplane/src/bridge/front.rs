@@ -84,13 +84,7 @@ impl Front {
             Method::POST => self.legacy_post(request, &caller).await,
             Method::GET => self.legacy_get(&request, &caller).into(),
             Method::DELETE => self.legacy_delete(&request, &caller).into(),
-            _ => {
-                let mut response = http::plain(405, "Method Not Allowed");
-                response
-                    .headers_mut()
-                    .insert("allow", HeaderValue::from_static("GET, POST, DELETE"));
-                response.into()
-            }
+            _ => http::method_not_allowed("GET, POST, DELETE").into(),
         }
     }
 
@@ -240,11 +234,7 @@ impl Front {
 
     async fn stateless(&self, request: Request<Incoming>) -> Answer {
         if request.method() != Method::POST {
-            let mut response = http::plain(405, "Method Not Allowed");
-            response
-                .headers_mut()
-                .insert("allow", HeaderValue::from_static("POST"));
-            return response.into();
+            return http::method_not_allowed("POST").into();
         }
         let accept = http::header(&request, "accept").unwrap_or("*/*").to_owned();
         if !accept.contains("application/json") && !accept.contains("*/*") {

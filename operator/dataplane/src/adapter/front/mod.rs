@@ -161,14 +161,7 @@ impl Front {
             Method::POST => self.legacy_post(request, caller).await,
             Method::GET => self.legacy_get(&request, caller),
             Method::DELETE => self.legacy_delete(&request, caller),
-            _ => {
-                let mut response = http::plain(405, "Method Not Allowed");
-                response.headers_mut().insert(
-                    "allow",
-                    hyper::header::HeaderValue::from_static("GET, POST, DELETE"),
-                );
-                response
-            }
+            _ => http::method_not_allowed("GET, POST, DELETE"),
         }
     }
 

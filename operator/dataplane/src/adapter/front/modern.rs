@@ -24,11 +24,7 @@ use crate::rounds;
 impl Front {
     pub(super) async fn stateless(&self, request: Request<Incoming>, caller: &Caller) -> Response<Body> {
         if request.method() != Method::POST {
-            let mut response = http::plain(405, "Method Not Allowed");
-            response
-                .headers_mut()
-                .insert("allow", hyper::header::HeaderValue::from_static("POST"));
-            return response;
+            return http::method_not_allowed("POST");
         }
         let accept = http::header(&request, "accept").unwrap_or("*/*").to_owned();
         if !accept.contains("application/json") && !accept.contains("*/*") {

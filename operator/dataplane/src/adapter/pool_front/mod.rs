@@ -152,11 +152,7 @@ impl PoolFront {
 
     async fn modern(self: Arc<Self>, request: Request<Incoming>, caller: Caller) -> Response<Body> {
         if request.method() != Method::POST {
-            let mut response = http::plain(405, "Method Not Allowed");
-            response
-                .headers_mut()
-                .insert("allow", hyper::header::HeaderValue::from_static("POST"));
-            return response;
+            return http::method_not_allowed("POST");
         }
         let mut key = format!("{CALLER_KEY}{}", caller.key);
         if let Some(name) = http::header(&request, CALLER_HEADER) {
