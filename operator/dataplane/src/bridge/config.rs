@@ -1,13 +1,15 @@
 //! The bridge's command line and the `BridgeConfig` file it reads (`--config FILE`, YAML or
-//! JSON), as `operator/mcp_operator/api/bridge.py` defines it: the parts this bridge acts on
-//! are typed and checked; the parts it does not act on yet (policies, auth, overrides) are
-//! accepted as the operator writes them and left alone. Pure but for reading the file.
+//! JSON), as `operator/mcp_operator/api/bridge.py` defines it, typed and checked (the call
+//! policy in `policy`); `auth` is accepted as the operator writes it. Pure but for reading
+//! the file.
 
 use std::path::{Path, PathBuf};
 
 use clap::Args;
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+use super::policy::{self, CallPolicy, PiiMode};
 
 /// `mcp-dataplane bridge`: one governed MCP endpoint for an agent, in front of its servers.
 #[derive(Debug, Clone, Args)]
@@ -178,22 +180,51 @@ pub struct Server {
     #[serde(default)]
     pub headers: Vec<Header>,
     #[serde(default)]
-    pub policy: Option<Value>,
+    pub policy: CallPolicy,
     #[serde(default)]
     pub tools: Option<Vec<String>>,
     #[serde(default)]
     pub auth: Option<Value>,
     #[serde(default)]
     pub token_file: Option<PathBuf>,
+    /// The server's `spec.toolsPinning`.
     #[serde(default)]
-    #[allow(dead_code)] // pins and overrides are not applied by this slice
-    pub pinning: Option<String>,
+    pub pinning: Pinning,
+    /// The server's tool overrides (`spec.toolsOverride`).
     #[serde(default)]
-    #[allow(dead_code)] // pins and overrides are not applied by this slice
-    pub overrides: Vec<Value>,
+    pub overrides: Vec<ToolOverride>,
+    /// The pinned definition digests: original name → `definitionSha256`. Unset: no pins.
     #[serde(default)]
-    #[allow(dead_code)] // pins and overrides are not applied by this slice
-    pub tool_digests: Option<Value>,
+    pub tool_digests: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// Whether the bridge refuses a tool whose live definition differs from its pin (`off`: it
+/// does not check), and whether a tool without a pin is refused (`strict`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pinning {
+    Strict,
+    #[default]
+    Pin,
+    Off,
+}
+
+/// The server's `spec.toolsOverride` entry for one tool.
+#[allow(dead_code)] // applied as the overrides are ported; the file refuses them until then
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolOverride {
+    /// The tool's original name.
+    pub name: String,
+    /// The title the agent sees instead of the server's.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The description the agent sees instead of the server's.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Arguments sent with every call whatever the agent says; out of the agent's schema.
+    #[serde(default)]
+    pub fixed_arguments: Option<Map<String, Value>>,
 }
 
 fn streamable() -> String {
@@ -208,11 +239,7 @@ impl Server {
 
     /// The call deadline (`policy.timeoutSeconds`, 30 s by default).
     pub fn timeout_seconds(&self) -> u64 {
-        self.policy
-            .as_ref()
-            .and_then(|p| p.get("timeoutSeconds"))
-            .and_then(Value::as_u64)
-            .unwrap_or(30)
+        self.policy.timeout_seconds
     }
 }
 
@@ -288,8 +315,54 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
         if server.auth.is_some() && server.token_file.is_some() {
             problems.push(format!("{at}: auth and tokenFile must not both be set"));
         }
+        problems.extend(policy::problems(&server.policy, &format!("{at}.policy")));
+        problems.extend(not_enforced(server, &at));
+        if let Some(digests) = &server.tool_digests {
+            for (name, digest) in digests {
+                if digest.len() != 64
+                    || !digest
+                        .bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+                {
+                    problems.push(format!(
+                        "{at}.toolDigests['{name}']: must be 64 lowercase hexadecimal digits"
+                    ));
+                }
+            }
+        }
     }
     problems
+}
+
+/// What the file asks of this bridge that it does not enforce yet, refused by name so that
+/// a policy is never dropped in silence: a bridge that cannot govern a call as written does
+/// not start. Each entry goes when its part of the port lands.
+fn not_enforced(server: &Server, at: &str) -> Vec<String> {
+    let policy = &server.policy;
+    let mut asked = Vec::new();
+    if policy.pii.arguments != PiiMode::Off || policy.pii.results != PiiMode::Off {
+        asked.push("policy.pii");
+    }
+    if !policy.rules.is_empty() {
+        asked.push("policy.rules");
+    }
+    if !policy.rate_limits.is_empty() {
+        asked.push("policy.rateLimits");
+    }
+    if !policy.require_approval.is_empty() || policy.approve_destructive {
+        asked.push("policy.requireApproval and approveDestructive");
+    }
+    if server.pinning == Pinning::Strict || (server.pinning == Pinning::Pin && server.tool_digests.is_some())
+    {
+        asked.push("toolDigests (pinning)");
+    }
+    if !server.overrides.is_empty() {
+        asked.push("overrides");
+    }
+    asked
+        .into_iter()
+        .map(|part| format!("{at}.{part}: not enforced by this bridge yet"))
+        .collect()
 }
 
 #[cfg(test)]
@@ -314,13 +387,43 @@ mod tests {
         let text = r#"{"apiVersion": "mcp-operator.dev/v1alpha1", "kind": "BridgeConfig",
             "run": {"name": "r", "namespace": "d"},
             "servers": [{"name": "ev", "namespace": "d", "url": "http://h:1/mcp", "prefix": "ev",
-                         "filters": [{"deny": ["get-env"]}], "policy": {"pii": {"arguments": "block"}},
+                         "filters": [{"deny": ["get-env"]}], "policy": {"timeoutSeconds": 5},
                          "tokenFile": "/var/run/token"}]}"#;
         let config = parse(text, "test").unwrap();
         let server = &config.servers[0];
         assert_eq!(server.key(), "d/ev");
         assert_eq!(server.filters[0].deny, vec!["get-env"]);
-        assert_eq!(server.timeout_seconds(), 30);
+        assert_eq!(server.timeout_seconds(), 5);
+    }
+
+    #[test]
+    fn a_policy_this_bridge_does_not_enforce_is_refused_by_name() {
+        let server = "servers:\n- {name: a, namespace: d, url: 'http://x/', prefix: a, ";
+        for (part, field) in [
+            ("policy: {pii: {results: redact}}", "policy.pii"),
+            ("policy: {rules: [{match: 'true', action: deny}]}", "policy.rules"),
+            (
+                "policy: {rateLimits: [{tools: [x], perMinute: 1}]}",
+                "policy.rateLimits",
+            ),
+            ("policy: {approveDestructive: true}", "policy.requireApproval"),
+            (
+                "toolDigests: {x: '0000000000000000000000000000000000000000000000000000000000000000'}",
+                "toolDigests",
+            ),
+            ("overrides: [{name: x, title: y}]", "overrides"),
+        ] {
+            let text = format!("{MINIMAL}{server}{part}}}\n");
+            let refused = parse(&text, "f").unwrap_err();
+            assert!(
+                refused.contains(&format!("servers[0].{field}")) && refused.contains("not enforced"),
+                "{refused}"
+            );
+        }
+        let off = format!(
+            "{MINIMAL}{server}pinning: 'off', toolDigests: {{x: '0000000000000000000000000000000000000000000000000000000000000000'}}}}\n"
+        );
+        assert!(parse(&off, "f").is_ok());
     }
 
     #[test]

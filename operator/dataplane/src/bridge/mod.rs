@@ -8,6 +8,7 @@
 //! Modules, one job each:
 //!
 //! - `config`   the command line and the `BridgeConfig` file
+//! - `policy`   one server's effective call policy, typed and checked
 //! - `naming`   exposed names and filters (the shared naming plan)
 //! - `upstream` one server's MCP client session, both eras, over the keep-alive client
 //!   (`upstream/`: `negotiate` the era, `wire` one message and its answer, `headers` the
@@ -48,6 +49,7 @@ pub mod inputs;
 pub mod metrics;
 pub mod naming;
 pub mod pipeline;
+pub mod policy;
 pub mod prompts;
 pub mod relay;
 pub mod scrub;

@@ -116,6 +116,9 @@ impl Upstream {
         if uri.scheme_str() != Some("http") {
             return Err("url: only http:// servers are reached by this bridge yet".to_owned());
         }
+        if server.auth.is_some() {
+            return Err("auth: OAuth credentials are not presented by this bridge yet".to_owned());
+        }
         if server.transport != "streamable-http" {
             return Err(format!(
                 "transport {} is not served by this bridge yet",
