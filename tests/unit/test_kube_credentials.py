@@ -53,6 +53,11 @@ if os.environ.get("WAIT_FOR"):  # until the test's event loop has made this file
         __import__("time").sleep(0.1)
     else:
         sys.exit(4)
+if os.environ.get("HANG_FILE"):  # a shell child that holds the output open, as a login waits
+    import subprocess
+    hang = subprocess.Popen(["sleep", "600"])
+    pathlib.Path(os.environ["HANG_FILE"]).write_text(f"{{os.getpid()}} {{hang.pid}}")
+    hang.wait()
 if os.environ.get("PLUGIN_FAILS"):
     sys.stderr.write("login expired, run the cloud's login command\\n")
     sys.exit(3)
@@ -329,6 +334,39 @@ async def test_after_a_401_the_client_is_asked_again_and_the_request_retried_onc
     assert raised.value.status == 401
     assert "token of kubeconfig user me from its exec plugin" in str(raised.value)
     assert runs(tmp_path) == first + 7 and "token-" not in str(raised.value)
+
+
+async def test_a_plugin_that_hangs_is_stopped_and_the_next_load_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The library waits for a plugin without a limit, holding the one-load lock: given up
+    after the limit, the plugin and its own child are stopped, and the next load succeeds."""
+    monkeypatch.setattr(credentials_module, "LOAD_TIMEOUT_SECONDS", 2.0)
+    hang = tmp_path / "hang"
+    path = kubeconfig(tmp_path, {"exec": exec_spec(tmp_path, HANG_FILE=str(hang))})
+    with pytest.raises(CredentialError, match="did not come within 2 s") as raised:
+        await KubeClient.open(str(path))
+    assert "the kubeconfig" in str(raised.value)
+    pids = [int(pid) for pid in hang.read_text().split()]
+    for _ in range(100):  # SIGKILLed: gone once their parents reaped them (or they are zombies)
+        if not any(alive(pid) for pid in pids):
+            break
+        await asyncio.sleep(0.05)
+    assert not any(alive(pid) for pid in pids), "the plugin and its child were stopped"
+    hang.unlink()
+    path = kubeconfig(tmp_path, {"exec": exec_spec(tmp_path)})
+    kube = await asyncio.wait_for(KubeClient.open(str(path)), 10)
+    assert kube.credentials.cached().token.startswith("token-")  # type: ignore[union-attr]
+    await kube.close()
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return state[state.rfind(")") + 2] != "Z"
 
 
 def test_a_failing_plugin_is_an_error_naming_the_user(tmp_path: Path) -> None:

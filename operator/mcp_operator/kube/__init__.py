@@ -10,6 +10,7 @@ HTTP status codes become exceptions in ``errors`` and nowhere else.
 - ``ownership``    whether an existing object of a child's name is the owner's own (pure)
 - ``resources``    where each kind lives in the REST API
 - ``credentials``  who the client is (the ``kubernetes`` package's loaders), asked again
+- ``exec_plugins`` an exec plugin that outlived its load's time limit, found and stopped
 - ``tls``          SSL contexts and pools for a client certificate that is renewed
 - ``identity``     the operator's own audience-bound tokens, and the ServiceAccount issuer
 """

@@ -27,7 +27,7 @@ import httpx
 
 from mcp_operator import FIELD_MANAGER
 from mcp_operator.kube import ownership
-from mcp_operator.kube.credentials import Credential, Credentials, load_credentials
+from mcp_operator.kube.credentials import Credential, Credentials, in_time, load_credentials
 from mcp_operator.kube.errors import (
     ApiUnreachable,
     KubeError,
@@ -124,7 +124,7 @@ class KubeClient:
     ) -> KubeClient:
         """:meth:`connect` with the first load off the event loop (an exec plugin may take
         seconds; meanwhile ``/healthz`` and everything else on the loop go on)."""
-        credentials = await asyncio.to_thread(load_credentials, kubeconfig)
+        credentials = await in_time(lambda: load_credentials(kubeconfig), "the kubeconfig")
         return cls(credentials, on_error=on_error)
 
     @property

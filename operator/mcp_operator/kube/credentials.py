@@ -12,7 +12,8 @@ clients of the API server are one identity. docs/architecture.md ("The API serve
 credentials: which client") says why this client and what it lacks.
 
 Where the library falls short, this module does the rest, each said where it is done: loads run
-in a thread with a time limit (the library runs plugins synchronously, without one);
+in a thread with a time limit, and a plugin that outlives it is stopped (the library runs
+plugins synchronously, without one);
 ``interactiveMode: Always`` and an OIDC issuer without a CA are refused before the library sees
 them; the PEM files it writes live in a private directory only while one load reads them back.
 Tokens and keys never reach a log line, an exception or a ``repr``.
@@ -30,13 +31,14 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jwt
 from cryptography import x509
 from kubernetes import client as kubernetes_client
 from kubernetes.config import ConfigException, incluster_config, kube_config
 
+from mcp_operator.kube import exec_plugins
 from mcp_operator.kube.tls import ClientCertificate, ServerVerification
 
 logger = logging.getLogger(__name__)
@@ -49,8 +51,8 @@ SERVICE_ACCOUNT_REREAD = datetime.timedelta(seconds=60)
 """How long a Pod's token is used before it is read again: the kubelet rotates the file."""
 LOAD_TIMEOUT_SECONDS = 60.0
 """How long a caller waits for one load (an exec plugin, an OIDC refresh): the library sets no
-limit. A plugin that outlives it is not killed (the library owns the process); the caller
-gets an error."""
+limit. A plugin that outlives it is stopped (:mod:`mcp_operator.kube.exec_plugins`) and the
+caller gets an error."""
 
 _ONE_LOAD = threading.Lock()
 """The library keeps the files it writes in one process-wide table, cleared after each load
@@ -59,6 +61,23 @@ _ONE_LOAD = threading.Lock()
 
 class CredentialError(RuntimeError):
     """A credential could not be obtained (the message says from where, never a secret)."""
+
+
+Loaded = TypeVar("Loaded")
+
+
+async def in_time(load: Callable[[], Loaded], whose: str) -> Loaded:
+    """``load()`` in a thread, given up after :data:`LOAD_TIMEOUT_SECONDS`; an exec plugin it
+    started is then stopped, so that its thread ends and the next load is not held behind it."""
+    before = exec_plugins.children()
+    try:
+        return await asyncio.wait_for(asyncio.to_thread(load), LOAD_TIMEOUT_SECONDS)
+    except TimeoutError:
+        exec_plugins.stop_since(before)
+        raise CredentialError(
+            f"the credential of {whose} did not come within {LOAD_TIMEOUT_SECONDS:.0f} s "
+            "(an exec plugin or an OIDC issuer that hangs)"
+        ) from None
 
 
 def utc_now() -> datetime.datetime:
@@ -183,15 +202,7 @@ class Credentials:
         async with self._lock:
             if refused is not None and self._credential is not refused:
                 return self._credential
-            try:
-                credential = await asyncio.wait_for(
-                    asyncio.to_thread(self._resolve), LOAD_TIMEOUT_SECONDS
-                )
-            except TimeoutError:
-                raise CredentialError(
-                    f"the credential of {self._credential.user} did not come within "
-                    f"{LOAD_TIMEOUT_SECONDS:.0f} s (an exec plugin or an OIDC issuer that hangs)"
-                ) from None
+            credential = await in_time(self._resolve, self._credential.user)
             self._credential, self._unused = credential, True
             self._obtained_at = self._now()
             self.loads += 1
