@@ -68,7 +68,7 @@ impl Catalog {
                     continue;
                 }
                 let sha256 = definition_digest(tool); // the server's own definition is pinned
-                let wanted = server.overrides.iter().find(|o| o.name == original);
+                let wanted = server.overrides.iter().rfind(|o| o.name == original); // the last, as Python's dict
                 let (definition, schema) = overridden(tool, wanted);
                 let mut shown = scrubber.json(with_exposed_ui(&server.prefix, definition));
                 shown["name"] = Value::from(exposed.clone());
@@ -344,12 +344,12 @@ mod tests {
     #[test]
     fn an_override_shows_our_text_its_schema_loses_the_fixed_argument_and_the_pin_holds() {
         let digest = definition_digest(&delete());
-        let extra = ", overrides: [{name: delete_page, title: Delete a draft, description: Deletes a page under /drafts only., fixedArguments: {path: /drafts/current}}]";
+        let extra = ", overrides: [{name: delete_page, title: Overridden again below}, {name: delete_page, title: Delete a draft, description: Deletes a page under /drafts only., fixedArguments: {path: /drafts/current}}]";
         let server = pinned("strict", &[("delete_page", &digest)], extra);
         let catalog = Catalog::build(&[server], &[Some(vec![delete()])], &Scrubber::default());
         let entry = catalog.get("docs_delete_page").unwrap();
         assert_eq!(entry.drift, None); // the pin is the server's own definition
-        assert_eq!(entry.tool["title"], "Delete a draft");
+        assert_eq!(entry.tool["title"], "Delete a draft"); // the last override of a name
         assert_eq!(entry.tool["description"], "Deletes a page under /drafts only.");
         assert_eq!(entry.tool["inputSchema"]["properties"], json!({}));
         assert_eq!(

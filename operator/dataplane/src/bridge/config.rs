@@ -316,6 +316,8 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
         }
         problems.extend(policy::problems(&server.policy, &format!("{at}.policy")));
         problems.extend(not_enforced(server, &at));
+        problems.extend(super::overrides::problems(&server.overrides, &at));
+        problems.extend(super::pins::problems(server, &at));
         if let Some(digests) = &server.tool_digests {
             for (name, digest) in digests {
                 if digest.len() != 64

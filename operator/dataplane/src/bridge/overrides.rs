@@ -13,6 +13,35 @@ use serde_json::{Map, Value, json};
 use super::config::ToolOverride;
 use super::errors::ToolError;
 
+/// What is wrong with a server's overrides as `api/bridge.py` bounds them (`at`: where the
+/// server is in the file).
+pub fn problems(overrides: &[ToolOverride], at: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    if overrides.len() > 256 {
+        problems.push(format!("{at}.overrides: must have at most 256 items"));
+    }
+    for (index, wanted) in overrides.iter().enumerate() {
+        let at = format!("{at}.overrides[{index}]");
+        if !(1..=128).contains(&wanted.name.chars().count()) {
+            problems.push(format!("{at}.name: must have 1 to 128 characters"));
+        }
+        if wanted.title.as_ref().is_some_and(|t| t.chars().count() > 256) {
+            problems.push(format!("{at}.title: must have at most 256 characters"));
+        }
+        if wanted
+            .description
+            .as_ref()
+            .is_some_and(|d| d.chars().count() > 4096)
+        {
+            problems.push(format!("{at}.description: must have at most 4096 characters"));
+        }
+        if wanted.fixed_arguments.as_ref().is_some_and(|f| f.len() > 32) {
+            problems.push(format!("{at}.fixedArguments: must have at most 32 arguments"));
+        }
+    }
+    problems
+}
+
 /// The tool as the agent sees it (its definition for `tools/list`) and the schema its
 /// arguments are validated against.
 pub fn overridden(tool: &Value, wanted: Option<&ToolOverride>) -> (Value, Option<Value>) {
@@ -134,6 +163,33 @@ mod tests {
         untitled["annotations"] = json!({"destructiveHint": true});
         let (shown, _) = overridden(&untitled, Some(&wanted(json!({}))));
         assert_eq!(shown["annotations"], json!({"destructiveHint": true}));
+    }
+
+    #[test]
+    fn overrides_beyond_the_apis_bounds_are_problems_naming_the_field() {
+        assert!(problems(&[wanted(json!({"path": "/"}))], "servers[0]").is_empty());
+        let mut long = wanted(json!({}));
+        long.name = String::new();
+        long.title = Some("t".repeat(257));
+        long.description = Some("d".repeat(4097));
+        let many: Map<String, Value> = (0..33).map(|i| (format!("a{i}"), json!(i))).collect();
+        long.fixed_arguments = Some(many);
+        let found = problems(&[wanted(json!({})), long], "servers[1]");
+        let fields: Vec<&str> = found.iter().map(|p| p.split(':').next().unwrap()).collect();
+        assert_eq!(
+            fields,
+            [
+                "servers[1].overrides[1].name",
+                "servers[1].overrides[1].title",
+                "servers[1].overrides[1].description",
+                "servers[1].overrides[1].fixedArguments",
+            ]
+        );
+        let crowd = vec![wanted(json!({})); 257];
+        assert_eq!(
+            problems(&crowd, "s"),
+            ["s.overrides: must have at most 256 items"]
+        );
     }
 
     #[test]

@@ -13,6 +13,9 @@
 //! in code-point order, no spaces, non-ASCII as UTF-8, floats as Python's `repr`. That is
 //! not RFC 8785 (JCS sorts keys by UTF-16 units and writes `1e+21`-style ECMAScript
 //! numbers, `1` for `1.0`), so no canonical-JSON crate gives these bytes: the writer is here.
+//! Two numbers serde_json reads as floats where Python reads integers, `-0` and integers
+//! beyond 64 bits, get another digest than the probe's: such a tool is refused, never let
+//! through (the recursion is bounded by serde_json's nesting limit of 128).
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -60,6 +63,27 @@ pub fn definition_digest(tool: &Value) -> String {
         .iter()
         .map(|byte| format!("{byte:02x}"))
         .collect()
+}
+
+/// What is wrong with a server's pins as `api/bridge.py` bounds them, beyond each digest's
+/// form (`config` checks that): at most 5000, names of 1 to 128 characters.
+pub fn problems(server: &Server, at: &str) -> Vec<String> {
+    let Some(digests) = &server.tool_digests else {
+        return Vec::new();
+    };
+    let mut problems = Vec::new();
+    if digests.len() > 5000 {
+        problems.push(format!("{at}.toolDigests: must have at most 5000 items"));
+    }
+    if digests
+        .keys()
+        .any(|name| !(1..=128).contains(&name.chars().count()))
+    {
+        problems.push(format!(
+            "{at}.toolDigests: every tool name must have 1 to 128 characters"
+        ));
+    }
+    problems
 }
 
 /// Why the live definition (`live`, its digest) of `original` is not the pinned one.

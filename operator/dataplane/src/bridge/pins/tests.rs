@@ -155,3 +155,21 @@ fn the_refusal_names_both_digests_and_when_the_tool_comes_back() {
     assert!(unapproved.hint.contains("approves"), "{}", unapproved.hint);
     assert_eq!(unapproved.details["pinnedSha256"], Value::Null);
 }
+
+#[test]
+fn pins_beyond_the_apis_bounds_are_problems() {
+    assert!(problems(&server("pin", Some(&[("echo", A)])), "servers[0]").is_empty());
+    assert!(problems(&server("pin", None), "servers[0]").is_empty());
+    let long = "x".repeat(129);
+    let found = problems(&server("pin", Some(&[(&long, A), ("''", A)])), "servers[2]");
+    assert_eq!(
+        found,
+        ["servers[2].toolDigests: every tool name must have 1 to 128 characters"]
+    );
+    let mut many = server("pin", None);
+    many.tool_digests = Some((0..5001).map(|i| (format!("t{i}"), A.to_owned())).collect());
+    assert_eq!(
+        problems(&many, "s"),
+        ["s.toolDigests: must have at most 5000 items"]
+    );
+}
