@@ -210,7 +210,6 @@ pub enum Pinning {
 }
 
 /// The server's `spec.toolsOverride` entry for one tool.
-#[allow(dead_code)] // applied as the overrides are ported; the file refuses them until then
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ToolOverride {
@@ -317,6 +316,8 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
         }
         problems.extend(policy::problems(&server.policy, &format!("{at}.policy")));
         problems.extend(not_enforced(server, &at));
+        problems.extend(super::overrides::problems(&server.overrides, &at));
+        problems.extend(super::pins::problems(server, &at));
         if let Some(digests) = &server.tool_digests {
             for (name, digest) in digests {
                 if digest.len() != 64
@@ -351,13 +352,6 @@ fn not_enforced(server: &Server, at: &str) -> Vec<String> {
     }
     if !policy.require_approval.is_empty() || policy.approve_destructive {
         asked.push("policy.requireApproval and approveDestructive");
-    }
-    if server.pinning == Pinning::Strict || (server.pinning == Pinning::Pin && server.tool_digests.is_some())
-    {
-        asked.push("toolDigests (pinning)");
-    }
-    if !server.overrides.is_empty() {
-        asked.push("overrides");
     }
     asked
         .into_iter()
@@ -407,11 +401,6 @@ mod tests {
                 "policy.rateLimits",
             ),
             ("policy: {approveDestructive: true}", "policy.requireApproval"),
-            (
-                "toolDigests: {x: '0000000000000000000000000000000000000000000000000000000000000000'}",
-                "toolDigests",
-            ),
-            ("overrides: [{name: x, title: y}]", "overrides"),
         ] {
             let text = format!("{MINIMAL}{server}{part}}}\n");
             let refused = parse(&text, "f").unwrap_err();
@@ -420,10 +409,14 @@ mod tests {
                 "{refused}"
             );
         }
-        let off = format!(
-            "{MINIMAL}{server}pinning: 'off', toolDigests: {{x: '0000000000000000000000000000000000000000000000000000000000000000'}}}}\n"
-        );
-        assert!(parse(&off, "f").is_ok());
+        // Pins (any pinning) and overrides are enforced: accepted.
+        for pinning in ["strict", "pin", "off"] {
+            let pinned = format!(
+                "{MINIMAL}{server}pinning: '{pinning}', toolDigests: {{x: '0000000000000000000000000000000000000000000000000000000000000000'}}, overrides: [{{name: x, title: y, fixedArguments: {{a: 1}}}}]}}\n"
+            );
+            let config = parse(&pinned, "f").unwrap();
+            assert_eq!(config.servers[0].overrides[0].name, "x");
+        }
     }
 
     #[test]

@@ -16,6 +16,8 @@
 //! - `sse`      Server-Sent Events read off a server's answer
 //! - `scrub`    masking the header values in use in what servers echo
 //! - `catalog`  exposed name → server, original name, tool, compiled schema
+//! - `pins`     the digest of a tool's definition, and a live one that is not the pinned one
+//! - `overrides` the operator's text for a tool, and the arguments it fixes
 //! - `validate` arguments against the tool's `inputSchema`
 //! - `errors`   the structured tool error
 //! - `audit`    one JSON line per call, never a value
@@ -48,6 +50,8 @@ pub mod health;
 pub mod inputs;
 pub mod metrics;
 pub mod naming;
+pub mod overrides;
+pub mod pins;
 pub mod pipeline;
 pub mod policy;
 pub mod prompts;

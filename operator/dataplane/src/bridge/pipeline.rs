@@ -12,6 +12,8 @@ use super::audit::Record;
 use super::catalog::{Catalog, Entry};
 use super::core::Core;
 use super::errors::{ToolError, quoted};
+use super::overrides;
+use super::pins;
 use super::relay::Relay;
 use super::upstream::Failure;
 use super::validate;
@@ -42,12 +44,20 @@ impl Core {
             }
             Some(entry) => {
                 let (errors, problem) = validate::check(&entry.schema, arguments);
-                if !errors.is_empty() {
+                let fixed = overrides::with_fixed(name, arguments, &entry.fixed);
+                if let Some(why) = entry.drift {
+                    let server = &self.config.servers[entry.server];
+                    let error = pins::refusal(name, server, &entry.original, why, &entry.sha256);
+                    (error.code, error.to_result())
+                } else if !errors.is_empty() {
                     let error = validate::invalid_arguments(name, &errors, problem.as_deref());
+                    (error.code, error.to_result())
+                } else if let Err(error) = &fixed {
                     (error.code, error.to_result())
                 } else {
                     attempts = 1;
-                    match self.send(entry, name, arguments, relay).await {
+                    let sent = fixed.ok();
+                    match self.send(entry, name, sent.as_ref(), relay).await {
                         Ok(result) if result.get("isError") == Some(&Value::Bool(true)) => {
                             ("upstream_error", self.scrubber.json(result))
                         }
