@@ -346,9 +346,6 @@ fn not_enforced(server: &Server, at: &str) -> Vec<String> {
     if !policy.rules.is_empty() {
         asked.push("policy.rules");
     }
-    if !policy.rate_limits.is_empty() {
-        asked.push("policy.rateLimits");
-    }
     if !policy.require_approval.is_empty() || policy.approve_destructive {
         asked.push("policy.requireApproval and approveDestructive");
     }
@@ -402,10 +399,6 @@ mod tests {
         for (part, field) in [
             ("policy: {pii: {results: redact}}", "policy.pii"),
             ("policy: {rules: [{match: 'true', action: deny}]}", "policy.rules"),
-            (
-                "policy: {rateLimits: [{tools: [x], perMinute: 1}]}",
-                "policy.rateLimits",
-            ),
             ("policy: {approveDestructive: true}", "policy.requireApproval"),
             (
                 "toolDigests: {x: '0000000000000000000000000000000000000000000000000000000000000000'}",
@@ -424,6 +417,8 @@ mod tests {
             "{MINIMAL}{server}pinning: 'off', toolDigests: {{x: '0000000000000000000000000000000000000000000000000000000000000000'}}}}\n"
         );
         assert!(parse(&off, "f").is_ok());
+        let limited = format!("{MINIMAL}{server}policy: {{rateLimits: [{{tools: [x], perMinute: 1}}]}}}}\n");
+        assert!(parse(&limited, "f").is_ok(), "rate limits are enforced");
     }
 
     #[test]
