@@ -186,7 +186,10 @@ impl Core {
             let params = params.clone();
             async move {
                 let answered = match relay {
-                    Some(relay) => upstream.call_relayed("tools/call", params, left, relay).await,
+                    Some(relay) => {
+                        relay.resend(); // a retry: the attempt before ended the relay
+                        upstream.call_relayed("tools/call", params, left, relay).await
+                    }
                     None => upstream.request("tools/call", params, left).await,
                 };
                 if let Err(failure) = &answered
