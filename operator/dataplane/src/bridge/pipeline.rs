@@ -1,7 +1,8 @@
 //! The call pipeline of this slice (`bridge/pipeline.py`'s steps that it has): find the
 //! exposed tool in the catalog, validate its arguments, call its server under the original
 //! name, turn every failure into the structured tool error in the Python bridge's words
-//! (masked), count it and write its audit line.
+//! (masked), count it and write its audit line. The rate limits (`ratelimit`) come after the
+//! validation; the server's circuit breaker and the retries (`retry`) go around the call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -204,45 +205,46 @@ impl Core {
         let policy = &server.policy.retry;
         let governed = retry::governed(breaker, policy, safe, deadline, &self.jitter, attempt).await;
         let attempts = governed.attempts;
-        let (failure, open, retry_after) = match governed.sent {
-            Sent::Answered(result) => {
-                self.update(index, |state| state.up = true);
-                self.metrics.set_up(&key, true);
-                return (Ok(super::aggregate::plain_result(result)), attempts);
-            }
+        let (answered, open, retry_after) = match governed.sent {
+            Sent::Answered(result) => (Ok(result), false, 0),
             Sent::CircuitOpen(wait) => return (Err(breaker::circuit_open(&key, wait)), attempts),
             Sent::Failed {
                 failure,
                 open,
                 retry_after,
-            } => (failure, open, retry_after),
+            } => (Err(failure), open, retry_after),
         };
-        let error = match failure {
-            Failure::Rpc { code, message, .. } => {
+        let sent = match answered {
+            Ok(result) => {
+                self.update(index, |state| state.up = true);
+                self.metrics.set_up(&key, true);
+                Ok(super::aggregate::plain_result(result))
+            }
+            Err(Failure::Rpc { code, message, .. }) => {
                 let message = if message.is_empty() { "no message".to_owned() } else { message };
                 let hint = format!(
                     "Server {key} refused {exposed} (JSON-RPC error {code}): {}",
                     cut(&scrub(&message), MAX_UPSTREAM_MESSAGE)
                 );
-                ToolError::new("upstream_error", hint)
+                Err(ToolError::new("upstream_error", hint)
                     .with("server", json!(key))
-                    .with("rpcCode", json!(code))
+                    .with("rpcCode", json!(code)))
             }
-            Failure::Misconfigured(why) => misconfigured(&key, &scrub(&why)),
-            Failure::Cancelled => ToolError::new(
+            Err(Failure::Misconfigured(why)) => Err(misconfigured(&key, &scrub(&why))),
+            Err(Failure::Cancelled) => Err(ToolError::new(
                 "cancelled",
                 format!("The agent cancelled {exposed}; server {key} was told to stop it."),
             )
-            .with("server", json!(key)),
-            Failure::Timeout => ToolError::new(
+            .with("server", json!(key))),
+            Err(Failure::Timeout) => Err(ToolError::new(
                 "timeout",
                 format!(
                     "Server {key} did not answer {exposed} within {seconds} s. The call may still have run: check its effect before repeating it."
                 ),
             )
             .with("server", json!(key))
-            .with("timeoutSeconds", json!(seconds)),
-            failure => {
+            .with("timeoutSeconds", json!(seconds))),
+            Err(failure) => {
                 self.update(index, |state| state.up = false);
                 self.metrics.set_up(&key, false);
                 self.relist[index].notify_one();
@@ -258,13 +260,13 @@ impl Core {
                     hint.push_str(&format!(" The bridge will not call this server for {retry_after} s."));
                 }
                 hint.push_str(" Tools of other servers keep working.");
-                ToolError::new("upstream_unavailable", hint)
+                Err(ToolError::new("upstream_unavailable", hint)
                     .with("server", json!(key))
                     .with("attempts", json!(attempts))
-                    .with("retryAfterSeconds", json!(retry_after))
+                    .with("retryAfterSeconds", json!(retry_after)))
             }
         };
-        (Err(error), attempts)
+        (sent, attempts)
     }
 }
 
