@@ -347,9 +347,6 @@ fn not_enforced(server: &Server, at: &str) -> Vec<String> {
     if !policy.rules.is_empty() {
         asked.push("policy.rules");
     }
-    if !policy.rate_limits.is_empty() {
-        asked.push("policy.rateLimits");
-    }
     if !policy.require_approval.is_empty() || policy.approve_destructive {
         asked.push("policy.requireApproval and approveDestructive");
     }
@@ -396,10 +393,6 @@ mod tests {
         for (part, field) in [
             ("policy: {pii: {results: redact}}", "policy.pii"),
             ("policy: {rules: [{match: 'true', action: deny}]}", "policy.rules"),
-            (
-                "policy: {rateLimits: [{tools: [x], perMinute: 1}]}",
-                "policy.rateLimits",
-            ),
             ("policy: {approveDestructive: true}", "policy.requireApproval"),
         ] {
             let text = format!("{MINIMAL}{server}{part}}}\n");
@@ -417,6 +410,8 @@ mod tests {
             let config = parse(&pinned, "f").unwrap();
             assert_eq!(config.servers[0].overrides[0].name, "x");
         }
+        let limited = format!("{MINIMAL}{server}policy: {{rateLimits: [{{tools: [x], perMinute: 1}}]}}}}\n");
+        assert!(parse(&limited, "f").is_ok(), "rate limits are enforced");
     }
 
     #[test]

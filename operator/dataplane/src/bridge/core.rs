@@ -67,6 +67,12 @@ pub struct Core {
     pub(super) relist: Vec<Notify>,
     /// The agents' relayed calls, as far as they outlive one request.
     pub calls: super::agent::Calls,
+    /// Per server (by index): its circuit breaker.
+    pub breakers: Vec<Mutex<super::breaker::CircuitBreaker>>,
+    /// The token buckets of the rate limits.
+    pub limiter: Mutex<super::ratelimit::RateLimiter>,
+    /// The random source of the retries' jitter, in `[0, 1)`.
+    pub jitter: fn() -> f64,
 }
 
 impl Core {
@@ -109,6 +115,11 @@ impl Core {
                 .iter()
                 .map(String::as_str),
         );
+        let breakers = config
+            .servers
+            .iter()
+            .map(|s| Mutex::new(super::breaker::CircuitBreaker::new(&s.policy.circuit_breaker)))
+            .collect();
         let config_len_notifies = config.servers.iter().map(|_| Notify::new()).collect();
         Arc::new(Self {
             run: format!("{}/{}", config.run.namespace, config.run.name),
@@ -127,6 +138,9 @@ impl Core {
             stopping: AtomicBool::new(false),
             relist: config_len_notifies,
             calls: super::agent::Calls::default(),
+            breakers,
+            limiter: Mutex::default(),
+            jitter: fastrand::f64,
         })
     }
 
@@ -205,6 +219,10 @@ impl Core {
             let mut catalog = self.catalog.lock().expect("the catalog lock");
             let changed = catalog.tools() != fresh.tools();
             self.metrics.set_catalog_tools(fresh.entries.len());
+            self.limiter
+                .lock()
+                .expect("the limiter lock")
+                .forget_others(fresh.entries.keys());
             *catalog = fresh;
             changed
         };

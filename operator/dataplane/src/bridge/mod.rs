@@ -23,6 +23,9 @@
 //! - `audit`    one JSON line per call, never a value
 //! - `core`     the running state: servers, their listings, catalogs, sessions
 //! - `pipeline` a tools/call: validate, call, structured errors, audit line
+//! - `ratelimit` the rate limits: a token bucket per limit and tool (`rate_limited`)
+//! - `breaker`  the circuit breaker of one server (`circuit_open`)
+//! - `retry`    retries of transient failures of safe tools, under the breaker and deadline
 //! - `prompts`  the prompt catalog, and the prompt and resource filters
 //! - `uris`     resource URIs namespaced per server, reversibly
 //! - `cursor`   the signed cursors of listings walked across servers
@@ -40,6 +43,7 @@
 pub mod agent;
 pub mod aggregate;
 pub mod audit;
+pub mod breaker;
 pub mod catalog;
 pub mod config;
 pub mod core;
@@ -55,7 +59,9 @@ pub mod pins;
 pub mod pipeline;
 pub mod policy;
 pub mod prompts;
+pub mod ratelimit;
 pub mod relay;
+pub mod retry;
 pub mod scrub;
 pub mod sse;
 pub mod upcall;

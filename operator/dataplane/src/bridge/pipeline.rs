@@ -1,7 +1,8 @@
 //! The call pipeline of this slice (`bridge/pipeline.py`'s steps that it has): find the
 //! exposed tool in the catalog, validate its arguments, call its server under the original
 //! name, turn every failure into the structured tool error in the Python bridge's words
-//! (masked), count it and write its audit line.
+//! (masked), count it and write its audit line. The rate limits (`ratelimit`) come after the
+//! validation; the server's circuit breaker and the retries (`retry`) go around the call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,12 +10,14 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use super::audit::Record;
+use super::breaker;
 use super::catalog::{Catalog, Entry};
 use super::core::Core;
 use super::errors::{ToolError, quoted};
 use super::overrides;
 use super::pins;
 use super::relay::Relay;
+use super::retry::{self, Sent};
 use super::upstream::Failure;
 use super::validate;
 
@@ -54,10 +57,13 @@ impl Core {
                     (error.code, error.to_result())
                 } else if let Err(error) = &fixed {
                     (error.code, error.to_result())
+                } else if let Some(error) = self.rate_limited(entry, name) {
+                    (error.code, error.to_result())
                 } else {
-                    attempts = 1;
-                    let sent = fixed.ok();
-                    match self.send(entry, name, sent.as_ref(), relay).await {
+                    let fixed = fixed.ok();
+                    let (sent, tried) = self.send(entry, name, fixed.as_ref(), relay).await;
+                    attempts = tried;
+                    match sent {
                         Ok(result) if result.get("isError") == Some(&Value::Bool(true)) => {
                             ("upstream_error", self.scrubber.json(result))
                         }
@@ -160,22 +166,23 @@ impl Core {
         error
     }
 
-    /// The call at its server, under its original name, within the server's deadline; a
-    /// failure as the structured tool error, in the Python bridge's words.
+    /// The call at its server, under its original name, within the server's deadline, its
+    /// circuit breaker and retry rules (`retry`); a failure as the structured tool error, in
+    /// the Python bridge's words. Also the number of attempts sent.
     async fn send(
         &self,
         entry: &Entry,
         exposed: &str,
         arguments: Option<&Value>,
         relay: Option<&Arc<Relay>>,
-    ) -> Result<Value, ToolError> {
+    ) -> (Result<Value, ToolError>, u32) {
         let index = entry.server;
         let server = &self.config.servers[index];
         let key = server.key();
         let scrub = |text: &str| self.scrubber.text(text);
         let Some(upstream) = &self.upstreams[index] else {
             let problem = self.states()[index].problem.clone().unwrap_or_default();
-            return Err(misconfigured(&key, &problem));
+            return (Err(misconfigured(&key, &problem)), 0);
         };
         let mut params = Map::new();
         params.insert("name".into(), json!(entry.original));
@@ -184,12 +191,40 @@ impl Core {
             arguments.cloned().unwrap_or_else(|| json!({})),
         );
         let seconds = server.timeout_seconds();
-        let deadline = Duration::from_secs(seconds);
-        let answered = match relay {
-            Some(relay) => upstream.call_relayed("tools/call", params, deadline, relay).await,
-            None => upstream.request("tools/call", params, deadline).await,
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+        let safe = retry::retry_safe(entry.tool.get("annotations"));
+        let attempt = |left: Duration| {
+            let params = params.clone();
+            async move {
+                let answered = match relay {
+                    Some(relay) => {
+                        relay.resend(); // a retry: the attempt before ended the relay
+                        upstream.call_relayed("tools/call", params, left, relay).await
+                    }
+                    None => upstream.request("tools/call", params, left).await,
+                };
+                if let Err(failure) = &answered
+                    && reached_no_one(failure)
+                {
+                    upstream.reset().await; // the next attempt negotiates a session again
+                }
+                answered
+            }
         };
-        match answered {
+        let breaker = &self.breakers[index];
+        let policy = &server.policy.retry;
+        let governed = retry::governed(breaker, policy, safe, deadline, &self.jitter, attempt).await;
+        let attempts = governed.attempts;
+        let (answered, open, retry_after) = match governed.sent {
+            Sent::Answered(result) => (Ok(result), false, 0),
+            Sent::CircuitOpen(wait) => return (Err(breaker::circuit_open(&key, wait)), attempts),
+            Sent::Failed {
+                failure,
+                open,
+                retry_after,
+            } => (Err(failure), open, retry_after),
+        };
+        let sent = match answered {
             Ok(result) => {
                 self.update(index, |state| state.up = true);
                 self.metrics.set_up(&key, true);
@@ -220,29 +255,38 @@ impl Core {
             .with("server", json!(key))
             .with("timeoutSeconds", json!(seconds))),
             Err(failure) => {
-                upstream.reset().await;
                 self.update(index, |state| state.up = false);
                 self.metrics.set_up(&key, false);
                 self.relist[index].notify_one();
                 let reason = cut(&scrub(&failure.describe()), MAX_UPSTREAM_MESSAGE);
-                let mut hint = format!("Server {key} could not be reached (tried once): {reason}.");
-                let annotations = entry.tool.get("annotations");
-                let safe = ["readOnlyHint", "idempotentHint"]
-                    .iter()
-                    .any(|hint| annotations.and_then(|a| a.get(*hint)) == Some(&Value::Bool(true)));
-                if !safe {
+                let tries = if attempts == 1 { "once".to_owned() } else { format!("{attempts} times") };
+                let mut hint = format!("Server {key} could not be reached (tried {tries}): {reason}.");
+                if attempts == 1 && !safe {
                     hint.push_str(&format!(
                         " {exposed} is not marked read-only or idempotent, so the bridge did not retry it; it may or may not have run."
                     ));
                 }
+                if open {
+                    hint.push_str(&format!(" The bridge will not call this server for {retry_after} s."));
+                }
                 hint.push_str(" Tools of other servers keep working.");
                 Err(ToolError::new("upstream_unavailable", hint)
                     .with("server", json!(key))
-                    .with("attempts", json!(1))
-                    .with("retryAfterSeconds", json!(0)))
+                    .with("attempts", json!(attempts))
+                    .with("retryAfterSeconds", json!(retry_after)))
             }
-        }
+        };
+        (sent, attempts)
     }
+}
+
+/// Whether a failed attempt may have lost the server's session (it was not reached, or its
+/// answer was not one): the session is forgotten, as it was before retries.
+fn reached_no_one(failure: &Failure) -> bool {
+    !matches!(
+        failure,
+        Failure::Rpc { .. } | Failure::Misconfigured(_) | Failure::Cancelled | Failure::Timeout
+    )
 }
 
 /// The error of a call to a server that cannot be called as configured: nothing was sent.
