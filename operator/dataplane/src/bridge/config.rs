@@ -9,7 +9,7 @@ use clap::Args;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::policy::{self, CallPolicy, PiiMode};
+use super::policy::{self, CallPolicy};
 
 /// `mcp-dataplane bridge`: one governed MCP endpoint for an agent, in front of its servers.
 #[derive(Debug, Clone, Args)]
@@ -340,9 +340,6 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
 fn not_enforced(server: &Server, at: &str) -> Vec<String> {
     let policy = &server.policy;
     let mut asked = Vec::new();
-    if policy.pii.arguments != PiiMode::Off || policy.pii.results != PiiMode::Off {
-        asked.push("policy.pii");
-    }
     if !policy.rules.is_empty() {
         asked.push("policy.rules");
     }
@@ -400,7 +397,6 @@ mod tests {
     fn a_policy_this_bridge_does_not_enforce_is_refused_by_name() {
         let server = "servers:\n- {name: a, namespace: d, url: 'http://x/', prefix: a, ";
         for (part, field) in [
-            ("policy: {pii: {results: redact}}", "policy.pii"),
             ("policy: {rules: [{match: 'true', action: deny}]}", "policy.rules"),
             (
                 "policy: {rateLimits: [{tools: [x], perMinute: 1}]}",
@@ -424,6 +420,8 @@ mod tests {
             "{MINIMAL}{server}pinning: 'off', toolDigests: {{x: '0000000000000000000000000000000000000000000000000000000000000000'}}}}\n"
         );
         assert!(parse(&off, "f").is_ok());
+        let pii = format!("{MINIMAL}{server}policy: {{pii: {{arguments: block, results: redact}}}}}}\n");
+        assert!(parse(&pii, "f").is_ok(), "PII policies are enforced");
     }
 
     #[test]

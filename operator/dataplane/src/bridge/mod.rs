@@ -18,6 +18,8 @@
 //! - `catalog`  exposed name → server, original name, tool, compiled schema
 //! - `validate` arguments against the tool's `inputSchema`
 //! - `errors`   the structured tool error
+//! - `pii`      PII found, redacted or blocked in arguments and results (`pii/`: `detectors`
+//!   the kinds, `checksums` their rules, `leaves` a value walked and rebuilt, `hook` the modes)
 //! - `audit`    one JSON line per call, never a value
 //! - `core`     the running state: servers, their listings, catalogs, sessions
 //! - `pipeline` a tools/call: validate, call, structured errors, audit line
@@ -48,6 +50,7 @@ pub mod health;
 pub mod inputs;
 pub mod metrics;
 pub mod naming;
+pub mod pii;
 pub mod pipeline;
 pub mod policy;
 pub mod prompts;

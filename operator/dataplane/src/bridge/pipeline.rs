@@ -1,7 +1,8 @@
 //! The call pipeline of this slice (`bridge/pipeline.py`'s steps that it has): find the
 //! exposed tool in the catalog, validate its arguments, call its server under the original
 //! name, turn every failure into the structured tool error in the Python bridge's words
-//! (masked), count it and write its audit line.
+//! (masked), count it and write its audit line; PII scanned on the arguments before the
+//! call and on the result after it (`pii::hook`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -12,6 +13,7 @@ use super::audit::Record;
 use super::catalog::{Catalog, Entry};
 use super::core::Core;
 use super::errors::{ToolError, quoted};
+use super::pii::hook::{Direction, Findings, Subject, judge};
 use super::relay::Relay;
 use super::upstream::Failure;
 use super::validate;
@@ -35,6 +37,7 @@ impl Core {
         let entry = catalog.get(name);
         let server = entry.as_ref().map(|e| &self.config.servers[e.server]);
         let mut attempts = 0;
+        let mut pii = Findings::default();
         let (outcome, result) = match &entry {
             None => {
                 let error = self.not_allowlisted(&catalog, name);
@@ -42,16 +45,36 @@ impl Core {
             }
             Some(entry) => {
                 let (errors, problem) = validate::check(&entry.schema, arguments);
+                // PII on the arguments: scanned even when validation refused the call (the
+                // audit counts what was found), its refusal only when nothing refused first.
+                let key = self.config.servers[entry.server].key();
+                let modes = &self.config.servers[entry.server].policy.pii;
+                let subject = Subject {
+                    tool: name,
+                    server: &key,
+                };
+                let scanned = arguments.unwrap_or(&empty);
+                let before = judge(modes.arguments, Direction::Arguments, scanned, &subject, &mut pii).await;
                 if !errors.is_empty() {
                     let error = validate::invalid_arguments(name, &errors, problem.as_deref());
                     (error.code, error.to_result())
+                } else if let Some(refusal) = before.refusal {
+                    (refusal.code, refusal.to_result())
                 } else {
                     attempts = 1;
-                    match self.send(entry, name, arguments, relay).await {
-                        Ok(result) if result.get("isError") == Some(&Value::Bool(true)) => {
-                            ("upstream_error", self.scrubber.json(result))
+                    let sent = before.value.as_ref().or(arguments);
+                    match self.send(entry, name, sent, relay).await {
+                        Ok(result) => {
+                            let after =
+                                judge(modes.results, Direction::Results, &result, &subject, &mut pii).await;
+                            match (after.refusal, after.value.unwrap_or(result)) {
+                                (Some(refusal), _) => (refusal.code, refusal.to_result()),
+                                (None, result) if result.get("isError") == Some(&Value::Bool(true)) => {
+                                    ("upstream_error", self.scrubber.json(result))
+                                }
+                                (None, result) => ("ok", result),
+                            }
                         }
-                        Ok(result) => ("ok", result),
                         Err(error) => (error.code, error.to_result()),
                     }
                 }
@@ -73,6 +96,7 @@ impl Core {
             duration_ms: seconds * 1000.0,
             attempts,
             arguments: Some(hashed),
+            pii: Some(&pii),
         });
         result
     }
@@ -92,6 +116,7 @@ impl Core {
             duration_ms: 0.0,
             attempts: 0,
             arguments: None,
+            pii: None,
         });
     }
 
