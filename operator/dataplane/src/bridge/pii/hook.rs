@@ -402,4 +402,37 @@ mod tests {
         .await;
         assert_eq!(verdict.value, Some(json!({"to": "[REDACTED:email]"})));
     }
+
+    #[tokio::test]
+    async fn a_large_scan_gives_the_event_loop_back_and_a_small_one_does_not() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        for (size, offloaded) in [(OFFLOAD_CHARS, true), (100, false)] {
+            let ticks = Arc::new(AtomicUsize::new(0));
+            let counting = ticks.clone();
+            let ticker = tokio::spawn(async move {
+                loop {
+                    counting.fetch_add(1, Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                }
+            });
+            let value = json!({"v": "1 ".repeat(size / 2 + 1)});
+            let mut findings = Findings::default();
+            judge(
+                PiiMode::Detect,
+                Direction::Results,
+                &value,
+                &SUBJECT,
+                &mut findings,
+            )
+            .await;
+            let seen = ticks.load(Ordering::Relaxed);
+            ticker.abort();
+            assert_eq!(
+                seen > 0,
+                offloaded,
+                "{size}: the loop ran {seen} times during the scan"
+            );
+        }
+    }
 }

@@ -35,8 +35,11 @@ pub const CHUNK_CHARS: usize = 32 * 1024;
 const CHUNK_CONTEXT: usize = 512;
 /// Of each string, this many characters at either end take part in the seam scan.
 const SEAM_CHARS: usize = 128;
-/// A value with at least this many characters of text is scanned off the event loop.
-pub const OFFLOAD_CHARS: usize = 256 * 1024;
+/// A value with at least this many bytes of text is scanned on the blocking pool, off the
+/// bridge's one event-loop thread: more than one window (Python's threshold is 256K
+/// characters; the backtracking patterns here cost more per character than Python's C
+/// engine on adversarial text, and a thread hand-off costs microseconds).
+pub const OFFLOAD_CHARS: usize = CHUNK_CHARS;
 
 static BASE64_RUN: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[A-Za-z0-9+/_-]{12,}={0,2}").expect("the pattern compiles"));
@@ -60,7 +63,8 @@ impl Report {
     }
 }
 
-/// How many characters of text `value` holds (strings and keys), counted up to `limit`.
+/// How many bytes of text `value` holds (strings and keys), counted up to `limit` (a quick
+/// walk, to decide where to scan it).
 pub fn text_size(value: &Value, limit: usize) -> usize {
     let mut total = 0;
     let mut pending = vec![value];

@@ -334,3 +334,90 @@ fn scanning_time_is_linear_in_the_number_of_fields() {
     let (small, large) = (best(400), best(3200));
     assert!(large < 40.0 * small.max(1e-4), "{small} {large}");
 }
+
+mod properties {
+    //! The hypothesis properties of `test_bridge_pii.py`, with proptest: any JSON value scans
+    //! (and never panics: a panic would end the bridge), redaction leaves nothing to find,
+    //! and generated checksummed values are found.
+    use proptest::prelude::*;
+    use serde_json::{Value, json};
+
+    use super::super::SCANNER;
+    use super::super::checksums::{DNI_LETTERS, luhn_valid};
+
+    /// Text with look-alike characters, digits, separators and the odd `@` mixed in.
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            any::<String>(),
+            "[a-z0-9@._+ -]{0,40}",
+            "[0-9０-９٠-٩ .\\-–\u{200b}]{0,30}",
+        ]
+    }
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            text().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 20, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-z@.0-9]{0,8}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn luhn_complete(body: &str) -> String {
+        (0..10)
+            .map(|check| format!("{body}{check}"))
+            .find(|number| luhn_valid(number))
+            .expect("one check digit completes any body")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(150))]
+
+        #[test]
+        fn any_json_value_scans_and_redaction_leaves_nothing_to_find(value in json_value()) {
+            let detected = SCANNER.scan(&value, false);
+            prop_assert!(detected.value.is_none());
+            let redacted = SCANNER.scan(&value, true);
+            prop_assert_eq!(&redacted.counts, &detected.counts);
+            let rewritten = redacted.value.unwrap_or(value);
+            prop_assert!(SCANNER.scan(&rewritten, false).counts.is_empty(), "{}", rewritten);
+        }
+
+        #[test]
+        fn any_luhn_valid_visa_number_is_found(body in "[0-9]{14}", before in "[a-zA-Z ,;]{0,20}", after in "[a-zA-Z ,;]{0,20}") {
+            let number = luhn_complete(&format!("4{body}"));
+            let grouped: Vec<&str> = (0..16).step_by(4).map(|i| &number[i..i + 4]).collect();
+            for shown in [number.clone(), grouped.join(" ")] {
+                let counts = SCANNER.scan(&json!(format!("{before} {shown} {after}")), false).counts;
+                prop_assert_eq!(counts.into_iter().collect::<Vec<_>>(), vec![("card", 1)]);
+            }
+        }
+
+        #[test]
+        fn a_dni_is_found_only_with_its_control_letter(number in 0u32..100_000_000, letter in 0usize..23) {
+            let letter = &DNI_LETTERS[letter..=letter];
+            let expected = &DNI_LETTERS[(number % 23) as usize..=(number % 23) as usize] == letter;
+            let counts = SCANNER.scan(&json!(format!("DNI {number:08}{letter}")), false).counts;
+            prop_assert_eq!(counts.contains_key("es_dni"), expected);
+        }
+
+        #[test]
+        fn redacted_text_never_contains_the_email(user in "[a-z0-9._+]{1,12}", host in "[a-z]{1,10}", tld in "(com|nl|example)", before in "[a-zA-Z ,;]{0,20}", after in "[a-zA-Z ,;]{0,20}") {
+            let address = format!("{user}@{host}.{tld}");
+            let report = SCANNER.scan(&json!({"m": format!("{before} {address} {after}")}), true);
+            prop_assert_eq!(report.counts.get("email"), Some(&1));
+            let redacted = report.value.unwrap();
+            prop_assert!(!redacted["m"].as_str().unwrap().contains(&address));
+        }
+    }
+}
