@@ -13,6 +13,7 @@ Python side of that test is an expected failure until the Python bridge is fixed
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -77,6 +78,7 @@ TOOLS = [
     {"name": "report", "inputSchema": {"type": "object"}},
     {"name": "note", "inputSchema": {"type": "object"}},
     {"name": "encoded", "inputSchema": {"type": "object"}},
+    {"name": "count", "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
 ]
 REPORT = {
     "content": [{"type": "text", "text": f"owner {EMAIL}"}],
@@ -91,7 +93,12 @@ ENCODED_BLOB = {
         }
     ]
 }
-RESULTS = {"report": REPORT, "note": PLAIN_BLOB, "encoded": ENCODED_BLOB}
+RESULTS: dict[str, dict[str, Any]] = {
+    "report": REPORT,
+    "note": PLAIN_BLOB,
+    "encoded": ENCODED_BLOB,
+    "count": {"content": [{"type": "text", "text": "counted"}]},
+}
 
 
 def upstream(seen: Seen) -> Answer:
@@ -182,3 +189,41 @@ async def test_plain_text_under_a_key_named_blob_is_scanned_as_text(
     assert blocked.structured_content["kinds"] == {"email": 1}
     assert not redacted.is_error
     assert redacted.content[0].resource.blob == "to [REDACTED:email]"
+
+
+async def test_arguments_are_blocked_before_they_leave_and_redacted_on_the_way(
+    program: str, scripted: Start
+) -> None:
+    source = await scripted(upstream)
+    policies = [
+        server_entry("a-block", source.url, "ablk", policy={"pii": {"arguments": "block"}}),
+        server_entry("a-redact", source.url, "ared", policy={"pii": {"arguments": "redact"}}),
+    ]
+    async with bridge_of(policies) as running:
+        async with Client(running.url, mode="legacy") as agent:
+            blocked = await agent.call_tool("ablk_report", {"to": EMAIL})
+            invalid = await agent.call_tool("ablk_count", {"n": EMAIL})
+            redacted = await agent.call_tool("ared_report", {"to": f"by {EMAIL}"})
+        lines = eventually(
+            "three audit lines", running.audit_lines, 10, until=lambda x: len(x) >= 3
+        )
+    sent = [
+        seen.message["params"]
+        for seen in source.seen
+        if seen.message is not None and seen.method == "tools/call"
+    ]
+    assert sent == [{"name": "report", "arguments": {"to": "by [REDACTED:email]"}}]
+    assert blocked.is_error and blocked.structured_content["code"] == "pii_blocked"
+    assert blocked.structured_content["kinds"] == {"email": 1}
+    assert blocked.structured_content["direction"] == "arguments"
+    assert "the call was not sent" in blocked.structured_content["hint"]
+    assert EMAIL not in json.dumps(blocked.structured_content)
+    assert invalid.is_error and invalid.structured_content["code"] == "invalid_arguments"
+    assert not redacted.is_error
+    by_tool = {line["tool"]: line for line in lines}
+    assert by_tool["ablk_report"]["outcome"] == "pii_blocked"
+    assert by_tool["ablk_report"]["attempts"] == 0
+    assert by_tool["ablk_report"]["pii"] == {"arguments": {"email": 1}}
+    # Validation refused it first, and the scan still counted what it carried.
+    assert by_tool["ablk_count"]["pii"] == {"arguments": {"email": 1}}
+    assert by_tool["ared_report"]["pii"] == {"arguments": {"email": 1}}
