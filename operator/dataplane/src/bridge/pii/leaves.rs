@@ -96,6 +96,20 @@ fn origins(text: &str) -> Vec<(usize, usize)> {
     origins
 }
 
+/// A float that is not a whole number as Python's `repr` writes it: the shortest digits
+/// that read back, in scientific notation below 1e-4 (whole ones are written as integers).
+fn python_float(f: f64) -> String {
+    if f != 0.0 && f.abs() < 1e-4 {
+        let scientific = format!("{f:e}");
+        if let Some((mantissa, exponent)) = scientific.split_once('e') {
+            let exponent: i32 = exponent.parse().unwrap_or_default();
+            let sign = if exponent < 0 { '-' } else { '+' };
+            return format!("{mantissa}e{sign}{:02}", exponent.abs());
+        }
+    }
+    format!("{f}")
+}
+
 pub fn redaction(kind: &str) -> String {
     format!("[REDACTED:{kind}]")
 }
@@ -227,7 +241,7 @@ impl Walk {
         let shown = match (value.as_f64(), value.is_f64()) {
             (Some(f), true) if !f.is_finite() => return Skeleton::Kept(value.clone()),
             (Some(f), true) if f.fract() == 0.0 => format!("{f:.0}"),
-            (Some(f), true) => format!("{f}"),
+            (Some(f), true) => python_float(f),
             _ => value.to_string(),
         };
         match self.take(&shown, false, false, false) {
@@ -391,5 +405,31 @@ fn encoded(text: &str, url: bool) -> String {
         base64::engine::general_purpose::URL_SAFE.encode(text)
     } else {
         base64::engine::general_purpose::STANDARD.encode(text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_read_as_python_writes_them() {
+        assert_eq!(python_float(1.5), "1.5");
+        assert_eq!(python_float(1e-5), "1e-05");
+        assert_eq!(python_float(-1.234567e-6), "-1.234567e-06");
+        let mut walk = Walk::new(100);
+        walk.value(&serde_json::json!([4111111111111111.0, 7, 0.25]));
+        let texts: Vec<&str> = walk.leaves.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["4111111111111111", "7", "0.25"]);
+    }
+
+    #[test]
+    fn base64_is_read_as_python_reads_it() {
+        assert_eq!(decoded_text("YQ"), Some(("a".to_owned(), false)));
+        assert_eq!(decoded_text("YQ=="), Some(("a".to_owned(), false)));
+        assert_eq!(decoded_text("YWJj===="), None, "too much padding");
+        assert_eq!(decoded_text("YWJjZ"), None, "a length base64 never has");
+        assert_eq!(decoded_text("aGk_Pz8-"), Some(("hi???>".to_owned(), true)));
+        assert_eq!(decoded_text("AAECAw=="), None, "bytes, not text");
     }
 }
