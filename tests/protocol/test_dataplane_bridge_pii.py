@@ -74,11 +74,16 @@ def program(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
 
 
+BUDGET = 2 * 1024 * 1024
+"""Characters of one direction the bridges scan for personal data (MAX_SCAN_CHARS)."""
+HUGE = BUDGET + 100_000
+
 TOOLS = [
     {"name": "report", "inputSchema": {"type": "object"}},
     {"name": "note", "inputSchema": {"type": "object"}},
     {"name": "encoded", "inputSchema": {"type": "object"}},
     {"name": "count", "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}}},
+    {"name": "huge", "inputSchema": {"type": "object"}},
 ]
 REPORT = {
     "content": [{"type": "text", "text": f"owner {EMAIL}"}],
@@ -98,6 +103,7 @@ RESULTS: dict[str, dict[str, Any]] = {
     "note": PLAIN_BLOB,
     "encoded": ENCODED_BLOB,
     "count": {"content": [{"type": "text", "text": "counted"}]},
+    "huge": {"content": [{"type": "text", "text": f"{EMAIL} " + "x" * HUGE}]},
 }
 
 
@@ -227,3 +233,24 @@ async def test_arguments_are_blocked_before_they_leave_and_redacted_on_the_way(
     # Validation refused it first, and the scan still counted what it carried.
     assert by_tool["ablk_count"]["pii"] == {"arguments": {"email": 1}}
     assert by_tool["ared_report"]["pii"] == {"arguments": {"email": 1}}
+
+
+async def test_a_result_beyond_the_scan_budget_is_redacted_in_part_and_said_so_or_withheld(
+    program: str, scripted: Start
+) -> None:
+    source = await scripted(upstream)
+    async with bridge_of(servers(source.url)) as running:
+        redacted, blocked = await calls(running.url, "redact_huge", "block_huge")
+        lines = eventually("two audit lines", running.audit_lines, 10, until=len)
+    assert not redacted.is_error
+    assert redacted.content[0].text.startswith("[REDACTED:email] xxx")
+    assert len(redacted.content[0].text) == len("[REDACTED:email] ") + HUGE
+    note = redacted.content[-1].text
+    assert f"only the first {BUDGET} characters" in note and "not scanned" in note
+    assert blocked.is_error and blocked.structured_content["code"] == "pii_unscannable"
+    assert blocked.structured_content["maxChars"] == BUDGET
+    assert "executed" in blocked.structured_content["hint"]
+    by_tool = {line["tool"]: line for line in lines}
+    assert by_tool["redact_huge"]["piiUnscanned"] == ["results"]
+    assert by_tool["redact_huge"]["pii"] == {"results": {"email": 1}}
+    assert by_tool["block_huge"]["outcome"] == "pii_unscannable"
