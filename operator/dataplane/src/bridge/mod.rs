@@ -20,6 +20,8 @@
 //! - `overrides` the operator's text for a tool, and the arguments it fixes
 //! - `validate` arguments against the tool's `inputSchema`
 //! - `errors`   the structured tool error
+//! - `pii`      PII found, redacted or blocked in arguments and results (`pii/`: `detectors`
+//!   the kinds, `checksums` their rules, `leaves` a value walked and rebuilt, `hook` the modes)
 //! - `audit`    one JSON line per call, never a value
 //! - `core`     the running state: servers, their listings, catalogs, sessions
 //! - `pipeline` a tools/call: validate, call, structured errors, audit line
@@ -55,6 +57,7 @@ pub mod inputs;
 pub mod metrics;
 pub mod naming;
 pub mod overrides;
+pub mod pii;
 pub mod pins;
 pub mod pipeline;
 pub mod policy;

@@ -2,7 +2,8 @@
 //! exposed tool in the catalog, validate its arguments, call its server under the original
 //! name, turn every failure into the structured tool error in the Python bridge's words
 //! (masked), count it and write its audit line. The rate limits (`ratelimit`) come after the
-//! validation; the server's circuit breaker and the retries (`retry`) go around the call.
+//! validation; PII is scanned on the arguments before the call and on the result after it
+//! (`pii::hook`); the server's circuit breaker and the retries (`retry`) go around the call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,6 +16,7 @@ use super::catalog::{Catalog, Entry};
 use super::core::Core;
 use super::errors::{ToolError, quoted};
 use super::overrides;
+use super::pii::hook::{Direction, Findings, Subject, judge};
 use super::pins;
 use super::relay::Relay;
 use super::retry::{self, Sent};
@@ -40,6 +42,7 @@ impl Core {
         let entry = catalog.get(name);
         let server = entry.as_ref().map(|e| &self.config.servers[e.server]);
         let mut attempts = 0;
+        let mut pii = Findings::default();
         let (outcome, result) = match &entry {
             None => {
                 let error = self.not_allowlisted(&catalog, name);
@@ -48,26 +51,45 @@ impl Core {
             Some(entry) => {
                 let (errors, problem) = validate::check(&entry.schema, arguments);
                 let fixed = overrides::with_fixed(name, arguments, &entry.fixed);
-                if let Some(why) = entry.drift {
+                let refused = if let Some(why) = entry.drift {
                     let server = &self.config.servers[entry.server];
-                    let error = pins::refusal(name, server, &entry.original, why, &entry.sha256);
-                    (error.code, error.to_result())
+                    Some(pins::refusal(name, server, &entry.original, why, &entry.sha256))
                 } else if !errors.is_empty() {
-                    let error = validate::invalid_arguments(name, &errors, problem.as_deref());
-                    (error.code, error.to_result())
+                    Some(validate::invalid_arguments(name, &errors, problem.as_deref()))
                 } else if let Err(error) = &fixed {
-                    (error.code, error.to_result())
-                } else if let Some(error) = self.rate_limited(entry, name) {
+                    Some(error.clone())
+                } else {
+                    self.rate_limited(entry, name)
+                };
+                // PII on the arguments that would be sent (the fixed ones merged in): scanned
+                // even when the call was refused (the audit counts what was found), its own
+                // refusal only when nothing refused first.
+                let key = self.config.servers[entry.server].key();
+                let modes = &self.config.servers[entry.server].policy.pii;
+                let subject = Subject {
+                    tool: name,
+                    server: &key,
+                };
+                let scanned = fixed.as_ref().ok().or(arguments).unwrap_or(&empty);
+                let before = judge(modes.arguments, Direction::Arguments, scanned, &subject, &mut pii).await;
+                if let Some(error) = refused.or(before.refusal) {
                     (error.code, error.to_result())
                 } else {
-                    let fixed = fixed.ok();
-                    let (sent, tried) = self.send(entry, name, fixed.as_ref(), relay).await;
+                    let sent = before.value.as_ref().or(fixed.as_ref().ok());
+                    let (answered, tried) = self.send(entry, name, sent, relay).await;
                     attempts = tried;
-                    match sent {
-                        Ok(result) if result.get("isError") == Some(&Value::Bool(true)) => {
-                            ("upstream_error", self.scrubber.json(result))
+                    match answered {
+                        Ok(result) => {
+                            let after =
+                                judge(modes.results, Direction::Results, &result, &subject, &mut pii).await;
+                            match (after.refusal, after.value.unwrap_or(result)) {
+                                (Some(refusal), _) => (refusal.code, refusal.to_result()),
+                                (None, result) if result.get("isError") == Some(&Value::Bool(true)) => {
+                                    ("upstream_error", self.scrubber.json(result))
+                                }
+                                (None, result) => ("ok", result),
+                            }
                         }
-                        Ok(result) => ("ok", result),
                         Err(error) => (error.code, error.to_result()),
                     }
                 }
@@ -89,6 +111,7 @@ impl Core {
             duration_ms: seconds * 1000.0,
             attempts,
             arguments: Some(hashed),
+            pii: Some(&pii),
         });
         result
     }
@@ -108,6 +131,7 @@ impl Core {
             duration_ms: 0.0,
             attempts: 0,
             arguments: None,
+            pii: None,
         });
     }
 
