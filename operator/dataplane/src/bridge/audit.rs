@@ -82,6 +82,8 @@ pub struct Record<'a> {
     pub arguments: Option<&'a Value>,
     /// The PII kinds and counts found per direction, and the directions scanned in part.
     pub pii: Option<&'a super::pii::hook::Findings>,
+    /// What the authorization rules decided (`{rule, action}`), none when no rule decided.
+    pub policy: Option<Value>,
 }
 
 impl Record<'_> {
@@ -112,6 +114,9 @@ impl Record<'_> {
         record.insert("argumentsSha256".into(), json!(self.arguments.map(digest)));
         let pii = self.pii.map_or_else(|| json!({}), |pii| pii.to_value());
         record.insert("pii".into(), pii);
+        if let Some(policy) = &self.policy {
+            record.insert("policy".into(), policy.clone());
+        }
         if self.tool.is_none()
             && let Some(sent) = &self.sent_name
         {
@@ -191,6 +196,7 @@ mod tests {
             attempts: 1,
             arguments,
             pii: None,
+            policy: None,
         }
     }
 

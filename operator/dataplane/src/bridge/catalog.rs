@@ -15,6 +15,7 @@ use super::config::Server;
 use super::naming::{exposed_name, tool_allowed, valid_tool_name};
 use super::overrides::overridden;
 use super::pins::{Drift, definition_digest, drift};
+use super::rules::RuleBook;
 use super::scrub::Scrubber;
 use super::uris::exposed_uri;
 use super::validate::{self, Compiled};
@@ -32,11 +33,15 @@ pub struct Entry {
     pub sha256: String,
     /// Why the live definition is not the pinned one: refused, and not listed.
     pub drift: Option<Drift>,
+    /// The tool's annotations as the server sent them (before any override), for `rules`.
+    pub annotations: Map<String, Value>,
 }
 
 #[derive(Default)]
 pub struct Catalog {
     pub entries: BTreeMap<String, Arc<Entry>>,
+    /// The authorization rules of its tools (`rules`), built with it.
+    pub rules: RuleBook,
 }
 
 impl Catalog {
@@ -82,11 +87,15 @@ impl Catalog {
                         fixed: wanted.and_then(|o| o.fixed_arguments.clone()).unwrap_or_default(),
                         drift: drift(server, original, &sha256),
                         sha256,
+                        annotations: live_annotations(tool),
                     }),
                 );
             }
         }
-        Self { entries }
+        Self {
+            entries,
+            rules: RuleBook::default(),
+        }
     }
 
     pub fn get(&self, exposed: &str) -> Option<Arc<Entry>> {
@@ -94,12 +103,12 @@ impl Catalog {
     }
 
     /// Every tool in one page, sorted by exposed name, but those whose live definition is
-    /// not the pinned one.
+    /// not the pinned one and those the rules deny whatever the arguments.
     pub fn tools(&self) -> Vec<Value> {
         self.entries
-            .values()
-            .filter(|e| e.drift.is_none())
-            .map(|e| e.tool.clone())
+            .iter()
+            .filter(|(name, e)| e.drift.is_none() && !self.rules.hidden.contains(*name))
+            .map(|(_, e)| e.tool.clone())
             .collect()
     }
 
@@ -144,6 +153,11 @@ impl Catalog {
             near
         }
     }
+}
+
+fn live_annotations(tool: &Value) -> Map<String, Value> {
+    let annotations = tool.get("annotations").and_then(Value::as_object);
+    annotations.cloned().unwrap_or_default()
 }
 
 /// A tool with the `ui://` resource its `_meta` names under the exposed URI, so that the

@@ -9,7 +9,7 @@ use clap::Args;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::policy::{self, CallPolicy};
+use super::policy::{self, Action, CallPolicy};
 
 /// `mcp-dataplane bridge`: one governed MCP endpoint for an agent, in front of its servers.
 #[derive(Debug, Clone, Args)]
@@ -341,8 +341,8 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
 fn not_enforced(server: &Server, at: &str) -> Vec<String> {
     let policy = &server.policy;
     let mut asked = Vec::new();
-    if !policy.rules.is_empty() {
-        asked.push("policy.rules");
+    if policy.rules.iter().any(|r| r.action == Action::Approve) {
+        asked.push("policy.rules (action approve)");
     }
     if !policy.require_approval.is_empty() || policy.approve_destructive {
         asked.push("policy.requireApproval and approveDestructive");
@@ -388,7 +388,10 @@ mod tests {
     fn a_policy_this_bridge_does_not_enforce_is_refused_by_name() {
         let server = "servers:\n- {name: a, namespace: d, url: 'http://x/', prefix: a, ";
         for (part, field) in [
-            ("policy: {rules: [{match: 'true', action: deny}]}", "policy.rules"),
+            (
+                "policy: {rules: [{match: 'true', action: approve}]}",
+                "policy.rules (action approve)",
+            ),
             ("policy: {approveDestructive: true}", "policy.requireApproval"),
         ] {
             let text = format!("{MINIMAL}{server}{part}}}\n");

@@ -214,7 +214,9 @@ impl Core {
             changed
         };
         let listings: Vec<Option<Vec<Value>>> = states.into_iter().map(|s| s.tools).collect();
-        let fresh = Arc::new(Catalog::build(&self.config.servers, &listings, &self.scrubber));
+        let mut fresh = Catalog::build(&self.config.servers, &listings, &self.scrubber);
+        fresh.rules = super::rules::RuleBook::build(&self.config, &fresh.entries);
+        let fresh = Arc::new(fresh);
         let changed = {
             let mut catalog = self.catalog.lock().expect("the catalog lock");
             let changed = catalog.tools() != fresh.tools();

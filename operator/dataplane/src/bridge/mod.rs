@@ -19,6 +19,7 @@
 //! - `pins`     the digest of a tool's definition, and a live one that is not the pinned one
 //! - `overrides` the operator's text for a tool, and the arguments it fixes
 //! - `validate` arguments against the tool's `inputSchema`
+//! - `rules`    the authorization rules (CEL): a call allowed or denied, always-denied tools unlisted
 //! - `errors`   the structured tool error
 //! - `pii`      PII found, redacted or blocked in arguments and results (`pii/`: `detectors`
 //!   the kinds, `checksums` their rules, `leaves` a value walked and rebuilt, `hook` the modes)
@@ -65,6 +66,7 @@ pub mod prompts;
 pub mod ratelimit;
 pub mod relay;
 pub mod retry;
+pub mod rules;
 pub mod scrub;
 pub mod sse;
 pub mod upcall;

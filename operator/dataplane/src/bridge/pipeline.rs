@@ -1,9 +1,10 @@
 //! The call pipeline of this slice (`bridge/pipeline.py`'s steps that it has): find the
-//! exposed tool in the catalog, validate its arguments, call its server under the original
-//! name, turn every failure into the structured tool error in the Python bridge's words
-//! (masked), count it and write its audit line. The rate limits (`ratelimit`) come after the
-//! validation; PII is scanned on the arguments before the call and on the result after it
-//! (`pii::hook`); the server's circuit breaker and the retries (`retry`) go around the call.
+//! exposed tool in the catalog, validate its arguments, decide by the authorization rules
+//! (`rules`), call its server under the original name, turn every failure into the
+//! structured tool error in the Python bridge's words (masked), count it and write its
+//! audit line. The rate limits (`ratelimit`) come after the rules; PII is scanned on the
+//! arguments before the call and on the result after it (`pii::hook`); the server's circuit
+//! breaker and the retries (`retry`) go around the call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ use super::errors::{ToolError, quoted};
 use super::overrides;
 use super::pii::hook::{Direction, Findings, Subject, judge};
 use super::pins;
+use super::policy::Action;
 use super::relay::Relay;
 use super::retry::{self, Sent};
 use super::upstream::Failure;
@@ -43,6 +45,7 @@ impl Core {
         let server = entry.as_ref().map(|e| &self.config.servers[e.server]);
         let mut attempts = 0;
         let mut pii = Findings::default();
+        let mut policy = None;
         let (outcome, result) = match &entry {
             None => {
                 let error = self.not_allowlisted(&catalog, name);
@@ -51,6 +54,12 @@ impl Core {
             Some(entry) => {
                 let (errors, problem) = validate::check(&entry.schema, arguments);
                 let fixed = overrides::with_fixed(name, arguments, &entry.fixed);
+                // The rules read the arguments that would be sent (the fixed ones merged).
+                let decision = match (&entry.drift, errors.is_empty(), &fixed) {
+                    (None, true, Ok(sent)) => catalog.rules.decide(name, sent),
+                    _ => super::rules::ALLOWED,
+                };
+                policy = decision.audited();
                 let refused = if let Some(why) = entry.drift {
                     let server = &self.config.servers[entry.server];
                     Some(pins::refusal(name, server, &entry.original, why, &entry.sha256))
@@ -58,6 +67,8 @@ impl Core {
                     Some(validate::invalid_arguments(name, &errors, problem.as_deref()))
                 } else if let Err(error) = &fixed {
                     Some(error.clone())
+                } else if decision.action == Action::Deny {
+                    Some(super::rules::denied(name, &decision))
                 } else {
                     self.rate_limited(entry, name)
                 };
@@ -112,6 +123,7 @@ impl Core {
             attempts,
             arguments: Some(hashed),
             pii: Some(&pii),
+            policy,
         });
         result
     }
@@ -132,6 +144,7 @@ impl Core {
             attempts: 0,
             arguments: None,
             pii: None,
+            policy: None,
         });
     }
 

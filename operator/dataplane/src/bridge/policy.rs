@@ -91,7 +91,6 @@ pub enum Action {
 }
 
 /// An authorization rule: a CEL expression over `caller`, `server`, `tool` and `arguments`.
-#[allow(dead_code)] // read by the rules as they are ported; the file refuses rules until then
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Rule {
@@ -231,6 +230,8 @@ pub fn problems(policy: &CallPolicy, at: &str) -> Vec<String> {
     for (index, rule) in policy.rules.iter().enumerate() {
         if rule.matches.is_empty() {
             problems.push(format!("{at}.rules[{index}].match: must not be empty"));
+        } else if let Some(why) = super::rules::problem(rule) {
+            problems.push(format!("{at}.rules[{index}].{why}"));
         }
     }
     problems
