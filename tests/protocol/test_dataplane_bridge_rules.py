@@ -1,0 +1,131 @@
+"""The compiled bridge's authorization rules, held to the Python bridge's assertions.
+
+The home test of ``test_bridge_policies.py`` that the compiled bridge serves runs here again
+against ``tests.support.dataplane``'s binary (the autouse fixture swaps the program
+``tests.support.bridge_run.run_bridge`` starts, as ``test_dataplane_bridge.py`` does). The
+tests written here run against both bridges (``which``) and assert the same observable
+behaviour: a tool denied whatever the arguments is left out of ``tools/list`` and refused
+with ``policy_denied``, and a rule that cannot be evaluated fails closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from tests.protocol.test_bridge_policies import (
+    IDENTITY,
+    managed_url,
+    test_rules_decide_by_service_account_and_arguments_on_server_everything,
+)
+from tests.support import bridge_run, dataplane, needs
+from tests.support.bridge_run import run_bridge, server_entry
+from tests.support.waiting import eventually
+
+pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+
+# The fixture and the test of the home module that run here again (pytest collects them).
+__all__ = [
+    "managed_url",
+    "test_rules_decide_by_service_account_and_arguments_on_server_everything",
+]
+
+PYTHON_PROGRAM = list(bridge_run.PROGRAM)
+PYTHON_RELOAD_FLAGS = list(bridge_run.RELOAD_FLAGS)
+MARKER = "sekrit-9f41"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_bridge() -> Iterator[None]:
+    """Every bridge these tests start is the compiled one, unless ``which`` says Python. It
+    reads its configuration once, so it gets no reload flag."""
+    needs.require(dataplane.missing())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
+        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        yield
+
+
+@pytest.fixture(params=["python", "compiled"])
+def which(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The bridge a black-box test runs against: each test runs against both."""
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "python":
+            patch.setattr(bridge_run, "PROGRAM", PYTHON_PROGRAM)
+            patch.setattr(bridge_run, "RELOAD_FLAGS", PYTHON_RELOAD_FLAGS)
+        yield str(request.param)
+
+
+def _structured(result: Any) -> dict[str, Any]:
+    assert result.is_error, result
+    structured: dict[str, Any] = result.structured_content
+    return structured
+
+
+async def test_a_tool_denied_whatever_the_arguments_is_not_listed_and_refused(
+    managed_url: str, which: str
+) -> None:
+    rules = [
+        {"match": "tool.name == 'get-env'", "action": "deny", "reason": "no environment"},
+        # Reads the arguments before it denies: the tool stays listed, each call decided.
+        {"match": "tool.name == 'echo' && arguments.message == 'stop'", "action": "deny"},
+        {"match": "tool.name == 'echo'", "action": "deny"},
+        {"match": "tool.name == 'get-sum'", "action": "deny", "layer": "run"},
+    ]
+    entry = server_entry("ev", managed_url, policy={"rules": rules})
+    with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
+        assert (bridge.process.args[0] == str(dataplane.BINARY)) == (which == "compiled")
+        async with Client(bridge.url) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            env = _structured(await client.call_tool("ev_get-env", {}))
+            summed = _structured(await client.call_tool("ev_get-sum", {"a": 1, "b": 2}))
+            echoed = _structured(await client.call_tool("ev_echo", {"message": MARKER}))
+        assert "ev_get-env" not in names and "ev_get-sum" not in names
+        assert "ev_echo" in names
+        assert env["code"] == "policy_denied" and env["rule"] == "server rule 0"
+        assert env["action"] == "deny"
+        assert env["hint"] == (
+            "no environment (the server rule 0 of the policy refused ev_get-env; the call was "
+            "not sent). Calling again with the same arguments will be refused the same way."
+        )
+        assert summed["code"] == "policy_denied" and summed["rule"] == "run rule 0"
+        assert summed["hint"].startswith("a policy rule does not allow this call (the run rule 0")
+        assert echoed["code"] == "policy_denied" and echoed["rule"] == "server rule 2"
+        lines = eventually("three audit lines", bridge.audit_lines, 10, until=len)
+        policies = [line.get("policy") for line in lines]
+        assert {"rule": "run rule 0", "action": "deny"} in policies
+        assert all(line["outcome"] == "policy_denied" for line in lines)
+        assert MARKER not in bridge.log()
+
+
+async def test_a_rule_that_cannot_be_evaluated_fails_closed(managed_url: str, which: str) -> None:
+    rules = [
+        # Without a pin a tool has no annotations: for get-env this deny cannot be evaluated
+        # and reads no arguments, so it holds whatever the arguments: not listed.
+        {"match": "tool.name == 'get-env' && tool.annotations.readOnlyHint == true",
+         "action": "deny"},
+        # arguments.path is not in echo's arguments: this deny counts as matching.
+        {"match": "tool.name == 'echo' && arguments.path.startsWith('/etc')", "action": "deny",
+         "reason": "no system paths"},
+        # An allow that cannot be evaluated does not match: the deny after it decides.
+        {"match": "arguments.a + 'x' == 'y'", "action": "allow"},
+        {"match": "tool.name == 'get-sum'", "action": "deny", "reason": "sums are off"},
+    ]  # fmt: skip
+    entry = server_entry("ev", managed_url, policy={"rules": rules})
+    with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
+        assert (bridge.process.args[0] == str(dataplane.BINARY)) == (which == "compiled")
+        async with Client(bridge.url) as client:
+            names = {t.name for t in (await client.list_tools()).tools}
+            echoed = _structured(await client.call_tool("ev_echo", {"message": MARKER}))
+            summed = _structured(await client.call_tool("ev_get-sum", {"a": 1, "b": 2}))
+        assert "ev_echo" in names and "ev_get-sum" in names
+        assert "ev_get-env" not in names
+        assert echoed["code"] == "policy_denied" and echoed["rule"] == "server rule 1"
+        assert echoed["hint"].startswith("no system paths (the server rule 1")
+        assert summed["code"] == "policy_denied" and summed["rule"] == "server rule 3"
+        assert summed["hint"].startswith("sums are off")
+        eventually("two audit lines", bridge.audit_lines, 10, until=len)
+        assert MARKER not in bridge.log()
