@@ -232,6 +232,23 @@ mod tests {
     }
 
     #[test]
+    fn a_line_names_the_rule_that_decided_and_only_when_one_did() {
+        let arguments = json!({"body": "a-secret"});
+        let mut denied = record(Some(&arguments), Some("ev_echo"));
+        denied.outcome = "policy_denied";
+        denied.policy = Some(json!({"rule": "server rule 1", "action": "deny"}));
+        let line = ascii_line(&denied.to_value());
+        assert!(!line.contains("a-secret"));
+        let parsed: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            parsed["policy"],
+            json!({"rule": "server rule 1", "action": "deny"})
+        );
+        let plain = record(Some(&arguments), Some("ev_echo")).to_value();
+        assert!(plain.get("policy").is_none());
+    }
+
+    #[test]
     fn an_unknown_name_is_never_written_only_hashed() {
         let line = ascii_line(&record(Some(&json!({})), None).to_value());
         assert!(!line.contains("nobody_tool") && line.contains("(unknown)"));

@@ -259,7 +259,7 @@ fn matched(action: Action, expression: &str, result: Result<cel::Value, Executio
     match result {
         Ok(value) => value == cel::Value::Bool(true),
         Err(error) => {
-            let told: String = plain(&error).chars().take(MAX_LOGGED_ERROR).collect();
+            let told: String = plain(&error, expression).chars().take(MAX_LOGGED_ERROR).collect();
             tracing::warn!("Rule {expression:?} could not be evaluated: {told}");
             action != Action::Allow
         }
@@ -267,9 +267,11 @@ fn matched(action: Action, expression: &str, result: Result<cel::Value, Executio
 }
 
 /// An evaluation error in words that carry no value of the call (the variants that hold
-/// values are named by what went wrong only).
-fn plain(error: &ExecutionError) -> String {
+/// values are named by what went wrong only; a missing key only when the rule names it).
+fn plain(error: &ExecutionError, expression: &str) -> String {
     match error {
+        // A key the call named (`m[arguments.k]`) is a value: said only when the rule says it.
+        ExecutionError::NoSuchKey(key) if !expression.contains(key.as_str()) => "No such key".to_owned(),
         ExecutionError::NoSuchKey(_)
         | ExecutionError::UndeclaredReference(_)
         | ExecutionError::NoSuchOverload

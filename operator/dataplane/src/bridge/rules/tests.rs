@@ -322,3 +322,38 @@ fn a_bad_expression_is_refused_when_the_file_is_read_naming_the_rule() {
     let fine = json!([{"match": "arguments.l.exists(x, x == tool.name)", "action": "deny"}]);
     assert_eq!(config(fine, "r").servers[0].policy.rules.len(), 1);
 }
+
+#[test]
+fn an_evaluation_error_is_told_without_the_values_of_the_call() {
+    let rules = json!([{"match": "arguments.q + 1 == 2 || arguments.q[arguments.q] == 1", "action": "deny"}]);
+    let catalog = catalog(&config(rules, "r"));
+    let marker = json!({"q": "sekrit-9f41"});
+    assert_eq!(
+        catalog.rules.decide("docs_search_docs", &marker).action,
+        Action::Deny
+    );
+    let tool = &catalog.rules.tools["docs_search_docs"];
+    let scope = {
+        let mut scope = tool.context.new_inner_scope();
+        scope.add_variable_from_value("arguments", to_cel(&marker));
+        scope
+    };
+    for expression in [
+        "arguments.q + 1",
+        "arguments.q.matches(arguments.q + '(')",
+        "{'a': 1}[arguments.q]",
+    ] {
+        let error = Program::compile(expression).unwrap().execute(&scope).unwrap_err();
+        assert!(
+            error.to_string().contains("sekrit") || expression.contains("[arguments.q]"),
+            "{error}"
+        );
+        let told = plain(&error, expression);
+        assert!(!told.contains("sekrit"), "{told}");
+    }
+    let missing = Program::compile("arguments.path")
+        .unwrap()
+        .execute(&scope)
+        .unwrap_err();
+    assert_eq!(plain(&missing, "arguments.path"), "No such key: path");
+}
