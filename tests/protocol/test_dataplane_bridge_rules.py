@@ -5,7 +5,8 @@ against ``tests.support.dataplane``'s binary (the autouse fixture swaps the prog
 ``tests.support.bridge_run.run_bridge`` starts, as ``test_dataplane_bridge.py`` does). The
 tests written here run against both bridges (``which``) and assert the same observable
 behaviour: a tool denied whatever the arguments is left out of ``tools/list`` and refused
-with ``policy_denied``, and a rule that cannot be evaluated fails closed.
+with ``policy_denied``, a rule that cannot be evaluated fails closed, and a rule reads a
+tool's annotations only when the tool has its pin.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from mcp import Client
 
 from tests.protocol.test_bridge_policies import (
     IDENTITY,
+    _pins,
     managed_url,
     test_rules_decide_by_service_account_and_arguments_on_server_everything,
 )
@@ -129,3 +131,35 @@ async def test_a_rule_that_cannot_be_evaluated_fails_closed(managed_url: str, wh
         assert summed["hint"].startswith("sums are off")
         eventually("two audit lines", bridge.audit_lines, 10, until=len)
         assert MARKER not in bridge.log()
+
+
+async def test_a_rule_reads_the_annotations_only_of_a_pinned_definition(
+    managed_url: str, which: str
+) -> None:
+    with run_bridge([server_entry("ev", managed_url)]) as bridge:
+        async with Client(bridge.url) as client:
+            tools = (await client.list_tools()).tools
+    echo = next(t for t in tools if t.name == "ev_echo")
+    assert echo.annotations is not None and echo.annotations.read_only_hint is True
+    everything = {t.name for t in tools}
+    rules = [{"match": "tool.annotations == {}", "action": "deny", "reason": "review it"}]
+    pins = await _pins(managed_url)
+    but_echo = {name: digest for name, digest in pins.items() if name != "echo"}
+    for digests, shown in [
+        (None, set()),  # no pins: no annotations are trusted
+        (pins, everything),
+        (but_echo, everything - {"ev_echo"}),  # echo has no pin: its annotations are not read
+    ]:
+        extra = {} if digests is None else {"toolDigests": digests}
+        entry = server_entry("ev", managed_url, policy={"rules": rules}, **extra)
+        with run_bridge([entry]) as bridge:
+            assert (bridge.process.args[0] == str(dataplane.BINARY)) == (which == "compiled")
+            async with Client(bridge.url) as client:
+                names = {t.name for t in (await client.list_tools()).tools}
+                echoed = await client.call_tool("ev_echo", {"message": "hi"})
+        assert names == shown, digests
+        if "ev_echo" in shown:
+            assert not echoed.is_error
+        else:
+            refused = _structured(echoed)
+            assert refused["code"] == "policy_denied" and refused["hint"].startswith("review it")
