@@ -183,7 +183,12 @@ def node_operator(
     """The operator on this machine against the cluster with a node, for one test."""
     registry_host = node_cluster.plane.registry
     scraper.ensure(node_cluster)
-    compiled = [f"--dataplane-image={node_images['mcp-dataplane']}"]
+    # The compiled data plane: its adapter for managed servers, and its image among those a
+    # run may name for its bridge (spec.bridge.image).
+    compiled = [
+        f"--dataplane-image={node_images['mcp-dataplane']}",
+        f"--bridge-images={node_images['mcp-dataplane']}",
+    ]
     with operator_process(
         *(compiled if data_plane == "compiled" else []),
         "--verbose",
