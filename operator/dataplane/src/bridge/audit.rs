@@ -80,6 +80,8 @@ pub struct Record<'a> {
     pub attempts: u32,
     /// None when the request could not be read as a call.
     pub arguments: Option<&'a Value>,
+    /// What the authorization rules decided (`{rule, action}`), none when no rule decided.
+    pub policy: Option<Value>,
 }
 
 impl Record<'_> {
@@ -109,6 +111,9 @@ impl Record<'_> {
         record.insert("attempts".into(), json!(self.attempts));
         record.insert("argumentsSha256".into(), json!(self.arguments.map(digest)));
         record.insert("pii".into(), json!({}));
+        if let Some(policy) = &self.policy {
+            record.insert("policy".into(), policy.clone());
+        }
         if self.tool.is_none()
             && let Some(sent) = &self.sent_name
         {
@@ -184,6 +189,7 @@ mod tests {
             duration_ms: 1.23456,
             attempts: 1,
             arguments,
+            policy: None,
         }
     }
 
@@ -197,6 +203,23 @@ mod tests {
         assert_eq!(parsed["durationMs"], 1.235);
         assert_eq!(parsed["argumentsSha256"].as_str().unwrap().len(), 64);
         assert!(parsed.get("toolSha256").is_none());
+    }
+
+    #[test]
+    fn a_line_names_the_rule_that_decided_and_only_when_one_did() {
+        let arguments = json!({"body": "a-secret"});
+        let mut denied = record(Some(&arguments), Some("ev_echo"));
+        denied.outcome = "policy_denied";
+        denied.policy = Some(json!({"rule": "server rule 1", "action": "deny"}));
+        let line = ascii_line(&denied.to_value());
+        assert!(!line.contains("a-secret"));
+        let parsed: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(
+            parsed["policy"],
+            json!({"rule": "server rule 1", "action": "deny"})
+        );
+        let plain = record(Some(&arguments), Some("ev_echo")).to_value();
+        assert!(plain.get("policy").is_none());
     }
 
     #[test]

@@ -57,10 +57,10 @@ pub struct BridgeConfig {
     pub audit: AuditSink,
     #[serde(default)]
     pub identity: Option<Value>,
-    /// Accepted as the operator writes it; approvals are not served by this slice.
+    /// How held calls are approved (`approval`); unset: the agent when it declared
+    /// elicitation, waiting 300 s.
     #[serde(default)]
-    #[allow(dead_code)]
-    pub approval: Option<Value>,
+    pub approval: Option<super::approval::settings::ApprovalConfig>,
     #[serde(default = "full")]
     pub discovery: String,
 }
@@ -277,6 +277,9 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
     if config.discovery != "full" && config.discovery != "search" {
         problems.push("discovery: must be full or search".to_owned());
     }
+    if let Some(approval) = &config.approval {
+        problems.extend(super::approval::settings::problems(approval));
+    }
     let mut seen = std::collections::HashSet::new();
     for (index, server) in config.servers.iter().enumerate() {
         let at = format!("servers[{index}]");
@@ -347,9 +350,6 @@ fn not_enforced(server: &Server, at: &str) -> Vec<String> {
     if !policy.rules.is_empty() {
         asked.push("policy.rules");
     }
-    if !policy.require_approval.is_empty() || policy.approve_destructive {
-        asked.push("policy.requireApproval and approveDestructive");
-    }
     asked
         .into_iter()
         .map(|part| format!("{at}.{part}: not enforced by this bridge yet"))
@@ -393,7 +393,6 @@ mod tests {
         for (part, field) in [
             ("policy: {pii: {results: redact}}", "policy.pii"),
             ("policy: {rules: [{match: 'true', action: deny}]}", "policy.rules"),
-            ("policy: {approveDestructive: true}", "policy.requireApproval"),
         ] {
             let text = format!("{MINIMAL}{server}{part}}}\n");
             let refused = parse(&text, "f").unwrap_err();
@@ -412,6 +411,16 @@ mod tests {
         }
         let limited = format!("{MINIMAL}{server}policy: {{rateLimits: [{{tools: [x], perMinute: 1}}]}}}}\n");
         assert!(parse(&limited, "f").is_ok(), "rate limits are enforced");
+        let held = format!(
+            "{MINIMAL}{server}policy: {{requireApproval: [x], approveDestructive: true}}}}\napproval: {{webhook: {{url: 'http://a/', secretFile: /k}}}}\n"
+        );
+        assert!(parse(&held, "f").is_ok(), "approvals are enforced");
+        let unbounded = format!("{MINIMAL}approval: {{elicitation: {{timeoutSeconds: 301}}}}\n");
+        assert!(
+            parse(&unbounded, "f")
+                .unwrap_err()
+                .contains("approval.elicitation.timeoutSeconds")
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! exposed tool in the catalog, validate its arguments, call its server under the original
 //! name, turn every failure into the structured tool error in the Python bridge's words
 //! (masked), count it and write its audit line. The rate limits (`ratelimit`) come after the
-//! validation; the server's circuit breaker and the retries (`retry`) go around the call.
+//! validation, then a held call's approval (`approval`); the server's circuit breaker and
+//! the retries (`retry`) go around the call, whose deadline starts once it is sent.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +41,7 @@ impl Core {
         let entry = catalog.get(name);
         let server = entry.as_ref().map(|e| &self.config.servers[e.server]);
         let mut attempts = 0;
+        let mut policy = None; // the audit line's `policy` (rules merge: `decision.audited()`)
         let (outcome, result) = match &entry {
             None => {
                 let error = self.not_allowlisted(&catalog, name);
@@ -58,6 +60,12 @@ impl Core {
                 } else if let Err(error) = &fixed {
                     (error.code, error.to_result())
                 } else if let Some(error) = self.rate_limited(entry, name) {
+                    (error.code, error.to_result())
+                } else if let Some(hold) = self.held(entry, name) // rules merge: `approval` doc
+                    && let Some(error) = self
+                        .approve(&hold, entry, name, fixed.as_ref().unwrap_or(&empty), relay, &mut policy)
+                        .await
+                {
                     (error.code, error.to_result())
                 } else {
                     let fixed = fixed.ok();
@@ -89,6 +97,7 @@ impl Core {
             duration_ms: seconds * 1000.0,
             attempts,
             arguments: Some(hashed),
+            policy,
         });
         result
     }
@@ -108,6 +117,7 @@ impl Core {
             duration_ms: 0.0,
             attempts: 0,
             arguments: None,
+            policy: None,
         });
     }
 
@@ -241,11 +251,7 @@ impl Core {
                     .with("rpcCode", json!(code)))
             }
             Err(Failure::Misconfigured(why)) => Err(misconfigured(&key, &scrub(&why))),
-            Err(Failure::Cancelled) => Err(ToolError::new(
-                "cancelled",
-                format!("The agent cancelled {exposed}; server {key} was told to stop it."),
-            )
-            .with("server", json!(key))),
+            Err(Failure::Cancelled) => Err(cancelled(&key, exposed)),
             Err(Failure::Timeout) => Err(ToolError::new(
                 "timeout",
                 format!(
@@ -287,6 +293,15 @@ fn reached_no_one(failure: &Failure) -> bool {
         failure,
         Failure::Rpc { .. } | Failure::Misconfigured(_) | Failure::Cancelled | Failure::Timeout
     )
+}
+
+/// The error of a call its agent cancelled (while it was sent, or held for approval).
+pub(super) fn cancelled(key: &str, exposed: &str) -> ToolError {
+    ToolError::new(
+        "cancelled",
+        format!("The agent cancelled {exposed}; server {key} was told to stop it."),
+    )
+    .with("server", json!(key))
 }
 
 /// The error of a call to a server that cannot be called as configured: nothing was sent.

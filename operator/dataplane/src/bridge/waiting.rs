@@ -189,8 +189,13 @@ impl Call {
                     }
                     Side::Modern { .. } => {} // no stream to carry it
                 },
-                ToAgent::Ask { key, request, answer } => {
-                    if let Some(event) = self.ask(key, request, answer).await {
+                ToAgent::Ask {
+                    key,
+                    request,
+                    answer,
+                    fresh,
+                } => {
+                    if let Some(event) = self.ask(key, request, answer, fresh).await {
                         return Out::Event(event);
                     }
                 }
@@ -201,7 +206,7 @@ impl Call {
     /// A question for the agent: for a legacy agent, the request to send on its stream (or
     /// None when it went on the GET stream or could not go); a 2026-07-28 agent's waits for
     /// the round.
-    async fn ask(&mut self, key: String, request: Value, answer: Answer) -> Option<Value> {
+    async fn ask(&mut self, key: String, request: Value, answer: Answer, fresh: bool) -> Option<Value> {
         match &mut self.side {
             Side::Legacy {
                 session,
@@ -234,14 +239,19 @@ impl Call {
                 sse.then_some(message)
             }
             Side::Modern { .. } => {
-                self.gather(key, request, answer);
+                self.gather(key, request, answer, fresh);
                 for _ in 0..SETTLE_ROUNDS {
                     tokio::time::sleep(SETTLE).await;
                     let mut more = false;
                     while let Ok(message) = self.from_call.try_recv() {
                         match message {
-                            ToAgent::Ask { key, request, answer } => {
-                                self.gather(key, request, answer);
+                            ToAgent::Ask {
+                                key,
+                                request,
+                                answer,
+                                fresh,
+                            } => {
+                                self.gather(key, request, answer, fresh);
                                 more = true;
                             }
                             ToAgent::Note(note) => {
@@ -260,10 +270,11 @@ impl Call {
         }
     }
 
-    /// A 2026-07-28 agent's question: answered from what it sent along, else pending.
-    fn gather(&mut self, key: String, request: Value, answer: Answer) {
+    /// A 2026-07-28 agent's question: answered from what it sent along (never a `fresh`
+    /// one: the bridge's own question takes only the answer to the round), else pending.
+    fn gather(&mut self, key: String, request: Value, answer: Answer, fresh: bool) {
         if let Side::Modern { pending, early, .. } = &mut self.side {
-            if let Some(given) = early.remove(&key) {
+            if !fresh && let Some(given) = early.remove(&key) {
                 let _ = answer.send(Ok(given));
                 return;
             }

@@ -119,10 +119,36 @@ impl Relay {
         method: &str,
         params: Value,
     ) -> Result<oneshot::Receiver<Result<Value, Refusal>>, Refusal> {
+        self.enqueue(key, method, params, false).await
+    }
+
+    /// The bridge's own question to the agent (an approval): only an answer given after it
+    /// was asked counts.
+    pub async fn send_fresh(
+        &self,
+        key: String,
+        method: &str,
+        params: Value,
+    ) -> Result<oneshot::Receiver<Result<Value, Refusal>>, Refusal> {
+        self.enqueue(key, method, params, true).await
+    }
+
+    async fn enqueue(
+        &self,
+        key: String,
+        method: &str,
+        params: Value,
+        fresh: bool,
+    ) -> Result<oneshot::Receiver<Result<Value, Refusal>>, Refusal> {
         let (answer, answered) = oneshot::channel();
         let request = json!({"method": method, "params": params});
         self.to_agent
-            .send(ToAgent::Ask { key, request, answer })
+            .send(ToAgent::Ask {
+                key,
+                request,
+                answer,
+                fresh,
+            })
             .await
             .map_err(|_| Refusal::internal("The agent's side of the call ended"))?;
         Ok(answered)

@@ -72,10 +72,13 @@ pub enum ToAgent {
     /// A notification about the call (progress), under the agent's own token.
     Note(Value),
     /// A question (`{"method", "params"}`) under a key; the agent's result, or a refusal.
+    /// `fresh`: only an answer given after the question reached the agent counts (the
+    /// bridge's own question, an approval: never one a 2026-07-28 agent sent along before).
     Ask {
         key: String,
         request: Value,
         answer: oneshot::Sender<Result<Value, Refusal>>,
+        fresh: bool,
     },
 }
 
