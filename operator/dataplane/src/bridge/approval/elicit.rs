@@ -151,17 +151,11 @@ mod tests {
         let (relay, mut from_call, _cancel) = relay(&["elicitation"], None);
         let params = question("docs_wipe", "team/docs", "", &json!({})).unwrap();
         let agent = tokio::spawn(async move {
-            let Some(ToAgent::Ask {
-                key,
-                request,
-                answer,
-                fresh,
-            }) = from_call.recv().await
-            else {
+            let Some(ToAgent::Ask(asked)) = from_call.recv().await else {
                 panic!("asked");
             };
-            assert!(fresh && key == KEY && request["method"] == METHOD);
-            let _ = answer.send(Ok(json!({"action": "decline"})));
+            assert!(asked.fresh && asked.key == KEY && asked.request["method"] == METHOD);
+            let _ = asked.answer.send(Ok(json!({"action": "decline"})));
             from_call
         });
         let asked = ask(&relay, params.clone(), Duration::from_secs(5)).await;

@@ -49,18 +49,15 @@ fn held() -> Arc<Core> {
 
 /// Answer the bridge's one question with `answer`, checking it is fresh; what it asked.
 async fn agent(mut from_call: mpsc::Receiver<ToAgent>, answer: Value) -> Value {
-    let Some(ToAgent::Ask {
-        request,
-        answer: reply,
-        fresh,
-        ..
-    }) = from_call.recv().await
-    else {
+    let Some(ToAgent::Ask(asked)) = from_call.recv().await else {
         panic!("the agent was asked");
     };
-    assert!(fresh, "the bridge's own question takes no answer given before it");
-    let _ = reply.send(Ok(answer));
-    request
+    assert!(
+        asked.fresh,
+        "the bridge's own question takes no answer given before it"
+    );
+    let _ = asked.answer.send(Ok(answer));
+    asked.request
 }
 
 const YES: &str = r#"{"action": "accept", "content": {"approve": true}}"#;
@@ -351,4 +348,91 @@ async fn arguments_too_long_to_show_whole_are_not_asked_about() {
     );
     assert!(refusal.hint.contains("approval webhook"));
     assert!(from_call.try_recv().is_err(), "nobody was asked");
+}
+
+/// Defect (c), the 2026-07-28 side (`waiting`): an answer a 2026-07-28 agent sent along with
+/// its call answers a server's question of that key, never the bridge's own (`fresh`),
+/// which waits for the answer to its round.
+#[tokio::test]
+async fn an_answer_sent_along_before_the_question_does_not_answer_the_bridges_own() {
+    use crate::bridge::relay::Question;
+    use crate::bridge::waiting::{Call, Side};
+    use tokio::sync::oneshot;
+
+    let yes: Value = serde_json::from_str(YES).unwrap();
+    let early = json!({"approval": yes, "approval-": yes, "q": {"action": "accept"}});
+    let early = early.as_object().unwrap().clone();
+    let side = Side::modern(
+        json!(1),
+        "2026-07-28".into(),
+        "tools/call".into(),
+        None,
+        false,
+        early,
+    );
+    let (asked, from_call, cancel) = relay(&["elicitation"], None);
+    let done = tokio::spawn(std::future::pending::<Value>());
+    let mut call = Call::new(held(), from_call, done, Arc::new(cancel), Arc::new(asked), side);
+    let question = |key: &str, fresh: bool| {
+        let (answer, answered) = oneshot::channel();
+        let request = json!({"method": elicit::METHOD});
+        (
+            Question {
+                key: key.to_owned(),
+                request,
+                answer,
+                fresh,
+            },
+            answered,
+        )
+    };
+    let (servers, mut server_answered) = question("q", false);
+    call.gather(servers);
+    assert_eq!(
+        server_answered.try_recv().unwrap().unwrap(),
+        json!({"action": "accept"})
+    );
+    let (own, mut own_answered) = question(elicit::KEY, true);
+    call.gather(own);
+    assert!(
+        own_answered.try_recv().is_err(),
+        "asked in the next round, not answered early"
+    );
+    let decline = json!({"action": "decline"});
+    let answers = json!({"approval": decline}).as_object().unwrap().clone();
+    call.resume(json!(2), false, answers);
+    assert_eq!(own_answered.try_recv().unwrap().unwrap(), decline);
+}
+
+#[tokio::test]
+async fn an_agent_that_cannot_be_asked_is_refused_and_the_longest_wait_is_a_parked_calls() {
+    let bridge = held();
+    let (asked, from_call, _cancel) = relay(&["elicitation"], None);
+    drop(from_call); // the agent's side of the call is gone
+    let mut policy = None;
+    let hold = Hold::source("requireApproval");
+    let wipe = entry("wipe", json!({}));
+    let refusal = bridge
+        .approve(
+            &hold,
+            &wipe,
+            "docs_wipe",
+            &json!({}),
+            Some(&Arc::new(asked)),
+            &mut policy,
+        )
+        .await
+        .unwrap();
+    assert_eq!(refusal.code, "approval_denied");
+    let approval = &policy.unwrap()["approval"];
+    assert_eq!(
+        (&approval["decision"], &approval["by"]),
+        (&json!("unavailable"), &json!("agent"))
+    );
+    // A 2026-07-28 agent answers by retrying its parked call: a longer wait would end it
+    // `cancelled`, not `approval_timeout`.
+    let longest = crate::bridge::agent::PARKED.as_secs();
+    assert_eq!(settings::ElicitationApproval::default().timeout_seconds, longest);
+    let over = format!(r#"{{"elicitation": {{"timeoutSeconds": {}}}}}"#, longest + 1);
+    assert!(!settings::problems(&serde_json::from_str(&over).unwrap()).is_empty());
 }

@@ -8,7 +8,9 @@ use std::sync::atomic::Ordering;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::{Heard, MAX_ASKS_PER_CALL, MAX_OPEN_ASKS, MAX_REFUSALS, Refusal, Relay, ToAgent, key_text, lock};
+use super::{
+    Heard, MAX_ASKS_PER_CALL, MAX_OPEN_ASKS, MAX_REFUSALS, Question, Refusal, Relay, ToAgent, key_text, lock,
+};
 use crate::capabilities::{capability_for, required_capability};
 use crate::jsonrpc::{INTERNAL_ERROR, METHOD_NOT_FOUND};
 
@@ -143,12 +145,12 @@ impl Relay {
         let (answer, answered) = oneshot::channel();
         let request = json!({"method": method, "params": params});
         self.to_agent
-            .send(ToAgent::Ask {
+            .send(ToAgent::Ask(Question {
                 key,
                 request,
                 answer,
                 fresh,
-            })
+            }))
             .await
             .map_err(|_| Refusal::internal("The agent's side of the call ended"))?;
         Ok(answered)
