@@ -41,7 +41,7 @@ impl Core {
         let entry = catalog.get(name);
         let server = entry.as_ref().map(|e| &self.config.servers[e.server]);
         let mut attempts = 0;
-        let mut policy = None; // the audit line's `policy` (rules merge: `decision.audited()`)
+        let mut policy = None;
         let (outcome, result) = match &entry {
             None => {
                 let error = self.not_allowlisted(&catalog, name);
@@ -61,7 +61,7 @@ impl Core {
                     (error.code, error.to_result())
                 } else if let Some(error) = self.rate_limited(entry, name) {
                     (error.code, error.to_result())
-                } else if let Some(hold) = self.held(entry, name) // rules merge: `approval` doc
+                } else if let Some(hold) = self.held(entry, name) // the rules merge: see `approval`
                     && let Some(error) = self
                         .approve(&hold, entry, name, fixed.as_ref().unwrap_or(&empty), relay, &mut policy)
                         .await

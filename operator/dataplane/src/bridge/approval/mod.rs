@@ -8,18 +8,24 @@
 //! annotations (not `readOnlyHint`, `destructiveHint` not false; a tool without pinned
 //! annotations counts as destructive), or when an authorization rule says `approve`.
 //! [`Core::approve`] is the one step all three reach, with a [`Hold`] that names what held
-//! the call. *Merging the rules port*: in `pipeline.rs` the line
-//! `let hold = self.held(entry, name);` becomes
-//! `let hold = (decision.action == Action::Approve).then(|| Hold::rule(decision.describe(),
-//! reason)).or_else(|| self.held(entry, name));` (a rule's `approve` before `requireApproval`,
-//! as `RuleBook.decide`), and the audit's `policy` starts as `decision.audited()`.
+//! the call. *Merging the rules port* (branch dp-rules, whose `Decision` has `action`,
+//! `rule: Option<(Layer, usize, Option<String>)>`, `describe()` and `audited()`): in
+//! `pipeline.rs`, `self.held(entry, name)` in the approval step becomes
+//! `(decision.action == Action::Approve).then(|| approval::Hold::rule(decision.describe(),
+//! decision.rule.as_ref().and_then(|r| r.2.clone()))).or_else(|| self.held(entry, name))`
+//! (a rule's `approve` before `requireApproval`, as `RuleBook.decide`; its `deny` was
+//! refused before), and the `policy` the rules set (`decision.audited()`) is the object
+//! the approval's record joins.
 //!
 //! **Who decides.** The run's approval webhook when the run names one, and then it alone: an
 //! agent that declared elicitation is not asked (the Python bridge asked such an agent
 //! first, so the agent approved its own calls in a run whose owner named a webhook).
 //! Without a webhook, the calling agent when it declared form elicitation; else nobody, and
 //! the call is refused (`approval_denied`). No answer in time is `approval_timeout`. An
-//! agent that cancels its call while it is held ends it `cancelled`.
+//! agent that cancels its call while it is held ends it `cancelled`. The question to the
+//! agent shows the arguments whole, or is not asked (`elicit`: never cut); the webhook is
+//! sent them whole. An `https://` webhook is refused at load until the bridge's client
+//! speaks TLS (the one marked place is in `settings`).
 //!
 //! The audit line's `policy.approval` says the decision, who answered and how long it took.
 //! Modules: `settings` the run's `approval` settings; `webhook` the webhook's request and
