@@ -125,7 +125,7 @@ async def test_a_run_with_a_webhook_asks_only_the_webhook_not_the_agent(
         extra = {"identity": IDENTITY, "approval": {"webhook": webhook}}
         with run_bridge([entry], extra_config=extra) as bridge:
             _program(bridge, fixed_in)
-            async with Client(bridge.url, elicitation_callback=accept) as client:  # type: ignore[arg-type]
+            async with Client(bridge.url, elicitation_callback=accept) as client:
                 refused = await client.call_tool("rug_wipe", {"path": "/srv"})
             (line,) = eventually("the audit line", bridge.audit_lines, 10, until=len)
     assert asked == []  # the agent was not asked
@@ -148,7 +148,7 @@ async def test_the_question_shows_an_argument_whole_past_2000_characters(fixed_i
         entry = await _destructive(url)
         with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
             _program(bridge, fixed_in)
-            async with Client(bridge.url, elicitation_callback=decline) as client:  # type: ignore[arg-type]
+            async with Client(bridge.url, elicitation_callback=decline) as client:
                 refused = await client.call_tool("rug_wipe", {"path": path})
     assert _structured(refused)["code"] == "approval_denied"
     assert len(asked) == 1 and json.dumps(path) in asked[0], asked[0][-200:]
@@ -166,7 +166,7 @@ async def test_arguments_too_long_to_show_whole_are_refused_without_asking() -> 
     with peers.rug_pull_server() as url:
         entry = await _destructive(url)
         with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
-            async with Client(bridge.url, elicitation_callback=accept) as client:  # type: ignore[arg-type]
+            async with Client(bridge.url, elicitation_callback=accept) as client:
                 refused = _structured(await client.call_tool("rug_wipe", {"path": "/" * 20000}))
             (line,) = eventually("the audit line", bridge.audit_lines, 10, until=len)
     assert asked == []
@@ -223,7 +223,9 @@ async def test_the_calls_timeout_starts_when_the_person_has_answered(
                 (line,) = eventually("the audit line", bridge.audit_lines, 10, until=len)
     finally:
         approver.close()
-    assert not sent.is_error and sent.content[0].text == "wiped /tmp/slow"
+    text = sent.content[0]
+    assert not sent.is_error and isinstance(text, types.TextContent)
+    assert text.text == "wiped /tmp/slow"
     assert line["outcome"] == "ok" and line["durationMs"] >= 1400
     assert line["policy"]["approval"]["decision"] == "approved"
     assert line["policy"]["approval"]["by"] == "carol"
