@@ -9,7 +9,7 @@ use clap::Args;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::policy::{self, Action, CallPolicy};
+use super::policy::{self, CallPolicy};
 
 /// `mcp-dataplane bridge`: one governed MCP endpoint for an agent, in front of its servers.
 #[derive(Debug, Clone, Args)]
@@ -57,10 +57,10 @@ pub struct BridgeConfig {
     pub audit: AuditSink,
     #[serde(default)]
     pub identity: Option<Value>,
-    /// Accepted as the operator writes it; approvals are not served by this slice.
+    /// How held calls are approved (`approval`); unset: the agent when it declared
+    /// elicitation, waiting 300 s.
     #[serde(default)]
-    #[allow(dead_code)]
-    pub approval: Option<Value>,
+    pub approval: Option<super::approval::settings::ApprovalConfig>,
     #[serde(default = "full")]
     pub discovery: String,
 }
@@ -277,6 +277,9 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
     if config.discovery != "full" && config.discovery != "search" {
         problems.push("discovery: must be full or search".to_owned());
     }
+    if let Some(approval) = &config.approval {
+        problems.extend(super::approval::settings::problems(approval));
+    }
     let mut seen = std::collections::HashSet::new();
     for (index, server) in config.servers.iter().enumerate() {
         let at = format!("servers[{index}]");
@@ -315,7 +318,6 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
             problems.push(format!("{at}: auth and tokenFile must not both be set"));
         }
         problems.extend(policy::problems(&server.policy, &format!("{at}.policy")));
-        problems.extend(not_enforced(server, &at));
         problems.extend(super::overrides::problems(&server.overrides, &at));
         problems.extend(super::pins::problems(server, &at));
         if let Some(digests) = &server.tool_digests {
@@ -333,24 +335,6 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
         }
     }
     problems
-}
-
-/// What the file asks of this bridge that it does not enforce yet, refused by name so that
-/// a policy is never dropped in silence: a bridge that cannot govern a call as written does
-/// not start. Each entry goes when its part of the port lands.
-fn not_enforced(server: &Server, at: &str) -> Vec<String> {
-    let policy = &server.policy;
-    let mut asked = Vec::new();
-    if policy.rules.iter().any(|r| r.action == Action::Approve) {
-        asked.push("policy.rules (action approve)");
-    }
-    if !policy.require_approval.is_empty() || policy.approve_destructive {
-        asked.push("policy.requireApproval and approveDestructive");
-    }
-    asked
-        .into_iter()
-        .map(|part| format!("{at}.{part}: not enforced by this bridge yet"))
-        .collect()
 }
 
 #[cfg(test)]
@@ -385,22 +369,12 @@ mod tests {
     }
 
     #[test]
-    fn a_policy_this_bridge_does_not_enforce_is_refused_by_name() {
+    fn every_part_of_a_policy_is_read_and_enforced() {
         let server = "servers:\n- {name: a, namespace: d, url: 'http://x/', prefix: a, ";
-        for (part, field) in [
-            (
-                "policy: {rules: [{match: 'true', action: approve}]}",
-                "policy.rules (action approve)",
-            ),
-            ("policy: {approveDestructive: true}", "policy.requireApproval"),
-        ] {
-            let text = format!("{MINIMAL}{server}{part}}}\n");
-            let refused = parse(&text, "f").unwrap_err();
-            assert!(
-                refused.contains(&format!("servers[0].{field}")) && refused.contains("not enforced"),
-                "{refused}"
-            );
-        }
+        let ruled = format!(
+            "{MINIMAL}{server}policy: {{rules: [{{match: 'true', action: approve}}, {{match: 'false', action: deny}}]}}}}\n"
+        );
+        assert_eq!(parse(&ruled, "f").unwrap().servers[0].policy.rules.len(), 2);
         // Pins (any pinning) and overrides are enforced: accepted.
         for pinning in ["strict", "pin", "off"] {
             let pinned = format!(
@@ -413,6 +387,16 @@ mod tests {
         assert!(parse(&limited, "f").is_ok(), "rate limits are enforced");
         let pii = format!("{MINIMAL}{server}policy: {{pii: {{arguments: block, results: redact}}}}}}\n");
         assert!(parse(&pii, "f").is_ok(), "PII policies are enforced");
+        let held = format!(
+            "{MINIMAL}{server}policy: {{requireApproval: [x], approveDestructive: true}}}}\napproval: {{webhook: {{url: 'http://a/', secretFile: /k}}}}\n"
+        );
+        assert!(parse(&held, "f").is_ok(), "approvals are enforced");
+        let unbounded = format!("{MINIMAL}approval: {{elicitation: {{timeoutSeconds: 301}}}}\n");
+        assert!(
+            parse(&unbounded, "f")
+                .unwrap_err()
+                .contains("approval.elicitation.timeoutSeconds")
+        );
     }
 
     #[test]

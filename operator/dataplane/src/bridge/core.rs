@@ -73,6 +73,8 @@ pub struct Core {
     pub limiter: Mutex<super::ratelimit::RateLimiter>,
     /// The random source of the retries' jitter, in `[0, 1)`.
     pub jitter: fn() -> f64,
+    /// The bridge's keep-alive client (the servers' too): what asks the approval webhook.
+    pub http: super::upstream::HttpClient,
 }
 
 impl Core {
@@ -141,6 +143,7 @@ impl Core {
             breakers,
             limiter: Mutex::default(),
             jitter: fastrand::f64,
+            http: client,
         })
     }
 

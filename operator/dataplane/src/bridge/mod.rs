@@ -29,6 +29,8 @@
 //! - `ratelimit` the rate limits: a token bucket per limit and tool (`rate_limited`)
 //! - `breaker`  the circuit breaker of one server (`circuit_open`)
 //! - `retry`    retries of transient failures of safe tools, under the breaker and deadline
+//! - `approval` a held call approved by a person: the run's webhook, else the agent by
+//!   elicitation (`approval/`: `settings` the run's settings, `webhook`, `elicit`)
 //! - `prompts`  the prompt catalog, and the prompt and resource filters
 //! - `uris`     resource URIs namespaced per server, reversibly
 //! - `cursor`   the signed cursors of listings walked across servers
@@ -45,6 +47,7 @@
 
 pub mod agent;
 pub mod aggregate;
+pub mod approval;
 pub mod audit;
 pub mod breaker;
 pub mod catalog;

@@ -236,5 +236,18 @@ fn python_float(value: f64) -> String {
     format!("{sign}{first}{fraction}e{exponent_sign}{:02}", exponent.abs())
 }
 
+/// The annotations a rule may trust, `tool.annotations`: the live ones (as the server sent
+/// them) only when the server pins (`pinning` not `off`) and the tool's live definition has
+/// its pinned digest, which covers the annotations; else none, so that a server cannot
+/// dodge a rule by changing its hints after review (`tool_variables` in `rules.py`).
+pub fn pinned_annotations(server: &Server, entry: &super::catalog::Entry) -> serde_json::Map<String, Value> {
+    let pin = server.tool_digests.as_ref().and_then(|d| d.get(&entry.original));
+    if server.pinning != Pinning::Off && pin == Some(&entry.sha256) {
+        entry.annotations.clone()
+    } else {
+        serde_json::Map::new()
+    }
+}
+
 #[cfg(test)]
 mod tests;

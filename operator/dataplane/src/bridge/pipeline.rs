@@ -3,8 +3,10 @@
 //! (`rules`), call its server under the original name, turn every failure into the
 //! structured tool error in the Python bridge's words (masked), count it and write its
 //! audit line. The rate limits (`ratelimit`) come after the rules; PII is scanned on the
-//! arguments before the call and on the result after it (`pii::hook`); the server's circuit
-//! breaker and the retries (`retry`) go around the call.
+//! arguments before the call (`pii::hook`), then a held call's approval (`approval`: the
+//! person sees the arguments that would be sent); the server's circuit breaker and the
+//! retries (`retry`) go around the call, whose deadline starts once it is sent; PII is
+//! scanned on the result after it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -84,6 +86,19 @@ impl Core {
                 let scanned = fixed.as_ref().ok().or(arguments).unwrap_or(&empty);
                 let before = judge(modes.arguments, Direction::Arguments, scanned, &subject, &mut pii).await;
                 if let Some(error) = refused.or(before.refusal) {
+                    (error.code, error.to_result())
+                } else if let Some(hold) = held_by_rule(&decision).or_else(|| self.held(entry, name))
+                    && let Some(error) = self
+                        .approve(
+                            &hold,
+                            entry,
+                            name,
+                            before.value.as_ref().or(fixed.as_ref().ok()).unwrap_or(&empty),
+                            relay,
+                            &mut policy,
+                        )
+                        .await
+                {
                     (error.code, error.to_result())
                 } else {
                     let sent = before.value.as_ref().or(fixed.as_ref().ok());
@@ -278,11 +293,7 @@ impl Core {
                     .with("rpcCode", json!(code)))
             }
             Err(Failure::Misconfigured(why)) => Err(misconfigured(&key, &scrub(&why))),
-            Err(Failure::Cancelled) => Err(ToolError::new(
-                "cancelled",
-                format!("The agent cancelled {exposed}; server {key} was told to stop it."),
-            )
-            .with("server", json!(key))),
+            Err(Failure::Cancelled) => Err(cancelled(&key, exposed)),
             Err(Failure::Timeout) => Err(ToolError::new(
                 "timeout",
                 format!(
@@ -326,6 +337,15 @@ fn reached_no_one(failure: &Failure) -> bool {
     )
 }
 
+/// The error of a call its agent cancelled (while it was sent, or held for approval).
+pub(super) fn cancelled(key: &str, exposed: &str) -> ToolError {
+    ToolError::new(
+        "cancelled",
+        format!("The agent cancelled {exposed}; server {key} was told to stop it."),
+    )
+    .with("server", json!(key))
+}
+
 /// The error of a call to a server that cannot be called as configured: nothing was sent.
 fn misconfigured(key: &str, reason: &str) -> ToolError {
     ToolError::new(
@@ -348,4 +368,13 @@ fn cut(text: &str, limit: usize) -> String {
         head.push('…');
         head
     }
+}
+
+/// A rule's `approve` holds the call before `requireApproval` does (as `RuleBook.decide`);
+/// its `deny` refused the call before.
+fn held_by_rule(decision: &super::rules::Decision) -> Option<super::approval::Hold> {
+    (decision.action == Action::Approve).then(|| {
+        let reason = decision.rule.as_ref().and_then(|rule| rule.2.clone());
+        super::approval::Hold::rule(decision.describe(), reason)
+    })
 }

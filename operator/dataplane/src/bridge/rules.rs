@@ -20,10 +20,10 @@ use std::sync::{Arc, LazyLock};
 
 use cel::objects::{Key, Map as CelMap};
 use cel::{Context, Env, ExecutionError, Program};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use super::catalog::Entry;
-use super::config::{BridgeConfig, Pinning, Server};
+use super::config::{BridgeConfig, Server};
 use super::errors::ToolError;
 use super::policy::{Action, Layer, Rule};
 
@@ -320,19 +320,6 @@ fn truthy(value: &Value) -> bool {
     }
 }
 
-/// The annotations a rule may trust, `tool.annotations`: the live ones (as the server sent
-/// them) only when the server pins (`pinning` not `off`) and the tool's live definition has
-/// its pinned digest, which covers the annotations; else none, so that a server cannot
-/// dodge a rule by changing its hints after review (`tool_variables` in `rules.py`).
-fn pinned_annotations(server: &Server, entry: &Entry) -> Map<String, Value> {
-    let pin = server.tool_digests.as_ref().and_then(|d| d.get(&entry.original));
-    if server.pinning != Pinning::Off && pin == Some(&entry.sha256) {
-        entry.annotations.clone()
-    } else {
-        Map::new()
-    }
-}
-
 /// `caller`, `server` and `tool` of one catalog entry (`tool_variables`).
 fn tool_variables(
     config: &BridgeConfig,
@@ -367,7 +354,7 @@ fn tool_variables(
         (
             "tool",
             json!({"name": entry.original, "exposedName": exposed, "title": title,
-                   "annotations": pinned_annotations(server, entry)}),
+                   "annotations": super::pins::pinned_annotations(server, entry)}),
         ),
     ]
 }

@@ -26,7 +26,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use super::agent::round_reply;
 use super::core::Core;
-use super::relay::{Refusal, Relay, ToAgent};
+use super::relay::{Question, Refusal, Relay, ToAgent};
 use crate::http::{self, Body};
 use crate::jsonrpc::{self, INTERNAL_ERROR, MISSING_REQUIRED_CLIENT_CAPABILITY};
 
@@ -189,8 +189,8 @@ impl Call {
                     }
                     Side::Modern { .. } => {} // no stream to carry it
                 },
-                ToAgent::Ask { key, request, answer } => {
-                    if let Some(event) = self.ask(key, request, answer).await {
+                ToAgent::Ask(question) => {
+                    if let Some(event) = self.ask(question).await {
                         return Out::Event(event);
                     }
                 }
@@ -201,7 +201,7 @@ impl Call {
     /// A question for the agent: for a legacy agent, the request to send on its stream (or
     /// None when it went on the GET stream or could not go); a 2026-07-28 agent's waits for
     /// the round.
-    async fn ask(&mut self, key: String, request: Value, answer: Answer) -> Option<Value> {
+    async fn ask(&mut self, question: Question) -> Option<Value> {
         match &mut self.side {
             Side::Legacy {
                 session,
@@ -215,10 +215,12 @@ impl Call {
                     s.next_server_request_id
                 });
                 let Some(visible) = visible else {
-                    let _ = answer.send(Err(Refusal::internal("The client's session ended")));
+                    let _ = question
+                        .answer
+                        .send(Err(Refusal::internal("The client's session ended")));
                     return None;
                 };
-                let mut message = request;
+                let mut message = question.request;
                 message["jsonrpc"] = json!("2.0");
                 message["id"] = json!(visible);
                 let answered = self.core.calls.expect(session, visible);
@@ -226,22 +228,22 @@ impl Call {
                     self.core.calls.forget(session, &[visible]);
                     let method = message["method"].as_str().unwrap_or_default();
                     let text = format!("No open stream to deliver {method} to the client on");
-                    let _ = answer.send(Err(Refusal::internal(&text)));
+                    let _ = question.answer.send(Err(Refusal::internal(&text)));
                     return None;
                 }
                 sent.push(visible);
-                asks.spawn(await_answer(answered, answer));
+                asks.spawn(await_answer(answered, question.answer));
                 sse.then_some(message)
             }
             Side::Modern { .. } => {
-                self.gather(key, request, answer);
+                self.gather(question);
                 for _ in 0..SETTLE_ROUNDS {
                     tokio::time::sleep(SETTLE).await;
                     let mut more = false;
                     while let Ok(message) = self.from_call.try_recv() {
                         match message {
-                            ToAgent::Ask { key, request, answer } => {
-                                self.gather(key, request, answer);
+                            ToAgent::Ask(question) => {
+                                self.gather(question);
                                 more = true;
                             }
                             ToAgent::Note(note) => {
@@ -260,18 +262,21 @@ impl Call {
         }
     }
 
-    /// A 2026-07-28 agent's question: answered from what it sent along, else pending.
-    fn gather(&mut self, key: String, request: Value, answer: Answer) {
+    /// A 2026-07-28 agent's question: answered from what it sent along (never a `fresh`
+    /// one: the bridge's own question takes only the answer to the round), else pending.
+    pub(super) fn gather(&mut self, question: Question) {
         if let Side::Modern { pending, early, .. } = &mut self.side {
-            if let Some(given) = early.remove(&key) {
-                let _ = answer.send(Ok(given));
+            if !question.fresh
+                && let Some(given) = early.remove(&question.key)
+            {
+                let _ = question.answer.send(Ok(given));
                 return;
             }
-            let mut shown = key;
+            let mut shown = question.key;
             while pending.contains_key(&shown) {
                 shown.push('-'); // two questions under one key
             }
-            pending.insert(shown, (request, answer));
+            pending.insert(shown, (question.request, question.answer));
         }
     }
 

@@ -8,7 +8,9 @@ use std::sync::atomic::Ordering;
 use serde_json::{Value, json};
 use tokio::sync::oneshot;
 
-use super::{Heard, MAX_ASKS_PER_CALL, MAX_OPEN_ASKS, MAX_REFUSALS, Refusal, Relay, ToAgent, key_text, lock};
+use super::{
+    Heard, MAX_ASKS_PER_CALL, MAX_OPEN_ASKS, MAX_REFUSALS, Question, Refusal, Relay, ToAgent, key_text, lock,
+};
 use crate::capabilities::{capability_for, required_capability};
 use crate::jsonrpc::{INTERNAL_ERROR, METHOD_NOT_FOUND};
 
@@ -119,10 +121,36 @@ impl Relay {
         method: &str,
         params: Value,
     ) -> Result<oneshot::Receiver<Result<Value, Refusal>>, Refusal> {
+        self.enqueue(key, method, params, false).await
+    }
+
+    /// The bridge's own question to the agent (an approval): only an answer given after it
+    /// was asked counts.
+    pub async fn send_fresh(
+        &self,
+        key: String,
+        method: &str,
+        params: Value,
+    ) -> Result<oneshot::Receiver<Result<Value, Refusal>>, Refusal> {
+        self.enqueue(key, method, params, true).await
+    }
+
+    async fn enqueue(
+        &self,
+        key: String,
+        method: &str,
+        params: Value,
+        fresh: bool,
+    ) -> Result<oneshot::Receiver<Result<Value, Refusal>>, Refusal> {
         let (answer, answered) = oneshot::channel();
         let request = json!({"method": method, "params": params});
         self.to_agent
-            .send(ToAgent::Ask { key, request, answer })
+            .send(ToAgent::Ask(Question {
+                key,
+                request,
+                answer,
+                fresh,
+            }))
             .await
             .map_err(|_| Refusal::internal("The agent's side of the call ended"))?;
         Ok(answered)

@@ -71,12 +71,18 @@ impl Refusal {
 pub enum ToAgent {
     /// A notification about the call (progress), under the agent's own token.
     Note(Value),
-    /// A question (`{"method", "params"}`) under a key; the agent's result, or a refusal.
-    Ask {
-        key: String,
-        request: Value,
-        answer: oneshot::Sender<Result<Value, Refusal>>,
-    },
+    /// A question for the agent.
+    Ask(Question),
+}
+
+/// A question (`{"method", "params"}`) under a key; the agent's result, or a refusal.
+pub struct Question {
+    pub key: String,
+    pub request: Value,
+    pub answer: oneshot::Sender<Result<Value, Refusal>>,
+    /// Only an answer given after the question reached the agent counts (the bridge's own
+    /// question, an approval: never one a 2026-07-28 agent sent along before).
+    pub fresh: bool,
 }
 
 /// What to do with a message the server sent on the call's stream.
