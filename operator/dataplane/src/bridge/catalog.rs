@@ -405,3 +405,7 @@ mod tests {
         assert!(!errors.is_empty());
     }
 }
+
+#[cfg(test)]
+#[path = "catalog_naming_tests.rs"]
+mod naming_tests;

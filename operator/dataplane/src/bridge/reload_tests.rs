@@ -2,6 +2,7 @@
 //! (`tests/unit/test_bridge_reload.py`), and the flag's bounds.
 
 use super::*;
+use serde_json::json;
 
 fn config(servers: &[&str]) -> String {
     let listed: Vec<String> = servers
@@ -105,4 +106,66 @@ fn a_new_session_is_made_when_the_connection_settings_change_not_the_policy() {
     assert_ne!(plain, moved);
     assert_ne!(plain, headed);
     assert!(!plain.contains("blue") && plain.len() == 64);
+}
+
+fn running(servers: &[String], extra: &str) -> BridgeConfig {
+    let text = format!(
+        "kind: BridgeConfig\nrun: {{name: r, namespace: default}}\n{extra}servers: [{}]\n",
+        servers.join(", ")
+    );
+    config::parse(&text, "test").unwrap()
+}
+
+fn entry(name: &str, port: u16, extra: &str) -> String {
+    format!("{{name: {name}, namespace: default, url: 'http://127.0.0.1:{port}/mcp', prefix: {name}{extra}}}")
+}
+
+#[tokio::test]
+async fn a_reload_keeps_an_unchanged_server_and_retires_a_removed_or_changed_one() {
+    let before = [entry("a", 9, ""), entry("b", 9, ""), entry("c", 9, "")];
+    let audit = AuditSink::open(false, None).unwrap();
+    let core = Core::new(running(&before, ""), audit, Duration::from_secs(60));
+    for index in 0..3 {
+        core.update(index, |state| {
+            state.listed_once = true;
+            state.tools = Some(vec![json!({"name": "echo"})]);
+        });
+    }
+    core.rebuild();
+    assert_eq!(core.catalog().names(), ["a_echo", "b_echo", "c_echo"]);
+    core.metrics.set_up("default/c", true);
+    let live = Live::new(core.clone());
+    // a: new pins and a new deadline (same session); b: another URL (a new one); c: gone.
+    let after = [
+        entry(
+            "a",
+            9,
+            &format!(
+                ", toolDigests: {{echo: '{}'}}, policy: {{timeoutSeconds: 7}}",
+                "0".repeat(64)
+            ),
+        ),
+        entry("b", 10, ""),
+    ];
+    apply(&live, running(&after, "listen: {port: 9999}\n"));
+    let next = live.core();
+    assert!(Arc::ptr_eq(&next.slots[0], &core.slots[0]));
+    assert!(!Arc::ptr_eq(&next.slots[1], &core.slots[1]));
+    let retired: Vec<bool> = core.slots.iter().map(|s| s.is_retired()).collect();
+    assert_eq!(retired, [false, true, true]);
+    assert_eq!(next.config.servers[0].timeout_seconds(), 7);
+    assert_eq!(next.config.listen.port, 7800); // a new listen address needs a restart
+    // The catalog was rebuilt before the swap: b is not listed yet, c is gone, a's echo is
+    // kept under its name (drifted from its new pin, so out of tools/list).
+    assert_eq!(next.catalog().names(), ["a_echo"]);
+    assert!(next.catalog().tools().is_empty());
+    assert!(core.catalog().names().len() == 3); // a request on the old one still sees its own
+    let page = next.metrics.encode();
+    assert!(
+        !page.contains("default/c") && page.contains("default/b"),
+        "{page}"
+    );
+    // The same configuration again changes nothing.
+    apply(&live, running(&after, ""));
+    assert!(Arc::ptr_eq(&live.core().slots[1], &next.slots[1]));
 }
