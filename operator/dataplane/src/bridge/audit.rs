@@ -80,6 +80,8 @@ pub struct Record<'a> {
     pub attempts: u32,
     /// None when the request could not be read as a call.
     pub arguments: Option<&'a Value>,
+    /// The PII kinds and counts found per direction, and the directions scanned in part.
+    pub pii: Option<&'a super::pii::hook::Findings>,
 }
 
 impl Record<'_> {
@@ -108,11 +110,15 @@ impl Record<'_> {
         );
         record.insert("attempts".into(), json!(self.attempts));
         record.insert("argumentsSha256".into(), json!(self.arguments.map(digest)));
-        record.insert("pii".into(), json!({}));
+        let pii = self.pii.map_or_else(|| json!({}), |pii| pii.to_value());
+        record.insert("pii".into(), pii);
         if self.tool.is_none()
             && let Some(sent) = &self.sent_name
         {
             record.insert("toolSha256".into(), json!(tool_digest(sent)));
+        }
+        if let Some(pii) = self.pii.filter(|pii| !pii.unscanned.is_empty()) {
+            record.insert("piiUnscanned".into(), json!(pii.unscanned));
         }
         Value::Object(record)
     }
@@ -184,7 +190,27 @@ mod tests {
             duration_ms: 1.23456,
             attempts: 1,
             arguments,
+            pii: None,
         }
+    }
+
+    #[test]
+    fn the_pii_facts_are_kinds_and_counts_per_direction_and_the_unscanned_directions() {
+        use crate::bridge::pii::hook::Findings;
+        fn line(pii: &Findings) -> Value {
+            let arguments = json!({});
+            let mut record = record(Some(&arguments), Some("ev_echo"));
+            record.pii = Some(pii);
+            record.to_value()
+        }
+        let mut pii = Findings::default();
+        assert_eq!(line(&pii)["pii"], json!({}));
+        assert!(line(&pii).get("piiUnscanned").is_none());
+        pii.counts.entry("results").or_default().insert("email", 2);
+        pii.unscanned.push("results");
+        let parsed = line(&pii);
+        assert_eq!(parsed["pii"], json!({"results": {"email": 2}}));
+        assert_eq!(parsed["piiUnscanned"], json!(["results"]));
     }
 
     #[test]

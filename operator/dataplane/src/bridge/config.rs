@@ -9,7 +9,7 @@ use clap::Args;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::policy::{self, CallPolicy, PiiMode};
+use super::policy::{self, CallPolicy};
 
 /// `mcp-dataplane bridge`: one governed MCP endpoint for an agent, in front of its servers.
 #[derive(Debug, Clone, Args)]
@@ -344,14 +344,8 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
 fn not_enforced(server: &Server, at: &str) -> Vec<String> {
     let policy = &server.policy;
     let mut asked = Vec::new();
-    if policy.pii.arguments != PiiMode::Off || policy.pii.results != PiiMode::Off {
-        asked.push("policy.pii");
-    }
     if !policy.rules.is_empty() {
         asked.push("policy.rules");
-    }
-    if !policy.rate_limits.is_empty() {
-        asked.push("policy.rateLimits");
     }
     if !policy.require_approval.is_empty() || policy.approve_destructive {
         asked.push("policy.requireApproval and approveDestructive");
@@ -397,12 +391,7 @@ mod tests {
     fn a_policy_this_bridge_does_not_enforce_is_refused_by_name() {
         let server = "servers:\n- {name: a, namespace: d, url: 'http://x/', prefix: a, ";
         for (part, field) in [
-            ("policy: {pii: {results: redact}}", "policy.pii"),
             ("policy: {rules: [{match: 'true', action: deny}]}", "policy.rules"),
-            (
-                "policy: {rateLimits: [{tools: [x], perMinute: 1}]}",
-                "policy.rateLimits",
-            ),
             ("policy: {approveDestructive: true}", "policy.requireApproval"),
         ] {
             let text = format!("{MINIMAL}{server}{part}}}\n");
@@ -420,6 +409,10 @@ mod tests {
             let config = parse(&pinned, "f").unwrap();
             assert_eq!(config.servers[0].overrides[0].name, "x");
         }
+        let limited = format!("{MINIMAL}{server}policy: {{rateLimits: [{{tools: [x], perMinute: 1}}]}}}}\n");
+        assert!(parse(&limited, "f").is_ok(), "rate limits are enforced");
+        let pii = format!("{MINIMAL}{server}policy: {{pii: {{arguments: block, results: redact}}}}}}\n");
+        assert!(parse(&pii, "f").is_ok(), "PII policies are enforced");
     }
 
     #[test]

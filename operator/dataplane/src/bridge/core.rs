@@ -57,6 +57,13 @@ pub struct Core {
     pub calls: Arc<super::agent::Calls>,
     /// The one HTTP client of every server's session.
     pub client: HttpClient,
+    /// Per server (by index): its circuit breaker (a server that stays keeps its own).
+    pub breakers: Vec<Arc<Mutex<super::breaker::CircuitBreaker>>>,
+    /// The token buckets of the rate limits (of every configuration: a changed limit is a
+    /// new bucket).
+    pub limiter: Arc<Mutex<super::ratelimit::RateLimiter>>,
+    /// The random source of the retries' jitter, in `[0, 1)`.
+    pub jitter: fn() -> f64,
 }
 
 /// What one configuration's `Core` shares with the next.
@@ -70,6 +77,8 @@ pub struct Shared {
     pub stopping: Arc<AtomicBool>,
     pub calls: Arc<super::agent::Calls>,
     pub client: HttpClient,
+    pub limiter: Arc<Mutex<super::ratelimit::RateLimiter>>,
+    pub jitter: fn() -> f64,
 }
 
 impl Core {
@@ -86,6 +95,8 @@ impl Core {
             stopping: Arc::new(AtomicBool::new(false)),
             calls: Arc::new(super::agent::Calls::default()),
             client: super::upstream::http_client(),
+            limiter: Arc::default(),
+            jitter: fastrand::f64,
         };
         let slots = config
             .servers
@@ -116,6 +127,15 @@ impl Core {
                 .iter()
                 .map(String::as_str),
         );
+        let breakers = config
+            .servers
+            .iter()
+            .map(|s| {
+                Arc::new(Mutex::new(super::breaker::CircuitBreaker::new(
+                    &s.policy.circuit_breaker,
+                )))
+            })
+            .collect();
         Self {
             run: format!("{}/{}", config.run.namespace, config.run.name),
             config,
@@ -134,6 +154,9 @@ impl Core {
             stopping: shared.stopping,
             calls: shared.calls,
             client: shared.client,
+            breakers,
+            limiter: shared.limiter,
+            jitter: shared.jitter,
         }
     }
 
@@ -150,6 +173,8 @@ impl Core {
             stopping: self.stopping.clone(),
             calls: self.calls.clone(),
             client: self.client.clone(),
+            limiter: self.limiter.clone(),
+            jitter: self.jitter,
         }
     }
 
@@ -241,6 +266,10 @@ impl Core {
             let mut catalog = self.catalog.lock().expect("the catalog lock");
             let changed = catalog.tools() != fresh.tools();
             self.metrics.set_catalog_tools(fresh.entries.len());
+            self.limiter
+                .lock()
+                .expect("the limiter lock")
+                .forget_others(fresh.entries.keys());
             *catalog = fresh;
             changed
         };

@@ -20,11 +20,16 @@
 //! - `overrides` the operator's text for a tool, and the arguments it fixes
 //! - `validate` arguments against the tool's `inputSchema`
 //! - `errors`   the structured tool error
+//! - `pii`      PII found, redacted or blocked in arguments and results (`pii/`: `detectors`
+//!   the kinds, `checksums` their rules, `leaves` a value walked and rebuilt, `hook` the modes)
 //! - `audit`    one JSON line per call, never a value
 //! - `core`     the running state of one configuration: servers, catalogs, sessions
 //! - `slot`     one configured server: its session, its last listings, its followers
 //! - `reload`   the configuration file watched, and a new one applied without a restart
 //! - `pipeline` a tools/call: validate, call, structured errors, audit line
+//! - `ratelimit` the rate limits: a token bucket per limit and tool (`rate_limited`)
+//! - `breaker`  the circuit breaker of one server (`circuit_open`)
+//! - `retry`    retries of transient failures of safe tools, under the breaker and deadline
 //! - `prompts`  the prompt catalog, and the prompt and resource filters
 //! - `uris`     resource URIs namespaced per server, reversibly
 //! - `cursor`   the signed cursors of listings walked across servers
@@ -42,6 +47,7 @@
 pub mod agent;
 pub mod aggregate;
 pub mod audit;
+pub mod breaker;
 pub mod catalog;
 pub mod config;
 pub mod core;
@@ -53,12 +59,15 @@ pub mod inputs;
 pub mod metrics;
 pub mod naming;
 pub mod overrides;
+pub mod pii;
 pub mod pins;
 pub mod pipeline;
 pub mod policy;
 pub mod prompts;
+pub mod ratelimit;
 pub mod relay;
 pub mod reload;
+pub mod retry;
 pub mod scrub;
 pub mod slot;
 pub mod sse;

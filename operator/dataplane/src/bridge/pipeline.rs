@@ -1,7 +1,9 @@
 //! The call pipeline of this slice (`bridge/pipeline.py`'s steps that it has): find the
 //! exposed tool in the catalog, validate its arguments, call its server under the original
 //! name, turn every failure into the structured tool error in the Python bridge's words
-//! (masked), count it and write its audit line.
+//! (masked), count it and write its audit line. The rate limits (`ratelimit`) come after the
+//! validation; PII is scanned on the arguments before the call and on the result after it
+//! (`pii::hook`); the server's circuit breaker and the retries (`retry`) go around the call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -9,12 +11,15 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use super::audit::Record;
+use super::breaker;
 use super::catalog::{Catalog, Entry};
 use super::core::Core;
 use super::errors::{ToolError, quoted};
 use super::overrides;
+use super::pii::hook::{Direction, Findings, Subject, judge};
 use super::pins;
 use super::relay::Relay;
+use super::retry::{self, Sent};
 use super::upstream::Failure;
 use super::validate;
 
@@ -37,6 +42,7 @@ impl Core {
         let entry = catalog.get(name);
         let server = entry.as_ref().map(|e| &self.config.servers[e.server]);
         let mut attempts = 0;
+        let mut pii = Findings::default();
         let (outcome, result) = match &entry {
             None => {
                 let error = self.not_allowlisted(&catalog, name);
@@ -45,23 +51,45 @@ impl Core {
             Some(entry) => {
                 let (errors, problem) = validate::check(&entry.schema, arguments);
                 let fixed = overrides::with_fixed(name, arguments, &entry.fixed);
-                if let Some(why) = entry.drift {
+                let refused = if let Some(why) = entry.drift {
                     let server = &self.config.servers[entry.server];
-                    let error = pins::refusal(name, server, &entry.original, why, &entry.sha256);
-                    (error.code, error.to_result())
+                    Some(pins::refusal(name, server, &entry.original, why, &entry.sha256))
                 } else if !errors.is_empty() {
-                    let error = validate::invalid_arguments(name, &errors, problem.as_deref());
-                    (error.code, error.to_result())
+                    Some(validate::invalid_arguments(name, &errors, problem.as_deref()))
                 } else if let Err(error) = &fixed {
+                    Some(error.clone())
+                } else {
+                    self.rate_limited(entry, name)
+                };
+                // PII on the arguments that would be sent (the fixed ones merged in): scanned
+                // even when the call was refused (the audit counts what was found), its own
+                // refusal only when nothing refused first.
+                let key = self.config.servers[entry.server].key();
+                let modes = &self.config.servers[entry.server].policy.pii;
+                let subject = Subject {
+                    tool: name,
+                    server: &key,
+                };
+                let scanned = fixed.as_ref().ok().or(arguments).unwrap_or(&empty);
+                let before = judge(modes.arguments, Direction::Arguments, scanned, &subject, &mut pii).await;
+                if let Some(error) = refused.or(before.refusal) {
                     (error.code, error.to_result())
                 } else {
-                    attempts = 1;
-                    let sent = fixed.ok();
-                    match self.send(entry, name, sent.as_ref(), relay).await {
-                        Ok(result) if result.get("isError") == Some(&Value::Bool(true)) => {
-                            ("upstream_error", self.scrubber.json(result))
+                    let sent = before.value.as_ref().or(fixed.as_ref().ok());
+                    let (answered, tried) = self.send(entry, name, sent, relay).await;
+                    attempts = tried;
+                    match answered {
+                        Ok(result) => {
+                            let after =
+                                judge(modes.results, Direction::Results, &result, &subject, &mut pii).await;
+                            match (after.refusal, after.value.unwrap_or(result)) {
+                                (Some(refusal), _) => (refusal.code, refusal.to_result()),
+                                (None, result) if result.get("isError") == Some(&Value::Bool(true)) => {
+                                    ("upstream_error", self.scrubber.json(result))
+                                }
+                                (None, result) => ("ok", result),
+                            }
                         }
-                        Ok(result) => ("ok", result),
                         Err(error) => (error.code, error.to_result()),
                     }
                 }
@@ -83,6 +111,7 @@ impl Core {
             duration_ms: seconds * 1000.0,
             attempts,
             arguments: Some(hashed),
+            pii: Some(&pii),
         });
         result
     }
@@ -102,6 +131,7 @@ impl Core {
             duration_ms: 0.0,
             attempts: 0,
             arguments: None,
+            pii: None,
         });
     }
 
@@ -160,22 +190,23 @@ impl Core {
         error
     }
 
-    /// The call at its server, under its original name, within the server's deadline; a
-    /// failure as the structured tool error, in the Python bridge's words.
+    /// The call at its server, under its original name, within the server's deadline, its
+    /// circuit breaker and retry rules (`retry`); a failure as the structured tool error, in
+    /// the Python bridge's words. Also the number of attempts sent.
     async fn send(
         &self,
         entry: &Entry,
         exposed: &str,
         arguments: Option<&Value>,
         relay: Option<&Arc<Relay>>,
-    ) -> Result<Value, ToolError> {
+    ) -> (Result<Value, ToolError>, u32) {
         let index = entry.server;
         let server = &self.config.servers[index];
         let key = server.key();
         let scrub = |text: &str| self.scrubber.text(text);
         let Some(upstream) = &self.upstreams[index] else {
             let problem = self.states()[index].problem.clone().unwrap_or_default();
-            return Err(misconfigured(&key, &problem));
+            return (Err(misconfigured(&key, &problem)), 0);
         };
         let mut params = Map::new();
         params.insert("name".into(), json!(entry.original));
@@ -184,12 +215,40 @@ impl Core {
             arguments.cloned().unwrap_or_else(|| json!({})),
         );
         let seconds = server.timeout_seconds();
-        let deadline = Duration::from_secs(seconds);
-        let answered = match relay {
-            Some(relay) => upstream.call_relayed("tools/call", params, deadline, relay).await,
-            None => upstream.request("tools/call", params, deadline).await,
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
+        let safe = retry::retry_safe(entry.tool.get("annotations"));
+        let attempt = |left: Duration| {
+            let params = params.clone();
+            async move {
+                let answered = match relay {
+                    Some(relay) => {
+                        relay.resend(); // a retry: the attempt before ended the relay
+                        upstream.call_relayed("tools/call", params, left, relay).await
+                    }
+                    None => upstream.request("tools/call", params, left).await,
+                };
+                if let Err(failure) = &answered
+                    && reached_no_one(failure)
+                {
+                    upstream.reset().await; // the next attempt negotiates a session again
+                }
+                answered
+            }
         };
-        match answered {
+        let breaker = &self.breakers[index];
+        let policy = &server.policy.retry;
+        let governed = retry::governed(breaker, policy, safe, deadline, &self.jitter, attempt).await;
+        let attempts = governed.attempts;
+        let (answered, open, retry_after) = match governed.sent {
+            Sent::Answered(result) => (Ok(result), false, 0),
+            Sent::CircuitOpen(wait) => return (Err(breaker::circuit_open(&key, wait)), attempts),
+            Sent::Failed {
+                failure,
+                open,
+                retry_after,
+            } => (Err(failure), open, retry_after),
+        };
+        let sent = match answered {
             Ok(result) => {
                 self.update(index, |state| state.up = true);
                 self.metrics.set_up(&key, true);
@@ -220,29 +279,38 @@ impl Core {
             .with("server", json!(key))
             .with("timeoutSeconds", json!(seconds))),
             Err(failure) => {
-                upstream.reset().await;
                 self.update(index, |state| state.up = false);
                 self.metrics.set_up(&key, false);
                 self.relist[index].notify_one();
                 let reason = cut(&scrub(&failure.describe()), MAX_UPSTREAM_MESSAGE);
-                let mut hint = format!("Server {key} could not be reached (tried once): {reason}.");
-                let annotations = entry.tool.get("annotations");
-                let safe = ["readOnlyHint", "idempotentHint"]
-                    .iter()
-                    .any(|hint| annotations.and_then(|a| a.get(*hint)) == Some(&Value::Bool(true)));
-                if !safe {
+                let tries = if attempts == 1 { "once".to_owned() } else { format!("{attempts} times") };
+                let mut hint = format!("Server {key} could not be reached (tried {tries}): {reason}.");
+                if attempts == 1 && !safe {
                     hint.push_str(&format!(
                         " {exposed} is not marked read-only or idempotent, so the bridge did not retry it; it may or may not have run."
                     ));
                 }
+                if open {
+                    hint.push_str(&format!(" The bridge will not call this server for {retry_after} s."));
+                }
                 hint.push_str(" Tools of other servers keep working.");
                 Err(ToolError::new("upstream_unavailable", hint)
                     .with("server", json!(key))
-                    .with("attempts", json!(1))
-                    .with("retryAfterSeconds", json!(0)))
+                    .with("attempts", json!(attempts))
+                    .with("retryAfterSeconds", json!(retry_after)))
             }
-        }
+        };
+        (sent, attempts)
     }
+}
+
+/// Whether a failed attempt may have lost the server's session (it was not reached, or its
+/// answer was not one): the session is forgotten, as it was before retries.
+fn reached_no_one(failure: &Failure) -> bool {
+    !matches!(
+        failure,
+        Failure::Rpc { .. } | Failure::Misconfigured(_) | Failure::Cancelled | Failure::Timeout
+    )
 }
 
 /// The error of a call to a server that cannot be called as configured: nothing was sent.

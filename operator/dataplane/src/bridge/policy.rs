@@ -104,8 +104,7 @@ pub struct Rule {
     pub layer: Layer,
 }
 
-/// A token bucket per matching tool.
-#[allow(dead_code)] // read by the rate limiter as it is ported; refused until then
+/// A token bucket per matching tool (`ratelimit`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RateLimit {

@@ -161,7 +161,9 @@ pub fn apply(live: &Arc<Live>, mut config: BridgeConfig) {
             }
         }
     }
-    let next = Arc::new(Core::assemble(config, slots, shared, old.catalogs()));
+    let mut next = Core::assemble(config, slots, shared, old.catalogs());
+    carry_breakers(&old, &mut next);
+    let next = Arc::new(next);
     let changed = next.refresh();
     live.current.send_replace(next.clone());
     next.announce(changed);
@@ -182,6 +184,25 @@ pub fn apply(live: &Arc<Live>, mut config: BridgeConfig) {
     follow_all(live, &fresh);
     for slot in repinned {
         slot.relist.notify_one();
+    }
+}
+
+/// A server that stays keeps its circuit breaker (its state), with the new policy's
+/// threshold and open time (`CallPipeline.reconfigure`).
+fn carry_breakers(old: &Core, next: &mut Core) {
+    for (index, server) in next.config.servers.iter().enumerate() {
+        let key = server.key();
+        let Some(kept) = old.slots.iter().position(|s| s.key == key) else {
+            continue;
+        };
+        let breaker = old.breakers[kept].clone();
+        {
+            let mut held = breaker.lock().expect("the breaker lock");
+            let policy = &server.policy.circuit_breaker;
+            held.failure_threshold = policy.failure_threshold;
+            held.open_for = Duration::from_secs(policy.open_seconds);
+        }
+        next.breakers[index] = breaker;
     }
 }
 

@@ -154,6 +154,9 @@ async fn a_reload_keeps_an_unchanged_server_and_retires_a_removed_or_changed_one
     let retired: Vec<bool> = core.slots.iter().map(|s| s.is_retired()).collect();
     assert_eq!(retired, [false, true, true]);
     assert_eq!(next.config.servers[0].timeout_seconds(), 7);
+    // A server that stays, by key, keeps its circuit breaker, whatever its session.
+    assert!(Arc::ptr_eq(&next.breakers[0], &core.breakers[0]));
+    assert!(Arc::ptr_eq(&next.breakers[1], &core.breakers[1]));
     assert_eq!(next.config.listen.port, 7800); // a new listen address needs a restart
     // The catalog was rebuilt before the swap: b is not listed yet, c is gone, a's echo is
     // kept under its name (drifted from its new pin, so out of tools/list).

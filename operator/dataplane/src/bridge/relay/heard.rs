@@ -207,6 +207,15 @@ mod tests {
     }
 
     #[test]
+    fn a_call_sent_again_after_its_attempt_ended_is_heard_again() {
+        let (retried, _from_call, _cancel) = relay(&["sampling"], None);
+        retried.end();
+        retried.resend();
+        let asked = retried.heard(&request(1, "sampling/createMessage"));
+        assert!(matches!(asked, Heard::Ask { .. }));
+    }
+
+    #[test]
     fn progress_for_the_bridges_token_reaches_the_agent_under_its_own() {
         let (relay, mut from_call, _cancel) = relay(&[], Some(json!(7)));
         assert_eq!(relay.meta(false)["progressToken"], json!(relay.token));

@@ -178,6 +178,11 @@ impl Relay {
         self.ended.store(true, Ordering::Relaxed);
     }
 
+    /// The call is sent to its server again (a retry, `retry`): it is live again.
+    pub fn resend(&self) {
+        self.ended.store(false, Ordering::Relaxed);
+    }
+
     /// The call was sent to its server under this id.
     pub fn sent_as(&self, id: u64) {
         *lock(&self.upstream_id) = Some(id);
