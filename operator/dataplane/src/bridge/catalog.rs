@@ -2,17 +2,21 @@
 //! original name, the tool as the agent sees it (renamed and overridden, the rest as the
 //! server sent it), its compiled `inputSchema`, its fixed arguments and whether its live
 //! definition is the pinned one (a drifted tool stays callable by name, to be refused, and
-//! out of `tools/list`); only the server's pinned names (`tools`) when it has them. Built from every server's last listing, in the run's
-//! order: filters first, then names; a name two tools want goes to the first server in the
-//! run's order and, within a server, to the first by original name. Pure.
+//! out of `tools/list`); only the server's pinned names (`tools`) when it has them. Built from
+//! every server's last listing, in the run's order, through the shared naming plan: its first
+//! filter layer, then names, then its later layers (which never rename); a name two tools of
+//! a server want stays with the one the catalog before had (or the pinned one), else goes to
+//! the first by original name; a name two servers want goes to the first in the run's order.
+//! Pure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::config::Server;
-use super::naming::{exposed_name, tool_allowed, valid_tool_name};
+use super::config::{FilterLayer, Server};
+use super::errors::quoted;
+use super::naming::{plan, tool_allowed};
 use super::overrides::overridden;
 use super::pins::{Drift, definition_digest, drift};
 use super::rules::RuleBook;
@@ -42,18 +46,36 @@ pub struct Catalog {
     pub entries: BTreeMap<String, Arc<Entry>>,
     /// The authorization rules of its tools (`rules`), built with it.
     pub rules: RuleBook,
+    /// Server key → the original names of its tools in `entries` (the incumbents of the
+    /// next build, whatever the server's index is then).
+    held: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Catalog {
-    /// The catalog of `listings` (each server's last listing, None when never listed).
+    /// The catalog of `listings` with no catalog before it (`build_after`).
+    #[cfg(test)]
     pub fn build(servers: &[Server], listings: &[Option<Vec<Value>>], scrubber: &Scrubber) -> Self {
+        Self::build_after(servers, listings, scrubber, &Self::default())
+    }
+
+    /// The catalog of `listings` (each server's last listing, None when never listed): each
+    /// server's tools named by the shared plan (`naming::plan`) with its first filter layer,
+    /// then narrowed by its later layers without renaming; the tools of `previous` (by server
+    /// key), or the server's pins when it has them, keep their names in a collision.
+    pub fn build_after(
+        servers: &[Server],
+        listings: &[Option<Vec<Value>>],
+        scrubber: &Scrubber,
+        previous: &Catalog,
+    ) -> Self {
         let mut entries = BTreeMap::new();
+        let mut held: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for (index, (server, listing)) in servers.iter().zip(listings).enumerate() {
             let Some(listing) = listing else { continue };
-            let mut tools: Vec<(&str, &Value)> = listing
+            let key = server.key();
+            let listed: Vec<(&str, &Value)> = listing
                 .iter()
                 .filter_map(|tool| Some((tool.get("name")?.as_str()?, tool)))
-                .filter(|(name, _)| valid_tool_name(name) && tool_allowed(&server.filters, name))
                 .filter(|(name, _)| {
                     server
                         .tools
@@ -61,17 +83,37 @@ impl Catalog {
                         .is_none_or(|pins| pins.iter().any(|p| p == name))
                 })
                 .collect();
-            tools.sort_by(|a, b| a.0.cmp(b.0));
-            tools.dedup_by(|a, b| a.0 == b.0);
-            for (original, tool) in tools {
-                let exposed = exposed_name(&server.prefix, original);
-                if entries.contains_key(&exposed) {
+            let incumbents: BTreeSet<&str> = match &server.tools {
+                Some(pins) => pins.iter().map(String::as_str).collect(),
+                None => previous
+                    .held
+                    .get(&key)
+                    .map(|names| names.iter().map(String::as_str).collect())
+                    .unwrap_or_default(),
+            };
+            let every = FilterLayer::default();
+            let (first, later) = server.filters.split_first().unwrap_or((&every, &[]));
+            let (planned, refused) = plan(listed, &server.prefix, first, &incumbents);
+            for r in refused {
+                let (holder, original) = (quoted(&r.holder, 64), quoted(&r.original, 64));
+                tracing::warn!(
+                    "Left out a colliding tool: {key}: {holder} and {original} both map to {}; {holder} keeps it and {original} is left out",
+                    r.wanted
+                );
+            }
+            let tools = planned
+                .into_iter()
+                .filter(|(_, (name, _))| tool_allowed(later, name))
+                .map(|(exposed, (name, tool))| (exposed, name, tool));
+            for (exposed, original, tool) in tools {
+                if let Some(other) = entries.get(&exposed).map(|e: &Arc<Entry>| e.server) {
                     tracing::warn!(
-                        "The tool {original} of {} is not exposed: another tool has the name {exposed}",
-                        server.key()
+                        "Left out a colliding tool: {exposed} of {key} is also a tool of {}; the first keeps it",
+                        servers[other].key()
                     );
                     continue;
                 }
+                held.entry(key.clone()).or_default().insert(original.to_owned());
                 let sha256 = definition_digest(tool); // the server's own definition is pinned
                 let wanted = server.overrides.iter().rfind(|o| o.name == original); // the last, as Python's dict
                 let (definition, schema) = overridden(tool, wanted);
@@ -94,6 +136,7 @@ impl Catalog {
         }
         Self {
             entries,
+            held,
             rules: RuleBook::default(),
         }
     }
@@ -377,3 +420,7 @@ mod tests {
         assert!(!errors.is_empty());
     }
 }
+
+#[cfg(test)]
+#[path = "catalog_naming_tests.rs"]
+mod naming_tests;

@@ -27,6 +27,9 @@ pub struct BridgeArgs {
     /// List every server's tools again this often (seconds) while it is up.
     #[arg(long, default_value_t = 300.0, value_parser = positive_seconds)]
     pub relist_seconds: f64,
+    /// How often the configuration file is checked for a new content (seconds; at least 0.1).
+    #[arg(long, default_value_t = 2.0, value_parser = super::reload::reload_seconds)]
+    pub reload_seconds: f64,
     /// DEBUG, INFO, WARNING or ERROR: the bridge's own log lines (audit lines are always written).
     #[arg(long, default_value = "INFO", value_parser = ["DEBUG", "INFO", "WARNING", "ERROR"], ignore_case = true)]
     pub log_level: String,

@@ -2,8 +2,15 @@
 //! to date by following each server), the tool and prompt catalogs built from them, the
 //! agents' legacy sessions, and what the bridge announces of itself. The call pipeline over
 //! this state is `pipeline`.
+//!
+//! One `Core` is one configuration (a generation): its servers, catalogs and scrubber never
+//! change, so a request holds one `Arc<Core>` and every index it reads (a catalog entry's
+//! server) is of that configuration. A reload (`reload`) builds the next `Core` and swaps it
+//! in; what outlives a configuration is shared by `Arc` (sessions, calls, metrics, counters)
+//! and a server whose connection settings stay is the same `Slot` (its session, listing and
+//! followers) in both.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -17,97 +24,100 @@ use super::cursor::CursorCodec;
 use super::metrics::Metrics;
 use super::prompts::PromptCatalog;
 use super::scrub::Scrubber;
-use super::sse::{SseReader, next_event};
-use super::upstream::{Upstream, header_problem, secret_values};
+pub use super::slot::{ServerState, Slot};
+use super::upstream::{HttpClient, Upstream, secret_values};
 use crate::sessions::Sessions;
 
-/// A server that is down is listed again after 1 s, doubling, at most 60 s.
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
-/// A change stream that ended or could not be opened is opened again after this pause.
-const CHANGES_REOPEN: Duration = Duration::from_secs(2);
 /// Legacy sessions at once, and how long an unused one is kept.
 const MAX_SESSIONS: usize = 256;
 const SESSION_IDLE: Duration = Duration::from_secs(3600);
 
-/// One server as `/readyz` reports it.
-#[derive(Debug, Default, Clone)]
-pub struct ServerState {
-    pub listed_once: bool,
-    pub up: bool,
-    pub protocol: Option<String>,
-    /// Its last successful listing (kept while it is down).
-    pub tools: Option<Vec<Value>>,
-    /// Its last prompt listing, when it has prompts.
-    pub prompts: Option<Vec<Value>>,
-    /// The capabilities it declared (`{}` until it was reached).
-    pub capabilities: Value,
-    /// Why it cannot be called at all.
-    pub problem: Option<String>,
-}
-
 pub struct Core {
     pub config: BridgeConfig,
     pub run: String,
+    /// Per server, in the configuration's order: its slot, its session (None: it cannot be
+    /// called as configured) and its relist signal (the slot's, indexed as the servers).
+    pub slots: Vec<Arc<Slot>>,
     pub upstreams: Vec<Option<Arc<Upstream>>>,
-    states: Mutex<Vec<ServerState>>,
     catalog: Mutex<Arc<Catalog>>,
     prompts: Mutex<Arc<PromptCatalog>>,
     /// Signs the cursors of listings walked across servers.
-    pub cursors: CursorCodec,
-    sessions: Mutex<Sessions>,
-    pub audit: AuditSink,
-    pub metrics: Metrics,
+    pub cursors: Arc<CursorCodec>,
+    sessions: Arc<Mutex<Sessions>>,
+    pub audit: Arc<AuditSink>,
+    pub metrics: Arc<Metrics>,
     /// Masks every header value in use in what the agent, the log and the audit see.
     pub scrubber: Scrubber,
-    pub inflight: AtomicUsize,
+    pub inflight: Arc<AtomicUsize>,
     /// Every server's tools are listed again this often while it is up.
-    relist_every: Duration,
-    pub stopping: AtomicBool,
-    /// Per server: list it again now (a call could not reach it, or it announced a change).
-    pub(super) relist: Vec<Notify>,
+    pub relist_every: Duration,
+    pub stopping: Arc<AtomicBool>,
+    pub(super) relist: Vec<Arc<Notify>>,
     /// The agents' relayed calls, as far as they outlive one request.
-    pub calls: super::agent::Calls,
-    /// Per server (by index): its circuit breaker.
-    pub breakers: Vec<Mutex<super::breaker::CircuitBreaker>>,
-    /// The token buckets of the rate limits.
-    pub limiter: Mutex<super::ratelimit::RateLimiter>,
+    pub calls: Arc<super::agent::Calls>,
+    /// The one HTTP client of every server's session (and of the approval webhook).
+    pub client: HttpClient,
+    /// Per server (by index): its circuit breaker (a server that stays keeps its own).
+    pub breakers: Vec<Arc<Mutex<super::breaker::CircuitBreaker>>>,
+    /// The token buckets of the rate limits (of every configuration: a changed limit is a
+    /// new bucket).
+    pub limiter: Arc<Mutex<super::ratelimit::RateLimiter>>,
     /// The random source of the retries' jitter, in `[0, 1)`.
     pub jitter: fn() -> f64,
-    /// The bridge's keep-alive client (the servers' too): what asks the approval webhook.
-    pub http: super::upstream::HttpClient,
+}
+
+/// What one configuration's `Core` shares with the next.
+pub struct Shared {
+    pub cursors: Arc<CursorCodec>,
+    pub sessions: Arc<Mutex<Sessions>>,
+    pub audit: Arc<AuditSink>,
+    pub metrics: Arc<Metrics>,
+    pub inflight: Arc<AtomicUsize>,
+    pub relist_every: Duration,
+    pub stopping: Arc<AtomicBool>,
+    pub calls: Arc<super::agent::Calls>,
+    pub client: HttpClient,
+    pub limiter: Arc<Mutex<super::ratelimit::RateLimiter>>,
+    pub jitter: fn() -> f64,
 }
 
 impl Core {
     pub fn new(config: BridgeConfig, audit: AuditSink, relist_every: Duration) -> Arc<Self> {
-        let client = super::upstream::http_client();
-        let mut states = Vec::new();
-        let mut upstreams = Vec::new();
-        let metrics = Metrics::default();
-        for server in &config.servers {
-            let key = server.key();
-            let problem = header_problem(server);
-            metrics.set_misconfigured(&key, problem.as_ref().map(|(reason, _)| *reason));
-            let made = match problem {
-                Some((_, why)) => Err(why),
-                None => Upstream::new(server.clone(), client.clone()),
-            };
-            match made {
-                Ok(upstream) => {
-                    upstreams.push(Some(Arc::new(upstream)));
-                    states.push(ServerState::default());
-                }
-                Err(why) => {
-                    tracing::error!("Could not use server {key}: {why}");
-                    metrics.set_up(&key, false);
-                    upstreams.push(None);
-                    states.push(ServerState {
-                        listed_once: true,
-                        problem: Some(why),
-                        ..ServerState::default()
-                    });
-                }
-            }
-        }
+        let shared = Shared {
+            cursors: Arc::new(CursorCodec::default()),
+            sessions: Arc::new(Mutex::new(
+                Sessions::new(MAX_SESSIONS, SESSION_IDLE).keeping_own_idle(),
+            )),
+            audit: Arc::new(audit),
+            metrics: Arc::new(Metrics::default()),
+            inflight: Arc::new(AtomicUsize::new(0)),
+            relist_every,
+            stopping: Arc::new(AtomicBool::new(false)),
+            calls: Arc::new(super::agent::Calls::default()),
+            client: super::upstream::http_client(),
+            limiter: Arc::default(),
+            jitter: fastrand::f64,
+        };
+        let slots = config
+            .servers
+            .iter()
+            .map(|server| {
+                let signature = super::reload::signature(server);
+                Arc::new(Slot::new(server, &shared.client, &shared.metrics, signature))
+            })
+            .collect();
+        Arc::new(Self::assemble(config, slots, shared, Default::default()))
+    }
+
+    /// A configuration's `Core` over its servers' slots (in the configuration's order), with
+    /// what it shares with the one before and that one's catalogs (the incumbents of the
+    /// next build; a `Core` is not served before `refresh` built its own).
+    pub fn assemble(
+        config: BridgeConfig,
+        slots: Vec<Arc<Slot>>,
+        shared: Shared,
+        catalogs: (Arc<Catalog>, Arc<PromptCatalog>),
+    ) -> Self {
         let scrubber = Scrubber::new(
             config
                 .servers
@@ -120,31 +130,57 @@ impl Core {
         let breakers = config
             .servers
             .iter()
-            .map(|s| Mutex::new(super::breaker::CircuitBreaker::new(&s.policy.circuit_breaker)))
+            .map(|s| {
+                Arc::new(Mutex::new(super::breaker::CircuitBreaker::new(
+                    &s.policy.circuit_breaker,
+                )))
+            })
             .collect();
-        let config_len_notifies = config.servers.iter().map(|_| Notify::new()).collect();
-        Arc::new(Self {
+        Self {
             run: format!("{}/{}", config.run.namespace, config.run.name),
             config,
-            upstreams,
-            states: Mutex::new(states),
-            catalog: Mutex::new(Arc::new(Catalog::default())),
-            prompts: Mutex::new(Arc::new(PromptCatalog::default())),
-            cursors: CursorCodec::default(),
-            sessions: Mutex::new(Sessions::new(MAX_SESSIONS, SESSION_IDLE).keeping_own_idle()),
-            audit,
-            metrics,
+            upstreams: slots.iter().map(|s| s.upstream.clone()).collect(),
+            relist: slots.iter().map(|s| s.relist.clone()).collect(),
+            slots,
+            catalog: Mutex::new(catalogs.0),
+            prompts: Mutex::new(catalogs.1),
+            cursors: shared.cursors,
+            sessions: shared.sessions,
+            audit: shared.audit,
+            metrics: shared.metrics,
             scrubber,
-            inflight: AtomicUsize::new(0),
-            relist_every,
-            stopping: AtomicBool::new(false),
-            relist: config_len_notifies,
-            calls: super::agent::Calls::default(),
+            inflight: shared.inflight,
+            relist_every: shared.relist_every,
+            stopping: shared.stopping,
+            calls: shared.calls,
+            client: shared.client,
             breakers,
-            limiter: Mutex::default(),
-            jitter: fastrand::f64,
-            http: client,
-        })
+            limiter: shared.limiter,
+            jitter: shared.jitter,
+        }
+    }
+
+    /// What the next configuration's `Core` shares with this one (the audit sink: when its
+    /// settings stay).
+    pub fn shared(&self) -> Shared {
+        Shared {
+            cursors: self.cursors.clone(),
+            sessions: self.sessions.clone(),
+            audit: self.audit.clone(),
+            metrics: self.metrics.clone(),
+            inflight: self.inflight.clone(),
+            relist_every: self.relist_every,
+            stopping: self.stopping.clone(),
+            calls: self.calls.clone(),
+            client: self.client.clone(),
+            limiter: self.limiter.clone(),
+            jitter: self.jitter,
+        }
+    }
+
+    /// Its catalogs, for the next configuration's first build.
+    pub fn catalogs(&self) -> (Arc<Catalog>, Arc<PromptCatalog>) {
+        (self.catalog(), self.prompts())
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -182,7 +218,7 @@ impl Core {
     }
 
     pub fn states(&self) -> Vec<ServerState> {
-        self.states.lock().expect("the state lock").clone()
+        self.slots.iter().map(|slot| slot.state()).collect()
     }
 
     /// Ready once every server's first listing is done, successful or not.
@@ -200,13 +236,19 @@ impl Core {
     }
 
     pub(super) fn update(&self, index: usize, change: impl FnOnce(&mut ServerState)) {
-        let mut states = self.states.lock().expect("the state lock");
-        change(&mut states[index]);
+        self.slots[index].update(change);
     }
 
     /// Build the catalogs from the listings; tell the agents' streams when the tools or the
     /// prompts changed.
-    fn rebuild(&self) {
+    pub fn rebuild(&self) {
+        let changed = self.refresh();
+        self.announce(changed);
+    }
+
+    /// Build the catalogs from the listings (the tools of the catalog before keep their
+    /// names); whether the tools and the prompts the agents see changed.
+    pub fn refresh(&self) -> (bool, bool) {
         let states = self.states();
         let prompts: Vec<Option<Vec<Value>>> = states.iter().map(|s| s.prompts.clone()).collect();
         let prompts = Arc::new(PromptCatalog::build(&self.config.servers, &prompts));
@@ -217,7 +259,8 @@ impl Core {
             changed
         };
         let listings: Vec<Option<Vec<Value>>> = states.into_iter().map(|s| s.tools).collect();
-        let mut fresh = Catalog::build(&self.config.servers, &listings, &self.scrubber);
+        let previous = self.catalog();
+        let mut fresh = Catalog::build_after(&self.config.servers, &listings, &self.scrubber, &previous);
         fresh.rules = super::rules::RuleBook::build(&self.config, &fresh.entries);
         let fresh = Arc::new(fresh);
         let changed = {
@@ -231,9 +274,14 @@ impl Core {
             *catalog = fresh;
             changed
         };
+        (changed, prompts_changed)
+    }
+
+    /// Tell every agent's stream that the tools (`.0`) or the prompts (`.1`) changed.
+    pub fn announce(&self, (tools, prompts): (bool, bool)) {
         for (announce, method) in [
-            (changed, "notifications/tools/list_changed"),
-            (prompts_changed, "notifications/prompts/list_changed"),
+            (tools, "notifications/tools/list_changed"),
+            (prompts, "notifications/prompts/list_changed"),
         ] {
             if announce {
                 let notification = json!({"jsonrpc": "2.0", "method": method});
@@ -241,112 +289,6 @@ impl Core {
                     session.push(&notification);
                 }
             }
-        }
-    }
-
-    /// List one server's tools while the bridge runs: at start, again every few minutes,
-    /// and with back-off while it is down (its tools stay listed meanwhile).
-    pub async fn follow(self: Arc<Self>, index: usize) {
-        let Some(upstream) = self.upstreams[index].clone() else {
-            return;
-        };
-        let key = upstream.server.key();
-        let deadline = Duration::from_secs(upstream.server.timeout_seconds());
-        let mut backoff = Duration::from_secs(1);
-        while !self.stopping.load(Ordering::Relaxed) {
-            match upstream.list_all("tools/list", "tools", deadline).await {
-                Ok(tools) => {
-                    let negotiated = upstream.negotiated().await.unwrap_or_default();
-                    let capabilities = negotiated.capabilities;
-                    let prompts = if capabilities.get("prompts").is_some() {
-                        match upstream.list_all("prompts/list", "prompts", deadline).await {
-                            Ok(prompts) => Some(prompts),
-                            Err(failure) => {
-                                let told = self.scrubber.text(&failure.describe());
-                                tracing::warn!("Could not list the prompts of server {key}: {told}");
-                                self.states()[index].prompts.clone()
-                            }
-                        }
-                    } else {
-                        None
-                    };
-                    let protocol = Some(negotiated.protocol_version).filter(|v| !v.is_empty());
-                    tracing::info!(
-                        "Listed {} tools of {key} ({})",
-                        tools.len(),
-                        protocol.as_deref().unwrap_or("?")
-                    );
-                    self.metrics.observe_listing(&key, true);
-                    self.update(index, |state| {
-                        state.listed_once = true;
-                        state.up = true;
-                        state.protocol = protocol;
-                        state.tools = Some(tools);
-                        state.prompts = prompts;
-                        state.capabilities = capabilities;
-                    });
-                    self.rebuild();
-                    backoff = Duration::from_secs(1);
-                    tokio::select! {
-                        () = tokio::time::sleep(self.relist_every) => {}
-                        () = self.relist[index].notified() => {}
-                    }
-                }
-                Err(failure) => {
-                    let told = self.scrubber.text(&failure.describe());
-                    tracing::warn!("Could not list the tools of server {key}: {told}");
-                    upstream.reset().await;
-                    self.metrics.observe_listing(&key, false);
-                    self.update(index, |state| {
-                        state.listed_once = true;
-                        state.up = false;
-                    });
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(MAX_BACKOFF);
-                }
-            }
-        }
-    }
-
-    /// Keep the stream the server announces tool changes on open, and list the server
-    /// again whenever it opens (a change announced before it opened reached no one), when a
-    /// 2026-07-28 server acknowledges the subscription, and at every `list_changed`.
-    pub async fn follow_changes(self: Arc<Self>, index: usize) {
-        let Some(upstream) = self.upstreams[index].clone() else {
-            return;
-        };
-        while !self.stopping.load(Ordering::Relaxed) {
-            if !self.states()[index].listed_once {
-                tokio::time::sleep(CHANGES_REOPEN).await;
-                continue;
-            }
-            let Ok(Some(mut body)) = upstream.open_changes().await else {
-                tokio::time::sleep(CHANGES_REOPEN).await;
-                continue;
-            };
-            let modern = upstream.negotiated().await.is_some_and(|n| n.modern);
-            if !modern {
-                self.relist[index].notify_one();
-            }
-            let mut reader = SseReader::default();
-            while let Some(message) = next_event(&mut body, &mut reader).await {
-                if message.get("id").is_some() && message.get("method").is_some() {
-                    upstream.refuse_unattributed(&message).await;
-                    continue;
-                }
-                let method = message.get("method").and_then(Value::as_str);
-                if matches!(
-                    method,
-                    Some(
-                        "notifications/tools/list_changed"
-                            | "notifications/prompts/list_changed"
-                            | "notifications/subscriptions/acknowledged"
-                    )
-                ) {
-                    self.relist[index].notify_one();
-                }
-            }
-            tokio::time::sleep(CHANGES_REOPEN).await;
         }
     }
 }

@@ -34,7 +34,7 @@ const STREAM_QUEUE: usize = 64;
 
 pub struct Front {
     pub core: Arc<Core>,
-    pub hosts: HostPolicy,
+    pub hosts: Arc<HostPolicy>,
 }
 
 /// What answering a request decided besides its response: whether it left an audit line.

@@ -46,6 +46,11 @@ struct ServerRequestLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ListingLabels {
     server: String,
     result: &'static str,
@@ -60,6 +65,7 @@ pub struct Metrics {
     misconfigured: Family<ProblemLabels, Gauge<f64, AtomicU64>>,
     catalog_tools: Gauge<f64, AtomicU64>,
     server_requests: Family<ServerRequestLabels, Counter>,
+    config_reloads: Family<ResultLabels, Counter<f64, AtomicU64>>,
 }
 
 impl Default for Metrics {
@@ -107,9 +113,16 @@ impl Default for Metrics {
             "Requests servers sent the agents during calls, by method and outcome (relayed, undeclared, unsupported, ended, bounded, dropped, agent_error)",
             server_requests.clone(),
         );
+        let config_reloads = Family::<ResultLabels, Counter<f64, AtomicU64>>::default();
+        registry.register(
+            "mcp_bridge_config_reloads",
+            "Configuration file changes seen, by result (applied, invalid).",
+            config_reloads.clone(),
+        );
         Self {
             registry,
             server_requests,
+            config_reloads,
             calls,
             durations,
             up,
@@ -187,6 +200,24 @@ impl Metrics {
             .inc();
     }
 
+    /// A new content of the configuration file: applied, or invalid (the running one kept).
+    pub fn observe_reload(&self, applied: bool) {
+        let result = if applied { "applied" } else { "invalid" };
+        self.config_reloads.get_or_create(&ResultLabels { result }).inc();
+    }
+
+    /// A server left the configuration: drop its availability series.
+    pub fn forget_server(&self, server: &str) {
+        let server = server.to_owned();
+        self.up.remove(&ServerLabels {
+            server: server.clone(),
+        });
+        for reason in MISCONFIGURATIONS {
+            let server = server.clone();
+            self.misconfigured.remove(&ProblemLabels { reason, server });
+        }
+    }
+
     pub fn set_catalog_tools(&self, tools: usize) {
         self.catalog_tools.set(tools as f64);
     }
@@ -222,5 +253,23 @@ mod tests {
         );
         assert!(page.contains("mcp_bridge_catalog_tools 3.0"));
         assert!(page.contains("mcp_bridge_call_duration_seconds_bucket"));
+    }
+
+    #[test]
+    fn reloads_are_counted_and_a_removed_servers_series_dropped() {
+        let metrics = Metrics::default();
+        metrics.observe_reload(true);
+        metrics.observe_reload(false);
+        metrics.observe_reload(true);
+        metrics.set_up("default/gone", true);
+        metrics.set_misconfigured("default/gone", None);
+        metrics.forget_server("default/gone");
+        let page = metrics.encode();
+        assert!(
+            page.contains("mcp_bridge_config_reloads_total{result=\"applied\"} 2.0"),
+            "{page}"
+        );
+        assert!(page.contains("mcp_bridge_config_reloads_total{result=\"invalid\"} 1.0"));
+        assert!(!page.contains("default/gone"), "{page}");
     }
 }

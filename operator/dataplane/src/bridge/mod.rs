@@ -24,7 +24,9 @@
 //! - `pii`      PII found, redacted or blocked in arguments and results (`pii/`: `detectors`
 //!   the kinds, `checksums` their rules, `leaves` a value walked and rebuilt, `hook` the modes)
 //! - `audit`    one JSON line per call, never a value
-//! - `core`     the running state: servers, their listings, catalogs, sessions
+//! - `core`     the running state of one configuration: servers, catalogs, sessions
+//! - `slot`     one configured server: its session, its last listings, its followers
+//! - `reload`   the configuration file watched, and a new one applied without a restart
 //! - `pipeline` a tools/call: validate, call, structured errors, audit line
 //! - `ratelimit` the rate limits: a token bucket per limit and tool (`rate_limited`)
 //! - `breaker`  the circuit breaker of one server (`circuit_open`)
@@ -68,9 +70,11 @@ pub mod policy;
 pub mod prompts;
 pub mod ratelimit;
 pub mod relay;
+pub mod reload;
 pub mod retry;
 pub mod rules;
 pub mod scrub;
+pub mod slot;
 pub mod sse;
 pub mod upcall;
 pub mod upstream;
@@ -97,6 +101,7 @@ const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Run the bridge until SIGTERM or SIGINT; the exit code.
 pub async fn run(args: BridgeArgs) -> i32 {
+    let seen = std::fs::read(&args.config).ok();
     let config = match config::load(&args.config) {
         Ok(config) => config,
         Err(why) => {
@@ -139,22 +144,20 @@ pub async fn run(args: BridgeArgs) -> i32 {
         },
     };
     let core = core::Core::new(config, audit, Duration::from_secs_f64(args.relist_seconds));
-    let front = Arc::new(front::Front {
-        core: core.clone(),
-        hosts: HostPolicy::new(std::slice::from_ref(&listen.host), &[]),
-    });
-    let expiring = core.clone();
+    let live = reload::Live::new(core.clone());
+    let hosts = Arc::new(HostPolicy::new(std::slice::from_ref(&listen.host), &[]));
+    let calls = core.calls.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tick.tick().await;
-            expiring.calls.expire();
+            calls.expire();
         }
     });
-    for index in 0..core.upstreams.len() {
-        tokio::spawn(core.clone().follow(index));
-        tokio::spawn(core.clone().follow_changes(index));
-    }
+    reload::follow_all(&live, &core.slots);
+    let watcher = reload::Watcher::new(args.config.clone(), seen);
+    let every = Duration::from_secs_f64(args.reload_seconds);
+    tokio::spawn(reload::watch(live.clone(), watcher, every));
     tracing::info!(
         "Serving MCP on http://{address}{} for {} ({} servers); health on port {}",
         listen.path,
@@ -162,18 +165,25 @@ pub async fn run(args: BridgeArgs) -> i32 {
         core.config.servers.len(),
         args.health_port
     );
+    drop(core); // a request, a follower, holds the configuration it runs on
     let (Ok(mut terminate), Ok(mut interrupt)) =
         (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
     else {
         eprintln!("mcp-dataplane bridge: cannot install signal handlers");
         return 2;
     };
+    let serving_live = live.clone();
     let serving = crate::http::serve(listener, HEADER_TIMEOUT, move |request, peer| {
-        front.clone().handle(request, peer)
+        // The configuration running when the request came, to its end.
+        let front = front::Front {
+            core: serving_live.core(),
+            hosts: hosts.clone(),
+        };
+        Arc::new(front).handle(request, peer)
     });
-    let health_core = core.clone();
+    let health_live = live.clone();
     let health = crate::http::serve(health_listener, HEADER_TIMEOUT, move |request, _| {
-        let response = health::handle(&health_core, gate.as_deref(), &request);
+        let response = health::handle(&health_live.core(), gate.as_deref(), &request);
         async move { response }
     });
     tokio::select! {
@@ -183,6 +193,7 @@ pub async fn run(args: BridgeArgs) -> i32 {
         () = health => return 1,
     }
     tracing::info!("Stopping: closing the agents' streams and finishing the calls in flight");
+    let core = live.core();
     core.stopping.store(true, Ordering::Relaxed);
     core.sessions().clear();
     let started = Instant::now();

@@ -237,7 +237,7 @@ impl Core {
                 reason: hold.reason.as_deref(),
             };
             let body = webhook::body(&question, &uuid::Uuid::new_v4().to_string(), &now());
-            let (refusal, decision, by) = match webhook::ask(&self.http, hook, body).await {
+            let (refusal, decision, by) = match webhook::ask(&self.client, hook, body).await {
                 Answer::Verdict(true, by) => (None, "approved", by),
                 Answer::Verdict(false, by) => (Some(refused(exposed, hold, by.as_deref())), "denied", by),
                 Answer::Timeout => (
