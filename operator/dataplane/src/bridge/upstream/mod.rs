@@ -9,10 +9,12 @@
 //!
 //! Modules: this one the session (its state, requests with a deadline, a lost session made
 //! again, listings, the changes stream, its end); `negotiate` the era; `wire` one message
-//! sent and its answer read; `headers` the configured headers, their problems and secrets.
+//! sent and its answer read; `headers` the configured headers, their problems and secrets;
+//! `tls` the client's HTTPS, verified against the system's CA certificates.
 
 mod headers;
 mod negotiate;
+mod tls;
 mod wire;
 
 use std::sync::Arc;
@@ -34,9 +36,10 @@ use super::relay::Relay;
 
 pub use headers::{header_problem, secret_values};
 
-pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+pub type HttpClient = Client<tls::Connector, Full<Bytes>>;
 
-/// The bridge's one HTTP client: keep-alive HTTP/1.1, at most 64 idle connections per server.
+/// The bridge's one HTTP client: keep-alive HTTP/1.1, at most 64 idle connections per server,
+/// `https://` servers over TLS verified against the system's CA certificates (`tls`).
 pub fn http_client() -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
@@ -44,7 +47,7 @@ pub fn http_client() -> HttpClient {
     Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(64)
         .pool_idle_timeout(Duration::from_secs(60))
-        .build(connector)
+        .build(tls::connector(connector, tls::system_roots()))
 }
 
 /// Pages of one listing at most (a server that never ends its cursor is an error).
@@ -113,8 +116,8 @@ fn client_info() -> Value {
 impl Upstream {
     pub fn new(server: Server, client: HttpClient) -> Result<Self, String> {
         let uri: hyper::Uri = server.url.parse().map_err(|e| format!("url: {e}"))?;
-        if uri.scheme_str() != Some("http") {
-            return Err("url: only http:// servers are reached by this bridge yet".to_owned());
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err("url: only http:// and https:// servers are reached by this bridge".to_owned());
         }
         if server.auth.is_some() {
             return Err("auth: OAuth credentials are not presented by this bridge yet".to_owned());
