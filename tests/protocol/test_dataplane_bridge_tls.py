@@ -32,6 +32,16 @@ import httpx
 import pytest
 from mcp import Client
 
+from tests.protocol.test_bridge_sse import (
+    test_a_cancelled_call_to_an_sse_server_is_cancelled_upstream,
+    test_a_json_rpc_error_of_an_sse_server_is_the_agents_tool_error,
+    test_a_list_change_an_sse_server_announces_reaches_the_agent,
+    test_an_endpoint_on_another_origin_is_refused_and_nothing_is_posted_there,
+    test_an_sse_server_that_dies_mid_call_is_unavailable_then_used_again,
+    test_an_sse_servers_tools_are_listed_and_called_through_the_bridge,
+    test_progress_of_a_long_call_on_an_sse_server_reaches_the_agent,
+    test_requests_of_an_sse_server_outside_any_call_are_refused_and_pings_answered,
+)
 from tests.support import bridge_run, certificates, dataplane, needs
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.peers import free_port
@@ -40,6 +50,30 @@ from tests.support.waiting import eventually
 pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
 
 PYTHON = [sys.executable, "-m", "mcp_operator", "bridge"]
+
+# The legacy HTTP+SSE upstream tests of the home module that run here again against the
+# compiled bridge (those of "the session alone" drive the Python session, not a bridge).
+__all__ = [
+    "test_a_cancelled_call_to_an_sse_server_is_cancelled_upstream",
+    "test_a_json_rpc_error_of_an_sse_server_is_the_agents_tool_error",
+    "test_a_list_change_an_sse_server_announces_reaches_the_agent",
+    "test_an_endpoint_on_another_origin_is_refused_and_nothing_is_posted_there",
+    "test_an_sse_server_that_dies_mid_call_is_unavailable_then_used_again",
+    "test_an_sse_servers_tools_are_listed_and_called_through_the_bridge",
+    "test_progress_of_a_long_call_on_an_sse_server_reaches_the_agent",
+    "test_requests_of_an_sse_server_outside_any_call_are_refused_and_pings_answered",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def compiled_bridge() -> Iterator[None]:
+    """Every bridge these tests start is the compiled one, unless a test names its program
+    (``program``). It reads its configuration once, so it gets no reload flag."""
+    needs.require(dataplane.missing())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
+        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        yield
 
 
 class TlsFront:
@@ -104,13 +138,9 @@ def _serving(authority: certificates.Authority, *names: str) -> tuple[str, str]:
 
 
 @pytest.fixture(params=["python", "compiled"])
-def program(request: pytest.FixtureRequest) -> Iterator[list[str]]:
+def program(request: pytest.FixtureRequest) -> list[str]:
     """Which bridge runs: the Python one, or the compiled one."""
-    if request.param == "python":
-        yield PYTHON
-        return
-    needs.require(dataplane.missing())
-    yield dataplane.bridge_command()
+    return PYTHON if request.param == "python" else dataplane.bridge_command()
 
 
 def _text(result: Any) -> str:
@@ -121,7 +151,6 @@ async def test_an_https_server_is_verified_and_one_not_trusted_fails_alone(
     program: list[str], everything_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(bridge_run, "PROGRAM", program)
-    monkeypatch.setattr(bridge_run, "RELOAD_FLAGS", [])
     trusted, stranger = certificates.new_authority("trusted"), certificates.new_authority("x")
     with tempfile.TemporaryDirectory(prefix="mcp-tls-") as tmp:
         folder = Path(tmp)

@@ -315,6 +315,12 @@ impl Core {
                 tokio::time::sleep(CHANGES_REOPEN).await;
                 continue;
             }
+            if upstream.server.transport == "sse" {
+                let relist = &self.relist[index]; // changes come on the session's own stream
+                upstream.follow_sse(|| relist.notify_one()).await;
+                tokio::time::sleep(CHANGES_REOPEN).await;
+                continue;
+            }
             let Ok(Some(mut body)) = upstream.open_changes().await else {
                 tokio::time::sleep(CHANGES_REOPEN).await;
                 continue;

@@ -10,9 +10,13 @@
 //! Modules: this one the session (its state, requests with a deadline, a lost session made
 //! again, listings, the changes stream, its end); `negotiate` the era; `wire` one message
 //! sent and its answer read; `headers` the configured headers, their problems and secrets;
-//! `tls` the client's HTTPS, verified against the system's CA certificates.
+//! `tls` the client's HTTPS, verified against the system's CA certificates; `legacy_sse` a
+//! server of the legacy HTTP+SSE transport (`transport: sse`), `legacy_routing` its endpoint
+//! and its events.
 
 mod headers;
+mod legacy_routing;
+mod legacy_sse;
 mod negotiate;
 mod tls;
 mod wire;
@@ -107,6 +111,8 @@ pub struct Upstream {
     pub(super) uri: hyper::Uri,
     state: Mutex<Option<Negotiated>>,
     ids: AtomicU64,
+    /// The event stream of a server of the legacy HTTP+SSE transport (`legacy_sse`).
+    sse: std::sync::Mutex<Option<Arc<legacy_sse::SseStream>>>,
 }
 
 fn client_info() -> Value {
@@ -122,7 +128,7 @@ impl Upstream {
         if server.auth.is_some() {
             return Err("auth: OAuth credentials are not presented by this bridge yet".to_owned());
         }
-        if server.transport != "streamable-http" {
+        if server.transport != "streamable-http" && server.transport != "sse" {
             return Err(format!(
                 "transport {} is not served by this bridge yet",
                 server.transport
@@ -134,6 +140,7 @@ impl Upstream {
             uri,
             state: Mutex::new(None),
             ids: AtomicU64::new(1),
+            sse: std::sync::Mutex::new(None),
         })
     }
 
@@ -144,6 +151,7 @@ impl Upstream {
     /// Forget the session (the next request negotiates again).
     pub async fn reset(&self) {
         *self.state.lock().await = None;
+        self.sse_forget();
     }
 
     fn next_id(&self) -> u64 {
@@ -153,7 +161,9 @@ impl Upstream {
     /// The negotiated session, negotiating first when there is none.
     pub async fn connect(&self) -> Result<Negotiated, Failure> {
         let mut state = self.state.lock().await;
-        if let Some(negotiated) = state.as_ref() {
+        if let Some(negotiated) = state.as_ref()
+            && self.sse_alive()
+        {
             return Ok(negotiated.clone());
         }
         let negotiated = self.negotiate().await?;
@@ -274,7 +284,8 @@ impl Upstream {
 
     /// End a legacy session at the server (`DELETE`), within a second; best effort.
     pub async fn close(&self) {
-        let Some(negotiated) = self.state.lock().await.take() else {
+        self.sse_forget(); // this transport ends its session by closing the stream
+        let Some(negotiated) = self.state.lock().await.take().filter(|_| !self.is_legacy_sse()) else {
             return;
         };
         let Some(session) = negotiated.session_id.filter(|_| !negotiated.modern) else {
