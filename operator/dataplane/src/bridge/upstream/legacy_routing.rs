@@ -47,26 +47,34 @@ pub(super) fn endpoint_url(base: &hyper::Uri, data: &str) -> Result<hyper::Uri, 
         format!("{scheme}://{rest}")
     } else if text.starts_with('/') {
         format!("{scheme}://{authority}{text}")
+    } else if text.starts_with('?') {
+        format!("{scheme}://{authority}{}{text}", base.path())
     } else {
         let path = base.path();
         let folder = &path[..path.rfind('/').map_or(0, |i| i + 1)];
         let folder = if folder.is_empty() { "/" } else { folder };
         format!("{scheme}://{authority}{folder}{text}")
     };
-    let resolved = resolved.split('#').next().unwrap_or_default().to_owned();
+    let resolved = resolved.split('#').next().unwrap_or_default();
+    let not_plain = || "the event stream named an endpoint that is not a plain URL".to_owned();
     if resolved.chars().any(|c| c <= ' ' || c >= '\u{7f}') {
-        return Err("the event stream named an endpoint that is not a plain URL".to_owned());
+        return Err(not_plain());
     }
-    let uri: hyper::Uri = resolved
-        .parse()
-        .map_err(|_| "the event stream named an endpoint that is not a plain URL".to_owned())?;
+    let uri: hyper::Uri = resolved.parse().map_err(|_| not_plain())?;
+    let (Some(scheme), Some(host)) = (uri.scheme_str(), uri.host()) else {
+        return Err(not_plain());
+    };
+    // Without userinfo, query and fragment: safe to show (`display_url`), and to send.
+    let port = uri.port().map(|p| format!(":{p}")).unwrap_or_default();
+    let shown = format!("{scheme}://{host}{port}{}", uri.path());
     if origin(&uri).is_none() || origin(&uri) != origin(base) {
         return Err(format!(
-            "the event stream named an endpoint on another origin ({resolved}), which is refused: \
+            "the event stream named an endpoint on another origin ({shown}), which is refused: \
              the session's headers and credentials would go there"
         ));
     }
-    Ok(uri)
+    let query = uri.query().map(|q| format!("?{q}")).unwrap_or_default();
+    format!("{shown}{query}").parse().map_err(|_| not_plain())
 }
 
 /// Events of the stream as they arrive: each one's kind (`event:`) and data lines.
@@ -124,63 +132,90 @@ impl Events {
 mod tests {
     use super::*;
 
-    fn base() -> hyper::Uri {
-        "http://127.0.0.1:8080/sse".parse().unwrap()
+    const SSE: &str = "http://mcp.example:8080/sse";
+
+    fn resolved(base: &str, data: &str) -> Result<String, String> {
+        endpoint_url(&base.parse().unwrap(), data).map(|uri| uri.to_string())
     }
 
     #[test]
-    fn an_endpoint_is_resolved_against_the_stream_and_names_its_session() {
-        let uri = endpoint_url(&base(), " /message?sessionId=s-1 ").unwrap();
-        assert_eq!(uri.to_string(), "http://127.0.0.1:8080/message?sessionId=s-1");
-        assert_eq!(session_of(&uri), "s-1");
-        let relative = endpoint_url(&base(), "messages/?session_id=x#frag").unwrap();
-        assert_eq!(
-            relative.to_string(),
-            "http://127.0.0.1:8080/messages/?session_id=x"
-        );
-        assert_eq!(session_of(&relative), "x");
-        let same = endpoint_url(&base(), "HTTP://127.0.0.1:8080/m").unwrap();
-        assert_eq!(session_of(&same), same.to_string());
-        let default_port = endpoint_url(&"https://h.test/sse".parse().unwrap(), "https://h.test:443/m");
-        assert!(default_port.is_ok());
-    }
-
-    #[test]
-    fn an_endpoint_elsewhere_or_not_plain_is_refused() {
-        for elsewhere in [
-            "http://127.0.0.1:9/m",
-            "https://127.0.0.1:8080/m",
-            "//evil.test/m",
-            "http://localhost:8080/m",
+    fn an_endpoint_on_the_streams_origin_is_resolved_against_it() {
+        for (data, expected) in [
+            (
+                "/message?sessionId=abc",
+                "http://mcp.example:8080/message?sessionId=abc",
+            ),
+            (
+                "message?sessionId=abc",
+                "http://mcp.example:8080/message?sessionId=abc",
+            ),
+            ("  /m\n", "http://mcp.example:8080/m"),
+            ("http://mcp.example:8080/m", "http://mcp.example:8080/m"),
+            ("HTTP://MCP.Example:8080/m", "http://MCP.Example:8080/m"), // the same origin
+            ("//mcp.example:8080/m", "http://mcp.example:8080/m"),
+            ("/m#part", "http://mcp.example:8080/m"),
+            ("http://who@mcp.example:8080/m", "http://mcp.example:8080/m"), // no userinfo
+            ("?sessionId=1", "http://mcp.example:8080/sse?sessionId=1"),
         ] {
-            let refused = endpoint_url(&base(), elsewhere).unwrap_err();
-            assert!(refused.contains("on another origin ("), "{elsewhere}: {refused}");
+            assert_eq!(resolved(SSE, data).as_deref(), Ok(expected), "{data}");
         }
+    }
+
+    #[test]
+    fn a_default_port_is_the_same_origin_written_or_not() {
+        let written = resolved("https://h.example/sse", "https://h.example:443/m");
+        assert_eq!(written.as_deref(), Ok("https://h.example:443/m"));
+        let unwritten = resolved("http://h.example:80/sse", "http://h.example/m");
+        assert_eq!(unwritten.as_deref(), Ok("http://h.example/m"));
+    }
+
+    #[test]
+    fn an_endpoint_on_another_origin_is_refused() {
+        for data in [
+            "http://evil.example:8080/message",       // another host
+            "http://mcp.example:9090/message",        // another port
+            "https://mcp.example:8080/message",       // another scheme
+            "http://mcp.example/message",             // port 80, not 8080
+            "//evil.example/message",                 // scheme-relative elsewhere
+            "file:///etc/passwd",                     // no origin at all
+            "http://mcp.example:8080@evil.example/m", // userinfo that looks like the host
+            "http://mcp.example:99999/m",             // no port at all
+        ] {
+            assert!(resolved(SSE, data).is_err(), "{data}");
+        }
+        let refused = resolved(SSE, "http://who@evil.example:1/m?sessionId=secret").unwrap_err();
         assert!(
-            endpoint_url(&base(), "/a b")
-                .unwrap_err()
-                .contains("not a plain URL")
-        );
-        assert!(
-            endpoint_url(&base(), "/\u{e9}")
-                .unwrap_err()
-                .contains("not a plain URL")
-        );
-        assert!(
-            endpoint_url(&base(), "  ")
-                .unwrap_err()
-                .contains("empty or too long")
-        );
-        let long = format!("/{}", "a".repeat(MAX_ENDPOINT_CHARS));
-        assert!(
-            endpoint_url(&base(), &long)
-                .unwrap_err()
-                .contains("empty or too long")
+            refused.contains("on another origin (http://evil.example:1/m), which is refused"),
+            "{refused}"
         );
     }
 
     #[test]
-    fn events_are_read_across_chunks_with_their_kind() {
+    fn an_endpoint_that_could_not_go_on_a_request_line_as_it_is_is_refused() {
+        let long = format!("/{}", "a".repeat(MAX_ENDPOINT_CHARS));
+        for data in [
+            "",
+            "   ",
+            "/m\r\nx-forged: 1",
+            "/a b",
+            "/m\u{0}",
+            "/\u{e9}",
+            long.as_str(),
+        ] {
+            assert!(resolved(SSE, data).is_err(), "{data:?}");
+        }
+    }
+
+    #[test]
+    fn the_endpoint_names_its_session() {
+        let named = |data: &str| session_of(&endpoint_url(&SSE.parse().unwrap(), data).unwrap());
+        assert_eq!(named("/m?sessionId=s-1"), "s-1");
+        assert_eq!(named("/m?x=1&session_id=s-2"), "s-2");
+        assert_eq!(named("/m"), "http://mcp.example:8080/m");
+    }
+
+    #[test]
+    fn events_give_each_events_type_with_its_data_across_chunks() {
         let mut events = Events::default();
         events.push(b"event: endpoint\ndata: /m?sessionId=1\n\n: comment\n\nevent: mess");
         assert_eq!(

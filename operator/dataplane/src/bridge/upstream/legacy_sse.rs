@@ -33,6 +33,10 @@ use super::{Failure, HttpClient, Negotiated, Upstream};
 use crate::bridge::relay::Relay;
 use crate::bridge::upcall::Talk;
 
+#[cfg(test)]
+#[path = "legacy_sse_tests.rs"]
+mod tests;
+
 /// How long the stream's head, then its `endpoint` event, are awaited (each).
 const OPEN_STREAM_SECONDS: u64 = 10;
 /// One event of the stream larger than this ends the stream (an answer comes in one event).
@@ -151,14 +155,10 @@ impl Upstream {
             if status >= 300 {
                 return Err(Failure::Status(status, "the event stream was refused".to_owned()));
             }
-            let media = if media.is_empty() {
-                "no content type"
-            } else {
-                &media
-            };
-            return Err(Failure::Protocol(format!(
-                "{key} answered GET with HTTP {status} and {media}, not an event stream"
-            )));
+            let media = Some(media.as_str()).filter(|m| !m.is_empty());
+            let media = media.unwrap_or("no content type");
+            let why = format!("{key} answered GET with HTTP {status} and {media}, not an event stream");
+            return Err(Failure::Protocol(why));
         }
         let (named, endpoint) = oneshot::channel();
         let (changed, changes) = watch::channel(0);
@@ -174,16 +174,14 @@ impl Upstream {
         };
         let task = tokio::spawn(reader.read(response.into_body(), named));
         let reader = task.abort_handle();
-        let named = match tokio::time::timeout(open, endpoint).await {
-            Err(_) => {
-                reader.abort();
-                return Err(Failure::Unavailable(format!(
-                    "{key} named no endpoint on its event stream in {OPEN_STREAM_SECONDS}s"
-                )));
-            }
-            Ok(Err(_)) => Err(Failure::Unavailable(format!("{key} closed its event stream"))),
-            Ok(Ok(named)) => named,
-        };
+        let closed = || Err(Failure::Unavailable(format!("{key} closed its event stream")));
+        let named = tokio::time::timeout(open, endpoint)
+            .await
+            .map_err(|_| {
+                let why = format!("{key} named no endpoint on its event stream in {OPEN_STREAM_SECONDS}s");
+                Failure::Unavailable(why)
+            })
+            .and_then(|named| named.unwrap_or_else(|_| closed()));
         let (endpoint, session) = match named {
             Ok(named) => named,
             Err(failure) => {
@@ -218,21 +216,18 @@ impl Upstream {
                 "the event stream of {key} is not open"
             )));
         };
-        let mut message = json!({"jsonrpc": "2.0", "method": method});
-        if let Some(id) = id {
-            message["id"] = json!(id);
+        let mut message = json!({"jsonrpc": "2.0", "method": method, "id": id, "params": params});
+        if let Some(message) = message.as_object_mut() {
+            message.retain(|_, v| !v.is_null()); // a notification has no id; no params, none
         }
-        if let Some(params) = params {
-            message["params"] = Value::Object(params.clone());
-        }
-        let (answer, answered) = oneshot::channel();
+        let (answer, mut answered) = oneshot::channel();
         let (heard, mut hearing) = mpsc::channel(64);
         let token = params
             .and_then(|p| p.get("_meta"))
             .and_then(|m| m.get("progressToken"))
             .map(Value::to_string)
             .filter(|_| relay.is_some() && id.is_some());
-        let registered = Registered {
+        let _registered = Registered {
             stream: &stream,
             id,
             token: token.clone(),
@@ -272,11 +267,9 @@ impl Upstream {
             return Ok((status, session, None));
         }
         let mut talk = relay.map(|relay| Talk::new(relay.clone(), self.responder(negotiated)));
-        let mut answered = answered;
         loop {
             tokio::select! {
                 answer = &mut answered => {
-                    drop(registered);
                     return match answer {
                         Ok(message) => Ok((status, session, Some(message))),
                         Err(_) => Err(Failure::Unavailable(format!("{key} closed its event stream"))),
