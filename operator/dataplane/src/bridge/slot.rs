@@ -212,6 +212,12 @@ async fn changes(live: &Live, slot: &Slot) {
             tokio::time::sleep(CHANGES_REOPEN).await;
             continue;
         }
+        if upstream.server.transport == "sse" {
+            let relist = &slot.relist; // changes come on the session's own stream
+            upstream.follow_sse(|| relist.notify_one()).await;
+            tokio::time::sleep(CHANGES_REOPEN).await;
+            continue;
+        }
         let Ok(Some(mut body)) = upstream.open_changes().await else {
             tokio::time::sleep(CHANGES_REOPEN).await;
             continue;

@@ -130,6 +130,17 @@ impl Upstream {
     /// What answers this session of the server (None: its headers cannot be sent).
     pub(super) fn responder(&self, negotiated: &Negotiated) -> Option<Responder> {
         let headers = self.configured_headers().ok()?;
+        if let Some(endpoint) = self.sse_endpoint() {
+            // The legacy HTTP+SSE transport: the endpoint names the session, no headers do.
+            let (client, uri, version, session) = (self.client.clone(), endpoint, String::new(), None);
+            return Some(Responder {
+                client,
+                uri,
+                headers,
+                version,
+                session,
+            });
+        }
         Some(Responder {
             client: self.client.clone(),
             uri: self.uri.clone(),

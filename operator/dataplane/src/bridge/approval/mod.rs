@@ -24,8 +24,8 @@
 //! the call is refused (`approval_denied`). No answer in time is `approval_timeout`. An
 //! agent that cancels its call while it is held ends it `cancelled`. The question to the
 //! agent shows the arguments whole, or is not asked (`elicit`: never cut); the webhook is
-//! sent them whole. An `https://` webhook is refused at load until the bridge's client
-//! speaks TLS (the one marked place is in `settings`).
+//! sent them whole, on the bridge's one client (an `https://` webhook over TLS verified as
+//! the servers' is).
 //!
 //! The audit line's `policy.approval` says the decision, who answered and how long it took.
 //! Modules: `settings` the run's `approval` settings; `webhook` the webhook's request and

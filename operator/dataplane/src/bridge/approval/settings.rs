@@ -80,12 +80,6 @@ pub fn problems(approval: &ApprovalConfig) -> Vec<String> {
         problems.push(format!(
             "approval.webhook.url: must be an http:// or https:// URL of at most {MAX_URL_CHARS} characters"
         ));
-    } else if url.starts_with("https://") {
-        // HTTPS: the one place to change once the bridge's client speaks TLS (`upstream::
-        // http_client`, branch dp-tls): delete this refusal; `webhook::ask` posts on that
-        // client and needs no other change.
-        problems
-            .push("approval.webhook.url: https:// webhooks are not reached by this bridge yet".to_owned());
     }
     if !webhook.secret_file.is_absolute() {
         problems.push("approval.webhook.secretFile: must be an absolute path".to_owned());
@@ -129,7 +123,10 @@ mod tests {
             assert!(found.contains(field), "{field}: {found}");
         }
         let tls = read(r#"{"webhook": {"url": "https://approvals.example/a", "secretFile": "/k"}}"#);
-        assert!(problems(&tls)[0].contains("https:// webhooks are not reached"));
+        assert!(
+            problems(&tls).is_empty(),
+            "an https:// webhook is reached over verified TLS"
+        );
         assert!(serde_json::from_str::<ApprovalConfig>(r#"{"surprise": 1}"#).is_err());
     }
 }

@@ -9,10 +9,16 @@
 //!
 //! Modules: this one the session (its state, requests with a deadline, a lost session made
 //! again, listings, the changes stream, its end); `negotiate` the era; `wire` one message
-//! sent and its answer read; `headers` the configured headers, their problems and secrets.
+//! sent and its answer read; `headers` the configured headers, their problems and secrets;
+//! `tls` the client's HTTPS, verified against the system's CA certificates; `legacy_sse` a
+//! server of the legacy HTTP+SSE transport (`transport: sse`), `legacy_routing` its endpoint
+//! and its events.
 
 mod headers;
+mod legacy_routing;
+mod legacy_sse;
 mod negotiate;
+mod tls;
 mod wire;
 
 use std::sync::Arc;
@@ -34,9 +40,10 @@ use super::relay::Relay;
 
 pub use headers::{header_problem, secret_values};
 
-pub type HttpClient = Client<HttpConnector, Full<Bytes>>;
+pub type HttpClient = Client<tls::Connector, Full<Bytes>>;
 
-/// The bridge's one HTTP client: keep-alive HTTP/1.1, at most 64 idle connections per server.
+/// The bridge's one HTTP client: keep-alive HTTP/1.1, at most 64 idle connections per server,
+/// `https://` servers over TLS verified against the system's CA certificates (`tls`).
 pub fn http_client() -> HttpClient {
     let mut connector = HttpConnector::new();
     connector.set_nodelay(true);
@@ -44,7 +51,7 @@ pub fn http_client() -> HttpClient {
     Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(64)
         .pool_idle_timeout(Duration::from_secs(60))
-        .build(connector)
+        .build(tls::connector(connector, tls::system_roots()))
 }
 
 /// Pages of one listing at most (a server that never ends its cursor is an error).
@@ -104,6 +111,8 @@ pub struct Upstream {
     pub(super) uri: hyper::Uri,
     state: Mutex<Option<Negotiated>>,
     ids: AtomicU64,
+    /// The event stream of a server of the legacy HTTP+SSE transport (`legacy_sse`).
+    sse: std::sync::Mutex<Option<Arc<legacy_sse::SseStream>>>,
 }
 
 fn client_info() -> Value {
@@ -113,13 +122,13 @@ fn client_info() -> Value {
 impl Upstream {
     pub fn new(server: Server, client: HttpClient) -> Result<Self, String> {
         let uri: hyper::Uri = server.url.parse().map_err(|e| format!("url: {e}"))?;
-        if uri.scheme_str() != Some("http") {
-            return Err("url: only http:// servers are reached by this bridge yet".to_owned());
+        if !matches!(uri.scheme_str(), Some("http" | "https")) {
+            return Err("url: only http:// and https:// servers are reached by this bridge".to_owned());
         }
         if server.auth.is_some() {
             return Err("auth: OAuth credentials are not presented by this bridge yet".to_owned());
         }
-        if server.transport != "streamable-http" {
+        if server.transport != "streamable-http" && server.transport != "sse" {
             return Err(format!(
                 "transport {} is not served by this bridge yet",
                 server.transport
@@ -131,6 +140,7 @@ impl Upstream {
             uri,
             state: Mutex::new(None),
             ids: AtomicU64::new(1),
+            sse: std::sync::Mutex::new(None),
         })
     }
 
@@ -141,6 +151,7 @@ impl Upstream {
     /// Forget the session (the next request negotiates again).
     pub async fn reset(&self) {
         *self.state.lock().await = None;
+        self.sse_forget();
     }
 
     fn next_id(&self) -> u64 {
@@ -150,7 +161,9 @@ impl Upstream {
     /// The negotiated session, negotiating first when there is none.
     pub async fn connect(&self) -> Result<Negotiated, Failure> {
         let mut state = self.state.lock().await;
-        if let Some(negotiated) = state.as_ref() {
+        if let Some(negotiated) = state.as_ref()
+            && self.sse_alive()
+        {
             return Ok(negotiated.clone());
         }
         let negotiated = self.negotiate().await?;
@@ -271,7 +284,8 @@ impl Upstream {
 
     /// End a legacy session at the server (`DELETE`), within a second; best effort.
     pub async fn close(&self) {
-        let Some(negotiated) = self.state.lock().await.take() else {
+        self.sse_forget(); // this transport ends its session by closing the stream
+        let Some(negotiated) = self.state.lock().await.take().filter(|_| !self.is_legacy_sse()) else {
             return;
         };
         let Some(session) = negotiated.session_id.filter(|_| !negotiated.modern) else {

@@ -16,6 +16,10 @@ const DISCOVER_SECONDS: u64 = 10;
 impl Upstream {
     /// Negotiate the era (`server/discover`, else the handshake).
     pub(super) async fn negotiate(&self) -> Result<Negotiated, Failure> {
+        if self.is_legacy_sse() {
+            self.sse_open().await?; // the stream first; the handshake's era only
+            return self.initialize().await;
+        }
         let hint = self.server.protocol_version.as_deref();
         if hint.is_some_and(era::is_handshake_version) {
             return self.initialize().await;

@@ -108,6 +108,9 @@ impl Upstream {
         id: Option<u64>,
         relay: Option<&Arc<Relay>>,
     ) -> Result<(u16, Option<String>, Option<Value>), Failure> {
+        if self.is_legacy_sse() {
+            return self.sse_post(negotiated, method, params, id, relay).await;
+        }
         let request = self.build(negotiated, Some(method), params, id)?;
         let response = self.transmit(request).await?;
         let status = response.status().as_u16();
