@@ -46,13 +46,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import contextforge  # noqa: E402
 from adapter_bench import cpu_seconds, tree_rss_mib  # noqa: E402
-from tests.support import bridge_run, dataplane, peers, wire  # noqa: E402
+from tests.support import dataplane, peers, wire  # noqa: E402
 from tests.support.bridge_run import RunningBridge, bridge_config, run_bridge, server_entry  # noqa: E402
 from tests.support.issuer import TestIssuer, access_document, write_access  # noqa: E402
 from tests.support.otlp_collector import Collector  # noqa: E402
@@ -334,14 +335,11 @@ COMPILED = "compiled bridge → "
 @contextmanager
 def compiled_bridge(servers: Sequence[dict[str, Any]]) -> Iterator[RunningBridge]:
     """``mcp-dataplane bridge`` started by the tests' own helper (its program swapped while
-    it starts; the compiled bridge takes no ``--reload-seconds``)."""
-    saved = bridge_run.PROGRAM, bridge_run.RELOAD_FLAGS
-    bridge_run.PROGRAM, bridge_run.RELOAD_FLAGS = [str(dataplane.BINARY), "bridge"], []
-    with ExitStack() as stack:
-        try:
-            running = stack.enter_context(run_bridge(servers, extra_args=["--log-level=warning"]))
-        finally:
-            bridge_run.PROGRAM, bridge_run.RELOAD_FLAGS = saved
+    it starts)."""
+    with ExitStack() as stack, pytest.MonkeyPatch.context() as patch:
+        dataplane.use_bridge(patch, "compiled")
+        running = stack.enter_context(run_bridge(servers, extra_args=["--log-level=warning"]))
+        patch.undo()
         yield running
 
 

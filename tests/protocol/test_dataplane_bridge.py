@@ -55,7 +55,7 @@ from tests.protocol.test_metrics_access import (
     test_the_bridges_metrics_answer_only_the_listed_scraper,
     test_without_the_issuers_keys_every_scrape_is_refused,
 )
-from tests.support import bridge_run, dataplane, needs
+from tests.support import dataplane, needs
 
 pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
 
@@ -96,10 +96,8 @@ __all__ = [
 @pytest.fixture(scope="module", autouse=True)
 def compiled_bridge() -> Iterator[None]:
     """Every bridge these tests start is the compiled one (module-wide: the home module's
-    ``bridge`` fixture is module-scoped). It reads its configuration once, so it gets no
-    reload flag."""
+    ``bridge`` fixture is module-scoped)."""
     needs.require(dataplane.missing())
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
-        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        dataplane.use_bridge(patch, "compiled")
         yield

@@ -46,7 +46,7 @@ from tests.protocol.test_bridge_policies import (
     test_an_agent_that_does_not_answer_within_the_runs_wait_gets_approval_timeout,
     test_another_session_cannot_approve_a_sessions_held_call,
 )
-from tests.support import bridge_run, dataplane, needs, peers
+from tests.support import dataplane, needs, peers
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.waiting import eventually
 
@@ -62,28 +62,23 @@ __all__ = [
     "test_another_session_cannot_approve_a_sessions_held_call",
 ]
 
-PYTHON_PROGRAM = list(bridge_run.PROGRAM)
-PYTHON_RELOAD_FLAGS = list(bridge_run.RELOAD_FLAGS)
 KEY = b"the-approval-key"
 PYTHON_DEFECT = pytest.mark.xfail(strict=True, reason="a defect of the Python bridge")
 
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled_bridge() -> Iterator[None]:
-    """Every bridge these tests start is the compiled one, unless ``which`` says Python. It
-    reads its configuration once, so it gets no reload flag."""
+    """Every bridge these tests start is the compiled one, unless ``which`` says Python."""
     needs.require(dataplane.missing())
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
-        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        dataplane.use_bridge(patch, "compiled")
         yield
 
 
 def _which(request: pytest.FixtureRequest) -> Iterator[str]:
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "python":
-            patch.setattr(bridge_run, "PROGRAM", PYTHON_PROGRAM)
-            patch.setattr(bridge_run, "RELOAD_FLAGS", PYTHON_RELOAD_FLAGS)
+            dataplane.use_bridge(patch, "python")
         yield str(request.param)
 
 

@@ -12,7 +12,6 @@ behaviour: what the agent gets, how often the call reached the server, the audit
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from tests.protocol.test_bridge_policies import (
     test_a_burst_above_the_rate_limit_is_refused_with_retry_after,
 )
 from tests.protocol.test_probe_wire import INITIALIZED, Answer, Seen, Start, json_answer, result
-from tests.support import bridge_run, dataplane, needs
+from tests.support import dataplane, needs
 from tests.support.bridge_run import bridge_of, server_entry
 from tests.support.waiting import eventually
 
@@ -39,8 +38,6 @@ __all__ = [
     "test_a_burst_above_the_rate_limit_is_refused_with_retry_after",
 ]
 
-PYTHON_BRIDGE = [sys.executable, "-m", "mcp_operator", "bridge"]
-"""The reference: ``mcp-operator bridge`` (``bridge_run``'s own program)."""
 
 LOOKUP = {
     "name": "lookup",
@@ -54,8 +51,7 @@ def compiled_bridge() -> Iterator[None]:
     """Every bridge these tests start is the compiled one unless ``program`` says otherwise."""
     needs.require(dataplane.missing())
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
-        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        dataplane.use_bridge(patch, "compiled")
         yield
 
 
@@ -64,7 +60,7 @@ def program(request: pytest.FixtureRequest) -> Iterator[str]:
     """The bridge the test starts: the Python one (the reference) or the binary."""
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "python":
-            patch.setattr(bridge_run, "PROGRAM", PYTHON_BRIDGE)
+            dataplane.use_bridge(patch, "python")
         yield request.param
 
 

@@ -36,7 +36,7 @@ from tests.protocol.test_probe_wire import (
     result,
     scripted,
 )
-from tests.support import bridge_run, dataplane, needs
+from tests.support import dataplane, needs
 from tests.support.bridge_run import bridge_of, server_entry
 from tests.support.waiting import eventually
 
@@ -50,17 +50,13 @@ __all__ = [
     "test_pii_block_mode_stops_an_email_and_redact_mode_rewrites_it",
 ]
 
-PYTHON = (list(bridge_run.PROGRAM), list(bridge_run.RELOAD_FLAGS))
-"""The Python bridge's command and flags, before any fixture swaps them."""
-
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled_bridge() -> Iterator[None]:
     """Every bridge of this module is the compiled one unless a test asks for ``program``."""
     needs.require(dataplane.missing())
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
-        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        dataplane.use_bridge(patch, "compiled")
         yield
 
 
@@ -69,8 +65,7 @@ def program(request: pytest.FixtureRequest) -> Iterator[str]:
     """The bridge the test starts: the Python one or the compiled one."""
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "python":
-            patch.setattr(bridge_run, "PROGRAM", PYTHON[0])
-            patch.setattr(bridge_run, "RELOAD_FLAGS", PYTHON[1])
+            dataplane.use_bridge(patch, "python")
         yield request.param
 
 

@@ -2,10 +2,10 @@
 bridge``), held to the Python bridge's assertions.
 
 The home override test of ``test_bridge_policies.py`` runs here unchanged against the binary
-(the autouse fixture swaps the program, as ``test_dataplane_bridge.py`` does). The home pin
-tests re-pin by rewriting the configuration of a running bridge, and the compiled bridge
-reads its configuration once (no reload yet): the tests below assert what they observe
-without a reload, against both bridges (``program``), so that the two stay alike: a changed
+(the autouse fixture swaps the program, as ``test_dataplane_bridge.py`` does); the home pin
+tests, which re-pin by rewriting a running bridge's configuration, run in
+``test_dataplane_bridge_reload.py``. The tests below assert what they observe without a
+reload, against both bridges (``program``), so that the two stay alike: a changed
 definition hidden and refused with ``definition_changed`` and never sent, a bridge started
 with the new pins listing it again, ``strict`` refusing a tool without a pin and ``off``
 checking nothing. The pins are the operator's own probe's, so these tests also hold the
@@ -27,14 +27,12 @@ from tests.protocol.test_bridge_policies import (
     managed_url,
     test_an_overridden_tool_shows_our_text_and_keeps_its_fixed_argument,
 )
-from tests.support import bridge_run, dataplane, needs, peers
+from tests.support import dataplane, needs, peers
 from tests.support.bridge_run import CountingProxy, run_bridge, server_entry
 from tests.support.waiting import eventually, eventually_async
 
 pytestmark = [pytest.mark.timeout(180)]
 
-PYTHON_PROGRAM = list(bridge_run.PROGRAM)
-PYTHON_RELOAD_FLAGS = list(bridge_run.RELOAD_FLAGS)
 EVERY_TOOL = {"lookup", "wipe", "wiped", "search_docs", "ping", "change", "change_quietly"}
 
 __all__ = [
@@ -46,11 +44,9 @@ __all__ = [
 def _use(patch: pytest.MonkeyPatch, program: str) -> None:
     if program == "compiled":
         needs.require(dataplane.missing())
-        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
-        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        dataplane.use_bridge(patch, "compiled")
     else:
-        patch.setattr(bridge_run, "PROGRAM", PYTHON_PROGRAM)
-        patch.setattr(bridge_run, "RELOAD_FLAGS", PYTHON_RELOAD_FLAGS)
+        dataplane.use_bridge(patch, "python")
 
 
 @pytest.fixture(autouse=True)

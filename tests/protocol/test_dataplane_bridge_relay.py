@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.protocol import test_bridge_relay as home
-from tests.support import bridge_run, dataplane, needs
+from tests.support import dataplane, needs
 
 pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
 
@@ -70,10 +70,8 @@ test_a_prompt_whose_server_asks_the_agent_is_relayed_in_both_eras = (
 @pytest.fixture(scope="module", autouse=True)
 def compiled_bridge() -> Iterator[None]:
     """Every bridge these tests start is the compiled one (module-wide: the home module's
-    ``bridge`` fixture is module-scoped). It reads its configuration once, so it gets no
-    reload flag."""
+    ``bridge`` fixture is module-scoped)."""
     needs.require(dataplane.missing())
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
-        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        dataplane.use_bridge(patch, "compiled")
         yield

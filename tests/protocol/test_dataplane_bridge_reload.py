@@ -29,13 +29,12 @@ from tests.protocol.test_upstream_session_end import (
     held_calls,
     test_a_reload_that_removes_a_server_ends_its_session_and_stopping_ends_the_rest,
 )
-from tests.support import bridge_run, dataplane, needs
+from tests.support import dataplane, needs
 from tests.support.bridge_run import bridge_of, server_entry
 from tests.support.waiting import eventually, eventually_async
 
 pytestmark = [pytest.mark.timeout(180)]
 
-PYTHON_PROGRAM = list(bridge_run.PROGRAM)
 
 __all__ = [
     "scripted",
@@ -53,10 +52,10 @@ def compiled_bridge(request: pytest.FixtureRequest) -> Iterator[None]:
     program = request.getfixturevalue("program") if "program" in request.fixturenames else None
     with pytest.MonkeyPatch.context() as patch:
         if program == "python":
-            patch.setattr(bridge_run, "PROGRAM", PYTHON_PROGRAM)
+            dataplane.use_bridge(patch, "python")
         else:
             needs.require(dataplane.missing())
-            patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
+            dataplane.use_bridge(patch, "compiled")
         yield
 
 

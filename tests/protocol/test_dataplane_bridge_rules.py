@@ -23,7 +23,7 @@ from tests.protocol.test_bridge_policies import (
     managed_url,
     test_rules_decide_by_service_account_and_arguments_on_server_everything,
 )
-from tests.support import bridge_run, dataplane, needs
+from tests.support import dataplane, needs
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.waiting import eventually
 
@@ -35,19 +35,15 @@ __all__ = [
     "test_rules_decide_by_service_account_and_arguments_on_server_everything",
 ]
 
-PYTHON_PROGRAM = list(bridge_run.PROGRAM)
-PYTHON_RELOAD_FLAGS = list(bridge_run.RELOAD_FLAGS)
 MARKER = "sekrit-9f41"
 
 
 @pytest.fixture(scope="module", autouse=True)
 def compiled_bridge() -> Iterator[None]:
-    """Every bridge these tests start is the compiled one, unless ``which`` says Python. It
-    reads its configuration once, so it gets no reload flag."""
+    """Every bridge these tests start is the compiled one, unless ``which`` says Python."""
     needs.require(dataplane.missing())
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
-        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        dataplane.use_bridge(patch, "compiled")
         yield
 
 
@@ -56,8 +52,7 @@ def which(request: pytest.FixtureRequest) -> Iterator[str]:
     """The bridge a black-box test runs against: each test runs against both."""
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "python":
-            patch.setattr(bridge_run, "PROGRAM", PYTHON_PROGRAM)
-            patch.setattr(bridge_run, "RELOAD_FLAGS", PYTHON_RELOAD_FLAGS)
+            dataplane.use_bridge(patch, "python")
         yield str(request.param)
 
 

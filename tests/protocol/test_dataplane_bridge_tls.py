@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import ssl
-import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -42,14 +41,12 @@ from tests.protocol.test_bridge_sse import (
     test_progress_of_a_long_call_on_an_sse_server_reaches_the_agent,
     test_requests_of_an_sse_server_outside_any_call_are_refused_and_pings_answered,
 )
-from tests.support import bridge_run, certificates, dataplane, needs
+from tests.support import certificates, dataplane, needs
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.peers import free_port
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
-
-PYTHON = [sys.executable, "-m", "mcp_operator", "bridge"]
 
 # The legacy HTTP+SSE upstream tests of the home module that run here again against the
 # compiled bridge (those of "the session alone" drive the Python session, not a bridge).
@@ -68,11 +65,9 @@ __all__ = [
 @pytest.fixture(scope="module", autouse=True)
 def compiled_bridge() -> Iterator[None]:
     """Every bridge these tests start is the compiled one, unless a test names its program
-    (``program``). It reads its configuration once, so it gets no reload flag."""
-    needs.require(dataplane.missing())
+    (``program``)."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bridge_run, "PROGRAM", dataplane.bridge_command())
-        patch.setattr(bridge_run, "RELOAD_FLAGS", [])
+        dataplane.use_bridge(patch, "compiled")
         yield
 
 
@@ -138,9 +133,11 @@ def _serving(authority: certificates.Authority, *names: str) -> tuple[str, str]:
 
 
 @pytest.fixture(params=["python", "compiled"])
-def program(request: pytest.FixtureRequest) -> list[str]:
+def program(request: pytest.FixtureRequest) -> Iterator[str]:
     """Which bridge runs: the Python one, or the compiled one."""
-    return PYTHON if request.param == "python" else dataplane.bridge_command()
+    with pytest.MonkeyPatch.context() as patch:
+        dataplane.use_bridge(patch, request.param)
+        yield request.param
 
 
 def _text(result: Any) -> str:
@@ -148,9 +145,8 @@ def _text(result: Any) -> str:
 
 
 async def test_an_https_server_is_verified_and_one_not_trusted_fails_alone(
-    program: list[str], everything_url: str, monkeypatch: pytest.MonkeyPatch
+    program: str, everything_url: str
 ) -> None:
-    monkeypatch.setattr(bridge_run, "PROGRAM", program)
     trusted, stranger = certificates.new_authority("trusted"), certificates.new_authority("x")
     with tempfile.TemporaryDirectory(prefix="mcp-tls-") as tmp:
         folder = Path(tmp)
@@ -197,5 +193,5 @@ async def test_an_https_server_is_verified_and_one_not_trusted_fails_alone(
     for key in ("default/rogue", "default/other"):
         lines = [line for line in log.splitlines() if key in line]
         assert lines, log
-        if program != PYTHON:  # the Python bridge says only "could not connect to ..."
+        if program == "compiled":  # the Python bridge says only "could not connect to ..."
             assert any("certificate" in line.lower() for line in lines), lines

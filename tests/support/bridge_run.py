@@ -30,12 +30,16 @@ from mcp_operator.dev.processes import stop_process_group
 from tests.support.peers import free_port
 from tests.support.waiting import eventually
 
-PROGRAM: list[str] = [sys.executable, "-m", "mcp_operator", "bridge"]
-"""The bridge's command line up to its flags."""
+PYTHON_PROGRAM: tuple[str, ...] = (sys.executable, "-m", "mcp_operator", "bridge")
+"""The Python bridge's command line up to its flags."""
+
+PROGRAM: list[str] = list(PYTHON_PROGRAM)
+"""The bridge's command line up to its flags: the Python bridge unless a test swaps it
+(``tests.support.dataplane.use_bridge``)."""
 
 RELOAD_FLAGS: list[str] = ["--reload-seconds=0.3"]
-"""Flags every started bridge gets: the configuration file is checked often, so that a
-reload test does not wait (a bridge without reloads gets none)."""
+"""Flags every started bridge gets, the Python and the compiled one alike: the configuration
+file is checked often, so that a reload test does not wait."""
 
 
 def server_entry(name: str, url: str, prefix: str | None = None, **extra: Any) -> dict[str, Any]:

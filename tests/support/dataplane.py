@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mcp_operator.dev.processes import CACHE_DIR
+from tests.support import bridge_run, needs
+
+if TYPE_CHECKING:
+    import pytest
 
 BINARY = Path(
     os.environ.get("MCP_DATAPLANE_BIN")
@@ -37,3 +42,14 @@ def adapter_command() -> list[str]:
 def bridge_command() -> list[str]:
     """The compiled bridge's command line up to its flags."""
     return [str(BINARY), "bridge"]
+
+
+def use_bridge(patch: pytest.MonkeyPatch, which: str) -> None:
+    """Make ``tests.support.bridge_run`` start the ``compiled`` bridge (this binary, which
+    the test then needs) or the ``python`` one from now on, until ``patch`` is undone; both
+    take the same flags."""
+    if which == "compiled":
+        needs.require(missing())
+        patch.setattr(bridge_run, "PROGRAM", bridge_command())
+    else:
+        patch.setattr(bridge_run, "PROGRAM", list(bridge_run.PYTHON_PROGRAM))
