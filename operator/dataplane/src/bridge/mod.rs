@@ -9,11 +9,12 @@
 //!
 //! - `config`   the command line and the `BridgeConfig` file
 //! - `policy`   one server's effective call policy, typed and checked
+//! - `egress`   where the bridge may connect upstream: an address or host judged
 //! - `naming`   exposed names and filters (the shared naming plan)
 //! - `upstream` one server's MCP client session, both eras, over the keep-alive client
 //!   (`upstream/`: `negotiate` the era, `wire` one message and its answer, `headers` the
 //!   configured headers, their problems and the values to mask, `tls` HTTPS verified
-//!   against the system's CA certificates, `legacy_sse` the legacy HTTP+SSE transport and
+//!   against the system's CA certificates, `guard` the egress guard at every connect, `legacy_sse` the legacy HTTP+SSE transport and
 //!   `legacy_routing` its endpoint and events)
 //! - `sse`      Server-Sent Events read off a server's answer
 //! - `scrub`    masking the header values in use in what servers echo
@@ -58,6 +59,7 @@ pub mod catalog;
 pub mod config;
 pub mod core;
 pub mod cursor;
+pub mod egress;
 pub mod errors;
 pub mod front;
 pub mod health;

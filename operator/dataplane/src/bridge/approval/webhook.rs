@@ -274,4 +274,14 @@ pub(super) mod tests {
         );
         let _ = std::fs::remove_file(key);
     }
+
+    #[tokio::test]
+    async fn a_webhook_at_a_metadata_address_is_refused_by_the_egress_policy() {
+        let key = key_file("metadata");
+        let client = crate::bridge::upstream::http_client();
+        let metadata = "169.254.169.254:80".parse().unwrap();
+        let answer = ask(&client, &settings(metadata, key.clone(), 5), b"{}".to_vec()).await;
+        assert_eq!(answer, Answer::Unreached);
+        let _ = std::fs::remove_file(key);
+    }
 }

@@ -10,10 +10,12 @@
 //! Modules: this one the session (its state, requests with a deadline, a lost session made
 //! again, listings, the changes stream, its end); `negotiate` the era; `wire` one message
 //! sent and its answer read; `headers` the configured headers, their problems and secrets;
-//! `tls` the client's HTTPS, verified against the system's CA certificates; `legacy_sse` a
+//! `tls` the client's HTTPS, verified against the system's CA certificates; `guard` the
+//! egress guard under every connection; `legacy_sse` a
 //! server of the legacy HTTP+SSE transport (`transport: sse`), `legacy_routing` its endpoint
 //! and its events.
 
+mod guard;
 mod headers;
 mod legacy_routing;
 mod legacy_sse;
@@ -30,7 +32,6 @@ use http_body_util::Full;
 use hyper::Request;
 use hyper::body::Incoming;
 use hyper_util::client::legacy::Client;
-use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{Map, Value, json};
 use tokio::sync::Mutex;
@@ -43,11 +44,14 @@ pub use headers::{header_problem, secret_values};
 pub type HttpClient = Client<tls::Connector, Full<Bytes>>;
 
 /// The bridge's one HTTP client: keep-alive HTTP/1.1, at most 64 idle connections per server,
-/// `https://` servers over TLS verified against the system's CA certificates (`tls`).
+/// `https://` servers over TLS verified against the system's CA certificates (`tls`), every
+/// destination judged by the egress guard (`guard`).
 pub fn http_client() -> HttpClient {
-    let mut connector = HttpConnector::new();
-    connector.set_nodelay(true);
-    connector.set_connect_timeout(Some(Duration::from_secs(10)));
+    let connector = guard::GuardedConnector::new(|http| {
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(Duration::from_secs(10)));
+    });
     Client::builder(TokioExecutor::new())
         .pool_max_idle_per_host(64)
         .pool_idle_timeout(Duration::from_secs(60))

@@ -8,11 +8,13 @@
 use std::sync::Arc;
 
 use hyper_rustls::{HttpsConnector, HttpsConnectorBuilder};
-use hyper_util::client::legacy::connect::HttpConnector;
 use rustls::RootCertStore;
 
-/// The connector of the bridge's client: plain TCP for `http://`, TLS for `https://`.
-pub type Connector = HttpsConnector<HttpConnector>;
+use super::guard::GuardedConnector;
+
+/// The connector of the bridge's client: plain TCP for `http://`, TLS for `https://`, every
+/// destination judged by the egress guard (`guard`).
+pub type Connector = HttpsConnector<GuardedConnector>;
 
 /// The CA certificates the bridge trusts: the system's, or those `SSL_CERT_FILE` and
 /// `SSL_CERT_DIR` name. What cannot be read is logged, never fatal: an `https://` server
@@ -34,8 +36,7 @@ pub fn system_roots() -> RootCertStore {
 }
 
 /// `http` wrapped so that `https://` URIs are reached over TLS verified against `roots`.
-pub fn connector(mut http: HttpConnector, roots: RootCertStore) -> Connector {
-    http.enforce_http(false);
+pub fn connector(http: GuardedConnector, roots: RootCertStore) -> Connector {
     // ring, deprecated in rustls 0.23.48 for lacking post-quantum key exchange: aws-lc-rs has
     // it, but needs cmake and a C build in every image that builds the binary.
     #[allow(deprecated)]
