@@ -15,7 +15,7 @@ and called.
 from __future__ import annotations
 
 import asyncio
-import sys
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -23,22 +23,19 @@ import pytest
 from mcp import Client
 
 from tests.protocol.test_egress import connected, victim
-from tests.support import bridge_run, dataplane, needs
+from tests.support import dataplane, needs
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.timeout(120), needs.mark(needs.node_missing())]
 
-PYTHON = [sys.executable, "-m", "mcp_operator", "bridge"]
-
 
 @pytest.fixture(params=["python", "compiled"])
-def program(request: pytest.FixtureRequest) -> list[str]:
+def program(request: pytest.FixtureRequest) -> Iterator[str]:
     """Which bridge runs: the Python one, or the compiled one."""
-    if request.param == "python":
-        return PYTHON
-    needs.require(dataplane.missing())
-    return dataplane.bridge_command()
+    with pytest.MonkeyPatch.context() as patch:
+        dataplane.use_bridge(patch, request.param)
+        yield request.param
 
 
 def _text(result: Any) -> str:
@@ -46,11 +43,8 @@ def _text(result: Any) -> str:
 
 
 async def test_metadata_and_unspecified_servers_are_refused_and_a_good_one_works(
-    program: list[str], everything_url: str, monkeypatch: pytest.MonkeyPatch
+    program: str, everything_url: str
 ) -> None:
-    monkeypatch.setattr(bridge_run, "PROGRAM", program)
-    if program != PYTHON:
-        monkeypatch.setattr(bridge_run, "RELOAD_FLAGS", [])
     with victim() as (port, listener):
         servers = [
             server_entry("meta", "http://169.254.169.254:9/mcp"),
@@ -91,6 +85,6 @@ async def test_metadata_and_unspecified_servers_are_refused_and_a_good_one_works
     ):
         lines = [line for line in log.splitlines() if key in line]
         assert lines, log
-        if program != PYTHON:  # the Python bridge says only "could not connect to <key>"
+        if program == "compiled":  # the Python bridge says only "could not connect to <key>"
             assert any(words in line for line in lines), lines
     assert not reached, "a connection reached the refused address"
