@@ -80,6 +80,23 @@ pub fn plain(status: u16, text: &str) -> Response<Body> {
     response
 }
 
+/// The headers that frame one hop (RFC 9110 §7.6.1, and the `Proxy-Connection` of old
+/// clients): never forwarded to another hop, never set by configuration.
+pub const HOP_BY_HOP: [&str; 7] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Whether `name` (any case) is a hop-by-hop header.
+pub fn is_hop_by_hop(name: &str) -> bool {
+    HOP_BY_HOP.iter().any(|hop| hop.eq_ignore_ascii_case(name))
+}
+
 /// `405 Method Not Allowed`, naming the methods the path takes (`allow`).
 pub fn method_not_allowed(allow: &'static str) -> Response<Body> {
     let mut response = plain(405, "Method Not Allowed");

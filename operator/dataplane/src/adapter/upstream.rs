@@ -34,31 +34,15 @@ use crate::http::{self, Body};
 
 const LOOPBACK: [&str; 4] = ["127.0.0.1", "::1", "[::1]", "localhost"];
 
-/// Request headers never forwarded: the credentials, and what frames a hop.
-const NOT_FORWARDED: [&str; 13] = [
+/// Request headers never forwarded besides the hop-by-hop ones (`http::HOP_BY_HOP`): the
+/// credentials, and what frames this request.
+const NOT_FORWARDED: [&str; 6] = [
     "host",
     "authorization",
     "mcp-operator-authorization",
     "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "te",
-    "trailer",
-    "upgrade",
-    "proxy-connection",
     "proxy-authorization",
     "expect",
-];
-
-/// Answer headers never returned: what frames the upstream's hop.
-const NOT_RETURNED: [&str; 6] = [
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "trailer",
-    "upgrade",
-    "proxy-connection",
 ];
 
 /// Why `url` cannot be the front's upstream, or None.
@@ -172,7 +156,7 @@ impl Upstream {
             .method(parts.method.clone())
             .uri(self.target(&parts.uri));
         for (name, value) in &parts.headers {
-            if !NOT_FORWARDED.contains(&name.as_str()) {
+            if forwarded(name.as_str()) {
                 outgoing = outgoing.header(name, value);
             }
         }
@@ -218,7 +202,7 @@ impl Upstream {
         });
         *response.status_mut() = head.status;
         for (name, value) in &head.headers {
-            if !NOT_RETURNED.contains(&name.as_str()) {
+            if !crate::http::is_hop_by_hop(name.as_str()) {
                 response.headers_mut().append(name.clone(), value.clone());
             }
         }
@@ -244,10 +228,10 @@ impl Upstream {
     }
 }
 
-/// Whether a request header of this name is forwarded.
-#[cfg(test)]
+/// Whether a request header of this name (any case) is forwarded.
 fn forwarded(name: &str) -> bool {
-    !NOT_FORWARDED.contains(&name.to_ascii_lowercase().as_str())
+    let lowered = name.to_ascii_lowercase();
+    !NOT_FORWARDED.contains(&lowered.as_str()) && !crate::http::is_hop_by_hop(&lowered)
 }
 
 #[cfg(test)]
@@ -272,7 +256,7 @@ mod tests {
     fn credentials_and_hop_headers_are_never_forwarded() {
         assert!(!forwarded("Authorization"));
         assert!(!forwarded("mcp-operator-authorization"));
-        assert!(!forwarded("connection"));
+        assert!(!forwarded("connection") && !forwarded("Proxy-Connection") && !forwarded("TE"));
         assert!(forwarded("x-trace"));
         assert!(forwarded("mcp-session-id"));
     }

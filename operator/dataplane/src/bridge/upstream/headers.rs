@@ -121,17 +121,8 @@ pub fn header_problem(server: &Server) -> Option<(&'static str, String)> {
         let lowered = name.to_ascii_lowercase();
         let refusal = if name.is_empty() || HeaderName::from_bytes(name.as_bytes()).is_err() {
             format!("the header name '{name}' is not a valid HTTP token")
-        } else if [
-            "content-length",
-            "transfer-encoding",
-            "connection",
-            "keep-alive",
-            "te",
-            "trailer",
-            "upgrade",
-            "host",
-        ]
-        .contains(&lowered.as_str())
+        } else if ["content-length", "host"].contains(&lowered.as_str())
+            || crate::http::is_hop_by_hop(&lowered)
         {
             format!("the header '{name}' frames the request, which only the client may do")
         } else if lowered == "expect" {
