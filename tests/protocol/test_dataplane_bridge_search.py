@@ -7,7 +7,8 @@ The home test of ``test_bridge_policies.py`` runs here again against
 agent's ``tools/list`` holds two tools, ``search_tools`` finds the catalog's tools and
 ``call_tool`` calls one. The test written here runs against both bridges (``which``): a
 call by name is the very call the agent could have made directly, refused by a rule or a
-filter in the same words and audited under the real tool's name.
+filter in the same words and audited under the real tool's name; and a 2026-07-28 agent
+lists, searches and calls by name statelessly.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client
 
@@ -75,7 +77,7 @@ async def test_a_call_by_name_is_refused_and_audited_exactly_as_the_direct_call(
     entry = server_entry(
         "ev", managed_url, filters=[{"deny": ["get-env"]}], policy={"rules": rules}
     )
-    calls = [
+    calls: list[tuple[str, dict[str, Any]]] = [
         ("ev_echo", {"message": "stop"}),  # denied by a rule on its arguments
         ("ev_get-sum", {"a": 1, "b": 2}),  # denied whatever the arguments
         ("ev_get-env", {}),  # filtered out: not in the catalog
@@ -118,3 +120,47 @@ async def test_a_call_by_name_is_refused_and_audited_exactly_as_the_direct_call(
         ("ev_echo", "ok"),
     ]
     assert not {"search_tools", "call_tool"} & {line.get("tool") for line in lines}
+
+
+def test_a_2026_agent_lists_searches_and_calls_by_name_statelessly(
+    managed_url: str, which: str
+) -> None:
+    """The two tools in the 2026-07-28 era: each request stands alone, its result typed."""
+    rules = [{"match": "tool.name == 'echo' && arguments.message == 'stop'", "action": "deny"}]
+    entry = server_entry("ev", managed_url, policy={"rules": rules})
+    with run_bridge([entry], extra_config={"discovery": "search"}) as bridge:
+        assert (bridge.process.args[0] == str(dataplane.BINARY)) == (which == "compiled")
+        with httpx.Client(timeout=10) as http:
+            listed = _modern(http, bridge.url, "tools/list", {})
+            query = {"query": "echo", "limit": 2}
+            found = _modern(http, bridge.url, "tools/call", _named("search_tools", query))
+            echo = {"name": "ev_echo", "arguments": {"message": "hi"}}
+            called = _modern(http, bridge.url, "tools/call", _named("call_tool", echo))
+            stop = {"name": "ev_echo", "arguments": {"message": "stop"}}
+            denied = _modern(http, bridge.url, "tools/call", _named("call_tool", stop))
+    assert [t["name"] for t in listed["tools"]] == ["search_tools", "call_tool"]
+    assert listed["resultType"] == "complete"
+    assert found["structuredContent"]["tools"][0]["name"] == "ev_echo"
+    assert found["content"][0]["text"].startswith("Found: ev_echo")
+    assert called["content"][0]["text"] == "Echo: hi" and called["resultType"] == "complete"
+    assert denied["isError"] and denied["structuredContent"]["code"] == "policy_denied"
+
+
+def _named(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"name": name, "arguments": arguments}
+
+
+def _modern(http: httpx.Client, url: str, method: str, params: dict[str, Any]) -> Any:
+    """One stateless 2026-07-28 request's result."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": method,
+        **({"mcp-name": params["name"]} if "name" in params else {}),
+    }
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    return http.post(url, json=body, headers=headers).json()["result"]

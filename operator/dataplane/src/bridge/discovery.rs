@@ -218,7 +218,9 @@ pub fn search_result(listing: &[Value], arguments: Option<&Value>) -> Value {
     let query = arguments.and_then(|a| a.get("query")).and_then(Value::as_str);
     let limit = match arguments.and_then(|a| a.get("limit")) {
         None => Some(DEFAULT_HITS),
-        // An integer however large (a bigger one asks for the most).
+        // An integer however large (a bigger one asks for the most); a boolean is 1 or 0
+        // (the Python bridge's `int`).
+        Some(Value::Bool(one)) => Some(i64::from(*one)),
         Some(limit) => limit.as_i64().or_else(|| limit.as_u64().map(|_| i64::MAX)),
     };
     let (Some(query), Some(limit)) = (query.filter(|q| !q.trim().is_empty()), limit) else {
@@ -299,6 +301,8 @@ mod tests {
         assert_eq!(search(&many, "echo", -4).len(), 1);
         let huge = search_result(&many, Some(&json!({"query": "echo", "limit": u64::MAX})));
         assert_eq!(huge["structuredContent"]["tools"].as_array().unwrap().len(), 20);
+        let one = search_result(&many, Some(&json!({"query": "echo", "limit": true})));
+        assert_eq!(one["structuredContent"]["tools"].as_array().unwrap().len(), 1);
         let default = search_result(&many, Some(&json!({"query": "echo"})));
         assert_eq!(default["structuredContent"]["tools"].as_array().unwrap().len(), 5);
     }
