@@ -277,10 +277,7 @@ fn problems(config: &BridgeConfig) -> Vec<String> {
     if !config.listen.path.starts_with('/') {
         problems.push("listen.path: must start with /".to_owned());
     }
-    if config.discovery == "search" {
-        // Refused rather than served as `full`: the run's owner chose what the agent sees.
-        problems.push("discovery: search is not served by this bridge yet".to_owned());
-    } else if config.discovery != "full" {
+    if config.discovery != "full" && config.discovery != "search" {
         problems.push("discovery: must be full or search".to_owned());
     }
     if let Some(approval) = &config.approval {
@@ -416,10 +413,12 @@ mod tests {
         let prefix = format!("{MINIMAL}servers:\n- {{name: a, namespace: d, url: 'http://x/', prefix: A}}\n");
         assert!(parse(&prefix, "f").unwrap_err().contains("servers[0].prefix"));
         let search = format!("{MINIMAL}discovery: search\n");
+        assert_eq!(parse(&search, "f").unwrap().discovery, "search");
+        let other = format!("{MINIMAL}discovery: some\n");
         assert!(
-            parse(&search, "f")
+            parse(&other, "f")
                 .unwrap_err()
-                .contains("discovery: search is not served")
+                .contains("discovery: must be full or search")
         );
     }
 }

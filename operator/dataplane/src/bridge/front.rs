@@ -303,10 +303,7 @@ impl Front {
     /// A request's reply (the same in both eras before shaping) and whether it was audited.
     async fn dispatch(&self, method: &str, message: &Value, id: &Value) -> (Value, bool) {
         match method {
-            "tools/list" => {
-                let tools = self.core.catalog().tools();
-                (jsonrpc::result_response(id, json!({"tools": tools})), false)
-            }
+            "tools/list" => (jsonrpc::result_response(id, self.core.listing()), false),
             "tools/call" => {
                 let params = message.get("params").and_then(Value::as_object);
                 let Some(params) = params.filter(|p| p.get("name").is_some_and(Value::is_string)) else {

@@ -30,6 +30,7 @@
 //! - `core`     the running state of one configuration: servers, catalogs, sessions
 //! - `slot`     one configured server: its session, its last listings, its followers
 //! - `reload`   the configuration file watched, and a new one applied without a restart
+//! - `discovery` `discovery: search`: the two tools listed, the search, a call by name routed
 //! - `pipeline` a tools/call: validate, call, structured errors, audit line
 //! - `ratelimit` the rate limits: a token bucket per limit and tool (`rate_limited`)
 //! - `breaker`  the circuit breaker of one server (`circuit_open`)
@@ -59,6 +60,7 @@ pub mod catalog;
 pub mod config;
 pub mod core;
 pub mod cursor;
+pub mod discovery;
 pub mod egress;
 pub mod errors;
 pub mod front;

@@ -36,6 +36,16 @@ impl Core {
     /// One `tools/call` (params an object, its name a string): always a `CallToolResult`.
     /// `relay`: the agent's call, when what its server says about it may reach the agent.
     pub async fn call(&self, params: &Map<String, Value>, relay: Option<&Arc<Relay>>) -> Value {
+        // In `search` discovery: the bridge's own search answered, a call by name routed.
+        let by_name;
+        let params = match self.route(params) {
+            super::discovery::Route::Answer(result) => return result,
+            super::discovery::Route::Call(call) => {
+                by_name = call;
+                &by_name
+            }
+            super::discovery::Route::Direct => params,
+        };
         let started = Instant::now();
         let arrived = time::OffsetDateTime::now_utc();
         let name = params.get("name").and_then(Value::as_str).unwrap_or_default();
