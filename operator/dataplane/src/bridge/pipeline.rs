@@ -293,6 +293,9 @@ impl Core {
                     .with("rpcCode", json!(code)))
             }
             Err(Failure::Misconfigured(why)) => Err(misconfigured(&key, &scrub(&why))),
+            Err(Failure::Unauthorized { insufficient_scope, why }) => {
+                Err(unauthorized(&key, insufficient_scope, &scrub(&why)))
+            }
             Err(Failure::Cancelled) => Err(cancelled(&key, exposed)),
             Err(Failure::Timeout) => Err(ToolError::new(
                 "timeout",
@@ -333,7 +336,11 @@ impl Core {
 fn reached_no_one(failure: &Failure) -> bool {
     !matches!(
         failure,
-        Failure::Rpc { .. } | Failure::Misconfigured(_) | Failure::Cancelled | Failure::Timeout
+        Failure::Rpc { .. }
+            | Failure::Misconfigured(_)
+            | Failure::Unauthorized { .. }
+            | Failure::Cancelled
+            | Failure::Timeout
     )
 }
 
@@ -358,6 +365,27 @@ fn misconfigured(key: &str, reason: &str) -> ToolError {
     .with("server", json!(key))
     .with("attempts", json!(0))
     .with("misconfigured", json!(true))
+}
+
+/// The error of a call no OAuth token could be had for (`bridge/unauthorized.py`'s words).
+fn unauthorized(key: &str, insufficient_scope: bool, reason: &str) -> ToolError {
+    let reason = cut(reason, MAX_UPSTREAM_MESSAGE);
+    let error = if insufficient_scope {
+        ToolError::new(
+            "insufficient_scope",
+            format!(
+                "Server {key} was not called: {reason}. The platform must grant the scopes its MCPServer's spec.auth asks for; calling again will not help."
+            ),
+        )
+    } else {
+        ToolError::new(
+            "upstream_unauthorized",
+            format!(
+                "Server {key} was not called: no token could be had ({reason}). Calling again will not help until the MCPServer's spec.auth or the authorization server's grant is fixed. Tools of other servers keep working."
+            ),
+        )
+    };
+    error.with("server", json!(key))
 }
 
 fn cut(text: &str, limit: usize) -> String {
