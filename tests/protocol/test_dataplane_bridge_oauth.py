@@ -5,9 +5,10 @@ Each test runs against both bridges (``tests.support.dataplane.use_bridge``), wi
 (``tests.support.oauth_peers``): a client-credentials token obtained once and reused, the
 run's own token exchanged (subject and actor as the server sees them), a token the server
 refuses replaced once, and a server whose credentials cannot be had failing alone, the
-secret and the tokens in no log line. The home module's own bridge tests also check
-``upstreamSubject`` / ``upstreamActor`` audit fields, which the compiled bridge does not
-write yet; these tests assert the rest of their observable behaviour.
+secret and the tokens in no log line. The home module's own bridge tests (a cached
+client-credentials token, an exchanged token with ``upstreamSubject`` / ``upstreamActor``
+audited) run here again against the compiled bridge; its refusal-mapping test reads the
+Python pool's internals and is covered by ``test_a_server_whose_token_cannot_be_had...``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from tests.protocol.test_oauth import (
     peers,
     subject_key,
     subject_token,
+    test_the_bridge_calls_with_a_cached_client_credentials_token,
+    test_the_bridge_exchanges_the_runs_own_token_and_audits_subject_and_actor,
 )
 from tests.support import dataplane, needs
 from tests.support.bridge_run import run_bridge, server_entry
@@ -35,7 +38,25 @@ from tests.support.oauth_peers import OAuthPeers
 
 pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
 
-__all__ = ["peers", "subject_key"]
+# The fixtures and the home tests that run here again (pytest collects them).
+__all__ = [
+    "peers",
+    "subject_key",
+    "test_the_bridge_calls_with_a_cached_client_credentials_token",
+    "test_the_bridge_exchanges_the_runs_own_token_and_audits_subject_and_actor",
+]
+
+
+@pytest.fixture(autouse=True)
+def compiled_for_home_tests(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The home module's tests imported here start the compiled bridge; this module's own
+    tests choose theirs with ``which``."""
+    if "which" in request.fixturenames:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        dataplane.use_bridge(patch, "compiled")
+        yield
 
 
 @pytest.fixture(params=["python", "compiled"])

@@ -139,6 +139,11 @@ impl Core {
             arguments: Some(hashed),
             pii: Some(&pii),
             policy,
+            upstream: entry
+                .as_ref()
+                .and_then(|e| self.upstreams[e.server].as_ref())
+                .map(|u| u.upstream_subject_and_actor())
+                .unwrap_or_default(),
         });
         result
     }
@@ -160,6 +165,7 @@ impl Core {
             arguments: None,
             pii: None,
             policy: None,
+            upstream: Default::default(),
         });
     }
 

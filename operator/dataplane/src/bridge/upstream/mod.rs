@@ -157,6 +157,14 @@ impl Upstream {
         })
     }
 
+    /// Whom the OAuth token in use names as its subject and actor (none without `auth`).
+    pub fn upstream_subject_and_actor(&self) -> (Option<String>, Option<String>) {
+        self.oauth
+            .as_ref()
+            .map(OAuth::subject_and_actor)
+            .unwrap_or_default()
+    }
+
     pub async fn negotiated(&self) -> Option<Negotiated> {
         self.state.lock().await.clone()
     }

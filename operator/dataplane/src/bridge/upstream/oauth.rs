@@ -105,6 +105,8 @@ type Form = Vec<(&'static str, String)>;
 
 struct Token {
     value: String,
+    /// The token's `sub` and `act.sub` claims when it is a JWT (for the audit; unverified).
+    claims: (Option<String>, Option<String>),
     refresh_at: Instant,
     masks: Scrubber,
 }
@@ -221,6 +223,13 @@ impl OAuth {
         if token.as_ref().is_some_and(|t| t.value == sent) {
             *token = None;
         }
+    }
+
+    /// Whom the token in use names as its subject and actor (`sub`, `act.sub`), for the
+    /// audit's `upstreamSubject` / `upstreamActor`.
+    pub fn subject_and_actor(&self) -> (Option<String>, Option<String>) {
+        let token = self.token.lock().expect("not poisoned");
+        token.as_ref().map(|t| t.claims.clone()).unwrap_or_default()
     }
 
     /// `value` with the token in use masked (a server may echo it).
@@ -379,9 +388,35 @@ fn token_from(response: &Value, shown: &str) -> Result<Token, Failure> {
     let margin = MAX_REFRESH_MARGIN_SECONDS.min(lifetime / 10.0);
     Ok(Token {
         value: value.to_owned(),
+        claims: jwt_subject_and_actor(value),
         refresh_at: Instant::now() + Duration::from_secs_f64(lifetime - margin),
         masks: Scrubber::new([value, format!("Bearer {value}").as_str()]),
     })
+}
+
+/// The `sub` and `act.sub` claims of a JWT, unverified (the server verifies the token);
+/// none for a token that is not a JWT.
+fn jwt_subject_and_actor(token: &str) -> (Option<String>, Option<String>) {
+    let claims = token
+        .split('.')
+        .nth(1)
+        .filter(|_| token.split('.').count() == 3)
+        .and_then(|payload| {
+            base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(payload.trim_end_matches('='))
+                .ok()
+        })
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .unwrap_or_default();
+    let claim = |value: Option<&Value>| {
+        value
+            .and_then(Value::as_str)
+            .map(|s| s.chars().take(256).collect::<String>())
+    };
+    (
+        claim(claims.get("sub")),
+        claim(claims.get("act").and_then(|a| a.get("sub"))),
+    )
 }
 
 /// The client secret `auth` names (read now), for the scrubber.

@@ -294,3 +294,13 @@ fn the_client_secret_is_a_value_to_mask_and_urls_are_shown_without_userinfo() {
         "https://as.example:8443/token"
     );
 }
+
+#[test]
+fn a_jwt_names_its_subject_and_actor_for_the_audit() {
+    let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(json!({"sub": "system:serviceaccount:a:b", "act": {"sub": "exchanger"}}).to_string());
+    let (subject, actor) = jwt_subject_and_actor(&format!("eyJhbGciOiJub25lIn0.{payload}.sig"));
+    assert_eq!(subject.as_deref(), Some("system:serviceaccount:a:b"));
+    assert_eq!(actor.as_deref(), Some("exchanger"));
+    assert_eq!(jwt_subject_and_actor("opaque-token"), (None, None));
+}
