@@ -48,9 +48,9 @@ __all__ = [
 
 
 @pytest.fixture(autouse=True)
-def compiled_for_home_tests(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The home module's tests imported here start the compiled bridge; this module's own
-    tests choose theirs with ``which``."""
+def compiled_unless_chosen(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The compiled bridge, unless a test chooses its bridge with ``which`` (the home
+    module's tests imported here run against the binary)."""
     if "which" in request.fixturenames:
         yield
         return
@@ -176,3 +176,28 @@ def test_the_compiled_bridge_is_the_one_tested(which: str) -> None:
     from tests.support import bridge_run
 
     assert (str(dataplane.BINARY) in bridge_run.PROGRAM) == (which == "compiled")
+
+
+async def test_bad_oauth_settings_fail_only_their_server_with_the_field_named(
+    peers: OAuthPeers, tmp_path: Path
+) -> None:
+    """The compiled bridge reads ``auth`` per server: settings it cannot use fail that one
+    server, named by field and never by value (the Python bridge refuses the whole
+    configuration at load, so this test is the compiled bridge's alone)."""
+    (tmp_path / "good").write_text(SECRET)
+    relative = _client_credentials(peers, Path("relative/s3cret-path"))
+    both = {**relative, "tokenExchange": {"tokenURL": peers.token_url, "resource": peers.mcp_url}}
+    servers = [
+        server_entry("relative", peers.mcp_url, auth=relative),
+        server_entry("both", peers.mcp_url, auth=both),
+        _auth_entry(peers, _client_credentials(peers, tmp_path / "good")),
+    ]
+    with run_bridge(servers) as bridge:
+        async with Client(bridge.url, mode="auto") as client:  # type: ignore[arg-type]
+            listed = await client.list_tools()
+            assert _text(await client.call_tool("secure_echo", {"text": "ok"})) == "ok"
+        output = bridge.log()
+    assert {tool.name for tool in listed.tools} == {"secure_whoami", "secure_echo"}
+    assert "default/relative: auth.oauth2ClientCredentials.clientSecretFile" in output, output
+    assert "default/both: auth: exactly one of" in output, output
+    assert "s3cret-path" not in output and SECRET not in output
