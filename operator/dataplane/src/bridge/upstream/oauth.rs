@@ -265,13 +265,19 @@ impl OAuth {
         self.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let exchange = async {
             let response = client.request(request).await.map_err(|e| {
-                let why = format!(
-                    "{e}: {}",
-                    std::error::Error::source(&e)
-                        .map(|s| s.to_string())
-                        .unwrap_or_default()
-                );
-                Failure::Unavailable(format!("could not connect to the token endpoint {shown}: {why}"))
+                let mut why = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(cause) = source {
+                    why = format!("{why}: {cause}");
+                    source = cause.source();
+                }
+                match why.find("refused to connect") {
+                    Some(at) => refused(false, format!(
+                        "the token endpoint {shown} was not contacted: {} (the egress policy; see docs/security.md)",
+                        &why[at..]
+                    )),
+                    None => Failure::Unavailable(format!("could not connect to the token endpoint {shown}: {why}")),
+                }
             })?;
             let status = response.status().as_u16();
             let body = Limited::new(response.into_body(), MAX_TOKEN_RESPONSE_BYTES)

@@ -304,3 +304,17 @@ fn a_jwt_names_its_subject_and_actor_for_the_audit() {
     assert_eq!(actor.as_deref(), Some("exchanger"));
     assert_eq!(jwt_subject_and_actor("opaque-token"), (None, None));
 }
+
+#[tokio::test]
+async fn a_token_url_the_egress_guard_refuses_is_never_contacted() {
+    let dir = temp();
+    let oauth = OAuth::new(&cc("http://169.254.169.254/token", &secret_file(&dir, "s", "x"))).unwrap();
+    let failure = oauth.bearer(&http_client()).await.err().unwrap();
+    let Failure::Unauthorized { why, .. } = failure else {
+        panic!("{failure:?}")
+    };
+    let words = "the token endpoint http://169.254.169.254/token was not contacted: \
+                 refused to connect to 169.254.169.254 is a cloud metadata address";
+    assert!(why.starts_with(words), "{why}");
+    assert_eq!(oauth.current(), None);
+}
