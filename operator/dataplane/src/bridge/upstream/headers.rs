@@ -1,7 +1,8 @@
 //! The headers a server is sent beyond the protocol's own: its configured headers and
-//! `tokenFile` read now (the kubelet rotates them) or the OAuth token (`oauth`), never over the protocol's headers; why a
-//! server cannot be called as configured; the values the scrubber masks; and the SDK's
-//! encoding of a header value (`Mcp-Name`).
+//! `tokenFile` read now (the kubelet rotates them) or its OAuth token (`oauth`), never over
+//! the protocol's headers; why a server cannot be called as configured; the values the
+//! scrubber masks (the OAuth client secret too); and the SDK's encoding of a header value
+//! (`Mcp-Name`).
 
 use base64::Engine;
 use hyper::header::{HeaderName, HeaderValue};

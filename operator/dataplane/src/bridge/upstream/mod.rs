@@ -11,10 +11,10 @@
 //! again, listings, the changes stream, its end); `negotiate` the era; `wire` one message
 //! sent and its answer read; `headers` the configured headers, their problems and secrets;
 //! `tls` the client's HTTPS, verified against the system's CA certificates; `guard` the
-//! egress guard under every connection; `oauth` the OAuth token a server is sent
-//! (`auth`, typed in `oauth_config`), a 401 answered with one new token and one more try; `legacy_sse` a
-//! server of the legacy HTTP+SSE transport (`transport: sse`), `legacy_routing` its endpoint
-//! and its events.
+//! egress guard under every connection; `oauth` the OAuth token a server is sent (`auth`,
+//! typed in `oauth_config`), a 401 answered with one new token and one more try;
+//! `legacy_sse` a server of the legacy HTTP+SSE transport (`transport: sse`),
+//! `legacy_routing` its endpoint and its events.
 
 mod guard;
 mod headers;
