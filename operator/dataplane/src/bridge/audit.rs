@@ -84,6 +84,8 @@ pub struct Record<'a> {
     pub pii: Option<&'a super::pii::hook::Findings>,
     /// What the authorization rules decided (`{rule, action}`), none when no rule decided.
     pub policy: Option<Value>,
+    /// Whom the server's OAuth token names as its subject and actor (`sub`, `act.sub`).
+    pub upstream: (Option<String>, Option<String>),
 }
 
 impl Record<'_> {
@@ -116,6 +118,12 @@ impl Record<'_> {
         record.insert("pii".into(), pii);
         if let Some(policy) = &self.policy {
             record.insert("policy".into(), policy.clone());
+        }
+        if let Some(subject) = &self.upstream.0 {
+            record.insert("upstreamSubject".into(), json!(subject));
+        }
+        if let Some(actor) = &self.upstream.1 {
+            record.insert("upstreamActor".into(), json!(actor));
         }
         if self.tool.is_none()
             && let Some(sent) = &self.sent_name
@@ -197,6 +205,7 @@ mod tests {
             arguments,
             pii: None,
             policy: None,
+            upstream: Default::default(),
         }
     }
 

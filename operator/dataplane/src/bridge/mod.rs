@@ -14,8 +14,9 @@
 //! - `upstream` one server's MCP client session, both eras, over the keep-alive client
 //!   (`upstream/`: `negotiate` the era, `wire` one message and its answer, `headers` the
 //!   configured headers, their problems and the values to mask, `tls` HTTPS verified
-//!   against the system's CA certificates, `guard` the egress guard at every connect, `legacy_sse` the legacy HTTP+SSE transport and
-//!   `legacy_routing` its endpoint and events)
+//!   against the system's CA certificates, `guard` the egress guard at every connect,
+//!   `oauth` the OAuth token sent (`auth`, typed in `oauth_config`), `legacy_sse` the legacy
+//!   HTTP+SSE transport and `legacy_routing` its endpoint and events)
 //! - `sse`      Server-Sent Events read off a server's answer
 //! - `scrub`    masking the header values in use in what servers echo
 //! - `catalog`  exposed name → server, original name, tool, compiled schema

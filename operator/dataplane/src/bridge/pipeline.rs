@@ -149,6 +149,11 @@ impl Core {
             arguments: Some(hashed),
             pii: Some(&pii),
             policy,
+            upstream: entry
+                .as_ref()
+                .and_then(|e| self.upstreams[e.server].as_ref())
+                .map(|u| u.upstream_subject_and_actor())
+                .unwrap_or_default(),
         });
         result
     }
@@ -170,6 +175,7 @@ impl Core {
             arguments: None,
             pii: None,
             policy: None,
+            upstream: Default::default(),
         });
     }
 
@@ -303,6 +309,9 @@ impl Core {
                     .with("rpcCode", json!(code)))
             }
             Err(Failure::Misconfigured(why)) => Err(misconfigured(&key, &scrub(&why))),
+            Err(Failure::Unauthorized { insufficient_scope, why }) => {
+                Err(unauthorized(&key, insufficient_scope, &scrub(&why)))
+            }
             Err(Failure::Cancelled) => Err(cancelled(&key, exposed)),
             Err(Failure::Timeout) => Err(ToolError::new(
                 "timeout",
@@ -343,7 +352,11 @@ impl Core {
 fn reached_no_one(failure: &Failure) -> bool {
     !matches!(
         failure,
-        Failure::Rpc { .. } | Failure::Misconfigured(_) | Failure::Cancelled | Failure::Timeout
+        Failure::Rpc { .. }
+            | Failure::Misconfigured(_)
+            | Failure::Unauthorized { .. }
+            | Failure::Cancelled
+            | Failure::Timeout
     )
 }
 
@@ -368,6 +381,27 @@ fn misconfigured(key: &str, reason: &str) -> ToolError {
     .with("server", json!(key))
     .with("attempts", json!(0))
     .with("misconfigured", json!(true))
+}
+
+/// The error of a call no OAuth token could be had for (`bridge/unauthorized.py`'s words).
+fn unauthorized(key: &str, insufficient_scope: bool, reason: &str) -> ToolError {
+    let reason = cut(reason, MAX_UPSTREAM_MESSAGE);
+    let error = if insufficient_scope {
+        ToolError::new(
+            "insufficient_scope",
+            format!(
+                "Server {key} was not called: {reason}. The platform must grant the scopes its MCPServer's spec.auth asks for; calling again will not help."
+            ),
+        )
+    } else {
+        ToolError::new(
+            "upstream_unauthorized",
+            format!(
+                "Server {key} was not called: no token could be had ({reason}). Calling again will not help until the MCPServer's spec.auth or the authorization server's grant is fixed. Tools of other servers keep working."
+            ),
+        )
+    };
+    error.with("server", json!(key))
 }
 
 fn cut(text: &str, limit: usize) -> String {

@@ -148,7 +148,7 @@ where
         let now = Instant::now();
         match &failure {
             Failure::Cancelled => claim.settle(CircuitBreaker::release),
-            Failure::Misconfigured(_) => {
+            Failure::Misconfigured(_) | Failure::Unauthorized { .. } => {
                 claim.settle(CircuitBreaker::release);
                 attempts -= 1; // nothing was sent
             }

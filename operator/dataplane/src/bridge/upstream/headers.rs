@@ -1,7 +1,8 @@
 //! The headers a server is sent beyond the protocol's own: its configured headers and
-//! `tokenFile` read now (the kubelet rotates them), never over the protocol's headers; why a
-//! server cannot be called as configured; the values the scrubber masks; and the SDK's
-//! encoding of a header value (`Mcp-Name`).
+//! `tokenFile` read now (the kubelet rotates them) or its OAuth token (`oauth`), never over
+//! the protocol's headers; why a server cannot be called as configured; the values the
+//! scrubber masks (the OAuth client secret too); and the SDK's encoding of a header value
+//! (`Mcp-Name`).
 
 use base64::Engine;
 use hyper::header::{HeaderName, HeaderValue};
@@ -70,7 +71,13 @@ impl Upstream {
             named_authorization |= lower == "authorization";
             out.push((name, value));
         }
-        if let Some(file) = &self.server.token_file
+        if let Some(token) = self.oauth.as_ref().and_then(|o| o.current())
+            && !named_authorization
+        {
+            let value = HeaderValue::from_str(&format!("Bearer {token}"))
+                .map_err(|_| Failure::Misconfigured("the OAuth token is not a header value".to_owned()))?;
+            out.push((hyper::header::AUTHORIZATION, value));
+        } else if let Some(file) = &self.server.token_file
             && !named_authorization
         {
             let token = std::fs::read_to_string(file).unwrap_or_default();
@@ -163,6 +170,7 @@ pub fn secret_values(server: &Server) -> Vec<String> {
     {
         values.push(format!("Bearer {}", token.trim()));
     }
+    values.extend(server.auth.iter().flat_map(super::oauth::secret_values));
     values
 }
 

@@ -11,15 +11,18 @@
 //! again, listings, the changes stream, its end); `negotiate` the era; `wire` one message
 //! sent and its answer read; `headers` the configured headers, their problems and secrets;
 //! `tls` the client's HTTPS, verified against the system's CA certificates; `guard` the
-//! egress guard under every connection; `legacy_sse` a
-//! server of the legacy HTTP+SSE transport (`transport: sse`), `legacy_routing` its endpoint
-//! and its events.
+//! egress guard under every connection; `oauth` the OAuth token a server is sent (`auth`,
+//! typed in `oauth_config`), a 401 answered with one new token and one more try;
+//! `legacy_sse` a server of the legacy HTTP+SSE transport (`transport: sse`),
+//! `legacy_routing` its endpoint and its events.
 
 mod guard;
 mod headers;
 mod legacy_routing;
 mod legacy_sse;
 mod negotiate;
+mod oauth;
+mod oauth_config;
 mod tls;
 mod wire;
 
@@ -40,6 +43,7 @@ use super::config::Server;
 use super::relay::Relay;
 
 pub use headers::{header_problem, secret_values};
+pub use oauth::OAuth;
 
 pub type HttpClient = Client<tls::Connector, Full<Bytes>>;
 
@@ -83,12 +87,16 @@ pub enum Failure {
     Misconfigured(String),
     /// The agent cancelled the call (`relay`): the server was told, nobody waits for it.
     Cancelled,
+    /// No OAuth token could be had (`oauth`): the token endpoint refused the client, the
+    /// subject or (`insufficient_scope`) the scopes; nothing was sent to the server.
+    Unauthorized { insufficient_scope: bool, why: String },
 }
 
 impl Failure {
     pub fn describe(&self) -> String {
         match self {
             Failure::Unavailable(why) | Failure::Misconfigured(why) | Failure::Protocol(why) => why.clone(),
+            Failure::Unauthorized { why, .. } => why.clone(),
             Failure::Rpc { code, message, .. } => format!("JSON-RPC error {code}: {message}"),
             Failure::Status(status, why) => format!("HTTP {status}: {why}"),
             Failure::Timeout => "no answer in time".to_owned(),
@@ -113,6 +121,8 @@ pub struct Upstream {
     pub server: Server,
     pub(super) client: HttpClient,
     pub(super) uri: hyper::Uri,
+    /// The server's OAuth credentials (`auth`), whose token every request carries.
+    pub(super) oauth: Option<OAuth>,
     state: Mutex<Option<Negotiated>>,
     ids: AtomicU64,
     /// The event stream of a server of the legacy HTTP+SSE transport (`legacy_sse`).
@@ -129,9 +139,7 @@ impl Upstream {
         if !matches!(uri.scheme_str(), Some("http" | "https")) {
             return Err("url: only http:// and https:// servers are reached by this bridge".to_owned());
         }
-        if server.auth.is_some() {
-            return Err("auth: OAuth credentials are not presented by this bridge yet".to_owned());
-        }
+        let oauth = server.auth.as_ref().map(OAuth::new).transpose()?;
         if server.transport != "streamable-http" && server.transport != "sse" {
             return Err(format!(
                 "transport {} is not served by this bridge yet",
@@ -142,10 +150,19 @@ impl Upstream {
             server,
             client,
             uri,
+            oauth,
             state: Mutex::new(None),
             ids: AtomicU64::new(1),
             sse: std::sync::Mutex::new(None),
         })
+    }
+
+    /// Whom the OAuth token in use names as its subject and actor (none without `auth`).
+    pub fn upstream_subject_and_actor(&self) -> (Option<String>, Option<String>) {
+        self.oauth
+            .as_ref()
+            .map(OAuth::subject_and_actor)
+            .unwrap_or_default()
     }
 
     pub async fn negotiated(&self) -> Option<Negotiated> {
@@ -191,6 +208,39 @@ impl Upstream {
     /// One request in the negotiated era, with no deadline of its own; a lost legacy
     /// session is established again once.
     pub(super) async fn once(
+        &self,
+        method: &str,
+        params: Map<String, Value>,
+        relay: Option<&Arc<Relay>>,
+    ) -> Result<Value, Failure> {
+        let Some(oauth) = &self.oauth else {
+            return self.session_once(method, params, relay).await;
+        };
+        let sent = oauth.bearer(&self.client).await?;
+        let answer = match self.session_once(method, params.clone(), relay).await {
+            Err(Failure::Status(401, _)) => {
+                oauth.rejected(&sent); // one new token, one more try
+                oauth.bearer(&self.client).await?;
+                self.session_once(method, params, relay).await
+            }
+            other => other,
+        };
+        match answer {
+            Ok(result) => Ok(oauth.mask(result)),
+            Err(Failure::Status(status, why)) => Err(Failure::Status(status, oauth.mask_text(&why))),
+            Err(Failure::Unavailable(why)) => Err(Failure::Unavailable(oauth.mask_text(&why))),
+            Err(Failure::Protocol(why)) => Err(Failure::Protocol(oauth.mask_text(&why))),
+            Err(Failure::Rpc { code, message, data }) => Err(Failure::Rpc {
+                code,
+                message: oauth.mask_text(&message),
+                data: data.map(|d| oauth.mask(d)),
+            }),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// One request in the negotiated era; a lost legacy session is established again once.
+    async fn session_once(
         &self,
         method: &str,
         params: Map<String, Value>,
@@ -254,6 +304,9 @@ impl Upstream {
     /// `promptsListChanged` when it has prompts); None when the server declared no list
     /// changes or refused the stream.
     pub async fn open_changes(&self) -> Result<Option<Incoming>, Failure> {
+        if let Some(oauth) = &self.oauth {
+            oauth.bearer(&self.client).await?;
+        }
         let negotiated = self.connect().await?;
         if !negotiated.list_changed {
             return Ok(None);

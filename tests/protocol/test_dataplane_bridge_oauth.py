@@ -1,0 +1,203 @@
+"""The compiled bridge presents OAuth credentials to its servers as the Python bridge does.
+
+Each test runs against both bridges (``tests.support.dataplane.use_bridge``), with
+``tests/protocol/test_oauth.py``'s authorization server and protected MCP server
+(``tests.support.oauth_peers``): a client-credentials token obtained once and reused, the
+run's own token exchanged (subject and actor as the server sees them), a token the server
+refuses replaced once, and a server whose credentials cannot be had failing alone, the
+secret and the tokens in no log line. The home module's own bridge tests (a cached
+client-credentials token, an exchanged token with ``upstreamSubject`` / ``upstreamActor``
+audited) run here again against the compiled bridge; its refusal-mapping test reads the
+Python pool's internals and is covered by ``test_a_server_whose_token_cannot_be_had...``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp.client import Client
+
+from tests.protocol.test_oauth import (
+    SECRET,
+    SUBJECT,
+    _auth_entry,
+    _text,
+    peers,
+    subject_key,
+    subject_token,
+    test_the_bridge_calls_with_a_cached_client_credentials_token,
+    test_the_bridge_exchanges_the_runs_own_token_and_audits_subject_and_actor,
+)
+from tests.support import dataplane, needs
+from tests.support.bridge_run import run_bridge, server_entry
+from tests.support.oauth_peers import OAuthPeers
+
+pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+
+# The fixtures and the home tests that run here again (pytest collects them).
+__all__ = [
+    "peers",
+    "subject_key",
+    "test_the_bridge_calls_with_a_cached_client_credentials_token",
+    "test_the_bridge_exchanges_the_runs_own_token_and_audits_subject_and_actor",
+]
+
+
+@pytest.fixture(autouse=True)
+def compiled_unless_chosen(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The compiled bridge, unless a test chooses its bridge with ``which`` (the home
+    module's tests imported here run against the binary)."""
+    if "which" in request.fixturenames:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        dataplane.use_bridge(patch, "compiled")
+        yield
+
+
+@pytest.fixture(params=["python", "compiled"])
+def which(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Each test once with each bridge."""
+    with pytest.MonkeyPatch.context() as patch:
+        dataplane.use_bridge(patch, request.param)
+        yield request.param
+
+
+def _client_credentials(peers: OAuthPeers, secret: Path, **extra: Any) -> dict[str, Any]:
+    return {
+        "oauth2ClientCredentials": {
+            "tokenURL": peers.token_url,
+            "clientID": "bridge",
+            "clientSecretFile": str(secret),
+            "scopes": ["mcp:tools"],
+            "resource": peers.mcp_url,
+            **extra,
+        }
+    }
+
+
+async def test_a_client_credentials_token_is_obtained_once_and_reused(
+    which: str, peers: OAuthPeers, tmp_path: Path
+) -> None:
+    secret = tmp_path / "client-secret"
+    secret.write_text(SECRET + "\n")
+    before = peers.stats()["client_credentials"]
+    with run_bridge([_auth_entry(peers, _client_credentials(peers, secret))]) as bridge:
+        async with Client(bridge.url, mode="auto") as client:  # type: ignore[arg-type]
+            listed = await client.list_tools()
+            who = json.loads(_text(await client.call_tool("secure_whoami", {})))
+            for i in range(20):
+                assert _text(await client.call_tool("secure_echo", {"text": str(i)})) == str(i)
+        output = bridge.log()
+    assert {tool.name for tool in listed.tools} == {"secure_whoami", "secure_echo"}
+    assert who["subject"] == "bridge" and who["scopes"] == ["mcp:tools"]
+    assert peers.stats()["client_credentials"] - before == 1  # a listing and 21 calls: 1 token
+    assert SECRET not in output and "eyJ" not in output  # neither the secret nor a token
+
+
+async def test_the_runs_own_token_is_exchanged_for_the_servers(
+    which: str, peers: OAuthPeers, subject_key: tuple[Any, Path], tmp_path: Path
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(subject_token(subject_key[0]))
+    secret = tmp_path / "client-secret"
+    secret.write_text(SECRET)
+    auth = {
+        "tokenExchange": {
+            "tokenURL": peers.token_url,
+            "subjectTokenFile": str(token_file),
+            "clientID": "exchanger",
+            "clientSecretFile": str(secret),
+            "scopes": ["mcp:tools"],
+            "resource": peers.mcp_url,
+        }
+    }
+    before = peers.stats()["token_exchange"]
+    with run_bridge([_auth_entry(peers, auth)]) as bridge:
+        async with Client(bridge.url, mode="auto") as client:  # type: ignore[arg-type]
+            who = json.loads(_text(await client.call_tool("secure_whoami", {})))
+        output = bridge.log()
+    assert who == {
+        "subject": SUBJECT,
+        "actor": "exchanger",
+        "client": "exchanger",
+        "scopes": ["mcp:tools"],
+    }
+    assert peers.stats()["token_exchange"] - before == 1
+    assert token_file.read_text() not in output and SECRET not in output
+
+
+async def test_a_token_the_server_no_longer_accepts_is_replaced_once(
+    which: str, peers: OAuthPeers, tmp_path: Path
+) -> None:
+    secret = tmp_path / "client-secret"
+    secret.write_text(SECRET)
+    with run_bridge([_auth_entry(peers, _client_credentials(peers, secret))]) as bridge:
+        async with Client(bridge.url, mode="auto") as client:  # type: ignore[arg-type]
+            assert _text(await client.call_tool("secure_echo", {"text": "a"})) == "a"
+            before = peers.stats()["client_credentials"]
+            peers.rotate_keys()  # every token issued so far stops verifying: 401
+            assert _text(await client.call_tool("secure_echo", {"text": "b"})) == "b"
+        output = bridge.log()
+    assert peers.stats()["client_credentials"] - before == 1
+    assert SECRET not in output and "eyJ" not in output
+
+
+async def test_a_server_whose_token_cannot_be_had_fails_alone_in_words_without_secrets(
+    which: str, peers: OAuthPeers, tmp_path: Path
+) -> None:
+    wrong = tmp_path / "wrong-secret"
+    wrong.write_text("not-the-Client-s3cret-value")
+    missing = tmp_path / "absent"
+    servers = [
+        server_entry("refused", peers.mcp_url, auth=_client_credentials(peers, wrong)),
+        server_entry("unread", peers.mcp_url, auth=_client_credentials(peers, missing)),
+        _auth_entry(peers, _client_credentials(peers, tmp_path / "good")),
+    ]
+    (tmp_path / "good").write_text(SECRET)
+    with run_bridge(servers) as bridge:
+        async with Client(bridge.url, mode="auto") as client:  # type: ignore[arg-type]
+            listed = await client.list_tools()
+            assert _text(await client.call_tool("secure_echo", {"text": "ok"})) == "ok"
+        output = bridge.log()
+    assert {tool.name for tool in listed.tools} == {"secure_whoami", "secure_echo"}
+    assert "not-the-Client-s3cret-value" not in output and SECRET not in output
+    assert "eyJ" not in output
+    assert "(invalid_client)" in output, output  # the token endpoint's refusal, named
+    assert str(missing) in output, output  # the unreadable secret file, named
+
+
+def test_the_compiled_bridge_is_the_one_tested(which: str) -> None:
+    """Guard: the ``compiled`` parameter really starts the binary."""
+    from tests.support import bridge_run
+
+    assert (str(dataplane.BINARY) in bridge_run.PROGRAM) == (which == "compiled")
+
+
+async def test_bad_oauth_settings_fail_only_their_server_with_the_field_named(
+    peers: OAuthPeers, tmp_path: Path
+) -> None:
+    """The compiled bridge reads ``auth`` per server: settings it cannot use fail that one
+    server, named by field and never by value (the Python bridge refuses the whole
+    configuration at load, so this test is the compiled bridge's alone)."""
+    (tmp_path / "good").write_text(SECRET)
+    relative = _client_credentials(peers, Path("relative/s3cret-path"))
+    both = {**relative, "tokenExchange": {"tokenURL": peers.token_url, "resource": peers.mcp_url}}
+    servers = [
+        server_entry("relative", peers.mcp_url, auth=relative),
+        server_entry("both", peers.mcp_url, auth=both),
+        _auth_entry(peers, _client_credentials(peers, tmp_path / "good")),
+    ]
+    with run_bridge(servers) as bridge:
+        async with Client(bridge.url, mode="auto") as client:  # type: ignore[arg-type]
+            listed = await client.list_tools()
+            assert _text(await client.call_tool("secure_echo", {"text": "ok"})) == "ok"
+        output = bridge.log()
+    assert {tool.name for tool in listed.tools} == {"secure_whoami", "secure_echo"}
+    assert "default/relative: auth.oauth2ClientCredentials.clientSecretFile" in output, output
+    assert "default/both: auth: exactly one of" in output, output
+    assert "s3cret-path" not in output and SECRET not in output
