@@ -1,4 +1,5 @@
-"""Real MCP peers for the protocol tests, started once per session on loopback."""
+"""Real MCP peers for the protocol tests, started once per session on loopback; and which
+bridge a test starts (``compiled_bridge``, ``program``: ``tests.support.bridge_choice``)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ if str(REPO) not in sys.path:  # `tests.support` is imported by path from the re
     sys.path.insert(0, str(REPO))
 
 from tests.support import needs, peers  # noqa: E402
+from tests.support.bridge_choice import compiled_bridge, program  # noqa: E402, F401 (fixtures)
 
 
 @pytest.fixture(scope="session")

@@ -12,8 +12,6 @@ home module that is not listed here is not served by the compiled bridge yet
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.protocol.test_bridge import (
@@ -55,9 +53,13 @@ from tests.protocol.test_metrics_access import (
     test_the_bridges_metrics_answer_only_the_listed_scraper,
     test_without_the_issuers_keys_every_scrape_is_refused,
 )
-from tests.support import dataplane, needs
+from tests.support import needs
 
-pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+pytestmark = [
+    pytest.mark.timeout(180),
+    needs.mark(needs.node_missing()),
+    pytest.mark.usefixtures("compiled_bridge"),
+]
 
 # The fixtures and the tests of the home module that run here again (pytest collects them).
 __all__ = [
@@ -91,13 +93,3 @@ __all__ = [
     "test_the_sdk_client_lists_and_calls_the_prefixed_tools_of_upstreams_of_both_eras",
     "test_without_the_issuers_keys_every_scrape_is_refused",
 ]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compiled_bridge() -> Iterator[None]:
-    """Every bridge these tests start is the compiled one (module-wide: the home module's
-    ``bridge`` fixture is module-scoped)."""
-    needs.require(dataplane.missing())
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, "compiled")
-        yield

@@ -6,7 +6,7 @@ The five approval tests of ``test_bridge_policies.py`` run here again, unchanged
 of them relies on the Python bridge's defect (a) below: the webhook test's agent declares no
 elicitation, and the agent tests configure no webhook, so none needed adapting.
 
-The tests written here run against both bridges (``which``). Two of them hold the compiled
+The tests written here run against both bridges (``program``). Two of them hold the compiled
 bridge to what the Python bridge gets wrong, and are expected to fail against it
 (``xfail(strict=True)``, so that they are seen to catch the defect):
 
@@ -46,11 +46,12 @@ from tests.protocol.test_bridge_policies import (
     test_an_agent_that_does_not_answer_within_the_runs_wait_gets_approval_timeout,
     test_another_session_cannot_approve_a_sessions_held_call,
 )
-from tests.support import dataplane, needs, peers
+from tests.support import peers
+from tests.support.bridge_choice import choose, started
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("compiled_bridge")]
 
 # The fixture and the tests of the home module that run here again (pytest collects them).
 __all__ = [
@@ -66,36 +67,10 @@ KEY = b"the-approval-key"
 PYTHON_DEFECT = pytest.mark.xfail(strict=True, reason="a defect of the Python bridge")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compiled_bridge() -> Iterator[None]:
-    """Every bridge these tests start is the compiled one, unless ``which`` says Python."""
-    needs.require(dataplane.missing())
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, "compiled")
-        yield
-
-
-def _which(request: pytest.FixtureRequest) -> Iterator[str]:
-    with pytest.MonkeyPatch.context() as patch:
-        if request.param == "python":
-            dataplane.use_bridge(patch, "python")
-        yield str(request.param)
-
-
-@pytest.fixture(params=["python", "compiled"])
-def which(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The bridge a black-box test runs against: each test runs against both."""
-    yield from _which(request)
-
-
 @pytest.fixture(params=[pytest.param("python", marks=PYTHON_DEFECT), "compiled"])
 def fixed_in(request: pytest.FixtureRequest) -> Iterator[str]:
     """Both bridges, for a test of a defect the Python bridge has: it must fail there."""
-    yield from _which(request)
-
-
-def _program(bridge: Any, which: str) -> None:
-    assert (bridge.process.args[0] == str(dataplane.BINARY)) == (which == "compiled")
+    yield from choose(request)
 
 
 async def _destructive(url: str) -> dict[str, Any]:
@@ -119,7 +94,7 @@ async def test_a_run_with_a_webhook_asks_only_the_webhook_not_the_agent(
         webhook = {"url": approvals.url, "timeoutSeconds": 5, "secretFile": str(tmp_path / "key")}
         extra = {"identity": IDENTITY, "approval": {"webhook": webhook}}
         with run_bridge([entry], extra_config=extra) as bridge:
-            _program(bridge, fixed_in)
+            started(bridge, fixed_in)
             async with Client(bridge.url, elicitation_callback=accept) as client:
                 refused = await client.call_tool("rug_wipe", {"path": "/srv"})
             (line,) = eventually("the audit line", bridge.audit_lines, 10, until=len)
@@ -142,7 +117,7 @@ async def test_the_question_shows_an_argument_whole_past_2000_characters(fixed_i
     with peers.rug_pull_server() as url:
         entry = await _destructive(url)
         with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
-            _program(bridge, fixed_in)
+            started(bridge, fixed_in)
             async with Client(bridge.url, elicitation_callback=decline) as client:
                 refused = await client.call_tool("rug_wipe", {"path": path})
     assert _structured(refused)["code"] == "approval_denied"
@@ -198,7 +173,7 @@ class SlowApprover:
 
 
 async def test_the_calls_timeout_starts_when_the_person_has_answered(
-    tmp_path: Path, which: str
+    tmp_path: Path, program: str
 ) -> None:
     """The server's timeout is 1 s and the person takes 1.5 s: the call is still sent, with
     its whole second, and the audit line counts the wait in its duration."""
@@ -212,7 +187,7 @@ async def test_the_calls_timeout_starts_when_the_person_has_answered(
             key = str(tmp_path / "key")
             webhook = {"url": approver.url, "timeoutSeconds": 5, "secretFile": key}
             with run_bridge([entry], extra_config={"approval": {"webhook": webhook}}) as bridge:
-                _program(bridge, which)
+                started(bridge, program)
                 async with Client(bridge.url) as client:
                     sent = await client.call_tool("rug_wipe", {"path": "/tmp/slow"})
                 (line,) = eventually("the audit line", bridge.audit_lines, 10, until=len)
@@ -227,7 +202,7 @@ async def test_the_calls_timeout_starts_when_the_person_has_answered(
 
 
 async def test_a_rules_approve_holds_the_call_for_the_webhook_with_its_reason(
-    tmp_path: Path, which: str
+    tmp_path: Path, program: str
 ) -> None:
     """A rule's ``approve`` holds the call as ``requireApproval`` does: the webhook is asked
     (with the rule named), its refusal wins, and a call the rule does not match is sent."""
@@ -240,7 +215,7 @@ async def test_a_rules_approve_holds_the_call_for_the_webhook_with_its_reason(
         webhook = {"url": approvals.url, "timeoutSeconds": 5, "secretFile": str(tmp_path / "key")}
         extra = {"identity": IDENTITY, "approval": {"webhook": webhook}}
         with run_bridge([entry], extra_config=extra) as bridge:
-            _program(bridge, which)
+            started(bridge, program)
             async with Client(bridge.url) as client:
                 refused = await client.call_tool("rug_wipe", {"path": "/srv/data"})
                 sent = await client.call_tool("rug_wipe", {"path": "/tmp/x"})

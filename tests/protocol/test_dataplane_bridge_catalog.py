@@ -18,13 +18,11 @@ from tests.protocol.test_bridge_catalog import (
     test_resources_and_templates_are_namespaced_read_from_their_server_and_filtered,
     upstreams,
 )
-from tests.protocol.test_dataplane_bridge import compiled_bridge
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("compiled_bridge")]
 
 __all__ = [
     "bridge",
-    "compiled_bridge",
     "test_a_servers_new_prompt_is_announced_to_the_agent_and_listed",
     "test_completion_is_routed_by_prompt_name_and_by_template",
     "test_one_listing_holds_both_servers_and_a_forged_cursor_is_invalid_params",

@@ -15,7 +15,6 @@ and called.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -23,19 +22,15 @@ import pytest
 from mcp import Client
 
 from tests.protocol.test_egress import connected, victim
-from tests.support import dataplane, needs
+from tests.support import needs
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.timeout(120), needs.mark(needs.node_missing())]
-
-
-@pytest.fixture(params=["python", "compiled"])
-def program(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Which bridge runs: the Python one, or the compiled one."""
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, request.param)
-        yield request.param
+pytestmark = [
+    pytest.mark.timeout(120),
+    needs.mark(needs.node_missing()),
+    pytest.mark.usefixtures("compiled_bridge"),
+]
 
 
 def _text(result: Any) -> str:

@@ -12,7 +12,6 @@ behaviour: what the agent gets, how often the call reached the server, the audit
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,11 +24,15 @@ from tests.protocol.test_bridge_policies import (
     test_a_burst_above_the_rate_limit_is_refused_with_retry_after,
 )
 from tests.protocol.test_probe_wire import INITIALIZED, Answer, Seen, Start, json_answer, result
-from tests.support import dataplane, needs
+from tests.support import needs
 from tests.support.bridge_run import bridge_of, server_entry
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+pytestmark = [
+    pytest.mark.timeout(180),
+    needs.mark(needs.node_missing()),
+    pytest.mark.usefixtures("compiled_bridge"),
+]
 
 # The fixtures and the tests of the home modules that run here again (pytest collects them).
 __all__ = [
@@ -44,24 +47,6 @@ LOOKUP = {
     "inputSchema": {"type": "object"},
     "annotations": {"readOnlyHint": True},
 }
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compiled_bridge() -> Iterator[None]:
-    """Every bridge these tests start is the compiled one unless ``program`` says otherwise."""
-    needs.require(dataplane.missing())
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, "compiled")
-        yield
-
-
-@pytest.fixture(params=["python", "compiled"])
-def program(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The bridge the test starts: the Python one (the reference) or the binary."""
-    with pytest.MonkeyPatch.context() as patch:
-        if request.param == "python":
-            dataplane.use_bridge(patch, "python")
-        yield request.param
 
 
 @dataclass

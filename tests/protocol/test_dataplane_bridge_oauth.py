@@ -14,7 +14,6 @@ Python pool's internals and is covered by ``test_a_server_whose_token_cannot_be_
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,11 @@ from tests.support import dataplane, needs
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.oauth_peers import OAuthPeers
 
-pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+pytestmark = [
+    pytest.mark.timeout(180),
+    needs.mark(needs.node_missing()),
+    pytest.mark.usefixtures("compiled_bridge"),
+]
 
 # The fixtures and the home tests that run here again (pytest collects them).
 __all__ = [
@@ -45,26 +48,6 @@ __all__ = [
     "test_the_bridge_calls_with_a_cached_client_credentials_token",
     "test_the_bridge_exchanges_the_runs_own_token_and_audits_subject_and_actor",
 ]
-
-
-@pytest.fixture(autouse=True)
-def compiled_unless_chosen(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The compiled bridge, unless a test chooses its bridge with ``which`` (the home
-    module's tests imported here run against the binary)."""
-    if "which" in request.fixturenames:
-        yield
-        return
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, "compiled")
-        yield
-
-
-@pytest.fixture(params=["python", "compiled"])
-def which(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Each test once with each bridge."""
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, request.param)
-        yield request.param
 
 
 def _client_credentials(peers: OAuthPeers, secret: Path, **extra: Any) -> dict[str, Any]:
@@ -81,7 +64,7 @@ def _client_credentials(peers: OAuthPeers, secret: Path, **extra: Any) -> dict[s
 
 
 async def test_a_client_credentials_token_is_obtained_once_and_reused(
-    which: str, peers: OAuthPeers, tmp_path: Path
+    program: str, peers: OAuthPeers, tmp_path: Path
 ) -> None:
     secret = tmp_path / "client-secret"
     secret.write_text(SECRET + "\n")
@@ -100,7 +83,7 @@ async def test_a_client_credentials_token_is_obtained_once_and_reused(
 
 
 async def test_the_runs_own_token_is_exchanged_for_the_servers(
-    which: str, peers: OAuthPeers, subject_key: tuple[Any, Path], tmp_path: Path
+    program: str, peers: OAuthPeers, subject_key: tuple[Any, Path], tmp_path: Path
 ) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(subject_token(subject_key[0]))
@@ -132,7 +115,7 @@ async def test_the_runs_own_token_is_exchanged_for_the_servers(
 
 
 async def test_a_token_the_server_no_longer_accepts_is_replaced_once(
-    which: str, peers: OAuthPeers, tmp_path: Path
+    program: str, peers: OAuthPeers, tmp_path: Path
 ) -> None:
     secret = tmp_path / "client-secret"
     secret.write_text(SECRET)
@@ -148,7 +131,7 @@ async def test_a_token_the_server_no_longer_accepts_is_replaced_once(
 
 
 async def test_a_server_whose_token_cannot_be_had_fails_alone_in_words_without_secrets(
-    which: str, peers: OAuthPeers, tmp_path: Path
+    program: str, peers: OAuthPeers, tmp_path: Path
 ) -> None:
     wrong = tmp_path / "wrong-secret"
     wrong.write_text("not-the-Client-s3cret-value")
@@ -171,11 +154,11 @@ async def test_a_server_whose_token_cannot_be_had_fails_alone_in_words_without_s
     assert str(missing) in output, output  # the unreadable secret file, named
 
 
-def test_the_compiled_bridge_is_the_one_tested(which: str) -> None:
+def test_the_compiled_bridge_is_the_one_tested(program: str) -> None:
     """Guard: the ``compiled`` parameter really starts the binary."""
     from tests.support import bridge_run
 
-    assert (str(dataplane.BINARY) in bridge_run.PROGRAM) == (which == "compiled")
+    assert (str(dataplane.BINARY) in bridge_run.PROGRAM) == (program == "compiled")
 
 
 async def test_bad_oauth_settings_fail_only_their_server_with_the_field_named(

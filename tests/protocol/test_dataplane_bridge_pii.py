@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -36,11 +35,15 @@ from tests.protocol.test_probe_wire import (
     result,
     scripted,
 )
-from tests.support import dataplane, needs
+from tests.support import needs
 from tests.support.bridge_run import bridge_of, server_entry
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+pytestmark = [
+    pytest.mark.timeout(180),
+    needs.mark(needs.node_missing()),
+    pytest.mark.usefixtures("compiled_bridge"),
+]
 
 __all__ = [
     "bridge",
@@ -49,24 +52,6 @@ __all__ = [
     "scripted",
     "test_pii_block_mode_stops_an_email_and_redact_mode_rewrites_it",
 ]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compiled_bridge() -> Iterator[None]:
-    """Every bridge of this module is the compiled one unless a test asks for ``program``."""
-    needs.require(dataplane.missing())
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, "compiled")
-        yield
-
-
-@pytest.fixture(params=["python", "compiled"])
-def program(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The bridge the test starts: the Python one or the compiled one."""
-    with pytest.MonkeyPatch.context() as patch:
-        if request.param == "python":
-            dataplane.use_bridge(patch, "python")
-        yield request.param
 
 
 BUDGET = 2 * 1024 * 1024

@@ -14,7 +14,6 @@ compiled digest to the probe's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -27,11 +26,11 @@ from tests.protocol.test_bridge_policies import (
     managed_url,
     test_an_overridden_tool_shows_our_text_and_keeps_its_fixed_argument,
 )
-from tests.support import dataplane, needs, peers
+from tests.support import peers
 from tests.support.bridge_run import CountingProxy, run_bridge, server_entry
 from tests.support.waiting import eventually, eventually_async
 
-pytestmark = [pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("compiled_bridge")]
 
 EVERY_TOOL = {"lookup", "wipe", "wiped", "search_docs", "ping", "change", "change_quietly"}
 
@@ -39,32 +38,6 @@ __all__ = [
     "managed_url",
     "test_an_overridden_tool_shows_our_text_and_keeps_its_fixed_argument",
 ]
-
-
-def _use(patch: pytest.MonkeyPatch, program: str) -> None:
-    if program == "compiled":
-        needs.require(dataplane.missing())
-        dataplane.use_bridge(patch, "compiled")
-    else:
-        dataplane.use_bridge(patch, "python")
-
-
-@pytest.fixture(autouse=True)
-def compiled_bridge(request: pytest.FixtureRequest) -> Iterator[None]:
-    """The home tests imported here start the compiled bridge; the tests that take
-    ``program`` choose theirs."""
-    with pytest.MonkeyPatch.context() as patch:
-        if "program" not in request.fixturenames:
-            _use(patch, "compiled")
-        yield
-
-
-@pytest.fixture(params=["python", "compiled"])
-def program(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Which bridge the test starts: the reference or the compiled one."""
-    with pytest.MonkeyPatch.context() as patch:
-        _use(patch, request.param)
-        yield request.param
 
 
 async def _names(client: Client) -> set[str]:

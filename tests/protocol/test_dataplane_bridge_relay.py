@@ -10,14 +10,16 @@ bridge yet.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from tests.protocol import test_bridge_relay as home
-from tests.support import dataplane, needs
+from tests.support import needs
 
-pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+pytestmark = [
+    pytest.mark.timeout(180),
+    needs.mark(needs.node_missing()),
+    pytest.mark.usefixtures("compiled_bridge"),
+]
 
 # The fixtures and the tests of the home module that run here again (pytest collects them),
 # bound in the home module's order: pytest runs a module's tests in the order their names
@@ -65,13 +67,3 @@ test_a_legacy_agent_without_sse_on_its_post_is_asked_on_its_get_stream = (
 test_a_prompt_whose_server_asks_the_agent_is_relayed_in_both_eras = (
     home.test_a_prompt_whose_server_asks_the_agent_is_relayed_in_both_eras
 )
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compiled_bridge() -> Iterator[None]:
-    """Every bridge these tests start is the compiled one (module-wide: the home module's
-    ``bridge`` fixture is module-scoped)."""
-    needs.require(dataplane.missing())
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, "compiled")
-        yield

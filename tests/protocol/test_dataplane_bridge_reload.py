@@ -13,7 +13,6 @@ only then does that server hear its session is over.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 
 import pytest
 from mcp import Client
@@ -29,11 +28,10 @@ from tests.protocol.test_upstream_session_end import (
     held_calls,
     test_a_reload_that_removes_a_server_ends_its_session_and_stopping_ends_the_rest,
 )
-from tests.support import dataplane, needs
 from tests.support.bridge_run import bridge_of, server_entry
 from tests.support.waiting import eventually, eventually_async
 
-pytestmark = [pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.timeout(180), pytest.mark.usefixtures("compiled_bridge")]
 
 
 __all__ = [
@@ -43,20 +41,6 @@ __all__ = [
     "test_a_reload_that_removes_a_server_ends_its_session_and_stopping_ends_the_rest",
     "test_a_rug_pull_is_refused_until_the_probe_repins_the_new_definition",
 ]
-
-
-@pytest.fixture(autouse=True)
-def compiled_bridge(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Every bridge these tests start is the compiled one, but where a test takes
-    ``program``; the reload flag stays as the home modules set it."""
-    program = request.getfixturevalue("program") if "program" in request.fixturenames else None
-    with pytest.MonkeyPatch.context() as patch:
-        if program == "python":
-            dataplane.use_bridge(patch, "python")
-        else:
-            needs.require(dataplane.missing())
-            dataplane.use_bridge(patch, "compiled")
-        yield
 
 
 @pytest.mark.parametrize("program", ["python", "compiled"])

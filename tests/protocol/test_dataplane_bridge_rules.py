@@ -3,7 +3,7 @@
 The home test of ``test_bridge_policies.py`` that the compiled bridge serves runs here again
 against ``tests.support.dataplane``'s binary (the autouse fixture swaps the program
 ``tests.support.bridge_run.run_bridge`` starts, as ``test_dataplane_bridge.py`` does). The
-tests written here run against both bridges (``which``) and assert the same observable
+tests written here run against both bridges (``program``) and assert the same observable
 behaviour: a tool denied whatever the arguments is left out of ``tools/list`` and refused
 with ``policy_denied``, a rule that cannot be evaluated fails closed, and a rule reads a
 tool's annotations only when the tool has its pin.
@@ -11,7 +11,6 @@ tool's annotations only when the tool has its pin.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -23,11 +22,16 @@ from tests.protocol.test_bridge_policies import (
     managed_url,
     test_rules_decide_by_service_account_and_arguments_on_server_everything,
 )
-from tests.support import dataplane, needs
+from tests.support import needs
+from tests.support.bridge_choice import started
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+pytestmark = [
+    pytest.mark.timeout(180),
+    needs.mark(needs.node_missing()),
+    pytest.mark.usefixtures("compiled_bridge"),
+]
 
 # The fixture and the test of the home module that run here again (pytest collects them).
 __all__ = [
@@ -38,24 +42,6 @@ __all__ = [
 MARKER = "sekrit-9f41"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compiled_bridge() -> Iterator[None]:
-    """Every bridge these tests start is the compiled one, unless ``which`` says Python."""
-    needs.require(dataplane.missing())
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, "compiled")
-        yield
-
-
-@pytest.fixture(params=["python", "compiled"])
-def which(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The bridge a black-box test runs against: each test runs against both."""
-    with pytest.MonkeyPatch.context() as patch:
-        if request.param == "python":
-            dataplane.use_bridge(patch, "python")
-        yield str(request.param)
-
-
 def _structured(result: Any) -> dict[str, Any]:
     assert result.is_error, result
     structured: dict[str, Any] = result.structured_content
@@ -63,7 +49,7 @@ def _structured(result: Any) -> dict[str, Any]:
 
 
 async def test_a_tool_denied_whatever_the_arguments_is_not_listed_and_refused(
-    managed_url: str, which: str
+    managed_url: str, program: str
 ) -> None:
     rules = [
         {"match": "tool.name == 'get-env'", "action": "deny", "reason": "no environment"},
@@ -74,7 +60,7 @@ async def test_a_tool_denied_whatever_the_arguments_is_not_listed_and_refused(
     ]
     entry = server_entry("ev", managed_url, policy={"rules": rules})
     with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
-        assert (bridge.process.args[0] == str(dataplane.BINARY)) == (which == "compiled")
+        started(bridge, program)
         async with Client(bridge.url) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             env = _structured(await client.call_tool("ev_get-env", {}))
@@ -98,7 +84,7 @@ async def test_a_tool_denied_whatever_the_arguments_is_not_listed_and_refused(
         assert MARKER not in bridge.log()
 
 
-async def test_a_rule_that_cannot_be_evaluated_fails_closed(managed_url: str, which: str) -> None:
+async def test_a_rule_that_cannot_be_evaluated_fails_closed(managed_url: str, program: str) -> None:
     rules = [
         # Without a pin a tool has no annotations: for get-env this deny cannot be evaluated
         # and reads no arguments, so it holds whatever the arguments: not listed.
@@ -113,7 +99,7 @@ async def test_a_rule_that_cannot_be_evaluated_fails_closed(managed_url: str, wh
     ]  # fmt: skip
     entry = server_entry("ev", managed_url, policy={"rules": rules})
     with run_bridge([entry], extra_config={"identity": IDENTITY}) as bridge:
-        assert (bridge.process.args[0] == str(dataplane.BINARY)) == (which == "compiled")
+        started(bridge, program)
         async with Client(bridge.url) as client:
             names = {t.name for t in (await client.list_tools()).tools}
             echoed = _structured(await client.call_tool("ev_echo", {"message": MARKER}))
@@ -129,7 +115,7 @@ async def test_a_rule_that_cannot_be_evaluated_fails_closed(managed_url: str, wh
 
 
 async def test_a_rule_reads_the_annotations_only_of_a_pinned_definition(
-    managed_url: str, which: str
+    managed_url: str, program: str
 ) -> None:
     with run_bridge([server_entry("ev", managed_url)]) as bridge:
         async with Client(bridge.url) as client:
@@ -148,7 +134,7 @@ async def test_a_rule_reads_the_annotations_only_of_a_pinned_definition(
         extra = {} if digests is None else {"toolDigests": digests}
         entry = server_entry("ev", managed_url, policy={"rules": rules}, **extra)
         with run_bridge([entry]) as bridge:
-            assert (bridge.process.args[0] == str(dataplane.BINARY)) == (which == "compiled")
+            started(bridge, program)
             async with Client(bridge.url) as client:
                 names = {t.name for t in (await client.list_tools()).tools}
                 echoed = await client.call_tool("ev_echo", {"message": "hi"})

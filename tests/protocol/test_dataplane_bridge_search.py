@@ -5,7 +5,7 @@ The home test of ``test_bridge_policies.py`` runs here again against
 ``tests.support.dataplane``'s binary (the autouse fixture swaps the program
 ``tests.support.bridge_run.run_bridge`` starts, as ``test_dataplane_bridge.py`` does): the
 agent's ``tools/list`` holds two tools, ``search_tools`` finds the catalog's tools and
-``call_tool`` calls one. The test written here runs against both bridges (``which``): a
+``call_tool`` calls one. The test written here runs against both bridges (``program``): a
 call by name is the very call the agent could have made directly, refused by a rule or a
 filter in the same words and audited under the real tool's name; and a 2026-07-28 agent
 lists, searches and calls by name statelessly.
@@ -13,7 +13,6 @@ lists, searches and calls by name statelessly.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -25,11 +24,16 @@ from tests.protocol.test_bridge_policies import (
     managed_url,
     test_search_discovery_lists_two_tools_and_saves_most_schema_bytes_for_five_servers,
 )
-from tests.support import dataplane, needs
+from tests.support import needs
+from tests.support.bridge_choice import started
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+pytestmark = [
+    pytest.mark.timeout(180),
+    needs.mark(needs.node_missing()),
+    pytest.mark.usefixtures("compiled_bridge"),
+]
 
 # The fixture and the test of the home module that run here again (pytest collects them).
 __all__ = [
@@ -41,31 +45,13 @@ __all__ = [
 VOLATILE = {"time", "durationMs"}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def compiled_bridge() -> Iterator[None]:
-    """Every bridge these tests start is the compiled one, unless ``which`` says Python."""
-    needs.require(dataplane.missing())
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, "compiled")
-        yield
-
-
-@pytest.fixture(params=["python", "compiled"])
-def which(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The bridge a black-box test runs against: each test runs against both."""
-    with pytest.MonkeyPatch.context() as patch:
-        if request.param == "python":
-            dataplane.use_bridge(patch, "python")
-        yield str(request.param)
-
-
 def _seen(result: Any) -> tuple[bool, str, Any]:
     """What the agent sees of a call's result."""
     return (bool(result.is_error), result.content[0].text, result.structured_content)
 
 
 async def test_a_call_by_name_is_refused_and_audited_exactly_as_the_direct_call(
-    managed_url: str, which: str
+    managed_url: str, program: str
 ) -> None:
     rules = [
         # Denies whatever the arguments: get-sum is left out of the search too.
@@ -86,7 +72,7 @@ async def test_a_call_by_name_is_refused_and_audited_exactly_as_the_direct_call(
     ]
     extra = {"identity": IDENTITY, "discovery": "search"}
     with run_bridge([entry], extra_config=extra) as bridge:
-        assert (bridge.process.args[0] == str(dataplane.BINARY)) == (which == "compiled")
+        started(bridge, program)
         async with Client(bridge.url) as client:
             listed = [t.name for t in (await client.list_tools()).tools]
             query = {"query": "echo sum env", "limit": 20}
@@ -123,13 +109,13 @@ async def test_a_call_by_name_is_refused_and_audited_exactly_as_the_direct_call(
 
 
 def test_a_2026_agent_lists_searches_and_calls_by_name_statelessly(
-    managed_url: str, which: str
+    managed_url: str, program: str
 ) -> None:
     """The two tools in the 2026-07-28 era: each request stands alone, its result typed."""
     rules = [{"match": "tool.name == 'echo' && arguments.message == 'stop'", "action": "deny"}]
     entry = server_entry("ev", managed_url, policy={"rules": rules})
     with run_bridge([entry], extra_config={"discovery": "search"}) as bridge:
-        assert (bridge.process.args[0] == str(dataplane.BINARY)) == (which == "compiled")
+        started(bridge, program)
         with httpx.Client(timeout=10) as http:
             listed = _modern(http, bridge.url, "tools/list", {})
             query = {"query": "echo", "limit": 2}

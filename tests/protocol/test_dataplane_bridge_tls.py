@@ -23,7 +23,6 @@ import datetime
 import ssl
 import tempfile
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,12 +40,16 @@ from tests.protocol.test_bridge_sse import (
     test_progress_of_a_long_call_on_an_sse_server_reaches_the_agent,
     test_requests_of_an_sse_server_outside_any_call_are_refused_and_pings_answered,
 )
-from tests.support import certificates, dataplane, needs
+from tests.support import certificates, needs
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.peers import free_port
 from tests.support.waiting import eventually
 
-pytestmark = [pytest.mark.timeout(180), needs.mark(needs.node_missing())]
+pytestmark = [
+    pytest.mark.timeout(180),
+    needs.mark(needs.node_missing()),
+    pytest.mark.usefixtures("compiled_bridge"),
+]
 
 # The legacy HTTP+SSE upstream tests of the home module that run here again against the
 # compiled bridge (those of "the session alone" drive the Python session, not a bridge).
@@ -60,15 +63,6 @@ __all__ = [
     "test_progress_of_a_long_call_on_an_sse_server_reaches_the_agent",
     "test_requests_of_an_sse_server_outside_any_call_are_refused_and_pings_answered",
 ]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def compiled_bridge() -> Iterator[None]:
-    """Every bridge these tests start is the compiled one, unless a test names its program
-    (``program``)."""
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, "compiled")
-        yield
 
 
 class TlsFront:
@@ -130,14 +124,6 @@ def _serving(authority: certificates.Authority, *names: str) -> tuple[str, str]:
         not_before=now - datetime.timedelta(minutes=5),
         not_after=now + datetime.timedelta(hours=1),
     )
-
-
-@pytest.fixture(params=["python", "compiled"])
-def program(request: pytest.FixtureRequest) -> Iterator[str]:
-    """Which bridge runs: the Python one, or the compiled one."""
-    with pytest.MonkeyPatch.context() as patch:
-        dataplane.use_bridge(patch, request.param)
-        yield request.param
 
 
 def _text(result: Any) -> str:
