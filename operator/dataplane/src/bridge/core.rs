@@ -64,6 +64,8 @@ pub struct Core {
     pub limiter: Arc<Mutex<super::ratelimit::RateLimiter>>,
     /// The random source of the retries' jitter, in `[0, 1)`.
     pub jitter: fn() -> f64,
+    /// The log level each legacy agent session set (`logs`).
+    pub logs: Arc<super::logs::Levels>,
 }
 
 /// What one configuration's `Core` shares with the next.
@@ -79,6 +81,7 @@ pub struct Shared {
     pub client: HttpClient,
     pub limiter: Arc<Mutex<super::ratelimit::RateLimiter>>,
     pub jitter: fn() -> f64,
+    pub logs: Arc<super::logs::Levels>,
 }
 
 impl Core {
@@ -97,6 +100,7 @@ impl Core {
             client: super::upstream::http_client(),
             limiter: Arc::default(),
             jitter: fastrand::f64,
+            logs: Arc::default(),
         };
         let slots = config
             .servers
@@ -157,6 +161,7 @@ impl Core {
             breakers,
             limiter: shared.limiter,
             jitter: shared.jitter,
+            logs: shared.logs,
         }
     }
 
@@ -175,6 +180,7 @@ impl Core {
             client: self.client.clone(),
             limiter: self.limiter.clone(),
             jitter: self.jitter,
+            logs: self.logs.clone(),
         }
     }
 
@@ -192,7 +198,7 @@ impl Core {
     }
 
     /// The bridge's server capabilities: tools always; prompts, resources and completions
-    /// when a server that can be called has them (no subscriptions or logging in this slice).
+    /// when a server that can be called has them, and logging (no subscriptions in this slice).
     pub fn capabilities(&self) -> Value {
         let mut capabilities = json!({"tools": {"listChanged": true}});
         let states = self.states();
@@ -209,6 +215,9 @@ impl Core {
         }
         if offered("completions") {
             capabilities["completions"] = json!({});
+        }
+        if offered("logging") {
+            capabilities["logging"] = json!({});
         }
         capabilities
     }

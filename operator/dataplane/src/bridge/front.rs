@@ -156,7 +156,16 @@ impl Front {
                 audited: method == "tools/call",
             };
         }
-        let (reply, audited) = self.dispatch(&method, &message, &id).await;
+        let (reply, audited) = if method == "logging/setLevel" {
+            let set = super::logs::set_level(&self.core, &session_id, message.get("params")).await;
+            let reply = match set {
+                Ok(result) => jsonrpc::result_response(&id, result),
+                Err((code, text)) => jsonrpc::error_response(Some(&id), code, &text),
+            };
+            (reply, false)
+        } else {
+            self.dispatch(&method, &message, &id).await
+        };
         self.touch(&session_id);
         Answer {
             response: http::json(200, &reply),
@@ -191,6 +200,7 @@ impl Front {
         for old in evicted {
             tracing::debug!("Dropped session {} to make room for {session_id}", old.id);
             self.core.calls.end_session(&old.id);
+            self.core.logs.forget(&old.id);
         }
         let result = self.core.init_result(&version);
         let mut response = http::json(200, &jsonrpc::result_response(id, result));
@@ -224,6 +234,7 @@ impl Front {
             Ok(session_id) => {
                 self.core.sessions().remove(&session_id);
                 self.core.calls.end_session(&session_id);
+                self.core.logs.forget(&session_id);
                 http::empty(200)
             }
             Err(refused) => refused,

@@ -42,6 +42,7 @@
 //! - `uris`     resource URIs namespaced per server, reversibly
 //! - `cursor`   the signed cursors of listings walked across servers
 //! - `aggregate` prompts and resources: listed, got and read across the servers
+//! - `logs`     servers' log messages: each agent session's level, fanned out and filtered
 //! - `relay`    what a server says about one agent's call, judged for that agent alone
 //!   (`relay/heard`: a message on the call's stream asked, refused, answered or passed on)
 //! - `upcall`   a relayed call at its server: its stream heard, its rounds, its cancellation
@@ -67,6 +68,7 @@ pub mod errors;
 pub mod front;
 pub mod health;
 pub mod inputs;
+pub mod logs;
 pub mod metrics;
 pub mod naming;
 pub mod overrides;

@@ -233,6 +233,9 @@ async fn changes(live: &Live, slot: &Slot) {
                 continue;
             }
             let method = message.get("method").and_then(Value::as_str);
+            if method == Some("notifications/message") {
+                super::logs::deliver(&live.core(), &message);
+            }
             if matches!(
                 method,
                 Some(

@@ -308,7 +308,9 @@ impl Upstream {
             oauth.bearer(&self.client).await?;
         }
         let negotiated = self.connect().await?;
-        if !negotiated.list_changed {
+        // A legacy server that logs sends its log messages there too (`logs`).
+        let logs = !negotiated.modern && negotiated.capabilities.get("logging").is_some();
+        if !negotiated.list_changed && !logs {
             return Ok(None);
         }
         let request = if negotiated.modern {
