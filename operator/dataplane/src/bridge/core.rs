@@ -66,6 +66,8 @@ pub struct Core {
     pub jitter: fn() -> f64,
     /// The log level each legacy agent session set (`logs`).
     pub logs: Arc<super::logs::Levels>,
+    /// The agent sessions' resource subscriptions (`subscriptions`).
+    pub subscriptions: Arc<super::subscriptions::Subscriptions>,
 }
 
 /// What one configuration's `Core` shares with the next.
@@ -82,6 +84,7 @@ pub struct Shared {
     pub limiter: Arc<Mutex<super::ratelimit::RateLimiter>>,
     pub jitter: fn() -> f64,
     pub logs: Arc<super::logs::Levels>,
+    pub subscriptions: Arc<super::subscriptions::Subscriptions>,
 }
 
 impl Core {
@@ -101,6 +104,7 @@ impl Core {
             limiter: Arc::default(),
             jitter: fastrand::f64,
             logs: Arc::default(),
+            subscriptions: Arc::default(),
         };
         let slots = config
             .servers
@@ -162,6 +166,7 @@ impl Core {
             limiter: shared.limiter,
             jitter: shared.jitter,
             logs: shared.logs,
+            subscriptions: shared.subscriptions,
         }
     }
 
@@ -181,6 +186,7 @@ impl Core {
             limiter: self.limiter.clone(),
             jitter: self.jitter,
             logs: self.logs.clone(),
+            subscriptions: self.subscriptions.clone(),
         }
     }
 
@@ -198,7 +204,7 @@ impl Core {
     }
 
     /// The bridge's server capabilities: tools always; prompts, resources and completions
-    /// when a server that can be called has them, and logging (no subscriptions in this slice).
+    /// when a server that can be called has them, logging, and resource subscriptions.
     pub fn capabilities(&self) -> Value {
         let mut capabilities = json!({"tools": {"listChanged": true}});
         let states = self.states();
@@ -211,7 +217,10 @@ impl Core {
             capabilities["prompts"] = json!({"listChanged": true});
         }
         if offered("resources") {
-            capabilities["resources"] = json!({"listChanged": true, "subscribe": false});
+            let subscribe = states.iter().any(|s| {
+                s.problem.is_none() && s.capabilities.pointer("/resources/subscribe") == Some(&json!(true))
+            });
+            capabilities["resources"] = json!({"listChanged": true, "subscribe": subscribe});
         }
         if offered("completions") {
             capabilities["completions"] = json!({});

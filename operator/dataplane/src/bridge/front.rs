@@ -156,7 +156,15 @@ impl Front {
                 audited: method == "tools/call",
             };
         }
-        let (reply, audited) = if method == "logging/setLevel" {
+        let (reply, audited) = if method == "resources/subscribe" || method == "resources/unsubscribe" {
+            let on = method == "resources/subscribe";
+            let set = super::subscriptions::answer(&self.core, &session_id, message.get("params"), on).await;
+            let reply = match set {
+                Ok(result) => jsonrpc::result_response(&id, result),
+                Err((code, text)) => jsonrpc::error_response(Some(&id), code, &text),
+            };
+            (reply, false)
+        } else if method == "logging/setLevel" {
             let set = super::logs::set_level(&self.core, &session_id, message.get("params")).await;
             let reply = match set {
                 Ok(result) => jsonrpc::result_response(&id, result),
@@ -201,6 +209,7 @@ impl Front {
             tracing::debug!("Dropped session {} to make room for {session_id}", old.id);
             self.core.calls.end_session(&old.id);
             self.core.logs.forget(&old.id);
+            super::subscriptions::end_session(&self.core, &old.id);
         }
         let result = self.core.init_result(&version);
         let mut response = http::json(200, &jsonrpc::result_response(id, result));
@@ -235,6 +244,7 @@ impl Front {
                 self.core.sessions().remove(&session_id);
                 self.core.calls.end_session(&session_id);
                 self.core.logs.forget(&session_id);
+                super::subscriptions::end_session(&self.core, &session_id);
                 http::empty(200)
             }
             Err(refused) => refused,

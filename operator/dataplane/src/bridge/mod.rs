@@ -40,6 +40,7 @@
 //!   elicitation (`approval/`: `settings` the run's settings, `webhook`, `elicit`)
 //! - `prompts`  the prompt catalog, and the prompt and resource filters
 //! - `uris`     resource URIs namespaced per server, reversibly
+//! - `subscriptions` resource subscriptions, counted per agent session, and their updates
 //! - `cursor`   the signed cursors of listings walked across servers
 //! - `aggregate` prompts and resources: listed, got and read across the servers
 //! - `logs`     servers' log messages: each agent session's level, fanned out and filtered
@@ -85,6 +86,7 @@ pub mod rules;
 pub mod scrub;
 pub mod slot;
 pub mod sse;
+pub mod subscriptions;
 pub mod upcall;
 pub mod upstream;
 pub mod uris;
