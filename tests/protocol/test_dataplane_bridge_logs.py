@@ -1,14 +1,14 @@
 """Servers' log messages and resource subscriptions relayed to the agent by the compiled
 bridge (``docs/bridge.md``, "Logging" and "Subscriptions").
 
-The legacy agent's subscription test of ``test_bridge_catalog.py`` runs unchanged against the
-binary (its ``bridge`` fixture under ``test_dataplane_bridge``'s autouse fixture, which swaps
-the program); the 2026-07-28 agent's ``subscriptions/listen`` is not served by the compiled
-bridge yet. The Python bridge has no protocol test of its own for logging, so those tests run
-against both bridges (``tests.support.dataplane.use_bridge``) and assert the same observable
-behaviour, as do the tests that one session's ``resources/unsubscribe`` leaves another's
-subscription alone (said to be a defect of the Python bridge: it is not, both pass) and that a
-hidden resource cannot be subscribed to.
+The subscription tests of ``test_bridge_catalog.py`` (a legacy agent's ``resources/subscribe``,
+a 2026-07-28 agent's ``subscriptions/listen``) and its capabilities test run unchanged against
+the binary (their ``bridge`` fixture under ``test_dataplane_bridge``'s autouse fixture, which
+swaps the program). The Python bridge has no protocol test of its own for logging, so those
+tests run against both bridges (``tests.support.dataplane.use_bridge``) and assert the same
+observable behaviour, as do the tests that one session's ``resources/unsubscribe`` leaves
+another's subscription alone (said to be a defect of the Python bridge: it is not, both pass)
+and that a hidden resource cannot be subscribed to.
 
 One upstream (``tests/support/log_server.py``, the official SDK) is configured twice:
 ``old`` reached in the legacy era (its configuration names a legacy protocol version), ``new``
@@ -31,6 +31,7 @@ from mcp.shared.exceptions import MCPError
 from tests.protocol.test_bridge_catalog import (
     HIDDEN,
     bridge,
+    test_a_2026_agents_listen_stream_gets_the_update_of_the_uri_it_named,
     test_a_legacy_agents_subscription_reaches_the_server_and_its_update_comes_back,
     test_the_bridge_announces_what_its_upstreams_offer_in_both_eras,
     upstreams,
@@ -47,6 +48,7 @@ BRIDGES = ["python", "compiled"]
 __all__ = [
     "bridge",
     "compiled_bridge",
+    "test_a_2026_agents_listen_stream_gets_the_update_of_the_uri_it_named",
     "test_a_legacy_agents_subscription_reaches_the_server_and_its_update_comes_back",
     "test_the_bridge_announces_what_its_upstreams_offer_in_both_eras",
     "upstreams",

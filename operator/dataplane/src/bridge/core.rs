@@ -306,6 +306,9 @@ impl Core {
                 for session in self.sessions().iter() {
                     session.push(&notification);
                 }
+                // Listen streams that asked for it (a closed one is ended at the next update
+                // or listen, which can tell its servers).
+                self.subscriptions.offer(&notification, false);
             }
         }
     }

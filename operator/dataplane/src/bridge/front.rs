@@ -294,6 +294,11 @@ impl Front {
             let result = era::discover_result(&init, &version);
             return http::json(200, &jsonrpc::result_response(&id, result)).into();
         }
+        if method == "subscriptions/listen" && sse_ok {
+            return super::subscriptions::listen(&self.core, &id, &message)
+                .await
+                .into();
+        }
         if !era::MODERN_REQUESTS.contains(&method.as_str()) || method == "subscriptions/listen" {
             let text = format!("Method not found: {method}");
             return http::json(404, &jsonrpc::error_response(Some(&id), METHOD_NOT_FOUND, &text)).into();

@@ -6,6 +6,9 @@
 //! alone when it ends; a 2026-07-28 server gets the URIs as the `resourceSubscriptions` of
 //! the bridge's listen stream, opened again with the new list. The server's
 //! `notifications/resources/updated` reaches only the sessions holding its URI, exposed.
+//! A 2026-07-28 agent's `subscriptions/listen` stream (the adapter's `listeners` rules: what
+//! is honored, the tagging) counts as a session of its own, ended when its reader goes; at
+//! most 256 such streams.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -14,7 +17,14 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 use super::core::Core;
-use crate::jsonrpc::INVALID_PARAMS;
+use crate::adapter::listeners::{Listener, honored};
+use crate::http::{self, Body};
+use crate::jsonrpc::{self, INTERNAL_ERROR, INVALID_PARAMS};
+
+/// Open `subscriptions/listen` streams at once.
+const MAX_LISTENERS: usize = 256;
+/// Messages queued on a listen stream.
+const LISTEN_QUEUE: usize = 64;
 
 /// Subscriptions one agent session may hold: each may cost an upstream request.
 const MAX_PER_SESSION: usize = 256;
@@ -35,6 +45,9 @@ pub struct Held {
 #[derive(Default)]
 pub struct Subscriptions {
     by_session: Mutex<HashMap<String, HashSet<Held>>>,
+    /// The open listen streams of 2026-07-28 agents, each under its session key.
+    listeners: Mutex<Vec<(String, Listener)>>,
+    opened: std::sync::atomic::AtomicU64,
 }
 
 impl Subscriptions {
@@ -90,6 +103,23 @@ impl Subscriptions {
         alone.sort_by(|a, b| a.original.cmp(&b.original));
         alone.dedup_by(|a, b| a.server == b.server && a.original == b.original);
         alone
+    }
+
+    /// Offer a notification to every open listen stream (each carries what it agreed to);
+    /// the keys of the streams whose readers are gone, forgotten when `prune` (their
+    /// subscriptions are then the caller's to end).
+    pub fn offer(&self, message: &Value, prune: bool) -> Vec<String> {
+        let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+        let mut listeners = self.listeners.lock().expect("the listener lock");
+        let mut gone = Vec::new();
+        listeners.retain(|(key, listener)| {
+            let open = listener.offer(method, message);
+            if !open {
+                gone.push(key.clone());
+            }
+            open || !prune
+        });
+        gone
     }
 
     /// The URIs of a server some session holds, sorted (a listen stream's list).
@@ -198,8 +228,8 @@ async fn tell(core: &Core, held: &Held, on: bool) {
 }
 
 /// A server's `notifications/resources/updated` on its change stream, to the sessions
-/// holding its URI, under the URI each subscribed to.
-pub fn deliver(core: &Core, server: &str, message: &Value) {
+/// holding its URI (legacy GET streams and listen streams), under the URI each subscribed to.
+pub fn deliver(core: &Arc<Core>, server: &str, message: &Value) {
     let Some(params) = message.get("params").and_then(Value::as_object) else {
         return;
     };
@@ -207,22 +237,85 @@ pub fn deliver(core: &Core, server: &str, message: &Value) {
         return;
     };
     let reached = core.subscriptions.subscribers(server, uri);
-    let sessions = core.sessions();
-    for (session, exposed) in reached {
-        let mut shown = core.scrubber.json(Value::Object(params.clone()));
-        shown["uri"] = json!(exposed);
-        // The id of the bridge's own listen stream means nothing to the agent.
-        if let Some(meta) = shown.get_mut("_meta").and_then(Value::as_object_mut) {
-            meta.remove(SUBSCRIPTION_ID_META_KEY);
-            if meta.is_empty() {
-                shown.as_object_mut().map(|o| o.remove("_meta"));
+    let mut exposed_uris: Vec<String> = Vec::new();
+    {
+        let sessions = core.sessions();
+        for (session, exposed) in reached {
+            let note = update(core, params, &exposed);
+            if let Some(held) = sessions.iter().find(|s| s.id == session) {
+                held.push(&note); // a full queue drops it
+            } else if !exposed_uris.contains(&exposed) {
+                exposed_uris.push(exposed);
             }
         }
-        let note = json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": shown});
-        if let Some(held) = sessions.iter().find(|s| s.id == session) {
-            held.push(&note); // a full queue drops it
+    }
+    for exposed in exposed_uris {
+        let gone = core.subscriptions.offer(&update(core, params, &exposed), true);
+        for key in gone {
+            end_session(core, &key);
         }
     }
+}
+
+/// The update an agent gets: the exposed URI, without the bridge's own listen stream's id.
+fn update(core: &Core, params: &Map<String, Value>, exposed: &str) -> Value {
+    let mut shown = core.scrubber.json(Value::Object(params.clone()));
+    shown["uri"] = json!(exposed);
+    if let Some(meta) = shown.get_mut("_meta").and_then(Value::as_object_mut) {
+        meta.remove(SUBSCRIPTION_ID_META_KEY);
+        if meta.is_empty() {
+            shown.as_object_mut().map(|o| o.remove("_meta"));
+        }
+    }
+    json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": shown})
+}
+
+/// A 2026-07-28 agent's `subscriptions/listen`: acknowledged first (what the bridge honours
+/// of the filter), then the notifications it agreed to carry, until the agent goes. Each
+/// named URI it can route is subscribed to as a legacy session's would be.
+pub async fn listen(core: &Arc<Core>, id: &Value, message: &Value) -> hyper::Response<Body> {
+    let requested = message
+        .get("params")
+        .and_then(|p| p.get("notifications"))
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    let agreed = honored(&requested, Some(&core.capabilities()));
+    for key in core.subscriptions.offer(&Value::Null, true) {
+        end_session(core, &key);
+    }
+    let (sender, receiver) = tokio::sync::mpsc::channel(LISTEN_QUEUE);
+    let listener = Listener::new(id.clone(), sender, &agreed);
+    if core
+        .subscriptions
+        .listeners
+        .lock()
+        .expect("the listener lock")
+        .len()
+        >= MAX_LISTENERS
+    {
+        let error = jsonrpc::error_response(Some(id), INTERNAL_ERROR, "Too many listen streams");
+        return http::json(503, &error);
+    }
+    let number = core
+        .subscriptions
+        .opened
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let key = format!("listen-{number}");
+    let uris: Vec<String> = listener.uris.iter().cloned().collect();
+    for uri in uris {
+        let params = json!({"uri": uri});
+        if let Err((_, why)) = answer(core, &key, Some(&params), true).await {
+            tracing::debug!("Left {uri} out of a listen stream: {why}");
+        }
+    }
+    listener.acknowledge(&agreed);
+    core.subscriptions
+        .listeners
+        .lock()
+        .expect("the listener lock")
+        .push((key, listener));
+    http::events(receiver)
 }
 
 #[cfg(test)]
