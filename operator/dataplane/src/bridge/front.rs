@@ -1,9 +1,11 @@
 //! The agent's endpoint (`listen.host:listen.port` + `listen.path`) in both eras, on the
 //! shared server pieces (`era`, `hosts`, `http`, `sessions`): Host/Origin first; a
 //! `MCP-Protocol-Version` naming no handshake revision is the stateless 2026-07-28 entry
-//! (its admission ladder, `server/discover`, typed and cache-hinted results); else legacy
-//! sessions of the bridge's own (`initialize` answered by the bridge, `Mcp-Session-Id`, one
-//! GET stream per session for `notifications/tools/list_changed`, `DELETE`). Requests the
+//! (its admission ladder, `server/discover`, typed and cache-hinted results,
+//! `subscriptions/listen` streams of `subscriptions`); else legacy sessions of the bridge's
+//! own (`initialize` answered by the bridge, `Mcp-Session-Id`, one GET stream per session for
+//! list changes, log messages and resource updates, `logging/setLevel` and
+//! `resources/subscribe` of `logs` and `subscriptions`, `DELETE`). Requests the
 //! front refuses with a 4xx other than 404 and 409 leave an `invalid_request` audit line.
 
 use std::collections::HashSet;
