@@ -127,12 +127,14 @@ fn start(
     params: Value,
     side: Side,
     declared: HashSet<String>,
+    log_level: Option<String>,
 ) -> (Call, Cancel) {
     let (cancel, cancelled) = watch::channel(None);
     let cancel = Arc::new(cancel);
     let (to_agent, from_call) = mpsc::channel(AGENT_QUEUE);
     let token = progress_token(Some(&params));
     let relay = Arc::new(Relay::new(core.clone(), to_agent, token, declared, cancelled));
+    relay.set_log_level(log_level);
     let (task_core, task_relay, task_id, task_method) =
         (core.clone(), relay.clone(), id.clone(), method.to_owned());
     // The call's own task finishes (and writes its audit line) whatever becomes of the
@@ -174,7 +176,8 @@ pub async fn serve_legacy(
     let params = message.get("params").cloned().unwrap_or_else(|| json!({}));
     let client_id = key_text(id);
     let side = Side::legacy(session.to_owned(), client_id.clone(), sse);
-    let (call, cancel) = start(core, id, method, params, side, declared);
+    let level = core.logs.of(session);
+    let (call, cancel) = start(core, id, method, params, side, declared, level);
     lock(&core.calls.running).insert((session.to_owned(), client_id), cancel);
     super::waiting::answer(call).await
 }
@@ -212,6 +215,7 @@ pub async fn serve_modern(
         call.resume(id.clone(), sse, answers);
         return super::waiting::answer(call).await;
     }
+    let level = super::logs::request_level(params.get("_meta"));
     let meta = params.get("_meta");
     let declared = declared_capabilities(meta.and_then(|m| m.get(crate::era::CLIENT_CAPABILITIES_META_KEY)));
     crate::era::strip_envelope(&mut params);
@@ -223,7 +227,7 @@ pub async fn serve_modern(
         sse,
         answers,
     );
-    let (call, _cancel) = start(core, id, method, Value::Object(params), side, declared);
+    let (call, _cancel) = start(core, id, method, Value::Object(params), side, declared, level);
     super::waiting::answer(call).await
 }
 

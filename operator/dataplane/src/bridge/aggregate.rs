@@ -165,7 +165,7 @@ fn resource_servers(core: &Core) -> Vec<usize> {
 /// The server an exposed URI (or template) belongs to and its own URI: a prefixed server
 /// whose namespace it carries first, in the run's order, then the first unprefixed server;
 /// None when none has it or the filters hide it.
-fn route(core: &Core, uri: &str) -> Option<(usize, String)> {
+pub(super) fn route(core: &Core, uri: &str) -> Option<(usize, String)> {
     let servers = resource_servers(core);
     let all = &core.config.servers;
     let found = servers

@@ -64,6 +64,10 @@ pub struct Core {
     pub limiter: Arc<Mutex<super::ratelimit::RateLimiter>>,
     /// The random source of the retries' jitter, in `[0, 1)`.
     pub jitter: fn() -> f64,
+    /// The log level each legacy agent session set (`logs`).
+    pub logs: Arc<super::logs::Levels>,
+    /// The agent sessions' resource subscriptions (`subscriptions`).
+    pub subscriptions: Arc<super::subscriptions::Subscriptions>,
 }
 
 /// What one configuration's `Core` shares with the next.
@@ -79,6 +83,8 @@ pub struct Shared {
     pub client: HttpClient,
     pub limiter: Arc<Mutex<super::ratelimit::RateLimiter>>,
     pub jitter: fn() -> f64,
+    pub logs: Arc<super::logs::Levels>,
+    pub subscriptions: Arc<super::subscriptions::Subscriptions>,
 }
 
 impl Core {
@@ -97,6 +103,8 @@ impl Core {
             client: super::upstream::http_client(),
             limiter: Arc::default(),
             jitter: fastrand::f64,
+            logs: Arc::default(),
+            subscriptions: Arc::default(),
         };
         let slots = config
             .servers
@@ -157,6 +165,8 @@ impl Core {
             breakers,
             limiter: shared.limiter,
             jitter: shared.jitter,
+            logs: shared.logs,
+            subscriptions: shared.subscriptions,
         }
     }
 
@@ -175,6 +185,8 @@ impl Core {
             client: self.client.clone(),
             limiter: self.limiter.clone(),
             jitter: self.jitter,
+            logs: self.logs.clone(),
+            subscriptions: self.subscriptions.clone(),
         }
     }
 
@@ -192,7 +204,7 @@ impl Core {
     }
 
     /// The bridge's server capabilities: tools always; prompts, resources and completions
-    /// when a server that can be called has them (no subscriptions or logging in this slice).
+    /// when a server that can be called has them, logging, and resource subscriptions.
     pub fn capabilities(&self) -> Value {
         let mut capabilities = json!({"tools": {"listChanged": true}});
         let states = self.states();
@@ -205,10 +217,16 @@ impl Core {
             capabilities["prompts"] = json!({"listChanged": true});
         }
         if offered("resources") {
-            capabilities["resources"] = json!({"listChanged": true, "subscribe": false});
+            let subscribe = states.iter().any(|s| {
+                s.problem.is_none() && s.capabilities.pointer("/resources/subscribe") == Some(&json!(true))
+            });
+            capabilities["resources"] = json!({"listChanged": true, "subscribe": subscribe});
         }
         if offered("completions") {
             capabilities["completions"] = json!({});
+        }
+        if offered("logging") {
+            capabilities["logging"] = json!({});
         }
         capabilities
     }
@@ -288,6 +306,9 @@ impl Core {
                 for session in self.sessions().iter() {
                     session.push(&notification);
                 }
+                // Listen streams that asked for it (a closed one is ended at the next update
+                // or listen, which can tell its servers).
+                self.subscriptions.offer(&notification, false);
             }
         }
     }

@@ -1,9 +1,11 @@
 //! The agent's endpoint (`listen.host:listen.port` + `listen.path`) in both eras, on the
 //! shared server pieces (`era`, `hosts`, `http`, `sessions`): Host/Origin first; a
 //! `MCP-Protocol-Version` naming no handshake revision is the stateless 2026-07-28 entry
-//! (its admission ladder, `server/discover`, typed and cache-hinted results); else legacy
-//! sessions of the bridge's own (`initialize` answered by the bridge, `Mcp-Session-Id`, one
-//! GET stream per session for `notifications/tools/list_changed`, `DELETE`). Requests the
+//! (its admission ladder, `server/discover`, typed and cache-hinted results,
+//! `subscriptions/listen` streams of `subscriptions`); else legacy sessions of the bridge's
+//! own (`initialize` answered by the bridge, `Mcp-Session-Id`, one GET stream per session for
+//! list changes, log messages and resource updates, `logging/setLevel` and
+//! `resources/subscribe` of `logs` and `subscriptions`, `DELETE`). Requests the
 //! front refuses with a 4xx other than 404 and 409 leave an `invalid_request` audit line.
 
 use std::collections::HashSet;
@@ -156,7 +158,24 @@ impl Front {
                 audited: method == "tools/call",
             };
         }
-        let (reply, audited) = self.dispatch(&method, &message, &id).await;
+        let (reply, audited) = if method == "resources/subscribe" || method == "resources/unsubscribe" {
+            let on = method == "resources/subscribe";
+            let set = super::subscriptions::answer(&self.core, &session_id, message.get("params"), on).await;
+            let reply = match set {
+                Ok(result) => jsonrpc::result_response(&id, result),
+                Err((code, text)) => jsonrpc::error_response(Some(&id), code, &text),
+            };
+            (reply, false)
+        } else if method == "logging/setLevel" {
+            let set = super::logs::set_level(&self.core, &session_id, message.get("params")).await;
+            let reply = match set {
+                Ok(result) => jsonrpc::result_response(&id, result),
+                Err((code, text)) => jsonrpc::error_response(Some(&id), code, &text),
+            };
+            (reply, false)
+        } else {
+            self.dispatch(&method, &message, &id).await
+        };
         self.touch(&session_id);
         Answer {
             response: http::json(200, &reply),
@@ -191,6 +210,8 @@ impl Front {
         for old in evicted {
             tracing::debug!("Dropped session {} to make room for {session_id}", old.id);
             self.core.calls.end_session(&old.id);
+            self.core.logs.forget(&old.id);
+            super::subscriptions::end_session(&self.core, &old.id);
         }
         let result = self.core.init_result(&version);
         let mut response = http::json(200, &jsonrpc::result_response(id, result));
@@ -224,6 +245,8 @@ impl Front {
             Ok(session_id) => {
                 self.core.sessions().remove(&session_id);
                 self.core.calls.end_session(&session_id);
+                self.core.logs.forget(&session_id);
+                super::subscriptions::end_session(&self.core, &session_id);
                 http::empty(200)
             }
             Err(refused) => refused,
@@ -272,6 +295,11 @@ impl Front {
         if method == "server/discover" {
             let result = era::discover_result(&init, &version);
             return http::json(200, &jsonrpc::result_response(&id, result)).into();
+        }
+        if method == "subscriptions/listen" && sse_ok {
+            return super::subscriptions::listen(&self.core, &id, &message)
+                .await
+                .into();
         }
         if !era::MODERN_REQUESTS.contains(&method.as_str()) || method == "subscriptions/listen" {
             let text = format!("Method not found: {method}");

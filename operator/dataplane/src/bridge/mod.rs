@@ -40,8 +40,10 @@
 //!   elicitation (`approval/`: `settings` the run's settings, `webhook`, `elicit`)
 //! - `prompts`  the prompt catalog, and the prompt and resource filters
 //! - `uris`     resource URIs namespaced per server, reversibly
+//! - `subscriptions` resource subscriptions, counted per agent session, and their updates
 //! - `cursor`   the signed cursors of listings walked across servers
 //! - `aggregate` prompts and resources: listed, got and read across the servers
+//! - `logs`     servers' log messages: each agent session's level, fanned out and filtered
 //! - `relay`    what a server says about one agent's call, judged for that agent alone
 //!   (`relay/heard`: a message on the call's stream asked, refused, answered or passed on)
 //! - `upcall`   a relayed call at its server: its stream heard, its rounds, its cancellation
@@ -67,6 +69,7 @@ pub mod errors;
 pub mod front;
 pub mod health;
 pub mod inputs;
+pub mod logs;
 pub mod metrics;
 pub mod naming;
 pub mod overrides;
@@ -83,6 +86,7 @@ pub mod rules;
 pub mod scrub;
 pub mod slot;
 pub mod sse;
+pub mod subscriptions;
 pub mod upcall;
 pub mod upstream;
 pub mod uris;

@@ -49,6 +49,8 @@ pub struct Slot {
     state: Mutex<ServerState>,
     /// List it again now (a call could not reach it, it announced a change, new pins).
     pub relist: Arc<Notify>,
+    /// Open the change stream again: the resource subscriptions it carries changed.
+    pub resubscribe: Notify,
     retired: watch::Sender<bool>,
 }
 
@@ -81,6 +83,7 @@ impl Slot {
             upstream,
             state: Mutex::new(state),
             relist: Arc::new(Notify::new()),
+            resubscribe: Notify::new(),
             retired: watch::channel(false).0,
         }
     }
@@ -209,7 +212,10 @@ async fn changes(live: &Live, slot: &Slot) {
     let stopping = live.core().stopping.clone();
     while !stopping.load(Ordering::Relaxed) {
         if !slot.state().listed_once {
-            tokio::time::sleep(CHANGES_REOPEN).await;
+            tokio::select! {
+                () = tokio::time::sleep(CHANGES_REOPEN) => {}
+                () = slot.resubscribe.notified() => {}
+            }
             continue;
         }
         if upstream.server.transport == "sse" {
@@ -218,8 +224,12 @@ async fn changes(live: &Live, slot: &Slot) {
             tokio::time::sleep(CHANGES_REOPEN).await;
             continue;
         }
-        let Ok(Some(mut body)) = upstream.open_changes().await else {
-            tokio::time::sleep(CHANGES_REOPEN).await;
+        let wanted = live.core().subscriptions.wanted(&slot.key);
+        let Ok(Some(mut body)) = upstream.open_changes(&wanted).await else {
+            tokio::select! {
+                () = tokio::time::sleep(CHANGES_REOPEN) => {}
+                () = slot.resubscribe.notified() => {}
+            }
             continue;
         };
         let modern = upstream.negotiated().await.is_some_and(|n| n.modern);
@@ -227,12 +237,26 @@ async fn changes(live: &Live, slot: &Slot) {
             slot.relist.notify_one();
         }
         let mut reader = SseReader::default();
-        while let Some(message) = next_event(&mut body, &mut reader).await {
+        loop {
+            let message = tokio::select! {
+                message = next_event(&mut body, &mut reader) => message,
+                () = slot.resubscribe.notified(), if modern => break,
+            };
+            let Some(message) = message else {
+                tokio::time::sleep(CHANGES_REOPEN).await;
+                break;
+            };
             if message.get("id").is_some() && message.get("method").is_some() {
                 upstream.refuse_unattributed(&message).await;
                 continue;
             }
             let method = message.get("method").and_then(Value::as_str);
+            if method == Some("notifications/message") {
+                super::logs::deliver(&live.core(), &message);
+            }
+            if method == Some("notifications/resources/updated") {
+                super::subscriptions::deliver(&live.core(), &slot.key, &message);
+            }
             if matches!(
                 method,
                 Some(
@@ -244,6 +268,5 @@ async fn changes(live: &Live, slot: &Slot) {
                 slot.relist.notify_one();
             }
         }
-        tokio::time::sleep(CHANGES_REOPEN).await;
     }
 }

@@ -22,6 +22,13 @@ impl Relay {
         let Some(id) = message.get("id").filter(|id| crate::jsonrpc::valid_id(id)) else {
             if method == "notifications/progress" {
                 self.progress(params);
+            } else if method == "notifications/message" {
+                let level = lock(&self.log_level).clone();
+                if let Some(note) =
+                    super::super::logs::call_log(level.as_deref(), message, &self.core.scrubber)
+                {
+                    let _ = self.to_agent.try_send(ToAgent::Note(note)); // a full queue drops it
+                }
             }
             return Heard::Nothing;
         };

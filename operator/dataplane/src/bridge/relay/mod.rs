@@ -121,6 +121,8 @@ pub struct Relay {
     required: Mutex<Option<Value>>,
     /// The id of the call's last request at its server (what a cancellation names).
     upstream_id: Mutex<Option<u64>>,
+    /// The agent's log level for this call (`logs`): its session's, or its request's.
+    log_level: Mutex<Option<String>>,
 }
 
 /// The agent's `params._meta.progressToken`, when it is one (a string or an integer).
@@ -148,7 +150,13 @@ impl Relay {
             ended: false.into(),
             required: Mutex::default(),
             upstream_id: Mutex::default(),
+            log_level: Mutex::default(),
         }
+    }
+
+    /// The agent's log level for this call (None: it gets no logs), set before it starts.
+    pub fn set_log_level(&self, level: Option<String>) {
+        *lock(&self.log_level) = level;
     }
 
     /// The `_meta` the server is sent with the call: the bridge's progress token (when the
@@ -163,6 +171,9 @@ impl Relay {
                 crate::era::CLIENT_CAPABILITIES_META_KEY.into(),
                 capabilities_object(&self.declared),
             );
+            if let Some(level) = lock(&self.log_level).clone() {
+                meta.insert(crate::era::LOG_LEVEL_META_KEY.into(), json!(level));
+            }
         }
         meta
     }

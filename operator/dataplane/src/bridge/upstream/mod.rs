@@ -303,12 +303,23 @@ impl Upstream {
     /// answer to a 2026-07-28 `subscriptions/listen` for `toolsListChanged` (and
     /// `promptsListChanged` when it has prompts); None when the server declared no list
     /// changes or refused the stream.
-    pub async fn open_changes(&self) -> Result<Option<Incoming>, Failure> {
+    /// `resources`: the URIs a 2026-07-28 server's listen stream subscribes to.
+    pub async fn open_changes(&self, resources: &[String]) -> Result<Option<Incoming>, Failure> {
         if let Some(oauth) = &self.oauth {
             oauth.bearer(&self.client).await?;
         }
         let negotiated = self.connect().await?;
-        if !negotiated.list_changed {
+        // A legacy server that logs, or takes subscriptions, sends those there too (`logs`,
+        // `subscriptions`).
+        let caps = &negotiated.capabilities;
+        let legacy_extra =
+            caps.get("logging").is_some() || caps.pointer("/resources/subscribe") == Some(&json!(true));
+        let extra = if negotiated.modern {
+            !resources.is_empty()
+        } else {
+            legacy_extra
+        };
+        if !negotiated.list_changed && !extra {
             return Ok(None);
         }
         let request = if negotiated.modern {
@@ -316,6 +327,9 @@ impl Upstream {
             let mut wanted = json!({"toolsListChanged": true});
             if negotiated.capabilities.pointer("/prompts/listChanged") == Some(&Value::Bool(true)) {
                 wanted["promptsListChanged"] = json!(true);
+            }
+            if !resources.is_empty() {
+                wanted["resourceSubscriptions"] = json!(resources);
             }
             params.insert("notifications".into(), wanted);
             let params = self.stamped(&negotiated, params);
