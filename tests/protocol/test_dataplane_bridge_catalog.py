@@ -1,8 +1,7 @@
 """The compiled bridge (``mcp-dataplane bridge``) held to ``test_bridge_catalog.py``'s
 assertions: prompts and resources of two servers through one bridge, unchanged tests of the
-home module run against the binary (``test_dataplane_bridge.py`` says how; its autouse
-fixture swaps the program here too). A test of the home module not listed here is not served
-by the compiled bridge yet (resource subscriptions).
+home module run against the binary (the ``compiled_bridge`` fixture swaps the program). Its
+subscription and capabilities tests run in ``test_dataplane_bridge_logs.py``.
 """
 
 from __future__ import annotations

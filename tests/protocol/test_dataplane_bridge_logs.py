@@ -3,8 +3,8 @@ bridge (``docs/bridge.md``, "Logging" and "Subscriptions").
 
 The subscription tests of ``test_bridge_catalog.py`` (a legacy agent's ``resources/subscribe``,
 a 2026-07-28 agent's ``subscriptions/listen``) and its capabilities test run unchanged against
-the binary (their ``bridge`` fixture under ``test_dataplane_bridge``'s autouse fixture, which
-swaps the program). The Python bridge has no protocol test of its own for logging, so those
+the binary (their ``bridge`` fixture under the ``compiled_bridge`` fixture, which swaps the
+program). The Python bridge has no protocol test of its own for logging, so those
 tests run against both bridges (``tests.support.dataplane.use_bridge``) and assert the same
 observable behaviour, as do the tests that one session's ``resources/unsubscribe`` leaves
 another's subscription alone (said to be a defect of the Python bridge: it is not, both pass)
@@ -36,18 +36,20 @@ from tests.protocol.test_bridge_catalog import (
     test_the_bridge_announces_what_its_upstreams_offer_in_both_eras,
     upstreams,
 )
-from tests.protocol.test_dataplane_bridge import compiled_bridge
 from tests.support import dataplane, peers
 from tests.support.bridge_run import RunningBridge, run_bridge, server_entry
 
-pytestmark = [pytest.mark.timeout(120), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = [
+    pytest.mark.timeout(120),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),
+    pytest.mark.usefixtures("compiled_bridge"),
+]
 
 LOG_SERVER = peers.REPO / "tests" / "support" / "log_server.py"
 BRIDGES = ["python", "compiled"]
 
 __all__ = [
     "bridge",
-    "compiled_bridge",
     "test_a_2026_agents_listen_stream_gets_the_update_of_the_uri_it_named",
     "test_a_legacy_agents_subscription_reaches_the_server_and_its_update_comes_back",
     "test_the_bridge_announces_what_its_upstreams_offer_in_both_eras",
