@@ -1,19 +1,17 @@
 """The compiled bridge presents OAuth credentials to its servers as the Python bridge does.
 
-Each test runs against both bridges (``tests.support.dataplane.use_bridge``), with
+The home module's own bridge tests (a cached client-credentials token, an exchanged token
+with ``upstreamSubject`` / ``upstreamActor`` audited) run here again against the compiled
+bridge. The tests written here run against both bridges (``program``), with
 ``tests/protocol/test_oauth.py``'s authorization server and protected MCP server
-(``tests.support.oauth_peers``): a client-credentials token obtained once and reused, the
-run's own token exchanged (subject and actor as the server sees them), a token the server
-refuses replaced once, and a server whose credentials cannot be had failing alone, the
-secret and the tokens in no log line. The home module's own bridge tests (a cached
-client-credentials token, an exchanged token with ``upstreamSubject`` / ``upstreamActor``
-audited) run here again against the compiled bridge; its refusal-mapping test reads the
+(``tests.support.oauth_peers``): a token the server refuses replaced once, and a server whose
+credentials cannot be had failing alone, the secret and the tokens in no log line. The home
+module's its refusal-mapping test reads the
 Python pool's internals and is covered by ``test_a_server_whose_token_cannot_be_had...``.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +20,10 @@ from mcp.client import Client
 
 from tests.protocol.test_oauth import (
     SECRET,
-    SUBJECT,
     _auth_entry,
     _text,
     peers,
     subject_key,
-    subject_token,
     test_the_bridge_calls_with_a_cached_client_credentials_token,
     test_the_bridge_exchanges_the_runs_own_token_and_audits_subject_and_actor,
 )
@@ -61,57 +57,6 @@ def _client_credentials(peers: OAuthPeers, secret: Path, **extra: Any) -> dict[s
             **extra,
         }
     }
-
-
-async def test_a_client_credentials_token_is_obtained_once_and_reused(
-    program: str, peers: OAuthPeers, tmp_path: Path
-) -> None:
-    secret = tmp_path / "client-secret"
-    secret.write_text(SECRET + "\n")
-    before = peers.stats()["client_credentials"]
-    with run_bridge([_auth_entry(peers, _client_credentials(peers, secret))]) as bridge:
-        async with Client(bridge.url, mode="auto") as client:  # type: ignore[arg-type]
-            listed = await client.list_tools()
-            who = json.loads(_text(await client.call_tool("secure_whoami", {})))
-            for i in range(20):
-                assert _text(await client.call_tool("secure_echo", {"text": str(i)})) == str(i)
-        output = bridge.log()
-    assert {tool.name for tool in listed.tools} == {"secure_whoami", "secure_echo"}
-    assert who["subject"] == "bridge" and who["scopes"] == ["mcp:tools"]
-    assert peers.stats()["client_credentials"] - before == 1  # a listing and 21 calls: 1 token
-    assert SECRET not in output and "eyJ" not in output  # neither the secret nor a token
-
-
-async def test_the_runs_own_token_is_exchanged_for_the_servers(
-    program: str, peers: OAuthPeers, subject_key: tuple[Any, Path], tmp_path: Path
-) -> None:
-    token_file = tmp_path / "token"
-    token_file.write_text(subject_token(subject_key[0]))
-    secret = tmp_path / "client-secret"
-    secret.write_text(SECRET)
-    auth = {
-        "tokenExchange": {
-            "tokenURL": peers.token_url,
-            "subjectTokenFile": str(token_file),
-            "clientID": "exchanger",
-            "clientSecretFile": str(secret),
-            "scopes": ["mcp:tools"],
-            "resource": peers.mcp_url,
-        }
-    }
-    before = peers.stats()["token_exchange"]
-    with run_bridge([_auth_entry(peers, auth)]) as bridge:
-        async with Client(bridge.url, mode="auto") as client:  # type: ignore[arg-type]
-            who = json.loads(_text(await client.call_tool("secure_whoami", {})))
-        output = bridge.log()
-    assert who == {
-        "subject": SUBJECT,
-        "actor": "exchanger",
-        "client": "exchanger",
-        "scopes": ["mcp:tools"],
-    }
-    assert peers.stats()["token_exchange"] - before == 1
-    assert token_file.read_text() not in output and SECRET not in output
 
 
 async def test_a_token_the_server_no_longer_accepts_is_replaced_once(
