@@ -80,11 +80,18 @@ def bridge(everything_url: str, upstreams: Upstreams, managed_url: str) -> Itera
 
 @dataclass
 class Agent:
-    """An SDK client that answers every question with its own name, and keeps what it saw."""
+    """An SDK client that answers every question with its own name, and keeps what it saw.
+
+    ``seen`` keeps the sampling and elicitation prompts; ``roots_asked`` counts the roots
+    requests apart, because server-everything asks its client for roots on its own shortly
+    after a legacy session starts (not about any call): whether that reaches the agent
+    before the agent leaves is timing, so no test may count it in with the prompts.
+    """
 
     name: str
     mode: str
     seen: list[str] = field(default_factory=list)
+    roots_asked: int = 0
 
     async def sample(
         self, context: Any, params: types.CreateMessageRequestParams
@@ -102,7 +109,7 @@ class Agent:
         )
 
     async def roots(self, context: Any) -> types.ListRootsResult:
-        self.seen.append("roots")
+        self.roots_asked += 1
         return types.ListRootsResult(roots=[types.Root(uri=f"file:///{self.name}")])
 
     def client(self, url: str) -> Client:
@@ -150,7 +157,13 @@ async def test_sampling_elicitation_and_roots_of_every_upstream_reach_the_agent_
         elicited = await client.call_tool("ev_trigger-elicitation-request", {})
         assert "User provided the requested information" in text_of(elicited)
         assert agent.name in str(elicited.content)
-    assert len(agent.seen) == 9
+    context = "Resource trigger-sampling-request context: hi"
+    assert agent.seen[:-1] == [
+        *["say ask", "give a word for w", "say askl", "give a word for w"],
+        *[context, context],
+    ]
+    assert agent.seen[-1].startswith("Please provide inputs")  # server-everything's elicitation
+    assert agent.roots_asked >= 2  # the two roots tools; server-everything may ask on its own
     assert set(audit_of(bridge, "ask_sample")) == {"ok"}
 
 
