@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from mcp.client import Client
 
@@ -30,6 +31,7 @@ from tests.protocol.test_oauth import (
 from tests.support import dataplane, needs
 from tests.support.bridge_run import run_bridge, server_entry
 from tests.support.oauth_peers import OAuthPeers
+from tests.support.waiting import eventually_async
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -97,6 +99,61 @@ async def test_a_server_whose_token_cannot_be_had_fails_alone_in_words_without_s
     assert "eyJ" not in output
     assert "(invalid_client)" in output, output  # the token endpoint's refusal, named
     assert str(missing) in output, output  # the unreadable secret file, named
+
+
+def _token(peers: OAuthPeers, scope: str) -> str:
+    """An access token of the peers' authorization server for client ``bridge``."""
+    answer = httpx.post(
+        peers.token_url,
+        auth=("bridge", SECRET),
+        data={"grant_type": "client_credentials", "scope": scope, "resource": peers.mcp_url},
+    )
+    answer.raise_for_status()
+    return str(answer.json()["access_token"])
+
+
+async def test_a_servers_refusal_of_the_credentials_names_its_challenge_and_is_no_outage(
+    program: str, peers: OAuthPeers, tmp_path: Path
+) -> None:
+    """The server's own 401 and 403 (the official SDK's bearer auth, with RFC 6750 and
+    RFC 9728 challenges) become ``upstream_unauthorized`` and ``insufficient_scope`` saying
+    what it asks for; the server stays up: the call after the fix goes through at once."""
+    good, unscoped = _token(peers, "mcp:tools"), _token(peers, "other")
+    token_file = tmp_path / "token"
+    token_file.write_text(good)
+    with run_bridge([server_entry("secure", peers.mcp_url, tokenFile=str(token_file))]) as bridge:
+        async with Client(bridge.url, mode="auto") as client:  # type: ignore[arg-type]
+
+            async def once_the_file_is_read(token: str, refused: bool) -> Any:
+                """The first call's answer that is (not) a refusal after ``token`` is written
+                (the compiled bridge reads the file at every request, the Python one checks
+                it at most every second)."""
+                token_file.write_text(token)
+                answers: list[Any] = []
+
+                async def answered() -> bool:
+                    answers.append(await client.call_tool("secure_echo", {"text": "x"}))
+                    return bool(answers[-1].is_error) == refused
+
+                await eventually_async("the token file read", answered, 10)
+                return answers[-1]
+
+            assert _text(await client.call_tool("secure_echo", {"text": "a"})) == "a"
+            scoped = await once_the_file_is_read(unscoped, True)
+            refused = await once_the_file_is_read("not-a-token-at-all", True)
+            assert _text(await once_the_file_is_read(good, False)) == "x"
+        output = bridge.log()
+    scope_error = scoped.structured_content or {}
+    assert scope_error["code"] == "insufficient_scope", scoped
+    assert "answered HTTP 403: the token lacks a scope it needs" in scope_error["hint"]
+    assert "Required scope: mcp:tools" in scope_error["hint"]
+    auth_error = refused.structured_content or {}
+    assert auth_error["code"] == "upstream_unauthorized", refused
+    hint = auth_error["hint"]
+    assert "answered HTTP 401 asking for Bearer authentication" in hint
+    assert "error invalid_token" in hint and "resource metadata http://127.0.0.1" in hint
+    assert "configure spec.auth" in hint
+    assert good not in output and unscoped not in output
 
 
 def test_the_compiled_bridge_is_the_one_tested(program: str) -> None:

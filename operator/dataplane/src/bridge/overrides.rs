@@ -8,6 +8,8 @@
 //! pin (`pins`) covers the server's own definition; the override is ours and is not pinned.
 //! The catalog applies [`overridden`]; the pipeline [`with_fixed`]. Pure.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value, json};
 
 use super::config::ToolOverride;
@@ -75,15 +77,20 @@ pub fn overridden(tool: &Value, wanted: Option<&ToolOverride>) -> (Value, Option
 }
 
 /// The arguments sent for a call the schema accepted (`None`: `{}`): the agent's with the
-/// fixed ones merged in, or `invalid_arguments` when the agent named a fixed one.
-pub fn with_fixed(
+/// fixed ones merged in, or `invalid_arguments` when the agent named a fixed one. A tool with
+/// no fixed arguments (most) borrows the agent's: a call's arguments are copied only to be
+/// changed.
+pub fn with_fixed<'a>(
     exposed: &str,
-    arguments: Option<&Value>,
+    arguments: Option<&'a Value>,
     fixed: &Map<String, Value>,
-) -> Result<Value, ToolError> {
+) -> Result<Cow<'a, Value>, ToolError> {
+    if fixed.is_empty() {
+        return Ok(arguments.map_or_else(|| Cow::Owned(json!({})), Cow::Borrowed));
+    }
     let mut sent = arguments.cloned().unwrap_or_else(|| json!({}));
     let Value::Object(given) = &mut sent else {
-        return Ok(sent);
+        return Ok(Cow::Owned(sent));
     };
     let mut named: Vec<String> = given
         .keys()
@@ -97,7 +104,7 @@ pub fn with_fixed(
     for (name, value) in fixed {
         given.insert(name.clone(), value.clone());
     }
-    Ok(sent)
+    Ok(Cow::Owned(sent))
 }
 
 /// `invalid_arguments`: the agent tried to set arguments the server's owner fixed.
@@ -197,11 +204,18 @@ mod tests {
         let fixed = json!({"path": "/drafts/current", "mode": "soft"});
         let fixed = fixed.as_object().unwrap();
         let sent = with_fixed("docs_delete_page", None, fixed).unwrap();
-        assert_eq!(sent, json!({"path": "/drafts/current", "mode": "soft"}));
-        let sent = with_fixed("docs_delete_page", Some(&json!({"force": true})), fixed).unwrap();
+        assert_eq!(*sent, json!({"path": "/drafts/current", "mode": "soft"}));
+        let forced = json!({"force": true});
+        let sent = with_fixed("docs_delete_page", Some(&forced), fixed).unwrap();
         assert_eq!(
-            sent,
+            *sent,
             json!({"force": true, "path": "/drafts/current", "mode": "soft"})
+        );
+        let given = json!({"path": "/"});
+        let borrowed = with_fixed("t", Some(&given), &Map::new()).unwrap();
+        assert!(
+            matches!(borrowed, Cow::Borrowed(_)),
+            "no fixed arguments: nothing copied"
         );
         let refused = with_fixed(
             "docs_delete_page",

@@ -68,7 +68,7 @@ impl Core {
                 let fixed = overrides::with_fixed(name, arguments, &entry.fixed);
                 // The rules read the arguments that would be sent (the fixed ones merged).
                 let decision = match (&entry.drift, errors.is_empty(), &fixed) {
-                    (None, true, Ok(sent)) => catalog.rules.decide(name, sent),
+                    (None, true, Ok(sent)) => catalog.rules.decide(name, sent.as_ref()),
                     _ => super::rules::ALLOWED,
                 };
                 policy = decision.audited();
@@ -93,7 +93,7 @@ impl Core {
                     tool: name,
                     server: &key,
                 };
-                let scanned = fixed.as_ref().ok().or(arguments).unwrap_or(&empty);
+                let scanned = fixed.as_deref().ok().or(arguments).unwrap_or(&empty);
                 let before = judge(modes.arguments, Direction::Arguments, scanned, &subject, &mut pii).await;
                 if let Some(error) = refused.or(before.refusal) {
                     (error.code, error.to_result())
@@ -103,7 +103,7 @@ impl Core {
                             &hold,
                             entry,
                             name,
-                            before.value.as_ref().or(fixed.as_ref().ok()).unwrap_or(&empty),
+                            before.value.as_ref().or(fixed.as_deref().ok()).unwrap_or(&empty),
                             relay,
                             &mut policy,
                         )
@@ -111,7 +111,7 @@ impl Core {
                 {
                     (error.code, error.to_result())
                 } else {
-                    let sent = before.value.as_ref().or(fixed.as_ref().ok());
+                    let sent = before.value.as_ref().or(fixed.as_deref().ok());
                     let (answered, tried) = self.send(entry, name, sent, relay).await;
                     attempts = tried;
                     match answered {
@@ -252,17 +252,21 @@ impl Core {
             let problem = self.states()[index].problem.clone().unwrap_or_default();
             return (Err(misconfigured(&key, &problem)), 0);
         };
-        let mut params = Map::new();
-        params.insert("name".into(), json!(entry.original));
-        params.insert(
-            "arguments".into(),
-            arguments.cloned().unwrap_or_else(|| json!({})),
-        );
+        // Each attempt owns its request: the arguments are copied once per attempt.
+        let params = || {
+            let mut params = Map::new();
+            params.insert("name".into(), json!(entry.original));
+            params.insert(
+                "arguments".into(),
+                arguments.cloned().unwrap_or_else(|| json!({})),
+            );
+            params
+        };
         let seconds = server.timeout_seconds();
         let deadline = tokio::time::Instant::now() + Duration::from_secs(seconds);
         let safe = retry::retry_safe(entry.tool.get("annotations"));
         let attempt = |left: Duration| {
-            let params = params.clone();
+            let params = params();
             async move {
                 let answered = match relay {
                     Some(relay) => {
@@ -312,6 +316,17 @@ impl Core {
             Err(Failure::Unauthorized { insufficient_scope, why }) => {
                 Err(unauthorized(&key, insufficient_scope, &scrub(&why)))
             }
+            Err(failure @ Failure::Denied { .. }) => Err(denied(&key, exposed, &failure, &scrub)),
+            Err(failure @ Failure::Status(..)) if !retry::transient(&failure) => {
+                // It answered, refusing this request: no outage (the Python bridge's `_rejected`).
+                let hint = format!(
+                    "Server {key} refused {exposed} ({}).",
+                    cut(&scrub(&failure.describe()), MAX_UPSTREAM_MESSAGE)
+                );
+                Err(ToolError::new("upstream_error", hint)
+                    .with("server", json!(key))
+                    .with("rpcCode", Value::Null))
+            }
             Err(Failure::Cancelled) => Err(cancelled(&key, exposed)),
             Err(Failure::Timeout) => Err(ToolError::new(
                 "timeout",
@@ -353,11 +368,32 @@ fn reached_no_one(failure: &Failure) -> bool {
     !matches!(
         failure,
         Failure::Rpc { .. }
+            | Failure::Denied { .. }
             | Failure::Misconfigured(_)
             | Failure::Unauthorized { .. }
             | Failure::Cancelled
             | Failure::Timeout
     )
+}
+
+/// The error of a call whose server refused the bridge's credentials (`upstream_unauthorized`,
+/// `insufficient_scope`: its challenge says what it asks for) or, with a 403 about no scope,
+/// the request itself (`upstream_error`). No outage: the server stays up.
+fn denied(key: &str, exposed: &str, failure: &Failure, scrub: &dyn Fn(&str) -> String) -> ToolError {
+    if let Some((code, hint, scope)) = failure.unauthorized(key) {
+        let mut error = ToolError::new(code, scrub(&hint)).with("server", json!(key));
+        if let Some(scope) = scope {
+            error = error.with("scope", json!(scrub(&scope)));
+        }
+        return error;
+    }
+    let hint = format!(
+        "Server {key} refused {exposed} ({}).",
+        cut(&scrub(&failure.describe()), MAX_UPSTREAM_MESSAGE)
+    );
+    ToolError::new("upstream_error", hint)
+        .with("server", json!(key))
+        .with("rpcCode", Value::Null)
 }
 
 /// The error of a call its agent cancelled (while it was sent, or held for approval).

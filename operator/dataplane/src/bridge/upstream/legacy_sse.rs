@@ -153,7 +153,8 @@ impl Upstream {
             .to_ascii_lowercase();
         if status != 200 || !media.starts_with("text/event-stream") {
             if status >= 300 {
-                return Err(Failure::Status(status, "the event stream was refused".to_owned()));
+                let why = "the event stream was refused".to_owned();
+                return Err(Failure::of_status(status, response.headers(), why));
             }
             let media = Some(media.as_str()).filter(|m| !m.is_empty());
             let media = media.unwrap_or("no content type");
@@ -253,14 +254,15 @@ impl Upstream {
             .map_err(|e| Failure::Misconfigured(format!("the request cannot be made: {e}")))?;
         let response = self.transmit(request).await?;
         let status = response.status().as_u16();
-        let text = http_body_util::Limited::new(response.into_body(), 64 << 10)
+        let (parts, body) = response.into_parts();
+        let text = http_body_util::Limited::new(body, 64 << 10)
             .collect()
             .await
             .map(|c| c.to_bytes())
             .unwrap_or_default();
         if status >= 300 {
             let why = String::from_utf8_lossy(&text).chars().take(200).collect();
-            return Err(Failure::Status(status, why));
+            return Err(Failure::of_status(status, &parts.headers, why));
         }
         let session = Some(stream.session.clone());
         if id.is_none() {

@@ -16,6 +16,7 @@
 //! `legacy_sse` a server of the legacy HTTP+SSE transport (`transport: sse`),
 //! `legacy_routing` its endpoint and its events.
 
+mod challenge;
 mod guard;
 mod headers;
 mod legacy_routing;
@@ -81,6 +82,14 @@ pub enum Failure {
     Protocol(String),
     /// The HTTP status of a refusal (no JSON-RPC error in it).
     Status(u16, String),
+    /// A `401` or `403`: the server refused the bridge's credentials or their scope.
+    /// `challenge` is its `WWW-Authenticate` header, `why` what its body said (the JSON-RPC
+    /// error's message, or the text).
+    Denied {
+        status: u16,
+        challenge: Option<String>,
+        why: String,
+    },
     /// No answer within the deadline.
     Timeout,
     /// The bridge cannot send it as configured (a header file unreadable, a bad value).
@@ -93,12 +102,61 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// The failure of an answer with an error `status` whose body said `why`: `Denied` for
+    /// a 401 or 403 (with the challenge among `headers`), else `Status`.
+    pub(crate) fn of_status(status: u16, headers: &hyper::HeaderMap, why: String) -> Failure {
+        if !matches!(status, 401 | 403) {
+            return Failure::Status(status, why);
+        }
+        let challenge = headers
+            .get(hyper::header::WWW_AUTHENTICATE)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
+        Failure::Denied {
+            status,
+            challenge,
+            why,
+        }
+    }
+
+    /// The agent's hint for a refusal of the bridge's credentials (`Denied`): what the
+    /// server asked for and who can fix it (`challenge`); `None` for any other failure and
+    /// for a 403 that is not about a scope (the server refused the request itself).
+    pub fn unauthorized(&self, key: &str) -> Option<(&'static str, String, Option<String>)> {
+        let Failure::Denied {
+            status, challenge, ..
+        } = self
+        else {
+            return None;
+        };
+        let found = challenge.as_deref().and_then(challenge::Challenge::parse);
+        let place = format!("Server {key}");
+        if let Some(found) = found.as_ref().filter(|c| c.insufficient_scope()) {
+            let hint = format!(
+                "{}. The call was refused before it ran; calling again will not help until the token carries that scope.",
+                challenge::explain(&place, *status, Some(found))
+            );
+            let scope = found.scope().map(|s| s.chars().take(256).collect());
+            return Some(("insufficient_scope", hint, scope));
+        }
+        if *status != 401 {
+            return None;
+        }
+        let hint = format!(
+            "{}. The call was refused before it ran (a new token was tried once); calling again will not help until the credentials are fixed. Tools of other servers keep working.",
+            challenge::explain(&place, 401, found.as_ref())
+        );
+        Some(("upstream_unauthorized", hint, None))
+    }
+
     pub fn describe(&self) -> String {
         match self {
             Failure::Unavailable(why) | Failure::Misconfigured(why) | Failure::Protocol(why) => why.clone(),
             Failure::Unauthorized { why, .. } => why.clone(),
             Failure::Rpc { code, message, .. } => format!("JSON-RPC error {code}: {message}"),
             Failure::Status(status, why) => format!("HTTP {status}: {why}"),
+            Failure::Denied { status, why, .. } if why.is_empty() => format!("HTTP {status}"),
+            Failure::Denied { status, why, .. } => format!("HTTP {status}: {why}"),
             Failure::Timeout => "no answer in time".to_owned(),
             Failure::Cancelled => "the call was cancelled".to_owned(),
         }
@@ -218,7 +276,7 @@ impl Upstream {
         };
         let sent = oauth.bearer(&self.client).await?;
         let answer = match self.session_once(method, params.clone(), relay).await {
-            Err(Failure::Status(401, _)) => {
+            Err(Failure::Denied { status: 401, .. }) => {
                 oauth.rejected(&sent); // one new token, one more try
                 oauth.bearer(&self.client).await?;
                 self.session_once(method, params, relay).await
@@ -228,6 +286,15 @@ impl Upstream {
         match answer {
             Ok(result) => Ok(oauth.mask(result)),
             Err(Failure::Status(status, why)) => Err(Failure::Status(status, oauth.mask_text(&why))),
+            Err(Failure::Denied {
+                status,
+                challenge,
+                why,
+            }) => Err(Failure::Denied {
+                status,
+                challenge: challenge.map(|c| oauth.mask_text(&c)),
+                why: oauth.mask_text(&why),
+            }),
             Err(Failure::Unavailable(why)) => Err(Failure::Unavailable(oauth.mask_text(&why))),
             Err(Failure::Protocol(why)) => Err(Failure::Protocol(oauth.mask_text(&why))),
             Err(Failure::Rpc { code, message, data }) => Err(Failure::Rpc {

@@ -76,7 +76,7 @@ impl Upstream {
                 Err(failure @ (Failure::Unavailable(_) | Failure::Misconfigured(_) | Failure::Timeout)) => {
                     return Err(failure);
                 }
-                Err(Failure::Status(status @ (401 | 403), why)) => return Err(Failure::Status(status, why)),
+                Err(denied @ Failure::Denied { .. }) => return Err(denied),
                 Err(_) => return self.initialize().await,
             }
         }

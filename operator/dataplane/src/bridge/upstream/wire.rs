@@ -125,6 +125,9 @@ impl Upstream {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_ascii_lowercase();
+        if matches!(status, 401 | 403) {
+            return Err(denied(status, response).await);
+        }
         let Some(id) = id else {
             return Ok((status, session, None));
         };
@@ -250,4 +253,22 @@ fn chain(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// The failure of a `401` or `403` (`Failure::Denied`): its challenge, and what its body said
+/// (the JSON-RPC error's message, else the start of the text).
+async fn denied(status: u16, response: Response<Incoming>) -> Failure {
+    let (parts, body) = response.into_parts();
+    let bytes = http_body_util::Limited::new(body, 64 << 10)
+        .collect()
+        .await
+        .map(|c| c.to_bytes())
+        .unwrap_or_default();
+    let said = serde_json::from_slice::<Value>(&bytes).ok().and_then(|m| {
+        m.pointer("/error/message")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    });
+    let why = said.unwrap_or_else(|| String::from_utf8_lossy(&bytes).chars().take(200).collect());
+    Failure::of_status(status, &parts.headers, why)
 }
