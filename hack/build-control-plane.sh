@@ -42,6 +42,6 @@ echo "Building etcd $ETCD_VERSION"
 go build -trimpath -ldflags "-s -w" -o "$BIN/etcd" go.etcd.io/etcd/server/v3
 
 "$BIN/kube-apiserver" --version
-"$BIN/etcd" --version | head -1
+"$BIN/etcd" --version | sed -n 1p  # sed reads to the end: no SIGPIPE under pipefail
 touch "$STAMP"
 echo "Control plane built in $(( $(date +%s) - start ))s into $BIN"

@@ -56,8 +56,8 @@ go build -trimpath \
   -ldflags "-s -w -X github.com/cloudnativelabs/kube-router/v2/pkg/version.Version=$KUBE_ROUTER_VERSION -X github.com/cloudnativelabs/kube-router/v2/pkg/version.BuildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
   -o "$BIN/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
 
-"$BIN/coredns" -version | head -1
-"$BIN/kube-router" --version 2>&1 | head -1
+"$BIN/coredns" -version | sed -n 1p  # not head: its early exit can SIGPIPE the writer (exit 141)
+"$BIN/kube-router" --version 2>&1 | sed -n 1p
 rm -f "$BIN"/.node-addons-*
 touch "$STAMP"
 echo "Node add-ons built in $(( $(date +%s) - start ))s into $BIN"

@@ -42,7 +42,7 @@ build_kubernetes_commands() {
   local bin="$1"; shift
   local kdir git_commit build_date ldflags p command started
   kdir=$(_kubernetes_wrapper)
-  git_commit=$(cd "$kdir" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"Hash": "\(.*\)".*/\1/p' | head -1)
+  git_commit=$(cd "$kdir" && go mod download -json "k8s.io/kubernetes@$KUBERNETES_VERSION" | sed -n 's/.*"Hash": "\(.*\)".*/\1/p' | sed -n 1p)
   build_date=$(date -u +%Y-%m-%dT%H:%M:%SZ)
   ldflags="-s -w"
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
