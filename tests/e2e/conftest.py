@@ -166,9 +166,9 @@ def node_namespace(node_cluster: Cluster, node_crds: None) -> Iterator[str]:
 
 @pytest.fixture
 def data_plane() -> str:
-    """Which adapter the node operator renders into managed servers' Pods: ``python`` (the
-    operator image's) or ``compiled`` (``--dataplane-image``, the mcp-dataplane image). A test
-    parametrizes this name to run with both."""
+    """Which data plane the node operator renders into managed servers' and runs' Pods:
+    ``python`` (the operator image's) or ``compiled`` (``--dataplane-image``, the
+    mcp-dataplane image). A test parametrizes this name to run with both."""
     return "python"
 
 
@@ -183,12 +183,8 @@ def node_operator(
     """The operator on this machine against the cluster with a node, for one test."""
     registry_host = node_cluster.plane.registry
     scraper.ensure(node_cluster)
-    # The compiled data plane: its adapter for managed servers, and its image among those a
-    # run may name for its bridge (spec.bridge.image).
-    compiled = [
-        f"--dataplane-image={node_images['mcp-dataplane']}",
-        f"--bridge-images={node_images['mcp-dataplane']}",
-    ]
+    # The compiled data plane: the adapter of managed servers and the bridge of runs.
+    compiled = [f"--dataplane-image={node_images['mcp-dataplane']}"]
     with operator_process(
         *(compiled if data_plane == "compiled" else []),
         "--verbose",

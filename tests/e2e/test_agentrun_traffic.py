@@ -11,8 +11,8 @@ the ConfigMap as the kubelet mounted it and reaching the managed server by its S
 client (the operator image's Python) that lists the tools behind ``$MCP_BRIDGE_URL`` and
 calls them. mcp-server-time listens on this machine on the node's bridge address, so no
 traffic leaves the machine. It runs twice: with the Python adapter and bridge, and with the
-compiled data plane's (``--dataplane-image`` for the adapter, the run's ``spec.bridge.image``
-for the bridge), the same assertions.
+compiled data plane's (``--dataplane-image``: the operator renders it for the adapter and
+for the run's bridge), the same assertions.
 """
 
 from __future__ import annotations
@@ -57,11 +57,9 @@ asyncio.run(main())
 """
 
 
-def the_agent(image: str, bridge_image: str | None = None) -> dict[str, Any]:
-    """The run; ``bridge_image``: the bridge sidecar's image when not the operator's."""
+def the_agent(image: str) -> dict[str, Any]:
+    """The run: it names no bridge image, the operator chooses."""
     bridge: dict[str, Any] = {"policy": {"pii": {"arguments": "block"}}}
-    if bridge_image is not None:
-        bridge["image"] = bridge_image
     return agentrun(
         "agent",
         [{"name": "ev", "toolsDeny": ["get-sum"]}, "clock"],
@@ -142,17 +140,16 @@ def test_an_agent_reaches_two_servers_of_both_eras_through_the_bridge_sidecar(
             eventually(f"MCPServer {name} Ready", lambda n=name: ready(n), timeout=120)
         served_by(cluster, namespace, "ev", node_images[f"mcp-{DATA_PLANES[data_plane]}"])
 
-        # The compiled data plane's bridge too: the platform lets runs name its image
-        # (node_operator's --bridge-images), and this run does.
-        bridge_image = node_images["mcp-dataplane"] if data_plane == "compiled" else None
-        cluster.apply(namespace, the_agent(node_images["mcp-operator"], bridge_image))
+        # The run names no bridge image: with --dataplane-image the operator renders the
+        # compiled bridge, else its own image's Python one.
+        cluster.apply(namespace, the_agent(node_images["mcp-operator"]))
         eventually("the agent Pod", lambda: get(cluster, namespace, "pod", "agent"))
         sidecar = next(
             c
             for c in get(cluster, namespace, "pod", "agent")["spec"]["initContainers"]
             if c["name"] == "mcp-bridge"
         )
-        assert sidecar["image"] == (bridge_image or node_images["mcp-operator"])
+        assert sidecar["image"] == node_images[f"mcp-{DATA_PLANES[data_plane]}"]
         service = f"ev.{namespace}.svc.cluster.local"
         config_map = get(cluster, namespace, "configmap", "agent-bridge")
         assert config_map is not None

@@ -127,3 +127,33 @@ async def test_a_glob_for_one_repository_does_not_allow_another() -> None:
     run = agent_run(bridge={"image": "registry.example/other:2.0"})
     done = await reconcile_run(kube, run, bridge_images=("registry.example/bridge:*",))
     assert condition(done.patch, "Ready")[1] == "BridgeImageNotAllowed"
+
+
+COMPILED = "registry.example/mcp-dataplane:1.2.3@sha256:" + "c" * 64
+
+
+async def test_with_the_compiled_data_plane_named_a_run_gets_its_bridge() -> None:
+    kube = FakeKube()
+    await reconcile_run(kube, agent_run(), bridge_image=OWN, dataplane_image=COMPILED)
+    assert bridge_image(kube) == COMPILED
+    pod = kube.objects[("pods", "ns", "app")]
+    (sidecar,) = pod["spec"]["initContainers"]
+    assert sidecar["args"][0] == "bridge"  # the same arguments run either program
+    assert not any(e["name"].startswith("OTEL_") for e in sidecar["env"])
+
+
+async def test_a_run_that_asks_for_traces_keeps_the_python_bridge() -> None:
+    """The compiled bridge exports no traces yet: a run with spec.bridge.tracing would lose
+    them silently."""
+    kube = FakeKube()
+    run = agent_run(bridge={"tracing": {"endpoint": "http://collector.obs:4318"}})
+    await reconcile_run(kube, run, bridge_image=OWN, dataplane_image=COMPILED)
+    assert bridge_image(kube) == OWN
+
+
+@pytest.mark.parametrize("named", [OWN, COMPILED])
+async def test_a_run_may_name_either_of_the_operators_images(named: str) -> None:
+    kube = FakeKube()
+    run = agent_run(bridge={"image": named})
+    await reconcile_run(kube, run, bridge_image=OWN, dataplane_image=COMPILED)
+    assert bridge_image(kube) == named

@@ -82,9 +82,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataplane-image",
         default=os.environ.get("MCP_OPERATOR_DATAPLANE_IMAGE") or None,
         help="image of the compiled data plane (mcp-dataplane; env "
-        "MCP_OPERATOR_DATAPLANE_IMAGE): managed servers' adapters and fronts run it instead of "
-        "the adapter image, but for servers with spec.tracing, which it does not serve yet; "
-        "default: none (the Python adapter everywhere)",
+        "MCP_OPERATOR_DATAPLANE_IMAGE): managed servers' adapters and fronts and AgentRuns' "
+        "bridges run it instead of the operator's image, but for servers with spec.tracing "
+        "and runs with spec.bridge.tracing, which it does not serve yet; default: none (the "
+        "Python data plane everywhere)",
     )
     parser.add_argument(
         "--cluster-domain",
@@ -213,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
     if args.adapter_image:
         render = dataclasses.replace(render, adapter_image=args.adapter_image)
     bridge = AgentRenderSettings(
+        dataplane_image=args.dataplane_image,
         bridge_enabled=args.bridge_enabled == "true",
         bridge_images=tuple(i.strip() for i in (args.bridge_images or "").split(",") if i.strip()),
     )

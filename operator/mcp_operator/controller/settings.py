@@ -169,7 +169,13 @@ class AgentRenderSettings:
     """Image of the bridge sidecar when a run names none (the operator's own image)."""
 
     bridge_image_pull_policy: str = "IfNotPresent"
-    """Pull policy of that image."""
+    """Pull policy of that image (and of ``dataplane_image``)."""
+
+    dataplane_image: str | None = None
+    """The compiled data plane's image (``mcp-dataplane``, ``--dataplane-image``): when set,
+    a run that names no image gets its bridge from it instead of :attr:`bridge_image`, except
+    where the run asks for what it does not serve yet (:func:`~mcp_operator.controller.
+    agentrun.render.bridge_image` says what). ``None``: the Python bridge."""
 
     bridge_images: tuple[str, ...] = ()
     """Other images a run may name in ``spec.bridge.image`` (``*``/``?`` globs): the bridge

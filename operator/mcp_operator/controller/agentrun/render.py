@@ -72,16 +72,27 @@ def bridge_enabled(run: AgentRun, settings: AgentRenderSettings) -> bool:
 
 
 def bridge_image(run: AgentRun, settings: AgentRenderSettings) -> str:
-    """The bridge's image: the run's ``spec.bridge.image`` if set, else the operator's."""
-    return run.spec.bridge.image or settings.bridge_image
+    """The bridge's image: the run's ``spec.bridge.image`` if set, else the compiled data
+    plane's (``settings.dataplane_image``, when the platform names one), else the operator's.
+
+    The compiled bridge serves the same configuration, flags and endpoints, but does not yet
+    export traces: a run that asks for them (``spec.bridge.tracing``) keeps the Python bridge
+    of ``settings.bridge_image``, as a managed server with ``spec.tracing`` keeps the Python
+    adapter."""
+    if run.spec.bridge.image:
+        return run.spec.bridge.image
+    if settings.dataplane_image is None or run.spec.bridge.tracing is not None:
+        return settings.bridge_image
+    return settings.dataplane_image
 
 
 def bridge_image_allowed(run: AgentRun, settings: AgentRenderSettings) -> bool:
-    """Whether the run's bridge image is the platform's choice: unset, the operator's own, or
-    matched by a pattern of ``settings.bridge_images`` (``*`` and ``?`` globs, which match
-    any character, ``/`` and ``:`` included, as ``--allowed-registries`` does)."""
+    """Whether the run's bridge image is the platform's choice: unset, the operator's own or
+    its compiled data plane's, or matched by a pattern of ``settings.bridge_images`` (``*``
+    and ``?`` globs, which match any character, ``/`` and ``:`` included, as
+    ``--allowed-registries`` does)."""
     image = run.spec.bridge.image
-    if image is None or image == settings.bridge_image:
+    if image is None or image in (settings.bridge_image, settings.dataplane_image):
         return True
     return any(fnmatch.fnmatchcase(image, pattern) for pattern in settings.bridge_images)
 
