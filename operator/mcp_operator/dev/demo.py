@@ -14,10 +14,11 @@ Then, everything in namespace ``mcp-demo`` (:mod:`mcp_operator.dev.demo_objects`
    Streamable HTTP Deployment the operator does not run; waits until both are ``Ready`` and
    prints their tools;
 4. applies an AgentRun whose agent (``images/demo-agent``) lists its tools through the
-   ``mcp-bridge`` sidecar (the compiled bridge, ``mcp-dataplane`` too), calls two allowed ones and tries one with an e-mail address under
-   PII mode ``block``; prints the run's phases as they change (``PodPending → Running →
-   Succeeded``), the agent container's output and the bridge container's audit lines for
-   the three calls (``ok``, ``ok``, ``pii_blocked``).
+   ``mcp-bridge`` sidecar (the compiled bridge, ``mcp-dataplane`` too), calls two allowed
+   ones and tries one with an e-mail address under PII mode ``block``; prints the run's
+   phases as they change (``PodPending → Running → Succeeded``), the agent container's
+   output and the bridge container's audit lines for the three calls (``ok``, ``ok``,
+   ``pii_blocked``).
 
 Interactive runs then wait for Ctrl-C; ``--no-wait``, or no terminal on standard input, ends
 after printing. The exit code is 0 when the run succeeded with those three audit outcomes.
