@@ -54,6 +54,7 @@ from tests.protocol.test_metrics_access import (
     test_without_the_issuers_keys_every_scrape_is_refused,
 )
 from tests.support import needs
+from tests.support.bridge_run import run_bridge, server_entry
 
 pytestmark = [
     pytest.mark.timeout(180),
@@ -93,3 +94,17 @@ __all__ = [
     "test_the_sdk_client_lists_and_calls_the_prefixed_tools_of_upstreams_of_both_eras",
     "test_without_the_issuers_keys_every_scrape_is_refused",
 ]
+
+
+def test_traces_asked_of_the_compiled_bridge_are_said_to_be_missing(everything_url: str) -> None:
+    """The compiled bridge exports no traces yet: asked for them (the operator renders the
+    Python bridge for such runs, but a run may name this image), it says so at start, and
+    never prints the endpoint (a URL may carry credentials)."""
+    endpoint = "http://user:s3cret@collector.example:4318"
+    with run_bridge([server_entry("ev", everything_url)]) as quiet:
+        assert "exports none yet" not in quiet.log()
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint}
+    with run_bridge([server_entry("ev", everything_url)], env=env) as asked:
+        log = asked.log()
+    assert "Traces were asked for" in log and "exports none yet" in log, log
+    assert "s3cret" not in log

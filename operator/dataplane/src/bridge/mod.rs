@@ -110,6 +110,17 @@ const DRAIN: Duration = Duration::from_secs(25);
 /// A client that does not send its request head within this is disconnected.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Whether the standard environment asks for traces (an OTLP endpoint, not turned off with
+/// `OTEL_TRACES_EXPORTER=none` or `OTEL_SDK_DISABLED=true`): said once at start, since they
+/// are not exported. The endpoint itself is not logged (it may carry credentials).
+fn traces_asked_for() -> bool {
+    let set = |name: &str| std::env::var(name).is_ok_and(|v| !v.trim().is_empty());
+    let asked = set("OTEL_EXPORTER_OTLP_ENDPOINT") || set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+    let off = std::env::var("OTEL_TRACES_EXPORTER").is_ok_and(|e| e.trim() == "none")
+        || std::env::var("OTEL_SDK_DISABLED").is_ok_and(|d| d.trim().eq_ignore_ascii_case("true"));
+    asked && !off
+}
+
 /// Run the bridge until SIGTERM or SIGINT; the exit code.
 pub async fn run(args: BridgeArgs) -> i32 {
     let seen = std::fs::read(&args.config).ok();
@@ -127,6 +138,11 @@ pub async fn run(args: BridgeArgs) -> i32 {
             return 2;
         }
     };
+    if traces_asked_for() {
+        tracing::warn!(
+            "Traces were asked for (an OTLP endpoint is set) but this bridge exports none yet; the Python bridge (mcp-operator bridge) does, and the operator renders it for runs with spec.bridge.tracing"
+        );
+    }
     let listen = config.listen.clone();
     let address = crate::adapter::listen_address(&listen.host, listen.port);
     let listener = match TcpListener::bind(address).await {
