@@ -10,6 +10,7 @@ mod hosts;
 mod http;
 mod jsonrpc;
 mod legacy;
+mod param_headers;
 mod rounds;
 mod sessions;
 

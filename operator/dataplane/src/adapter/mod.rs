@@ -11,7 +11,6 @@
 //! - `listeners` the 2026-07-28 `subscriptions/listen` streams: agreement, fan-out tags
 //! - `metrics`  the Prometheus metrics
 //! - `oversized` the call a child's line over the limit answers
-//! - `param_headers` the `Mcp-Param-*` check of 2026-07-28 tool calls
 //! - `budget`   the byte budget of request bodies in flight
 //! - `audit`    one JSON line per `tools/call`: the verified caller, tool, outcome, duration
 //! - `upstream` front mode: the checked requests forwarded to an HTTP server of the Pod
@@ -31,7 +30,6 @@ pub mod front;
 pub mod listeners;
 pub mod metrics;
 pub mod oversized;
-pub mod param_headers;
 pub mod pool;
 pub mod pool_child;
 pub mod pool_front;

@@ -167,6 +167,20 @@ fn name_key(method: &str) -> Option<&'static str> {
     }
 }
 
+/// A header value as the SDK encodes it: verbatim when a header can carry it, else
+/// `=?base64?…?=` (what `decode_header_value` reads back).
+pub fn encode_header_value(value: &str) -> String {
+    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b)) && value.trim() == value;
+    if plain && !value.starts_with("=?base64?") {
+        value.to_owned()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        )
+    }
+}
+
 /// A header value as the SDK encodes it: verbatim, or `=?base64?…?=` for what a header
 /// cannot carry. A malformed or non-canonical sentinel decodes to nothing, so that it
 /// never matches a body value by accident.
@@ -185,6 +199,17 @@ pub fn decode_header_value(value: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn header_values_a_header_cannot_carry_are_base64() {
+        assert_eq!(encode_header_value("get_time"), "get_time");
+        assert_eq!(encode_header_value("é"), "=?base64?w6k=?=");
+        assert_eq!(encode_header_value(" x"), "=?base64?IHg=?=");
+        assert_eq!(
+            decode_header_value(&encode_header_value("é")).as_deref(),
+            Some("é")
+        );
+    }
 
     fn call(name: &str) -> Value {
         json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name,

@@ -16,7 +16,7 @@ mod answers;
 
 use rmcp::model::ProtocolVersion;
 
-pub use admission::{Admission, RoutingHeaders, classify_modern, decode_header_value};
+pub use admission::{Admission, RoutingHeaders, classify_modern, decode_header_value, encode_header_value};
 pub use answers::{discover_result, initialize_result, modern_result, negotiate_version, strip_envelope};
 
 pub const PROTOCOL_VERSION_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";

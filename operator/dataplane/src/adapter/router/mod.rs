@@ -27,8 +27,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot};
 
 use super::listeners::Listener;
-use super::param_headers::ToolHeaderSchemas;
 use crate::jsonrpc::{self, INTERNAL_ERROR, REQUEST_CANCELLED};
+use crate::param_headers::ToolHeaderSchemas;
 use crate::sessions::Sessions;
 
 /// Client requests during which a server may ask the client something or log about it.

@@ -4,7 +4,6 @@
 //! scrubber masks (the OAuth client secret too); and the SDK's encoding of a header value
 //! (`Mcp-Name`).
 
-use base64::Engine;
 use hyper::header::{HeaderName, HeaderValue};
 
 use super::{Failure, Upstream};
@@ -20,20 +19,6 @@ const PROTOCOL_HEADERS: [&str; 7] = [
     "mcp-name",
     "mcp-session-id",
 ];
-
-/// A header value as the SDK encodes it: verbatim when a header can carry it, else
-/// `=?base64?…?=`.
-pub fn encode_header_value(value: &str) -> String {
-    let plain = value.bytes().all(|b| (0x20..0x7f).contains(&b)) && value.trim() == value;
-    if plain && !value.starts_with("=?base64?") {
-        value.to_owned()
-    } else {
-        format!(
-            "=?base64?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(value)
-        )
-    }
-}
 
 impl Upstream {
     /// The configured headers and the token, read now (files are re-read: the kubelet rotates
@@ -172,16 +157,4 @@ pub fn secret_values(server: &Server) -> Vec<String> {
     }
     values.extend(server.auth.iter().flat_map(super::oauth::secret_values));
     values
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn header_values_a_header_cannot_carry_are_base64() {
-        assert_eq!(encode_header_value("get_time"), "get_time");
-        assert_eq!(encode_header_value("é"), "=?base64?w6k=?=");
-        assert_eq!(encode_header_value(" x"), "=?base64?IHg=?=");
-    }
 }

@@ -29,6 +29,8 @@ mod wire;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::param_headers::ToolHeaderSchemas;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -185,6 +187,9 @@ pub struct Upstream {
     ids: AtomicU64,
     /// The event stream of a server of the legacy HTTP+SSE transport (`legacy_sse`).
     sse: std::sync::Mutex<Option<Arc<legacy_sse::SseStream>>>,
+    /// The `x-mcp-header` annotations of the tools it listed last: the `Mcp-Param-*` headers
+    /// each 2026-07-28 call to them carries (`wire`).
+    pub(super) param_headers: std::sync::Mutex<ToolHeaderSchemas>,
 }
 
 fn client_info() -> Value {
@@ -212,6 +217,7 @@ impl Upstream {
             state: Mutex::new(None),
             ids: AtomicU64::new(1),
             sse: std::sync::Mutex::new(None),
+            param_headers: std::sync::Mutex::default(),
         })
     }
 
@@ -358,7 +364,14 @@ impl Upstream {
             }
             match result.get("nextCursor") {
                 Some(next) if next.is_string() => cursor = Some(next.clone()),
-                _ => return Ok(items),
+                _ => {
+                    if method == "tools/list" {
+                        let mut learnt = ToolHeaderSchemas::default();
+                        learnt.learn_tools(&items);
+                        *self.param_headers.lock().expect("the param headers lock") = learnt;
+                    }
+                    return Ok(items);
+                }
             }
         }
         Err(Failure::Unavailable(format!(

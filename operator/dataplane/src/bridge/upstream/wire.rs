@@ -13,12 +13,12 @@ use hyper::header::HeaderValue;
 use hyper::{Request, Response};
 use serde_json::{Map, Value, json};
 
-use super::headers::encode_header_value;
 use super::{Failure, Negotiated, Upstream, client_info};
 use crate::bridge::relay::Relay;
 use crate::bridge::sse::SseReader;
 use crate::bridge::upcall::Talk;
 use crate::era;
+use crate::era::encode_header_value;
 
 /// An answer stream or body larger than this fails its request.
 const MAX_ANSWER_BYTES: usize = 16 << 20;
@@ -75,6 +75,21 @@ impl Upstream {
                 && let Ok(value) = HeaderValue::from_str(&encode_header_value(name))
             {
                 builder = builder.header("mcp-name", value);
+            }
+            if method == "tools/call"
+                && let Some(name) = params.and_then(|p| p.get("name")).and_then(Value::as_str)
+            {
+                let arguments = params.and_then(|p| p.get("arguments"));
+                let written = self
+                    .param_headers
+                    .lock()
+                    .expect("the param headers lock")
+                    .headers_for(name, arguments);
+                for (header, value) in written {
+                    if let Ok(value) = HeaderValue::from_str(&value) {
+                        builder = builder.header(header, value);
+                    }
+                }
             }
         } else if let Some(session) = &negotiated.session_id {
             builder = builder.header("mcp-session-id", session.as_str());

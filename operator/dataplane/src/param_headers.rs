@@ -1,11 +1,14 @@
-//! `Mcp-Param-*` headers of 2026-07-28 tool calls, checked against the child's own tool
-//! schemas, as the SDK's server checks them (`x-mcp-header` annotations; the official SDKs
-//! keep this check private to their servers, so it is written here from the spec).
+//! `Mcp-Param-*` headers of 2026-07-28 tool calls (`x-mcp-header` annotations; the official
+//! SDKs keep these private to their servers and clients, so they are written here from the
+//! spec), for both sides of the data plane: the adapter checks a caller's headers against its
+//! child's tool schemas, as the SDK's server does; the bridge writes the headers of each call
+//! it sends a 2026-07-28 server ([`ToolHeaderSchemas::headers_for`]), as the SDK's client does
+//! (such a server refuses a call to an annotated tool without them).
 //!
-//! Owns what the adapter remembers of the child's tools for the check — only input schemas
-//! that annotate properties with `x-mcp-header`, by tool name, at most `MAX_TOOLS`, learnt
-//! from every `tools/list` result the child gives and forgotten when its list changes or it
-//! restarts — and the check: each annotated property's header and argument are present
+//! Owns what is remembered of a server's tools for that — only input schemas that annotate
+//! properties with `x-mcp-header`, by tool name, at most `MAX_TOOLS`, learnt from every
+//! `tools/list` result and forgotten when the list changes or the child restarts — and the
+//! check: each annotated property's header and argument are present
 //! together and equal (after the base64 sentinel is decoded; an integer compares by value),
 //! or absent together. A call to a tool whose schema is not known, or whose annotations are
 //! not valid (a conforming client sends no headers for it), is not checked. Pure: no I/O.
@@ -14,7 +17,7 @@ use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
-use crate::era::decode_header_value;
+use crate::era::{decode_header_value, encode_header_value};
 
 const MAX_TOOLS: usize = 1000;
 const KEY: &str = "x-mcp-header";
@@ -128,12 +131,46 @@ fn matches(kind: &str, value: &Value, rendered: &str, decoded: &str) -> bool {
     decoded == rendered
 }
 
+/// The value at `path` of a call's arguments (`properties` keys from the root).
+fn at<'a>(arguments: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
+    let (first, rest) = path.split_first()?;
+    rest.iter()
+        .try_fold(arguments.get(first)?, |node, step| node.get(step))
+}
+
 impl ToolHeaderSchemas {
     /// Remember the annotated schemas of one `tools/list` result (page).
     pub fn learn(&mut self, result: Option<&Value>) {
         let Some(tools) = result.and_then(|r| r.get("tools")).and_then(Value::as_array) else {
             return;
         };
+        self.learn_tools(tools);
+    }
+
+    /// The `Mcp-Param-*` headers of a call to `name` with `arguments`, as the SDK's client
+    /// writes them: one per annotated property the arguments hold (a value a header cannot
+    /// carry as text is base64-encoded); none for a tool without valid annotations.
+    pub fn headers_for(&self, name: &str, arguments: Option<&Value>) -> Vec<(String, String)> {
+        let (Some(annotated), Some(arguments)) =
+            (self.by_tool.get(name), arguments.and_then(Value::as_object))
+        else {
+            return Vec::new();
+        };
+        annotated
+            .iter()
+            .filter_map(|annotation| {
+                let value = at(arguments, &annotation.path).filter(|v| !v.is_null())?;
+                let text = render(value)?;
+                Some((
+                    format!("Mcp-Param-{}", annotation.token),
+                    encode_header_value(&text),
+                ))
+            })
+            .collect()
+    }
+
+    /// Remember the annotated schemas of these tools (a listing's items).
+    pub fn learn_tools(&mut self, tools: &[Value]) {
         for tool in tools {
             let Some(name) = tool.get("name").and_then(Value::as_str) else {
                 continue;
@@ -180,12 +217,8 @@ impl ToolHeaderSchemas {
                 return Some(format!("{header} header appears more than once"));
             }
             let raw = copies.first().copied();
-            let mut node = Some(&Value::Object(arguments.clone()));
-            for step in &annotation.path {
-                node = node.and_then(|n| n.get(step));
-            }
             let argument = annotation.path.join(".");
-            let value = node.filter(|v| !v.is_null());
+            let value = at(arguments, &annotation.path).filter(|v| !v.is_null());
             let Some(value) = value else {
                 if raw.is_some() {
                     return Some(format!(
@@ -287,6 +320,27 @@ mod tests {
             s.check(&call(json!({})), &headers(&[("mcp-param-region", "x")]))
                 .is_some()
         );
+    }
+
+    #[test]
+    fn the_headers_written_for_a_call_pass_the_check() {
+        let s = schemas();
+        let args = json!({"region": "zürich", "n": 7, "other": "x"});
+        let written = s.headers_for("t", Some(&args));
+        assert_eq!(
+            written,
+            headers(&[
+                ("Mcp-Param-N", "7"),
+                ("Mcp-Param-Region", "=?base64?esO8cmljaA==?=")
+            ])
+        );
+        let lowered: Vec<(String, String)> = written
+            .into_iter()
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        assert_eq!(s.check(&call(args), &lowered), None);
+        assert_eq!(s.headers_for("t", Some(&json!({}))), vec![]);
+        assert_eq!(s.headers_for("unknown", Some(&json!({"region": "x"}))), vec![]);
     }
 
     #[test]
