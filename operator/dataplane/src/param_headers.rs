@@ -170,7 +170,7 @@ impl ToolHeaderSchemas {
     }
 
     /// Remember the annotated schemas of these tools (a listing's items).
-    pub fn learn_tools(&mut self, tools: &[Value]) {
+    pub fn learn_tools<'a>(&mut self, tools: impl IntoIterator<Item = &'a Value>) {
         for tool in tools {
             let Some(name) = tool.get("name").and_then(Value::as_str) else {
                 continue;

@@ -14,6 +14,8 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use crate::param_headers::ToolHeaderSchemas;
+
 use super::config::{FilterLayer, Server};
 use super::errors::quoted;
 use super::naming::{plan, tool_allowed};
@@ -49,6 +51,9 @@ pub struct Catalog {
     /// Server key → the original names of its tools in `entries` (the incumbents of the
     /// next build, whatever the server's index is then).
     held: BTreeMap<String, BTreeSet<String>>,
+    /// The `x-mcp-header` annotations of the tools as listed, by exposed name: a 2026-07-28
+    /// agent's `Mcp-Param-*` headers are checked against them (`front`).
+    pub param_headers: ToolHeaderSchemas,
 }
 
 impl Catalog {
@@ -134,10 +139,13 @@ impl Catalog {
                 );
             }
         }
+        let mut param_headers = ToolHeaderSchemas::default();
+        param_headers.learn_tools(entries.values().map(|entry| &entry.tool));
         Self {
             entries,
             held,
             rules: RuleBook::default(),
+            param_headers,
         }
     }
 

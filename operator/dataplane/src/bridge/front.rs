@@ -275,6 +275,14 @@ impl Front {
             copies("mcp-method"),
             copies("mcp-name"),
         );
+        let param_headers: Vec<(String, String)> = request
+            .headers()
+            .iter()
+            .filter(|(name, _)| name.as_str().starts_with("mcp-param-"))
+            .filter_map(|(name, value)| {
+                Some((name.as_str().to_owned(), value.to_str().ok()?.trim().to_owned()))
+            })
+            .collect();
         let message = match http::read_json(request, MAX_BODY_BYTES, BODY_TIMEOUT).await {
             Ok(message) => message,
             Err(error) => return error.response().into(),
@@ -304,6 +312,14 @@ impl Front {
         if !era::MODERN_REQUESTS.contains(&method.as_str()) || method == "subscriptions/listen" {
             let text = format!("Method not found: {method}");
             return http::json(404, &jsonrpc::error_response(Some(&id), METHOD_NOT_FOUND, &text)).into();
+        }
+        if method == "tools/call"
+            && let Some(params) = message.get("params").and_then(Value::as_object)
+            && let Some(why) = self.core.catalog().param_headers.check(params, &param_headers)
+        {
+            // As the SDK's server checks them: a header that disagrees with its argument.
+            let refusal = jsonrpc::error_response(Some(&id), jsonrpc::HEADER_MISMATCH, &why);
+            return http::json(400, &refusal).into();
         }
         if relayed(&method, &message) {
             let response = agent::serve_modern(&self.core, &id, &method, &message, &version, sse_ok).await;
