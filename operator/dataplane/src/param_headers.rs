@@ -131,6 +131,16 @@ fn matches(kind: &str, value: &Value, rendered: &str, decoded: &str) -> bool {
     decoded == rendered
 }
 
+/// Every `Mcp-Param-*` header of a request (each copy), by lowercase name, its value
+/// trimmed: what [`ToolHeaderSchemas::check`] reads.
+pub fn of_request(headers: &hyper::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter(|(name, _)| name.as_str().starts_with("mcp-param-"))
+        .filter_map(|(name, value)| Some((name.as_str().to_owned(), value.to_str().ok()?.trim().to_owned())))
+        .collect()
+}
+
 /// The value at `path` of a call's arguments (`properties` keys from the root).
 fn at<'a>(arguments: &'a Map<String, Value>, path: &[String]) -> Option<&'a Value> {
     let (first, rest) = path.split_first()?;

@@ -275,14 +275,7 @@ impl Front {
             copies("mcp-method"),
             copies("mcp-name"),
         );
-        let param_headers: Vec<(String, String)> = request
-            .headers()
-            .iter()
-            .filter(|(name, _)| name.as_str().starts_with("mcp-param-"))
-            .filter_map(|(name, value)| {
-                Some((name.as_str().to_owned(), value.to_str().ok()?.trim().to_owned()))
-            })
-            .collect();
+        let param_headers = crate::param_headers::of_request(request.headers());
         let message = match http::read_json(request, MAX_BODY_BYTES, BODY_TIMEOUT).await {
             Ok(message) => message,
             Err(error) => return error.response().into(),

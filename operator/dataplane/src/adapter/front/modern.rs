@@ -43,14 +43,7 @@ impl Front {
                 )
             })
             .collect();
-        let param_headers: Vec<(String, String)> = request
-            .headers()
-            .iter()
-            .filter(|(name, _)| name.as_str().starts_with("mcp-param-"))
-            .filter_map(|(name, value)| {
-                Some((name.as_str().to_owned(), value.to_str().ok()?.trim().to_owned()))
-            })
-            .collect();
+        let param_headers = crate::param_headers::of_request(request.headers());
         let mut message = match self.read_body(request).await {
             Ok(message) => message,
             Err(refused) => return refused,
