@@ -36,7 +36,31 @@ const PAGE_ITEMS: usize = 100;
 /// Deadline of one upstream request of these methods.
 const REQUEST_SECONDS: Duration = Duration::from_secs(30);
 
-type Refusal = (i64, String);
+/// Why one of these requests is refused: the JSON-RPC error's code, message and data.
+struct Refusal {
+    code: i64,
+    text: String,
+    data: Option<Value>,
+}
+
+fn refusal(code: i64, text: String) -> Refusal {
+    Refusal {
+        code,
+        text,
+        data: None,
+    }
+}
+
+/// Invalid params naming the URI, in the message and in `data.uri` (SEP-2164; cut: the agent
+/// chose it).
+fn not_found(uri: &str) -> Refusal {
+    let shown: String = uri.chars().take(200).collect();
+    Refusal {
+        code: INVALID_PARAMS,
+        text: format!("Resource not found: {shown}"),
+        data: Some(json!({"uri": shown})),
+    }
+}
 
 /// The JSON-RPC response to one of [`METHODS`].
 /// `relay`: the agent's call, for the requests during which a server may ask it something
@@ -71,13 +95,22 @@ pub async fn answer(
     };
     match answered {
         Ok(result) => jsonrpc::result_response(id, result),
-        Err((code, text)) => jsonrpc::error_response(Some(id), code, &text),
+        Err(Refusal { code, text, data }) => {
+            let mut response = jsonrpc::error_response(Some(id), code, &text);
+            if let Some(data) = data {
+                response["error"]["data"] = data;
+            }
+            response
+        }
     }
 }
 
 fn prompts_list(core: &Core, params: &Map<String, Value>) -> Result<Value, Refusal> {
     if params.get("cursor").is_some_and(|c| !c.is_null()) {
-        return Err((INVALID_PARAMS, "Invalid params: unknown cursor".to_owned()));
+        return Err(refusal(
+            INVALID_PARAMS,
+            "Invalid params: unknown cursor".to_owned(),
+        ));
     }
     Ok(json!({"prompts": core.prompts().listing()}))
 }
@@ -91,7 +124,7 @@ async fn prompts_get(
     let catalog = core.prompts();
     let Some(entry) = catalog.entries.get(name) else {
         let shown: String = name.chars().take(80).collect();
-        return Err((INVALID_PARAMS, format!("Unknown prompt: '{shown}'")));
+        return Err(refusal(INVALID_PARAMS, format!("Unknown prompt: '{shown}'")));
     };
     let mut sent = params.clone();
     sent.insert("name".into(), json!(entry.original));
@@ -109,7 +142,7 @@ async fn forward(
 ) -> Result<Value, Refusal> {
     let key = core.config.servers[index].key();
     let Some(upstream) = &core.upstreams[index] else {
-        return Err((
+        return Err(refusal(
             INTERNAL_ERROR,
             format!("Server {key} cannot be called as configured"),
         ));
@@ -125,8 +158,12 @@ async fn forward(
     };
     match answered {
         Ok(result) => Ok(plain_result(result)),
-        Err(Failure::Rpc { code, message, .. }) => Err((code, core.scrubber.text(&message))),
-        Err(failure) => Err((
+        Err(Failure::Rpc { code, message, data }) => Err(Refusal {
+            code,
+            text: core.scrubber.text(&message),
+            data: data.map(|data| core.scrubber.json(data)),
+        }),
+        Err(failure) => Err(refusal(
             INTERNAL_ERROR,
             format!(
                 "Server {key} could not answer {method}: {}",
@@ -211,10 +248,10 @@ async fn listing(core: &Core, method: &str, params: &Map<String, Value>) -> Resu
         Some(cursor) => core
             .cursors
             .decode(method, cursor)
-            .map_err(|why| (INVALID_PARAMS, format!("Invalid params: {why}")))?,
+            .map_err(|why| refusal(INVALID_PARAMS, format!("Invalid params: {why}")))?,
     };
     let Some(mut at) = keys.iter().position(|k| *k == position.server) else {
-        return Err((
+        return Err(refusal(
             INVALID_PARAMS,
             "Invalid params: the cursor's server is gone".to_owned(),
         ));
@@ -229,7 +266,7 @@ async fn listing(core: &Core, method: &str, params: &Map<String, Value>) -> Resu
         }
         let page = match forward(core, index, method, sent, None).await {
             Ok(page) => page,
-            Err((_, why)) => {
+            Err(Refusal { text: why, .. }) => {
                 tracing::warn!("Left server {} out of {method}: {why}", keys[at]);
                 json!({})
             }
@@ -272,11 +309,13 @@ async fn read(
     relay: Option<&Arc<Relay>>,
 ) -> Result<Value, Refusal> {
     let Some(uri) = params.get("uri").and_then(Value::as_str) else {
-        return Err((INVALID_PARAMS, "Invalid params: uri must be a string".to_owned()));
+        return Err(refusal(
+            INVALID_PARAMS,
+            "Invalid params: uri must be a string".to_owned(),
+        ));
     };
     let Some((index, original)) = route(core, uri) else {
-        let shown: String = uri.chars().take(200).collect();
-        return Err((INVALID_PARAMS, format!("Resource not found: {shown}")));
+        return Err(not_found(uri));
     };
     let mut sent = params.clone();
     sent.insert("uri".into(), json!(original));
@@ -298,7 +337,10 @@ async fn read(
 async fn complete(core: &Core, params: &Map<String, Value>) -> Result<Value, Refusal> {
     let reference = params.get("ref").and_then(Value::as_object);
     let Some(reference) = reference else {
-        return Err((INVALID_PARAMS, "Invalid params: ref must be an object".to_owned()));
+        return Err(refusal(
+            INVALID_PARAMS,
+            "Invalid params: ref must be an object".to_owned(),
+        ));
     };
     let (index, field, original) = match reference.get("type").and_then(Value::as_str) {
         Some("ref/prompt") => {
@@ -306,21 +348,20 @@ async fn complete(core: &Core, params: &Map<String, Value>) -> Result<Value, Ref
             let catalog = core.prompts();
             let Some(entry) = catalog.entries.get(name) else {
                 let shown: String = name.chars().take(80).collect();
-                return Err((INVALID_PARAMS, format!("Unknown prompt: '{shown}'")));
+                return Err(refusal(INVALID_PARAMS, format!("Unknown prompt: '{shown}'")));
             };
             (entry.server, "name", entry.original.clone())
         }
         Some("ref/resource") if reference.get("uri").is_some_and(Value::is_string) => {
             let uri = reference["uri"].as_str().unwrap_or_default();
             let Some((index, original)) = route(core, uri) else {
-                let shown: String = uri.chars().take(200).collect();
-                return Err((INVALID_PARAMS, format!("Resource not found: {shown}")));
+                return Err(not_found(uri));
             };
             (index, "uri", original)
         }
         _ => {
             let text = "Invalid params: ref must be a ref/prompt or ref/resource";
-            return Err((INVALID_PARAMS, text.to_owned()));
+            return Err(refusal(INVALID_PARAMS, text.to_owned()));
         }
     };
     let mut sent = params.clone();
