@@ -157,3 +157,17 @@ async def test_a_run_may_name_either_of_the_operators_images(named: str) -> None
     run = agent_run(bridge={"image": named})
     await reconcile_run(kube, run, bridge_image=OWN, dataplane_image=COMPILED)
     assert bridge_image(kube) == named
+
+
+async def test_naming_the_data_plane_lets_no_other_image_in() -> None:
+    """A tenant's attempt: with the compiled data plane named, an image that merely looks
+    like it (another tag, another registry) is still refused, and nothing is applied."""
+    for image in (
+        "registry.example/mcp-dataplane:9.9.9",
+        "evil.example/mcp-dataplane:1.2.3@sha256:" + "c" * 64,
+    ):
+        kube = FakeKube()
+        run = agent_run(bridge={"image": image})
+        done = await reconcile_run(kube, run, bridge_image=OWN, dataplane_image=COMPILED)
+        assert condition(done.patch, "Ready")[1] == "BridgeImageNotAllowed"
+        assert kube.applied == []
